@@ -1,0 +1,42 @@
+//! The only module that touches key bytes.
+//!
+//! Threat model notes:
+//! - Signing secrets are stored sealed with AES-256-GCM under a versioned
+//!   key-encryption key (KEK). The associated data binds every ciphertext to
+//!   the row it belongs to (tenant, endpoint, key id), so a ciphertext copied
+//!   into another row does not open.
+//! - KEKs are themselves sealed under the operator's master key and kept in
+//!   the database (`kek_versions`), so every instance of a multi-instance
+//!   deployment sees the same ring and `signet kek rotate` needs no file
+//!   shuffling. The master key never touches the database.
+//! - Types that hold key material have no `Clone`/`Serialize`, a redacting
+//!   `Debug`, and zeroize on drop. Bad input is an error, never a panic.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod digest;
+mod password;
+mod secret;
+mod vault;
+
+pub use digest::{constant_time_eq, random_token, sha256_hex, RandomToken};
+pub use password::{hash_password, verify_password, verify_password_dummy, Password};
+pub use secret::SigningSecret;
+pub use vault::{Aad, Kek, Keyring, MasterKey, CIPHERTEXT_FORMAT_V1};
+
+/// Errors from sealing and opening. They deliberately carry no key bytes
+/// and no plaintext.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CryptoError {
+    #[error("ciphertext is truncated or not in a known format")]
+    Malformed,
+    #[error("ciphertext was sealed under KEK version {0}, which this keyring does not hold")]
+    UnknownKekVersion(u32),
+    #[error("ciphertext does not open under this key and associated data")]
+    Unauthentic,
+    #[error("the key ring is empty")]
+    EmptyKeyring,
+    #[error("master key must be base64 of exactly 32 bytes")]
+    BadMasterKey,
+    #[error("password hashing failed")]
+    PasswordHash,
+}

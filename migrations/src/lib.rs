@@ -1,0 +1,17 @@
+//! Signet's schema, one set of migrations for SQLite and PostgreSQL.
+//!
+//! Each migration declares its own identifiers (a frozen snapshot), so later
+//! changes to the domain entities never rewrite history.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261202_000001_registry;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261202_000001_registry::Migration)]
+    }
+}

@@ -1,4 +1,15 @@
 //! Signet's product logic, shared by the server (receiver, API, CLI) and the
 //! Leptos server functions. No HTTP and no UI in here.
 
+pub mod audit;
+pub mod auth;
+pub mod clock;
 pub mod crypto;
+pub mod db;
+pub mod entity;
+pub mod error;
+pub mod ids;
+pub mod registry;
+pub mod vault;
+
+pub use error::{DomainError, DomainResult};

@@ -1,0 +1,106 @@
+//! The role matrix: the one place that says which role may do what
+//! (CONTRACT §4). Review changes here as security changes.
+
+use serde::{Deserialize, Serialize};
+
+/// A user's or token's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    Admin,
+    Reviewer,
+    ClinicAdmin,
+    Oncall,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Reviewer, Role::ClinicAdmin, Role::Oncall];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Reviewer => "reviewer",
+            Role::ClinicAdmin => "clinic-admin",
+            Role::Oncall => "oncall",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+
+    /// Clinic admins are bound to one tenant and see nothing of others.
+    pub fn is_tenant_bound(self) -> bool {
+        matches!(self, Role::ClinicAdmin)
+    }
+
+    /// Human label for the UI.
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::Admin => "Administrator",
+            Role::Reviewer => "Security reviewer",
+            Role::ClinicAdmin => "Clinic admin",
+            Role::Oncall => "On-call engineer",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything that is authorized somewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Permission {
+    /// See tenants, endpoints and keys (never secrets).
+    ReadRegistry,
+    /// Create or change tenants.
+    ManageTenants,
+    /// Create or change endpoints.
+    ManageEndpoints,
+    /// Provision, rotate, revoke keys and change their scope.
+    ManageKeys,
+    /// Approve or reject a key's scope.
+    ReviewKeys,
+    /// Read the audit log.
+    ReadAudit,
+    /// Create and change users, create and revoke API tokens.
+    ManageUsers,
+}
+
+/// The matrix. A clinic admin's grants apply to its own tenant only; that is
+/// enforced by [`super::Principal::authorize`].
+pub fn role_allows(role: Role, permission: Permission) -> bool {
+    use Permission::*;
+    match role {
+        Role::Admin => true,
+        Role::Reviewer => matches!(permission, ReadRegistry | ReviewKeys | ReadAudit),
+        Role::ClinicAdmin => {
+            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit)
+        }
+        Role::Oncall => matches!(permission, ReadRegistry | ReadAudit),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_round_trip() {
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Role::parse("root"), None);
+    }
+
+    #[test]
+    fn separation_of_duties() {
+        assert!(!role_allows(Role::ClinicAdmin, Permission::ReviewKeys));
+        assert!(!role_allows(Role::Reviewer, Permission::ManageKeys));
+        assert!(!role_allows(Role::Oncall, Permission::ManageKeys));
+        assert!(!role_allows(Role::ClinicAdmin, Permission::ManageUsers));
+    }
+}

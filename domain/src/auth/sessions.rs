@@ -1,0 +1,171 @@
+//! Browser sessions: a random token in an `HttpOnly; SameSite=Strict`
+//! cookie; only its SHA-256 digest is stored. Sessions end on logout
+//! (server-side), after an idle period, and at an absolute lifetime.
+
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+
+use super::{throttle, Actor, Principal, Role};
+use crate::{
+    audit::{self, Change},
+    crypto::{random_token, sha256_hex, verify_password, verify_password_dummy, Password, RandomToken},
+    db,
+    entity::{session, user},
+    error::{DomainError, DomainResult},
+};
+
+/// Session lifetimes.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionPolicy {
+    pub idle_ms: i64,
+    pub absolute_ms: i64,
+}
+
+impl Default for SessionPolicy {
+    /// 30 minutes idle, 12 hours absolute.
+    fn default() -> Self {
+        SessionPolicy { idle_ms: 30 * 60_000, absolute_ms: 12 * 3_600_000 }
+    }
+}
+
+/// `last_seen_at` is refreshed at most this often, to keep reads cheap.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+/// A successful login: the cookie value (shown to the browser once) and who
+/// signed in.
+#[derive(Debug)]
+pub struct LoginSuccess {
+    pub token: RandomToken,
+    pub principal: Principal,
+}
+
+const BAD_CREDENTIALS: &str = "invalid username or password";
+
+/// Checks credentials with per-account and per-address throttling. Unknown
+/// users cost the same argon2 work as known ones.
+pub async fn login(
+    db: &DatabaseConnection,
+    policy: SessionPolicy,
+    username: &str,
+    password: &Password,
+    client_ip: &str,
+    now: i64,
+) -> DomainResult<LoginSuccess> {
+    let account = throttle::account_subject(username);
+    let address = throttle::address_subject(client_ip);
+    for subject in [&account, &address] {
+        if let Some(wait) = throttle::locked_for(db, subject, now).await? {
+            tracing::warn!(subject = %subject_kind(subject), "login refused: throttled");
+            return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
+        }
+    }
+    let found = user::Entity::find().filter(user::Column::Username.eq(username)).one(db).await?;
+    let ok_user = match found {
+        Some(u) if !u.disabled && verify_password(password, &u.password_hash) => Some(u),
+        Some(_) => None,
+        None => {
+            verify_password_dummy(password);
+            None
+        }
+    };
+    let Some(u) = ok_user else {
+        throttle::record_failure(db, &account, throttle::ACCOUNT, now).await?;
+        throttle::record_failure(db, &address, throttle::ADDRESS, now).await?;
+        tracing::info!("login failed");
+        return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
+    };
+    let token = random_token("");
+    let txn = db::begin_write(db).await?;
+    session::ActiveModel {
+        id_digest: Set(token.digest().to_owned()),
+        user_id: Set(u.id.clone()),
+        created_at: Set(now),
+        last_seen_at: Set(now),
+        expires_at: Set(now + policy.absolute_ms),
+    }
+    .insert(&txn)
+    .await?;
+    let mut active: user::ActiveModel = u.clone().into();
+    active.last_login_at = Set(Some(now));
+    active.update(&txn).await?;
+    throttle::clear(&txn, &account).await?;
+    let principal = principal_for(&u);
+    audit::record(
+        &txn,
+        &principal.actor,
+        Change {
+            action: "session.login",
+            target_kind: "user",
+            target_id: &u.username,
+            tenant_id: u.tenant_id.as_deref(),
+            before: None,
+            after: None,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(LoginSuccess { token, principal })
+}
+
+fn subject_kind(subject: &str) -> &'static str {
+    if subject.starts_with("ip:") { "address" } else { "account" }
+}
+
+fn principal_for(u: &user::Model) -> Principal {
+    Principal {
+        actor: Actor::User { id: u.id.clone(), username: u.username.clone() },
+        role: Role::parse(&u.role).unwrap_or(Role::Oncall),
+        tenant_id: u.tenant_id.clone(),
+    }
+}
+
+/// Resolves a session cookie to its principal, enforcing both timeouts.
+pub async fn authenticate(db: &DatabaseConnection, policy: SessionPolicy, token: &str, now: i64) -> DomainResult<Principal> {
+    let digest = sha256_hex(token.as_bytes());
+    let Some(s) = session::Entity::find_by_id(digest.clone()).one(db).await? else {
+        return Err(DomainError::Unauthenticated);
+    };
+    if now >= s.expires_at || now - s.last_seen_at >= policy.idle_ms {
+        session::Entity::delete_by_id(digest).exec(db).await?;
+        return Err(DomainError::Unauthenticated);
+    }
+    let Some(u) = user::Entity::find_by_id(s.user_id.clone()).one(db).await? else {
+        return Err(DomainError::Unauthenticated);
+    };
+    if u.disabled {
+        return Err(DomainError::Unauthenticated);
+    }
+    if now - s.last_seen_at >= TOUCH_EVERY_MS {
+        session::Entity::update_many()
+            .col_expr(session::Column::LastSeenAt, sea_orm::sea_query::Expr::value(now))
+            .filter(session::Column::IdDigest.eq(digest))
+            .exec(db)
+            .await?;
+    }
+    Ok(principal_for(&u))
+}
+
+/// Ends a session server-side. Unknown tokens are ignored.
+pub async fn logout(db: &DatabaseConnection, token: &str) -> DomainResult<()> {
+    let digest = sha256_hex(token.as_bytes());
+    let txn = db::begin_write(db).await?;
+    if let Some(s) = session::Entity::find_by_id(digest.clone()).one(&txn).await? {
+        session::Entity::delete_by_id(digest).exec(&txn).await?;
+        if let Some(u) = user::Entity::find_by_id(s.user_id).one(&txn).await? {
+            audit::record(
+                &txn,
+                &principal_for(&u).actor,
+                Change {
+                    action: "session.logout",
+                    target_kind: "user",
+                    target_id: &u.username,
+                    tenant_id: u.tenant_id.as_deref(),
+                    before: None,
+                    after: None,
+                },
+            )
+            .await?;
+        }
+    }
+    txn.commit().await?;
+    Ok(())
+}

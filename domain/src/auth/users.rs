@@ -1,0 +1,278 @@
+//! User accounts. Passwords are argon2id hashes; views never carry them.
+
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{Actor, Permission, Principal, Role, Scope};
+use crate::{
+    audit::{self, Change},
+    clock,
+    crypto::{hash_password, Password},
+    db,
+    entity::{session, tenant, user},
+    error::{DomainError, DomainResult},
+    ids,
+};
+
+pub const MIN_PASSWORD_LEN: usize = 12;
+pub const MAX_PASSWORD_LEN: usize = 256;
+
+/// A user as shown to admins: never the password hash.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UserView {
+    pub id: String,
+    pub username: String,
+    pub role: Role,
+    /// Tenant slug for clinic admins.
+    pub tenant: Option<String>,
+    pub disabled: bool,
+    pub created_at: String,
+    pub last_login_at: Option<String>,
+}
+
+/// Input for [`create`].
+#[derive(Debug)]
+pub struct NewUser {
+    pub username: String,
+    pub role: Role,
+    /// Tenant slug; required for clinic admins, refused for other roles.
+    pub tenant: Option<String>,
+    pub password: Password,
+}
+
+/// Changes for [`update`]; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct UserPatch {
+    pub role: Option<Role>,
+    /// Tenant slug (clinic admins).
+    pub tenant: Option<String>,
+    pub disabled: Option<bool>,
+}
+
+pub fn validate_username(name: &str) -> DomainResult<()> {
+    let ok = (2..=64).contains(&name.len())
+        && name.as_bytes().first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-@".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(DomainError::invalid(
+            "invalid_username",
+            "username must be 2–64 characters of a-z, 0-9, '.', '_', '-', '@', starting with a letter or digit",
+        ))
+    }
+}
+
+pub fn validate_password(pw: &Password) -> DomainResult<()> {
+    let n = pw.expose().chars().count();
+    if n < MIN_PASSWORD_LEN {
+        return Err(DomainError::invalid(
+            "weak_password",
+            format!("password must be at least {MIN_PASSWORD_LEN} characters"),
+        ));
+    }
+    if pw.expose().len() > MAX_PASSWORD_LEN {
+        return Err(DomainError::invalid("invalid_password", "password is too long"));
+    }
+    Ok(())
+}
+
+async fn tenant_id_for<C: ConnectionTrait>(conn: &C, role: Role, slug: Option<&str>) -> DomainResult<Option<String>> {
+    match (role.is_tenant_bound(), slug.filter(|s| !s.is_empty())) {
+        (true, None) => Err(DomainError::invalid("tenant_required", "a clinic admin needs a tenant")),
+        (false, Some(_)) => Err(DomainError::invalid(
+            "tenant_not_allowed",
+            format!("role {role} is not bound to a tenant; leave the tenant empty"),
+        )),
+        (false, None) => Ok(None),
+        (true, Some(slug)) => tenant::Entity::find()
+            .filter(tenant::Column::Slug.eq(slug))
+            .one(conn)
+            .await?
+            .map(|t| Some(t.id))
+            .ok_or_else(|| DomainError::invalid("unknown_tenant", format!("no tenant {slug:?}"))),
+    }
+}
+
+async fn view<C: ConnectionTrait>(conn: &C, u: user::Model) -> DomainResult<UserView> {
+    let tenant = match &u.tenant_id {
+        Some(id) => tenant::Entity::find_by_id(id.clone()).one(conn).await?.map(|t| t.slug),
+        None => None,
+    };
+    Ok(UserView {
+        id: u.id,
+        username: u.username,
+        role: Role::parse(&u.role).unwrap_or(Role::Oncall),
+        tenant,
+        disabled: u.disabled,
+        created_at: clock::rfc3339(u.created_at),
+        last_login_at: clock::rfc3339_opt(u.last_login_at),
+    })
+}
+
+fn summary(v: &UserView) -> serde_json::Value {
+    json!({"username": v.username, "role": v.role, "tenant": v.tenant, "disabled": v.disabled})
+}
+
+async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, new: NewUser) -> DomainResult<UserView> {
+    validate_username(&new.username)?;
+    validate_password(&new.password)?;
+    let tenant_id = tenant_id_for(conn, new.role, new.tenant.as_deref()).await?;
+    let exists = user::Entity::find().filter(user::Column::Username.eq(&new.username)).count(conn).await?;
+    if exists > 0 {
+        return Err(DomainError::conflict("username_taken", format!("user {:?} already exists", new.username)));
+    }
+    let model = user::ActiveModel {
+        id: Set(ids::new_id()),
+        username: Set(new.username.clone()),
+        password_hash: Set(hash_password(&new.password)?),
+        role: Set(new.role.as_str().to_owned()),
+        tenant_id: Set(tenant_id.clone()),
+        disabled: Set(false),
+        created_at: Set(clock::now_ms()),
+        last_login_at: Set(None),
+    }
+    .insert(conn)
+    .await
+    .map_err(|e| {
+        if db::is_unique_violation(&e) {
+            DomainError::conflict("username_taken", "that username is taken")
+        } else {
+            e.into()
+        }
+    })?;
+    let v = view(conn, model).await?;
+    audit::record(
+        conn,
+        actor,
+        Change {
+            action: "user.create",
+            target_kind: "user",
+            target_id: &v.username,
+            tenant_id: tenant_id.as_deref(),
+            before: None,
+            after: Some(summary(&v)),
+        },
+    )
+    .await?;
+    Ok(v)
+}
+
+/// Creates a user (admins and the CLI).
+pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewUser) -> DomainResult<UserView> {
+    let auth = principal.authorize(Permission::ManageUsers, Scope::Global)?;
+    let txn = db::begin_write(db).await?;
+    let v = insert_user(&txn, auth.actor(), new).await?;
+    txn.commit().await?;
+    Ok(v)
+}
+
+/// Whether any user exists (the server offers a setup link until one does).
+pub async fn any_exist(db: &DatabaseConnection) -> DomainResult<bool> {
+    Ok(user::Entity::find().count(db).await? > 0)
+}
+
+/// Creates the first administrator from the one-time setup link. Refused
+/// once any user exists. The audit append inside takes the audit head lock
+/// first, which serialises two racing bootstraps on both engines, so the
+/// emptiness check below cannot be raced.
+pub async fn bootstrap_admin(db: &DatabaseConnection, username: String, password: Password) -> DomainResult<UserView> {
+    let txn = db::begin_write(db).await?;
+    audit::record(
+        &txn,
+        &Actor::System,
+        Change {
+            action: "setup.bootstrap",
+            target_kind: "user",
+            target_id: &username,
+            tenant_id: None,
+            before: None,
+            after: None,
+        },
+    )
+    .await?;
+    if user::Entity::find().count(&txn).await? > 0 {
+        return Err(DomainError::conflict("already_set_up", "an administrator already exists; sign in instead"));
+    }
+    let v = insert_user(
+        &txn,
+        &Actor::System,
+        NewUser { username, role: Role::Admin, tenant: None, password },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(v)
+}
+
+/// All users (admins only).
+pub async fn list(db: &DatabaseConnection, principal: &Principal) -> DomainResult<Vec<UserView>> {
+    principal.authorize(Permission::ManageUsers, Scope::Global)?;
+    let rows = user::Entity::find().order_by_asc(user::Column::Username).all(db).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for u in rows {
+        out.push(view(db, u).await?);
+    }
+    Ok(out)
+}
+
+/// Changes role, tenant binding or the disabled flag. Disabling ends the
+/// user's sessions at once. The last enabled admin cannot be demoted or
+/// disabled.
+pub async fn update(db: &DatabaseConnection, principal: &Principal, username: &str, patch: UserPatch) -> DomainResult<UserView> {
+    let auth = principal.authorize(Permission::ManageUsers, Scope::Global)?;
+    let txn = db::begin_write(db).await?;
+    let u = user::Entity::find()
+        .filter(user::Column::Username.eq(username))
+        .one(&txn)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    let before = view(&txn, u.clone()).await?;
+    let role = patch.role.unwrap_or(before.role);
+    let tenant_slug = if patch.role.is_some() || patch.tenant.is_some() {
+        patch.tenant.clone().or_else(|| if role.is_tenant_bound() { before.tenant.clone() } else { None })
+    } else {
+        before.tenant.clone()
+    };
+    let tenant_id = tenant_id_for(&txn, role, tenant_slug.as_deref()).await?;
+    let disabled = patch.disabled.unwrap_or(u.disabled);
+    let was_active_admin = before.role == Role::Admin && !before.disabled;
+    if was_active_admin && (role != Role::Admin || disabled) {
+        let admins = user::Entity::find()
+            .filter(user::Column::Role.eq("admin"))
+            .filter(user::Column::Disabled.eq(false))
+            .count(&txn)
+            .await?;
+        if admins <= 1 {
+            return Err(DomainError::conflict("last_admin", "this is the last enabled administrator"));
+        }
+    }
+    let mut active: user::ActiveModel = u.clone().into();
+    active.role = Set(role.as_str().to_owned());
+    active.tenant_id = Set(tenant_id.clone());
+    active.disabled = Set(disabled);
+    let updated = active.update(&txn).await?;
+    if disabled || role != before.role || tenant_id != u.tenant_id {
+        // Sessions carry the old rights; end them.
+        session::Entity::delete_many().filter(session::Column::UserId.eq(&u.id)).exec(&txn).await?;
+    }
+    let after = view(&txn, updated).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "user.update",
+            target_kind: "user",
+            target_id: username,
+            tenant_id: tenant_id.as_deref().or(u.tenant_id.as_deref()),
+            before: Some(summary(&before)),
+            after: Some(summary(&after)),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(after)
+}

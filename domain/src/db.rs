@@ -1,0 +1,61 @@
+//! Connections and transactions for both engines.
+//!
+//! SQLite runs in WAL mode with a busy timeout, and every write transaction
+//! starts with `BEGIN IMMEDIATE`: a deferred transaction that reads before it
+//! writes cannot upgrade once another writer has committed (SQLITE_BUSY that no
+//! busy timeout cures). PostgreSQL uses its default READ COMMITTED; invariants
+//! are carried by constraints and row locks, never by check-then-insert.
+
+use std::time::Duration;
+
+use migrations::{Migrator, MigratorTrait};
+use sea_orm::{
+    sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+};
+
+/// Opens a pool for `url` (`sqlite://…` or `postgres://…`).
+pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
+    let mut options = ConnectOptions::new(url.to_owned());
+    options
+        .sqlx_logging(false)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(10));
+    if url.starts_with("sqlite:") {
+        options.max_connections(8).map_sqlx_sqlite_opts(|o| {
+            o.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true)
+        });
+    } else {
+        options.max_connections(32);
+    }
+    Database::connect(options).await
+}
+
+/// Runs pending migrations; idempotent.
+pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
+    Migrator::up(db, None).await
+}
+
+/// Starts a transaction that will write.
+pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    match db.get_database_backend() {
+        DbBackend::Sqlite => {
+            db.begin_with_options(TransactionOptions {
+                sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                ..Default::default()
+            })
+            .await
+        }
+        _ => db.begin().await,
+    }
+}
+
+/// True when the error is a unique-constraint violation (classified by the
+/// driver's error code, not by message text).
+pub fn is_unique_violation(err: &DbErr) -> bool {
+    matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+}

@@ -1,0 +1,24 @@
+//! `endpoints` rows.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "endpoints")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub tenant_id: String,
+    pub slug: String,
+    pub scheme: String,
+    /// JSON array of permitted event types; `["*"]` permits any type.
+    pub event_types: String,
+    pub tolerance_secs: i64,
+    pub max_body_bytes: i64,
+    pub enabled: bool,
+    pub created_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,14 @@
+//! sea-orm entities, one module a table. Migrations own the schema; these
+//! mirror it.
+
+pub mod api_token;
+pub mod audit_entry;
+pub mod audit_head;
+pub mod endpoint;
+pub mod kek_version;
+pub mod key_approval;
+pub mod login_throttle;
+pub mod session;
+pub mod signing_key;
+pub mod tenant;
+pub mod user;

@@ -1,0 +1,64 @@
+//! The domain's one error type. Edges map it once: the `code` and user
+//! message go to the caller, the source of `Db`/`Crypto` only to the log.
+
+use sea_orm::DbErr;
+
+use crate::crypto::CryptoError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    /// Absent, or outside the caller's tenant (the two are indistinguishable
+    /// on purpose).
+    #[error("not found")]
+    NotFound,
+    /// The caller's role does not allow this.
+    #[error("your role does not allow this action")]
+    Forbidden,
+    /// No valid session or token.
+    #[error("authentication required")]
+    Unauthenticated,
+    /// Bad input; the message says what to fix.
+    #[error("{message}")]
+    Invalid { code: &'static str, message: String },
+    /// The request conflicts with stored state; nothing was changed.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// Too many failed logins.
+    #[error("too many failed attempts; try again in {retry_after_secs} s")]
+    Throttled { retry_after_secs: i64 },
+    #[error("database error")]
+    Db(#[from] DbErr),
+    #[error("vault error")]
+    Crypto(#[from] CryptoError),
+}
+
+impl DomainError {
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        DomainError::Invalid { code, message: message.into() }
+    }
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        DomainError::Conflict { code, message: message.into() }
+    }
+    /// Stable machine-readable code for API bodies and tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DomainError::NotFound => "not_found",
+            DomainError::Forbidden => "forbidden",
+            DomainError::Unauthenticated => "unauthenticated",
+            DomainError::Invalid { code, .. } | DomainError::Conflict { code, .. } => code,
+            DomainError::Throttled { .. } => "throttled",
+            DomainError::Db(_) | DomainError::Crypto(_) => "internal",
+        }
+    }
+    /// What may be shown to the caller: never a database or vault detail.
+    pub fn public_message(&self) -> String {
+        match self {
+            DomainError::Db(_) | DomainError::Crypto(_) => {
+                "internal error; the server log has details".to_owned()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+pub type DomainResult<T> = Result<T, DomainError>;

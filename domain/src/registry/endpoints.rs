@@ -1,0 +1,233 @@
+//! Endpoints: where one tenant's providers post, with one signature scheme,
+//! the event types they may send, a timestamp tolerance and a body limit.
+
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{tenants, validate_event_types, EventTypes, Scheme};
+use crate::{
+    audit::{self, Change},
+    auth::{Permission, Principal, Scope},
+    clock, db,
+    entity::{endpoint, signing_key, tenant},
+    error::{DomainError, DomainResult},
+    ids,
+};
+
+pub const DEFAULT_TOLERANCE_SECS: i64 = 300;
+pub const MAX_TOLERANCE_SECS: i64 = 3600;
+pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
+pub const MAX_MAX_BODY_BYTES: i64 = 10 * 1024 * 1024;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EndpointView {
+    pub id: String,
+    pub tenant: String,
+    pub slug: String,
+    pub scheme: Scheme,
+    pub event_types: Vec<String>,
+    pub tolerance_secs: i64,
+    pub max_body_bytes: i64,
+    pub enabled: bool,
+    pub created_at: String,
+}
+
+fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
+    EndpointView {
+        scheme: Scheme::parse(&e.scheme).unwrap_or(Scheme::StandardWebhooks),
+        event_types: EventTypes::from_json(&e.event_types).as_slice().to_vec(),
+        id: e.id,
+        tenant: tenant_slug.to_owned(),
+        slug: e.slug,
+        tolerance_secs: e.tolerance_secs,
+        max_body_bytes: e.max_body_bytes,
+        enabled: e.enabled,
+        created_at: clock::rfc3339(e.created_at),
+    }
+}
+
+fn summary(v: &EndpointView) -> serde_json::Value {
+    json!({
+        "scheme": v.scheme, "event_types": v.event_types, "tolerance_secs": v.tolerance_secs,
+        "max_body_bytes": v.max_body_bytes, "enabled": v.enabled,
+    })
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct NewEndpoint {
+    pub slug: String,
+    pub scheme: Scheme,
+    /// Omitted: any event type.
+    pub event_types: Option<Vec<String>>,
+    pub tolerance_secs: Option<i64>,
+    pub max_body_bytes: Option<i64>,
+}
+
+/// `None` leaves a field unchanged. The scheme cannot change: keys were
+/// approved for one.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct EndpointPatch {
+    pub event_types: Option<Vec<String>>,
+    pub tolerance_secs: Option<i64>,
+    pub max_body_bytes: Option<i64>,
+    pub enabled: Option<bool>,
+}
+
+fn check_tolerance(secs: i64) -> DomainResult<i64> {
+    if (1..=MAX_TOLERANCE_SECS).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(DomainError::invalid("invalid_tolerance", format!("tolerance must be 1–{MAX_TOLERANCE_SECS} seconds")))
+    }
+}
+
+fn check_body_limit(bytes: i64) -> DomainResult<i64> {
+    if (1..=MAX_MAX_BODY_BYTES).contains(&bytes) {
+        Ok(bytes)
+    } else {
+        Err(DomainError::invalid("invalid_max_body", format!("max body size must be 1–{MAX_MAX_BODY_BYTES} bytes")))
+    }
+}
+
+/// Finds an endpoint of a tenant the caller may see.
+pub async fn find<C: ConnectionTrait>(
+    conn: &C,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+) -> DomainResult<(tenant::Model, endpoint::Model)> {
+    let t = tenants::find(conn, principal, tenant_slug).await?;
+    let e = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.eq(&t.id))
+        .filter(endpoint::Column::Slug.eq(endpoint_slug))
+        .one(conn)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    Ok((t, e))
+}
+
+pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, new: NewEndpoint) -> DomainResult<EndpointView> {
+    ids::validate_slug("endpoint", &new.slug)?;
+    let types = match &new.event_types {
+        Some(list) => validate_event_types(list)?,
+        None => EventTypes::any(),
+    };
+    let tolerance = check_tolerance(new.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS))?;
+    let max_body = check_body_limit(new.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))?;
+    let txn = db::begin_write(db).await?;
+    let t = tenants::find(&txn, principal, tenant_slug).await?;
+    let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
+    let model = endpoint::ActiveModel {
+        id: Set(ids::new_id()),
+        tenant_id: Set(t.id.clone()),
+        slug: Set(new.slug.clone()),
+        scheme: Set(new.scheme.as_str().to_owned()),
+        event_types: Set(types.to_json()),
+        tolerance_secs: Set(tolerance),
+        max_body_bytes: Set(max_body),
+        enabled: Set(true),
+        created_at: Set(clock::now_ms()),
+    }
+    .insert(&txn)
+    .await
+    .map_err(|e| {
+        if db::is_unique_violation(&e) {
+            DomainError::conflict("endpoint_exists", format!("endpoint {:?} already exists in {tenant_slug}", new.slug))
+        } else {
+            e.into()
+        }
+    })?;
+    let v = view(model, &t.slug);
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "endpoint.create",
+            target_kind: "endpoint",
+            target_id: &format!("{}/{}", t.slug, v.slug),
+            tenant_id: Some(&t.id),
+            before: None,
+            after: Some(summary(&v)),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(v)
+}
+
+pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str) -> DomainResult<Vec<EndpointView>> {
+    let t = tenants::find(db, principal, tenant_slug).await?;
+    principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
+    let rows = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.eq(&t.id))
+        .order_by_asc(endpoint::Column::Slug)
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().map(|e| view(e, &t.slug)).collect())
+}
+
+pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<EndpointView> {
+    let (t, e) = find(db, principal, tenant_slug, endpoint_slug).await?;
+    principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
+    Ok(view(e, &t.slug))
+}
+
+/// Updates settings. Narrowing the event types is refused while a live key's
+/// scope includes a removed type: that key would silently change scope.
+pub async fn update(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+    patch: EndpointPatch,
+) -> DomainResult<EndpointView> {
+    let txn = db::begin_write(db).await?;
+    let (t, e) = find(&txn, principal, tenant_slug, endpoint_slug).await?;
+    let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
+    let before = view(e.clone(), &t.slug);
+    let mut active: endpoint::ActiveModel = e.clone().into();
+    if let Some(list) = &patch.event_types {
+        let types = validate_event_types(list)?;
+        let live = signing_key::Entity::find()
+            .filter(signing_key::Column::EndpointId.eq(&e.id))
+            .filter(signing_key::Column::Status.is_in(["pending_approval", "active", "retiring"]))
+            .all(&txn)
+            .await?;
+        if let Some(k) = live.iter().find(|k| !types.covers(&EventTypes::from_json(&k.event_types))) {
+            return Err(DomainError::conflict(
+                "key_scope_outside_endpoint",
+                format!("key {} is scoped to types this change removes; rotate it with a narrower scope or revoke it first", k.id),
+            ));
+        }
+        active.event_types = Set(types.to_json());
+    }
+    if let Some(s) = patch.tolerance_secs {
+        active.tolerance_secs = Set(check_tolerance(s)?);
+    }
+    if let Some(b) = patch.max_body_bytes {
+        active.max_body_bytes = Set(check_body_limit(b)?);
+    }
+    if let Some(en) = patch.enabled {
+        active.enabled = Set(en);
+    }
+    let after = view(active.update(&txn).await?, &t.slug);
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "endpoint.update",
+            target_kind: "endpoint",
+            target_id: &format!("{}/{}", t.slug, after.slug),
+            tenant_id: Some(&t.id),
+            before: Some(summary(&before)),
+            after: Some(summary(&after)),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(after)
+}

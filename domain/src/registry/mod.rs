@@ -1,0 +1,12 @@
+//! Tenants (clinics), their endpoints, and the signing keys scoped to them.
+//!
+//! Queries for tenant-owned rows go through finders that take the caller's
+//! [`Principal`](crate::auth::Principal), so a resource outside the caller's
+//! tenant is simply not found.
+
+pub mod endpoints;
+pub mod keys;
+mod scheme;
+pub mod tenants;
+
+pub use scheme::{validate_event_types, EventTypes, Scheme};

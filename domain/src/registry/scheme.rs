@@ -1,0 +1,138 @@
+//! Signature schemes and event-type sets.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DomainError, DomainResult};
+
+/// How an endpoint's providers sign (CONTRACT §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheme {
+    StandardWebhooks,
+    Stripe,
+    Github,
+}
+
+impl Scheme {
+    pub const ALL: [Scheme; 3] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::StandardWebhooks => "standard-webhooks",
+            Scheme::Stripe => "stripe",
+            Scheme::Github => "github",
+        }
+    }
+
+    pub fn parse(text: &str) -> DomainResult<Scheme> {
+        Scheme::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
+            DomainError::invalid(
+                "invalid_scheme",
+                format!("scheme must be standard-webhooks, stripe or github, got {text:?}"),
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Scheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of event types, sorted and de-duplicated. `["*"]` means any type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventTypes(Vec<String>);
+
+pub const ANY_TYPE: &str = "*";
+
+impl EventTypes {
+    pub fn any() -> Self {
+        EventTypes(vec![ANY_TYPE.to_owned()])
+    }
+    pub fn is_any(&self) -> bool {
+        self.0.iter().any(|t| t == ANY_TYPE)
+    }
+    pub fn as_slice(&self) -> &[String] {
+        &self.0
+    }
+    /// Whether an event of type `t` is within this set.
+    pub fn permits(&self, t: &str) -> bool {
+        self.is_any() || self.0.iter().any(|x| x == t)
+    }
+    /// Whether every type in `other` is within this set.
+    pub fn covers(&self, other: &EventTypes) -> bool {
+        self.is_any() || (!other.is_any() && other.0.iter().all(|t| self.permits(t)))
+    }
+    pub fn to_json(&self) -> String {
+        serde_json::Value::from(self.0.clone()).to_string()
+    }
+    /// Reads the stored JSON form; a corrupt value permits nothing.
+    pub fn from_json(text: &str) -> Self {
+        EventTypes(serde_json::from_str(text).unwrap_or_default())
+    }
+    /// Human form: `any event type` or `a, b`.
+    pub fn describe(&self) -> String {
+        if self.is_any() { "any event type".to_owned() } else { self.0.join(", ") }
+    }
+}
+
+/// Validates and normalises a list of event types (`*` alone, or names like
+/// `reminder.created`).
+pub fn validate_event_types<S: AsRef<str>>(types: &[S]) -> DomainResult<EventTypes> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in types {
+        let t = raw.as_ref().trim();
+        if t.is_empty() {
+            continue;
+        }
+        let ok = t == ANY_TYPE
+            || (t.len() <= 100
+                && t.as_bytes().first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && t.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)));
+        if !ok {
+            return Err(DomainError::invalid(
+                "invalid_event_type",
+                format!("event type {t:?} must be '*' or like 'reminder.created' (a-z, 0-9, '.', '_', '-')"),
+            ));
+        }
+        if !out.iter().any(|x| x == t) {
+            out.push(t.to_owned());
+        }
+    }
+    if out.is_empty() {
+        return Err(DomainError::invalid("invalid_event_type", "at least one event type is needed"));
+    }
+    if out.len() > 1 && out.iter().any(|t| t == ANY_TYPE) {
+        return Err(DomainError::invalid("invalid_event_type", "'*' already permits every type; list it alone"));
+    }
+    out.sort();
+    Ok(EventTypes(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_type_sets() {
+        let a = validate_event_types(&["reminder.created", "otp.requested", "reminder.created"]).unwrap();
+        assert_eq!(a.as_slice(), ["otp.requested", "reminder.created"]);
+        assert!(a.permits("otp.requested") && !a.permits("reminder.canceled"));
+        let narrower = validate_event_types(&["otp.requested"]).unwrap();
+        assert!(a.covers(&narrower) && !narrower.covers(&a));
+        assert!(EventTypes::any().covers(&a) && !a.covers(&EventTypes::any()));
+        assert!(validate_event_types(&["Bad Type"]).is_err());
+        assert!(validate_event_types::<&str>(&[]).is_err());
+        assert!(validate_event_types(&["*", "a"]).is_err());
+        assert_eq!(EventTypes::from_json(&a.to_json()), a);
+    }
+
+    #[test]
+    fn schemes_parse() {
+        for s in Scheme::ALL {
+            assert_eq!(Scheme::parse(s.as_str()).unwrap(), s);
+        }
+        assert!(Scheme::parse("hmac").is_err());
+    }
+}

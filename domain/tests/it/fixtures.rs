@@ -1,0 +1,69 @@
+//! Principals and a small registry to act on.
+
+use domain::{
+    auth::{Actor, Principal, Role},
+    registry::{
+        endpoints::{self, NewEndpoint},
+        keys::{self, Approval, ProvisionRequest, ProvisionedKey},
+        tenants::{self, NewTenant, TenantView},
+        Scheme,
+    },
+};
+
+use crate::support::TestDb;
+
+pub fn user(role: Role, tenant_id: Option<&str>) -> Principal {
+    Principal {
+        actor: Actor::User { id: format!("id-{}", role.as_str()), username: format!("{}-user", role.as_str()) },
+        role,
+        tenant_id: tenant_id.map(str::to_owned),
+    }
+}
+
+pub fn admin() -> Principal {
+    user(Role::Admin, None)
+}
+
+pub fn reviewer() -> Principal {
+    user(Role::Reviewer, None)
+}
+
+pub async fn tenant(t: &TestDb, slug: &str) -> TenantView {
+    tenants::create(&t.db, &admin(), NewTenant { slug: slug.into(), name: None, notify_url: None })
+        .await
+        .expect("tenant")
+}
+
+pub async fn endpoint(t: &TestDb, tenant: &str, slug: &str, types: Option<&[&str]>) {
+    endpoints::create(
+        &t.db,
+        &admin(),
+        tenant,
+        NewEndpoint {
+            slug: slug.into(),
+            scheme: Scheme::StandardWebhooks,
+            event_types: types.map(|ts| ts.iter().map(|s| s.to_string()).collect()),
+            tolerance_secs: None,
+            max_body_bytes: None,
+        },
+    )
+    .await
+    .expect("endpoint");
+}
+
+/// A tenant `clinic-a` with endpoint `reminders` and an active key.
+pub async fn active_key(t: &TestDb) -> ProvisionedKey {
+    tenant(t, "clinic-a").await;
+    endpoint(t, "clinic-a", "reminders", Some(&["reminder.created", "otp.requested"])).await;
+    keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        ProvisionRequest::default(),
+        Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
+    )
+    .await
+    .expect("provision")
+}

@@ -1,0 +1,10 @@
+//! Domain integration tests, each on SQLite and PostgreSQL.
+
+mod support;
+
+mod audit_chain;
+mod auth;
+mod fixtures;
+mod keys;
+mod registry;
+mod vault;

@@ -1,0 +1,148 @@
+use domain::{
+    auth::Role,
+    db,
+    entity::{endpoint, signing_key},
+    registry::{
+        endpoints::{self, EndpointPatch, NewEndpoint},
+        tenants::{self, NewTenant, TenantPatch},
+        Scheme,
+    },
+    DomainError,
+};
+use sea_orm::{ActiveModelTrait, EntityTrait, Set};
+
+use crate::{db_test, fixtures::*, support::TestDb};
+
+db_test!(migrations_are_idempotent, async |t: &TestDb| {
+    db::migrate(&t.db).await.expect("second run");
+    db::migrate(&t.db).await.expect("third run");
+});
+
+db_test!(tenant_slugs_are_validated_and_unique, async |t: &TestDb| {
+    let bad = tenants::create(&t.db, &admin(), NewTenant { slug: "Clinic A".into(), name: None, notify_url: None }).await;
+    assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_slug", .. })));
+    tenant(t, "clinic-a").await;
+    let dup = tenants::create(&t.db, &admin(), NewTenant { slug: "clinic-a".into(), name: Some("Other".into()), notify_url: None }).await;
+    assert!(matches!(dup, Err(DomainError::Conflict { code: "tenant_exists", .. })), "{dup:?}");
+    let url = tenants::create(&t.db, &admin(), NewTenant { slug: "x".into(), name: None, notify_url: Some("ftp://nope".into()) }).await;
+    assert!(matches!(url, Err(DomainError::Invalid { code: "invalid_notify_url", .. })));
+    // The stored tenant was not touched by the failed duplicate.
+    assert_eq!(tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().name, "clinic-a");
+});
+
+db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
+    let a = tenant(t, "clinic-a").await;
+    tenant(t, "clinic-b").await;
+    endpoint(t, "clinic-b", "hooks", None).await;
+    let ca = user(Role::ClinicAdmin, Some(&a.id));
+    let listed = tenants::list(&t.db, &ca).await.unwrap();
+    assert_eq!(listed.iter().map(|t| t.slug.as_str()).collect::<Vec<_>>(), ["clinic-a"]);
+    assert!(matches!(tenants::get(&t.db, &ca, "clinic-b").await, Err(DomainError::NotFound)));
+    assert!(matches!(endpoints::list(&t.db, &ca, "clinic-b").await, Err(DomainError::NotFound)));
+    assert!(matches!(endpoints::get(&t.db, &ca, "clinic-b", "hooks").await, Err(DomainError::NotFound)));
+    let create = endpoints::create(
+        &t.db,
+        &ca,
+        "clinic-b",
+        NewEndpoint { slug: "evil".into(), scheme: Scheme::Github, event_types: None, tolerance_secs: None, max_body_bytes: None },
+    )
+    .await;
+    assert!(matches!(create, Err(DomainError::NotFound)));
+    // Its own tenant works; tenant settings are admin-only.
+    endpoint(t, "clinic-a", "hooks", None).await;
+    assert!(endpoints::get(&t.db, &ca, "clinic-a", "hooks").await.is_ok());
+    let patch = tenants::update(&t.db, &ca, "clinic-a", TenantPatch { name: Some("x".into()), notify_url: None }).await;
+    assert!(matches!(patch, Err(DomainError::Forbidden)));
+    // Reviewers and on-call read everything but change nothing here.
+    for role in [Role::Reviewer, Role::Oncall] {
+        let p = user(role, None);
+        assert_eq!(tenants::list(&t.db, &p).await.unwrap().len(), 2);
+        let e = endpoints::update(&t.db, &p, "clinic-a", "hooks", EndpointPatch { enabled: Some(false), ..Default::default() }).await;
+        assert!(matches!(e, Err(DomainError::Forbidden)), "{role}");
+    }
+});
+
+db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
+    tenant(t, "clinic-a").await;
+    tenant(t, "clinic-b").await;
+    endpoint(t, "clinic-a", "hooks", None).await;
+    endpoint(t, "clinic-b", "hooks", None).await;
+    let dup = endpoints::create(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        NewEndpoint { slug: "hooks".into(), scheme: Scheme::Stripe, event_types: None, tolerance_secs: None, max_body_bytes: None },
+    )
+    .await;
+    assert!(matches!(dup, Err(DomainError::Conflict { code: "endpoint_exists", .. })), "{dup:?}");
+    let kept = endpoints::get(&t.db, &admin(), "clinic-a", "hooks").await.unwrap();
+    assert_eq!(kept.scheme, Scheme::StandardWebhooks, "the original was not overwritten");
+    let bad = endpoints::create(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        NewEndpoint { slug: "x".into(), scheme: Scheme::Stripe, event_types: None, tolerance_secs: Some(0), max_body_bytes: None },
+    )
+    .await;
+    assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_tolerance", .. })));
+});
+
+db_test!(database_enforces_key_endpoint_tenant_binding, async |t: &TestDb| {
+    let k = active_key(t).await;
+    let b = tenant(t, "clinic-b").await;
+    let row = signing_key::Entity::find_by_id(k.key.key_id.clone()).one(&t.db).await.unwrap().unwrap();
+    // A key row claiming clinic-b but pointing at clinic-a's endpoint.
+    let mut forged: signing_key::ActiveModel = row.clone().into();
+    forged.id = Set("key_forged".into());
+    forged.tenant_id = Set(b.id.clone());
+    let forged = signet_insert(forged, t).await;
+    assert!(forged.is_err(), "composite foreign key must refuse a cross-tenant key");
+    // Duplicate key id.
+    let mut dup: signing_key::ActiveModel = row.into();
+    dup.id = Set(k.key.key_id.clone());
+    let dup = signet_insert(dup, t).await;
+    assert!(dup.as_ref().is_err_and(db::is_unique_violation), "{dup:?}");
+    // An endpoint for a tenant that does not exist.
+    let orphan = endpoint::ActiveModel {
+        id: Set("e-orphan".into()),
+        tenant_id: Set("no-such-tenant".into()),
+        slug: Set("x".into()),
+        scheme: Set("github".into()),
+        event_types: Set("[\"*\"]".into()),
+        tolerance_secs: Set(300),
+        max_body_bytes: Set(1024),
+        enabled: Set(true),
+        created_at: Set(0),
+    }
+    .insert(&t.db)
+    .await;
+    assert!(orphan.is_err());
+});
+
+async fn signet_insert(m: signing_key::ActiveModel, t: &TestDb) -> Result<signing_key::Model, sea_orm::DbErr> {
+    m.insert(&t.db).await
+}
+
+db_test!(narrowing_endpoint_types_refused_while_keys_use_them, async |t: &TestDb| {
+    let k = active_key(t).await;
+    assert_eq!(k.key.event_types, ["otp.requested", "reminder.created"]);
+    let narrow = endpoints::update(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        EndpointPatch { event_types: Some(vec!["reminder.created".into()]), ..Default::default() },
+    )
+    .await;
+    assert!(matches!(narrow, Err(DomainError::Conflict { code: "key_scope_outside_endpoint", .. })), "{narrow:?}");
+    let widen = endpoints::update(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        EndpointPatch { event_types: Some(vec!["reminder.created".into(), "otp.requested".into(), "reminder.canceled".into()]), ..Default::default() },
+    )
+    .await
+    .unwrap();
+    assert_eq!(widen.event_types.len(), 3);
+});

@@ -1,1 +1,64 @@
+//! Signet's web console.
+//!
+//! Pages render on the server and hydrate in the browser; every form is an
+//! `ActionForm` over a server function, so the core flows work with
+//! JavaScript off as well.
 
+pub mod api;
+pub mod components;
+pub mod dto;
+pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod ssr;
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::{
+    components::{Route, Router, Routes},
+    path,
+};
+
+use crate::pages::*;
+
+/// The HTML document around the app (server side).
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="referrer" content="same-origin"/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/signet.css"/>
+        <Title text="Signet"/>
+        <Router>
+            <Routes fallback=|| view! { <NotFound/> }>
+                <Route path=path!("/login") view=LoginPage/>
+                <Route path=path!("/setup") view=SetupPage/>
+                <Route path=path!("/") view=HomePage/>
+                <Route path=path!("/tenants") view=TenantsPage/>
+                <Route path=path!("/tenants/:slug") view=TenantPage/>
+                <Route path=path!("/keys/:id/secret") view=SecretPage/>
+                <Route path=path!("/keys/:id/rotate") view=RotatePage/>
+                <Route path=path!("/keys/:id/revoke") view=RevokePage/>
+                <Route path=path!("/approvals") view=ApprovalsPage/>
+                <Route path=path!("/users") view=UsersPage/>
+                <Route path=path!("/audit") view=AuditPage/>
+            </Routes>
+        </Router>
+    }
+}

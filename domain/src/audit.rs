@@ -107,6 +107,7 @@ fn entry_hash(e: &audit_entry::Model) -> String {
 
 /// Result of [`verify_chain`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChainReport {
     pub entries: i64,
     pub ok: bool,
@@ -115,6 +116,7 @@ pub struct ChainReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BrokenEntry {
     pub seq: i64,
     pub reason: String,
@@ -184,6 +186,7 @@ pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> 
 
 /// An entry as shown in the UI and API.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditView {
     pub seq: i64,
     pub at: String,
@@ -218,6 +221,7 @@ impl From<audit_entry::Model> for AuditView {
 
 /// Filters for [`list`]. Empty fields do not filter.
 #[derive(Debug, Clone, Default, serde::Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditFilter {
     pub actor: Option<String>,
     /// Prefix match, e.g. `key.` for every key action.

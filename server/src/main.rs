@@ -1,1 +1,31 @@
-fn main(){}
+//! `signet`: the webhook receiver, its admin console and API, and the
+//! operator CLI, in one binary. `signet` alone means `signet serve`.
+
+mod cli;
+mod config;
+mod http;
+mod serve;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(cli::run(args))
+}
+
+/// Logs go to stderr (stdout is reserved for command output and `--json`).
+/// Never a secret, a password or a payload: callers choose fields.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SIGNET_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A user's or token's role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     Admin,

@@ -22,6 +22,7 @@ const PREFIX: &str = "sgt_";
 const TOUCH_EVERY_MS: i64 = 60_000;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenView {
     pub id: String,
     pub name: String,

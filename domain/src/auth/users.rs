@@ -23,6 +23,7 @@ pub const MAX_PASSWORD_LEN: usize = 256;
 
 /// A user as shown to admins: never the password hash.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserView {
     pub id: String,
     pub username: String,
@@ -46,6 +47,7 @@ pub struct NewUser {
 
 /// Changes for [`update`]; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserPatch {
     pub role: Option<Role>,
     /// Tenant slug (clinic admins).

@@ -24,6 +24,7 @@ pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
 pub const MAX_MAX_BODY_BYTES: i64 = 10 * 1024 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EndpointView {
     pub id: String,
     pub tenant: String,
@@ -58,6 +59,7 @@ fn summary(v: &EndpointView) -> serde_json::Value {
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewEndpoint {
     pub slug: String,
     pub scheme: Scheme,
@@ -70,6 +72,7 @@ pub struct NewEndpoint {
 /// `None` leaves a field unchanged. The scheme cannot change: keys were
 /// approved for one.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EndpointPatch {
     pub event_types: Option<Vec<String>>,
     pub tolerance_secs: Option<i64>,

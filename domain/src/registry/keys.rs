@@ -46,6 +46,7 @@ pub const MAX_RETIRING_PER_ENDPOINT: u64 = 2;
 /// Lifecycle state as stored (`expired` is also derived on read from
 /// `retiring` + `expires_at`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KeyStatus {
     PendingApproval,
@@ -92,6 +93,7 @@ impl std::fmt::Display for KeyStatus {
 
 /// A key as shown anywhere after creation: never the secret.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyView {
     pub key_id: String,
     pub tenant: String,
@@ -136,6 +138,7 @@ pub enum Approval {
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProvisionRequest {
     pub owner: Option<String>,
     pub rotation_owner: Option<String>,
@@ -145,6 +148,7 @@ pub struct ProvisionRequest {
 
 /// One reviewer decision.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalView {
     pub key_id: String,
     pub decision: String,
@@ -157,6 +161,7 @@ pub struct ApprovalView {
 
 /// A pending key with what the reviewer needs to decide.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReviewItem {
     pub key: KeyView,
     pub scope: Value,
@@ -167,6 +172,7 @@ pub struct ReviewItem {
 
 /// Filters for [`list`].
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyFilter {
     pub tenant: Option<String>,
     pub endpoint: Option<String>,

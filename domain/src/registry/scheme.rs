@@ -6,6 +6,7 @@ use crate::error::{DomainError, DomainResult};
 
 /// How an endpoint's providers sign (CONTRACT §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Scheme {
     StandardWebhooks,
@@ -42,6 +43,7 @@ impl std::fmt::Display for Scheme {
 
 /// A set of event types, sorted and de-duplicated. `["*"]` means any type.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventTypes(Vec<String>);
 
 pub const ANY_TYPE: &str = "*";

@@ -17,6 +17,7 @@ use crate::{
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantView {
     pub id: String,
     pub slug: String,
@@ -38,6 +39,7 @@ impl From<tenant::Model> for TenantView {
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewTenant {
     pub slug: String,
     pub name: Option<String>,
@@ -46,6 +48,7 @@ pub struct NewTenant {
 
 /// `None` leaves a field unchanged; `notify_url: Some("")` clears it.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantPatch {
     pub name: Option<String>,
     pub notify_url: Option<String>,

@@ -1,0 +1,110 @@
+//! Provision, rotate, revoke, and the one-time secret reveal.
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::{KeyDto, RevealDto};
+
+#[cfg(feature = "ssr")]
+fn approval_for(p: &domain::auth::Principal, approve_now: &Option<String>, what: &str) -> domain::registry::keys::Approval {
+    use domain::registry::keys::Approval;
+    if approve_now.as_deref().is_some_and(|v| v == "on" || v == "true") {
+        Approval::ApproveAs { reviewer: p.actor.name().to_owned(), comment: format!("approved at {what} by {}", p.actor.name()) }
+    } else {
+        Approval::Pending
+    }
+}
+
+/// Sends the browser to the reveal page for a freshly created secret.
+#[cfg(feature = "ssr")]
+fn redirect_to_reveal(st: &crate::ssr::AppState, key_id: &str, secret: domain::crypto::SigningSecret) -> Result<(), AppError> {
+    let token = crate::ssr::session_token().ok_or_else(|| AppError::new("unauthenticated", "sign in again"))?;
+    let handle = st.reveals.put(&token, key_id, secret);
+    leptos_axum::redirect(&format!("/keys/{key_id}/secret?reveal={handle}"));
+    Ok(())
+}
+
+/// `event_types`: comma-separated subset of the endpoint's; empty means all
+/// of the endpoint's types. `approve_now` (admins): activate at once.
+#[server(prefix = "/fn", endpoint = "provision_key")]
+pub async fn provision_key(
+    tenant: String,
+    endpoint: String,
+    owner: Option<String>,
+    rotation_owner: Option<String>,
+    event_types: Option<String>,
+    approve_now: Option<String>,
+) -> Result<(), AppError> {
+    use super::split_list;
+    use crate::ssr;
+    use domain::registry::keys::{self, ProvisionRequest};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let nonempty = |s: Option<String>| s.map(|x| x.trim().to_owned()).filter(|x| !x.is_empty());
+    let req = ProvisionRequest {
+        owner: nonempty(owner),
+        rotation_owner: nonempty(rotation_owner),
+        event_types: event_types.as_deref().map(split_list).filter(|l| !l.is_empty()),
+    };
+    let approval = approval_for(&p, &approve_now, "provisioning");
+    let created = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await.map_err(ssr::to_app_error)?;
+    redirect_to_reveal(&st, &created.key.key_id, created.secret)
+}
+
+/// `overlap_hours`: how long the old key keeps working once the new one is
+/// active (default 24, at most 168).
+#[server(prefix = "/fn", endpoint = "rotate_key")]
+pub async fn rotate_key(key_id: String, overlap_hours: Option<String>, approve_now: Option<String>) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::registry::keys;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let overlap = match overlap_hours.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(h) => Some(
+            h.parse::<f64>()
+                .ok()
+                .filter(|h| h.is_finite() && *h > 0.0)
+                .map(|h| (h * 3600.0).round() as i64)
+                .ok_or_else(|| AppError::new("invalid_overlap", "overlap must be a positive number of hours"))?,
+        ),
+    };
+    let approval = approval_for(&p, &approve_now, "rotation");
+    let created = keys::rotate(&st.db, &st.vault, &p, &key_id, overlap, approval).await.map_err(ssr::to_app_error)?;
+    redirect_to_reveal(&st, &created.key.key_id, created.secret)
+}
+
+#[server(prefix = "/fn", endpoint = "revoke_key")]
+pub async fn revoke_key(key_id: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let k = domain::registry::keys::revoke(&st.db, &p, &key_id, &reason).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/tenants/{}?revoked={}", k.tenant, k.key_id));
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "get_key", input = GetUrl)]
+pub async fn get_key(key_id: String) -> Result<KeyDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let k = domain::registry::keys::get(&st.db, &p, &key_id).await.map_err(ssr::to_app_error)?;
+    Ok(ssr::convert::key(k))
+}
+
+/// Returns a new key's secret exactly once. POST because it consumes it.
+/// `None` once it has been shown (or after ten minutes).
+#[server(prefix = "/fn", endpoint = "reveal_secret")]
+pub async fn reveal_secret(key_id: String, reveal: String) -> Result<Option<RevealDto>, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let k = domain::registry::keys::get(&st.db, &p, &key_id).await.map_err(ssr::to_app_error)?;
+    let Some(token) = ssr::session_token() else { return Ok(None) };
+    match st.reveals.take(&token, &reveal) {
+        Some((id, secret)) if id == key_id => Ok(Some(RevealDto { key: ssr::convert::key(k), secret: secret.expose().to_owned() })),
+        _ => Ok(None),
+    }
+}

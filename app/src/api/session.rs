@@ -1,0 +1,78 @@
+//! Sign-in, sign-out, first-run setup and "who am I".
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::Me;
+
+/// The signed-in user, or `None`.
+#[server(prefix = "/fn", endpoint = "whoami", input = GetUrl)]
+pub async fn whoami() -> Result<Option<Me>, AppError> {
+    use crate::ssr;
+    match ssr::maybe_principal().await? {
+        Some(p) => Ok(Some(ssr::me_dto(&p).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Whether the one-time setup is still open (no user exists yet).
+#[server(prefix = "/fn", endpoint = "setup_open", input = GetUrl)]
+pub async fn setup_open() -> Result<bool, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    Ok(!domain::auth::users::any_exist(&st.db).await.map_err(ssr::to_app_error)?)
+}
+
+/// Only same-site relative paths are followed after sign-in.
+fn safe_next(next: Option<String>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
+        _ => "/".to_owned(),
+    }
+}
+
+#[server(prefix = "/fn", endpoint = "login")]
+pub async fn login(username: String, password: String, next: Option<String>) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::{auth::sessions, clock, crypto::Password};
+    let st = ssr::state()?;
+    let ok = sessions::login(&st.db, st.sessions, username.trim(), &Password::new(password), &ssr::client_ip(), clock::now_ms())
+        .await
+        .map_err(ssr::to_app_error)?;
+    ssr::set_session_cookie(Some(ok.token.expose()), st.secure_cookies, st.sessions.absolute_ms / 1000);
+    leptos_axum::redirect(&safe_next(next));
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "logout")]
+pub async fn logout() -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    if let Some(token) = ssr::session_token() {
+        domain::auth::sessions::logout(&st.db, &token).await.map_err(ssr::to_app_error)?;
+    }
+    ssr::set_session_cookie(None, st.secure_cookies, 0);
+    leptos_axum::redirect("/login");
+    Ok(())
+}
+
+/// Creates the first administrator with the token from the setup link.
+#[server(prefix = "/fn", endpoint = "setup_admin")]
+pub async fn setup_admin(token: String, username: String, password: String, confirm: String) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::crypto::Password;
+    let st = ssr::state()?;
+    if !st.setup.matches(&token) {
+        return Err(AppError::new("invalid_setup_token", "this setup link is not valid (it changes at every start); use the one printed most recently"));
+    }
+    if password != confirm {
+        return Err(AppError::new("password_mismatch", "the two passwords differ"));
+    }
+    domain::auth::users::bootstrap_admin(&st.db, username.trim().to_owned(), Password::new(password))
+        .await
+        .map_err(ssr::to_app_error)?;
+    st.setup.consume();
+    leptos_axum::redirect("/login?setup=done");
+    Ok(())
+}

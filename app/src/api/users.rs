@@ -1,0 +1,61 @@
+//! Users and roles (administrators only).
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::UserDto;
+
+#[server(prefix = "/fn", endpoint = "list_users", input = GetUrl)]
+pub async fn list_users() -> Result<Vec<UserDto>, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let users = domain::auth::users::list(&st.db, &p).await.map_err(ssr::to_app_error)?;
+    Ok(users.into_iter().map(ssr::convert::user).collect())
+}
+
+#[server(prefix = "/fn", endpoint = "create_user")]
+pub async fn create_user(username: String, role: String, tenant: Option<String>, password: String) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::{auth::{users::{self, NewUser}, Role}, crypto::Password};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let role = Role::parse(&role).ok_or_else(|| AppError::new("invalid_role", "choose a role"))?;
+    users::create(
+        &st.db,
+        &p,
+        NewUser {
+            username: username.trim().to_owned(),
+            role,
+            tenant: tenant.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
+            password: Password::new(password),
+        },
+    )
+    .await
+    .map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/users?created={}", username.trim()));
+    Ok(())
+}
+
+/// Changes a user's role/tenant (`role` empty: unchanged) or enables and
+/// disables the account (`disabled`: "true"/"false").
+#[server(prefix = "/fn", endpoint = "update_user")]
+pub async fn update_user(username: String, role: Option<String>, tenant: Option<String>, disabled: Option<String>) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::auth::{users::{self, UserPatch}, Role};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let role = match role.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        Some(r) => Some(Role::parse(r).ok_or_else(|| AppError::new("invalid_role", "unknown role"))?),
+        None => None,
+    };
+    let patch = UserPatch {
+        role,
+        tenant: tenant.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
+        disabled: disabled.as_deref().map(|d| d == "true"),
+    };
+    users::update(&st.db, &p, &username, patch).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/users?updated={username}"));
+    Ok(())
+}

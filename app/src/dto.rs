@@ -1,0 +1,160 @@
+//! What crosses to the browser. Never a secret (except the one-time reveal),
+//! never a password hash. Server-side conversions from domain views live in
+//! `ssr::convert`.
+
+use serde::{Deserialize, Serialize};
+
+/// The signed-in user, for navigation and for hiding actions the role lacks
+/// (hiding is cosmetic: every server function authorizes on its own).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Me {
+    pub username: String,
+    /// `admin`, `reviewer`, `clinic-admin` or `oncall`.
+    pub role: String,
+    pub role_label: String,
+    /// Clinic admins: their tenant's slug.
+    pub tenant: Option<String>,
+}
+
+impl Me {
+    pub fn is_admin(&self) -> bool {
+        self.role == "admin"
+    }
+    pub fn can_review(&self) -> bool {
+        matches!(self.role.as_str(), "admin" | "reviewer")
+    }
+    pub fn can_manage_tenant(&self, slug: &str) -> bool {
+        self.is_admin() || (self.role == "clinic-admin" && self.tenant.as_deref() == Some(slug))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantDto {
+    pub slug: String,
+    pub name: String,
+    pub notify_url: Option<String>,
+    pub created_at: String,
+    pub endpoint_count: usize,
+    pub active_keys: usize,
+    pub pending_keys: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndpointDto {
+    pub slug: String,
+    pub scheme: String,
+    /// `["*"]` means any type.
+    pub event_types: Vec<String>,
+    pub tolerance_secs: i64,
+    pub max_body_bytes: i64,
+    pub enabled: bool,
+    pub created_at: String,
+    pub keys: Vec<KeyDto>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyDto {
+    pub key_id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    /// `pending_approval`, `active`, `retiring`, `expired`, `revoked`, `rejected`.
+    pub status: String,
+    pub event_types: Vec<String>,
+    pub scope_approved: bool,
+    pub owner: String,
+    pub rotation_owner: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub activated_at: Option<String>,
+    pub expires_at: Option<String>,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at: Option<String>,
+    pub revoked_reason: Option<String>,
+    pub replaces_key_id: Option<String>,
+    pub last_verified_at: Option<String>,
+    pub verified_count: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantOverview {
+    pub tenant: TenantDto,
+    pub endpoints: Vec<EndpointDto>,
+    /// Whether the viewer may create endpoints and manage keys here.
+    pub can_manage: bool,
+    /// Server time (unix ms) when this was read, for countdowns.
+    pub now_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalDto {
+    pub key_id: String,
+    pub decision: String,
+    pub reviewer: String,
+    pub comment: String,
+    pub scope_hash: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    pub event_types: Vec<String>,
+    pub decided_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewItemDto {
+    pub key: KeyDto,
+    /// For a rotation: the key being replaced.
+    pub replaces: Option<KeyDto>,
+    pub history: Vec<ApprovalDto>,
+}
+
+/// A secret being shown for the first and only time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RevealDto {
+    pub key: KeyDto,
+    pub secret: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserDto {
+    pub username: String,
+    pub role: String,
+    pub role_label: String,
+    pub tenant: Option<String>,
+    pub disabled: bool,
+    pub created_at: String,
+    pub last_login_at: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditDto {
+    pub seq: i64,
+    pub at: String,
+    pub actor: String,
+    pub actor_kind: String,
+    pub action: String,
+    pub target_kind: String,
+    pub target_id: String,
+    pub tenant: Option<String>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub hash: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditDto>,
+    /// Pass as `before_seq` for the next (older) page.
+    pub next_before: Option<i64>,
+    pub chain_ok: Option<bool>,
+}
+
+/// Role choices for forms.
+pub const ROLES: [(&str, &str); 4] = [
+    ("admin", "Administrator"),
+    ("reviewer", "Security reviewer"),
+    ("clinic-admin", "Clinic admin"),
+    ("oncall", "On-call engineer"),
+];
+
+pub const SCHEMES: [&str; 3] = ["standard-webhooks", "stripe", "github"];

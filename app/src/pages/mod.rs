@@ -1,0 +1,5 @@
+//! One module a page.
+
+mod placeholder;
+
+pub use placeholder::*;

@@ -1,0 +1,299 @@
+//! Server-side glue for the server functions: shared state, who is asking,
+//! error mapping and DTO conversions. Compiled only with `ssr`.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use axum::extract::FromRef;
+use domain::{
+    auth::{sessions::SessionPolicy, Principal},
+    crypto::{sha256_hex, SigningSecret},
+    vault::Vault,
+    DomainError,
+};
+use http::{header, request::Parts};
+use leptos::prelude::*;
+use leptos_axum::ResponseOptions;
+use sea_orm::DatabaseConnection;
+
+use crate::{api::AppError, dto};
+
+/// Cookie carrying the session token.
+pub const SESSION_COOKIE: &str = "signet_session";
+
+/// Everything request handlers and server functions share. Built once in
+/// `main` from the configuration.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    pub db: DatabaseConnection,
+    pub vault: Arc<Vault>,
+    pub sessions: SessionPolicy,
+    /// Set the cookie's `Secure` flag (the public URL is https).
+    pub secure_cookies: bool,
+    pub reveals: Arc<RevealStore>,
+    pub setup: Arc<SetupToken>,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(s: &AppState) -> Self {
+        s.leptos_options.clone()
+    }
+}
+
+/// Secrets waiting to be shown once, right after provision or rotation. A
+/// form post (with or without JavaScript) ends in a redirect, so the secret
+/// cannot travel in the response; it waits here, in memory only, bound to
+/// the session that created it, for at most [`RevealStore::TTL`].
+#[derive(Default)]
+pub struct RevealStore {
+    items: Mutex<HashMap<String, Reveal>>,
+}
+
+struct Reveal {
+    session_digest: String,
+    key_id: String,
+    secret: SigningSecret,
+    created: Instant,
+}
+
+impl RevealStore {
+    pub const TTL: Duration = Duration::from_secs(600);
+
+    /// Stores a secret; returns the one-time handle for the reveal page.
+    pub fn put(&self, session_token: &str, key_id: &str, secret: SigningSecret) -> String {
+        let handle = domain::crypto::random_token("").expose().to_owned();
+        let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        items.retain(|_, r| r.created.elapsed() < Self::TTL);
+        items.insert(
+            handle.clone(),
+            Reveal { session_digest: sha256_hex(session_token.as_bytes()), key_id: key_id.to_owned(), secret, created: Instant::now() },
+        );
+        handle
+    }
+
+    /// Removes and returns the secret if it belongs to this session and has
+    /// not expired. A second call returns `None`.
+    pub fn take(&self, session_token: &str, handle: &str) -> Option<(String, SigningSecret)> {
+        let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let r = items.remove(handle)?;
+        (r.session_digest == sha256_hex(session_token.as_bytes()) && r.created.elapsed() < Self::TTL)
+            .then_some((r.key_id, r.secret))
+    }
+}
+
+/// The one-time bootstrap token, printed at start while no user exists.
+#[derive(Default)]
+pub struct SetupToken {
+    digest: Mutex<Option<String>>,
+}
+
+impl SetupToken {
+    /// Mints a new token (replacing any previous one) and returns it.
+    pub fn mint(&self) -> String {
+        let t = domain::crypto::random_token("setup_");
+        *self.digest.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.digest().to_owned());
+        t.expose().to_owned()
+    }
+    pub fn matches(&self, token: &str) -> bool {
+        let guard = self.digest.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_deref().is_some_and(|d| domain::crypto::constant_time_eq(d.as_bytes(), sha256_hex(token.as_bytes()).as_bytes()))
+    }
+    pub fn consume(&self) {
+        *self.digest.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+pub fn state() -> Result<AppState, AppError> {
+    use_context::<AppState>().ok_or_else(|| AppError::new("internal", "server state missing"))
+}
+
+fn parts() -> Option<Parts> {
+    use_context::<Parts>()
+}
+
+/// The session token from the request's cookie, if any.
+pub fn session_token() -> Option<String> {
+    let parts = parts()?;
+    for value in parts.headers.get_all(header::COOKIE) {
+        let Ok(text) = value.to_str() else { continue };
+        for c in cookie::Cookie::split_parse(text).flatten() {
+            if c.name() == SESSION_COOKIE {
+                return Some(c.value().to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// The signed-in principal, or `Unauthenticated`.
+pub async fn principal() -> Result<Principal, AppError> {
+    let st = state()?;
+    let token = session_token().ok_or_else(|| to_app_error(DomainError::Unauthenticated))?;
+    domain::auth::sessions::authenticate(&st.db, st.sessions, &token, domain::clock::now_ms())
+        .await
+        .map_err(to_app_error)
+}
+
+/// Like [`principal`] but `None` when nobody is signed in.
+pub async fn maybe_principal() -> Result<Option<Principal>, AppError> {
+    match principal().await {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if e.code == "unauthenticated" => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The client's address for login throttling (the socket peer; Signet does
+/// not trust forwarding headers).
+pub fn client_ip() -> String {
+    parts()
+        .and_then(|p| p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// A plain HTML form post (JavaScript off): errors travel in the redirect
+/// URL, so the status code must stay a redirect.
+fn is_form_post() -> bool {
+    parts()
+        .and_then(|p| p.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(|v| v.contains("text/html")))
+        .unwrap_or(false)
+}
+
+/// Maps a domain error once: a status for API-style callers, a public message
+/// for everyone, the detail only to the log.
+pub fn to_app_error(e: DomainError) -> AppError {
+    let status = match &e {
+        DomainError::NotFound => 404,
+        DomainError::Forbidden => 403,
+        DomainError::Unauthenticated => 401,
+        DomainError::Invalid { .. } => 422,
+        DomainError::Conflict { .. } => 409,
+        DomainError::Throttled { .. } => 429,
+        DomainError::Db(err) => {
+            tracing::error!(error = %err, "database error in a server function");
+            500
+        }
+        DomainError::Crypto(err) => {
+            tracing::error!(error = %err, "vault error in a server function");
+            500
+        }
+    };
+    if !is_form_post() {
+        if let Some(res) = use_context::<ResponseOptions>() {
+            res.set_status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
+        }
+    }
+    AppError::new(e.code(), &e.public_message())
+}
+
+/// Sets or clears the session cookie on the response.
+pub fn set_session_cookie(token: Option<&str>, secure: bool, max_age_secs: i64) {
+    let mut c = cookie::Cookie::build((SESSION_COOKIE, token.unwrap_or("").to_owned()))
+        .path("/")
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .secure(secure);
+    c = if token.is_some() {
+        c.max_age(cookie::time::Duration::seconds(max_age_secs))
+    } else {
+        c.max_age(cookie::time::Duration::ZERO)
+    };
+    if let (Some(res), Ok(v)) = (use_context::<ResponseOptions>(), http::HeaderValue::from_str(&c.build().to_string())) {
+        res.append_header(header::SET_COOKIE, v);
+    }
+}
+
+pub mod convert {
+    //! Domain views → browser DTOs.
+
+    use domain::{audit::AuditView, auth::users::UserView, registry::keys::{ApprovalView, KeyView}};
+
+    use crate::dto;
+
+    pub fn key(k: KeyView) -> dto::KeyDto {
+        dto::KeyDto {
+            key_id: k.key_id,
+            tenant: k.tenant,
+            endpoint: k.endpoint,
+            scheme: k.scheme.as_str().to_owned(),
+            status: k.status.as_str().to_owned(),
+            event_types: k.event_types,
+            scope_approved: k.scope_approved,
+            owner: k.owner,
+            rotation_owner: k.rotation_owner,
+            created_by: k.created_by,
+            created_at: k.created_at,
+            activated_at: k.activated_at,
+            expires_at: k.expires_at,
+            expires_at_ms: k.expires_at_ms,
+            revoked_at: k.revoked_at,
+            revoked_reason: k.revoked_reason,
+            replaces_key_id: k.replaces_key_id,
+            last_verified_at: k.last_verified_at,
+            verified_count: k.verified_count,
+        }
+    }
+
+    pub fn approval(a: ApprovalView) -> dto::ApprovalDto {
+        let s = |f: &str| a.scope.get(f).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+        dto::ApprovalDto {
+            tenant: s("tenant"),
+            endpoint: s("endpoint"),
+            scheme: s("scheme"),
+            event_types: a
+                .scope
+                .get("event_types")
+                .and_then(|v| v.as_array())
+                .map(|xs| xs.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default(),
+            key_id: a.key_id,
+            decision: a.decision,
+            reviewer: a.reviewer,
+            comment: a.comment,
+            scope_hash: a.scope_hash,
+            decided_at: a.decided_at,
+        }
+    }
+
+    pub fn user(u: UserView) -> dto::UserDto {
+        dto::UserDto {
+            username: u.username,
+            role: u.role.as_str().to_owned(),
+            role_label: u.role.label().to_owned(),
+            tenant: u.tenant,
+            disabled: u.disabled,
+            created_at: u.created_at,
+            last_login_at: u.last_login_at,
+        }
+    }
+
+    pub fn audit(e: AuditView, tenant_slug: Option<String>) -> dto::AuditDto {
+        dto::AuditDto {
+            seq: e.seq,
+            at: e.at,
+            actor: e.actor,
+            actor_kind: e.actor_kind,
+            action: e.action,
+            target_kind: e.target_kind,
+            target_id: e.target_id,
+            tenant: tenant_slug,
+            before: e.before.map(|v| v.to_string()),
+            after: e.after.map(|v| v.to_string()),
+            hash: e.hash,
+        }
+    }
+}
+
+/// The DTO for the signed-in principal.
+pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
+    let st = state()?;
+    let tenant = match &p.tenant_id {
+        Some(id) => domain::registry::tenants::list(&st.db, p).await.map_err(to_app_error)?.into_iter().find(|t| &t.id == id).map(|t| t.slug),
+        None => None,
+    };
+    Ok(dto::Me { username: p.actor.name().to_owned(), role: p.role.as_str().to_owned(), role_label: p.role.label().to_owned(), tenant })
+}

@@ -1,0 +1,229 @@
+//! One function a command: parse, call one domain function, print.
+
+use std::io::Read;
+
+use domain::{
+    auth::{tokens, users, Principal, Role},
+    crypto::Password,
+    registry::{
+        endpoints::{self, NewEndpoint},
+        keys::{self, Approval, KeyFilter, ProvisionRequest, ProvisionedKey},
+        tenants::{self, NewTenant},
+        Scheme,
+    },
+    vault::Vault,
+};
+use sea_orm::DatabaseConnection;
+use serde_json::json;
+
+use super::{output::{emit, CliError}, AuditCmd, Cli, Command, EndpointCmd, KekCmd, KeyCmd, TenantCmd, TokenCmd, UserCmd};
+use crate::config::{DbArgs, ServeArgs};
+
+pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
+    let json = cli.json;
+    let command = cli.command.unwrap_or_else(|| Command::Serve(default_serve_args()));
+    if let Command::Serve(args) = command {
+        return crate::serve::run(cli.db, args).await.map_err(|e| CliError::new("serve", e));
+    }
+    let db = open_db(&cli.db).await?;
+    let cli_principal = Principal::cli();
+    let p = &cli_principal;
+    match command {
+        Command::Serve(_) => {}
+        Command::Migrate => emit(json, &json!({"migrated": true}), || "migrations are up to date".into()),
+        Command::Tenant(TenantCmd::Create { tenant, name, notify_url }) => {
+            let t = tenants::create(&db, p, NewTenant { slug: tenant, name, notify_url }).await?;
+            emit(json, &t, || format!("created tenant {} ({})", t.slug, t.name));
+        }
+        Command::Tenant(TenantCmd::List) => {
+            let ts = tenants::list(&db, p).await?;
+            emit(json, &ts, || ts.iter().map(|t| format!("{}\t{}", t.slug, t.name)).collect::<Vec<_>>().join("\n"));
+        }
+        Command::Endpoint(EndpointCmd::Create { tenant, endpoint, scheme, event_types, tolerance_secs, max_body_bytes }) => {
+            let scheme = Scheme::parse(&scheme)?;
+            let e = endpoints::create(
+                &db,
+                p,
+                &tenant,
+                NewEndpoint { slug: endpoint, scheme, event_types, tolerance_secs: Some(tolerance_secs), max_body_bytes: Some(max_body_bytes) },
+            )
+            .await?;
+            emit(json, &e, || format!("created endpoint {}/{} ({}); receive at /hooks/{}/{}", e.tenant, e.slug, e.scheme, e.tenant, e.slug));
+        }
+        Command::Endpoint(EndpointCmd::List { tenant }) => {
+            let es = endpoints::list(&db, p, &tenant).await?;
+            emit(json, &es, || es.iter().map(|e| format!("{}\t{}\t{}", e.slug, e.scheme, e.event_types.join(","))).collect::<Vec<_>>().join("\n"));
+        }
+        Command::Key(cmd) => key_command(json, &cli.db, &db, p, cmd).await?,
+        Command::User(UserCmd::Create { username, role, tenant }) => {
+            let role = parse_role(&role)?;
+            let (password, generated) = read_password_from_stdin()?;
+            let u = users::create(&db, p, users::NewUser { username, role, tenant, password: Password::new(password.to_string()) }).await?;
+            let out = json!({"user": u, "password": generated.as_deref()});
+            emit(json, &out, || match &generated {
+                Some(pw) => format!("created {} ({}). Generated password, shown once: {}", u.username, u.role, pw.as_str()),
+                None => format!("created {} ({})", u.username, u.role),
+            });
+        }
+        Command::User(UserCmd::List) => {
+            let us = users::list(&db, p).await?;
+            emit(json, &us, || us.iter().map(|u| format!("{}\t{}\t{}", u.username, u.role, u.tenant.as_deref().unwrap_or("-"))).collect::<Vec<_>>().join("\n"));
+        }
+        Command::Token(TokenCmd::Create { name, role, tenant }) => {
+            let role = parse_role(&role)?;
+            let t = tokens::create(&db, p, &name, role, tenant.as_deref()).await?;
+            let out = json!({"token": t.token.expose(), "id": t.view.id, "name": t.view.name, "role": t.view.role, "tenant": t.view.tenant});
+            emit(json, &out, || format!("token {} ({}), shown once:\n{}", t.view.name, t.view.role, t.token.expose()));
+        }
+        Command::Token(TokenCmd::Revoke { token_id }) => {
+            let t = tokens::revoke(&db, p, &token_id).await?;
+            emit(json, &t, || format!("revoked token {}", t.id));
+        }
+        Command::Token(TokenCmd::List) => {
+            let ts = tokens::list(&db, p).await?;
+            emit(json, &ts, || ts.iter().map(|t| format!("{}\t{}\t{}\t{}", t.id, t.name, t.role, if t.revoked_at.is_some() { "revoked" } else { "active" })).collect::<Vec<_>>().join("\n"));
+        }
+        Command::Kek(KekCmd::Rotate) => {
+            let vault = open_vault(&cli.db, &db).await?;
+            let report = domain::vault::rotate_kek(&db, &vault, p, |progress| {
+                eprintln!("rewrapped {} secrets, {} remaining", progress.rewrapped, progress.remaining);
+            })
+            .await?;
+            emit(json, &report, || {
+                format!(
+                    "{} KEK version {}; rewrapped {} secrets",
+                    if report.added_version { "added" } else { "resumed rewrap to" },
+                    report.kek_version,
+                    report.rewrapped
+                )
+            });
+        }
+        Command::Audit(AuditCmd::Verify) => {
+            let report = domain::audit::verify_chain(&db).await?;
+            emit(json, &report, || match &report.first_broken {
+                None => format!("audit chain intact: {} entries", report.entries),
+                Some(b) => format!("audit chain BROKEN at entry {}: {}", b.seq, b.reason),
+            });
+            if let Some(b) = report.first_broken {
+                return Err(CliError::new("audit_chain_broken", format!("audit chain broken at entry {}: {}", b.seq, b.reason)));
+            }
+        }
+    }
+    Ok(())
+}
+
+
+fn default_serve_args() -> ServeArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+    Only::parse_from(["signet"]).serve
+}
+
+async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {
+    let url = args.url()?;
+    let db = domain::db::connect(&url).await?;
+    domain::db::migrate(&db).await?;
+    Ok(db)
+}
+
+async fn open_vault(args: &DbArgs, db: &DatabaseConnection) -> Result<Vault, CliError> {
+    let master = args.master_key(db).await?;
+    Vault::load(db, master).await.map_err(|e| CliError::new("vault", e.to_string()))
+}
+
+fn parse_role(text: &str) -> Result<Role, CliError> {
+    Role::parse(text).ok_or_else(|| CliError::new("invalid_role", format!("role must be admin, reviewer, clinic-admin or oncall, got {text:?}")))
+}
+
+/// Reads a password from stdin; empty stdin means "generate one".
+fn read_password_from_stdin() -> Result<(zeroize::Zeroizing<String>, Option<zeroize::Zeroizing<String>>), CliError> {
+    let mut buf = zeroize::Zeroizing::new(String::new());
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        std::io::stdin().read_to_string(&mut buf).map_err(|e| CliError::new("stdin", format!("cannot read password from stdin: {e}")))?;
+    }
+    let trimmed = zeroize::Zeroizing::new(buf.trim_end_matches(['\r', '\n']).to_owned());
+    if trimmed.is_empty() {
+        let generated = Password::generate();
+        let text = zeroize::Zeroizing::new(generated.expose().to_owned());
+        Ok((text.clone(), Some(text)))
+    } else {
+        Ok((trimmed, None))
+    }
+}
+
+fn key_json(k: &ProvisionedKey) -> serde_json::Value {
+    let mut v = serde_json::to_value(&k.key).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("secret".into(), json!(k.secret.expose()));
+    }
+    v
+}
+
+fn approval_from(approve_as: Option<String>, what: &str) -> Approval {
+    match approve_as {
+        Some(reviewer) => Approval::ApproveAs { comment: format!("approved at {what} via CLI"), reviewer },
+        None => Approval::Pending,
+    }
+}
+
+async fn key_command(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, cmd: KeyCmd) -> Result<(), CliError> {
+    match cmd {
+        KeyCmd::Provision { tenant, endpoint, owner, rotation_owner, event_types, approve_as } => {
+            let vault = open_vault(args, db).await?;
+            let k = keys::provision(
+                db,
+                &vault,
+                p,
+                &tenant,
+                &endpoint,
+                ProvisionRequest { owner, rotation_owner, event_types },
+                approval_from(approve_as, "provisioning"),
+            )
+            .await?;
+            emit(json, &key_json(&k), || secret_text(&k));
+        }
+        KeyCmd::Rotate { key_id, overlap_secs, approve_as } => {
+            let vault = open_vault(args, db).await?;
+            let k = keys::rotate(db, &vault, p, &key_id, Some(overlap_secs), approval_from(approve_as, "rotation")).await?;
+            emit(json, &key_json(&k), || secret_text(&k));
+        }
+        KeyCmd::Approve { key_id, reviewer, comment } => {
+            let k = keys::approve(db, p, &key_id, Some(&reviewer), &comment).await?;
+            emit(json, &k, || format!("approved {} ({}); status {}", k.key_id, k.event_types.join(","), k.status));
+        }
+        KeyCmd::Reject { key_id, reviewer, comment } => {
+            let k = keys::reject(db, p, &key_id, Some(&reviewer), &comment).await?;
+            emit(json, &k, || format!("rejected {}", k.key_id));
+        }
+        KeyCmd::Revoke { key_id, reason } => {
+            let reason = reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| CliError::new("reason_required", "revocation needs a reason: --reason <text>"))?;
+            let k = keys::revoke(db, p, &key_id, &reason).await?;
+            emit(json, &k, || format!("revoked {} ({})", k.key_id, reason));
+        }
+        KeyCmd::List { tenant } => {
+            let ks = keys::list(db, p, &KeyFilter { tenant, ..Default::default() }).await?;
+            emit(json, &ks, || {
+                ks.iter()
+                    .map(|k| format!("{}\t{}/{}\t{}\t{}", k.key_id, k.tenant, k.endpoint, k.status, k.expires_at.as_deref().unwrap_or("-")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+    }
+    Ok(())
+}
+
+fn secret_text(k: &ProvisionedKey) -> String {
+    format!(
+        "key {} for {}/{} is {}\nsecret (shown once, store it now): {}",
+        k.key.key_id,
+        k.key.tenant,
+        k.key.endpoint,
+        k.key.status,
+        k.secret.expose()
+    )
+}

@@ -1,0 +1,194 @@
+//! The operator CLI (CONTRACT §2). Every command acts directly on the
+//! database, is audited as `cli`, and with `--json` prints exactly one JSON
+//! value on stdout.
+
+mod commands;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{DbArgs, ServeArgs};
+
+#[derive(Parser, Debug)]
+#[command(name = "signet", version, about = "Receive webhooks safely: scoped keys, verified intake, exactly-once effects.")]
+pub struct Cli {
+    /// Print exactly one JSON value on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+    /// Run database migrations and exit.
+    Migrate,
+    /// Tenants (clinics).
+    #[command(subcommand)]
+    Tenant(TenantCmd),
+    /// Endpoints of a tenant.
+    #[command(subcommand)]
+    Endpoint(EndpointCmd),
+    /// Signing keys.
+    #[command(subcommand)]
+    Key(KeyCmd),
+    /// Console users.
+    #[command(subcommand)]
+    User(UserCmd),
+    /// API tokens for /api/v1.
+    #[command(subcommand)]
+    Token(TokenCmd),
+    /// The key-encryption key ring.
+    #[command(subcommand)]
+    Kek(KekCmd),
+    /// The audit log.
+    #[command(subcommand)]
+    Audit(AuditCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TenantCmd {
+    Create {
+        tenant: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        notify_url: Option<String>,
+    },
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EndpointCmd {
+    Create {
+        tenant: String,
+        endpoint: String,
+        #[arg(long)]
+        scheme: String,
+        /// Comma-separated; omitted: any event type.
+        #[arg(long, value_delimiter = ',')]
+        event_types: Option<Vec<String>>,
+        #[arg(long, default_value_t = domain::registry::endpoints::DEFAULT_TOLERANCE_SECS)]
+        tolerance_secs: i64,
+        #[arg(long, default_value_t = domain::registry::endpoints::DEFAULT_MAX_BODY_BYTES)]
+        max_body_bytes: i64,
+    },
+    List {
+        tenant: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCmd {
+    /// Create a key; its secret is printed exactly once.
+    Provision {
+        tenant: String,
+        endpoint: String,
+        #[arg(long)]
+        owner: Option<String>,
+        #[arg(long)]
+        rotation_owner: Option<String>,
+        /// Narrower than the endpoint's types (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        event_types: Option<Vec<String>>,
+        /// Approve the scope at once, recorded under this reviewer's name.
+        #[arg(long)]
+        approve_as: Option<String>,
+    },
+    Approve {
+        key_id: String,
+        #[arg(long)]
+        reviewer: String,
+        #[arg(long, default_value = "")]
+        comment: String,
+    },
+    Reject {
+        key_id: String,
+        #[arg(long)]
+        reviewer: String,
+        #[arg(long)]
+        comment: String,
+    },
+    /// Create a replacement; its secret is printed exactly once.
+    Rotate {
+        key_id: String,
+        #[arg(long, default_value_t = domain::registry::keys::DEFAULT_OVERLAP_SECS)]
+        overlap_secs: i64,
+        #[arg(long)]
+        approve_as: Option<String>,
+    },
+    /// Revoke at once. A reason is required.
+    Revoke {
+        key_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    List {
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UserCmd {
+    /// Password from stdin; when stdin is empty a generated one is printed once.
+    Create {
+        username: String,
+        #[arg(long)]
+        role: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// The token is printed exactly once.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        role: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    Revoke {
+        token_id: String,
+    },
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KekCmd {
+    /// Add a KEK version and rewrap every stored secret (online; resumes if
+    /// interrupted).
+    Rotate,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCmd {
+    /// Recompute the hash chain; exits non-zero at the first broken entry.
+    Verify,
+}
+
+pub fn parse() -> Cli {
+    Cli::parse()
+}
+
+pub async fn run(cli: Cli) -> ExitCode {
+    let json = cli.json;
+    match commands::dispatch(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            output::error(json, &e);
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Configuration: flags win over environment variables, which win over
+//! defaults (CONTRACT §1). Loaded once in `main` and passed down.
+
+use std::{
+    io::Write,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use clap::Args;
+use domain::crypto::MasterKey;
+use sea_orm::{DatabaseConnection, EntityTrait, PaginatorTrait};
+
+/// Settings shared by every command that touches the database.
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// Database URL: `sqlite://…` (default) or `postgres://…`.
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// Where the SQLite database and the generated master key live.
+    #[arg(long, env = "SIGNET_DATA_DIR", default_value = "./data", global = true)]
+    pub data_dir: PathBuf,
+    /// File holding the master key (base64 of 32 bytes). `SIGNET_MASTER_KEY`
+    /// may carry the key itself instead.
+    #[arg(long, env = "SIGNET_MASTER_KEY_FILE", global = true)]
+    pub master_key_file: Option<PathBuf>,
+}
+
+/// Settings for `serve`.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SIGNET_ADDR", default_value = "127.0.0.1:3000")]
+    pub addr: SocketAddr,
+    /// The URL people use to reach Signet (setup link, Secure cookies when
+    /// https). Default: http://<addr>.
+    #[arg(long, env = "SIGNET_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Directory with the built web assets (`pkg/`).
+    #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
+    pub site_root: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot create data directory {0}: {1}")]
+    DataDir(PathBuf, std::io::Error),
+    #[error("cannot read master key file {0}: {1}")]
+    ReadKey(PathBuf, std::io::Error),
+    #[error("master key in {0} is not base64 of 32 bytes")]
+    BadKey(String),
+    #[error(
+        "the database already holds secrets sealed under a master key, but {0} does not exist; \
+         restore that file or set SIGNET_MASTER_KEY_FILE / SIGNET_MASTER_KEY. Nothing was changed"
+    )]
+    MissingKey(PathBuf),
+    #[error("cannot write master key file {0}: {1}")]
+    WriteKey(PathBuf, std::io::Error),
+    #[error("database error: {0}")]
+    Db(#[from] sea_orm::DbErr),
+}
+
+impl DbArgs {
+    /// The effective database URL (default: SQLite under the data dir).
+    pub fn url(&self) -> Result<String, ConfigError> {
+        if let Some(u) = self.database_url.as_deref().filter(|u| !u.is_empty()) {
+            return Ok(u.to_owned());
+        }
+        std::fs::create_dir_all(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
+        Ok(format!("sqlite://{}/signet.db?mode=rwc", self.data_dir.display()))
+    }
+
+    /// Finds the master key: the key file, then `SIGNET_MASTER_KEY`, then
+    /// `$SIGNET_DATA_DIR/master.key`, which is created (mode 0600) only on a
+    /// database that holds no sealed data yet.
+    pub async fn master_key(&self, db: &DatabaseConnection) -> Result<MasterKey, ConfigError> {
+        if let Some(path) = &self.master_key_file {
+            return read_key_file(path);
+        }
+        if let Ok(encoded) = std::env::var("SIGNET_MASTER_KEY") {
+            return MasterKey::from_base64(&encoded).map_err(|_| ConfigError::BadKey("SIGNET_MASTER_KEY".into()));
+        }
+        let path = self.data_dir.join("master.key");
+        if path.exists() {
+            return read_key_file(&path);
+        }
+        if domain::entity::kek_version::Entity::find().count(db).await? > 0 {
+            return Err(ConfigError::MissingKey(path));
+        }
+        std::fs::create_dir_all(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
+        let (key, encoded) = MasterKey::generate();
+        write_new_key_file(&path, encoded.as_bytes()).map_err(|e| ConfigError::WriteKey(path.clone(), e))?;
+        tracing::warn!(
+            path = %path.display(),
+            "generated a master key for this data directory; production must supply its own \
+             (SIGNET_MASTER_KEY_FILE) and keep it apart from the database backups"
+        );
+        Ok(key)
+    }
+}
+
+fn read_key_file(path: &Path) -> Result<MasterKey, ConfigError> {
+    let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| ConfigError::ReadKey(path.to_owned(), e))?);
+    warn_if_readable_by_others(path);
+    MasterKey::from_base64(&text).map_err(|_| ConfigError::BadKey(path.display().to_string()))
+}
+
+#[cfg(unix)]
+fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(path = %path.display(), "master key file is readable by group or others; chmod 600 it");
+        }
+    }
+}
+#[cfg(not(unix))]
+fn warn_if_readable_by_others(_: &Path) {}
+
+/// Creates the file exclusively (never overwrites) with mode 0600.
+fn write_new_key_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(contents)?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+}

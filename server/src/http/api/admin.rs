@@ -1,0 +1,97 @@
+//! Users and the audit log.
+
+use app::ssr::AppState;
+use axum::{
+    extract::{Path, Query, State},
+    http::StatusCode,
+    Json,
+};
+use domain::{
+    audit::{self, AuditFilter, AuditView},
+    auth::{
+        users::{self, NewUser, UserPatch, UserView},
+        Role,
+    },
+    crypto::Password,
+};
+use serde::{Deserialize, Serialize};
+
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct NewUserBody {
+    pub username: String,
+    pub role: Role,
+    /// Tenant slug, for clinic admins.
+    pub tenant: Option<String>,
+    /// Omitted: a password is generated and returned once.
+    pub password: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CreatedUser {
+    pub user: UserView,
+    /// Present only when generated; shown once.
+    pub password: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct AuditQuery {
+    pub actor: Option<String>,
+    /// Prefix, e.g. `key.`.
+    pub action: Option<String>,
+    /// RFC 3339 lower bound.
+    pub since: Option<String>,
+    pub tenant: Option<String>,
+    pub before_seq: Option<i64>,
+    pub limit: Option<u64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView]), (status = 403, body = ErrorBody)))]
+pub async fn list_users(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<Vec<UserView>>, ApiError> {
+    Ok(Json(users::list(&st.db, &p).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = NewUserBody,
+    responses((status = 201, body = CreatedUser), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn create_user(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiJson(body): ApiJson<NewUserBody>,
+) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
+    let (password, generated) = match body.password {
+        Some(pw) => (Password::new(pw), None),
+        None => {
+            let pw = Password::generate();
+            let shown = pw.expose().to_owned();
+            (pw, Some(shown))
+        }
+    };
+    let user = users::create(&st.db, &p, NewUser { username: body.username, role: body.role, tenant: body.tenant, password }).await?;
+    Ok((StatusCode::CREATED, Json(CreatedUser { user, password: generated })))
+}
+
+#[utoipa::path(patch, path = "/api/v1/users/{username}", tag = "users", params(("username" = String, Path)), request_body = UserPatch,
+    responses((status = 200, body = UserView), (status = 409, body = ErrorBody)))]
+pub async fn update_user(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(username): Path<String>,
+    ApiJson(body): ApiJson<UserPatch>,
+) -> Result<Json<UserView>, ApiError> {
+    Ok(Json(users::update(&st.db, &p, &username, body).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditQuery), responses((status = 200, body = [AuditView])))]
+pub async fn list_audit(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<AuditQuery>) -> Result<Json<Vec<AuditView>>, ApiError> {
+    let since = match q.since.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(domain::clock::parse_rfc3339(s).ok_or_else(|| domain::DomainError::invalid("invalid_since", "since must be RFC 3339, e.g. 2026-12-01T00:00:00Z"))?),
+        None => None,
+    };
+    let tenant_id = match q.tenant.as_deref().filter(|s| !s.is_empty()) {
+        Some(slug) => Some(domain::registry::tenants::get(&st.db, &p, slug).await?.id),
+        None => None,
+    };
+    let filter = AuditFilter { actor: q.actor, action: q.action, tenant_id, since, before_seq: q.before_seq, limit: q.limit };
+    Ok(Json(audit::list(&st.db, &p, &filter).await?))
+}

@@ -1,0 +1,187 @@
+//! Signing keys. A secret appears only in the response that creates it.
+
+use app::ssr::AppState;
+use axum::{
+    extract::{Path, Query, State},
+    http::StatusCode,
+    Json,
+};
+use domain::{
+    auth::Principal,
+    registry::keys::{self, Approval, KeyFilter, KeyStatus, KeyView, ProvisionRequest, ProvisionedKey},
+    DomainError,
+};
+use serde::{Deserialize, Serialize};
+
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, OptionalJson};
+
+/// A new key with its secret: the only time the secret is shown.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CreatedKey {
+    #[serde(flatten)]
+    pub key: KeyView,
+    /// `whsec_…`: store it now; it is never shown again.
+    pub secret: String,
+}
+
+impl From<ProvisionedKey> for CreatedKey {
+    fn from(k: ProvisionedKey) -> Self {
+        CreatedKey { secret: k.secret.expose().to_owned(), key: k.key }
+    }
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub struct ProvisionBody {
+    #[serde(flatten)]
+    pub request: ProvisionRequest,
+    /// Approve the scope now, as the caller (reviewers and admins only).
+    #[serde(default)]
+    pub approve: bool,
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub struct DecisionBody {
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub struct RotateBody {
+    /// How long the old key keeps working once the new one is active
+    /// (60–604800 s; default 86400).
+    pub overlap_secs: Option<i64>,
+    #[serde(default)]
+    pub approve: bool,
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct RevokeBody {
+    pub reason: String,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct ScopeBody {
+    pub event_types: Vec<String>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct KeyQuery {
+    pub tenant: Option<String>,
+    pub status: Option<String>,
+}
+
+fn approval(p: &Principal, approve: bool, comment: Option<String>, what: &str) -> Approval {
+    if approve {
+        Approval::ApproveAs {
+            reviewer: p.actor.name().to_owned(),
+            comment: comment.unwrap_or_else(|| format!("approved at {what} via API")),
+        }
+    } else {
+        Approval::Pending
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = [KeyView]), (status = 404, body = ErrorBody)))]
+pub async fn list_endpoint_keys(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+) -> Result<Json<Vec<KeyView>>, ApiError> {
+    domain::registry::endpoints::get(&st.db, &p, &tenant, &endpoint).await?;
+    let filter = KeyFilter { tenant: Some(tenant), endpoint: Some(endpoint), status: None };
+    Ok(Json(keys::list(&st.db, &p, &filter).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = ProvisionBody,
+    responses((status = 201, body = CreatedKey), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn provision(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+    OptionalJson(body): OptionalJson<ProvisionBody>,
+) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
+    let approval = approval(&p, body.approve, body.comment, "provisioning");
+    let k = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, body.request, approval).await?;
+    Ok((StatusCode::CREATED, Json(k.into())))
+}
+
+#[utoipa::path(get, path = "/api/v1/keys", tag = "keys", params(KeyQuery), responses((status = 200, body = [KeyView])))]
+pub async fn list_keys(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<KeyQuery>) -> Result<Json<Vec<KeyView>>, ApiError> {
+    let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(KeyStatus::parse(s).ok_or_else(|| DomainError::invalid("invalid_status", format!("unknown key status {s:?}")))?),
+        None => None,
+    };
+    Ok(Json(keys::list(&st.db, &p, &KeyFilter { tenant: q.tenant, endpoint: None, status }).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)),
+    responses((status = 200, body = KeyView), (status = 404, body = ErrorBody)))]
+pub async fn get_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(key_id): Path<String>) -> Result<Json<KeyView>, ApiError> {
+    Ok(Json(keys::get(&st.db, &p, &key_id).await?))
+}
+
+/// Changes the key's event types; the key then needs approval again.
+#[utoipa::path(patch, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)), request_body = ScopeBody,
+    responses((status = 200, body = KeyView), (status = 404, body = ErrorBody)))]
+pub async fn set_scope(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(key_id): Path<String>,
+    ApiJson(body): ApiJson<ScopeBody>,
+) -> Result<Json<KeyView>, ApiError> {
+    Ok(Json(keys::set_scope(&st.db, &p, &key_id, &body.event_types).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/approve", tag = "keys", params(("key_id" = String, Path)), request_body = DecisionBody,
+    responses((status = 200, body = KeyView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn approve(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(key_id): Path<String>,
+    OptionalJson(body): OptionalJson<DecisionBody>,
+) -> Result<Json<KeyView>, ApiError> {
+    let comment = body.comment.unwrap_or_default();
+    Ok(Json(keys::approve(&st.db, &p, &key_id, None, &comment).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(("key_id" = String, Path)), request_body = DecisionBody,
+    responses((status = 200, body = KeyView), (status = 422, body = ErrorBody)))]
+pub async fn reject(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(key_id): Path<String>,
+    OptionalJson(body): OptionalJson<DecisionBody>,
+) -> Result<Json<KeyView>, ApiError> {
+    let comment = body.comment.unwrap_or_default();
+    Ok(Json(keys::reject(&st.db, &p, &key_id, None, &comment).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/rotate", tag = "keys", params(("key_id" = String, Path)), request_body = RotateBody,
+    responses((status = 201, body = CreatedKey), (status = 409, body = ErrorBody)))]
+pub async fn rotate(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(key_id): Path<String>,
+    OptionalJson(body): OptionalJson<RotateBody>,
+) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
+    let approval = approval(&p, body.approve, body.comment, "rotation");
+    let k = keys::rotate(&st.db, &st.vault, &p, &key_id, body.overlap_secs, approval).await?;
+    Ok((StatusCode::CREATED, Json(k.into())))
+}
+
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/revoke", tag = "keys", params(("key_id" = String, Path)), request_body = RevokeBody,
+    responses((status = 200, body = KeyView), (status = 422, body = ErrorBody)))]
+pub async fn revoke(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(key_id): Path<String>,
+    ApiJson(body): ApiJson<RevokeBody>,
+) -> Result<Json<KeyView>, ApiError> {
+    Ok(Json(keys::revoke(&st.db, &p, &key_id, &body.reason).await?))
+}

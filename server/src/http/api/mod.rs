@@ -1,0 +1,65 @@
+//! `/api/v1`: the JSON admin API (CONTRACT §4). Bearer tokens from
+//! `signet token create`; the same roles and tenant scoping as the console,
+//! enforced by the domain. Errors are `{"error": code, "message": text}`.
+
+mod admin;
+mod auth;
+mod keys;
+mod registry;
+
+use app::ssr::AppState;
+use axum::{
+    routing::{get, post},
+    Json, Router,
+};
+use utoipa::{
+    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+    Modify, OpenApi,
+};
+
+pub use auth::ApiError;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
+        .route("/tenants", get(registry::list_tenants).post(registry::create_tenant))
+        .route("/tenants/{tenant}", get(registry::get_tenant).patch(registry::update_tenant))
+        .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
+        .route("/tenants/{tenant}/endpoints/{endpoint}", get(registry::get_endpoint).patch(registry::update_endpoint))
+        .route("/tenants/{tenant}/endpoints/{endpoint}/keys", get(keys::list_endpoint_keys).post(keys::provision))
+        .route("/keys", get(keys::list_keys))
+        .route("/keys/{key_id}", get(keys::get_key).patch(keys::set_scope))
+        .route("/keys/{key_id}/approve", post(keys::approve))
+        .route("/keys/{key_id}/reject", post(keys::reject))
+        .route("/keys/{key_id}/rotate", post(keys::rotate))
+        .route("/keys/{key_id}/revoke", post(keys::revoke))
+        .route("/users", get(admin::list_users).post(admin::create_user))
+        .route("/users/{username}", axum::routing::patch(admin::update_user))
+        .route("/audit", get(admin::list_audit))
+        .fallback(|| async { ApiError::not_found() })
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users and the audit log."),
+    paths(
+        registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
+        registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
+        keys::list_endpoint_keys, keys::provision, keys::list_keys, keys::get_key, keys::set_scope,
+        keys::approve, keys::reject, keys::rotate, keys::revoke,
+        admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
+    ),
+    components(schemas(auth::ErrorBody)),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+    }
+}

@@ -1,0 +1,85 @@
+//! Tenants and endpoints.
+
+use app::ssr::AppState;
+use axum::{
+    extract::{Path, State},
+    http::StatusCode,
+    Json,
+};
+use domain::registry::{
+    endpoints::{self, EndpointPatch, EndpointView, NewEndpoint},
+    tenants::{self, NewTenant, TenantPatch, TenantView},
+};
+
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+
+#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
+pub async fn list_tenants(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<Vec<TenantView>>, ApiError> {
+    Ok(Json(tenants::list(&st.db, &p).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", request_body = NewTenant,
+    responses((status = 201, body = TenantView), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn create_tenant(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiJson(body): ApiJson<NewTenant>,
+) -> Result<(StatusCode, Json<TenantView>), ApiError> {
+    Ok((StatusCode::CREATED, Json(tenants::create(&st.db, &p, body).await?)))
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)),
+    responses((status = 200, body = TenantView), (status = 404, body = ErrorBody)))]
+pub async fn get_tenant(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(tenant): Path<String>) -> Result<Json<TenantView>, ApiError> {
+    Ok(Json(tenants::get(&st.db, &p, &tenant).await?))
+}
+
+#[utoipa::path(patch, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)), request_body = TenantPatch,
+    responses((status = 200, body = TenantView), (status = 404, body = ErrorBody)))]
+pub async fn update_tenant(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(tenant): Path<String>,
+    ApiJson(body): ApiJson<TenantPatch>,
+) -> Result<Json<TenantView>, ApiError> {
+    Ok(Json(tenants::update(&st.db, &p, &tenant, body).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)),
+    responses((status = 200, body = [EndpointView]), (status = 404, body = ErrorBody)))]
+pub async fn list_endpoints(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(tenant): Path<String>) -> Result<Json<Vec<EndpointView>>, ApiError> {
+    Ok(Json(endpoints::list(&st.db, &p, &tenant).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)), request_body = NewEndpoint,
+    responses((status = 201, body = EndpointView), (status = 409, body = ErrorBody)))]
+pub async fn create_endpoint(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(tenant): Path<String>,
+    ApiJson(body): ApiJson<NewEndpoint>,
+) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
+    Ok((StatusCode::CREATED, Json(endpoints::create(&st.db, &p, &tenant, body).await?)))
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EndpointView), (status = 404, body = ErrorBody)))]
+pub async fn get_endpoint(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+) -> Result<Json<EndpointView>, ApiError> {
+    Ok(Json(endpoints::get(&st.db, &p, &tenant, &endpoint).await?))
+}
+
+#[utoipa::path(patch, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EndpointPatch,
+    responses((status = 200, body = EndpointView), (status = 409, body = ErrorBody)))]
+pub async fn update_endpoint(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+    ApiJson(body): ApiJson<EndpointPatch>,
+) -> Result<Json<EndpointView>, ApiError> {
+    Ok(Json(endpoints::update(&st.db, &p, &tenant, &endpoint, body).await?))
+}

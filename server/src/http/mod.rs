@@ -1,0 +1,33 @@
+//! The HTTP surface: health, `/api/v1`, the Leptos console and its server
+//! functions, with the cross-cutting guards (Origin check, security headers).
+
+pub mod api;
+mod guards;
+
+use app::{shell, ssr::AppState, App};
+use axum::{routing::get, Router};
+use leptos_axum::{generate_route_list, LeptosRoutes};
+
+pub fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let options = state.leptos_options.clone();
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .nest("/api/v1", api::routes())
+        .leptos_routes_with_context(&state, routes, || {}, move || shell(options.clone()))
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(guards::origin_check))
+        .layer(axum::middleware::from_fn(guards::security_headers))
+        .with_state(state)
+}
+
+async fn readyz(axum::extract::State(state): axum::extract::State<AppState>) -> (http::StatusCode, &'static str) {
+    match state.db.ping().await {
+        Ok(()) => (http::StatusCode::OK, "ready"),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check: database unreachable");
+            (http::StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+    }
+}

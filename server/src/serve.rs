@@ -1,0 +1,105 @@
+//! `signet serve`: open the database and vault, print the setup link while
+//! no user exists, start the background work and serve until a signal.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use app::ssr::{AppState, RevealStore, SetupToken};
+use domain::{auth::sessions::SessionPolicy, vault::Vault};
+use leptos::prelude::LeptosOptions;
+
+use crate::config::{DbArgs, ServeArgs};
+
+pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
+    let url = db_args.url().map_err(|e| e.to_string())?;
+    let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
+    domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
+    let master = db_args.master_key(&db).await.map_err(|e| e.to_string())?;
+    let vault = Arc::new(Vault::load(&db, master).await.map_err(|e| format!("refusing to start: {e}"))?);
+
+    let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.addr));
+    let leptos_options = LeptosOptions::builder()
+        .output_name("signet")
+        .site_root(args.site_root.clone())
+        .site_pkg_dir("pkg")
+        .site_addr(args.addr)
+        .build();
+    let state = AppState {
+        leptos_options,
+        db: db.clone(),
+        vault: vault.clone(),
+        sessions: SessionPolicy::default(),
+        secure_cookies: public_url.starts_with("https://"),
+        reveals: Arc::new(RevealStore::default()),
+        setup: Arc::new(SetupToken::default()),
+    };
+
+    if !domain::auth::users::any_exist(&db).await.map_err(|e| e.to_string())? {
+        let token = state.setup.mint();
+        // Printed, not logged: a one-time bootstrap credential for the operator.
+        println!("No users exist yet. Create the first administrator (link valid until it is used or the server restarts):");
+        println!("  {}/setup?token={token}", public_url.trim_end_matches('/'));
+        println!("Or from a shell: signet user create <name> --role admin");
+    }
+
+    let background = tokio::spawn(background(db.clone(), vault.clone()));
+    let router = crate::http::router(state);
+    let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(addr = %local, database = %redact_url(&url), "signet listening");
+    println!("Signet is listening on http://{local}");
+    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    background.abort();
+    db.close().await.ok();
+    tracing::info!("signet stopped");
+    Ok(())
+}
+
+/// Periodic work: refresh the KEK ring (so `signet kek rotate` on another
+/// instance takes effect here) and mark expired keys.
+async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        if let Err(e) = vault.refresh(&db).await {
+            tracing::error!(error = %e, "key ring refresh failed");
+        }
+        match domain::registry::keys::sweep_expired(&db, domain::clock::now_ms()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(count = n, "retiring keys expired"),
+            Err(e) => tracing::error!(error = %e, "expiry sweep failed"),
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// The URL without credentials, for the log.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://…@{}", &url[..s], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}

@@ -25,6 +25,7 @@ pub async fn setup_open() -> Result<bool, AppError> {
 }
 
 /// Only same-site relative paths are followed after sign-in.
+#[cfg(feature = "ssr")]
 fn safe_next(next: Option<String>) -> String {
     match next {
         Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,

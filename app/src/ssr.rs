@@ -131,19 +131,18 @@ pub fn session_token() -> Option<String> {
 
 /// The signed-in principal, or `Unauthenticated`.
 pub async fn principal() -> Result<Principal, AppError> {
-    let st = state()?;
-    let token = session_token().ok_or_else(|| to_app_error(DomainError::Unauthenticated))?;
-    domain::auth::sessions::authenticate(&st.db, st.sessions, &token, domain::clock::now_ms())
-        .await
-        .map_err(to_app_error)
+    maybe_principal().await?.ok_or_else(|| to_app_error(DomainError::Unauthenticated))
 }
 
-/// Like [`principal`] but `None` when nobody is signed in.
+/// Like [`principal`] but `None` when nobody is signed in (without marking
+/// the response as an error: pages use this to decide where to send you).
 pub async fn maybe_principal() -> Result<Option<Principal>, AppError> {
-    match principal().await {
+    let st = state()?;
+    let Some(token) = session_token() else { return Ok(None) };
+    match domain::auth::sessions::authenticate(&st.db, st.sessions, &token, domain::clock::now_ms()).await {
         Ok(p) => Ok(Some(p)),
-        Err(e) if e.code == "unauthenticated" => Ok(None),
-        Err(e) => Err(e),
+        Err(DomainError::Unauthenticated) => Ok(None),
+        Err(e) => Err(to_app_error(e)),
     }
 }
 

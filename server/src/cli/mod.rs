@@ -182,6 +182,13 @@ pub fn parse() -> Cli {
     Cli::parse()
 }
 
+impl Cli {
+    /// `serve` (explicit or by default) rather than a one-shot command.
+    pub fn is_server(&self) -> bool {
+        matches!(self.command, None | Some(Command::Serve(_)))
+    }
+}
+
 pub async fn run(cli: Cli) -> ExitCode {
     let json = cli.json;
     match commands::dispatch(cli).await {

@@ -1,0 +1,15 @@
+# The two commands the README promises. Both install what is missing first.
+.PHONY: run test setup
+
+export PATH := $(CURDIR)/end2end/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
+
+setup:
+	@scripts/setup.sh
+
+# Builds the console and serves it on the SQLite default (./data).
+run: setup
+	RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=signet cargo leptos build
+	LEPTOS_SITE_ROOT=target/site ./target/debug/signet serve
+
+test: setup
+	@scripts/test.sh

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what building and testing Signet needs, skipping what is present.
+# Idempotent; safe to run before every `make run` / `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '==> %s\n' "$*"; }
+export PATH="$HOME/.cargo/bin:$PATH"
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# cargo-leptos 0.3.11+ needs a newer rustc; no_downloads makes it use the
+# tools below instead of fetching binaries at build time.
+if ! cargo leptos --version 2>/dev/null | grep -q '0\.3\.10'; then
+  say "installing cargo-leptos 0.3.10 (slow: 15-25 min)"
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo install cargo-leptos --version 0.3.10 --locked --features no_downloads
+fi
+
+# wasm-bindgen-cli must match the wasm-bindgen version in Cargo.lock exactly.
+wbg=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
+if ! wasm-bindgen --version 2>/dev/null | grep -q " $wbg\$"; then
+  say "installing wasm-bindgen-cli $wbg"
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo install wasm-bindgen-cli --version "$wbg" --force
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  say "installing Debian chromium for the browser tests"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get install -y chromium || { $SUDO apt-get update && $SUDO apt-get install -y chromium; }
+fi
+
+# Playwright (driving the system chromium; never downloading a browser) and
+# binaryen's wasm-opt for release builds (Debian's is too old).
+if [ ! -x end2end/node_modules/.bin/playwright ] || [ end2end/package-lock.json -nt end2end/node_modules/.package-lock.json ]; then
+  say "installing end2end npm packages"
+  (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Everything `make test` runs: unit and integration tests (SQLite and
+# PostgreSQL), then the Playwright journeys against a real server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+
+# The same flags cargo-leptos uses for debug builds, so `cargo test` reuses
+# its artifacts instead of rebuilding everything.
+export RUSTFLAGS="--cfg erase_components"
+export LEPTOS_OUTPUT_NAME=signet
+
+echo "==> building the console (cargo leptos build)"
+cargo leptos build
+
+echo "==> cargo test (SQLite and PostgreSQL)"
+cargo test --workspace --no-fail-fast
+
+echo "==> Playwright journeys (JavaScript off and on)"
+(cd end2end && npx playwright test)

@@ -1,0 +1,120 @@
+//! The operator CLI contract (CONTRACT §2).
+
+use crate::{both_engines, support::Install};
+
+both_engines!(json_output_and_key_lifecycle, async |i: &Install| {
+    let t = i.cli_json(&["tenant", "create", "clinic-a", "--name", "Clinic A"]);
+    assert_eq!(t["slug"], "clinic-a");
+    let e = i.cli_json(&["endpoint", "create", "clinic-a", "reminders", "--scheme", "stripe", "--event-types", "reminder.created,otp.requested"]);
+    assert_eq!(e["scheme"], "stripe");
+    assert_eq!(e["tolerance_secs"], 300);
+    assert_eq!(e["max_body_bytes"], 1048576);
+
+    let pending = i.cli_json(&["key", "provision", "clinic-a", "reminders", "--owner", "ops"]);
+    assert_eq!(pending["status"], "pending_approval");
+    let secret = pending["secret"].as_str().expect("secret shown once");
+    assert!(secret.starts_with("whsec_"));
+    let key_id = pending["key_id"].as_str().unwrap().to_owned();
+
+    let approved = i.cli_json(&["key", "approve", &key_id, "--reviewer", "rita", "--comment", "ok"]);
+    assert_eq!(approved["status"], "active");
+    assert!(approved.get("secret").is_none());
+
+    let active = i.cli_json(&["key", "provision", "clinic-a", "reminders", "--approve-as", "rita"]);
+    assert_eq!(active["status"], "active");
+
+    let rotated = i.cli_json(&["key", "rotate", &key_id, "--overlap-secs", "3600", "--approve-as", "rita"]);
+    assert_eq!(rotated["status"], "active");
+    assert_eq!(rotated["replaces_key_id"], key_id.as_str());
+    assert!(rotated["secret"].as_str().unwrap().starts_with("whsec_"));
+
+    let list = i.cli_json(&["key", "list", "--tenant", "clinic-a"]);
+    let list = list.as_array().expect("array");
+    assert_eq!(list.len(), 3);
+    let old = list.iter().find(|k| k["key_id"] == key_id.as_str()).unwrap();
+    assert_eq!(old["status"], "retiring");
+    assert!(old["expires_at"].is_string());
+    for k in list {
+        assert!(k.get("secret").is_none());
+        for f in ["key_id", "tenant", "endpoint", "status"] {
+            assert!(k.get(f).is_some(), "{f} missing");
+        }
+    }
+    let text = serde_json::to_string(list).unwrap();
+    assert!(!text.contains(secret));
+
+    let revoked = i.cli_json(&["key", "revoke", &key_id, "--reason", "rotated out early"]);
+    assert_eq!(revoked["status"], "revoked");
+});
+
+both_engines!(errors_are_one_line_and_non_zero, async |i: &Install| {
+    for (args, needle) in [
+        (vec!["tenant", "create", "Bad Slug"], "must match"),
+        (vec!["endpoint", "create", "nope", "x", "--scheme", "github"], "not found"),
+        (vec!["endpoint", "create", "nope", "x", "--scheme", "hmac"], "scheme must be"),
+        (vec!["key", "approve", "key_missing", "--reviewer", "r"], "not found"),
+    ] {
+        let out = i.cli(&args, "");
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let dup = i.cli(&["--json", "tenant", "create", "clinic-a"], "");
+    assert!(!dup.status.success());
+    assert!(dup.stdout.is_empty(), "nothing on stdout on failure");
+    let e: serde_json::Value = serde_json::from_slice(dup.stderr.trim_ascii()).unwrap();
+    assert_eq!(e["error"], "tenant_exists");
+});
+
+both_engines!(revoke_requires_a_reason, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "github"]);
+    let k = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let out = i.cli(&["key", "revoke", k["key_id"].as_str().unwrap()], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reason"));
+});
+
+both_engines!(users_and_tokens, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let given = i.cli_json_stdin(&["user", "create", "alice", "--role", "clinic-admin", "--tenant", "clinic-a"], "a long enough password\n");
+    assert_eq!(given["user"]["role"], "clinic-admin");
+    assert!(given["password"].is_null(), "a given password is never echoed");
+    let generated = i.cli_json(&["user", "create", "root", "--role", "admin"]);
+    assert_eq!(generated["password"].as_str().unwrap().len(), 24);
+    let weak = i.cli(&["user", "create", "weak", "--role", "oncall"], "short\n");
+    assert!(!weak.status.success());
+    let tok = i.cli_json(&["token", "create", "--name", "ci", "--role", "reviewer"]);
+    assert!(tok["token"].as_str().unwrap().starts_with("sgt_"));
+    let listed = i.cli_json(&["token", "list"]);
+    assert!(!listed.to_string().contains(tok["token"].as_str().unwrap()));
+    let users = i.cli_json(&["user", "list"]);
+    assert!(!users.to_string().contains("argon2"));
+});
+
+both_engines!(kek_rotate_and_audit_verify, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    for _ in 0..3 {
+        i.cli_json(&["key", "provision", "clinic-a", "hooks"]);
+    }
+    let out = i.cli(&["--json", "kek", "rotate"], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["kek_version"], 2);
+    assert_eq!(r["rewrapped"], 3);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("remaining"), "progress is printed");
+    let v = i.cli_json(&["audit", "verify"]);
+    assert_eq!(v["ok"], true);
+    let audit_actions = i.cli_json(&["audit", "verify"])["entries"].as_i64().unwrap();
+    assert!(audit_actions >= 7, "every CLI change is audited");
+});
+
+both_engines!(migrate_is_idempotent, async |i: &Install| {
+    i.cli_json(&["migrate"]);
+    i.cli_json(&["migrate"]);
+});

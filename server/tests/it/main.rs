@@ -1,0 +1,9 @@
+//! Integration tests against the real `signet` binary, each on SQLite and
+//! PostgreSQL.
+
+mod support;
+
+mod cli;
+mod rbac;
+mod secrecy;
+mod startup;

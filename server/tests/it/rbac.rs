@@ -1,0 +1,381 @@
+//! The role matrix over HTTP: every server function and every `/api/v1`
+//! route, called as every role, including a clinic admin of another tenant
+//! and an anonymous caller. The test also proves its own coverage: it fails
+//! when a server function or API route exists that the matrix does not list.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::{
+    both_engines,
+    support::{Install, Server},
+};
+
+const PASSWORD: &str = "a long enough password";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Who {
+    Admin,
+    Reviewer,
+    Oncall,
+    /// Clinic admin of clinic-a (the tenant every case acts on).
+    ClinicOwn,
+    /// Clinic admin of clinic-b.
+    ClinicOther,
+    Anonymous,
+}
+
+const EVERYONE: [Who; 6] = [Who::Admin, Who::Reviewer, Who::Oncall, Who::ClinicOwn, Who::ClinicOther, Who::Anonymous];
+const READERS: &[Who] = &[Who::Admin, Who::Reviewer, Who::Oncall, Who::ClinicOwn];
+const SIGNED_IN: &[Who] = &[Who::Admin, Who::Reviewer, Who::Oncall, Who::ClinicOwn, Who::ClinicOther];
+const MANAGERS: &[Who] = &[Who::Admin, Who::ClinicOwn];
+const REVIEWERS: &[Who] = &[Who::Admin, Who::Reviewer];
+const ADMIN: &[Who] = &[Who::Admin];
+
+/// What a case needs created fresh before each call.
+#[derive(Clone, Copy, Debug)]
+enum Fresh {
+    Nothing,
+    ActiveKey,
+    PendingKey,
+}
+
+struct Case {
+    /// Server function endpoint name, or `METHOD /api/v1/path-template`.
+    name: &'static str,
+    allowed: &'static [Who],
+    /// Whether the resource belongs to clinic-a (a foreign clinic admin then
+    /// gets 404, not 403).
+    tenant_scoped: bool,
+    fresh: Fresh,
+    /// Builds the request: (method, path, form-or-json body) from the fresh id and a unique suffix.
+    build: fn(&str, usize) -> (Method, String, Body),
+}
+
+enum Body {
+    None,
+    Form(Vec<(&'static str, String)>),
+    Json(Value),
+}
+
+fn get(path: String) -> (Method, String, Body) {
+    (Method::GET, path, Body::None)
+}
+fn form(path: &str, fields: Vec<(&'static str, String)>) -> (Method, String, Body) {
+    (Method::POST, path.to_owned(), Body::Form(fields))
+}
+fn json_req(method: Method, path: String, body: Value) -> (Method, String, Body) {
+    (method, path, Body::Json(body))
+}
+
+fn server_fn_cases() -> Vec<Case> {
+    vec![
+        Case { name: "list_tenants", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_tenants".into()) },
+        Case { name: "create_tenant", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, n| form("/fn/create_tenant", vec![("slug", format!("t-{n}")), ("name", "T".into())]) },
+        Case { name: "load_tenant", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/load_tenant?slug=clinic-a".into()) },
+        Case { name: "create_endpoint", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, n| form("/fn/create_endpoint", vec![("tenant", "clinic-a".into()), ("slug", format!("e-{n}")), ("scheme", "github".into())]) },
+        Case { name: "set_endpoint_enabled", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/set_endpoint_enabled", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into()), ("enabled", "true".into())]) },
+        Case { name: "provision_key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/provision_key", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into())]) },
+        Case { name: "rotate_key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
+            build: |id, _| form("/fn/rotate_key", vec![("key_id", id.into()), ("overlap_hours", "1".into())]) },
+        Case { name: "revoke_key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
+            build: |id, _| form("/fn/revoke_key", vec![("key_id", id.into()), ("reason", "matrix test".into())]) },
+        Case { name: "get_key", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey, build: |id, _| get(format!("/fn/get_key?key_id={id}")) },
+        Case { name: "reveal_secret", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
+            build: |id, _| form("/fn/reveal_secret", vec![("key_id", id.into()), ("reveal", "not-a-handle".into())]) },
+        Case { name: "review_queue", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/review_queue".into()) },
+        Case { name: "approval_history", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/approval_history".into()) },
+        Case { name: "approve_key", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
+            build: |id, _| form("/fn/approve_key", vec![("key_id", id.into()), ("comment", "ok".into())]) },
+        Case { name: "reject_key", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
+            build: |id, _| form("/fn/reject_key", vec![("key_id", id.into()), ("comment", "too broad".into())]) },
+        Case { name: "list_users", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_users".into()) },
+        Case { name: "create_user", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, n| form("/fn/create_user", vec![("username", format!("u{n}")), ("role", "oncall".into()), ("password", PASSWORD.into())]) },
+        Case { name: "update_user", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/update_user", vec![("username", "carl".into()), ("disabled", "false".into())]) },
+        Case { name: "audit_log", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/audit_log".into()) },
+    ]
+}
+
+/// Server functions open to anyone, tested on their own below.
+const PUBLIC_SERVER_FNS: [&str; 5] = ["whoami", "setup_open", "login", "logout", "setup_admin"];
+
+fn api_cases() -> Vec<Case> {
+    use Method as M;
+    vec![
+        Case { name: "GET /api/v1/tenants", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/tenants".into()) },
+        Case { name: "POST /api/v1/tenants", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, n| json_req(M::POST, "/api/v1/tenants".into(), json!({"slug": format!("api-{n}")})) },
+        Case { name: "GET /api/v1/tenants/{tenant}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/tenants/clinic-a".into()) },
+        Case { name: "PATCH /api/v1/tenants/{tenant}", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PATCH, "/api/v1/tenants/clinic-a".into(), json!({"notify_url": "http://relay.test/notify"})) },
+        Case { name: "GET /api/v1/tenants/{tenant}/endpoints", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints".into()) },
+        Case { name: "POST /api/v1/tenants/{tenant}/endpoints", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, n| json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints".into(), json!({"slug": format!("api-e-{n}"), "scheme": "stripe"})) },
+        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks".into()) },
+        Case { name: "PATCH /api/v1/tenants/{tenant}/endpoints/{endpoint}", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PATCH, "/api/v1/tenants/clinic-a/endpoints/hooks".into(), json!({"enabled": true})) },
+        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/keys".into()) },
+        Case { name: "POST /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints/hooks/keys".into(), json!({"owner": "ops"})) },
+        Case { name: "GET /api/v1/keys", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/keys".into()) },
+        Case { name: "GET /api/v1/keys/{key_id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey, build: |id, _| get(format!("/api/v1/keys/{id}")) },
+        Case { name: "PATCH /api/v1/keys/{key_id}", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
+            build: |id, _| json_req(M::PATCH, format!("/api/v1/keys/{id}"), json!({"event_types": ["reminder.created"]})) },
+        Case { name: "POST /api/v1/keys/{key_id}/approve", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/approve"), json!({"comment": "ok"})) },
+        Case { name: "POST /api/v1/keys/{key_id}/reject", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/reject"), json!({"comment": "too broad"})) },
+        Case { name: "POST /api/v1/keys/{key_id}/rotate", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/rotate"), json!({"overlap_secs": 3600})) },
+        Case { name: "POST /api/v1/keys/{key_id}/revoke", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/revoke"), json!({"reason": "matrix"})) },
+        Case { name: "GET /api/v1/users", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/users".into()) },
+        Case { name: "POST /api/v1/users", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, n| json_req(M::POST, "/api/v1/users".into(), json!({"username": format!("api-u{n}"), "role": "reviewer"})) },
+        Case { name: "PATCH /api/v1/users/{username}", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PATCH, "/api/v1/users/carl".into(), json!({"disabled": false})) },
+        Case { name: "GET /api/v1/audit", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/audit".into()) },
+    ]
+}
+
+struct World {
+    sessions: HashMap<Who, Client>,
+    tokens: HashMap<Who, String>,
+    anonymous: Client,
+    counter: AtomicUsize,
+}
+
+fn setup(i: &Install) {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["tenant", "create", "clinic-b"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    i.cli_json(&["endpoint", "create", "clinic-b", "hooks", "--scheme", "standard-webhooks"]);
+    for (name, role, tenant) in [
+        ("root", "admin", None),
+        ("rita", "reviewer", None),
+        ("otto", "oncall", None),
+        ("carl", "oncall", None),
+        ("alice", "clinic-admin", Some("clinic-a")),
+        ("bob", "clinic-admin", Some("clinic-b")),
+    ] {
+        let mut args = vec!["user", "create", name, "--role", role];
+        if let Some(t) = tenant {
+            args.extend(["--tenant", t]);
+        }
+        i.cli_json_stdin(&args, PASSWORD);
+    }
+}
+
+fn who_user(w: Who) -> (&'static str, &'static str, Option<&'static str>) {
+    match w {
+        Who::Admin => ("root", "admin", None),
+        Who::Reviewer => ("rita", "reviewer", None),
+        Who::Oncall => ("otto", "oncall", None),
+        Who::ClinicOwn => ("alice", "clinic-admin", Some("clinic-a")),
+        Who::ClinicOther => ("bob", "clinic-admin", Some("clinic-b")),
+        Who::Anonymous => unreachable!(),
+    }
+}
+
+async fn world(i: &Install, s: &Server) -> World {
+    let mut sessions = HashMap::new();
+    let mut tokens = HashMap::new();
+    for w in EVERYONE.into_iter().filter(|w| *w != Who::Anonymous) {
+        let (user, role, tenant) = who_user(w);
+        let c = s.client();
+        let res = c
+            .post(s.url("/fn/login"))
+            .header("Origin", &s.base)
+            .form(&[("username", user), ("password", PASSWORD)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "login {user}");
+        let cookie = res.headers().get("set-cookie").unwrap().to_str().unwrap().to_owned();
+        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+        sessions.insert(w, c);
+        let mut args = vec!["token", "create", "--name", user, "--role", role];
+        if let Some(t) = tenant {
+            args.extend(["--tenant", t]);
+        }
+        tokens.insert(w, i.cli_json(&args)["token"].as_str().unwrap().to_owned());
+    }
+    World { sessions, tokens, anonymous: s.client(), counter: AtomicUsize::new(0) }
+}
+
+fn fresh(i: &Install, f: Fresh) -> String {
+    let args: &[&str] = match f {
+        Fresh::Nothing => return String::new(),
+        Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
+        Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
+    };
+    i.cli_json(args)["key_id"].as_str().unwrap().to_owned()
+}
+
+fn expected(case: &Case, who: Who) -> Result<(), StatusCode> {
+    if case.allowed.contains(&who) {
+        Ok(())
+    } else if who == Who::Anonymous {
+        Err(StatusCode::UNAUTHORIZED)
+    } else if who == Who::ClinicOther && case.tenant_scoped {
+        Err(StatusCode::NOT_FOUND)
+    } else {
+        Err(StatusCode::FORBIDDEN)
+    }
+}
+
+async fn call(s: &Server, w: &World, who: Who, api: bool, req: (Method, String, Body)) -> (StatusCode, String) {
+    let (method, path, body) = req;
+    let client = if api { &w.anonymous } else { w.sessions.get(&who).unwrap_or(&w.anonymous) };
+    let mut r = client.request(method.clone(), s.url(&path));
+    if api {
+        if let Some(t) = w.tokens.get(&who) {
+            r = r.bearer_auth(t);
+        }
+    } else if method != Method::GET {
+        r = r.header("Origin", &s.base);
+    }
+    r = match body {
+        Body::None => r,
+        Body::Form(f) => r.form(&f),
+        Body::Json(v) => r.json(&v),
+    };
+    let res = r.send().await.unwrap();
+    let status = res.status();
+    (status, res.text().await.unwrap_or_default())
+}
+
+async fn run_matrix(i: &Install, s: &Server, w: &World, cases: Vec<Case>, api: bool) {
+    let mut failures = Vec::new();
+    for case in &cases {
+        for who in EVERYONE {
+            let id = fresh(i, case.fresh);
+            let n = w.counter.fetch_add(1, Ordering::SeqCst);
+            let (status, body) = call(s, w, who, api, (case.build)(&id, n)).await;
+            let ok = match expected(case, who) {
+                Ok(()) => status.is_success(),
+                Err(want) => status == want,
+            };
+            if !ok {
+                failures.push(format!("{} as {who:?}: got {status}, expected {:?}: {body}", case.name, expected(case, who)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "role matrix violations:\n{}", failures.join("\n"));
+}
+
+both_engines!(server_functions_authorize_every_role, async |i: &Install| {
+    setup(i);
+    let s = i.serve();
+    let w = world(i, &s).await;
+    let cases = server_fn_cases();
+    // Coverage: every server function in the app is either in the matrix or public.
+    let mut declared = BTreeSet::new();
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../app/src/api")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for part in text.split("#[server(").skip(1) {
+            let name = part.split("endpoint = \"").nth(1).and_then(|r| r.split('"').next()).expect("every server fn names its endpoint");
+            declared.insert(name.to_owned());
+        }
+    }
+    let covered: BTreeSet<String> = cases.iter().map(|c| c.name.to_owned()).chain(PUBLIC_SERVER_FNS.map(str::to_owned)).collect();
+    assert_eq!(declared, covered, "the matrix must list every server function");
+    run_matrix(i, &s, &w, cases, false).await;
+
+    // Listings never leak another tenant to a clinic admin.
+    let (_, tenants) = call(&s, &w, Who::ClinicOther, false, get("/fn/list_tenants".into())).await;
+    assert!(!mentions_clinic_a(&tenants), "{tenants}");
+    let (_, audit) = call(&s, &w, Who::ClinicOther, false, get("/fn/audit_log".into())).await;
+    assert!(!mentions_clinic_a(&audit), "{audit}");
+    let (_, queue) = call(&s, &w, Who::ClinicOther, false, get("/fn/review_queue".into())).await;
+    assert!(!mentions_clinic_a(&queue), "{queue}");
+});
+
+/// `clinic-a` as a whole JSON string (plain or escaped), not as the prefix
+/// of `clinic-admin`.
+fn mentions_clinic_a(text: &str) -> bool {
+    text.contains("clinic-a\"") || text.contains("clinic-a\\")
+}
+
+both_engines!(public_server_functions_and_csrf, async |i: &Install| {
+    setup(i);
+    let s = i.serve();
+    let c = s.client();
+    let who = c.get(s.url("/fn/whoami")).send().await.unwrap();
+    assert_eq!(who.status(), 200);
+    assert_eq!(who.text().await.unwrap(), "null");
+    assert_eq!(c.get(s.url("/fn/setup_open")).send().await.unwrap().text().await.unwrap(), "false");
+    // Bad setup token.
+    let bad = c
+        .post(s.url("/fn/setup_admin"))
+        .header("Origin", &s.base)
+        .form(&[("token", "setup_wrong"), ("username", "x"), ("password", PASSWORD), ("confirm", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert!(bad.text().await.unwrap().contains("invalid_setup_token"));
+    // Wrong password: no cookie.
+    let wrong = c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", "root"), ("password", "nope nope nope")]).send().await.unwrap();
+    assert_eq!(wrong.status(), 422);
+    assert!(wrong.headers().get("set-cookie").is_none());
+    // A mutating call without a matching Origin is refused before it runs.
+    for origin in [None, Some("http://evil.test")] {
+        let mut r = c.post(s.url("/fn/login")).form(&[("username", "root"), ("password", PASSWORD)]);
+        if let Some(o) = origin {
+            r = r.header("Origin", o);
+        }
+        let res = r.send().await.unwrap();
+        assert_eq!(res.status(), 403, "{origin:?}");
+        assert!(res.headers().get("set-cookie").is_none());
+    }
+    // Login, then logout invalidates the session server-side.
+    let ok = c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", "root"), ("password", PASSWORD)]).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let cookie = ok.headers().get("set-cookie").unwrap().to_str().unwrap().split(';').next().unwrap().to_owned();
+    let me = c.get(s.url("/fn/whoami")).send().await.unwrap().json::<Value>().await.unwrap();
+    assert_eq!(me["username"], "root");
+    assert_eq!(c.post(s.url("/fn/logout")).header("Origin", &s.base).send().await.unwrap().status(), 200);
+    // Replaying the old cookie value no longer works.
+    let replay = reqwest::Client::new().get(s.url("/fn/list_tenants")).header("Cookie", &cookie).send().await.unwrap();
+    assert_eq!(replay.status(), 401);
+});
+
+both_engines!(api_routes_authorize_every_role, async |i: &Install| {
+    setup(i);
+    let s = i.serve();
+    let w = world(i, &s).await;
+    let cases = api_cases();
+    let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
+    let mut documented = BTreeSet::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys() {
+            documented.insert(format!("{} {path}", method.to_uppercase()));
+        }
+    }
+    let covered: BTreeSet<String> = cases.iter().map(|c| c.name.to_owned()).collect();
+    assert_eq!(documented, covered, "the matrix must list every documented API route");
+    run_matrix(i, &s, &w, cases, true).await;
+    // Errors have the contract's shape.
+    let res = w.anonymous.get(s.url("/api/v1/tenants")).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"], "unauthenticated");
+    assert!(body["message"].is_string());
+    let res = w.anonymous.get(s.url("/api/v1/tenants")).bearer_auth(&w.tokens[&Who::ClinicOther]).send().await.unwrap();
+    let listed: Value = res.json().await.unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "a clinic admin lists only its own tenant");
+});

@@ -1,0 +1,88 @@
+//! A provisioned secret is shown once and appears nowhere else: not in the
+//! raw database, not in logs, not in any later response.
+
+use serde_json::Value;
+
+use crate::{
+    both_engines,
+    support::{Engine, Install},
+};
+
+fn raw_database(i: &Install) -> Vec<u8> {
+    match i.engine {
+        Engine::Sqlite => {
+            let mut all = Vec::new();
+            for entry in std::fs::read_dir(i.data_dir()).unwrap() {
+                let path = entry.unwrap().path();
+                if path.file_name().unwrap().to_string_lossy().starts_with("signet.db") {
+                    all.extend(std::fs::read(path).unwrap());
+                }
+            }
+            assert!(!all.is_empty());
+            all
+        }
+        Engine::Postgres => {
+            let out = std::process::Command::new("pg_dump").args(["--data-only", &i.database_url]).output().expect("pg_dump");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+both_engines!(a_secret_is_shown_once_and_stored_nowhere, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let token = i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let cli_key = i.cli(&["--json", "key", "provision", "clinic-a", "hooks", "--approve-as", "rita"], "");
+    assert!(cli_key.status.success());
+    let cli_value: Value = serde_json::from_slice(&cli_key.stdout).unwrap();
+    let cli_secret = cli_value["secret"].as_str().unwrap().to_owned();
+    assert!(!contains(&cli_key.stderr, &cli_secret), "the CLI never logs the secret");
+
+    let s = i.serve();
+    let c = reqwest::Client::new();
+    let created: Value = c
+        .post(s.url("/api/v1/tenants/clinic-a/endpoints/hooks/keys"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"approve": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let api_secret = created["secret"].as_str().unwrap().to_owned();
+    let key_id = created["key_id"].as_str().unwrap().to_owned();
+    let rotated: Value = c.post(s.url(&format!("/api/v1/keys/{key_id}/rotate"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let rotated_secret = rotated["secret"].as_str().unwrap().to_owned();
+    let secrets = [cli_secret, api_secret, rotated_secret];
+
+    let mut later = String::new();
+    for path in [
+        "/api/v1/keys".to_owned(),
+        format!("/api/v1/keys/{key_id}"),
+        "/api/v1/tenants/clinic-a/endpoints/hooks/keys".to_owned(),
+        "/api/v1/audit?limit=500".to_owned(),
+        "/api/v1/tenants/clinic-a".to_owned(),
+    ] {
+        let res = c.get(s.url(&path)).bearer_auth(&token).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+        later.push_str(&res.text().await.unwrap());
+    }
+    later.push_str(&String::from_utf8_lossy(&i.cli(&["--json", "key", "list"], "").stdout));
+    let logs = s.output();
+    drop(s);
+    let db = raw_database(i);
+    for secret in &secrets {
+        assert!(!later.contains(secret.as_str()), "secret in a later response");
+        assert!(!logs.contains(secret.as_str()), "secret in the server log");
+        assert!(!contains(&db, secret), "secret in the raw database");
+        // The base64 body alone must not leak either.
+        let body = secret.trim_start_matches("whsec_");
+        assert!(!contains(&db, body), "secret bytes in the raw database");
+    }
+});

@@ -1,0 +1,37 @@
+import { defineConfig } from '@playwright/test';
+
+// Debian's Chromium; downloading a browser is not possible (or wanted) here.
+const launchOptions = {
+  executablePath: '/usr/bin/chromium',
+  args: [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+  ],
+};
+
+// Each project gets its own server and database (see global-setup.ts), so
+// both can bootstrap an administrator from scratch.
+export default defineConfig({
+  testDir: './tests',
+  timeout: 60_000,
+  expect: { timeout: 10_000 },
+  fullyParallel: false,
+  workers: 2,
+  reporter: [['list']],
+  globalSetup: './global-setup.ts',
+  globalTeardown: './global-teardown.ts',
+  use: {
+    launchOptions,
+    screenshot: 'only-on-failure',
+    trace: 'retain-on-failure',
+  },
+  projects: [
+    { name: 'ssr', use: { javaScriptEnabled: false, baseURL: 'http://127.0.0.1:3101' } },
+    { name: 'hydrated', use: { javaScriptEnabled: true, baseURL: 'http://127.0.0.1:3102' } },
+  ],
+});

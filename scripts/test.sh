@@ -10,6 +10,9 @@ export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 export RUSTFLAGS="--cfg erase_components"
 export LEPTOS_OUTPUT_NAME=signet
 
+echo "==> layering rules (domain has no HTTP/UI; the wasm build has no DB or crypto)"
+scripts/check-deps.sh
+
 echo "==> building the console (cargo leptos build)"
 cargo leptos build
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The layering rules of STYLE.md, checked on the real dependency trees:
+# the domain crate has no HTTP or UI in it, and the browser build carries no
+# database, runtime or key-handling code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+if cargo tree -p domain -e normal --prefix none | grep -E '^(leptos|axum)' ; then
+  echo "domain must not depend on leptos or axum"; fail=1
+fi
+if cargo tree -p frontend --target wasm32-unknown-unknown -e normal --prefix none | grep -E '^(sea-orm|sqlx|tokio|aes-gcm|hmac|argon2) ' ; then
+  echo "the wasm build must not contain sea-orm, sqlx, tokio, aes-gcm, hmac or argon2"; fail=1
+fi
+exit $fail

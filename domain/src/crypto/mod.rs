@@ -16,6 +16,7 @@
 mod digest;
 mod password;
 mod secret;
+pub mod signature;
 mod vault;
 
 pub use digest::{constant_time_eq, random_token, sha256_hex, RandomToken};

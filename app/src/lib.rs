@@ -15,7 +15,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    path,
+    path, SsrMode,
 };
 
 use crate::pages::*;
@@ -39,6 +39,12 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// Every route renders with `SsrMode::Async`: the page is sent once its
+/// data has loaded. The default out-of-order streaming sends `<Suspense>`
+/// fallbacks first and swaps the content in with inline scripts, which would
+/// leave a browser without JavaScript on "Loading…" forever, and it would
+/// send a page's headers before a `<Redirect>` inside a `<Suspense>` could
+/// set them.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -47,17 +53,17 @@ pub fn App() -> impl IntoView {
         <Title text="Signet"/>
         <Router>
             <Routes fallback=|| view! { <NotFound/> }>
-                <Route path=path!("/login") view=LoginPage/>
-                <Route path=path!("/setup") view=SetupPage/>
-                <Route path=path!("/") view=HomePage/>
-                <Route path=path!("/tenants") view=TenantsPage/>
-                <Route path=path!("/tenants/:slug") view=TenantPage/>
-                <Route path=path!("/keys/:id/secret") view=SecretPage/>
-                <Route path=path!("/keys/:id/rotate") view=RotatePage/>
-                <Route path=path!("/keys/:id/revoke") view=RevokePage/>
-                <Route path=path!("/approvals") view=ApprovalsPage/>
-                <Route path=path!("/users") view=UsersPage/>
-                <Route path=path!("/audit") view=AuditPage/>
+                <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
+                <Route path=path!("/setup") view=SetupPage ssr=SsrMode::Async/>
+                <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
+                <Route path=path!("/tenants") view=TenantsPage ssr=SsrMode::Async/>
+                <Route path=path!("/tenants/:slug") view=TenantPage ssr=SsrMode::Async/>
+                <Route path=path!("/keys/:id/secret") view=SecretPage ssr=SsrMode::Async/>
+                <Route path=path!("/keys/:id/rotate") view=RotatePage ssr=SsrMode::Async/>
+                <Route path=path!("/keys/:id/revoke") view=RevokePage ssr=SsrMode::Async/>
+                <Route path=path!("/approvals") view=ApprovalsPage ssr=SsrMode::Async/>
+                <Route path=path!("/users") view=UsersPage ssr=SsrMode::Async/>
+                <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -1,54 +1,101 @@
-use leptos::prelude::*;
-use leptos_router::components::Redirect;
+use std::sync::Arc;
 
-use crate::{api::{session::whoami, AppError}, dto::Me};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_location};
+
+use super::{
+    feedback::{FormError, Submit},
+    format::query_value,
+};
+use crate::{
+    api::session::{whoami, Logout},
+    dto::Me,
+};
 
 /// The signed-in frame: navigation for the user's role and the page body.
-/// Redirects to the login page when nobody is signed in.
+/// Redirects to the login page (and back here afterwards) when nobody is
+/// signed in. An empty `title` leaves the heading to the page.
 #[component]
-pub fn Layout<F, V>(title: &'static str, render: F) -> impl IntoView
+pub fn Layout<F, V>(#[prop(into)] title: String, render: F) -> impl IntoView
 where
     F: Fn(Me) -> V + Send + Sync + 'static,
     V: IntoView + 'static,
 {
     let me = Resource::new(|| (), |_| whoami());
-    let render = std::sync::Arc::new(render);
+    let render = Arc::new(render);
+    let location = use_location();
+    let doc_title = if title.is_empty() { "Signet".to_owned() } else { format!("{title} · Signet") };
     view! {
+        <Title text=doc_title/>
         <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
             {move || {
                 let render = render.clone();
-                me.get().map(move |r| match r {
-                    Ok(Some(me)) => view! {
-                        <header class="topbar">
-                            <a class="brand" href="/">"Signet"</a>
-                            <nav>
-                                <a href="/tenants">"Tenants"</a>
-                                {me.can_review().then(|| view! { <a href="/approvals">"Approvals"</a> })}
-                                {me.is_admin().then(|| view! { <a href="/users">"Users"</a> })}
-                                <a href="/audit">"Audit log"</a>
-                            </nav>
-                            <span class="whoami">{me.username.clone()} " · " {me.role_label.clone()}</span>
-                        </header>
-                        <main>
-                            <h1>{title}</h1>
-                            {render(me)}
-                        </main>
-                    }.into_any(),
-                    Ok(None) => view! { <Redirect path="/login"/> }.into_any(),
-                    Err(e) => view! { <FormError error=e/> }.into_any(),
+                let title = title.clone();
+                Suspend::new(async move {
+                    match me.await {
+                        Ok(Some(me)) => view! {
+                            <TopBar me=me.clone()/>
+                            <main class="content">
+                                {(!title.is_empty()).then(|| view! { <h1>{title}</h1> })}
+                                {render(me)}
+                            </main>
+                        }
+                        .into_any(),
+                        Ok(None) => {
+                            let here = location.pathname.get_untracked();
+                            let search = location.search.get_untracked();
+                            let next = if search.is_empty() { here } else { format!("{here}?{search}") };
+                            view! { <Redirect path=format!("/login?next={}", query_value(&next))/> }.into_any()
+                        }
+                        Err(error) => view! {
+                            <main class="content"><FormError error/></main>
+                        }
+                        .into_any(),
+                    }
                 })
             }}
         </Suspense>
     }
 }
 
+/// The bar across the top: where to go, who is signed in, sign out.
 #[component]
-pub fn FormError(error: AppError) -> impl IntoView {
-    view! { <p class="error" role="alert">{error.message}</p> }
-}
-
-#[component]
-pub fn StatusBadge(status: String) -> impl IntoView {
-    let class = format!("badge badge-{status}");
-    view! { <span class=class>{status.replace('_', " ")}</span> }
+fn TopBar(me: Me) -> impl IntoView {
+    let path = use_location().pathname.get_untracked();
+    let current = move |prefix: &str| {
+        let here = if prefix == "/tenants" { path.starts_with("/tenants") || path.starts_with("/keys") } else { path.starts_with(prefix) };
+        here.then_some("page")
+    };
+    let tenants = match (&me.role[..], &me.tenant) {
+        ("clinic-admin", Some(slug)) => view! {
+            <a href=format!("/tenants/{slug}") aria-current=current("/tenants")>"My clinic"</a>
+        }
+        .into_any(),
+        _ => view! { <a href="/tenants" aria-current=current("/tenants")>"Tenants"</a> }.into_any(),
+    };
+    let logout = ServerAction::<Logout>::new();
+    view! {
+        <header class="topbar">
+            <div class="topbar-inner">
+                <a class="brand" href="/">"Signet"</a>
+                <nav aria-label="Main">
+                    {tenants}
+                    {me.can_review().then(|| view! { <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a> })}
+                    {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
+                    <a href="/audit" aria-current=current("/audit")>"Audit log"</a>
+                </nav>
+                <div class="whoami">
+                    <span>
+                        <strong>{me.username.clone()}</strong>
+                        " · "
+                        {me.role_label.clone()}
+                    </span>
+                    <ActionForm action=logout>
+                        <Submit action=logout label="Sign out" kind="secondary small"/>
+                    </ActionForm>
+                </div>
+            </div>
+        </header>
+    }
 }

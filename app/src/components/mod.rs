@@ -1,5 +1,11 @@
-//! Shared building blocks: the signed-in layout, status badges, form errors.
+//! Shared building blocks: the signed-in layout, feedback for forms, key
+//! display and text formatting.
 
+mod feedback;
+pub mod format;
+mod key;
 mod layout;
 
-pub use layout::{FormError, Layout, StatusBadge};
+pub use feedback::{ActionError, FormError, Notice, Refresh, ReturnedError, Submit};
+pub use key::{Countdown, EventTypes, KeyScope, KeySummary, StatusBadge};
+pub use layout::Layout;

@@ -1,5 +1,27 @@
 //! One module a page.
 
-mod placeholder;
+mod approvals;
+mod audit;
+mod home;
+mod login;
+mod not_found;
+mod revoke;
+mod rotate;
+mod secret;
+mod setup;
+mod tenant;
+mod tenants;
+mod users;
 
-pub use placeholder::*;
+pub use approvals::ApprovalsPage;
+pub use audit::AuditPage;
+pub use home::HomePage;
+pub use login::LoginPage;
+pub use not_found::NotFound;
+pub use revoke::RevokePage;
+pub use rotate::RotatePage;
+pub use secret::SecretPage;
+pub use setup::SetupPage;
+pub use tenant::TenantPage;
+pub use tenants::TenantsPage;
+pub use users::UsersPage;

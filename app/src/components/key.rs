@@ -1,0 +1,103 @@
+//! How a signing key is shown: its status, scope, expiry countdown and a
+//! summary card for the pages that act on one key.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+
+use super::format::{duration, is_any_type, when, when_or};
+use crate::dto::KeyDto;
+
+#[component]
+pub fn StatusBadge(#[prop(into)] status: String) -> impl IntoView {
+    let class = format!("badge badge-{status}");
+    view! { <span class=class>{status.replace('_', " ")}</span> }
+}
+
+/// The event types a key or endpoint accepts, each as code.
+#[component]
+pub fn EventTypes(types: Vec<String>) -> impl IntoView {
+    if is_any_type(&types) {
+        view! { <span class="any-type">"any event type"</span> }.into_any()
+    } else {
+        view! {
+            <span class="event-types">
+                {types.into_iter().map(|t| view! { <code class="chip">{t}</code> }).collect_view()}
+            </span>
+        }
+        .into_any()
+    }
+}
+
+/// A key's scope with a flag while it is not (or no longer) approved.
+#[component]
+pub fn KeyScope(key: KeyDto) -> impl IntoView {
+    let live = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring");
+    let flag = (live && !key.scope_approved).then(|| {
+        let text = if key.status == "pending_approval" { "awaiting approval" } else { "scope not approved: not verifying" };
+        view! { <span class="flag">{text}</span> }
+    });
+    view! {
+        <EventTypes types=key.event_types/>
+        {flag}
+    }
+}
+
+/// "expires in 3 h 12 min". The server renders the time left when the page
+/// was read; once hydrated it counts down every second.
+#[component]
+pub fn Countdown(expires_at_ms: i64, now_ms: i64) -> impl IntoView {
+    let elapsed = RwSignal::new(0i64);
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(move || elapsed.update(|e| *e += 1000), Duration::from_secs(1)) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <span class="countdown">
+            {move || {
+                let left = expires_at_ms - now_ms - elapsed.get();
+                if left > 0 { format!("expires in {}", duration(left)) } else { "expired".to_owned() }
+            }}
+        </span>
+    }
+}
+
+/// Everything about one key, for the rotate, revoke and secret pages.
+#[component]
+pub fn KeySummary(key: KeyDto) -> impl IntoView {
+    let tenant_href = format!("/tenants/{}", key.tenant);
+    let last_used = match &key.last_verified_at {
+        Some(t) => format!("{} ({} verified)", when(t), key.verified_count),
+        None => "never".to_owned(),
+    };
+    view! {
+        <dl class="facts">
+            <dt>"Key"</dt>
+            <dd><code>{key.key_id.clone()}</code></dd>
+            <dt>"Status"</dt>
+            <dd>
+                <StatusBadge status=key.status.clone()/>
+                {key.revoked_reason.clone().map(|r| view! { <span class="muted">" — " {r}</span> })}
+            </dd>
+            <dt>"Tenant / endpoint"</dt>
+            <dd><a href=tenant_href>{key.tenant.clone()}</a> " / " {key.endpoint.clone()}</dd>
+            <dt>"Scheme"</dt>
+            <dd>{key.scheme.clone()}</dd>
+            <dt>"Scope"</dt>
+            <dd><KeyScope key=key.clone()/></dd>
+            <dt>"Owner"</dt>
+            <dd>{key.owner.clone()}</dd>
+            <dt>"Rotation owner"</dt>
+            <dd>{key.rotation_owner.clone()}</dd>
+            <dt>"Created"</dt>
+            <dd>{when(&key.created_at)} " by " {key.created_by.clone()}</dd>
+            <dt>"Activated"</dt>
+            <dd>{when_or(key.activated_at.as_deref(), "not yet")}</dd>
+            {key.expires_at.clone().map(|t| view! { <dt>"Expires"</dt><dd>{when(&t)}</dd> })}
+            {key.replaces_key_id.clone().map(|r| view! { <dt>"Replaces"</dt><dd><code>{r}</code></dd> })}
+            <dt>"Last used"</dt>
+            <dd>{last_used}</dd>
+        </dl>
+    }
+}

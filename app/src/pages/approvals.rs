@@ -1,0 +1,217 @@
+//! `/approvals`: the security reviewer's queue and the record of decisions.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::review::{approval_history, review_queue, ApproveKey, RejectKey},
+    components::{
+        format::when, ActionError, EventTypes, FormError, KeySummary, Layout, Notice, Refresh, ReturnedError, StatusBadge,
+        Submit,
+    },
+    dto::{ApprovalDto, KeyDto, ReviewItemDto},
+};
+
+#[component]
+pub fn ApprovalsPage() -> impl IntoView {
+    let query = use_query_map();
+    let refresh = Refresh::provide();
+    let queue = Resource::new(move || refresh.get(), |_| review_queue());
+    let history = Resource::new(move || refresh.get(), |_| approval_history());
+    let approved = move || query.read().get("approved");
+    let rejected = move || query.read().get("rejected");
+    view! {
+        <Layout
+            title="Approvals"
+            render=move |me| {
+                let can_review = me.can_review();
+                view! {
+                {move || approved().map(|id| view! { <Notice>"Key " <code>{id}</code> " approved: it verifies webhooks from now on."</Notice> })}
+                {move || rejected().map(|id| view! { <Notice>"Key " <code>{id}</code> " rejected: it will never verify anything."</Notice> })}
+                <ReturnedError/>
+                <p class="lead">
+                    "A key verifies webhooks only after a reviewer approves its exact scope: tenant, endpoint, scheme and event types."
+                </p>
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {move || Suspend::new(async move {
+                        match queue.await {
+                            Ok(items) => view! { <Queue items can_review/> }.into_any(),
+                            Err(error) => view! { <FormError error/> }.into_any(),
+                        }
+                    })}
+                </Transition>
+                <h2>"Decisions"</h2>
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {move || Suspend::new(async move {
+                        match history.await {
+                            Ok(rows) => view! { <History rows/> }.into_any(),
+                            Err(error) => view! { <FormError error/> }.into_any(),
+                        }
+                    })}
+                </Transition>
+                }
+            }
+        />
+    }
+}
+
+#[component]
+fn Queue(items: Vec<ReviewItemDto>, can_review: bool) -> impl IntoView {
+    if items.is_empty() {
+        return view! {
+            <div class="empty">
+                <p class="empty-title">"Nothing waits for review"</p>
+                <p>"New and rotated keys appear here until someone approves or rejects their scope."</p>
+            </div>
+        }
+        .into_any();
+    }
+    let count = items.len();
+    view! {
+        <h2>"Waiting for review " <span class="count">{count}</span></h2>
+        {(!can_review).then(|| view! { <p class="hint">"Only security reviewers and administrators can approve or reject."</p> })}
+        {items.into_iter().map(|item| view! { <ReviewCard item can_review/> }).collect_view()}
+    }
+    .into_any()
+}
+
+#[component]
+fn ReviewCard(item: ReviewItemDto, can_review: bool) -> impl IntoView {
+    let ReviewItemDto { key, replaces, history } = item;
+    let kind = if replaces.is_some() { "Rotation" } else { "New key" };
+    let anchor = format!("review-{}", key.key_id);
+    view! {
+        <article class="card review" id=anchor>
+            <header class="card-head">
+                <h3><span class="muted">{kind} " "</span><code>{key.key_id.clone()}</code></h3>
+                <StatusBadge status=key.status.clone()/>
+            </header>
+            <ScopeFacts key=key.clone()/>
+            {replaces.map(|old| view! { <Replaces old/> })}
+            {(!history.is_empty()).then(|| view! {
+                <details>
+                    <summary>"Earlier decisions on this key (" {history.len()} ")"</summary>
+                    <History rows=history/>
+                </details>
+            })}
+            {can_review.then(|| view! {
+                <div class="decide">
+                    <ApproveForm key_id=key.key_id.clone()/>
+                    <RejectForm key_id=key.key_id/>
+                </div>
+            })}
+        </article>
+    }
+}
+
+/// The scope under review, exactly as it will be approved.
+#[component]
+fn ScopeFacts(key: KeyDto) -> impl IntoView {
+    view! {
+        <dl class="facts">
+            <dt>"Tenant"</dt>
+            <dd><a href=format!("/tenants/{}", key.tenant)>{key.tenant.clone()}</a></dd>
+            <dt>"Endpoint"</dt>
+            <dd><code>{key.endpoint.clone()}</code></dd>
+            <dt>"Scheme"</dt>
+            <dd>{key.scheme.clone()}</dd>
+            <dt>"Event types"</dt>
+            <dd><EventTypes types=key.event_types.clone()/></dd>
+            <dt>"Owner"</dt>
+            <dd>{key.owner.clone()} <span class="muted">" (rotation: " {key.rotation_owner.clone()} ")"</span></dd>
+            <dt>"Created by"</dt>
+            <dd>{key.created_by.clone()} <span class="muted">" · " {when(&key.created_at)}</span></dd>
+        </dl>
+    }
+}
+
+#[component]
+fn Replaces(old: KeyDto) -> impl IntoView {
+    view! {
+        <details class="replaces">
+            <summary>"Replaces " <code>{old.key_id.clone()}</code> " (" {old.status.replace('_', " ")} ")"</summary>
+            <KeySummary key=old/>
+        </details>
+    }
+}
+
+#[component]
+fn ApproveForm(key_id: String) -> impl IntoView {
+    let action = ServerAction::<ApproveKey>::new();
+    Refresh::after(action);
+    view! {
+        <ActionForm action>
+            <input type="hidden" name="key_id" value=key_id/>
+            <label class="field">
+                <span>"Comment " <em class="optional">"(optional)"</em></span>
+                <input type="text" name="comment" placeholder="e.g. matches change request CR-142"/>
+            </label>
+            <ActionError action/>
+            <Submit action label="Approve scope"/>
+        </ActionForm>
+    }
+}
+
+#[component]
+fn RejectForm(key_id: String) -> impl IntoView {
+    let action = ServerAction::<RejectKey>::new();
+    Refresh::after(action);
+    view! {
+        <ActionForm action>
+            <input type="hidden" name="key_id" value=key_id/>
+            <label class="field">
+                <span>"Reason for rejecting"</span>
+                <input type="text" name="comment" required placeholder="required: tell the requester what to fix"/>
+            </label>
+            <ActionError action/>
+            <Submit action label="Reject" kind="danger-outline"/>
+        </ActionForm>
+    }
+}
+
+#[component]
+fn History(rows: Vec<ApprovalDto>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="empty-inline">"No decisions yet."</p> }.into_any();
+    }
+    view! {
+        <div class="table-wrap">
+            <table>
+                <thead>
+                    <tr>
+                        <th>"When"</th>
+                        <th>"Reviewer"</th>
+                        <th>"Decision"</th>
+                        <th>"Key"</th>
+                        <th>"Scope"</th>
+                        <th>"Comment"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows.into_iter().map(|a| view! { <HistoryRow a/> }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn HistoryRow(a: ApprovalDto) -> impl IntoView {
+    let decision_class = format!("badge badge-decision-{}", a.decision);
+    view! {
+        <tr>
+            <td class="nowrap">{when(&a.decided_at)}</td>
+            <td>{a.reviewer}</td>
+            <td><span class=decision_class>{a.decision}</span></td>
+            <td class="nowrap"><code>{a.key_id}</code></td>
+            <td>
+                <a href=format!("/tenants/{}", a.tenant)>{a.tenant.clone()}</a>
+                " / " <code>{a.endpoint}</code> " · " {a.scheme}
+                <br/>
+                <EventTypes types=a.event_types/>
+            </td>
+            <td class="wrap">{a.comment}</td>
+        </tr>
+    }
+}

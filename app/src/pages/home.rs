@@ -1,0 +1,31 @@
+//! `/`: sends each role where its work is.
+
+use leptos::prelude::*;
+use leptos_router::components::Redirect;
+
+use crate::{api::session::whoami, components::FormError, dto::Me};
+
+/// Where a signed-in user starts.
+fn start_page(me: &Me) -> String {
+    match (me.role.as_str(), &me.tenant) {
+        ("clinic-admin", Some(slug)) => format!("/tenants/{slug}"),
+        ("reviewer", _) => "/approvals".to_owned(),
+        _ => "/tenants".to_owned(),
+    }
+}
+
+#[component]
+pub fn HomePage() -> impl IntoView {
+    let me = Resource::new(|| (), |_| whoami());
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match me.await {
+                    Ok(Some(me)) => view! { <Redirect path=start_page(&me)/> }.into_any(),
+                    Ok(None) => view! { <Redirect path="/login"/> }.into_any(),
+                    Err(error) => view! { <main class="content"><FormError error/></main> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}

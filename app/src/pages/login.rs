@@ -1,0 +1,53 @@
+//! `/login`: the only way in. Not inside the layout: there is no one to
+//! show navigation to yet.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::session::{setup_open, Login},
+    components::{ActionError, Notice, ReturnedError, Submit},
+};
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let action = ServerAction::<Login>::new();
+    let query = use_query_map();
+    let next = move || query.read().get("next").unwrap_or_default();
+    let setup_done = move || query.read().get("setup").as_deref() == Some("done");
+    let setup = Resource::new(|| (), |_| setup_open());
+    view! {
+        <Title text="Sign in · Signet"/>
+        <main class="auth">
+            <div class="auth-card">
+                <p class="auth-brand">"Signet"</p>
+                <h1>"Sign in"</h1>
+                {move || setup_done().then(|| view! { <Notice>"Administrator created — sign in."</Notice> })}
+                <ReturnedError/>
+                <ActionError action/>
+                <ActionForm action>
+                    <input type="hidden" name="next" value=next/>
+                    <label class="field">
+                        <span>"Username"</span>
+                        <input type="text" name="username" autocomplete="username" required autofocus/>
+                    </label>
+                    <label class="field">
+                        <span>"Password"</span>
+                        <input type="password" name="password" autocomplete="current-password" required/>
+                    </label>
+                    <div class="actions">
+                        <Submit action label="Sign in"/>
+                    </div>
+                </ActionForm>
+                <Suspense>
+                    {move || Suspend::new(async move {
+                        matches!(setup.await, Ok(true)).then(|| view! {
+                            <p class="hint setup-hint">"No administrator yet: use the setup link printed by the server."</p>
+                        })
+                    })}
+                </Suspense>
+            </div>
+        </main>
+    }
+}

@@ -1,0 +1,93 @@
+//! `/keys/:id/revoke`: confirmation before a key stops working at once.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+use crate::{
+    api::keys::{get_key, RevokeKey},
+    components::{ActionError, FormError, KeySummary, Layout, ReturnedError, Submit},
+    dto::{KeyDto, Me},
+};
+
+#[component]
+pub fn RevokePage() -> impl IntoView {
+    let params = use_params_map();
+    let key_id = move || params.read().get("id").unwrap_or_default();
+    let key = Resource::new(key_id, get_key);
+    view! {
+        <Layout
+            title="Revoke key"
+            render=move |me| view! {
+                <ReturnedError/>
+                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match key.await {
+                                    Ok(key) => view! { <Revoke key me/> }.into_any(),
+                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Suspense>
+            }
+        />
+    }
+}
+
+#[component]
+fn Revoke(key: KeyDto, me: Me) -> impl IntoView {
+    let back = format!("/tenants/{}#endpoint-{}", key.tenant, key.endpoint);
+    let live = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring");
+    let body = if !me.can_manage_tenant(&key.tenant) {
+        view! { <p class="error" role="alert">"Your role cannot revoke keys of this tenant."</p> }.into_any()
+    } else if !live {
+        view! { <p class="error" role="alert">"This key is already " {key.status.replace('_', " ")} "; there is nothing to revoke."</p> }.into_any()
+    } else {
+        view! {
+            <div class="warning danger" role="alert">
+                <strong>"Revocation is immediate and cannot be undone."</strong>
+                " Webhooks signed with this key are refused from the moment you confirm. "
+                "If senders still use it, rotate instead."
+            </div>
+            <RevokeForm key_id=key.key_id.clone()/>
+        }
+        .into_any()
+    };
+    view! {
+        <p class="crumbs"><a href=back.clone()>{key.tenant.clone()} " / " {key.endpoint.clone()}</a> " / revoke"</p>
+        <div class="two-col">
+            <section class="card">
+                <h2>"Key"</h2>
+                <KeySummary key/>
+            </section>
+            <section class="card">
+                <h2>"Confirm revocation"</h2>
+                {body}
+            </section>
+        </div>
+        <p><a href=back>"Cancel and go back"</a></p>
+    }
+}
+
+#[component]
+fn RevokeForm(key_id: String) -> impl IntoView {
+    let action = ServerAction::<RevokeKey>::new();
+    view! {
+        <ActionError action/>
+        <ActionForm action>
+            <input type="hidden" name="key_id" value=key_id/>
+            <label class="field">
+                <span>"Reason"</span>
+                <textarea name="reason" rows="3" required placeholder="e.g. secret exposed in a support ticket"></textarea>
+                <small class="hint">"Recorded in the audit log."</small>
+            </label>
+            <div class="actions">
+                <Submit action label="Revoke key now" kind="danger"/>
+            </div>
+        </ActionForm>
+    }
+}

@@ -1,0 +1,115 @@
+//! `/keys/:id/rotate`: replaces an active key with a new one and an overlap.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+use crate::{
+    api::keys::{get_key, RotateKey},
+    components::{ActionError, FormError, KeySummary, Layout, ReturnedError, Submit},
+    dto::{KeyDto, Me},
+};
+
+#[component]
+pub fn RotatePage() -> impl IntoView {
+    let params = use_params_map();
+    let key_id = move || params.read().get("id").unwrap_or_default();
+    let key = Resource::new(key_id, get_key);
+    view! {
+        <Layout
+            title="Rotate key"
+            render=move |me| view! {
+                <ReturnedError/>
+                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match key.await {
+                                    Ok(key) => view! { <Rotate key me/> }.into_any(),
+                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Suspense>
+            }
+        />
+    }
+}
+
+#[component]
+fn Rotate(key: KeyDto, me: Me) -> impl IntoView {
+    let back = format!("/tenants/{}#endpoint-{}", key.tenant, key.endpoint);
+    let new_owner = key.rotation_owner.clone();
+    let activation = if me.is_admin() {
+        "at once if you approve it now, otherwise once a security reviewer approves it."
+    } else {
+        "once a security reviewer approves it."
+    };
+    let blocker = if !me.can_manage_tenant(&key.tenant) {
+        Some("Your role cannot rotate keys of this tenant.".to_owned())
+    } else if key.status != "active" {
+        Some(format!("Only an active key can be rotated; this key is {}.", key.status.replace('_', " ")))
+    } else if !key.scope_approved {
+        Some("This key's current scope is not approved; get it approved before rotating.".to_owned())
+    } else {
+        None
+    };
+    let form = match blocker {
+        Some(reason) => view! { <p class="error" role="alert">{reason}</p> }.into_any(),
+        None => view! { <RotateForm key_id=key.key_id.clone() is_admin=me.is_admin()/> }.into_any(),
+    };
+    view! {
+        <p class="crumbs"><a href=back.clone()>{key.tenant.clone()} " / " {key.endpoint.clone()}</a> " / rotate"</p>
+        <div class="two-col">
+            <section class="card">
+                <h2>"The key today"</h2>
+                <KeySummary key/>
+            </section>
+            <section class="card">
+                <h2>"What happens"</h2>
+                <ol class="steps">
+                    <li>
+                        "Signet creates a new key with the same scope, owned by this key's rotation owner ("
+                        {new_owner} "), and shows its secret once."
+                    </li>
+                    <li>
+                        "The old key keeps working until the new key is active: "
+                        {activation}
+                    </li>
+                    <li>"Then the old key retires: it still verifies during the overlap you choose, and expires after it."</li>
+                </ol>
+                <p class="hint">"Give the new secret to the sender during the overlap; nothing is refused while both keys verify."</p>
+                {form}
+            </section>
+        </div>
+        <p><a href=back>"Cancel and go back"</a></p>
+    }
+}
+
+#[component]
+fn RotateForm(key_id: String, is_admin: bool) -> impl IntoView {
+    let action = ServerAction::<RotateKey>::new();
+    view! {
+        <ActionError action/>
+        <ActionForm action>
+            <input type="hidden" name="key_id" value=key_id/>
+            <label class="field narrow">
+                <span>"Overlap (hours)"</span>
+                <input type="number" name="overlap_hours" value="24" min="1" max="168" step="1" required/>
+                <small class="hint">"How long the old key keeps working once the new one is active: 1 to 168 hours (7 days)."</small>
+            </label>
+            {is_admin.then(|| view! {
+                <label class="check">
+                    <input type="checkbox" name="approve_now" checked/>
+                    " Approve now as me"
+                    <small class="hint">" (uncheck to leave the new key for a security reviewer)"</small>
+                </label>
+            })}
+            <div class="actions">
+                <Submit action label="Rotate key"/>
+            </div>
+        </ActionForm>
+    }
+}

@@ -1,0 +1,76 @@
+//! `/setup?token=…`: creates the first administrator with the token the
+//! server printed at start.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::session::{setup_open, SetupAdmin},
+    components::{ActionError, FormError, ReturnedError, Submit},
+};
+
+#[component]
+pub fn SetupPage() -> impl IntoView {
+    let open = Resource::new(|| (), |_| setup_open());
+    view! {
+        <Title text="Set up · Signet"/>
+        <main class="auth">
+            <div class="auth-card">
+                <p class="auth-brand">"Signet"</p>
+                <h1>"Create the first administrator"</h1>
+                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {move || Suspend::new(async move {
+                        match open.await {
+                            Ok(true) => view! { <SetupForm/> }.into_any(),
+                            Ok(false) => view! {
+                                <p>"Setup is finished: an administrator exists."</p>
+                                <p><a class="button primary" href="/login">"Go to sign in"</a></p>
+                            }
+                            .into_any(),
+                            Err(error) => view! { <FormError error/> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+            </div>
+        </main>
+    }
+}
+
+#[component]
+fn SetupForm() -> impl IntoView {
+    let action = ServerAction::<SetupAdmin>::new();
+    let query = use_query_map();
+    let token = move || query.read().get("token").unwrap_or_default();
+    view! {
+        <p class="hint">
+            "This account can do everything, including creating the other users. "
+            "Passwords need at least 12 characters."
+        </p>
+        {move || token().is_empty().then(|| view! {
+            <p class="error" role="alert">
+                "This page needs the setup link printed by the server (it carries a one-time token)."
+            </p>
+        })}
+        <ReturnedError/>
+        <ActionError action/>
+        <ActionForm action>
+            <input type="hidden" name="token" value=token/>
+            <label class="field">
+                <span>"Username"</span>
+                <input type="text" name="username" autocomplete="username" required autofocus/>
+            </label>
+            <label class="field">
+                <span>"Password"</span>
+                <input type="password" name="password" autocomplete="new-password" minlength="12" required/>
+            </label>
+            <label class="field">
+                <span>"Confirm password"</span>
+                <input type="password" name="confirm" autocomplete="new-password" minlength="12" required/>
+            </label>
+            <div class="actions">
+                <Submit action label="Create administrator"/>
+            </div>
+        </ActionForm>
+    }
+}

@@ -1,0 +1,329 @@
+//! `/tenants/:slug`: a tenant's endpoints and their keys, and (for those who
+//! manage it) the forms that change them.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+use crate::{
+    api::{
+        registry::{load_tenant, CreateEndpoint, SetEndpointEnabled},
+        keys::ProvisionKey,
+        AppError,
+    },
+    components::{
+        format::{bytes, is_any_type, seconds, when},
+        ActionError, Countdown, EventTypes, FormError, KeyScope, Layout, Notice, Refresh, ReturnedError, StatusBadge, Submit,
+    },
+    dto::{EndpointDto, KeyDto, Me, TenantOverview, SCHEMES},
+};
+
+#[component]
+pub fn TenantPage() -> impl IntoView {
+    let params = use_params_map();
+    let query = use_query_map();
+    let slug = move || params.read().get("slug").unwrap_or_default();
+    let refresh = Refresh::provide();
+    let overview = Resource::new(move || (slug(), refresh.get()), |(slug, _)| load_tenant(slug));
+    let revoked = move || query.read().get("revoked");
+    view! {
+        <Layout
+            title=""
+            render=move |me| view! {
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match overview.await {
+                                    Ok(ov) => view! { <TenantDetail ov me revoked=revoked()/> }.into_any(),
+                                    Err(error) => view! { <TenantMissing error slug=slug()/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Transition>
+            }
+        />
+    }
+}
+
+/// The server answers "not found" both for a tenant that does not exist and
+/// for one outside a clinic admin's own: the page cannot (and should not)
+/// tell them apart.
+#[component]
+fn TenantMissing(error: AppError, slug: String) -> impl IntoView {
+    if error.code != "not_found" {
+        return view! { <h1>"Tenant"</h1><FormError error/> }.into_any();
+    }
+    view! {
+        <h1>"Not found"</h1>
+        <div class="empty">
+            <p class="empty-title">"No tenant " <code>{slug}</code> " that you can see"</p>
+            <p>"It does not exist, or your account has no access to it."</p>
+            <p><a href="/">"Back to your start page"</a></p>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn TenantDetail(ov: TenantOverview, me: Me, revoked: Option<String>) -> impl IntoView {
+    let t = ov.tenant;
+    let can_manage = ov.can_manage;
+    let is_admin = me.is_admin();
+    let now_ms = ov.now_ms;
+    let endpoints = if ov.endpoints.is_empty() {
+        let hint = if can_manage { "Create one below to start receiving webhooks." } else { "Nobody has created an endpoint here yet." };
+        view! {
+            <div class="empty">
+                <p class="empty-title">"No endpoints yet"</p>
+                <p>{hint}</p>
+            </div>
+        }
+        .into_any()
+    } else {
+        let slug = t.slug.clone();
+        ov.endpoints
+            .into_iter()
+            .map(|ep| view! { <EndpointCard tenant=slug.clone() ep can_manage is_admin now_ms/> })
+            .collect_view()
+            .into_any()
+    };
+    view! {
+        <p class="crumbs"><a href="/tenants">"Tenants"</a> " / " {t.slug.clone()}</p>
+        <div class="page-head">
+            <div>
+                <h1>{t.name.clone()}</h1>
+                <p class="muted">
+                    <code>{t.slug.clone()}</code>
+                    " · created " {when(&t.created_at)}
+                    " · notify URL: "
+                    {t.notify_url.clone().map(|u| view! { <code>{u}</code> }.into_any()).unwrap_or_else(|| view! { <span>"none"</span> }.into_any())}
+                </p>
+            </div>
+            <dl class="stats">
+                <div><dt>"Endpoints"</dt><dd>{t.endpoint_count}</dd></div>
+                <div><dt>"Active keys"</dt><dd>{t.active_keys}</dd></div>
+                <div><dt>"Awaiting approval"</dt><dd>{t.pending_keys}</dd></div>
+            </dl>
+        </div>
+        {revoked.map(|id| view! {
+            <Notice>"Key " <code>{id}</code> " is revoked. Webhooks signed with it are refused from now on."</Notice>
+        })}
+        <ReturnedError/>
+        {(!can_manage).then(|| view! { <p class="hint">"Read-only: your role cannot change this tenant."</p> })}
+        {endpoints}
+        {can_manage.then(|| view! { <NewEndpointForm tenant=t.slug.clone()/> })}
+    }
+}
+
+#[component]
+fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: bool, now_ms: i64) -> impl IntoView {
+    let receive_url = format!("/hooks/{tenant}/{}", ep.slug);
+    let state = if ep.enabled { "enabled" } else { "disabled" };
+    let types_hint = if is_any_type(&ep.event_types) { "any event type".to_owned() } else { ep.event_types.join(", ") };
+    let anchor = format!("endpoint-{}", ep.slug);
+    view! {
+        <section class="card endpoint" class:endpoint-disabled=!ep.enabled id=anchor>
+            <header class="card-head">
+                <h2>
+                    <span class="muted">"Endpoint "</span>
+                    <code>{ep.slug.clone()}</code>
+                    " "
+                    <span class=format!("badge badge-{state}")>{state}</span>
+                </h2>
+                {can_manage.then(|| view! { <EndpointToggle tenant=tenant.clone() endpoint=ep.slug.clone() enabled=ep.enabled/> })}
+            </header>
+            {(!ep.enabled).then(|| view! {
+                <p class="warning">"This endpoint is disabled: Signet refuses every webhook sent to it, whatever the signature."</p>
+            })}
+            <dl class="facts">
+                <dt>"Receive URL"</dt>
+                <dd><code>{receive_url}</code></dd>
+                <dt>"Scheme"</dt>
+                <dd>{ep.scheme.clone()}</dd>
+                <dt>"Event types"</dt>
+                <dd><EventTypes types=ep.event_types.clone()/></dd>
+                <dt>"Timestamp tolerance"</dt>
+                <dd>{seconds(ep.tolerance_secs)}</dd>
+                <dt>"Max body"</dt>
+                <dd>{bytes(ep.max_body_bytes)}</dd>
+                <dt>"Created"</dt>
+                <dd>{when(&ep.created_at)}</dd>
+            </dl>
+            <h3>"Signing keys"</h3>
+            <KeyTable keys=ep.keys can_manage now_ms/>
+            {can_manage.then(|| view! { <ProvisionForm tenant endpoint=ep.slug types_hint is_admin/> })}
+        </section>
+    }
+}
+
+#[component]
+fn EndpointToggle(tenant: String, endpoint: String, enabled: bool) -> impl IntoView {
+    let action = ServerAction::<SetEndpointEnabled>::new();
+    Refresh::after(action);
+    let (label, kind) = if enabled { ("Disable endpoint", "danger-outline small") } else { ("Enable endpoint", "secondary small") };
+    view! {
+        <div class="toggle">
+            <ActionForm action>
+                <input type="hidden" name="tenant" value=tenant/>
+                <input type="hidden" name="endpoint" value=endpoint/>
+                <input type="hidden" name="enabled" value=(!enabled).to_string()/>
+                <Submit action label kind/>
+            </ActionForm>
+            <ActionError action/>
+        </div>
+    }
+}
+
+#[component]
+fn KeyTable(keys: Vec<KeyDto>, can_manage: bool, now_ms: i64) -> impl IntoView {
+    if keys.is_empty() {
+        return view! { <p class="empty-inline">"No keys yet. Provision one so senders can sign webhooks for this endpoint."</p> }.into_any();
+    }
+    view! {
+        <div class="table-wrap">
+            <table class="keys">
+                <thead>
+                    <tr>
+                        <th>"Key"</th>
+                        <th>"Status"</th>
+                        <th>"Scope"</th>
+                        <th>"Owner / rotation owner"</th>
+                        <th>"Created"</th>
+                        <th>"Last used"</th>
+                        {can_manage.then(|| view! { <th><span class="visually-hidden">"Actions"</span></th> })}
+                    </tr>
+                </thead>
+                <tbody>
+                    {keys.into_iter().map(|key| view! { <KeyRow key can_manage now_ms/> }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
+    let status_note = match (key.status.as_str(), key.expires_at_ms) {
+        ("retiring", Some(at)) => Some(view! { <Countdown expires_at_ms=at now_ms/> }.into_any()),
+        ("revoked", _) => key.revoked_at.as_deref().map(|t| view! { <span class="muted">{when(t)}</span> }.into_any()),
+        _ => None,
+    };
+    let last_used = match &key.last_verified_at {
+        Some(t) => view! { {when(t)} <br/><span class="muted">{key.verified_count} " verified"</span> }.into_any(),
+        None => view! { <span class="muted">"never"</span> }.into_any(),
+    };
+    let actions = can_manage.then(|| {
+        let rotate = (key.status == "active").then(|| view! { <a class="button secondary small" href=format!("/keys/{}/rotate", key.key_id)>"Rotate"</a> });
+        let revoke = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring")
+            .then(|| view! { <a class="button danger-outline small" href=format!("/keys/{}/revoke", key.key_id)>"Revoke"</a> });
+        view! { <td class="row-actions">{rotate} {revoke}</td> }
+    });
+    view! {
+        <tr>
+            <td class="nowrap">
+                <code>{key.key_id.clone()}</code>
+                {key.replaces_key_id.clone().map(|r| view! { <br/><span class="muted" title=format!("Replaces {r}")>"rotation"</span> })}
+            </td>
+            <td class="status">
+                <StatusBadge status=key.status.clone()/>
+                {status_note.map(|n| view! { <br/>{n} })}
+            </td>
+            <td><KeyScope key=key.clone()/></td>
+            <td>{key.owner.clone()} <br/><span class="muted">"rotation: " {key.rotation_owner.clone()}</span></td>
+            <td>{when(&key.created_at)} <br/><span class="muted">"by " {key.created_by.clone()}</span></td>
+            <td>{last_used}</td>
+            {actions}
+        </tr>
+    }
+}
+
+#[component]
+fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin: bool) -> impl IntoView {
+    let action = ServerAction::<ProvisionKey>::new();
+    Refresh::after(action);
+    view! {
+        <div class="subform">
+            <h3>"Provision a key"</h3>
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="tenant" value=tenant/>
+                <input type="hidden" name="endpoint" value=endpoint/>
+                <div class="form-grid">
+                    <label class="field">
+                        <span>"Owner"</span>
+                        <input type="text" name="owner" placeholder="you"/>
+                        <small class="hint">"Who answers for this key. Empty: you."</small>
+                    </label>
+                    <label class="field">
+                        <span>"Rotation owner"</span>
+                        <input type="text" name="rotation_owner" placeholder="same as owner"/>
+                        <small class="hint">"Who rotates it when the time comes."</small>
+                    </label>
+                    <label class="field wide">
+                        <span>"Event types " <em class="optional">"(optional)"</em></span>
+                        <input type="text" name="event_types" placeholder="all of the endpoint's types"/>
+                        <small class="hint">"Comma-separated, to scope the key more narrowly than the endpoint (" {types_hint} ")."</small>
+                    </label>
+                </div>
+                {is_admin.then(|| view! {
+                    <label class="check">
+                        <input type="checkbox" name="approve_now"/>
+                        " Approve now as me"
+                        <small class="hint">" (otherwise a security reviewer approves the scope before the key verifies anything)"</small>
+                    </label>
+                })}
+                <div class="actions">
+                    <Submit action label="Provision key"/>
+                </div>
+            </ActionForm>
+        </div>
+    }
+}
+
+#[component]
+fn NewEndpointForm(tenant: String) -> impl IntoView {
+    let action = ServerAction::<CreateEndpoint>::new();
+    Refresh::after(action);
+    view! {
+        <section class="card">
+            <h2>"New endpoint"</h2>
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="tenant" value=tenant/>
+                <div class="form-grid">
+                    <label class="field">
+                        <span>"Endpoint slug"</span>
+                        <input type="text" name="slug" required pattern="[a-z0-9][a-z0-9\\-]*" placeholder="reminders"/>
+                        <small class="hint">"Lower-case letters, digits and hyphens."</small>
+                    </label>
+                    <label class="field">
+                        <span>"Signature scheme"</span>
+                        <select name="scheme">
+                            {SCHEMES.into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
+                        </select>
+                    </label>
+                    <label class="field wide">
+                        <span>"Event types " <em class="optional">"(optional)"</em></span>
+                        <input type="text" name="event_types" placeholder="reminder.created, otp.requested"/>
+                        <small class="hint">"Comma-separated. Empty: any event type."</small>
+                    </label>
+                    <label class="field">
+                        <span>"Timestamp tolerance (seconds)"</span>
+                        <input type="number" name="tolerance_secs" min="1" max="3600" placeholder="300"/>
+                    </label>
+                    <label class="field">
+                        <span>"Max body (bytes)"</span>
+                        <input type="number" name="max_body_bytes" min="1" max="10485760" placeholder="1048576"/>
+                    </label>
+                </div>
+                <div class="actions">
+                    <Submit action label="Create endpoint"/>
+                </div>
+            </ActionForm>
+        </section>
+    }
+}

@@ -14,6 +14,38 @@ pub fn FormError(error: AppError) -> impl IntoView {
     view! { <p class="error" role="alert">{sentence(&error.message)}</p> }
 }
 
+/// Why a page's data did not load. "Not found" also covers what exists but
+/// lies outside the user's tenant: the server does not tell them apart, and
+/// neither does the page.
+#[component]
+pub fn LoadError(
+    error: AppError,
+    /// What was asked for, e.g. "key" or "tenant".
+    what: &'static str,
+    /// The name or id that was asked for.
+    #[prop(into)]
+    name: String,
+) -> impl IntoView {
+    match error.code.as_str() {
+        "not_found" => view! {
+            <div class="empty">
+                <p class="empty-title">"Not found: no " {what} " " <code>{name}</code> " that you can see"</p>
+                <p>"It does not exist, or your account has no access to it."</p>
+                <p><a href="/">"Back to your start page"</a></p>
+            </div>
+        }
+        .into_any(),
+        "forbidden" => view! {
+            <div class="empty">
+                <p class="empty-title">"Your role cannot see this " {what}</p>
+                <p><a href="/">"Back to your start page"</a></p>
+            </div>
+        }
+        .into_any(),
+        _ => view! { <FormError error/> }.into_any(),
+    }
+}
+
 /// A success message (after a redirect that carries `?created=…` and the like).
 #[component]
 pub fn Notice(children: Children) -> impl IntoView {

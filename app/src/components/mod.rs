@@ -6,6 +6,6 @@ pub mod format;
 mod key;
 mod layout;
 
-pub use feedback::{ActionError, FormError, Notice, Refresh, ReturnedError, Submit};
+pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedError, Submit};
 pub use key::{Countdown, EventTypes, KeyScope, KeySummary, StatusBadge};
 pub use layout::Layout;

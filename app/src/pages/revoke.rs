@@ -5,7 +5,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::{
     api::keys::{get_key, RevokeKey},
-    components::{ActionError, FormError, KeySummary, Layout, ReturnedError, Submit},
+    components::{ActionError, KeySummary, LoadError, Layout, ReturnedError, Submit},
     dto::{KeyDto, Me},
 };
 
@@ -27,7 +27,7 @@ pub fn RevokePage() -> impl IntoView {
                             Suspend::new(async move {
                                 match key.await {
                                     Ok(key) => view! { <Revoke key me/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                    Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
                                 }
                             })
                         }

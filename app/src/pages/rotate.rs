@@ -5,7 +5,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::{
     api::keys::{get_key, RotateKey},
-    components::{ActionError, FormError, KeySummary, Layout, ReturnedError, Submit},
+    components::{ActionError, KeySummary, LoadError, Layout, ReturnedError, Submit},
     dto::{KeyDto, Me},
 };
 
@@ -27,7 +27,7 @@ pub fn RotatePage() -> impl IntoView {
                             Suspend::new(async move {
                                 match key.await {
                                     Ok(key) => view! { <Rotate key me/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                    Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
                                 }
                             })
                         }
@@ -97,8 +97,8 @@ fn RotateForm(key_id: String, is_admin: bool) -> impl IntoView {
             <input type="hidden" name="key_id" value=key_id/>
             <label class="field narrow">
                 <span>"Overlap (hours)"</span>
-                <input type="number" name="overlap_hours" value="24" min="1" max="168" step="1" required/>
-                <small class="hint">"How long the old key keeps working once the new one is active: 1 to 168 hours (7 days)."</small>
+                <input type="number" name="overlap_hours" value="24" min="0.1" max="168" step="any" required/>
+                <small class="hint">"How long the old key keeps working once the new one is active: up to 168 hours (7 days); 0.5 is half an hour."</small>
             </label>
             {is_admin.then(|| view! {
                 <label class="check">

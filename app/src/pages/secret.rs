@@ -6,7 +6,7 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
     api::keys::{get_key, reveal_secret},
-    components::{FormError, KeySummary, Layout, StatusBadge},
+    components::{KeySummary, Layout, LoadError, StatusBadge},
     dto::RevealDto,
 };
 
@@ -28,7 +28,7 @@ pub fn SecretPage() -> impl IntoView {
                         match revealed.await {
                             Ok(Some(r)) => view! { <Revealed r/> }.into_any(),
                             Ok(None) => view! { <AlreadyShown key_id=key_id()/> }.into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
+                            Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
                         }
                     })}
                 </Suspense>

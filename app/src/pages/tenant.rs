@@ -6,13 +6,12 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
     api::{
-        registry::{load_tenant, CreateEndpoint, SetEndpointEnabled},
         keys::ProvisionKey,
-        AppError,
+        registry::{load_tenant, CreateEndpoint, SetEndpointEnabled},
     },
     components::{
         format::{bytes, is_any_type, seconds, when},
-        ActionError, Countdown, EventTypes, FormError, KeyScope, Layout, Notice, Refresh, ReturnedError, StatusBadge, Submit,
+        ActionError, Countdown, EventTypes, KeyScope, Layout, LoadError, Notice, Refresh, ReturnedError, StatusBadge, Submit,
     },
     dto::{EndpointDto, KeyDto, Me, TenantOverview, SCHEMES},
 };
@@ -37,7 +36,7 @@ pub fn TenantPage() -> impl IntoView {
                             Suspend::new(async move {
                                 match overview.await {
                                     Ok(ov) => view! { <TenantDetail ov me revoked=revoked()/> }.into_any(),
-                                    Err(error) => view! { <TenantMissing error slug=slug()/> }.into_any(),
+                                    Err(error) => view! { <h1>"Tenant"</h1><LoadError error what="tenant" name=slug()/> }.into_any(),
                                 }
                             })
                         }
@@ -46,25 +45,6 @@ pub fn TenantPage() -> impl IntoView {
             }
         />
     }
-}
-
-/// The server answers "not found" both for a tenant that does not exist and
-/// for one outside a clinic admin's own: the page cannot (and should not)
-/// tell them apart.
-#[component]
-fn TenantMissing(error: AppError, slug: String) -> impl IntoView {
-    if error.code != "not_found" {
-        return view! { <h1>"Tenant"</h1><FormError error/> }.into_any();
-    }
-    view! {
-        <h1>"Not found"</h1>
-        <div class="empty">
-            <p class="empty-title">"No tenant " <code>{slug}</code> " that you can see"</p>
-            <p>"It does not exist, or your account has no access to it."</p>
-            <p><a href="/">"Back to your start page"</a></p>
-        </div>
-    }
-    .into_any()
 }
 
 #[component]
@@ -124,6 +104,7 @@ fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: boo
     let state = if ep.enabled { "enabled" } else { "disabled" };
     let types_hint = if is_any_type(&ep.event_types) { "any event type".to_owned() } else { ep.event_types.join(", ") };
     let anchor = format!("endpoint-{}", ep.slug);
+    let has_live_key = ep.keys.iter().any(|k| matches!(k.status.as_str(), "pending_approval" | "active" | "retiring"));
     view! {
         <section class="card endpoint" class:endpoint-disabled=!ep.enabled id=anchor>
             <header class="card-head">
@@ -154,7 +135,7 @@ fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: boo
             </dl>
             <h3>"Signing keys"</h3>
             <KeyTable keys=ep.keys can_manage now_ms/>
-            {can_manage.then(|| view! { <ProvisionForm tenant endpoint=ep.slug types_hint is_admin/> })}
+            {can_manage.then(|| view! { <ProvisionForm tenant endpoint=ep.slug types_hint is_admin open=!has_live_key/> })}
         </section>
     }
 }
@@ -213,7 +194,7 @@ fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
         _ => None,
     };
     let last_used = match &key.last_verified_at {
-        Some(t) => view! { {when(t)} <br/><span class="muted">{key.verified_count} " verified"</span> }.into_any(),
+        Some(t) => view! { <span class="nowrap">{when(t)}</span> <br/><span class="muted">{key.verified_count} " verified"</span> }.into_any(),
         None => view! { <span class="muted">"never"</span> }.into_any(),
     };
     let actions = can_manage.then(|| {
@@ -234,20 +215,22 @@ fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
             </td>
             <td><KeyScope key=key.clone()/></td>
             <td>{key.owner.clone()} <br/><span class="muted">"rotation: " {key.rotation_owner.clone()}</span></td>
-            <td>{when(&key.created_at)} <br/><span class="muted">"by " {key.created_by.clone()}</span></td>
+            <td><span class="nowrap">{when(&key.created_at)}</span> <br/><span class="muted">"by " {key.created_by.clone()}</span></td>
             <td>{last_used}</td>
             {actions}
         </tr>
     }
 }
 
+/// Open while the endpoint has no working key (provisioning is the next
+/// step); folded away once it has one.
 #[component]
-fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin: bool) -> impl IntoView {
+fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin: bool, open: bool) -> impl IntoView {
     let action = ServerAction::<ProvisionKey>::new();
     Refresh::after(action);
     view! {
-        <div class="subform">
-            <h3>"Provision a key"</h3>
+        <details class="subform" open=open>
+            <summary>"Provision a key"</summary>
             <ActionError action/>
             <ActionForm action>
                 <input type="hidden" name="tenant" value=tenant/>
@@ -280,7 +263,7 @@ fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin:
                     <Submit action label="Provision key"/>
                 </div>
             </ActionForm>
-        </div>
+        </details>
     }
 }
 

@@ -9,6 +9,7 @@ pub mod db;
 pub mod entity;
 pub mod error;
 pub mod ids;
+pub mod receiver;
 pub mod registry;
 pub mod vault;
 

@@ -6,6 +6,8 @@
 pub enum Refusal {
     UnknownEndpoint,
     BodyTooLarge,
+    /// The client stopped sending before the body was complete.
+    BodyIncomplete,
     SignatureMissing,
     SignatureMalformed,
     SignatureMismatch,
@@ -23,6 +25,7 @@ impl Refusal {
         match self {
             Refusal::UnknownEndpoint => "unknown_endpoint",
             Refusal::BodyTooLarge => "body_too_large",
+            Refusal::BodyIncomplete => "body_incomplete",
             Refusal::SignatureMissing => "signature_missing",
             Refusal::SignatureMalformed => "signature_malformed",
             Refusal::SignatureMismatch => "signature_mismatch",
@@ -39,6 +42,7 @@ impl Refusal {
         match self {
             Refusal::UnknownEndpoint => "unknown_endpoint",
             Refusal::BodyTooLarge => "too_large",
+            Refusal::BodyIncomplete => "incomplete",
             Refusal::SignatureMissing => "missing",
             Refusal::SignatureMalformed => "malformed",
             Refusal::SignatureMismatch => "mismatch",

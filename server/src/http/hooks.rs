@@ -68,17 +68,70 @@ async fn run(st: &HookState, tenant: &str, endpoint: &str, headers: &HeaderMap, 
         Ok(ep) => ep,
         Err(o) => return (o, None, None),
     };
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > ep.max_body_bytes as u64) {
-        return (Outcome::Refused(Refusal::BodyTooLarge), Some(ep), None);
-    }
-    let bytes = match axum::body::to_bytes(body, ep.max_body_bytes).await {
+    let bytes = match read_limited(body, ep.max_body_bytes, headers).await {
         Ok(b) => b,
-        Err(_) => return (Outcome::Refused(Refusal::BodyTooLarge), Some(ep), None),
+        Err(BodyError::TooLarge) => return (Outcome::Refused(Refusal::BodyTooLarge), Some(ep), None),
+        Err(BodyError::Incomplete) => return (Outcome::Refused(Refusal::BodyIncomplete), Some(ep), None),
     };
     let hint = headers.get("signet-key-id").and_then(|v| v.to_str().ok());
     let (outcome, key_id) = receiver::process(&st.receiver, &ep, &Headers(headers), hint, bytes).await;
     (outcome, Some(ep), key_id)
+}
+
+/// At most this much of an oversized body is read (and discarded) before
+/// answering 413, so the client can read the answer instead of seeing its
+/// connection reset; beyond it the connection is simply closed.
+const DRAIN_LIMIT: usize = 1024 * 1024;
+
+enum BodyError {
+    TooLarge,
+    /// The client stopped sending (or was too slow); nothing is processed.
+    Incomplete,
+}
+
+/// Gate 2: reads the body, keeping at most `limit` bytes in memory. A
+/// declared `Content-Length` over the limit is refused without keeping
+/// anything; a streamed body is refused as soon as it crosses the limit.
+async fn read_limited(body: Body, limit: usize, headers: &HeaderMap) -> Result<bytes::Bytes, BodyError> {
+    use http_body_util::BodyExt;
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let mut too_large = declared.is_some_and(|n| n > limit as u64);
+    let mut kept = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    let mut body = body;
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let data = match frame {
+                Ok(f) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+                Err(_) => return Err(BodyError::Incomplete),
+            };
+            seen += data.len();
+            if !too_large && kept.len() + data.len() > limit {
+                too_large = true;
+                kept = bytes::BytesMut::new();
+            }
+            if too_large {
+                if seen > DRAIN_LIMIT {
+                    break;
+                }
+            } else {
+                kept.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+    if too_large {
+        return Err(BodyError::TooLarge);
+    }
+    match finished {
+        Ok(Ok(())) => Ok(kept.freeze()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(BodyError::Incomplete),
+    }
 }
 
 /// The contract's status table (CONTRACT §3).
@@ -94,6 +147,7 @@ fn respond(outcome: Outcome) -> Response {
             let status = match r {
                 Refusal::UnknownEndpoint => StatusCode::NOT_FOUND,
                 Refusal::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+                Refusal::BodyIncomplete => StatusCode::BAD_REQUEST,
                 Refusal::SignatureMissing
                 | Refusal::SignatureMalformed
                 | Refusal::SignatureMismatch

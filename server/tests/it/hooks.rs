@@ -451,3 +451,47 @@ both_engines!(bodies_and_secrets_never_reach_the_database_in_plaintext_or_the_lo
         assert_eq!(sealed[0], 1, "format 1 ciphertext");
     }
 });
+
+both_engines!(rollups_and_key_usage_are_written_in_batches, async |i: &Install| {
+    let s = i.serve();
+    let h = hook(i, &s, Scheme::Github);
+    let c = reqwest::Client::new();
+    for n in 0..3 {
+        let (status, _) = h.deliver(&c, created(&format!("r-{n}")), &format!("d-{n}")).await;
+        assert_eq!(status, 200);
+    }
+    for n in 0..2 {
+        let forged = signature::sign(Scheme::Github, &SigningSecret::generate(), b"{}", 0, &format!("x-{n}")).unwrap();
+        assert_eq!(h.post(&c, &forged, b"{}".to_vec()).await.0, 401);
+    }
+    let db = db(i).await;
+    let sum = |outcome: &'static str, reason: &'static str| {
+        let db = db.clone();
+        async move {
+            let row = db
+                .query_one_raw(Statement::from_string(
+                    db.get_database_backend(),
+                    format!("SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM event_rollups WHERE outcome = '{outcome}' AND reason = '{reason}'"),
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            row.try_get::<i64>("", "n").unwrap()
+        }
+    };
+    // Nothing is written per request; the flusher runs every 5 s.
+    let mut waited = 0;
+    while sum("applied", "").await < 3 && waited < 80 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    assert_eq!(sum("applied", "").await, 3);
+    assert_eq!(sum("verification_failed", "mismatch").await, 2);
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), format!("SELECT verified_count, last_verified_at FROM signing_keys WHERE id = '{}'", h.key_id)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.try_get::<i64>("", "verified_count").unwrap(), 3);
+    assert!(row.try_get::<Option<i64>>("", "last_verified_at").unwrap().is_some());
+});

@@ -6,21 +6,25 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const root = resolve(__dirname, '..');
+// Built by `cargo leptos build`; overridable when the target dir lives elsewhere.
+export const signetBin = process.env.SIGNET_BIN ?? join(root, 'target/debug/signet');
+const siteRoot = process.env.LEPTOS_SITE_ROOT ?? join(root, 'target/site');
 export const stateDir = join(__dirname, '.state');
 const servers = [
   { project: 'ssr', port: 3101 },
   { project: 'hydrated', port: 3102 },
+  { project: 'interop', port: 3103 },
 ];
 
 function start(project: string, port: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), `signet-e2e-${project}-`));
-  const child = spawn(join(root, 'target/debug/signet'), ['serve'], {
+  const child = spawn(signetBin, ['serve'], {
     cwd: root,
     env: {
       ...process.env,
       SIGNET_DATA_DIR: dataDir,
       SIGNET_ADDR: `127.0.0.1:${port}`,
-      LEPTOS_SITE_ROOT: join(root, 'target/site'),
+      LEPTOS_SITE_ROOT: siteRoot,
       SIGNET_LOG: 'info',
     },
     stdio: ['ignore', 'pipe', 'pipe'],

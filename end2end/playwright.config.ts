@@ -31,7 +31,9 @@ export default defineConfig({
     trace: 'retain-on-failure',
   },
   projects: [
-    { name: 'ssr', use: { javaScriptEnabled: false, baseURL: 'http://127.0.0.1:3101' } },
-    { name: 'hydrated', use: { javaScriptEnabled: true, baseURL: 'http://127.0.0.1:3102' } },
+    { name: 'ssr', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: false, baseURL: 'http://127.0.0.1:3101' } },
+    { name: 'hydrated', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: true, baseURL: 'http://127.0.0.1:3102' } },
+    // The receiver against the providers' official signing libraries (no browser).
+    { name: 'interop', testMatch: /interop\.spec\.ts/, use: { baseURL: 'http://127.0.0.1:3103' } },
   ],
 });

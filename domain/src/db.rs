@@ -54,6 +54,31 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
     }
 }
 
+/// True for failures worth retrying: the database is unreachable or busy,
+/// or the engine aborted the transaction to resolve a conflict
+/// (PostgreSQL serialization failure 40001 / deadlock 40P01; SQLite
+/// BUSY/LOCKED, including their extended codes). Classified by error code,
+/// never by message text.
+pub fn is_transient(err: &DbErr) -> bool {
+    use sea_orm::{sqlx, RuntimeErr};
+    let sqlx_err = match err {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => return true,
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
+        _ => return false,
+    };
+    match &**sqlx_err {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some("40001" | "40P01" | "57P01" | "08006" | "08003") => true,
+            // SQLite primary codes 5 (BUSY) and 6 (LOCKED), with extended
+            // codes carrying the primary in the low byte.
+            Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
 /// True when the error is a unique-constraint violation (classified by the
 /// driver's error code, not by message text).
 pub fn is_unique_violation(err: &DbErr) -> bool {

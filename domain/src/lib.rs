@@ -8,7 +8,9 @@ pub mod crypto;
 pub mod db;
 pub mod entity;
 pub mod error;
+pub mod events;
 pub mod ids;
+pub mod receiver;
 pub mod registry;
 pub mod vault;
 

@@ -4,6 +4,7 @@
 mod cli;
 mod config;
 mod http;
+mod metrics;
 mod serve;
 
 use std::process::ExitCode;

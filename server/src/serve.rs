@@ -41,8 +41,15 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         println!("Or from a shell: signet user create <name> --role admin");
     }
 
+    let hooks = crate::http::hooks::HookState {
+        receiver: Arc::new(domain::receiver::Receiver::new(db.clone(), vault.clone())),
+        telemetry: Arc::new(domain::receiver::telemetry::Telemetry::default()),
+        metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| format!("metrics: {e}"))?),
+    };
     let background = tokio::spawn(background(db.clone(), vault.clone()));
-    let router = crate::http::router(state);
+    let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
+    let telemetry = hooks.telemetry.clone();
+    let router = crate::http::router(state, hooks);
     let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(addr = %local, database = %redact_url(&url), "signet listening");
@@ -52,6 +59,10 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("server error: {e}"))?;
     background.abort();
+    flusher.abort();
+    if let Err(e) = telemetry.flush(&db).await {
+        tracing::error!(error = %e, "final telemetry flush failed");
+    }
     db.close().await.ok();
     tracing::info!("signet stopped");
     Ok(())
@@ -71,6 +82,25 @@ async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
             Ok(n) => tracing::info!(count = n, "retiring keys expired"),
             Err(e) => tracing::error!(error = %e, "expiry sweep failed"),
         }
+    }
+}
+
+/// Batched writes of per-minute rollups and per-key usage (every 5 s) and
+/// the metrics gauges (every 15 s).
+async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::hooks::HookState) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    let mut n = 0u64;
+    loop {
+        tick.tick().await;
+        if let Err(e) = hooks.telemetry.flush(&db).await {
+            tracing::error!(error = %e, "telemetry flush failed; counts kept for the next one");
+        }
+        if n % 3 == 0 {
+            if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
+                tracing::warn!(error = %e, "gauge refresh failed");
+            }
+        }
+        n += 1;
     }
 }
 

@@ -67,6 +67,8 @@ pub enum Permission {
     ReviewKeys,
     /// Read the audit log.
     ReadAudit,
+    /// Read received events' metadata and the reminders they produced.
+    ReadEvents,
     /// Create and change users, create and revoke API tokens.
     ManageUsers,
 }
@@ -77,11 +79,11 @@ pub fn role_allows(role: Role, permission: Permission) -> bool {
     use Permission::*;
     match role {
         Role::Admin => true,
-        Role::Reviewer => matches!(permission, ReadRegistry | ReviewKeys | ReadAudit),
+        Role::Reviewer => matches!(permission, ReadRegistry | ReviewKeys | ReadAudit | ReadEvents),
         Role::ClinicAdmin => {
-            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit)
+            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents)
         }
-        Role::Oncall => matches!(permission, ReadRegistry | ReadAudit),
+        Role::Oncall => matches!(permission, ReadRegistry | ReadAudit | ReadEvents),
     }
 }
 

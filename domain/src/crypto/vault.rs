@@ -142,6 +142,11 @@ impl Aad {
         Self::new("signet/event-body", &[tenant_id, endpoint_id, event_id])
     }
 
+    /// An outbox intent's payload, bound to its tenant and intent id.
+    pub fn outbox_payload(tenant_id: &str, intent_id: &str) -> Self {
+        Self::new("signet/outbox-payload", &[tenant_id, intent_id])
+    }
+
     fn kek(version: u32) -> Self {
         Self::new("signet/kek", &[&version.to_string()])
     }

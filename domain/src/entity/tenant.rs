@@ -11,6 +11,9 @@ pub struct Model {
     pub name: String,
     pub notify_url: Option<String>,
     pub created_at: i64,
+    /// `enabled` or `disabled` (CONTRACT §3: transient failures answer 503
+    /// when enabled, quarantine when disabled).
+    pub retry_policy: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

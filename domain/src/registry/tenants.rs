@@ -104,6 +104,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         name: Set(name),
         notify_url: Set(notify_url),
         created_at: Set(clock::now_ms()),
+        retry_policy: Set("enabled".into()),
     }
     .insert(&txn)
     .await

@@ -6,5 +6,6 @@ mod audit_chain;
 mod auth;
 mod fixtures;
 mod keys;
+mod receiver;
 mod registry;
 mod vault;

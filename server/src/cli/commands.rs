@@ -22,14 +22,18 @@ use crate::config::{DbArgs, ServeArgs};
 pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
     let json = cli.json;
     let command = cli.command.unwrap_or_else(|| Command::Serve(default_serve_args()));
-    if let Command::Serve(args) = command {
-        return crate::serve::run(cli.db, args).await.map_err(|e| CliError::new("serve", e));
-    }
+    let command = match command {
+        Command::Serve(args) => return crate::serve::run(cli.db, args).await.map_err(|e| CliError::new("serve", e)),
+        Command::Send { url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms } => {
+            return send(json, url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms).await;
+        }
+        other => other,
+    };
     let db = open_db(&cli.db).await?;
     let cli_principal = Principal::cli();
     let p = &cli_principal;
     match command {
-        Command::Serve(_) => {}
+        Command::Serve(_) | Command::Send { .. } => {}
         Command::Migrate => emit(json, &json!({"migrated": true}), || "migrations are up to date".into()),
         Command::Tenant(TenantCmd::Create { tenant, name, notify_url }) => {
             let t = tenants::create(&db, p, NewTenant { slug: tenant, name, notify_url }).await?;
@@ -112,6 +116,64 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
     Ok(())
 }
 
+
+#[allow(clippy::too_many_arguments)]
+async fn send(
+    json: bool,
+    url: String,
+    scheme: String,
+    secret: String,
+    file: Option<std::path::PathBuf>,
+    event_id: Option<String>,
+    github_event: Option<String>,
+    max_attempts: u32,
+    base_delay_ms: u64,
+    max_delay_ms: u64,
+) -> Result<(), CliError> {
+    use super::send::{run, SendArgs};
+    let scheme = Scheme::parse(&scheme)?;
+    let secret = domain::crypto::SigningSecret::parse(&secret).ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
+    let body = match &file {
+        Some(path) => std::fs::read(path).map_err(|e| CliError::new("file", format!("cannot read {}: {e}", path.display())))?,
+        None => {
+            let mut buf = Vec::new();
+            std::io::stdin().read_to_end(&mut buf).map_err(|e| CliError::new("stdin", format!("cannot read the body from stdin: {e}")))?;
+            buf
+        }
+    };
+    let event_id = event_id.unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
+    let args = SendArgs {
+        url,
+        scheme,
+        secret,
+        body,
+        event_id,
+        github_event,
+        max_attempts,
+        base_delay: std::time::Duration::from_millis(base_delay_ms),
+        max_delay: std::time::Duration::from_millis(max_delay_ms),
+    };
+    let report = run(args, |a| {
+        let status = a.status.map(|s| s.to_string()).unwrap_or_else(|| "no answer".into());
+        let then = match (a.next, a.wait_ms) {
+            ("retry", Some(ms)) => format!("retrying in {:.1} s", ms as f64 / 1000.0),
+            ("done", _) => "delivered".into(),
+            _ => "giving up".into(),
+        };
+        // Progress goes to stderr so `--json` keeps stdout to one value.
+        eprintln!("attempt {}: {status} {} → {then}", a.attempt, a.response.trim());
+    })
+    .await?;
+    let delivered = report.delivered;
+    emit(json, &report, || {
+        if delivered {
+            format!("delivered {} after {} attempt(s)", report.event_id, report.attempts.len())
+        } else {
+            format!("not delivered after {} attempt(s)", report.attempts.len())
+        }
+    });
+    if delivered { Ok(()) } else { Err(CliError::new("not_delivered", "the receiver did not accept the webhook")) }
+}
 
 fn default_serve_args() -> ServeArgs {
     use clap::Parser;

@@ -4,6 +4,7 @@
 
 mod commands;
 mod output;
+pub mod send;
 
 use std::process::ExitCode;
 
@@ -50,6 +51,35 @@ pub enum Command {
     /// The audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Provider side: sign and post a webhook with retries (needs no database).
+    Send {
+        /// The receiver URL, e.g. http://127.0.0.1:3000/hooks/clinic-a/reminders
+        url: String,
+        #[arg(long)]
+        scheme: String,
+        /// The endpoint key's secret (`whsec_…`). Prefer SIGNET_SEND_SECRET:
+        /// command lines are visible to other local users.
+        #[arg(long, env = "SIGNET_SEND_SECRET", hide_env_values = true)]
+        secret: String,
+        /// Body file; default: stdin.
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// The message id (standard-webhooks `webhook-id`, GitHub delivery id).
+        /// Stripe carries the event id in the body's `id`. Default: generated.
+        #[arg(long)]
+        event_id: Option<String>,
+        /// `X-GitHub-Event` for the github scheme.
+        #[arg(long)]
+        github_event: Option<String>,
+        #[arg(long, default_value_t = 8)]
+        max_attempts: u32,
+        /// First backoff ceiling in milliseconds (doubles per attempt).
+        #[arg(long, default_value_t = 500)]
+        base_delay_ms: u64,
+        /// Backoff cap in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        max_delay_ms: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -3,17 +3,27 @@
 
 pub mod api;
 mod guards;
+pub mod hooks;
 
 use app::{shell, ssr::AppState, App};
 use axum::{routing::get, Router};
 use leptos_axum::{generate_route_list, LeptosRoutes};
 
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState, hooks: hooks::HookState) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
+    let metrics = hooks.metrics.clone();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move { ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render()) }
+            }),
+        )
+        .nest_service("/hooks", hooks::routes(hooks))
         .nest("/api/v1", api::routes())
         .leptos_routes_with_context(&state, routes, || {}, move || shell(options.clone()))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))

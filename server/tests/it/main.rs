@@ -4,6 +4,7 @@
 mod support;
 
 mod cli;
+mod hooks;
 mod rbac;
 mod secrecy;
 mod startup;

@@ -43,6 +43,8 @@ enum Fresh {
     Nothing,
     ActiveKey,
     PendingKey,
+    /// A reminder in clinic-a, created by a signed webhook.
+    Reminder,
 }
 
 struct Case {
@@ -131,6 +133,10 @@ fn api_cases() -> Vec<Case> {
             build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/keys".into()) },
         Case { name: "POST /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints/hooks/keys".into(), json!({"owner": "ops"})) },
+        Case { name: "GET /api/v1/tenants/{tenant}/events", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/events?status=applied".into()) },
+        Case { name: "GET /api/v1/tenants/{tenant}/reminders/{reminder_id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Reminder,
+            build: |id, _| get(format!("/api/v1/tenants/clinic-a/reminders/{id}")) },
         Case { name: "GET /api/v1/keys", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/keys".into()) },
         Case { name: "GET /api/v1/keys/{key_id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey, build: |id, _| get(format!("/api/v1/keys/{id}")) },
         Case { name: "PATCH /api/v1/keys/{key_id}", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
@@ -220,6 +226,7 @@ async fn world(i: &Install, s: &Server) -> World {
 fn fresh(i: &Install, f: Fresh) -> String {
     let args: &[&str] = match f {
         Fresh::Nothing => return String::new(),
+        Fresh::Reminder => return "r-matrix".to_owned(),
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
@@ -358,6 +365,15 @@ both_engines!(api_routes_authorize_every_role, async |i: &Install| {
     setup(i);
     let s = i.serve();
     let w = world(i, &s).await;
+    // A reminder in clinic-a, delivered the way a provider would.
+    let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let body = i.data_dir().join("reminder.json");
+    std::fs::write(&body, r#"{"type":"reminder.created","data":{"reminder_id":"r-matrix","send_at":"2027-01-05T09:00:00Z"}}"#).unwrap();
+    let sent = i.cli(
+        &["send", &s.url("/hooks/clinic-a/hooks"), "--scheme", "standard-webhooks", "--secret", key["secret"].as_str().unwrap(), "--file", body.to_str().unwrap()],
+        "",
+    );
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
     let cases = api_cases();
     let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
     let mut documented = BTreeSet::new();

@@ -93,8 +93,16 @@ impl Install {
 
     /// Starts `signet serve` on a free port.
     pub fn serve(&self) -> Server {
-        let mut child = self
-            .command()
+        self.serve_with(&[])
+    }
+
+    /// Starts `signet serve` with extra environment (e.g. `SIGNET_FAULTS`).
+    pub fn serve_with(&self, env: &[(&str, &str)]) -> Server {
+        let mut cmd = self.command();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .args(["serve"])
             .env("SIGNET_LOG", "info")
             .env("SIGNET_ADDR", "127.0.0.1:0")
@@ -137,12 +145,18 @@ impl Drop for Install {
 
 /// A running `signet serve`.
 pub struct Server {
-    child: Child,
+    pub child: Child,
     pub base: String,
     output: Arc<Mutex<String>>,
 }
 
 impl Server {
+    /// Kills the process with SIGKILL (no graceful shutdown).
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

@@ -4,6 +4,7 @@
 
 mod admin;
 mod auth;
+mod events;
 mod keys;
 mod registry;
 
@@ -27,6 +28,8 @@ pub fn routes() -> Router<AppState> {
         .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}", get(registry::get_endpoint).patch(registry::update_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}/keys", get(keys::list_endpoint_keys).post(keys::provision))
+        .route("/tenants/{tenant}/events", get(events::list_events))
+        .route("/tenants/{tenant}/reminders/{reminder_id}", get(events::get_reminder))
         .route("/keys", get(keys::list_keys))
         .route("/keys/{key_id}", get(keys::get_key).patch(keys::set_scope))
         .route("/keys/{key_id}/approve", post(keys::approve))
@@ -48,6 +51,7 @@ pub fn routes() -> Router<AppState> {
         keys::list_endpoint_keys, keys::provision, keys::list_keys, keys::get_key, keys::set_scope,
         keys::approve, keys::reject, keys::rotate, keys::revoke,
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
+        events::list_events, events::get_reminder,
     ),
     components(schemas(auth::ErrorBody)),
     modifiers(&BearerAuth),

@@ -1,0 +1,29 @@
+//! `inbox_claims` rows.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "inbox_claims")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub tenant_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub endpoint_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub event_id: String,
+    /// SHA-256 (hex) of the exact received body.
+    pub body_digest: String,
+    pub event_type: Option<String>,
+    pub key_id: String,
+    /// `applied` or `quarantined`.
+    pub outcome: String,
+    pub received_at: i64,
+    /// Sealed with `Aad::event_body(tenant, endpoint, event id)`; nulled by retention.
+    pub body_ciphertext: Option<Vec<u8>>,
+    pub kek_version: Option<i32>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,28 @@
+//! `outbox_intents` rows.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "outbox_intents")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub tenant_id: String,
+    /// `reminder_notice` or `otp`.
+    pub kind: String,
+    /// Unique per tenant: at most one intent per key, ever.
+    pub idempotency_key: String,
+    /// Sealed JSON (for OTPs it holds the code minted once at creation).
+    pub payload_ciphertext: Vec<u8>,
+    pub kek_version: i32,
+    /// `pending`, `sent` or `dead`.
+    pub status: String,
+    pub attempts: i32,
+    pub next_attempt_at: i64,
+    pub created_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

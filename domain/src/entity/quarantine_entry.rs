@@ -1,0 +1,22 @@
+//! `quarantine` rows.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "quarantine")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub tenant_id: String,
+    pub endpoint_id: String,
+    pub event_id: String,
+    pub reason: String,
+    /// `open`, `released` or `discarded`.
+    pub status: String,
+    pub created_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

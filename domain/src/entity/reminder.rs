@@ -1,0 +1,22 @@
+//! `reminders` rows.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "reminders")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub tenant_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub reminder_id: String,
+    /// `scheduled` or `canceled`.
+    pub status: String,
+    pub send_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,19 @@
+//! `replay_records` rows.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "replay_records")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub endpoint_id: String,
+    /// SHA-256 of the exact signed message (timestamp, id, body).
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub message_digest: String,
+    pub expires_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

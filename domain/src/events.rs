@@ -1,0 +1,87 @@
+//! Read side of the receiver: received events' metadata (never bodies) and
+//! the reminders they produced.
+
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    auth::{Permission, Principal, Scope},
+    clock,
+    entity::{endpoint, inbox_claim, reminder},
+    error::{DomainError, DomainResult},
+    registry::tenants,
+};
+
+/// A received event: metadata only.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventView {
+    pub event_id: String,
+    pub endpoint: String,
+    pub event_type: Option<String>,
+    /// `applied` or `quarantined`.
+    pub outcome: String,
+    pub key_id: String,
+    pub body_sha256: String,
+    pub received_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReminderView {
+    pub reminder_id: String,
+    /// `scheduled` or `canceled`.
+    pub status: String,
+    pub send_at: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Newest first; `status` filters by outcome.
+pub async fn list_events(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    status: Option<&str>,
+    limit: u64,
+) -> DomainResult<Vec<EventView>> {
+    let t = tenants::find(db, principal, tenant_slug).await?;
+    principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
+    let mut q = inbox_claim::Entity::find()
+        .filter(inbox_claim::Column::TenantId.eq(&t.id))
+        .order_by_desc(inbox_claim::Column::ReceivedAt)
+        .limit(limit.clamp(1, 500));
+    match status.filter(|s| !s.is_empty()) {
+        Some(s @ ("applied" | "quarantined")) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
+        Some(other) => return Err(DomainError::invalid("invalid_status", format!("status must be applied or quarantined, got {other:?}"))),
+        None => {}
+    }
+    let endpoints = endpoint::Entity::find().filter(endpoint::Column::TenantId.eq(&t.id)).all(db).await?;
+    Ok(q
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|c| EventView {
+            endpoint: endpoints.iter().find(|e| e.id == c.endpoint_id).map(|e| e.slug.clone()).unwrap_or_default(),
+            event_id: c.event_id,
+            event_type: c.event_type,
+            outcome: c.outcome,
+            key_id: c.key_id,
+            body_sha256: c.body_digest,
+            received_at: clock::rfc3339(c.received_at),
+        })
+        .collect())
+}
+
+pub async fn get_reminder(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, reminder_id: &str) -> DomainResult<ReminderView> {
+    let t = tenants::find(db, principal, tenant_slug).await?;
+    principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
+    let r = reminder::Entity::find_by_id((t.id, reminder_id.to_owned())).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(ReminderView {
+        reminder_id: r.reminder_id,
+        status: r.status,
+        send_at: clock::rfc3339(r.send_at),
+        created_at: clock::rfc3339(r.created_at),
+        updated_at: clock::rfc3339(r.updated_at),
+    })
+}

@@ -1,0 +1,164 @@
+//! Gates 6–9 as one transaction: the replay record, the envelope and scope
+//! decisions, the claim, the effect and its outbox intents commit or roll
+//! back together. The primary key on the claim decides duplicates.
+
+use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set, TryInsertResult};
+
+use super::{
+    effects::{self, EffectError},
+    envelope::Envelope,
+    outcome::{ClaimOutcome, Outcome, Refusal},
+    pipeline::Receiver,
+    verify::Verified,
+};
+use crate::{
+    clock,
+    crypto::Aad,
+    db,
+    entity::{inbox_claim, quarantine_entry, replay_record},
+    ids,
+};
+
+fn inserted(r: TryInsertResult<u64>) -> bool {
+    matches!(r, TryInsertResult::Inserted(n) if n > 0)
+}
+
+/// What gates 7 and 8 concluded (computed before the transaction; applied in
+/// contract order inside it).
+pub(super) struct Checks<'a> {
+    pub event_id: &'a str,
+    pub envelope: Option<&'a Envelope>,
+    pub scope: Result<(), Refusal>,
+}
+
+/// Gate 6 inside `txn`: `false` when this exact signed message was accepted
+/// before.
+async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
+    let Some(digest) = v.message_digest() else { return Ok(true) };
+    let keep_ms = 2 * v.endpoint().tolerance_secs * 1000;
+    let res = replay_record::Entity::insert(replay_record::ActiveModel {
+        endpoint_id: Set(v.endpoint().endpoint_id.clone()),
+        message_digest: Set(digest.to_owned()),
+        expires_at: Set(clock::now_ms() + keep_ms),
+    })
+    .on_conflict_do_nothing_on([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
+    .exec_without_returning(txn)
+    .await?;
+    Ok(inserted(res))
+}
+
+/// Inserts the claim; `None` when it was new, else the existing claim's
+/// verdict for this request.
+async fn insert_claim(
+    r: &Receiver,
+    txn: &DatabaseTransaction,
+    v: &Verified,
+    event_id: &str,
+    event_type: Option<&str>,
+    outcome: ClaimOutcome,
+) -> Result<Option<Outcome>, DbErr> {
+    let ep = v.endpoint();
+    let (sealed, kek) = r
+        .vault
+        .seal(&Aad::event_body(&ep.tenant_id, &ep.endpoint_id, event_id), v.body())
+        .map_err(|e| DbErr::Custom(format!("sealing the body failed: {e}")))?;
+    let res = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
+        tenant_id: Set(ep.tenant_id.clone()),
+        endpoint_id: Set(ep.endpoint_id.clone()),
+        event_id: Set(event_id.to_owned()),
+        body_digest: Set(v.body_digest().to_owned()),
+        event_type: Set(event_type.map(str::to_owned)),
+        key_id: Set(v.key_id().to_owned()),
+        outcome: Set(outcome.as_str().to_owned()),
+        received_at: Set(clock::now_ms()),
+        body_ciphertext: Set(Some(sealed)),
+        kek_version: Set(Some(kek as i32)),
+    })
+    .on_conflict_do_nothing_on([inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId])
+    .exec_without_returning(txn)
+    .await?;
+    if inserted(res) {
+        return Ok(None);
+    }
+    let existing = inbox_claim::Entity::find_by_id((ep.tenant_id.clone(), ep.endpoint_id.clone(), event_id.to_owned()))
+        .one(txn)
+        .await?
+        .ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into()))?;
+    Ok(Some(if existing.body_digest == v.body_digest() {
+        Outcome::Duplicate { event_id: event_id.to_owned(), original: ClaimOutcome::parse(&existing.outcome) }
+    } else {
+        Outcome::IdentityConflict { event_id: event_id.to_owned() }
+    }))
+}
+
+/// One attempt at gates 6–9.
+pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Result<Outcome, DbErr> {
+    if r.faults.transient {
+        return Err(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout));
+    }
+    let txn = db::begin_write(&r.db).await?;
+    if !record_message(&txn, v).await? {
+        txn.rollback().await?;
+        return Ok(Outcome::Refused(Refusal::Replay));
+    }
+    let Some(env) = c.envelope else {
+        txn.rollback().await?;
+        return quarantine(r, v, c.event_id, None, "malformed_envelope").await;
+    };
+    if let Err(refusal) = c.scope {
+        txn.rollback().await?;
+        return Ok(Outcome::Refused(refusal));
+    }
+    if let Some(existing) = insert_claim(r, &txn, v, c.event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
+        txn.commit().await?;
+        return Ok(existing);
+    }
+    match effects::apply(&txn, &r.vault, v.endpoint(), c.event_id, env).await {
+        Ok(()) => {
+            if let Some(stall) = r.faults.stall_effect {
+                tokio::time::sleep(stall).await;
+            }
+            txn.commit().await?;
+            if let Some(stall) = r.faults.stall_after_commit {
+                tokio::time::sleep(stall).await;
+            }
+            Ok(Outcome::Applied { event_id: c.event_id.to_owned() })
+        }
+        Err(EffectError::Quarantine(reason)) => {
+            txn.rollback().await?;
+            quarantine(r, v, c.event_id, Some(&env.event_type), reason).await
+        }
+        Err(EffectError::Db(e)) => Err(e),
+        Err(EffectError::Crypto(e)) => Err(DbErr::Custom(format!("sealing an outbox payload failed: {e}"))),
+    }
+}
+
+/// Records an authenticated event that cannot apply: replay record, claim
+/// (outcome `quarantined`, so retries are duplicates) and the quarantine
+/// entry, in their own transaction.
+pub(super) async fn quarantine(r: &Receiver, v: &Verified, event_id: &str, event_type: Option<&str>, reason: &str) -> Result<Outcome, DbErr> {
+    let txn = db::begin_write(&r.db).await?;
+    if !record_message(&txn, v).await? {
+        txn.rollback().await?;
+        return Ok(Outcome::Refused(Refusal::Replay));
+    }
+    if let Some(existing) = insert_claim(r, &txn, v, event_id, event_type, ClaimOutcome::Quarantined).await? {
+        txn.commit().await?;
+        return Ok(existing);
+    }
+    let ep = v.endpoint();
+    quarantine_entry::Entity::insert(quarantine_entry::ActiveModel {
+        id: Set(ids::new_id()),
+        tenant_id: Set(ep.tenant_id.clone()),
+        endpoint_id: Set(ep.endpoint_id.clone()),
+        event_id: Set(event_id.to_owned()),
+        reason: Set(reason.to_owned()),
+        status: Set("open".into()),
+        created_at: Set(clock::now_ms()),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    txn.commit().await?;
+    Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason: reason.to_owned() })
+}
+

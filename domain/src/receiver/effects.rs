@@ -1,0 +1,150 @@
+//! The built-in event handlers of the clinic-reminder domain (CONTRACT §3).
+//! They run inside the claim transaction; an effect that cannot apply
+//! returns a quarantine reason and the whole transaction rolls back.
+
+use rand::Rng;
+use sea_orm::{sea_query::Expr, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
+use serde_json::{json, Value};
+
+use super::{cache::EndpointCtx, envelope::Envelope};
+use crate::{
+    clock,
+    crypto::{Aad, CryptoError},
+    entity::{outbox_intent, reminder},
+    ids,
+    vault::Vault,
+};
+
+/// Why an effect did not apply.
+#[derive(Debug)]
+pub enum EffectError {
+    /// Persistent: keep the event in quarantine with this reason.
+    Quarantine(&'static str),
+    Db(DbErr),
+    Crypto(CryptoError),
+}
+
+impl From<DbErr> for EffectError {
+    fn from(e: DbErr) -> Self {
+        EffectError::Db(e)
+    }
+}
+
+fn inserted(r: TryInsertResult<u64>) -> bool {
+    matches!(r, TryInsertResult::Inserted(n) if n > 0)
+}
+
+fn text_field<'a>(data: &'a Value, name: &str) -> Result<&'a str, EffectError> {
+    data.get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 200)
+        .ok_or(EffectError::Quarantine("invalid_data"))
+}
+
+fn time_field(data: &Value, name: &str) -> Result<Option<i64>, EffectError> {
+    match data.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => clock::parse_rfc3339(s).map(Some).ok_or(EffectError::Quarantine("invalid_data")),
+        Some(_) => Err(EffectError::Quarantine("invalid_data")),
+    }
+}
+
+/// Applies the event's effect and records its outbox intents.
+pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, ep: &EndpointCtx, event_id: &str, env: &Envelope) -> Result<(), EffectError> {
+    let now = clock::now_ms();
+    let t = &ep.tenant_id;
+    match env.event_type.as_str() {
+        "reminder.created" => {
+            let id = text_field(&env.data, "reminder_id")?;
+            let send_at = time_field(&env.data, "send_at")?.ok_or(EffectError::Quarantine("invalid_data"))?;
+            let res = reminder::Entity::insert(reminder::ActiveModel {
+                tenant_id: Set(t.clone()),
+                reminder_id: Set(id.to_owned()),
+                status: Set("scheduled".into()),
+                send_at: Set(send_at),
+                created_at: Set(now),
+                updated_at: Set(now),
+            })
+            .on_conflict_do_nothing_on([reminder::Column::TenantId, reminder::Column::ReminderId])
+            .exec_without_returning(conn)
+            .await?;
+            if !inserted(res) {
+                return Err(EffectError::Quarantine("reminder_exists"));
+            }
+        }
+        "reminder.scheduled" => {
+            let id = text_field(&env.data, "reminder_id")?;
+            let send_at = time_field(&env.data, "send_at")?;
+            let mut update = reminder::Entity::update_many()
+                .col_expr(reminder::Column::Status, Expr::value("scheduled"))
+                .col_expr(reminder::Column::UpdatedAt, Expr::value(now));
+            if let Some(at) = send_at {
+                update = update.col_expr(reminder::Column::SendAt, Expr::value(at));
+            }
+            let res = update.filter(reminder::Column::TenantId.eq(t)).filter(reminder::Column::ReminderId.eq(id)).exec(conn).await?;
+            if res.rows_affected == 0 {
+                return Err(EffectError::Quarantine("reminder_not_found"));
+            }
+            let key = format!("reminder_notice:{}:{event_id}", ep.endpoint_id);
+            insert_intent(conn, vault, t, "reminder_notice", &key, json!({"reminder_id": id, "event_id": event_id}), now).await?;
+        }
+        "reminder.canceled" => {
+            let id = text_field(&env.data, "reminder_id")?;
+            let res = reminder::Entity::update_many()
+                .col_expr(reminder::Column::Status, Expr::value("canceled"))
+                .col_expr(reminder::Column::UpdatedAt, Expr::value(now))
+                .filter(reminder::Column::TenantId.eq(t))
+                .filter(reminder::Column::ReminderId.eq(id))
+                .exec(conn)
+                .await?;
+            if res.rows_affected == 0 {
+                return Err(EffectError::Quarantine("reminder_not_found"));
+            }
+        }
+        "otp.requested" => {
+            let request = text_field(&env.data, "otp_request_id")?;
+            let channel = text_field(&env.data, "channel")?;
+            if channel != "sms" && channel != "email" {
+                return Err(EffectError::Quarantine("invalid_data"));
+            }
+            // Minted once, here; a second event for the same request id hits
+            // the unique key and mints nothing.
+            let code = format!("{:06}", rand::rngs::OsRng.gen_range(0..1_000_000u32));
+            let key = format!("otp:{request}");
+            insert_intent(conn, vault, t, "otp", &key, json!({"otp_request_id": request, "channel": channel, "code": code}), now).await?;
+        }
+        _ => return Err(EffectError::Quarantine("unknown_event_type")),
+    }
+    Ok(())
+}
+
+/// Records an outbox intent; at most one per (tenant, idempotency key).
+/// Returns whether a new one was written.
+async fn insert_intent<C: ConnectionTrait>(
+    conn: &C,
+    vault: &Vault,
+    tenant_id: &str,
+    kind: &str,
+    key: &str,
+    payload: Value,
+    now: i64,
+) -> Result<bool, EffectError> {
+    let id = ids::new_id();
+    let (sealed, kek_version) = vault.seal(&Aad::outbox_payload(tenant_id, &id), payload.to_string().as_bytes()).map_err(EffectError::Crypto)?;
+    let res = outbox_intent::Entity::insert(outbox_intent::ActiveModel {
+        id: Set(id),
+        tenant_id: Set(tenant_id.to_owned()),
+        kind: Set(kind.to_owned()),
+        idempotency_key: Set(key.to_owned()),
+        payload_ciphertext: Set(sealed),
+        kek_version: Set(kek_version as i32),
+        status: Set("pending".into()),
+        attempts: Set(0),
+        next_attempt_at: Set(now),
+        created_at: Set(now),
+    })
+    .on_conflict_do_nothing_on([outbox_intent::Column::TenantId, outbox_intent::Column::IdempotencyKey])
+    .exec_without_returning(conn)
+    .await?;
+    Ok(inserted(res))
+}

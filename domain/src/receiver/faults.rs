@@ -1,0 +1,42 @@
+//! Test-only fault points, read from `SIGNET_FAULTS` in debug builds and
+//! compiled to nothing in release builds.
+//!
+//! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1`
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Sleep inside the claim transaction, after the effect, before commit.
+    pub stall_effect: Option<Duration>,
+    /// Sleep after commit, before the answer is returned.
+    pub stall_after_commit: Option<Duration>,
+    /// Make every claim transaction fail with a transient error.
+    pub transient: bool,
+}
+
+impl Faults {
+    #[cfg(debug_assertions)]
+    pub fn from_env() -> Faults {
+        let mut f = Faults::default();
+        let Ok(spec) = std::env::var("SIGNET_FAULTS") else { return f };
+        for item in spec.split(',') {
+            match item.split_once('=') {
+                Some(("stall_effect_ms", v)) => f.stall_effect = v.parse().ok().map(Duration::from_millis),
+                Some(("stall_after_commit_ms", v)) => f.stall_after_commit = v.parse().ok().map(Duration::from_millis),
+                Some(("transient", v)) => f.transient = v == "1",
+                _ => {}
+            }
+        }
+        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient {
+            tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");
+        }
+        f
+    }
+
+    /// Release builds never honour fault points.
+    #[cfg(not(debug_assertions))]
+    pub fn from_env() -> Faults {
+        Faults::default()
+    }
+}

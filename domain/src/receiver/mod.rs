@@ -1,0 +1,29 @@
+//! Webhook intake: `POST /hooks/{tenant}/{endpoint}` (CONTRACT §3).
+//!
+//! Threat model notes:
+//! - Tenant identity comes from the URL path and the credential that
+//!   verified, never from the payload. An envelope naming another tenant is
+//!   refused.
+//! - Verify, then parse: the body is only interpreted after a signature from
+//!   the endpoint's accepted key set matched the exact received bytes.
+//!   Comparison is constant-time; every candidate signature and key is tried.
+//! - Nothing from a request refused at gates 1–6 or 8 is stored (a counter and
+//!   a log line with reason, tenant, endpoint and key id at most).
+//! - Exactly one effect per event: the claim `(tenant, endpoint, event id)` is
+//!   decided by the primary key inside the same transaction as the replay
+//!   record, the business effect and the outbox intents; the caller answers
+//!   only after commit. A duplicate repeats nothing.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod cache;
+mod claim;
+pub mod effects;
+pub mod envelope;
+pub mod faults;
+pub mod outcome;
+pub mod pipeline;
+pub mod telemetry;
+pub mod verify;
+
+pub use outcome::{ClaimOutcome, Outcome, Refusal};
+pub use pipeline::{process, resolve, Receiver};

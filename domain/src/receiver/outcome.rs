@@ -1,0 +1,114 @@
+//! What the pipeline decided. The HTTP status table lives in the server;
+//! the codes here are the contract's error codes and the metrics' reasons.
+
+/// A request refused before anything was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    UnknownEndpoint,
+    BodyTooLarge,
+    /// The client stopped sending before the body was complete.
+    BodyIncomplete,
+    SignatureMissing,
+    SignatureMalformed,
+    SignatureMismatch,
+    UnknownKey,
+    TimestampStale,
+    TimestampFuture,
+    Replay,
+    EventTypeNotPermitted,
+    TenantMismatch,
+}
+
+impl Refusal {
+    /// The contract's `{"error": code}`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::UnknownEndpoint => "unknown_endpoint",
+            Refusal::BodyTooLarge => "body_too_large",
+            Refusal::BodyIncomplete => "body_incomplete",
+            Refusal::SignatureMissing => "signature_missing",
+            Refusal::SignatureMalformed => "signature_malformed",
+            Refusal::SignatureMismatch => "signature_mismatch",
+            Refusal::UnknownKey => "unknown_key",
+            Refusal::TimestampStale | Refusal::TimestampFuture => "timestamp_outside_window",
+            Refusal::Replay => "replay",
+            Refusal::EventTypeNotPermitted => "event_type_not_permitted",
+            Refusal::TenantMismatch => "tenant_mismatch",
+        }
+    }
+
+    /// The metrics reason (finer than the code: stale and future differ).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::UnknownEndpoint => "unknown_endpoint",
+            Refusal::BodyTooLarge => "too_large",
+            Refusal::BodyIncomplete => "incomplete",
+            Refusal::SignatureMissing => "missing",
+            Refusal::SignatureMalformed => "malformed",
+            Refusal::SignatureMismatch => "mismatch",
+            Refusal::UnknownKey => "unknown_key",
+            Refusal::TimestampStale => "stale",
+            Refusal::TimestampFuture => "future",
+            Refusal::Replay => "replay",
+            Refusal::EventTypeNotPermitted => "type_not_permitted",
+            Refusal::TenantMismatch => "tenant_mismatch",
+        }
+    }
+
+    /// Refusals that are verification failures (as opposed to replay and
+    /// identity decisions), for the metrics' outcome label.
+    pub fn is_verification_failure(self) -> bool {
+        !matches!(self, Refusal::Replay)
+    }
+}
+
+/// How an existing claim was resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    Applied,
+    Quarantined,
+}
+
+impl ClaimOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimOutcome::Applied => "applied",
+            ClaimOutcome::Quarantined => "quarantined",
+        }
+    }
+    pub fn parse(s: &str) -> ClaimOutcome {
+        if s == "applied" { ClaimOutcome::Applied } else { ClaimOutcome::Quarantined }
+    }
+}
+
+/// The pipeline's decision for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Committed now.
+    Applied { event_id: String },
+    /// The claim existed with the same body digest; nothing repeated.
+    Duplicate { event_id: String, original: ClaimOutcome },
+    /// The claim existed with a different body; nothing overwritten.
+    IdentityConflict { event_id: String },
+    /// Authenticated but the effect cannot apply; kept in quarantine.
+    Quarantined { event_id: String, reason: String },
+    /// Refused before anything was stored.
+    Refused(Refusal),
+    /// Transient failure; nothing was claimed; the provider should retry.
+    Unavailable,
+}
+
+impl Outcome {
+    /// `(outcome, reason)` labels for metrics and rollups.
+    pub fn labels(&self) -> (&'static str, String) {
+        match self {
+            Outcome::Applied { .. } => ("applied", String::new()),
+            Outcome::Duplicate { .. } => ("duplicate", String::new()),
+            Outcome::IdentityConflict { .. } => ("identity_conflict", String::new()),
+            Outcome::Quarantined { reason, .. } => ("quarantined", reason.clone()),
+            Outcome::Refused(Refusal::Replay) => ("replay", String::new()),
+            Outcome::Refused(r) => ("verification_failed", r.reason().to_owned()),
+            Outcome::Unavailable => ("unavailable", String::new()),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The hot path, in contract order. The HTTP handler calls [`resolve`]
+//! (gate 1), reads the body within the endpoint's limit (gate 2), then calls
+//! [`process`] (gates 3–9).
+
+use std::{sync::Arc, time::Duration};
+
+use sea_orm::{DatabaseConnection, DbErr};
+
+use super::{
+    cache::{EndpointCache, EndpointCtx},
+    claim::{self, Checks},
+    envelope::{self, Envelope},
+    faults::Faults,
+    outcome::{Outcome, Refusal},
+    verify::{verify, Verified},
+};
+use crate::{clock, crypto::signature::HeaderSource, db, vault::Vault};
+
+/// Everything the pipeline needs, built once at start.
+pub struct Receiver {
+    pub db: DatabaseConnection,
+    pub vault: Arc<Vault>,
+    pub cache: EndpointCache,
+    pub faults: Faults,
+}
+
+impl Receiver {
+    pub fn new(db: DatabaseConnection, vault: Arc<Vault>) -> Self {
+        Receiver { db, vault, cache: EndpointCache::new(Duration::from_secs(5)), faults: Faults::from_env() }
+    }
+}
+
+/// How often a transient database failure is retried before giving up.
+const TRANSIENT_ATTEMPTS: u32 = 3;
+
+/// Gate 1: the tenant and endpoint exist and are enabled.
+pub async fn resolve(r: &Receiver, tenant: &str, endpoint: &str) -> Result<Arc<EndpointCtx>, Outcome> {
+    match r.cache.get(&r.db, &r.vault, tenant, endpoint).await {
+        Ok(Some(ep)) => Ok(ep),
+        Ok(None) => Err(Outcome::Refused(Refusal::UnknownEndpoint)),
+        Err(e) => {
+            tracing::error!(error = %e, "endpoint lookup failed");
+            Err(Outcome::Unavailable)
+        }
+    }
+}
+
+/// Gates 3–9 for a body already read within the limit (gate 2). Returns the
+/// outcome and, when a key verified, its id.
+pub async fn process<H: HeaderSource + ?Sized>(
+    r: &Receiver,
+    ep: &Arc<EndpointCtx>,
+    headers: &H,
+    key_hint: Option<&str>,
+    body: bytes::Bytes,
+) -> (Outcome, Option<String>) {
+    // Gates 3, 4, 5.
+    let verified = match verify(ep, headers, key_hint, body, clock::now_ms() / 1000) {
+        Ok(v) => v,
+        Err(refusal) => return (Outcome::Refused(refusal), None),
+    };
+    let key_id = Some(verified.key_id().to_owned());
+    // Gates 7 and 8 are pure; they are decided here and take effect in
+    // contract order, after the replay check, inside the transaction.
+    let envelope = envelope::parse(verified.body());
+    let scope = check_scope(&verified, envelope.as_ref());
+    let event_id = event_id(&verified, envelope.as_ref());
+    let checks = Checks { event_id: &event_id, envelope: envelope.as_ref(), scope };
+    // Gates 6 and 9, with the effect, in one transaction.
+    (claim_with_retries(r, &verified, &checks).await, key_id)
+}
+
+/// Gate 8: the verifying key's scope permits the type, and an envelope
+/// tenant (if any) is the path's tenant.
+fn check_scope(v: &Verified, env: Option<&Envelope>) -> Result<(), Refusal> {
+    let Some(env) = env else { return Ok(()) };
+    if env.tenant.as_deref().is_some_and(|t| t != v.endpoint().tenant_slug) {
+        return Err(Refusal::TenantMismatch);
+    }
+    if !v.key_scope().is_some_and(|s| s.permits(&env.event_type)) {
+        return Err(Refusal::EventTypeNotPermitted);
+    }
+    Ok(())
+}
+
+/// The event id: the provider's message id header, or (Stripe) the
+/// envelope's `id`. Without either, the body digest stands in, so a retry of
+/// the same bytes is still a duplicate.
+fn event_id(v: &Verified, env: Option<&Envelope>) -> String {
+    v.message_id()
+        .map(str::to_owned)
+        .or_else(|| env.and_then(|e| e.id.clone()))
+        .unwrap_or_else(|| format!("sha256:{}", v.body_digest()))
+}
+
+async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Outcome {
+    let mut last: Option<DbErr> = None;
+    for attempt in 0..TRANSIENT_ATTEMPTS {
+        match claim::attempt(r, v, c).await {
+            Ok(outcome) => return outcome,
+            Err(e) if db::is_transient(&e) => {
+                tracing::warn!(attempt, error = %e, "transient failure while claiming; retrying");
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(20 * 2u64.pow(attempt))).await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "claim transaction failed");
+                return Outcome::Unavailable;
+            }
+        }
+    }
+    let ep = v.endpoint();
+    if ep.retries_enabled {
+        tracing::error!(error = ?last, tenant = %ep.tenant_slug, "transient failures exhausted; answering 503");
+        return Outcome::Unavailable;
+    }
+    // Retries disabled for this tenant: keep the event rather than ask the
+    // provider to come back, if the database can still record it.
+    match claim::quarantine(r, v, c.event_id, c.envelope.map(|e| e.event_type.as_str()), "transient").await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            tracing::error!(error = %e, "could not quarantine after transient failures");
+            Outcome::Unavailable
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Gates 3–5: signature headers, a matching accepted key, the timestamp
+//! window. [`Verified`] can only be made here.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::{cache::EndpointCtx, outcome::Refusal};
+use crate::crypto::signature::{parse_headers, verify_with_key, HeaderError, HeaderSource};
+
+/// A delivery whose signature matched one of the endpoint's accepted keys
+/// over the exact received bytes, inside the timestamp window. Only
+/// [`verify`] constructs it.
+#[derive(Debug)]
+pub struct Verified {
+    endpoint: Arc<EndpointCtx>,
+    key_index: usize,
+    message_id: Option<String>,
+    /// SHA-256 of the signed message (timestamp, id, body) for the replay
+    /// store; `None` for schemes without a signed timestamp.
+    message_digest: Option<String>,
+    body: bytes::Bytes,
+    body_digest: String,
+}
+
+impl Verified {
+    pub fn endpoint(&self) -> &Arc<EndpointCtx> {
+        &self.endpoint
+    }
+    pub fn key_id(&self) -> &str {
+        self.endpoint.keys.get(self.key_index).map(|k| k.key_id.as_str()).unwrap_or_default()
+    }
+    pub fn key_scope(&self) -> Option<&crate::registry::EventTypes> {
+        self.endpoint.keys.get(self.key_index).map(|k| &k.scope)
+    }
+    /// The provider's message id from headers (standard-webhooks, github).
+    pub fn message_id(&self) -> Option<&str> {
+        self.message_id.as_deref()
+    }
+    pub fn message_digest(&self) -> Option<&str> {
+        self.message_digest.as_deref()
+    }
+    /// The exact bytes received.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+    pub fn body_digest(&self) -> &str {
+        &self.body_digest
+    }
+}
+
+/// Runs gates 3, 4 and 5. `key_hint` is the optional `signet-key-id`
+/// header: when present, only that key may verify, and an id outside the
+/// accepted set is `unknown_key`.
+pub fn verify<H: HeaderSource + ?Sized>(
+    endpoint: &Arc<EndpointCtx>,
+    headers: &H,
+    key_hint: Option<&str>,
+    body: bytes::Bytes,
+    now_secs: i64,
+) -> Result<Verified, Refusal> {
+    // Gate 3.
+    let parsed = parse_headers(endpoint.scheme, headers).map_err(|e| match e {
+        HeaderError::Missing => Refusal::SignatureMissing,
+        HeaderError::Malformed => Refusal::SignatureMalformed,
+    })?;
+    // Gate 4: every accepted key (or only the named one) is tried.
+    let candidates: Vec<usize> = match key_hint {
+        Some(id) => {
+            let i = endpoint.keys.iter().position(|k| k.key_id == id).ok_or(Refusal::UnknownKey)?;
+            vec![i]
+        }
+        None => (0..endpoint.keys.len()).collect(),
+    };
+    let mut matched = None;
+    for i in candidates {
+        if let Some(k) = endpoint.keys.get(i) {
+            if verify_with_key(&parsed, &body, &k.hmac_key) && matched.is_none() {
+                matched = Some(i);
+            }
+        }
+    }
+    let key_index = matched.ok_or(Refusal::SignatureMismatch)?;
+    // Gate 5.
+    if let Some(ts) = parsed.timestamp {
+        if ts < now_secs - endpoint.tolerance_secs {
+            return Err(Refusal::TimestampStale);
+        }
+        if ts > now_secs + endpoint.tolerance_secs {
+            return Err(Refusal::TimestampFuture);
+        }
+    }
+    let message_digest = parsed.timestamp.map(|ts| {
+        let mut h = Sha256::new();
+        h.update(ts.to_string().as_bytes());
+        h.update(b"\n");
+        h.update(parsed.message_id.as_deref().unwrap_or_default().as_bytes());
+        h.update(b"\n");
+        h.update(&body);
+        hex::encode(h.finalize())
+    });
+    let body_digest = hex::encode(Sha256::digest(&body));
+    Ok(Verified { endpoint: endpoint.clone(), key_index, message_id: parsed.message_id, message_digest, body, body_digest })
+}

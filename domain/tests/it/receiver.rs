@@ -1,0 +1,234 @@
+//! The pipeline against real databases: gates, exactly-once claims under
+//! concurrency, quarantine and outbox intents.
+
+use std::sync::Arc;
+
+use domain::{
+    clock,
+    crypto::{signature, SigningSecret},
+    entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record},
+    receiver::{self, ClaimOutcome, Outcome, Receiver, Refusal},
+    registry::{
+        endpoints::{self, NewEndpoint},
+        keys::{self, Approval, ProvisionRequest},
+        Scheme,
+    },
+};
+use sea_orm::{EntityTrait, PaginatorTrait};
+use serde_json::json;
+
+use crate::{db_test, fixtures::*, support::TestDb};
+
+struct Setup {
+    r: Arc<Receiver>,
+    secret: SigningSecret,
+    key_id: String,
+}
+
+async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) -> Setup {
+    tenant(t, "clinic-a").await;
+    endpoints::create(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        NewEndpoint { slug: "hooks".into(), scheme, event_types: None, tolerance_secs: None, max_body_bytes: None },
+    )
+    .await
+    .unwrap();
+    let k = keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        "clinic-a",
+        "hooks",
+        ProvisionRequest { event_types: types.map(|ts| ts.into_iter().map(str::to_owned).collect()), ..Default::default() },
+        Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() },
+    )
+    .await
+    .unwrap();
+    Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), secret: k.secret, key_id: k.key.key_id }
+}
+
+fn signed(s: &Setup, scheme: Scheme, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
+    signature::sign(scheme, &s.secret, body, ts, id).unwrap()
+}
+
+async fn deliver(s: &Setup, headers: &[(String, String)], body: &[u8]) -> Outcome {
+    let ep = match receiver::resolve(&s.r, "clinic-a", "hooks").await {
+        Ok(ep) => ep,
+        Err(o) => return o,
+    };
+    let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    receiver::process(&s.r, &ep, &h[..], None, bytes::Bytes::copy_from_slice(body)).await.0
+}
+
+fn now_s() -> i64 {
+    clock::now_ms() / 1000
+}
+
+fn created(id: &str) -> Vec<u8> {
+    json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
+}
+
+db_test!(applies_once_and_duplicates_repeat_nothing, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let body = created("r-1");
+    let first = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "msg_1"), &body).await;
+    assert_eq!(first, Outcome::Applied { event_id: "msg_1".into() });
+    // A provider retry re-signs with a fresh timestamp.
+    let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() + 1, "msg_1"), &body).await;
+    assert_eq!(again, Outcome::Duplicate { event_id: "msg_1".into(), original: ClaimOutcome::Applied });
+    // The exact same signed message again is a replay.
+    let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() + 2, "msg_1");
+    deliver(&s, &h, &body).await;
+    assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::Replay));
+    // Same id, different body: identity conflict, nothing overwritten.
+    let other = created("r-2");
+    let conflict = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &other, now_s(), "msg_1"), &other).await;
+    assert_eq!(conflict, Outcome::IdentityConflict { event_id: "msg_1".into() });
+    assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 1);
+    assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
+});
+
+db_test!(refusals_store_nothing, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created"])).await;
+    let body = created("r-1");
+    let good = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "msg_1");
+    let wrong_secret = signature::sign(Scheme::StandardWebhooks, &SigningSecret::generate(), &body, now_s(), "msg_1").unwrap();
+    assert_eq!(deliver(&s, &wrong_secret, &body).await, Outcome::Refused(Refusal::SignatureMismatch));
+    assert_eq!(deliver(&s, &good[..2], &body).await, Outcome::Refused(Refusal::SignatureMissing));
+    let mut bad = good.clone();
+    bad[2].1 = "v1,@@@".into();
+    assert_eq!(deliver(&s, &bad, &body).await, Outcome::Refused(Refusal::SignatureMalformed));
+    let stale = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 301, "msg_1");
+    assert_eq!(deliver(&s, &stale, &body).await, Outcome::Refused(Refusal::TimestampStale));
+    let future = signed(&s, Scheme::StandardWebhooks, &body, now_s() + 301, "msg_1");
+    assert_eq!(deliver(&s, &future, &body).await, Outcome::Refused(Refusal::TimestampFuture));
+    let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}}).to_string().into_bytes();
+    let h = signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "msg_2");
+    assert_eq!(deliver(&s, &h, &otp).await, Outcome::Refused(Refusal::EventTypeNotPermitted));
+    let foreign = json!({"type": "reminder.created", "tenant": "clinic-b", "data": {"reminder_id": "x", "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+    let h = signed(&s, Scheme::StandardWebhooks, &foreign, now_s(), "msg_3");
+    assert_eq!(deliver(&s, &h, &foreign).await, Outcome::Refused(Refusal::TenantMismatch));
+    // A key id outside the accepted set.
+    let ep = receiver::resolve(&s.r, "clinic-a", "hooks").await.unwrap();
+    let hp: Vec<(&str, &str)> = good.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (o, _) = receiver::process(&s.r, &ep, &hp[..], Some("key_other"), bytes::Bytes::from(body.clone())).await;
+    assert_eq!(o, Outcome::Refused(Refusal::UnknownKey));
+    let (o, key) = receiver::process(&s.r, &ep, &hp[..], Some(&s.key_id), bytes::Bytes::from(body.clone())).await;
+    assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
+    assert_eq!(key.as_deref(), Some(s.key_id.as_str()));
+    // Unknown endpoint.
+    assert!(matches!(receiver::resolve(&s.r, "clinic-a", "nope").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
+    assert!(matches!(receiver::resolve(&s.r, "nobody", "hooks").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
+    // Only the one good delivery left anything behind.
+    assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
+    assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1);
+    assert_eq!(quarantine_entry::Entity::find().count(&t.db).await.unwrap(), 0);
+});
+
+db_test!(poison_events_go_to_quarantine_and_retries_are_duplicates, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    for (id, body, reason) in [
+        ("m1", b"not json at all".to_vec(), "malformed_envelope"),
+        ("m2", json!({"type": "reminder.canceled", "data": {"reminder_id": "missing"}}).to_string().into_bytes(), "reminder_not_found"),
+        ("m3", json!({"type": "invoice.paid", "data": {}}).to_string().into_bytes(), "unknown_event_type"),
+        ("m4", json!({"type": "reminder.created", "data": {"reminder_id": "r"}}).to_string().into_bytes(), "invalid_data"),
+    ] {
+        let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), id), &body).await;
+        assert_eq!(o, Outcome::Quarantined { event_id: id.into(), reason: reason.into() });
+        let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() + 1, id), &body).await;
+        assert_eq!(again, Outcome::Duplicate { event_id: id.into(), original: ClaimOutcome::Quarantined });
+    }
+    assert_eq!(quarantine_entry::Entity::find().count(&t.db).await.unwrap(), 4);
+    assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 0, "rolled back");
+    // The stored body is sealed.
+    for c in inbox_claim::Entity::find().all(&t.db).await.unwrap() {
+        let sealed = c.body_ciphertext.unwrap();
+        assert!(!String::from_utf8_lossy(&sealed).contains("reminder"));
+    }
+});
+
+db_test!(outbox_intents_are_written_in_the_transaction, async |t: &TestDb| {
+    let s = setup(t, Scheme::Github, None).await;
+    let c = created("r-1");
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &c, 0, "d1"), &c).await, Outcome::Applied { .. }));
+    let sched = json!({"type": "reminder.scheduled", "data": {"reminder_id": "r-1"}}).to_string().into_bytes();
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &sched, 0, "d2"), &sched).await, Outcome::Applied { .. }));
+    for (i, id) in ["d3", "d4", "d5"].into_iter().enumerate() {
+        // Three events for the same OTP request: one intent, ever.
+        let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-7", "channel": if i == 0 { "sms" } else { "email" }}}).to_string().into_bytes();
+        assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &otp, 0, id), &otp).await, Outcome::Applied { .. }));
+    }
+    let intents = outbox_intent::Entity::find().all(&t.db).await.unwrap();
+    let kinds: Vec<&str> = intents.iter().map(|i| i.kind.as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "otp").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| **k == "reminder_notice").count(), 1);
+    let otp = intents.iter().find(|i| i.kind == "otp").unwrap();
+    assert!(!String::from_utf8_lossy(&otp.payload_ciphertext).contains("otp-7"), "payload sealed");
+});
+
+db_test!(concurrent_deliveries_of_one_event_apply_once, async |t: &TestDb| {
+    let s = Arc::new(setup(t, Scheme::StandardWebhooks, None).await);
+    let body = created("r-race");
+    let mut handles = Vec::new();
+    for i in 0..64 {
+        let s = s.clone();
+        let body = body.clone();
+        handles.push(tokio::spawn(async move {
+            // Distinct valid signatures: each attempt has its own timestamp.
+            let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() - i, "msg_race");
+            deliver(&s, &h, &body).await
+        }));
+    }
+    let (mut applied, mut dup) = (0, 0);
+    for h in handles {
+        match h.await.unwrap() {
+            Outcome::Applied { .. } => applied += 1,
+            Outcome::Duplicate { original: ClaimOutcome::Applied, .. } => dup += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((applied, dup), (1, 63));
+    assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 1);
+    assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
+});
+
+db_test!(many_distinct_events_on_sixteen_workers_all_apply, async |t: &TestDb| {
+    let s = Arc::new(setup(t, Scheme::Stripe, None).await);
+    let mut handles = Vec::new();
+    for w in 0..16 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let mut n = 0;
+            for i in 0..(200 / 16 + 1) {
+                let k = w * 13 + i;
+                if k >= 200 {
+                    break;
+                }
+                let body = json!({"id": format!("evt_{k}"), "type": "reminder.created", "data": {"reminder_id": format!("r-{k}"), "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+                let o = deliver(&s, &signed(&s, Scheme::Stripe, &body, now_s(), ""), &body).await;
+                assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    assert_eq!(total, 200);
+    assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 200);
+});
+
+db_test!(revocation_takes_effect_within_the_cache_ttl, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let body = created("r-1");
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await, Outcome::Applied { .. }));
+    keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
+    let body2 = created("r-2");
+    let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body2, now_s(), "m2"), &body2).await;
+    assert_eq!(o, Outcome::Refused(Refusal::SignatureMismatch));
+});

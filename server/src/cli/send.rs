@@ -1,0 +1,135 @@
+//! `signet send`: a provider-side sender for testing and for providers
+//! without a library. Signs per scheme, re-signs every attempt with a fresh
+//! timestamp, retries with capped full-jitter exponential backoff, honours
+//! `Retry-After`, and stops on 2xx and on non-retryable 4xx.
+
+use std::time::Duration;
+
+use domain::{
+    crypto::{signature, SigningSecret},
+    registry::Scheme,
+};
+use rand::Rng;
+use serde::Serialize;
+
+use super::output::CliError;
+
+/// Statuses that retrying cannot fix.
+const NON_RETRYABLE: [u16; 7] = [400, 401, 403, 404, 409, 413, 422];
+
+pub struct SendArgs {
+    pub url: String,
+    pub scheme: Scheme,
+    pub secret: SigningSecret,
+    pub body: Vec<u8>,
+    pub event_id: String,
+    pub github_event: Option<String>,
+    pub max_attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+#[derive(Serialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    /// HTTP status, or `null` when the request did not get an answer.
+    pub status: Option<u16>,
+    pub response: String,
+    /// What happens next: `done`, `give_up`, or `retry`.
+    pub next: &'static str,
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct Report {
+    pub delivered: bool,
+    pub event_id: String,
+    pub attempts: Vec<Attempt>,
+}
+
+/// Full jitter: a uniform wait in `[0, min(max, base · 2^attempt)]`.
+pub fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let ceiling = base.saturating_mul(2u32.saturating_pow(attempt.min(20))).min(max);
+    let ms = ceiling.as_millis() as u64;
+    Duration::from_millis(if ms == 0 { 0 } else { rand::thread_rng().gen_range(0..=ms) })
+}
+
+/// Parses `Retry-After` in seconds (the HTTP-date form is not used by Signet).
+fn retry_after(res: &reqwest::Response) -> Option<Duration> {
+    res.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<Report, CliError> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| CliError::new("http", format!("cannot build an HTTP client: {e}")))?;
+    let mut attempts = Vec::new();
+    for attempt in 1..=args.max_attempts.max(1) {
+        let ts = time_now();
+        let headers = signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id)
+            .ok_or_else(|| CliError::new("invalid_secret", "this secret cannot sign for this scheme (standard-webhooks needs whsec_<base64>)"))?;
+        let mut req = client.post(&args.url).header(reqwest::header::CONTENT_TYPE, "application/json").body(args.body.clone());
+        for (k, v) in &headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        if args.scheme == Scheme::Github {
+            req = req.header("X-GitHub-Event", args.github_event.as_deref().unwrap_or("signet"));
+        }
+        let last = attempt == args.max_attempts.max(1);
+        let record = match req.send().await {
+            Ok(res) => {
+                let status = res.status().as_u16();
+                let wait_hint = retry_after(&res);
+                let text: String = res.text().await.unwrap_or_default().chars().take(300).collect();
+                let (next, wait) = if (200..300).contains(&status) {
+                    ("done", None)
+                } else if NON_RETRYABLE.contains(&status) || last {
+                    ("give_up", None)
+                } else {
+                    let jitter = backoff(args.base_delay, args.max_delay, attempt - 1);
+                    ("retry", Some(wait_hint.map(|w| w.max(jitter)).unwrap_or(jitter)))
+                };
+                Attempt { attempt, status: Some(status), response: text, next, wait_ms: wait.map(|w| w.as_millis() as u64) }
+            }
+            Err(e) => {
+                let next = if last { "give_up" } else { "retry" };
+                let wait = (!last).then(|| backoff(args.base_delay, args.max_delay, attempt - 1));
+                Attempt { attempt, status: None, response: format!("request failed: {e}"), next, wait_ms: wait.map(|w| w.as_millis() as u64) }
+            }
+        };
+        progress(&record);
+        let (next, wait) = (record.next, record.wait_ms);
+        attempts.push(record);
+        match next {
+            "retry" => tokio::time::sleep(Duration::from_millis(wait.unwrap_or(0))).await,
+            "done" => return Ok(Report { delivered: true, event_id: args.event_id, attempts }),
+            _ => break,
+        }
+    }
+    Ok(Report { delivered: false, event_id: args.event_id, attempts })
+}
+
+fn time_now() -> i64 {
+    domain::clock::now_ms() / 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_capped_full_jitter() {
+        let base = Duration::from_millis(100);
+        let max = Duration::from_millis(1000);
+        for attempt in 0..30 {
+            let ceiling = (100u64 << attempt.min(20)).min(1000);
+            for _ in 0..50 {
+                assert!(backoff(base, max, attempt).as_millis() as u64 <= ceiling);
+            }
+        }
+        // Jitter really varies (not a fixed schedule).
+        let samples: std::collections::HashSet<u128> = (0..50).map(|_| backoff(base, max, 5).as_millis()).collect();
+        assert!(samples.len() > 5);
+    }
+}

@@ -1,0 +1,168 @@
+//! `POST /hooks/{tenant}/{endpoint}`: read the request, run the pipeline,
+//! map the outcome to the contract's status table. Never logs a body or a
+//! secret.
+
+use std::{sync::Arc, time::Instant};
+
+use axum::{
+    body::Body,
+    extract::{Path, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    routing::post,
+    Json, Router,
+};
+use domain::{
+    crypto::signature::HeaderSource,
+    receiver::{self, cache::EndpointCtx, telemetry::Telemetry, Outcome, Receiver, Refusal},
+};
+use serde_json::json;
+
+use crate::metrics::Metrics;
+
+/// What the receiver route needs.
+#[derive(Clone)]
+pub struct HookState {
+    pub receiver: Arc<Receiver>,
+    pub telemetry: Arc<Telemetry>,
+    pub metrics: Arc<Metrics>,
+}
+
+pub fn routes(state: HookState) -> Router {
+    Router::new().route("/{tenant}/{endpoint}", post(receive)).with_state(state)
+}
+
+struct Headers<'a>(&'a HeaderMap);
+
+impl HeaderSource for Headers<'_> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0.get(name).map(HeaderValue::as_bytes)
+    }
+}
+
+async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(String, String)>, headers: HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let (outcome, ep, key_id) = run(&st, &tenant, &endpoint, &headers, body).await;
+    st.telemetry.record(ep.as_deref(), &outcome, key_id.as_deref());
+    st.metrics.observe(ep.as_deref(), &outcome, started.elapsed());
+    let (label, reason) = outcome.labels();
+    match &outcome {
+        Outcome::Applied { .. } | Outcome::Duplicate { .. } => {
+            tracing::debug!(tenant = %tenant, endpoint = %endpoint, key_id = key_id.as_deref().unwrap_or("-"), outcome = label, "webhook");
+        }
+        _ => tracing::info!(
+            tenant = %tenant,
+            endpoint = %endpoint,
+            key_id = key_id.as_deref().unwrap_or("-"),
+            outcome = label,
+            reason = %reason,
+            "webhook not applied"
+        ),
+    }
+    respond(outcome)
+}
+
+/// Gate 1, gate 2 (the body limit, enforced while reading), then gates 3–9.
+async fn run(st: &HookState, tenant: &str, endpoint: &str, headers: &HeaderMap, body: Body) -> (Outcome, Option<Arc<EndpointCtx>>, Option<String>) {
+    let ep = match receiver::resolve(&st.receiver, tenant, endpoint).await {
+        Ok(ep) => ep,
+        Err(o) => return (o, None, None),
+    };
+    let bytes = match read_limited(body, ep.max_body_bytes, headers).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => return (Outcome::Refused(Refusal::BodyTooLarge), Some(ep), None),
+        Err(BodyError::Incomplete) => return (Outcome::Refused(Refusal::BodyIncomplete), Some(ep), None),
+    };
+    let hint = headers.get("signet-key-id").and_then(|v| v.to_str().ok());
+    let (outcome, key_id) = receiver::process(&st.receiver, &ep, &Headers(headers), hint, bytes).await;
+    (outcome, Some(ep), key_id)
+}
+
+/// At most this much of an oversized body is read (and discarded) before
+/// answering 413, so the client can read the answer instead of seeing its
+/// connection reset; beyond it the connection is simply closed.
+const DRAIN_LIMIT: usize = 1024 * 1024;
+
+enum BodyError {
+    TooLarge,
+    /// The client stopped sending (or was too slow); nothing is processed.
+    Incomplete,
+}
+
+/// Gate 2: reads the body, keeping at most `limit` bytes in memory. A
+/// declared `Content-Length` over the limit is refused without keeping
+/// anything; a streamed body is refused as soon as it crosses the limit.
+async fn read_limited(body: Body, limit: usize, headers: &HeaderMap) -> Result<bytes::Bytes, BodyError> {
+    use http_body_util::BodyExt;
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let mut too_large = declared.is_some_and(|n| n > limit as u64);
+    let mut kept = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    let mut body = body;
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let data = match frame {
+                Ok(f) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+                Err(_) => return Err(BodyError::Incomplete),
+            };
+            seen += data.len();
+            if !too_large && kept.len() + data.len() > limit {
+                too_large = true;
+                kept = bytes::BytesMut::new();
+            }
+            if too_large {
+                if seen > DRAIN_LIMIT {
+                    break;
+                }
+            } else {
+                kept.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+    if too_large {
+        return Err(BodyError::TooLarge);
+    }
+    match finished {
+        Ok(Ok(())) => Ok(kept.freeze()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(BodyError::Incomplete),
+    }
+}
+
+/// The contract's status table (CONTRACT §3).
+fn respond(outcome: Outcome) -> Response {
+    match outcome {
+        Outcome::Applied { event_id } => (StatusCode::OK, Json(json!({"status": "applied", "event_id": event_id}))).into_response(),
+        Outcome::Duplicate { event_id, original } => {
+            (StatusCode::OK, Json(json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id}))).into_response()
+        }
+        Outcome::IdentityConflict { .. } => (StatusCode::CONFLICT, Json(json!({"error": "identity_conflict"}))).into_response(),
+        Outcome::Quarantined { reason, .. } => (StatusCode::ACCEPTED, Json(json!({"status": "quarantined", "reason": reason}))).into_response(),
+        Outcome::Refused(r) => {
+            let status = match r {
+                Refusal::UnknownEndpoint => StatusCode::NOT_FOUND,
+                Refusal::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+                Refusal::BodyIncomplete => StatusCode::BAD_REQUEST,
+                Refusal::SignatureMissing
+                | Refusal::SignatureMalformed
+                | Refusal::SignatureMismatch
+                | Refusal::UnknownKey
+                | Refusal::TimestampStale
+                | Refusal::TimestampFuture => StatusCode::UNAUTHORIZED,
+                Refusal::Replay => StatusCode::CONFLICT,
+                Refusal::EventTypeNotPermitted | Refusal::TenantMismatch => StatusCode::FORBIDDEN,
+            };
+            (status, Json(json!({"error": r.code()}))).into_response()
+        }
+        Outcome::Unavailable => {
+            let mut res = (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "unavailable"}))).into_response();
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            res
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Prometheus metrics: webhook outcomes by tenant, endpoint, outcome and
+//! reason; latency; quarantine size and outbox backlog.
+
+use std::time::Duration;
+
+use domain::receiver::{cache::EndpointCtx, Outcome};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+
+pub struct Metrics {
+    registry: Registry,
+    webhooks: IntCounterVec,
+    latency: HistogramVec,
+    quarantine_open: IntGauge,
+    outbox_pending: IntGauge,
+    outbox_oldest_age: IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let webhooks = IntCounterVec::new(
+            Opts::new("signet_webhooks_total", "Webhook requests by tenant, endpoint, outcome and reason"),
+            &["tenant", "endpoint", "outcome", "reason"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new("signet_webhook_duration_seconds", "Time from request to answer")
+                .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]),
+            &["outcome"],
+        )?;
+        let quarantine_open = IntGauge::new("signet_quarantine_open", "Quarantined events awaiting triage")?;
+        let outbox_pending = IntGauge::new("signet_outbox_pending", "Outbox intents not yet delivered")?;
+        let outbox_oldest_age = IntGauge::new("signet_outbox_oldest_pending_age_seconds", "Age of the oldest pending outbox intent")?;
+        registry.register(Box::new(webhooks.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(quarantine_open.clone()))?;
+        registry.register(Box::new(outbox_pending.clone()))?;
+        registry.register(Box::new(outbox_oldest_age.clone()))?;
+        Ok(Metrics { registry, webhooks, latency, quarantine_open, outbox_pending, outbox_oldest_age })
+    }
+
+    /// Counts one request. Unknown paths share one label value so probing
+    /// random URLs cannot blow up the label set.
+    pub fn observe(&self, ep: Option<&EndpointCtx>, outcome: &Outcome, elapsed: Duration) {
+        let (tenant, endpoint) = ep.map(|e| (e.tenant_slug.as_str(), e.endpoint_slug.as_str())).unwrap_or(("_unknown", "_unknown"));
+        let (label, reason) = outcome.labels();
+        self.webhooks.with_label_values(&[tenant, endpoint, label, &reason]).inc();
+        self.latency.with_label_values(&[label]).observe(elapsed.as_secs_f64());
+    }
+
+    /// Refreshes the gauges from the database (small tables, indexed).
+    pub async fn refresh_gauges(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
+        use domain::entity::{outbox_intent, quarantine_entry};
+        let open = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq("open")).count(db).await?;
+        let pending_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq("pending"));
+        let pending = pending_q.clone().count(db).await?;
+        let oldest = pending_q.order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
+        self.quarantine_open.set(open as i64);
+        self.outbox_pending.set(pending as i64);
+        self.outbox_oldest_age.set(oldest.map(|o| (domain::clock::now_ms() - o.created_at) / 1000).unwrap_or(0));
+        Ok(())
+    }
+
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            tracing::error!(error = %e, "encoding metrics failed");
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}

@@ -29,6 +29,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="referrer" content="same-origin"/>
+                <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -48,6 +49,16 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    #[cfg(feature = "ssr")]
+    ssr::set_page_csp();
+    // Marks the document once the wasm bundle has taken over (effects never
+    // run on the server). The browser tests use it to prove that the
+    // "hydrated" journeys really ran hydrated, not on the SSR fallback.
+    Effect::new(|_| {
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
     view! {
         <Stylesheet id="leptos" href="/pkg/signet.css"/>
         <Title text="Signet"/>

@@ -1,8 +1,33 @@
-import { expect, Page, TestInfo } from '@playwright/test';
+import { expect, Page, test as base, TestInfo } from '@playwright/test';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const PASSWORD = 'correct horse battery staple';
+
+/**
+ * `test` whose pages fail on any browser console error or uncaught
+ * exception (hydration errors, CSP violations), and which, with JavaScript
+ * on, proves every page it loads was actually hydrated.
+ */
+export const test = base.extend({
+  page: async ({ page, javaScriptEnabled }, use) => {
+    const errors: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(m.text());
+    });
+    page.on('pageerror', (e) => errors.push(e.message));
+    page.on('response', (r) => {
+      if (r.status() === 404 && r.request().resourceType() !== 'document') errors.push(`404 for ${r.url()}`);
+    });
+    if (javaScriptEnabled) {
+      page.on('load', async () => {
+        await expect(page.locator('body[data-hydrated="true"]')).toBeAttached({ timeout: 10_000 }).catch((e) => errors.push(`not hydrated: ${page.url()}: ${e}`));
+      });
+    }
+    await use(page);
+    expect(errors, 'browser console errors').toEqual([]);
+  },
+});
 
 export type ServerState = { setupUrl: string; baseURL: string; dataDir: string };
 

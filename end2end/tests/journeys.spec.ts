@@ -1,7 +1,7 @@
 // The console's core journeys, run once with JavaScript off (plain SSR form
 // posts) and once hydrated. Each project has its own fresh server.
-import { expect, test } from '@playwright/test';
-import { PASSWORD, serverState, shot, signIn } from './helpers';
+import { expect } from '@playwright/test';
+import { PASSWORD, serverState, shot, signIn, test } from './helpers';
 
 test.describe.configure({ mode: 'serial' });
 

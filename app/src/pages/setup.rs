@@ -41,17 +41,21 @@ pub fn SetupPage() -> impl IntoView {
 fn SetupForm() -> impl IntoView {
     let action = ServerAction::<SetupAdmin>::new();
     let query = use_query_map();
-    let token = move || query.read().get("token").unwrap_or_default();
+    let token = move || query.read_untracked().get("token").unwrap_or_default();
+    if token().is_empty() {
+        return view! {
+            <p class="error" role="alert">
+                "This page needs the setup link printed by the server: it carries a one-time token. "
+                "Look for “Create the first administrator” in the server's output."
+            </p>
+        }
+        .into_any();
+    }
     view! {
         <p class="hint">
             "This account can do everything, including creating the other users. "
             "Passwords need at least 12 characters."
         </p>
-        {move || token().is_empty().then(|| view! {
-            <p class="error" role="alert">
-                "This page needs the setup link printed by the server (it carries a one-time token)."
-            </p>
-        })}
         <ReturnedError/>
         <ActionError action/>
         <ActionForm action>
@@ -73,4 +77,5 @@ fn SetupForm() -> impl IntoView {
             </div>
         </ActionForm>
     }
+    .into_any()
 }

@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup
+.PHONY: run test setup bench
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 
@@ -13,3 +13,7 @@ run: setup
 
 test: setup
 	@scripts/test.sh
+
+# Throughput and latency of the receiver against the pgbench ceiling (see README).
+bench: setup
+	bench/run.sh

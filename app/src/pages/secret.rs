@@ -5,9 +5,12 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
-    api::keys::{get_key, reveal_secret},
+    api::{
+        keys::{get_key, reveal_secret},
+        AppError,
+    },
     components::{KeySummary, Layout, LoadError, StatusBadge},
-    dto::RevealDto,
+    dto::{KeyDto, RevealDto},
 };
 
 #[component]
@@ -19,6 +22,11 @@ pub fn SecretPage() -> impl IntoView {
     // A Resource runs once on the server and travels to the browser with the
     // page, so hydration does not ask (and fail) a second time.
     let revealed = Resource::new(move || (key_id(), reveal()), |(id, reveal)| reveal_secret(id, reveal));
+    // For the way back when the secret is gone. Created here, not inside the
+    // Suspense below: resources must be created in the same order on the
+    // server and in the browser, and a Suspense may render its children more
+    // than once on the server.
+    let key = Resource::new(key_id, get_key);
     view! {
         <Layout
             title="New signing secret"
@@ -27,7 +35,7 @@ pub fn SecretPage() -> impl IntoView {
                     {move || Suspend::new(async move {
                         match revealed.await {
                             Ok(Some(r)) => view! { <Revealed r/> }.into_any(),
-                            Ok(None) => view! { <AlreadyShown key_id=key_id()/> }.into_any(),
+                            Ok(None) => view! { <AlreadyShown key/> }.into_any(),
                             Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
                         }
                     })}
@@ -134,8 +142,7 @@ mod clipboard {
 
 /// Reloads, a second tab, a link opened later: the secret is gone.
 #[component]
-fn AlreadyShown(key_id: String) -> impl IntoView {
-    let key = Resource::new(move || key_id.clone(), get_key);
+fn AlreadyShown(key: Resource<Result<KeyDto, AppError>>) -> impl IntoView {
     view! {
         <div class="empty">
             <p class="empty-title">"This secret has already been shown (or the link expired)."</p>

@@ -192,7 +192,10 @@ fn AuditRow(e: AuditDto) -> impl IntoView {
         <tr>
             <td class="num">{e.seq}</td>
             <td class="nowrap">{when(&e.at)}</td>
-            <td>{e.actor} <br/><span class="muted">{e.actor_kind}</span></td>
+            <td>
+                {(e.actor_kind != e.actor).then(|| view! { <span class="muted">{e.actor_kind.clone()}</span><br/> })}
+                {e.actor}
+            </td>
             <td class="nowrap"><code>{e.action}</code></td>
             <td><span class="muted">{e.target_kind} " "</span><code class="wrap">{e.target_id}</code></td>
             <td>{e.tenant.unwrap_or_else(|| "—".to_owned())}</td>

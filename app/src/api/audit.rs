@@ -43,8 +43,13 @@ pub async fn audit_log(
             ssr::convert::audit(e, slug)
         })
         .collect();
-    // Chain verification reads the whole log; only for the unfiltered first page.
-    let chain_ok = if p.tenant_id.is_none() && before_seq.is_none() {
+    // Chain verification reads the whole log: only on the unfiltered first
+    // page, for callers who see the whole log.
+    let unfiltered = filter.actor.as_deref().unwrap_or("").is_empty()
+        && filter.action.as_deref().unwrap_or("").is_empty()
+        && filter.tenant_id.is_none()
+        && filter.since.is_none();
+    let chain_ok = if p.tenant_id.is_none() && before_seq.is_none() && unfiltered {
         Some(audit::verify_chain(&st.db).await.map_err(ssr::to_app_error)?.ok)
     } else {
         None

@@ -64,11 +64,15 @@ pub async fn setup_admin(token: String, username: String, password: String, conf
     use crate::ssr;
     use domain::crypto::Password;
     let st = ssr::state()?;
+    use domain::DomainError;
     if !st.setup.matches(&token) {
-        return Err(AppError::new("invalid_setup_token", "this setup link is not valid (it changes at every start); use the one printed most recently"));
+        return Err(ssr::to_app_error(DomainError::invalid(
+            "invalid_setup_token",
+            "this setup link is not valid (it changes at every start); use the one printed most recently",
+        )));
     }
     if password != confirm {
-        return Err(AppError::new("password_mismatch", "the two passwords differ"));
+        return Err(ssr::to_app_error(DomainError::invalid("password_mismatch", "the two passwords differ")));
     }
     domain::auth::users::bootstrap_admin(&st.db, username.trim().to_owned(), Password::new(password))
         .await

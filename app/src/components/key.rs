@@ -102,3 +102,48 @@ pub fn KeySummary(key: KeyDto) -> impl IntoView {
         </dl>
     }
 }
+
+/// The frame of a page about one key (`/keys/:id/…`): loads the key named
+/// in the URL, shows a clear error if it cannot be seen, and otherwise
+/// renders `body` with it and the signed-in user.
+#[component]
+pub fn KeyPage<F, V>(title: &'static str, body: F) -> impl IntoView
+where
+    F: Fn(KeyDto, crate::dto::Me) -> V + Clone + Send + Sync + 'static,
+    V: IntoView + 'static,
+{
+    use leptos_router::hooks::use_params_map;
+
+    use crate::{
+        api::keys::get_key,
+        components::{Layout, LoadError, ReturnedError},
+    };
+    let params = use_params_map();
+    let key_id = move || params.read().get("id").unwrap_or_default();
+    let key = Resource::new(key_id, get_key);
+    view! {
+        <Layout
+            title=title
+            render=move |me| {
+                let body = body.clone();
+                view! {
+                    <ReturnedError/>
+                    <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                        {
+                            let (me, body) = (me.clone(), body.clone());
+                            move || {
+                                let (me, body) = (me.clone(), body.clone());
+                                Suspend::new(async move {
+                                    match key.await {
+                                        Ok(key) => body(key, me).into_any(),
+                                        Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
+                                    }
+                                })
+                            }
+                        }
+                    </Suspense>
+                }
+            }
+        />
+    }
+}

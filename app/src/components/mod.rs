@@ -7,5 +7,5 @@ mod key;
 mod layout;
 
 pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedError, Submit};
-pub use key::{Countdown, EventTypes, KeyScope, KeySummary, StatusBadge};
+pub use key::{Countdown, EventTypes, KeyPage, KeyScope, KeySummary, StatusBadge};
 pub use layout::Layout;

@@ -1,41 +1,16 @@
 //! `/keys/:id/rotate`: replaces an active key with a new one and an overlap.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_params_map;
 
 use crate::{
-    api::keys::{get_key, RotateKey},
-    components::{ActionError, KeySummary, LoadError, Layout, ReturnedError, Submit},
+    api::keys::RotateKey,
+    components::{ActionError, KeyPage, KeySummary, Submit},
     dto::{KeyDto, Me},
 };
 
 #[component]
 pub fn RotatePage() -> impl IntoView {
-    let params = use_params_map();
-    let key_id = move || params.read().get("id").unwrap_or_default();
-    let key = Resource::new(key_id, get_key);
-    view! {
-        <Layout
-            title="Rotate key"
-            render=move |me| view! {
-                <ReturnedError/>
-                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match key.await {
-                                    Ok(key) => view! { <Rotate key me/> }.into_any(),
-                                    Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Suspense>
-            }
-        />
-    }
+    view! { <KeyPage title="Rotate key" body=|key, me| view! { <Rotate key me/> }/> }
 }
 
 #[component]

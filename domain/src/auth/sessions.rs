@@ -89,21 +89,15 @@ pub async fn login(
     active.update(&txn).await?;
     throttle::clear(&txn, &account).await?;
     let principal = principal_for(&u);
-    audit::record(
-        &txn,
-        &principal.actor,
-        Change {
-            action: "session.login",
-            target_kind: "user",
-            target_id: &u.username,
-            tenant_id: u.tenant_id.as_deref(),
-            before: None,
-            after: None,
-        },
-    )
-    .await?;
+    record_session_event(&txn, &u, "session.login").await?;
     txn.commit().await?;
     Ok(LoginSuccess { token, principal })
+}
+
+/// Audits a sign-in or sign-out as the user themself.
+async fn record_session_event<C: sea_orm::ConnectionTrait>(conn: &C, u: &user::Model, action: &str) -> DomainResult<()> {
+    let change = Change { action, target_kind: "user", target_id: &u.username, tenant_id: u.tenant_id.as_deref(), before: None, after: None };
+    audit::record(conn, &principal_for(u).actor, change).await.map(|_| ())
 }
 
 fn subject_kind(subject: &str) -> &'static str {
@@ -151,19 +145,7 @@ pub async fn logout(db: &DatabaseConnection, token: &str) -> DomainResult<()> {
     if let Some(s) = session::Entity::find_by_id(digest.clone()).one(&txn).await? {
         session::Entity::delete_by_id(digest).exec(&txn).await?;
         if let Some(u) = user::Entity::find_by_id(s.user_id).one(&txn).await? {
-            audit::record(
-                &txn,
-                &principal_for(&u).actor,
-                Change {
-                    action: "session.logout",
-                    target_kind: "user",
-                    target_id: &u.username,
-                    tenant_id: u.tenant_id.as_deref(),
-                    before: None,
-                    after: None,
-                },
-            )
-            .await?;
+            record_session_event(&txn, &u, "session.logout").await?;
         }
     }
     txn.commit().await?;

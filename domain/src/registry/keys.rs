@@ -267,6 +267,7 @@ async fn lock_endpoint<C: ConnectionTrait>(conn: &C, endpoint_id: &str) -> Domai
 }
 
 /// A key with its tenant and endpoint, as the caller may see it.
+#[derive(Clone)]
 struct Loaded {
     key: signing_key::Model,
     tenant: tenant::Model,
@@ -502,15 +503,18 @@ pub async fn provision(
     )
     .await?;
     let l = Loaded { key, tenant: t, endpoint: e };
-    let key = maybe_approve(&txn, principal, auth.actor(), l.clone_shallow(), &approval, now).await?;
+    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
     txn.commit().await?;
     Ok(ProvisionedKey { key: view(&key, &l.tenant, &l.endpoint, now), secret })
 }
 
-impl Loaded {
-    fn clone_shallow(&self) -> Loaded {
-        Loaded { key: self.key.clone(), tenant: self.tenant.clone(), endpoint: self.endpoint.clone() }
+/// A key awaiting review, loaded and locked for a reviewer's decision.
+async fn load_pending<C: ConnectionTrait>(conn: &C, principal: &Principal, key_id: &str) -> DomainResult<(Loaded, Authorized)> {
+    let (l, auth) = load_for_change(conn, principal, key_id, Permission::ReviewKeys).await?;
+    if l.key.status != "pending_approval" {
+        return Err(DomainError::conflict("not_pending", format!("key {key_id} is {}, not pending approval", l.key.status)));
     }
+    Ok((l, auth))
 }
 
 /// Approves a pending key's scope.
@@ -523,13 +527,10 @@ pub async fn approve(
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
-    let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ReviewKeys).await?;
-    if l.key.status != "pending_approval" {
-        return Err(DomainError::conflict("not_pending", format!("key {key_id} is {}, not pending approval", l.key.status)));
-    }
+    let (l, auth) = load_pending(&txn, principal, key_id).await?;
     let reviewer = reviewer.unwrap_or(auth.actor().name()).to_owned();
     let approval = Approval::ApproveAs { reviewer, comment: comment.to_owned() };
-    let key = maybe_approve(&txn, principal, auth.actor(), l.clone_shallow(), &approval, now).await?;
+    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
     txn.commit().await?;
     Ok(view(&key, &l.tenant, &l.endpoint, now))
 }
@@ -544,10 +545,7 @@ pub async fn reject(
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
-    let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ReviewKeys).await?;
-    if l.key.status != "pending_approval" {
-        return Err(DomainError::conflict("not_pending", format!("key {key_id} is {}, not pending approval", l.key.status)));
-    }
+    let (l, auth) = load_pending(&txn, principal, key_id).await?;
     let reviewer = validate_person("reviewer", reviewer.unwrap_or(auth.actor().name()))?;
     let comment = validate_comment("comment explaining the rejection", comment, true)?;
     record_approval(&txn, &l, "rejected", &reviewer, &comment, now).await?;
@@ -642,7 +640,7 @@ pub async fn rotate(
     )
     .await?;
     let l = Loaded { key, tenant: old.tenant, endpoint: old.endpoint };
-    let key = maybe_approve(&txn, principal, auth.actor(), l.clone_shallow(), &approval, now).await?;
+    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
     txn.commit().await?;
     Ok(ProvisionedKey { key: view(&key, &l.tenant, &l.endpoint, now), secret })
 }

@@ -25,30 +25,44 @@ both_engines!(refuses_to_start_with_the_wrong_master_key, async |i: &Install| {
     let original = std::fs::read(&key_path).unwrap();
     std::fs::remove_file(&key_path).unwrap();
     // Missing key on a database that has sealed data: refuse, create nothing.
-    let serve = std::process::Command::new(crate::support::BIN)
-        .env("SIGNET_DATA_DIR", i.data_dir())
-        .env("DATABASE_URL", &i.database_url)
-        .env("SIGNET_ADDR", "127.0.0.1:0")
-        .args(["serve"])
-        .output()
-        .unwrap();
-    assert!(!serve.status.success());
-    let err = String::from_utf8_lossy(&serve.stderr);
+    let err = serve_must_refuse(i);
     assert!(err.contains("does not exist"), "{err}");
     assert!(!key_path.exists(), "no new key was generated over existing data");
     // A different key: refuse with a clear message.
     std::fs::write(&key_path, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n").unwrap();
-    let serve = std::process::Command::new(crate::support::BIN)
-        .env("SIGNET_DATA_DIR", i.data_dir())
-        .env("DATABASE_URL", &i.database_url)
-        .env("SIGNET_ADDR", "127.0.0.1:0")
-        .args(["serve"])
-        .output()
-        .unwrap();
-    assert!(!serve.status.success());
-    let err = String::from_utf8_lossy(&serve.stderr);
+    let err = serve_must_refuse(i);
     assert!(err.contains("not the key"), "{err}");
     std::fs::write(&key_path, original).unwrap();
     let s = i.serve();
     assert!(s.output().contains("listening"));
 });
+
+/// Starts `signet serve`, which must refuse to start within 20 s; returns
+/// its stderr.
+fn serve_must_refuse(i: &Install) -> String {
+    use std::io::Read;
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .env("SIGNET_DATA_DIR", i.data_dir())
+        .env("DATABASE_URL", &i.database_url)
+        .env("SIGNET_ADDR", "127.0.0.1:0")
+        .args(["serve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("signet serve started although it should have refused");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    err
+}

@@ -4,6 +4,8 @@
 //! `ActionForm` over a server function, so the core flows work with
 //! JavaScript off as well.
 
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod components;
 pub mod dto;

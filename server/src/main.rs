@@ -1,6 +1,8 @@
 //! `signet`: the webhook receiver, its admin console and API, and the
 //! operator CLI, in one binary. `signet` alone means `signet serve`.
 
+#![recursion_limit = "256"]
+
 mod cli;
 mod config;
 mod http;

@@ -68,9 +68,6 @@ impl Authorized {
     pub fn actor(&self) -> &Actor {
         &self.principal.actor
     }
-    pub fn principal(&self) -> &Principal {
-        &self.principal
-    }
     /// Fails unless this proof covers `permission` on `tenant_id`. Domain
     /// functions call it on the row they are about to change.
     pub fn ensure(&self, permission: Permission, tenant_id: Option<&str>) -> Result<(), DomainError> {

@@ -182,14 +182,6 @@ impl Keyring {
         self.keks.keys().next_back().copied()
     }
 
-    pub fn versions(&self) -> impl Iterator<Item = u32> + '_ {
-        self.keks.keys().copied()
-    }
-
-    pub fn contains(&self, version: u32) -> bool {
-        self.keks.contains_key(&version)
-    }
-
     /// Seals `plaintext` under the newest KEK.
     pub fn seal(&self, aad: &Aad, plaintext: &[u8]) -> Result<Vec<u8>, CryptoError> {
         let (version, kek) = self.keks.iter().next_back().ok_or(CryptoError::EmptyKeyring)?;

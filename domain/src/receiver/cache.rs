@@ -81,11 +81,6 @@ impl EndpointCache {
         slots.insert(key, (Instant::now(), loaded.clone()));
         Ok(loaded)
     }
-
-    /// Drops every entry (tests, and after local key changes).
-    pub fn clear(&self) {
-        self.slots.write().unwrap_or_else(|p| p.into_inner()).clear();
-    }
 }
 
 async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<Option<EndpointCtx>> {

@@ -96,15 +96,16 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
     if r.faults.transient {
         return Err(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout));
     }
+    // Gate 7 fails before any effect: the quarantine transaction runs the
+    // replay check (gate 6) itself, so there is nothing to open first.
+    let Some(env) = c.envelope else {
+        return quarantine(r, v, c.event_id, None, "malformed_envelope").await;
+    };
     let txn = db::begin_write(&r.db).await?;
     if !record_message(&txn, v).await? {
         txn.rollback().await?;
         return Ok(Outcome::Refused(Refusal::Replay));
     }
-    let Some(env) = c.envelope else {
-        txn.rollback().await?;
-        return quarantine(r, v, c.event_id, None, "malformed_envelope").await;
-    };
     if let Err(refusal) = c.scope {
         txn.rollback().await?;
         return Ok(Outcome::Refused(refusal));

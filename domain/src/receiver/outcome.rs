@@ -54,12 +54,6 @@ impl Refusal {
             Refusal::TenantMismatch => "tenant_mismatch",
         }
     }
-
-    /// Refusals that are verification failures (as opposed to replay and
-    /// identity decisions), for the metrics' outcome label.
-    pub fn is_verification_failure(self) -> bool {
-        !matches!(self, Refusal::Replay)
-    }
 }
 
 /// How an existing claim was resolved.

@@ -23,6 +23,10 @@ impl Me {
     pub fn can_review(&self) -> bool {
         matches!(self.role.as_str(), "admin" | "reviewer")
     }
+    /// On-call engineers and admins release, discard and read bodies.
+    pub fn can_triage(&self) -> bool {
+        matches!(self.role.as_str(), "admin" | "oncall")
+    }
     pub fn can_manage_tenant(&self, slug: &str) -> bool {
         self.is_admin() || (self.role == "clinic-admin" && self.tenant.as_deref() == Some(slug))
     }
@@ -158,3 +162,55 @@ pub const ROLES: [(&str, &str); 4] = [
 ];
 
 pub const SCHEMES: [&str; 3] = ["standard-webhooks", "stripe", "github"];
+
+/// A quarantined event (metadata; never the body).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuarantineDto {
+    pub id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub reason: String,
+    pub status: String,
+    pub quarantined_at: String,
+    pub key_id: Option<String>,
+    pub body_sha256: Option<String>,
+    pub body_stored: bool,
+    pub resolved_at: Option<String>,
+    pub resolved_by: Option<String>,
+    pub resolution_note: Option<String>,
+    pub last_release_error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuarantineListDto {
+    pub total: u64,
+    pub by_reason: Vec<(String, u64)>,
+    pub items: Vec<QuarantineDto>,
+}
+
+/// A decrypted, redacted body (shown on an explicit click; audited).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RevealedBodyDto {
+    pub json: bool,
+    pub text: String,
+    pub redacted_fields: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyVersionDto {
+    pub version: i32,
+    pub policy: String,
+    pub actor: String,
+    pub reason: String,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicyDto {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+    pub history: Vec<PolicyVersionDto>,
+}

@@ -77,6 +77,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/approvals") view=ApprovalsPage ssr=SsrMode::Async/>
                 <Route path=path!("/users") view=UsersPage ssr=SsrMode::Async/>
                 <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
+                <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async/>
+                <Route path=path!("/quarantine/:id") view=QuarantineEventPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

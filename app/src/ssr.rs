@@ -36,6 +36,8 @@ pub struct AppState {
     pub secure_cookies: bool,
     pub reveals: Arc<RevealStore>,
     pub setup: Arc<SetupToken>,
+    /// Fields masked when a quarantined body is shown.
+    pub redaction: Arc<domain::ops::redact::Redaction>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -212,6 +214,39 @@ pub mod convert {
     use domain::{audit::AuditView, auth::users::UserView, registry::keys::{ApprovalView, KeyView}};
 
     use crate::dto;
+
+    pub fn quarantine(q: domain::ops::quarantine::QuarantineView) -> dto::QuarantineDto {
+        dto::QuarantineDto {
+            id: q.id,
+            tenant: q.tenant,
+            endpoint: q.endpoint,
+            event_id: q.event_id,
+            event_type: q.event_type,
+            reason: q.reason,
+            status: q.status,
+            quarantined_at: q.quarantined_at,
+            key_id: q.key_id,
+            body_sha256: q.body_sha256,
+            body_stored: q.body_stored,
+            resolved_at: q.resolved_at,
+            resolved_by: q.resolved_by,
+            resolution_note: q.resolution_note,
+            last_release_error: q.last_release_error,
+        }
+    }
+
+    pub fn retry_policy(r: domain::ops::retry_policy::RetryPolicyView) -> dto::RetryPolicyDto {
+        dto::RetryPolicyDto {
+            tenant: r.tenant,
+            policy: r.policy,
+            version: r.version,
+            history: r
+                .history
+                .into_iter()
+                .map(|v| dto::PolicyVersionDto { version: v.version, policy: v.policy, actor: v.actor, reason: v.reason, created_at: v.created_at })
+                .collect(),
+        }
+    }
 
     pub fn key(k: KeyView) -> dto::KeyDto {
         dto::KeyDto {

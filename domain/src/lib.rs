@@ -10,6 +10,7 @@ pub mod entity;
 pub mod error;
 pub mod events;
 pub mod ids;
+pub mod ops;
 pub mod receiver;
 pub mod registry;
 pub mod vault;

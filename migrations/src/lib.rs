@@ -7,12 +7,17 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261202_000001_registry;
 mod m20261202_000002_receiver;
+mod m20261202_000003_operations;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261202_000001_registry::Migration), Box::new(m20261202_000002_receiver::Migration)]
+        vec![
+            Box::new(m20261202_000001_registry::Migration),
+            Box::new(m20261202_000002_receiver::Migration),
+            Box::new(m20261202_000003_operations::Migration),
+        ]
     }
 }

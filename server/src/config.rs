@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Directory with the built web assets (`pkg/`).
     #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
     pub site_root: String,
+    /// Comma-separated JSON field names masked when a person views a
+    /// quarantined body (default: common personal-data fields).
+    #[arg(long, env = "SIGNET_REDACT_FIELDS")]
+    pub redact_fields: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

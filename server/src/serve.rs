@@ -31,6 +31,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         secure_cookies: public_url.starts_with("https://"),
         reveals: Arc::new(RevealStore::default()),
         setup: Arc::new(SetupToken::default()),
+        redaction: Arc::new(domain::ops::redact::Redaction::from_config(args.redact_fields.as_deref())),
     };
 
     if !domain::auth::users::any_exist(&db).await.map_err(|e| e.to_string())? {

@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod keys;
+pub mod operations;
 pub mod registry;
 pub mod review;
 pub mod session;

@@ -88,6 +88,10 @@ fn failed_action(path: &str) -> &'static str {
         "reject_key" => "Could not reject the key",
         "create_user" => "Could not create the user",
         "update_user" => "Could not change the user",
+        "release_quarantine" | "release_matching" => "Could not release",
+        "discard_quarantine" => "Could not discard",
+        "set_retry_policy" | "set_retry_policy_cohort" => "Could not change the retry policy",
+        "rollback_retry_policy" => "Could not roll back the retry policy",
         _ => "That did not work",
     }
 }

@@ -82,6 +82,7 @@ fn TopBar(me: Me) -> impl IntoView {
                 <nav aria-label="Main">
                     {tenants}
                     {me.can_review().then(|| view! { <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a> })}
+                    <a href="/quarantine" aria-current=current("/quarantine")>"Quarantine"</a>
                     {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
                     <a href="/audit" aria-current=current("/audit")>"Audit log"</a>
                 </nav>

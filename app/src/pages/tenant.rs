@@ -95,6 +95,7 @@ fn TenantDetail(ov: TenantOverview, me: Me, revoked: Option<String>) -> impl Int
         {(!can_manage).then(|| view! { <p class="hint">"Read-only: your role cannot change this tenant."</p> })}
         {endpoints}
         {can_manage.then(|| view! { <NewEndpointForm tenant=t.slug.clone()/> })}
+        <super::retry_policy::RetryPolicyCard tenant=t.slug.clone() is_admin/>
     }
 }
 

@@ -27,7 +27,7 @@ pub fn TenantsPage() -> impl IntoView {
                             }
                         })}
                     </Transition>
-                    {is_admin.then(|| view! { <NewTenantForm/> })}
+                    {is_admin.then(|| view! { <NewTenantForm/> <super::retry_policy::CohortForm/> })}
                 }
             }
         />

@@ -71,6 +71,12 @@ pub enum Permission {
     ReadEvents,
     /// Create and change users, create and revoke API tokens.
     ManageUsers,
+    /// Release or discard quarantined events (and retry dead outbox intents).
+    TriageEvents,
+    /// Decrypt a stored event body for inspection (always audited).
+    RevealBodies,
+    /// Change a tenant's retry policy or roll it back.
+    ManageRetryPolicy,
 }
 
 /// The matrix. A clinic admin's grants apply to its own tenant only; that is
@@ -83,7 +89,7 @@ pub fn role_allows(role: Role, permission: Permission) -> bool {
         Role::ClinicAdmin => {
             matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents)
         }
-        Role::Oncall => matches!(permission, ReadRegistry | ReadAudit | ReadEvents),
+        Role::Oncall => matches!(permission, ReadRegistry | ReadAudit | ReadEvents | TriageEvents | RevealBodies),
     }
 }
 
@@ -105,5 +111,9 @@ mod tests {
         assert!(!role_allows(Role::Reviewer, Permission::ManageKeys));
         assert!(!role_allows(Role::Oncall, Permission::ManageKeys));
         assert!(!role_allows(Role::ClinicAdmin, Permission::ManageUsers));
+        // Health data is decrypted only for the people who triage it.
+        assert!(!role_allows(Role::Reviewer, Permission::RevealBodies));
+        assert!(!role_allows(Role::ClinicAdmin, Permission::RevealBodies));
+        assert!(!role_allows(Role::Oncall, Permission::ManageRetryPolicy));
     }
 }

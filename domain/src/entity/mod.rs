@@ -14,6 +14,7 @@ pub mod outbox_intent;
 pub mod quarantine_entry;
 pub mod reminder;
 pub mod replay_record;
+pub mod retry_policy_version;
 pub mod session;
 pub mod signing_key;
 pub mod tenant;

@@ -14,6 +14,12 @@ pub struct Model {
     /// `open`, `released` or `discarded`.
     pub status: String,
     pub created_at: i64,
+    /// When, by whom and why it was released or discarded.
+    pub resolved_at: Option<i64>,
+    pub resolved_by: Option<String>,
+    pub resolution_note: Option<String>,
+    /// Why the latest release attempt could not apply (it stays open).
+    pub last_release_error: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

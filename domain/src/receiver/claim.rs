@@ -114,7 +114,8 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
         txn.commit().await?;
         return Ok(existing);
     }
-    match effects::apply(&txn, &r.vault, v.endpoint(), c.event_id, env).await {
+    let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
+    match effects::apply(&txn, &r.vault, at, c.event_id, env).await {
         Ok(()) => {
             if let Some(stall) = r.faults.stall_effect {
                 tokio::time::sleep(stall).await;
@@ -156,6 +157,7 @@ pub(super) async fn quarantine(r: &Receiver, v: &Verified, event_id: &str, event
         reason: Set(reason.to_owned()),
         status: Set("open".into()),
         created_at: Set(clock::now_ms()),
+        ..Default::default()
     })
     .exec_without_returning(&txn)
     .await?;

@@ -6,7 +6,7 @@ use rand::Rng;
 use sea_orm::{sea_query::Expr, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
 use serde_json::{json, Value};
 
-use super::{cache::EndpointCtx, envelope::Envelope};
+use super::envelope::Envelope;
 use crate::{
     clock,
     crypto::{Aad, CryptoError},
@@ -49,16 +49,24 @@ fn time_field(data: &Value, name: &str) -> Result<Option<i64>, EffectError> {
     }
 }
 
-/// Applies the event's effect and records its outbox intents.
-pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, ep: &EndpointCtx, event_id: &str, env: &Envelope) -> Result<(), EffectError> {
+/// Where an event was received: its tenant and endpoint ids.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub tenant_id: &'a str,
+    pub endpoint_id: &'a str,
+}
+
+/// Applies the event's effect and records its outbox intents, inside the
+/// caller's transaction (the receiver's claim, or a quarantine release).
+pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, event_id: &str, env: &Envelope) -> Result<(), EffectError> {
     let now = clock::now_ms();
-    let t = &ep.tenant_id;
+    let t = at.tenant_id;
     match env.event_type.as_str() {
         "reminder.created" => {
             let id = text_field(&env.data, "reminder_id")?;
             let send_at = time_field(&env.data, "send_at")?.ok_or(EffectError::Quarantine("invalid_data"))?;
             let res = reminder::Entity::insert(reminder::ActiveModel {
-                tenant_id: Set(t.clone()),
+                tenant_id: Set(t.to_owned()),
                 reminder_id: Set(id.to_owned()),
                 status: Set("scheduled".into()),
                 send_at: Set(send_at),
@@ -85,7 +93,7 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, ep: &EndpointCtx
             if res.rows_affected == 0 {
                 return Err(EffectError::Quarantine("reminder_not_found"));
             }
-            let key = format!("reminder_notice:{}:{event_id}", ep.endpoint_id);
+            let key = format!("reminder_notice:{}:{event_id}", at.endpoint_id);
             insert_intent(conn, vault, t, "reminder_notice", &key, json!({"reminder_id": id, "event_id": event_id}), now).await?;
         }
         "reminder.canceled" => {

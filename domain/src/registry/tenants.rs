@@ -116,6 +116,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         }
     })?;
     let v = TenantView::from(model);
+    crate::ops::retry_policy::record_initial(&txn, auth.actor(), &v.id, clock::now_ms()).await?;
     audit::record(
         &txn,
         auth.actor(),

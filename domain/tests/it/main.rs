@@ -6,6 +6,7 @@ mod audit_chain;
 mod auth;
 mod fixtures;
 mod keys;
+mod operations;
 mod receiver;
 mod registry;
 mod vault;

@@ -19,13 +19,13 @@ use serde_json::json;
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
-struct Setup {
-    r: Arc<Receiver>,
-    secret: SigningSecret,
-    key_id: String,
+pub(crate) struct Setup {
+    pub r: Arc<Receiver>,
+    pub secret: SigningSecret,
+    pub key_id: String,
 }
 
-async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) -> Setup {
+pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) -> Setup {
     tenant(t, "clinic-a").await;
     endpoints::create(
         &t.db,
@@ -49,11 +49,11 @@ async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) -> Setup {
     Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), secret: k.secret, key_id: k.key.key_id }
 }
 
-fn signed(s: &Setup, scheme: Scheme, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
+pub(crate) fn signed(s: &Setup, scheme: Scheme, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
     signature::sign(scheme, &s.secret, body, ts, id).unwrap()
 }
 
-async fn deliver(s: &Setup, headers: &[(String, String)], body: &[u8]) -> Outcome {
+pub(crate) async fn deliver(s: &Setup, headers: &[(String, String)], body: &[u8]) -> Outcome {
     let ep = match receiver::resolve(&s.r, "clinic-a", "hooks").await {
         Ok(ep) => ep,
         Err(o) => return o,
@@ -62,11 +62,11 @@ async fn deliver(s: &Setup, headers: &[(String, String)], body: &[u8]) -> Outcom
     receiver::process(&s.r, &ep, &h[..], None, bytes::Bytes::copy_from_slice(body)).await.0
 }
 
-fn now_s() -> i64 {
+pub(crate) fn now_s() -> i64 {
     clock::now_ms() / 1000
 }
 
-fn created(id: &str) -> Vec<u8> {
+pub(crate) fn created(id: &str) -> Vec<u8> {
     json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
 }
 

@@ -6,6 +6,7 @@ mod admin;
 mod auth;
 mod events;
 mod keys;
+mod operations;
 mod registry;
 
 use app::ssr::AppState;
@@ -39,12 +40,18 @@ pub fn routes() -> Router<AppState> {
         .route("/users", get(admin::list_users).post(admin::create_user))
         .route("/users/{username}", axum::routing::patch(admin::update_user))
         .route("/audit", get(admin::list_audit))
+        .route("/quarantine", get(operations::list_quarantine))
+        .route("/quarantine/{id}", get(operations::get_quarantine))
+        .route("/quarantine/{id}/release", post(operations::release))
+        .route("/quarantine/{id}/discard", post(operations::discard))
+        .route("/tenants/{tenant}/retry-policy", get(operations::get_retry_policy).put(operations::set_retry_policy))
+        .route("/tenants/{tenant}/retry-policy/rollback", post(operations::rollback_retry_policy))
         .fallback(|| async { ApiError::not_found() })
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users and the audit log."),
+    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage and retry policies."),
     paths(
         registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
         registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
@@ -52,6 +59,8 @@ pub fn routes() -> Router<AppState> {
         keys::approve, keys::reject, keys::rotate, keys::revoke,
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
         events::list_events, events::get_reminder,
+        operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
+        operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
     ),
     components(schemas(auth::ErrorBody)),
     modifiers(&BearerAuth),

@@ -1,0 +1,138 @@
+//! Quarantine triage and the per-tenant retry policy.
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::{QuarantineDto, QuarantineListDto, RetryPolicyDto, RevealedBodyDto};
+
+#[cfg(feature = "ssr")]
+fn filter(tenant: Option<String>, endpoint: Option<String>, reason: Option<String>, status: Option<String>, age: Option<String>) -> domain::ops::quarantine::QuarantineFilter {
+    domain::ops::quarantine::QuarantineFilter { tenant, endpoint, reason, status, age, limit: Some(200) }
+}
+
+#[server(prefix = "/fn", endpoint = "list_quarantine", input = GetUrl)]
+pub async fn list_quarantine(
+    tenant: Option<String>,
+    endpoint: Option<String>,
+    reason: Option<String>,
+    status: Option<String>,
+    age: Option<String>,
+) -> Result<QuarantineListDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let list = domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age)).await.map_err(ssr::to_app_error)?;
+    Ok(QuarantineListDto {
+        total: list.total,
+        by_reason: list.by_reason.into_iter().map(|c| (c.reason, c.count)).collect(),
+        items: list.items.into_iter().map(ssr::convert::quarantine).collect(),
+    })
+}
+
+#[server(prefix = "/fn", endpoint = "quarantine_detail", input = GetUrl)]
+pub async fn quarantine_detail(id: String) -> Result<QuarantineDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::quarantine::get(&st.db, &p, &id).await.map(ssr::convert::quarantine).map_err(ssr::to_app_error)
+}
+
+/// Decrypts the body for display (on-call and admin only). POST: every
+/// call is written to the audit log.
+#[server(prefix = "/fn", endpoint = "reveal_quarantine_body")]
+pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBodyDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let b = domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await.map_err(ssr::to_app_error)?;
+    Ok(RevealedBodyDto { json: b.json, text: b.text, redacted_fields: b.redacted_fields })
+}
+
+#[server(prefix = "/fn", endpoint = "release_quarantine")]
+pub async fn release_quarantine(id: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::quarantine::release(&st.db, &st.vault, &p, &id, &reason).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/quarantine/{id}?done=released"));
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "discard_quarantine")]
+pub async fn discard_quarantine(id: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::quarantine::discard(&st.db, &p, &id, &reason).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/quarantine/{id}?done=discarded"));
+    Ok(())
+}
+
+/// Releases every open entry matching the filter (at most 500), then shows
+/// how many applied and how many still fail.
+#[server(prefix = "/fn", endpoint = "release_matching")]
+pub async fn release_matching(
+    tenant: Option<String>,
+    endpoint: Option<String>,
+    reason_filter: Option<String>,
+    age: Option<String>,
+    expected: Option<u64>,
+    reason: String,
+) -> Result<(), AppError> {
+    use crate::{components::format::query_value, ssr};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let f = filter(tenant.clone(), endpoint.clone(), reason_filter.clone(), None, age.clone());
+    let out = domain::ops::quarantine::release_matching(&st.db, &st.vault, &p, &f, &reason).await.map_err(ssr::to_app_error)?;
+    let mut back: Vec<String> = [("tenant", tenant), ("endpoint", endpoint), ("reason", reason_filter), ("age", age)]
+        .into_iter()
+        .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| format!("{k}={}", query_value(&v))))
+        .collect();
+    back.push(format!("released={}&failed={}&matched={}", out.released, out.failed.len(), out.matched));
+    if let Some(n) = expected {
+        back.push(format!("expected={n}"));
+    }
+    leptos_axum::redirect(&format!("/quarantine?{}", back.join("&")));
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "retry_policy", input = GetUrl)]
+pub async fn retry_policy(tenant: String) -> Result<RetryPolicyDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::retry_policy::get(&st.db, &p, &tenant).await.map(ssr::convert::retry_policy).map_err(ssr::to_app_error)
+}
+
+#[server(prefix = "/fn", endpoint = "set_retry_policy")]
+pub async fn set_retry_policy(tenant: String, policy: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::retry_policy::set(&st.db, &p, &tenant, &policy, &reason).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/tenants/{tenant}?policy=changed#retry-policy"));
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "rollback_retry_policy")]
+pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::retry_policy::rollback(&st.db, &p, &tenant, &reason).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/tenants/{tenant}?policy=rolled-back#retry-policy"));
+    Ok(())
+}
+
+/// `tenants`: comma-separated slugs, moved together in one transaction.
+#[server(prefix = "/fn", endpoint = "set_retry_policy_cohort")]
+pub async fn set_retry_policy_cohort(tenants: String, policy: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let slugs = super::split_list(&tenants);
+    let n = domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! `/quarantine`: events that were authenticated but could not apply,
+//! filtered by a plain GET form (filters are shareable links), with counts
+//! by reason and, for on-call, a bulk release of everything matching.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::{
+        operations::{list_quarantine, ReleaseMatching},
+        registry::list_tenants,
+    },
+    components::{
+        format::{query_value, when},
+        ActionError, FormError, Layout, Notice, ReturnedError, Submit,
+    },
+    dto::{Me, QuarantineDto, QuarantineListDto},
+};
+
+/// The filters as they stand in the URL.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Filters {
+    tenant: String,
+    endpoint: String,
+    reason: String,
+    status: String,
+    age: String,
+}
+
+impl Filters {
+    fn href(&self, reason: &str) -> String {
+        let parts: Vec<String> = [("tenant", &self.tenant), ("endpoint", &self.endpoint), ("status", &self.status), ("age", &self.age)]
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str()))
+            .chain([("reason", reason)])
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}={}", query_value(v)))
+            .collect();
+        if parts.is_empty() { "/quarantine".to_owned() } else { format!("/quarantine?{}", parts.join("&")) }
+    }
+}
+
+fn opt(s: &str) -> Option<String> {
+    Some(s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+/// "reminder_not_found" → "reminder not found".
+pub(crate) fn reason_label(reason: &str) -> String {
+    reason.replace('_', " ")
+}
+
+#[component]
+pub fn QuarantinePage() -> impl IntoView {
+    let query = use_query_map();
+    let filters = Memo::new(move |_| {
+        query.with(|q| Filters {
+            tenant: q.get("tenant").unwrap_or_default(),
+            endpoint: q.get("endpoint").unwrap_or_default(),
+            reason: q.get("reason").unwrap_or_default(),
+            status: q.get("status").unwrap_or_default(),
+            age: q.get("age").unwrap_or_default(),
+        })
+    });
+    let bulk = Memo::new(move |_| {
+        query.with(|q| {
+            let n = |k: &str| q.get(k).and_then(|v| v.parse::<u64>().ok());
+            Some((n("released")?, n("failed")?, n("matched")?, n("expected")))
+        })
+    });
+    let list = Resource::new(
+        move || filters.get(),
+        |f| list_quarantine(opt(&f.tenant), opt(&f.endpoint), opt(&f.reason), opt(&f.status), opt(&f.age)),
+    );
+    let tenants = Resource::new(|| (), |_| list_tenants());
+    view! {
+        <Layout
+            title="Quarantine"
+            render=move |me| view! {
+                <p class="lede">"Events that were authenticated and claimed but could not apply. Provider retries of them are acknowledged as duplicates; nothing happens until someone releases or discards them here."</p>
+                {move || bulk.get().map(|(released, failed, matched, expected)| view! {
+                    <Notice>
+                        "Bulk release: " <strong>{released}</strong> " of " {matched} " released"
+                        {(failed > 0).then(|| format!(", {failed} still cannot apply and stay open"))}
+                        {expected.filter(|e| *e != matched).map(|e| format!(" (the preview showed {e}; events arrived or were resolved meanwhile)"))}
+                        "."
+                    </Notice>
+                })}
+                <ReturnedError/>
+                <Suspense>
+                    {move || {
+                        let current = filters.get();
+                        Suspend::new(async move {
+                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.slug).collect()).unwrap_or_default();
+                            view! { <FilterForm filters=current tenants/> }
+                        })
+                    }}
+                </Suspense>
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match list.await {
+                                    Ok(l) => view! { <Listing list=l filters=filters.get_untracked() me/> }.into_any(),
+                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Transition>
+            }
+        />
+    }
+}
+
+#[component]
+fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
+    let ages = [("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
+    let statuses = [("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
+    let (tenant, age, status) = (filters.tenant.clone(), filters.age.clone(), filters.status.clone());
+    view! {
+        <form method="get" action="/quarantine" class="filters card">
+            <label class="field">
+                <span>"Tenant"</span>
+                <select name="tenant">
+                    <option value="">"All tenants"</option>
+                    {tenants.into_iter().map(|t| {
+                        let selected = t == tenant;
+                        let label = t.clone();
+                        view! { <option value=t selected=selected>{label}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            <label class="field">
+                <span>"Endpoint"</span>
+                <input type="text" name="endpoint" value=filters.endpoint.clone() placeholder="needs a tenant"/>
+            </label>
+            <label class="field">
+                <span>"Reason"</span>
+                <input type="text" name="reason" value=filters.reason.clone() placeholder="e.g. reminder_not_found"/>
+            </label>
+            <label class="field">
+                <span>"Status"</span>
+                <select name="status">
+                    {statuses.into_iter().map(|(v, label)| view! { <option value=v selected=v == status>{label}</option> }).collect_view()}
+                </select>
+            </label>
+            <label class="field">
+                <span>"Age"</span>
+                <select name="age">
+                    {ages.into_iter().map(|(v, label)| view! { <option value=v selected=v == age>{label}</option> }).collect_view()}
+                </select>
+            </label>
+            <div class="filter-actions">
+                <button type="submit" class="button primary">"Filter"</button>
+                <a class="button secondary" href="/quarantine">"Clear"</a>
+            </div>
+        </form>
+    }
+}
+
+#[component]
+fn Listing(list: QuarantineListDto, filters: Filters, me: Me) -> impl IntoView {
+    let open_view = filters.status.is_empty() || filters.status == "open";
+    let counts = (!list.by_reason.is_empty()).then(|| {
+        let all = list.by_reason.iter().map(|(_, n)| n).sum::<u64>();
+        let f = filters.clone();
+        view! {
+            <nav class="reason-counts" aria-label="By reason">
+                <a href=f.href("") class:current=f.reason.is_empty()>"All reasons " <span class="count">{all}</span></a>
+                {list.by_reason.iter().map(|(reason, n)| view! {
+                    <a href=f.href(reason) class:current=f.reason == *reason>{reason_label(reason)} " " <span class="count">{*n}</span></a>
+                }).collect_view()}
+            </nav>
+        }
+    });
+    let shown = list.items.len() as u64;
+    let more = (list.total > shown).then(|| view! { <p class="hint">"Showing the newest " {shown} " of " {list.total} ". Narrow the filters to see the rest."</p> });
+    let table = if list.items.is_empty() {
+        let msg = if open_view { "Nothing is waiting in quarantine for these filters." } else { "No events match these filters." };
+        view! {
+            <div class="empty">
+                <p class="empty-title">{if open_view { "Quarantine is empty" } else { "No events" }}</p>
+                <p>{msg}</p>
+            </div>
+        }
+        .into_any()
+    } else {
+        view! {
+            <div class="table-wrap">
+                <table>
+                    <thead>
+                        <tr>
+                            <th>"Quarantined"</th>
+                            <th>"Tenant / endpoint"</th>
+                            <th>"Event"</th>
+                            <th>"Reason"</th>
+                            <th>"Status"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {list.items.into_iter().map(|q| view! { <Row q/> }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        }
+        .into_any()
+    };
+    let bulk = (me.can_triage() && open_view && list.total > 0).then(|| view! { <BulkRelease filters=filters.clone() total=list.total/> });
+    view! {
+        {counts}
+        {table}
+        {more}
+        {bulk}
+    }
+}
+
+#[component]
+fn Row(q: QuarantineDto) -> impl IntoView {
+    let href = format!("/quarantine/{}", q.id);
+    view! {
+        <tr>
+            <td class="nowrap"><a href=href>{when(&q.quarantined_at)}</a></td>
+            <td><code>{q.tenant}</code> " / " <code>{q.endpoint}</code></td>
+            <td>
+                <code class="wrap">{q.event_id}</code>
+                <br/>
+                <span class="muted">{q.event_type.unwrap_or_else(|| "no type (malformed)".to_owned())}</span>
+            </td>
+            <td>
+                <span class="badge badge-reason">{reason_label(&q.reason)}</span>
+                {q.last_release_error.map(|e| view! { <br/><small class="muted">"last release: " {reason_label(&e)}</small> })}
+            </td>
+            <td><span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span></td>
+        </tr>
+    }
+}
+
+#[component]
+fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
+    let action = ServerAction::<ReleaseMatching>::new();
+    let capped = total.min(500);
+    view! {
+        <section class="card">
+            <h2>"Release everything matching"</h2>
+            <p>
+                <strong>{total}</strong>
+                " open event(s) match these filters"
+                {(total > capped).then(|| format!("; one release handles the oldest {capped}"))}
+                ". Each is re-run against the current state in its own transaction; any that still cannot apply stay open with the new error."
+            </p>
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="tenant" value=filters.tenant/>
+                <input type="hidden" name="endpoint" value=filters.endpoint/>
+                <input type="hidden" name="reason_filter" value=filters.reason/>
+                <input type="hidden" name="age" value=filters.age/>
+                <input type="hidden" name="expected" value=capped.to_string()/>
+                <label class="field">
+                    <span>"Reason"</span>
+                    <input type="text" name="reason" required placeholder="e.g. missing reminders backfilled by the clinic"/>
+                    <small class="hint">"Recorded on each event and in the audit log."</small>
+                </label>
+                <div class="actions">
+                    <Submit action label="Release matching events" kind="primary"/>
+                </div>
+            </ActionForm>
+        </section>
+    }
+}

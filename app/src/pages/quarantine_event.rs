@@ -1,0 +1,174 @@
+//! `/quarantine/:id`: one quarantined event. Metadata for everyone who may
+//! see the tenant; the decrypted (redacted) body only on an explicit click
+//! by on-call or an admin, and every such view is audited.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+use super::quarantine::reason_label;
+use crate::{
+    api::operations::{quarantine_detail, reveal_quarantine_body, DiscardQuarantine, ReleaseQuarantine},
+    components::{format::when, ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit},
+    dto::{Me, QuarantineDto},
+};
+
+#[component]
+pub fn QuarantineEventPage() -> impl IntoView {
+    let params = use_params_map();
+    let query = use_query_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let refresh = Refresh::provide();
+    let entry = Resource::new(move || (id(), refresh.get()), |(id, _)| quarantine_detail(id));
+    view! {
+        <Layout
+            title=""
+            render=move |me| view! {
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            let done = query.read().get("done");
+                            let show_body = query.read().get("body").is_some_and(|b| b == "show");
+                            Suspend::new(async move {
+                                match entry.await {
+                                    Ok(q) => view! { <Detail q me done show_body/> }.into_any(),
+                                    Err(error) => view! { <h1>"Quarantined event"</h1><LoadError error what="quarantined event" name=id()/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Transition>
+            }
+        />
+    }
+}
+
+#[component]
+fn Detail(q: QuarantineDto, me: Me, done: Option<String>, show_body: bool) -> impl IntoView {
+    let open = q.status == "open";
+    let can_triage = me.can_triage();
+    let self_href = format!("/quarantine/{}", q.id);
+    let done_notice = done.map(|d| {
+        let text = if d == "released" { "Released: the event applied and is now recorded as applied." } else { "Discarded: the event stays claimed (provider retries remain duplicates) and will not apply." };
+        view! { <Notice>{text}</Notice> }
+    });
+    let resolution = (!open).then(|| view! {
+        <div><dt>"Resolved"</dt><dd>{q.resolved_at.as_deref().map(when).unwrap_or_default()} " by " <strong>{q.resolved_by.clone().unwrap_or_default()}</strong></dd></div>
+        <div><dt>"Why"</dt><dd>{q.resolution_note.clone().unwrap_or_default()}</dd></div>
+    });
+    let body = if !q.body_stored {
+        view! { <p class="hint">"The body is no longer stored (body retention)."</p> }.into_any()
+    } else if !can_triage {
+        view! { <p class="hint">"Only on-call engineers and administrators can view event bodies."</p> }.into_any()
+    } else if show_body {
+        view! { <RevealedBody id=q.id.clone() hide=self_href.clone()/> }.into_any()
+    } else {
+        view! {
+            <p>"The body may contain patient data. Viewing it is recorded in the audit log under your name; configured fields are redacted."</p>
+            <a class="button secondary" href=format!("{self_href}?body=show")>"Show body"</a>
+        }
+        .into_any()
+    };
+    view! {
+        <p class="crumbs"><a href="/quarantine">"Quarantine"</a> " / " <code>{q.event_id.clone()}</code></p>
+        <div class="page-head">
+            <div>
+                <h1>"Quarantined event " <span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span></h1>
+                <p class="muted"><code>{q.tenant.clone()}</code> " / " <code>{q.endpoint.clone()}</code> " · " {when(&q.quarantined_at)}</p>
+            </div>
+        </div>
+        {done_notice}
+        <ReturnedError/>
+        {q.last_release_error.clone().filter(|_| open).map(|e| view! {
+            <p class="warning" role="alert">"The last release attempt failed: " <strong>{reason_label(&e)}</strong> ". Fix the cause, then release again."</p>
+        })}
+        <div class="two-col">
+            <section class="card">
+                <h2>"Event"</h2>
+                <dl class="facts">
+                    <div><dt>"Reason"</dt><dd><span class="badge badge-reason">{reason_label(&q.reason)}</span></dd></div>
+                    <div><dt>"Event id"</dt><dd><code class="wrap">{q.event_id.clone()}</code></dd></div>
+                    <div><dt>"Type"</dt><dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd></div>
+                    <div><dt>"Verified with key"</dt><dd><code>{q.key_id.clone().unwrap_or_default()}</code></dd></div>
+                    <div><dt>"Body SHA-256"</dt><dd><code class="wrap">{q.body_sha256.clone().unwrap_or_default()}</code></dd></div>
+                    {resolution}
+                </dl>
+            </section>
+            <section class="card">
+                <h2>"Body"</h2>
+                {body}
+            </section>
+        </div>
+        {(open && can_triage).then(|| view! { <Triage id=q.id.clone()/> })}
+    }
+}
+
+#[component]
+fn RevealedBody(id: String, hide: String) -> impl IntoView {
+    let body = Resource::new(move || id.clone(), reveal_quarantine_body);
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Decrypting…"</p> }>
+            {
+                let hide = hide.clone();
+                move || {
+                    let hide = hide.clone();
+                    Suspend::new(async move {
+                        match body.await {
+                            Ok(b) => view! {
+                                {if b.json {
+                                    view! { <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p> }.into_any()
+                                } else {
+                                    view! { <p class="warning">"The body is not JSON, so no field could be redacted."</p> }.into_any()
+                                }}
+                                <pre class="body" data-testid="event-body">{b.text}</pre>
+                                <a class="button secondary" href=hide>"Hide body"</a>
+                            }
+                            .into_any(),
+                            Err(error) => view! { <FormError error/> }.into_any(),
+                        }
+                    })
+                }
+            }
+        </Suspense>
+    }
+}
+
+#[component]
+fn Triage(id: String) -> impl IntoView {
+    let release = ServerAction::<ReleaseQuarantine>::new();
+    let discard = ServerAction::<DiscardQuarantine>::new();
+    Refresh::after(release);
+    Refresh::after(discard);
+    let discard_id = id.clone();
+    view! {
+        <div class="two-col">
+            <section class="card">
+                <h2>"Release"</h2>
+                <p>"Re-runs the handler against the current state, in one transaction. If it applies, the event becomes applied; if not, it stays here with the new error."</p>
+                <ActionError action=release/>
+                <ActionForm action=release>
+                    <input type="hidden" name="id" value=id.clone()/>
+                    <label class="field">
+                        <span>"Reason"</span>
+                        <input type="text" name="reason" required placeholder="e.g. reminder now exists"/>
+                    </label>
+                    <div class="actions"><Submit action=release label="Release event"/></div>
+                </ActionForm>
+            </section>
+            <section class="card">
+                <h2>"Discard"</h2>
+                <p>"Gives up on the event. It stays claimed, so provider retries are still acknowledged as duplicates and never apply."</p>
+                <ActionError action=discard/>
+                <ActionForm action=discard>
+                    <input type="hidden" name="id" value=discard_id/>
+                    <label class="field">
+                        <span>"Reason"</span>
+                        <input type="text" name="reason" required placeholder="e.g. test event from the provider's dashboard"/>
+                    </label>
+                    <div class="actions"><Submit action=discard label="Discard event" kind="danger"/></div>
+                </ActionForm>
+            </section>
+        </div>
+    }
+}

@@ -1,0 +1,132 @@
+//! The retry-policy panel of a tenant page and the administrators' cohort
+//! switch on the tenants page (seed 000: roll the boundary out first, then
+//! enable retries for a small cohort, with a rollback switch).
+
+use leptos::prelude::*;
+
+use crate::{
+    api::operations::{retry_policy, RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort},
+    components::{format::when, ActionError, FormError, Refresh, Submit},
+    dto::RetryPolicyDto,
+};
+
+fn meaning(policy: &str) -> &'static str {
+    if policy == "disabled" {
+        "A transient database failure that outlasts Signet's own retries quarantines the event (202): the provider is not asked to retry."
+    } else {
+        "A transient database failure that outlasts Signet's own retries answers 503 with Retry-After: the provider retries later."
+    }
+}
+
+#[component]
+pub fn RetryPolicyCard(tenant: String, is_admin: bool) -> impl IntoView {
+    let refresh = Refresh::provide();
+    let t = tenant.clone();
+    let policy = Resource::new(move || (t.clone(), refresh.get()), |(t, _)| retry_policy(t));
+    view! {
+        <section class="card" id="retry-policy">
+            <h2>"Retry policy"</h2>
+            <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match policy.await {
+                        Ok(p) => view! { <PolicyPanel p is_admin/> }.into_any(),
+                        Err(error) => view! { <FormError error/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
+    }
+}
+
+#[component]
+fn PolicyPanel(p: RetryPolicyDto, is_admin: bool) -> impl IntoView {
+    let set = ServerAction::<SetRetryPolicy>::new();
+    let rollback = ServerAction::<RollbackRetryPolicy>::new();
+    Refresh::after(set);
+    Refresh::after(rollback);
+    let other = if p.policy == "enabled" { "disabled" } else { "enabled" };
+    let previous = p.history.get(1).map(|v| (v.version, v.policy.clone()));
+    let tenant = p.tenant.clone();
+    let forms = is_admin.then(|| {
+        let rollback_form = previous.clone().map(|(version, policy)| {
+            let tenant = tenant.clone();
+            view! {
+                <ActionForm action=rollback attr:class="inline-form">
+                    <input type="hidden" name="tenant" value=tenant/>
+                    <input type="text" name="reason" required placeholder="why roll back" aria-label="Rollback reason"/>
+                    <Submit action=rollback label="Roll back" kind="secondary"/>
+                    <small class="hint">"Restores v" {version} " (" {policy} ")."</small>
+                </ActionForm>
+            }
+        });
+        view! {
+            <ActionError action=set/>
+            <ActionError action=rollback/>
+            <ActionForm action=set attr:class="inline-form">
+                <input type="hidden" name="tenant" value=tenant.clone()/>
+                <input type="hidden" name="policy" value=other/>
+                <input type="text" name="reason" required placeholder="why" aria-label="Reason for the change"/>
+                <Submit action=set label=if other == "enabled" { "Enable retries" } else { "Disable retries" } kind="primary"/>
+            </ActionForm>
+            {rollback_form}
+        }
+    });
+    let versions = p.history.len();
+    view! {
+        <p>
+            <span class=format!("badge badge-{}", p.policy)>"retries " {p.policy.clone()}</span>
+            " " <span class="muted">"version " {p.version}</span>
+        </p>
+        <p class="hint">{meaning(&p.policy)}</p>
+        {forms}
+        <details open=versions <= 5>
+            <summary>"History (" {versions} " versions)"</summary>
+            <table class="compact">
+                <thead><tr><th class="num">"v"</th><th>"Policy"</th><th>"When"</th><th>"Who"</th><th>"Why"</th></tr></thead>
+                <tbody>
+                    {p.history.into_iter().map(|v| view! {
+                        <tr>
+                            <td class="num">{v.version}</td>
+                            <td>{v.policy}</td>
+                            <td class="nowrap">{when(&v.created_at)}</td>
+                            <td>{v.actor}</td>
+                            <td>{v.reason}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </details>
+    }
+}
+
+/// Moves several tenants at once, in one transaction.
+#[component]
+pub fn CohortForm() -> impl IntoView {
+    let action = ServerAction::<SetRetryPolicyCohort>::new();
+    view! {
+        <section class="card">
+            <h2>"Retry policy for a cohort"</h2>
+            <p class="hint">"Move several tenants together (all or none), e.g. enable retries for a small cohort first. Each tenant gets a new version you can roll back on its page."</p>
+            <ActionError action/>
+            <ActionForm action>
+                <label class="field">
+                    <span>"Tenants"</span>
+                    <input type="text" name="tenants" required placeholder="clinic-a, clinic-b"/>
+                    <small class="hint">"Tenant slugs, separated by commas."</small>
+                </label>
+                <label class="field">
+                    <span>"Policy"</span>
+                    <select name="policy">
+                        <option value="enabled">"enabled (transient failure → 503, provider retries)"</option>
+                        <option value="disabled">"disabled (transient failure → quarantine)"</option>
+                    </select>
+                </label>
+                <label class="field">
+                    <span>"Reason"</span>
+                    <input type="text" name="reason" required placeholder="e.g. cohort 1 of the retries rollout"/>
+                </label>
+                <div class="actions"><Submit action label="Apply to cohort"/></div>
+            </ActionForm>
+        </section>
+    }
+}

@@ -1,0 +1,450 @@
+//! Quarantine triage: list, inspect, release, discard.
+//!
+//! A quarantined event is authenticated and claimed (its retries are
+//! duplicates) but had no effect. Release re-runs the handler against the
+//! current state in one transaction whose first statement moves the entry
+//! from `open` to `released`: a second, concurrent release waits on that row
+//! and then matches nothing, so the effect happens exactly once. If the
+//! handler still cannot apply, the transaction rolls back and the entry stays
+//! open with the new error recorded.
+
+use std::collections::HashMap;
+
+use sea_orm::{
+    sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{redact::Redaction, require_reason};
+use crate::{
+    audit::{self, Change},
+    auth::{Actor, Permission, Principal, Scope},
+    clock,
+    crypto::Aad,
+    db,
+    entity::{endpoint, inbox_claim, quarantine_entry as entry, tenant},
+    error::{DomainError, DomainResult},
+    receiver::{
+        effects::{self, EffectError, Target},
+        envelope,
+    },
+    registry::tenants,
+    vault::Vault,
+};
+
+pub const OPEN: &str = "open";
+pub const RELEASED: &str = "released";
+pub const DISCARDED: &str = "discarded";
+
+/// At most this many entries in one listing or one bulk release.
+pub const MAX_BATCH: u64 = 500;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
+pub struct QuarantineFilter {
+    /// Tenant slug.
+    pub tenant: Option<String>,
+    /// Endpoint slug (needs `tenant`).
+    pub endpoint: Option<String>,
+    pub reason: Option<String>,
+    /// `open` (default), `released`, `discarded` or `all`.
+    pub status: Option<String>,
+    /// Only entries quarantined within the last `1h`, `24h` or `7d`.
+    pub age: Option<String>,
+    /// 1–500, default 100.
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuarantineView {
+    pub id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub reason: String,
+    /// `open`, `released` or `discarded`.
+    pub status: String,
+    pub quarantined_at: String,
+    pub key_id: Option<String>,
+    pub body_sha256: Option<String>,
+    /// False once body retention has purged it.
+    pub body_stored: bool,
+    pub resolved_at: Option<String>,
+    pub resolved_by: Option<String>,
+    pub resolution_note: Option<String>,
+    pub last_release_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReasonCount {
+    pub reason: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuarantineList {
+    /// Entries matching the whole filter (the listing shows at most `limit`).
+    pub total: u64,
+    /// Matching entries by reason, ignoring the reason filter.
+    pub by_reason: Vec<ReasonCount>,
+    pub items: Vec<QuarantineView>,
+}
+
+/// A decrypted body, redacted for display.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RevealedBody {
+    /// Whether the body parsed as JSON (only then are fields redacted).
+    pub json: bool,
+    pub text: String,
+    pub redacted_fields: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkOutcome {
+    pub matched: u64,
+    pub released: u64,
+    /// Entries that still could not apply, and why.
+    pub failed: Vec<BulkFailure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkFailure {
+    pub id: String,
+    pub error: String,
+}
+
+fn age_ms(age: &str) -> DomainResult<i64> {
+    match age {
+        "1h" => Ok(3_600_000),
+        "24h" => Ok(86_400_000),
+        "7d" => Ok(7 * 86_400_000),
+        other => Err(DomainError::invalid("invalid_age", format!("age must be 1h, 24h or 7d, got {other:?}"))),
+    }
+}
+
+fn nonempty(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The filter as a condition, after authorizing the caller to read what it
+/// covers. `with_reason: false` leaves the reason out (for the counts).
+async fn condition(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter, with_reason: bool) -> DomainResult<Condition> {
+    let mut c = Condition::all();
+    match nonempty(&f.tenant) {
+        Some(slug) => {
+            let t = tenants::find(db, principal, slug).await?;
+            principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
+            c = c.add(entry::Column::TenantId.eq(&t.id));
+            if let Some(ep) = nonempty(&f.endpoint) {
+                let e = endpoint::Entity::find()
+                    .filter(endpoint::Column::TenantId.eq(&t.id))
+                    .filter(endpoint::Column::Slug.eq(ep))
+                    .one(db)
+                    .await?
+                    .ok_or(DomainError::NotFound)?;
+                c = c.add(entry::Column::EndpointId.eq(e.id));
+            }
+        }
+        None if nonempty(&f.endpoint).is_some() => {
+            return Err(DomainError::invalid("tenant_required", "filtering by endpoint needs a tenant"));
+        }
+        None => match principal.tenant_filter() {
+            Some(own) => {
+                principal.authorize(Permission::ReadEvents, Scope::Tenant(own))?;
+                c = c.add(entry::Column::TenantId.eq(own));
+            }
+            None => {
+                principal.authorize(Permission::ReadEvents, Scope::Global)?;
+            }
+        },
+    }
+    match nonempty(&f.status).unwrap_or(OPEN) {
+        "all" => {}
+        s @ (OPEN | RELEASED | DISCARDED) => c = c.add(entry::Column::Status.eq(s)),
+        other => return Err(DomainError::invalid("invalid_status", format!("status must be open, released, discarded or all, got {other:?}"))),
+    }
+    if let Some(age) = nonempty(&f.age) {
+        c = c.add(entry::Column::CreatedAt.gte(clock::now_ms() - age_ms(age)?));
+    }
+    if with_reason {
+        if let Some(r) = nonempty(&f.reason) {
+            c = c.add(entry::Column::Reason.eq(r));
+        }
+    }
+    Ok(c)
+}
+
+pub async fn list(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<QuarantineList> {
+    let limit = f.limit.unwrap_or(100).clamp(1, MAX_BATCH);
+    let cond = condition(db, principal, f, true).await?;
+    let total = entry::Entity::find().filter(cond.clone()).count(db).await?;
+    let rows = entry::Entity::find().filter(cond).order_by_desc(entry::Column::CreatedAt).limit(limit).all(db).await?;
+    let by_reason: Vec<(String, i64)> = entry::Entity::find()
+        .select_only()
+        .column(entry::Column::Reason)
+        .column_as(entry::Column::Id.count(), "n")
+        .filter(condition(db, principal, f, false).await?)
+        .group_by(entry::Column::Reason)
+        .order_by_asc(entry::Column::Reason)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(QuarantineList {
+        total,
+        by_reason: by_reason.into_iter().map(|(reason, n)| ReasonCount { reason, count: n.max(0) as u64 }).collect(),
+        items: views(db, rows).await?,
+    })
+}
+
+/// Joins slugs and claim metadata onto entries (a handful of queries, not
+/// one per row).
+async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>) -> DomainResult<Vec<QuarantineView>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
+    let slugs: HashMap<String, String> =
+        tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids.clone())).all(conn).await?.into_iter().map(|t| (t.id, t.slug)).collect();
+    let endpoints: HashMap<String, String> =
+        endpoint::Entity::find().filter(endpoint::Column::TenantId.is_in(tenant_ids)).all(conn).await?.into_iter().map(|e| (e.id, e.slug)).collect();
+    let mut any = Condition::any();
+    for r in &rows {
+        any = any.add(
+            Condition::all()
+                .add(inbox_claim::Column::TenantId.eq(&r.tenant_id))
+                .add(inbox_claim::Column::EndpointId.eq(&r.endpoint_id))
+                .add(inbox_claim::Column::EventId.eq(&r.event_id)),
+        );
+    }
+    let claims: HashMap<(String, String, String), inbox_claim::Model> = inbox_claim::Entity::find()
+        .filter(any)
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|c| ((c.tenant_id.clone(), c.endpoint_id.clone(), c.event_id.clone()), c))
+        .collect();
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let claim = claims.get(&(r.tenant_id.clone(), r.endpoint_id.clone(), r.event_id.clone()));
+            QuarantineView {
+                tenant: slugs.get(&r.tenant_id).cloned().unwrap_or_default(),
+                endpoint: endpoints.get(&r.endpoint_id).cloned().unwrap_or_default(),
+                event_type: claim.and_then(|c| c.event_type.clone()),
+                key_id: claim.map(|c| c.key_id.clone()),
+                body_sha256: claim.map(|c| c.body_digest.clone()),
+                body_stored: claim.is_some_and(|c| c.body_ciphertext.is_some()),
+                quarantined_at: clock::rfc3339(r.created_at),
+                resolved_at: clock::rfc3339_opt(r.resolved_at),
+                id: r.id,
+                event_id: r.event_id,
+                reason: r.reason,
+                status: r.status,
+                resolved_by: r.resolved_by,
+                resolution_note: r.resolution_note,
+                last_release_error: r.last_release_error,
+            }
+        })
+        .collect())
+}
+
+/// The entry, if the caller may see its tenant (else not found).
+async fn find<C: ConnectionTrait>(conn: &C, principal: &Principal, id: &str) -> DomainResult<entry::Model> {
+    let e = entry::Entity::find_by_id(id.to_owned()).one(conn).await?.ok_or(DomainError::NotFound)?;
+    if !principal.can_see_tenant(&e.tenant_id) {
+        return Err(DomainError::NotFound);
+    }
+    Ok(e)
+}
+
+async fn view_of<C: ConnectionTrait>(conn: &C, e: entry::Model) -> DomainResult<QuarantineView> {
+    Ok(views(conn, vec![e]).await?.remove(0))
+}
+
+pub async fn get(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<QuarantineView> {
+    let e = find(db, principal, id).await?;
+    principal.authorize(Permission::ReadEvents, Scope::Tenant(&e.tenant_id))?;
+    view_of(db, e).await
+}
+
+async fn claim_of<C: ConnectionTrait>(conn: &C, e: &entry::Model) -> DomainResult<inbox_claim::Model> {
+    inbox_claim::Entity::find_by_id((e.tenant_id.clone(), e.endpoint_id.clone(), e.event_id.clone()))
+        .one(conn)
+        .await?
+        .ok_or_else(|| DomainError::conflict("claim_missing", "the event's claim is no longer stored"))
+}
+
+async fn open_body(db: &DatabaseConnection, vault: &Vault, claim: &inbox_claim::Model) -> DomainResult<zeroize::Zeroizing<Vec<u8>>> {
+    let sealed = claim
+        .body_ciphertext
+        .as_deref()
+        .ok_or_else(|| DomainError::conflict("body_purged", "the event's body has been purged by body retention"))?;
+    vault.open(db, &Aad::event_body(&claim.tenant_id, &claim.endpoint_id, &claim.event_id), sealed).await
+}
+
+fn audit_change<'a>(action: &'a str, e: &'a entry::Model, after: serde_json::Value) -> Change<'a> {
+    Change {
+        action,
+        target_kind: "quarantine",
+        target_id: &e.id,
+        tenant_id: Some(&e.tenant_id),
+        before: Some(json!({"status": e.status, "reason": e.reason, "event_id": e.event_id})),
+        after: Some(after),
+    }
+}
+
+/// Decrypts the body for an on-call engineer or admin, redacted, and
+/// records that it was seen.
+pub async fn reveal_body(db: &DatabaseConnection, vault: &Vault, principal: &Principal, id: &str, redaction: &Redaction) -> DomainResult<RevealedBody> {
+    let e = find(db, principal, id).await?;
+    let auth = principal.authorize(Permission::RevealBodies, Scope::Tenant(&e.tenant_id))?;
+    let claim = claim_of(db, &e).await?;
+    let body = open_body(db, vault, &claim).await?;
+    let txn = db::begin_write(db).await?;
+    audit::record(&txn, auth.actor(), audit_change("quarantine.reveal_body", &e, json!({"redacted_fields": redaction.fields()}))).await?;
+    txn.commit().await?;
+    Ok(match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(mut v) => {
+            redaction.apply(&mut v);
+            RevealedBody { json: true, text: serde_json::to_string_pretty(&v).unwrap_or_default(), redacted_fields: redaction.fields().to_vec() }
+        }
+        Err(_) => RevealedBody { json: false, text: String::from_utf8_lossy(&body).into_owned(), redacted_fields: Vec::new() },
+    })
+}
+
+fn already_resolved(e: &entry::Model) -> DomainError {
+    DomainError::conflict(
+        "already_resolved",
+        format!(
+            "this event was already {} by {} at {}",
+            e.status,
+            e.resolved_by.as_deref().unwrap_or("someone"),
+            clock::rfc3339_opt(e.resolved_at).unwrap_or_default()
+        ),
+    )
+}
+
+/// Moves an open entry to `status` inside `conn`; false when it was not open
+/// (another triage won).
+async fn resolve<C: ConnectionTrait>(conn: &C, id: &str, status: &str, actor: &Actor, note: &str) -> DomainResult<bool> {
+    let res = entry::Entity::update_many()
+        .col_expr(entry::Column::Status, Expr::value(status))
+        .col_expr(entry::Column::ResolvedAt, Expr::value(clock::now_ms()))
+        .col_expr(entry::Column::ResolvedBy, Expr::value(actor.name()))
+        .col_expr(entry::Column::ResolutionNote, Expr::value(note))
+        .filter(entry::Column::Id.eq(id))
+        .filter(entry::Column::Status.eq(OPEN))
+        .exec(conn)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+/// Re-runs the handler; on success the event is applied, exactly once.
+pub async fn release(db: &DatabaseConnection, vault: &Vault, principal: &Principal, id: &str, reason: &str) -> DomainResult<QuarantineView> {
+    let reason = require_reason(reason)?;
+    let e = find(db, principal, id).await?;
+    let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&e.tenant_id))?;
+    let txn = db::begin_write(db).await?;
+    if !resolve(&txn, id, RELEASED, auth.actor(), &reason).await? {
+        txn.rollback().await?;
+        return Err(already_resolved(&find(db, principal, id).await?));
+    }
+    let claim = claim_of(&txn, &e).await?;
+    let failure = match open_body(db, vault, &claim).await {
+        Err(err @ DomainError::Conflict { .. }) => {
+            txn.rollback().await?;
+            return Err(err);
+        }
+        Err(err) => return Err(err),
+        Ok(body) => match envelope::parse(&body) {
+            None => "malformed_envelope",
+            Some(env) => {
+                let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
+                match effects::apply(&txn, vault, at, &e.event_id, &env).await {
+                    Ok(()) => {
+                        inbox_claim::Entity::update_many()
+                            .col_expr(inbox_claim::Column::Outcome, Expr::value("applied"))
+                            .filter(inbox_claim::Column::TenantId.eq(&e.tenant_id))
+                            .filter(inbox_claim::Column::EndpointId.eq(&e.endpoint_id))
+                            .filter(inbox_claim::Column::EventId.eq(&e.event_id))
+                            .exec(&txn)
+                            .await?;
+                        audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, json!({"status": RELEASED, "note": reason}))).await?;
+                        txn.commit().await?;
+                        return get(db, principal, id).await;
+                    }
+                    Err(EffectError::Quarantine(why)) => why,
+                    Err(EffectError::Db(err)) => return Err(err.into()),
+                    Err(EffectError::Crypto(err)) => return Err(err.into()),
+                }
+            }
+        },
+    };
+    txn.rollback().await?;
+    record_failed_release(db, &auth, &e, failure, &reason).await?;
+    Err(DomainError::conflict("release_failed", format!("the event still cannot apply ({failure}); it stays in quarantine")))
+}
+
+async fn record_failed_release(db: &DatabaseConnection, auth: &crate::auth::Authorized, e: &entry::Model, failure: &str, note: &str) -> DomainResult<()> {
+    let txn = db::begin_write(db).await?;
+    entry::Entity::update_many()
+        .col_expr(entry::Column::LastReleaseError, Expr::value(failure))
+        .filter(entry::Column::Id.eq(&e.id))
+        .filter(entry::Column::Status.eq(OPEN))
+        .exec(&txn)
+        .await?;
+    audit::record(&txn, auth.actor(), audit_change("quarantine.release_failed", e, json!({"status": OPEN, "error": failure, "note": note}))).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Gives up on the event, with a reason. Its claim stays, so provider
+/// retries remain duplicates.
+pub async fn discard(db: &DatabaseConnection, principal: &Principal, id: &str, reason: &str) -> DomainResult<QuarantineView> {
+    let reason = require_reason(reason)?;
+    let e = find(db, principal, id).await?;
+    let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&e.tenant_id))?;
+    let txn = db::begin_write(db).await?;
+    if !resolve(&txn, id, DISCARDED, auth.actor(), &reason).await? {
+        txn.rollback().await?;
+        return Err(already_resolved(&find(db, principal, id).await?));
+    }
+    audit::record(&txn, auth.actor(), audit_change("quarantine.discard", &e, json!({"status": DISCARDED, "note": reason}))).await?;
+    txn.commit().await?;
+    get(db, principal, id).await
+}
+
+/// Releases every open entry matching `f` (at most [`MAX_BATCH`]), one
+/// transaction each; entries that still fail stay open and are reported.
+pub async fn release_matching(db: &DatabaseConnection, vault: &Vault, principal: &Principal, f: &QuarantineFilter, reason: &str) -> DomainResult<BulkOutcome> {
+    let reason = require_reason(reason)?;
+    let f = QuarantineFilter { status: Some(OPEN.into()), limit: Some(MAX_BATCH), ..f.clone() };
+    let cond = condition(db, principal, &f, true).await?;
+    let ids: Vec<String> = entry::Entity::find()
+        .select_only()
+        .column(entry::Column::Id)
+        .filter(cond)
+        .order_by_asc(entry::Column::CreatedAt)
+        .limit(MAX_BATCH)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut out = BulkOutcome { matched: ids.len() as u64, released: 0, failed: Vec::new() };
+    for id in ids {
+        match release(db, vault, principal, &id, &reason).await {
+            Ok(_) => out.released += 1,
+            Err(e @ (DomainError::Conflict { .. } | DomainError::Invalid { .. })) => out.failed.push(BulkFailure { id, error: e.public_message() }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,199 @@
+//! The per-tenant retry policy (CONTRACT §3, seed 000's rollback switch).
+//!
+//! `enabled`: a transient failure the receiver cannot overcome answers 503
+//! and the provider retries. `disabled`: the event is quarantined (202) so no
+//! provider retry is needed. Every change appends a version recording who,
+//! when and why; rollback appends a version restoring the previous value, so
+//! history is never rewritten. `tenants.retry_policy` mirrors the newest
+//! version for the receiver's endpoint cache (effective within its 5 s TTL).
+
+use sea_orm::{
+    sea_query::Expr, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::require_reason;
+use crate::{
+    audit::{self, Change},
+    auth::{Actor, Authorized, Permission, Principal, Scope},
+    clock, db,
+    entity::{retry_policy_version as version, tenant},
+    error::{DomainError, DomainResult},
+    registry::tenants,
+};
+
+pub const ENABLED: &str = "enabled";
+pub const DISABLED: &str = "disabled";
+
+fn validate(policy: &str) -> DomainResult<&'static str> {
+    match policy.trim() {
+        ENABLED => Ok(ENABLED),
+        DISABLED => Ok(DISABLED),
+        other => Err(DomainError::invalid("invalid_retry_policy", format!("retry policy must be enabled or disabled, got {other:?}"))),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PolicyVersionView {
+    pub version: i32,
+    pub policy: String,
+    pub actor: String,
+    pub reason: String,
+    pub created_at: String,
+}
+
+/// The current policy and its full history, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetryPolicyView {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+    pub history: Vec<PolicyVersionView>,
+}
+
+impl From<version::Model> for PolicyVersionView {
+    fn from(v: version::Model) -> Self {
+        PolicyVersionView { version: v.version, policy: v.policy, actor: v.actor, reason: v.reason, created_at: clock::rfc3339(v.created_at) }
+    }
+}
+
+async fn history<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<Vec<version::Model>> {
+    Ok(version::Entity::find()
+        .filter(version::Column::TenantId.eq(tenant_id))
+        .order_by_desc(version::Column::Version)
+        .all(conn)
+        .await?)
+}
+
+async fn view<C: ConnectionTrait>(conn: &C, t: &tenant::Model) -> DomainResult<RetryPolicyView> {
+    let rows = history(conn, &t.id).await?;
+    Ok(RetryPolicyView {
+        tenant: t.slug.clone(),
+        policy: t.retry_policy.clone(),
+        version: rows.first().map_or(0, |v| v.version),
+        history: rows.into_iter().map(PolicyVersionView::from).collect(),
+    })
+}
+
+pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str) -> DomainResult<RetryPolicyView> {
+    let t = tenants::find(db, principal, tenant_slug).await?;
+    principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
+    view(db, &t).await
+}
+
+/// Records version 1 for a tenant being created (inside its transaction).
+pub(crate) async fn record_initial<C: ConnectionTrait>(conn: &C, actor: &Actor, tenant_id: &str, now: i64) -> DomainResult<()> {
+    version::Entity::insert(version::ActiveModel {
+        tenant_id: Set(tenant_id.to_owned()),
+        version: Set(1),
+        policy: Set(ENABLED.to_owned()),
+        actor: Set(actor.name().to_owned()),
+        reason: Set("initial policy".to_owned()),
+        created_at: Set(now),
+    })
+    .exec_without_returning(conn)
+    .await?;
+    Ok(())
+}
+
+/// Takes the tenant row's write lock (a no-op UPDATE locks on both engines)
+/// so that concurrent changes read the history one after the other.
+async fn lock<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<()> {
+    tenant::Entity::update_many()
+        .col_expr(tenant::Column::RetryPolicy, Expr::col(tenant::Column::RetryPolicy).into())
+        .filter(tenant::Column::Id.eq(tenant_id))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// Appends a version inside `conn`'s transaction. The tenant row is updated
+/// first: that write lock serialises concurrent changes, so the next version
+/// number is read after any other change has committed.
+async fn append<C: ConnectionTrait>(
+    conn: &C,
+    auth: &Authorized,
+    t: &tenant::Model,
+    policy: &str,
+    reason: &str,
+    action: &str,
+) -> DomainResult<()> {
+    auth.ensure(Permission::ManageRetryPolicy, Some(&t.id))?;
+    tenant::Entity::update_many()
+        .col_expr(tenant::Column::RetryPolicy, Expr::value(policy))
+        .filter(tenant::Column::Id.eq(&t.id))
+        .exec(conn)
+        .await?;
+    let rows = history(conn, &t.id).await?;
+    let before = rows.first().map(|v| v.policy.clone());
+    let next = rows.first().map_or(1, |v| v.version + 1);
+    version::Entity::insert(version::ActiveModel {
+        tenant_id: Set(t.id.clone()),
+        version: Set(next),
+        policy: Set(policy.to_owned()),
+        actor: Set(auth.actor().name().to_owned()),
+        reason: Set(reason.to_owned()),
+        created_at: Set(clock::now_ms()),
+    })
+    .exec_without_returning(conn)
+    .await?;
+    audit::record(
+        conn,
+        auth.actor(),
+        Change {
+            action,
+            target_kind: "tenant",
+            target_id: &t.slug,
+            tenant_id: Some(&t.id),
+            before: before.map(|p| json!({"retry_policy": p})),
+            after: Some(json!({"retry_policy": policy, "version": next, "reason": reason})),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets one tenant's policy.
+pub async fn set(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, policy: &str, reason: &str) -> DomainResult<RetryPolicyView> {
+    set_cohort(db, principal, &[tenant_slug.to_owned()], policy, reason).await?;
+    get(db, principal, tenant_slug).await
+}
+
+/// Moves several tenants to `policy` in one transaction: all or none.
+/// Returns how many tenants changed (a tenant already on `policy` still gets
+/// a version, so the decision is on record).
+pub async fn set_cohort(db: &DatabaseConnection, principal: &Principal, tenant_slugs: &[String], policy: &str, reason: &str) -> DomainResult<usize> {
+    let policy = validate(policy)?;
+    let reason = require_reason(reason)?;
+    if tenant_slugs.is_empty() {
+        return Err(DomainError::invalid("no_tenants", "choose at least one tenant"));
+    }
+    let txn = db::begin_write(db).await?;
+    for slug in tenant_slugs {
+        let t = tenants::find(&txn, principal, slug).await?;
+        let auth = principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;
+        append(&txn, &auth, &t, policy, &reason, "retry_policy.set").await?;
+    }
+    txn.commit().await?;
+    Ok(tenant_slugs.len())
+}
+
+/// Restores the value of the version before the newest one.
+pub async fn rollback(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, reason: &str) -> DomainResult<RetryPolicyView> {
+    let reason = require_reason(reason)?;
+    let txn = db::begin_write(db).await?;
+    let t = tenants::find(&txn, principal, tenant_slug).await?;
+    let auth = principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;
+    lock(&txn, &t.id).await?;
+    let rows = history(&txn, &t.id).await?;
+    let Some(previous) = rows.get(1) else {
+        return Err(DomainError::conflict("nothing_to_roll_back", "this tenant's retry policy has only one version"));
+    };
+    let note = format!("rollback to v{}: {reason}", previous.version);
+    append(&txn, &auth, &t, &previous.policy.clone(), &note, "retry_policy.rollback").await?;
+    txn.commit().await?;
+    get(db, principal, tenant_slug).await
+}

@@ -1,0 +1,225 @@
+//! Quarantine triage and the retry policy, on both engines: release is
+//! exactly once under concurrent clicks, failures stay open, bodies are
+//! revealed only to triage roles (audited, redacted), and policy changes are
+//! versioned and roll back.
+
+use std::sync::Arc;
+
+use domain::{
+    auth::Role,
+    entity::{audit_entry, inbox_claim, outbox_intent, tenant},
+    ops::{
+        quarantine::{self, QuarantineFilter},
+        redact::{Redaction, MASK},
+        retry_policy,
+    },
+    receiver::{ClaimOutcome, Outcome},
+    registry::Scheme,
+    DomainError,
+};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::json;
+
+use crate::{
+    db_test,
+    fixtures::*,
+    receiver::{created, deliver, now_s, setup, signed, Setup},
+    support::TestDb,
+};
+
+fn oncall() -> domain::auth::Principal {
+    user(Role::Oncall, None)
+}
+
+fn scheduled(id: &str) -> Vec<u8> {
+    json!({"type": "reminder.scheduled", "data": {"reminder_id": id, "phone": "+41 79 555 01 23"}}).to_string().into_bytes()
+}
+
+async fn send(s: &Setup, body: &[u8], msg: &str) -> Outcome {
+    deliver(s, &signed(s, Scheme::StandardWebhooks, body, now_s(), msg), body).await
+}
+
+/// A provider retry: the same event re-signed with a later timestamp.
+async fn resend(s: &Setup, body: &[u8], msg: &str) -> Outcome {
+    deliver(s, &signed(s, Scheme::StandardWebhooks, body, now_s() + 1, msg), body).await
+}
+
+/// The id of the only quarantine entry for `event_id`.
+async fn entry_id(t: &TestDb, event_id: &str) -> String {
+    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() }).await.unwrap();
+    l.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
+}
+
+async fn audit_count(t: &TestDb, action: &str) -> u64 {
+    audit_entry::Entity::find().filter(audit_entry::Column::Action.eq(action)).count(&t.db).await.unwrap()
+}
+
+db_test!(release_applies_exactly_once_under_concurrent_clicks, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let out = send(&s, &scheduled("r-1"), "msg_sched").await;
+    assert_eq!(out, Outcome::Quarantined { event_id: "msg_sched".into(), reason: "reminder_not_found".into() });
+    let id = entry_id(t, "msg_sched").await;
+
+    // Releasing before the cause is fixed changes nothing but the error note.
+    let early = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try").await;
+    assert!(matches!(early, Err(DomainError::Conflict { code: "release_failed", .. })), "{early:?}");
+    let q = quarantine::get(&t.db, &oncall(), &id).await.unwrap();
+    assert_eq!((q.status.as_str(), q.last_release_error.as_deref()), ("open", Some("reminder_not_found")));
+    assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 0);
+    assert_eq!(audit_count(t, "quarantine.release_failed").await, 1);
+
+    // The missing reminder arrives through a webhook, then several engineers
+    // click release at once.
+    assert!(matches!(send(&s, &created("r-1"), "msg_created").await, Outcome::Applied { .. }));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (db, vault, id) = (t.db.clone(), t.vault.clone(), id.clone());
+        tasks.push(tokio::spawn(async move { quarantine::release(&db, &vault, &oncall(), &id, &format!("click {i}")).await }));
+    }
+    let mut released = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(v) => {
+                released += 1;
+                assert_eq!(v.status, "released");
+            }
+            Err(DomainError::Conflict { code: "already_resolved", .. }) => {}
+            Err(e) => panic!("unexpected: {e:?}"),
+        }
+    }
+    assert_eq!(released, 1, "exactly one release wins");
+    // One effect: the reminder notice intent exists once; the claim is applied.
+    assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 1);
+    let claim = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_sched")).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(claim.outcome, "applied");
+    assert_eq!(audit_count(t, "quarantine.release").await, 1);
+    let q = quarantine::get(&t.db, &admin(), &id).await.unwrap();
+    assert_eq!(q.resolved_by.as_deref(), Some("oncall-user"));
+    assert!(q.resolution_note.unwrap().starts_with("click "));
+    // A provider retry is still a duplicate, now of an applied event.
+    let again = resend(&s, &scheduled("r-1"), "msg_sched").await;
+    assert_eq!(again, Outcome::Duplicate { event_id: "msg_sched".into(), original: ClaimOutcome::Applied });
+});
+
+db_test!(discard_needs_a_reason_and_keeps_the_claim, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    send(&s, &scheduled("r-9"), "msg_9").await;
+    let id = entry_id(t, "msg_9").await;
+    let blank = quarantine::discard(&t.db, &oncall(), &id, "  ").await;
+    assert!(matches!(blank, Err(DomainError::Invalid { code: "reason_required", .. })), "{blank:?}");
+    // Roles without triage rights cannot act, whatever they can read.
+    assert!(matches!(quarantine::discard(&t.db, &reviewer(), &id, "no").await, Err(DomainError::Forbidden)));
+    let v = quarantine::discard(&t.db, &oncall(), &id, "test event").await.unwrap();
+    assert_eq!((v.status.as_str(), v.resolution_note.as_deref()), ("discarded", Some("test event")));
+    let late = quarantine::release(&t.db, &t.vault, &oncall(), &id, "oops").await;
+    assert!(matches!(late, Err(DomainError::Conflict { code: "already_resolved", .. })), "{late:?}");
+    let again = resend(&s, &scheduled("r-9"), "msg_9").await;
+    assert_eq!(again, Outcome::Duplicate { event_id: "msg_9".into(), original: ClaimOutcome::Quarantined });
+    assert_eq!(audit_count(t, "quarantine.discard").await, 1);
+});
+
+db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    tenant(t, "clinic-b").await;
+    let b = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-b")).one(&t.db).await.unwrap().unwrap();
+    send(&s, &scheduled("r-1"), "m1").await;
+    send(&s, &scheduled("r-2"), "m2").await;
+    let junk = b"not json at all";
+    assert!(matches!(send(&s, junk, "m3").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope"));
+
+    let all = quarantine::list(&t.db, &oncall(), &QuarantineFilter::default()).await.unwrap();
+    assert_eq!(all.total, 3);
+    let counts: Vec<(String, u64)> = all.by_reason.iter().map(|c| (c.reason.clone(), c.count)).collect();
+    assert_eq!(counts, vec![("malformed_envelope".into(), 1), ("reminder_not_found".into(), 2)]);
+    let f = QuarantineFilter { tenant: Some("clinic-a".into()), endpoint: Some("hooks".into()), reason: Some("reminder_not_found".into()), age: Some("1h".into()), ..Default::default() };
+    let some = quarantine::list(&t.db, &reviewer(), &f).await.unwrap();
+    assert_eq!((some.total, some.items.len()), (2, 2));
+    assert_eq!(some.by_reason.len(), 2, "counts ignore the reason filter");
+    assert!(some.items.iter().all(|q| q.tenant == "clinic-a" && q.endpoint == "hooks" && q.event_type.as_deref() == Some("reminder.scheduled")));
+    let bad = quarantine::list(&t.db, &oncall(), &QuarantineFilter { age: Some("2w".into()), ..Default::default() }).await;
+    assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_age", .. })));
+    let bad = quarantine::list(&t.db, &oncall(), &QuarantineFilter { endpoint: Some("hooks".into()), ..Default::default() }).await;
+    assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_required", .. })));
+
+    // Another clinic's admin sees nothing of clinic-a, by filter or by id.
+    let other = user(Role::ClinicAdmin, Some(&b.id));
+    assert_eq!(quarantine::list(&t.db, &other, &QuarantineFilter::default()).await.unwrap().total, 0);
+    let by_filter = quarantine::list(&t.db, &other, &QuarantineFilter { tenant: Some("clinic-a".into()), ..Default::default() }).await;
+    assert!(matches!(by_filter, Err(DomainError::NotFound)));
+    let id = entry_id(t, "m1").await;
+    assert!(matches!(quarantine::get(&t.db, &other, &id).await, Err(DomainError::NotFound)));
+});
+
+db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    send(&s, &scheduled("r-1"), "m1").await;
+    let id = entry_id(t, "m1").await;
+    let redaction = Redaction::default();
+    for who in [reviewer()] {
+        assert!(matches!(quarantine::reveal_body(&t.db, &t.vault, &who, &id, &redaction).await, Err(DomainError::Forbidden)));
+    }
+    assert_eq!(audit_count(t, "quarantine.reveal_body").await, 0);
+    let body = quarantine::reveal_body(&t.db, &t.vault, &oncall(), &id, &redaction).await.unwrap();
+    assert!(body.json);
+    assert!(body.text.contains("r-1") && body.text.contains(MASK), "{}", body.text);
+    assert!(!body.text.contains("555"), "the phone number is redacted");
+    assert_eq!(audit_count(t, "quarantine.reveal_body").await, 1);
+    // The audit entry names the event, never its content.
+    let e = audit_entry::Entity::find().filter(audit_entry::Column::Action.eq("quarantine.reveal_body")).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(e.actor, "oncall-user");
+    assert!(!format!("{:?}{:?}", e.before, e.after).contains("555"));
+});
+
+db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
+    tenant(t, "clinic-a").await;
+    let v = retry_policy::get(&t.db, &reviewer(), "clinic-a").await.unwrap();
+    assert_eq!((v.policy.as_str(), v.version, v.history.len()), ("enabled", 1, 1));
+    let nothing = retry_policy::rollback(&t.db, &admin(), "clinic-a", "why").await;
+    assert!(matches!(nothing, Err(DomainError::Conflict { code: "nothing_to_roll_back", .. })));
+    for (policy, reason, code) in [("maybe", "x", "invalid_retry_policy"), ("disabled", " ", "reason_required")] {
+        let r = retry_policy::set(&t.db, &admin(), "clinic-a", policy, reason).await;
+        assert!(matches!(r, Err(DomainError::Invalid { code: c, .. }) if c == code), "{r:?}");
+    }
+    assert!(matches!(retry_policy::set(&t.db, &oncall(), "clinic-a", "disabled", "x").await, Err(DomainError::Forbidden)));
+
+    let v = retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "incident 42").await.unwrap();
+    assert_eq!((v.policy.as_str(), v.version), ("disabled", 2));
+    assert_eq!((v.history[0].actor.as_str(), v.history[0].reason.as_str()), ("admin-user", "incident 42"));
+    let v = retry_policy::rollback(&t.db, &admin(), "clinic-a", "resolved").await.unwrap();
+    assert_eq!((v.policy.as_str(), v.version), ("enabled", 3));
+    assert_eq!(v.history[0].reason, "rollback to v1: resolved");
+    let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(row.retry_policy, "enabled", "the receiver's copy follows the newest version");
+    assert_eq!(audit_count(t, "retry_policy.set").await, 1);
+    assert_eq!(audit_count(t, "retry_policy.rollback").await, 1);
+
+    // A cohort moves all or none.
+    tenant(t, "clinic-b").await;
+    let partial = retry_policy::set_cohort(&t.db, &admin(), &["clinic-b".into(), "no-such".into()], "disabled", "cohort 1").await;
+    assert!(matches!(partial, Err(DomainError::NotFound)));
+    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-b").await.unwrap().version, 1);
+    let n = retry_policy::set_cohort(&t.db, &admin(), &["clinic-a".into(), "clinic-b".into()], "disabled", "cohort 1").await.unwrap();
+    assert_eq!(n, 2);
+    for slug in ["clinic-a", "clinic-b"] {
+        assert_eq!(retry_policy::get(&t.db, &admin(), slug).await.unwrap().policy, "disabled");
+    }
+});
+
+db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| {
+    tenant(t, "clinic-a").await;
+    let db = Arc::new(t.db.clone());
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let db = db.clone();
+        let policy = if i % 2 == 0 { "disabled" } else { "enabled" };
+        tasks.push(tokio::spawn(async move { retry_policy::set(&db, &admin(), "clinic-a", policy, &format!("change {i}")).await }));
+    }
+    for task in tasks {
+        task.await.unwrap().expect("every change lands");
+    }
+    let v = retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let versions: Vec<i32> = v.history.iter().rev().map(|h| h.version).collect();
+    assert_eq!(versions, (1..=9).collect::<Vec<_>>());
+    let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(row.retry_policy, v.history[0].policy, "the tenant row matches the newest version");
+});

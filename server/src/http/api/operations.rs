@@ -1,0 +1,122 @@
+//! Quarantine triage and the per-tenant retry policy.
+
+use app::ssr::AppState;
+use axum::{
+    extract::{Path, Query, State},
+    Json,
+};
+use domain::ops::{
+    quarantine::{self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody},
+    retry_policy::{self, RetryPolicyView},
+};
+use serde::{Deserialize, Serialize};
+
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct ReasonBody {
+    /// Why (required; recorded on the event and in the audit log).
+    pub reason: String,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct DetailQuery {
+    /// `true` to decrypt the body (on-call and admin only; audited).
+    pub include_body: Option<bool>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct QuarantineDetail {
+    #[serde(flatten)]
+    pub entry: QuarantineView,
+    /// Present only when asked for with `include_body=true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<RevealedBody>,
+}
+
+#[utoipa::path(get, path = "/api/v1/quarantine", tag = "quarantine", params(QuarantineFilter),
+    responses((status = 200, body = QuarantineList), (status = 422, body = ErrorBody)))]
+pub async fn list_quarantine(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Query(f): Query<QuarantineFilter>,
+) -> Result<Json<QuarantineList>, ApiError> {
+    Ok(Json(quarantine::list(&st.db, &p, &f).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/quarantine/{id}", tag = "quarantine", params(("id" = String, Path), DetailQuery),
+    responses((status = 200, body = QuarantineDetail), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get_quarantine(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(id): Path<String>,
+    Query(q): Query<DetailQuery>,
+) -> Result<Json<QuarantineDetail>, ApiError> {
+    let entry = quarantine::get(&st.db, &p, &id).await?;
+    let body = match q.include_body {
+        Some(true) => Some(quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await?),
+        _ => None,
+    };
+    Ok(Json(QuarantineDetail { entry, body }))
+}
+
+#[utoipa::path(post, path = "/api/v1/quarantine/{id}/release", tag = "quarantine", params(("id" = String, Path)), request_body = ReasonBody,
+    responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody, description = "already resolved, or the event still cannot apply")))]
+pub async fn release(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ReasonBody>,
+) -> Result<Json<QuarantineView>, ApiError> {
+    Ok(Json(quarantine::release(&st.db, &st.vault, &p, &id, &body.reason).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/quarantine/{id}/discard", tag = "quarantine", params(("id" = String, Path)), request_body = ReasonBody,
+    responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody)))]
+pub async fn discard(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ReasonBody>,
+) -> Result<Json<QuarantineView>, ApiError> {
+    Ok(Json(quarantine::discard(&st.db, &p, &id, &body.reason).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct PolicyBody {
+    /// `enabled` or `disabled`.
+    pub policy: String,
+    pub reason: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)),
+    responses((status = 200, body = RetryPolicyView), (status = 404, body = ErrorBody)))]
+pub async fn get_retry_policy(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(tenant): Path<String>,
+) -> Result<Json<RetryPolicyView>, ApiError> {
+    Ok(Json(retry_policy::get(&st.db, &p, &tenant).await?))
+}
+
+#[utoipa::path(put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)), request_body = PolicyBody,
+    responses((status = 200, body = RetryPolicyView), (status = 422, body = ErrorBody)))]
+pub async fn set_retry_policy(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(tenant): Path<String>,
+    ApiJson(body): ApiJson<PolicyBody>,
+) -> Result<Json<RetryPolicyView>, ApiError> {
+    Ok(Json(retry_policy::set(&st.db, &p, &tenant, &body.policy, &body.reason).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(("tenant" = String, Path)),
+    request_body = ReasonBody, responses((status = 200, body = RetryPolicyView), (status = 409, body = ErrorBody)))]
+pub async fn rollback_retry_policy(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(tenant): Path<String>,
+    ApiJson(body): ApiJson<ReasonBody>,
+) -> Result<Json<RetryPolicyView>, ApiError> {
+    Ok(Json(retry_policy::rollback(&st.db, &p, &tenant, &body.reason).await?))
+}

@@ -20,4 +20,11 @@ echo "==> cargo test (SQLite and PostgreSQL)"
 cargo test --workspace --no-fail-fast
 
 echo "==> Playwright journeys (JavaScript off and on)"
-(cd end2end && npx playwright test)
+rm -f end2end/.state/console-errors.txt
+if ! (cd end2end && npx playwright test); then
+  if [ -s end2end/.state/console-errors.txt ]; then
+    echo "==> browser console errors seen by the journeys:"
+    cat end2end/.state/console-errors.txt
+  fi
+  exit 1
+fi

@@ -1,5 +1,5 @@
 import { expect, Page, test as base, TestInfo } from '@playwright/test';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const PASSWORD = 'correct horse battery staple';
@@ -10,10 +10,12 @@ export const PASSWORD = 'correct horse battery staple';
  * on, proves every page it loads was actually hydrated.
  */
 export const test = base.extend({
-  page: async ({ page, javaScriptEnabled }, use) => {
+  page: async ({ page, javaScriptEnabled }, use, testInfo) => {
     const errors: string[] = [];
     page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
+      // A refused form (409 conflict, 422 invalid input) is an answer the
+      // page shows to the user, not a fault; Chrome still logs it.
+      if (m.type() === 'error' && !/the server responded with a status of (409|422)/.test(m.text())) errors.push(m.text());
     });
     page.on('pageerror', (e) => errors.push(e.message));
     page.on('response', (r) => {
@@ -25,6 +27,10 @@ export const test = base.extend({
       });
     }
     await use(page);
+    if (errors.length) {
+      // Also written where scripts/test.sh prints it last, so a truncated CI log still shows the cause.
+      appendFileSync(join(__dirname, '..', '.state', 'console-errors.txt'), `${testInfo.titlePath.join(' › ')}:\n  ${errors.join('\n  ')}\n`);
+    }
     expect(errors, 'browser console errors').toEqual([]);
   },
 });

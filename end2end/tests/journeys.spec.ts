@@ -1,6 +1,7 @@
 // The console's core journeys, run once with JavaScript off (plain SSR form
 // posts) and once hydrated. Each project has its own fresh server.
-import { expect } from '@playwright/test';
+import { APIRequestContext, expect } from '@playwright/test';
+import { Webhook } from 'standardwebhooks';
 import { PASSWORD, serverState, shot, signIn, test } from './helpers';
 
 test.describe.configure({ mode: 'serial' });
@@ -44,6 +45,7 @@ test('the administrator creates clinics, endpoints and users', async ({ page }, 
     ['alice', 'clinic-admin', 'clinic-a'],
     ['bob', 'clinic-admin', 'clinic-b'],
     ['rita', 'reviewer', ''],
+    ['otto', 'oncall', ''],
   ]) {
     await page.goto('/users');
     await page.getByLabel('Username').fill(username);
@@ -151,4 +153,86 @@ test('the clinic admin rotates and then revokes', async ({ page, browser }, info
   await expect(page.getByText('Hash chain verified')).toHaveCount(0); // clinic admins do not see the global chain status
   expect(await page.content()).not.toContain(newSecret);
   await shot(page, info, '16-audit');
+});
+
+/** A provider delivery to clinic-a/reminders, signed by the official Standard Webhooks library. */
+async function deliver(request: APIRequestContext, id: string, payload: string) {
+  const ts = new Date();
+  const headers = {
+    'webhook-id': id,
+    'webhook-timestamp': String(Math.floor(ts.getTime() / 1000)),
+    'webhook-signature': new Webhook(secret).sign(id, ts, payload),
+  };
+  const res = await request.post('/hooks/clinic-a/reminders', { headers, data: payload });
+  return { status: res.status(), body: await res.json() };
+}
+
+test('on-call triages a quarantined event and releases it once the cause is fixed', async ({ page, request }, info) => {
+  // A reschedule arrives before the reminder it refers to.
+  const early = await deliver(request, 'msg_early', JSON.stringify({ type: 'reminder.scheduled', data: { reminder_id: 'r-late', phone: '+41 79 555 01 23' } }));
+  expect(early).toEqual({ status: 202, body: { status: 'quarantined', event_id: 'msg_early', reason: 'reminder_not_found' } });
+
+  await signIn(page, 'otto');
+  await page.getByRole('link', { name: 'Quarantine' }).click();
+  await expect(page).toHaveURL(/\/quarantine$/);
+  await expect(page.getByRole('link', { name: /reminder not found 1/ })).toBeVisible();
+  const row = page.locator('tr', { hasText: 'msg_early' });
+  await expect(row).toContainText('open');
+  await shot(page, info, '17-quarantine-list');
+
+  await row.getByRole('link').first().click();
+  await expect(page.getByRole('heading', { name: /Quarantined event/ })).toBeVisible();
+  await expect(page.getByText('The body may contain patient data')).toBeVisible();
+  await page.getByRole('link', { name: 'Show body' }).click();
+  const body = page.getByTestId('event-body');
+  await expect(body).toContainText('r-late');
+  await expect(body).toContainText('[redacted]');
+  await expect(body).not.toContainText('555');
+  await shot(page, info, '18-quarantine-body');
+
+  // Releasing now fails and says why; the event stays open.
+  await page.getByLabel('Reason').first().fill('first try');
+  await page.getByRole('button', { name: 'Release event' }).click();
+  await expect(page.getByText(/still cannot apply \(reminder_not_found\)/).first()).toBeVisible();
+
+  // The clinic's system sends the missing reminder; then the release applies.
+  const created = await deliver(request, 'msg_created', JSON.stringify({ type: 'reminder.created', data: { reminder_id: 'r-late', send_at: '2027-01-05T09:00:00Z' } }));
+  expect(created.body.status).toBe('applied');
+  await page.goto(page.url().split('?')[0]);
+  await expect(page.getByText(/last release attempt failed/i)).toBeVisible();
+  await page.getByLabel('Reason').first().fill('reminder now exists');
+  await page.getByRole('button', { name: 'Release event' }).click();
+  await expect(page.getByText(/Released: the event applied/)).toBeVisible();
+  await expect(page.getByRole('heading', { name: /Quarantined event/ })).toContainText('released');
+  await expect(page.getByText('reminder now exists')).toBeVisible();
+  await shot(page, info, '19-quarantine-released');
+
+  // A provider retry of the released event is a duplicate of an applied one.
+  const retry = await deliver(request, 'msg_early', JSON.stringify({ type: 'reminder.scheduled', data: { reminder_id: 'r-late', phone: '+41 79 555 01 23' } }));
+  expect(retry.body).toMatchObject({ status: 'duplicate', original: 'applied' });
+
+  await page.goto('/quarantine');
+  await expect(page.getByText('Quarantine is empty')).toBeVisible();
+  await page.goto('/audit?action=quarantine.');
+  await expect(page.getByText('quarantine.release', { exact: true })).toBeVisible();
+  await expect(page.getByText('quarantine.release_failed')).toBeVisible();
+  await expect(page.getByText('quarantine.reveal_body')).toBeVisible();
+  expect(await page.content()).not.toContain('555 01 23');
+  await shot(page, info, '20-quarantine-audit');
+});
+
+test('the administrator switches a tenant\'s retry policy and rolls it back', async ({ page }, info) => {
+  await signIn(page, 'root');
+  await page.goto('/tenants/clinic-a');
+  const card = page.locator('#retry-policy');
+  await expect(card).toContainText('retries enabled');
+  await card.getByLabel('Reason for the change').fill('database failover drill');
+  await card.getByRole('button', { name: 'Disable retries' }).click();
+  await expect(page.locator('#retry-policy')).toContainText('retries disabled');
+  await expect(page.locator('#retry-policy')).toContainText('database failover drill');
+  await page.locator('#retry-policy').getByLabel('Rollback reason').fill('drill over');
+  await page.locator('#retry-policy').getByRole('button', { name: 'Roll back' }).click();
+  await expect(page.locator('#retry-policy')).toContainText('retries enabled');
+  await expect(page.locator('#retry-policy')).toContainText('rollback to v1: drill over');
+  await shot(page, info, '21-retry-policy');
 });

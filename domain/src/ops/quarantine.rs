@@ -427,6 +427,17 @@ pub async fn discard(db: &DatabaseConnection, principal: &Principal, id: &str, r
 /// transaction each; entries that still fail stay open and are reported.
 pub async fn release_matching(db: &DatabaseConnection, vault: &Vault, principal: &Principal, f: &QuarantineFilter, reason: &str) -> DomainResult<BulkOutcome> {
     let reason = require_reason(reason)?;
+    // Authorize the triage itself up front: an empty match must not make a
+    // caller without the right look successful.
+    match nonempty(&f.tenant) {
+        Some(slug) => {
+            let t = tenants::find(db, principal, slug).await?;
+            principal.authorize(Permission::TriageEvents, Scope::Tenant(&t.id))?;
+        }
+        None => {
+            principal.authorize(Permission::TriageEvents, Scope::Global)?;
+        }
+    }
     let f = QuarantineFilter { status: Some(OPEN.into()), limit: Some(MAX_BATCH), ..f.clone() };
     let cond = condition(db, principal, &f, true).await?;
     let ids: Vec<String> = entry::Entity::find()

@@ -362,10 +362,25 @@ both_engines!(transient_failures_follow_the_tenant_retry_policy, async |i: &Inst
     assert_eq!(res.json::<Value>().await.unwrap()["error"], "unavailable");
     let db = db(i).await;
     assert_eq!(count(&db, "inbox_claims").await, 0, "nothing claimed on 503");
-    db.execute_raw(Statement::from_string(db.get_database_backend(), "UPDATE tenants SET retry_policy = 'disabled'")).await.unwrap();
+    // An administrator switches retries off through the API (a new version)...
+    let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let policy_url = s.url("/api/v1/tenants/clinic-a/retry-policy");
+    let put = c.put(&policy_url).bearer_auth(&token).json(&json!({"policy": "disabled", "reason": "incident"})).send().await.unwrap();
+    assert_eq!(put.status(), 200);
+    assert_eq!(put.json::<Value>().await.unwrap()["version"], 2);
     tokio::time::sleep(Duration::from_millis(5200)).await; // the endpoint cache's staleness bound
     let (status, v) = h.post(&c, &h.headers(&body, 0, "d-t"), body.clone()).await;
     assert_eq!((status.as_u16(), v["status"].as_str(), v["reason"].as_str()), (202, Some("quarantined"), Some("transient")));
+    // ...and the rollback restores the 503 for the next event.
+    let back = c.post(s.url("/api/v1/tenants/clinic-a/retry-policy/rollback")).bearer_auth(&token).json(&json!({"reason": "over"})).send().await.unwrap();
+    assert_eq!(back.status(), 200);
+    let v: Value = back.json().await.unwrap();
+    assert_eq!((v["policy"].as_str(), v["version"].as_i64()), (Some("enabled"), Some(3)));
+    assert_eq!(v["history"].as_array().unwrap().len(), 3);
+    tokio::time::sleep(Duration::from_millis(5200)).await;
+    let other = created("r-t2");
+    let (status, _) = h.post(&c, &h.headers(&other, 0, "d-t2"), other.clone()).await;
+    assert_eq!(status.as_u16(), 503);
 });
 
 both_engines!(send_signs_retries_and_stops_correctly, async |i: &Install| {

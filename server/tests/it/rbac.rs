@@ -36,6 +36,7 @@ const SIGNED_IN: &[Who] = &[Who::Admin, Who::Reviewer, Who::Oncall, Who::ClinicO
 const MANAGERS: &[Who] = &[Who::Admin, Who::ClinicOwn];
 const REVIEWERS: &[Who] = &[Who::Admin, Who::Reviewer];
 const ADMIN: &[Who] = &[Who::Admin];
+const TRIAGE: &[Who] = &[Who::Admin, Who::Oncall];
 
 /// What a case needs created fresh before each call.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +46,9 @@ enum Fresh {
     PendingKey,
     /// A reminder in clinic-a, created by a signed webhook.
     Reminder,
+    /// An open quarantine entry in clinic-a (`reminder_not_found`) whose
+    /// cause has since been fixed, so a release applies.
+    Quarantined,
 }
 
 struct Case {
@@ -106,6 +110,24 @@ fn server_fn_cases() -> Vec<Case> {
         Case { name: "update_user", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
             build: |_, _| form("/fn/update_user", vec![("username", "carl".into()), ("disabled", "false".into())]) },
         Case { name: "audit_log", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/audit_log".into()) },
+        Case { name: "list_quarantine", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_quarantine".into()) },
+        Case { name: "quarantine_detail", allowed: READERS, tenant_scoped: true, fresh: Fresh::Quarantined, build: |id, _| get(format!("/fn/quarantine_detail?id={id}")) },
+        Case { name: "reveal_quarantine_body", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |id, _| form("/fn/reveal_quarantine_body", vec![("id", id.into())]) },
+        Case { name: "release_quarantine", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |id, _| form("/fn/release_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
+        Case { name: "discard_quarantine", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |id, _| form("/fn/discard_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
+        Case { name: "release_matching", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/release_matching", vec![("tenant", "clinic-a".into()), ("reason_filter", "no_such_reason".into()), ("reason", "matrix".into())]) },
+        Case { name: "retry_policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/retry_policy?tenant=clinic-a".into()) },
+        Case { name: "set_retry_policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/set_retry_policy", vec![("tenant", "clinic-a".into()), ("policy", "disabled".into()), ("reason", "matrix".into())]) },
+        // After set_retry_policy, so there is a version to roll back to.
+        Case { name: "rollback_retry_policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/rollback_retry_policy", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())]) },
+        Case { name: "set_retry_policy_cohort", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/set_retry_policy_cohort", vec![("tenants", "clinic-a".into()), ("policy", "enabled".into()), ("reason", "matrix".into())]) },
     ]
 }
 
@@ -155,10 +177,27 @@ fn api_cases() -> Vec<Case> {
         Case { name: "PATCH /api/v1/users/{username}", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
             build: |_, _| json_req(M::PATCH, "/api/v1/users/carl".into(), json!({"disabled": false})) },
         Case { name: "GET /api/v1/audit", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/audit".into()) },
+        Case { name: "GET /api/v1/quarantine", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/quarantine?status=all".into()) },
+        Case { name: "GET /api/v1/quarantine/{id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Quarantined, build: |id, _| get(format!("/api/v1/quarantine/{id}")) },
+        // The body itself: on-call and admin only.
+        Case { name: "GET /api/v1/quarantine/{id}", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |id, _| get(format!("/api/v1/quarantine/{id}?include_body=true")) },
+        Case { name: "POST /api/v1/quarantine/{id}/release", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/release"), json!({"reason": "matrix"})) },
+        Case { name: "POST /api/v1/quarantine/{id}/discard", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/discard"), json!({"reason": "matrix"})) },
+        Case { name: "GET /api/v1/tenants/{tenant}/retry-policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/retry-policy".into()) },
+        Case { name: "PUT /api/v1/tenants/{tenant}/retry-policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PUT, "/api/v1/tenants/clinic-a/retry-policy".into(), json!({"policy": "disabled", "reason": "matrix"})) },
+        Case { name: "POST /api/v1/tenants/{tenant}/retry-policy/rollback", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::POST, "/api/v1/tenants/clinic-a/retry-policy/rollback".into(), json!({"reason": "matrix"})) },
     ]
 }
 
 struct World {
+    /// clinic-a/hooks' receive URL and an active key's secret.
+    hook: (String, String),
     sessions: HashMap<Who, Client>,
     tokens: HashMap<Who, String>,
     anonymous: Client,
@@ -220,17 +259,50 @@ async fn world(i: &Install, s: &Server) -> World {
         }
         tokens.insert(w, i.cli_json(&args)["token"].as_str().unwrap().to_owned());
     }
-    World { sessions, tokens, anonymous: s.client(), counter: AtomicUsize::new(0) }
+    let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let hook = (s.url("/hooks/clinic-a/hooks"), key["secret"].as_str().unwrap().to_owned());
+    World { hook, sessions, tokens, anonymous: s.client(), counter: AtomicUsize::new(0) }
 }
 
-fn fresh(i: &Install, f: Fresh) -> String {
+async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
     let args: &[&str] = match f {
         Fresh::Nothing => return String::new(),
         Fresh::Reminder => return "r-matrix".to_owned(),
+        Fresh::Quarantined => return quarantined(i, s, w).await,
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
     i.cli_json(args)["key_id"].as_str().unwrap().to_owned()
+}
+
+/// Sends `body` as a provider would, with `event_id`.
+fn deliver(i: &Install, w: &World, body: &str, event_id: &str) {
+    let file = i.data_dir().join(format!("{event_id}.json"));
+    std::fs::write(&file, body).unwrap();
+    let (url, secret) = &w.hook;
+    let out = i.cli(&["send", url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().unwrap(), "--event-id", event_id], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A reminder update that arrives before its reminder (quarantined), then
+/// the reminder itself: the entry is open and a release will apply.
+async fn quarantined(i: &Install, s: &Server, w: &World) -> String {
+    let n = w.counter.fetch_add(1, Ordering::SeqCst);
+    let event_id = format!("q-{n}");
+    deliver(i, w, &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-q-{n}"}}}}"#), &event_id);
+    deliver(i, w, &format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"r-q-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#), &format!("c-{n}"));
+    let list: Value = w.anonymous
+        .get(s.url("/api/v1/quarantine?tenant=clinic-a"))
+        .bearer_auth(&w.tokens[&Who::Admin])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let items = list["items"].as_array().unwrap();
+    let entry = items.iter().find(|q| q["event_id"] == event_id.as_str()).unwrap_or_else(|| panic!("{event_id} not quarantined: {list}"));
+    entry["id"].as_str().unwrap().to_owned()
 }
 
 fn expected(case: &Case, who: Who) -> Result<(), StatusCode> {
@@ -270,7 +342,7 @@ async fn run_matrix(i: &Install, s: &Server, w: &World, cases: Vec<Case>, api: b
     let mut failures = Vec::new();
     for case in &cases {
         for who in EVERYONE {
-            let id = fresh(i, case.fresh);
+            let id = fresh(i, s, w, case.fresh).await;
             let n = w.counter.fetch_add(1, Ordering::SeqCst);
             let (status, body) = call(s, w, who, api, (case.build)(&id, n)).await;
             let ok = match expected(case, who) {

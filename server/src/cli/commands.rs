@@ -16,7 +16,10 @@ use domain::{
 use sea_orm::DatabaseConnection;
 use serde_json::json;
 
-use super::{output::{emit, CliError}, AuditCmd, Cli, Command, EndpointCmd, KekCmd, KeyCmd, TenantCmd, TokenCmd, UserCmd};
+use super::{
+    output::{emit, CliError},
+    AuditCmd, Cli, Command, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetryPolicyCmd, TenantCmd, TokenCmd, UserCmd,
+};
 use crate::config::{DbArgs, ServeArgs};
 
 pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
@@ -102,6 +105,8 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 )
             });
         }
+        Command::Quarantine(cmd) => quarantine(json, &cli.db, &db, p, cmd).await?,
+        Command::RetryPolicy(cmd) => retry_policy(json, &db, p, cmd).await?,
         Command::Audit(AuditCmd::Verify) => {
             let report = domain::audit::verify_chain(&db).await?;
             emit(json, &report, || match &report.first_broken {
@@ -183,6 +188,55 @@ fn default_serve_args() -> ServeArgs {
         serve: ServeArgs,
     }
     Only::parse_from(["signet"]).serve
+}
+
+async fn quarantine(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, cmd: QuarantineCmd) -> Result<(), CliError> {
+    use domain::ops::quarantine::{self, QuarantineFilter};
+    let done = |v: &quarantine::QuarantineView| format!("{} {} ({}/{} {})", v.status, v.id, v.tenant, v.endpoint, v.event_id);
+    match cmd {
+        QuarantineCmd::List { tenant, reason, status } => {
+            let l = quarantine::list(db, p, &QuarantineFilter { tenant, reason, status, limit: Some(500), ..Default::default() }).await?;
+            emit(json, &l, || {
+                let mut lines = vec![format!("{} matching", l.total)];
+                lines.extend(l.items.iter().map(|q| format!("{}  {}  {}/{}  {}  {}", q.quarantined_at, q.id, q.tenant, q.endpoint, q.event_id, q.reason)));
+                lines.join("\n")
+            });
+        }
+        QuarantineCmd::Release { id, reason } => {
+            let vault = open_vault(args, db).await?;
+            let v = quarantine::release(db, &vault, p, &id, &reason).await?;
+            emit(json, &v, || done(&v));
+        }
+        QuarantineCmd::Discard { id, reason } => {
+            let v = quarantine::discard(db, p, &id, &reason).await?;
+            emit(json, &v, || done(&v));
+        }
+    }
+    Ok(())
+}
+
+async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetryPolicyCmd) -> Result<(), CliError> {
+    use domain::ops::retry_policy;
+    let show = |v: &retry_policy::RetryPolicyView| format!("{}: retries {} (version {})", v.tenant, v.policy, v.version);
+    match cmd {
+        RetryPolicyCmd::Show { tenant } => {
+            let v = retry_policy::get(db, p, &tenant).await?;
+            emit(json, &v, || show(&v));
+        }
+        RetryPolicyCmd::Set { tenants, policy, reason } => {
+            retry_policy::set_cohort(db, p, &tenants, &policy, &reason).await?;
+            let mut views = Vec::new();
+            for t in &tenants {
+                views.push(retry_policy::get(db, p, t).await?);
+            }
+            emit(json, &views, || views.iter().map(show).collect::<Vec<_>>().join("\n"));
+        }
+        RetryPolicyCmd::Rollback { tenant, reason } => {
+            let v = retry_policy::rollback(db, p, &tenant, &reason).await?;
+            emit(json, &v, || show(&v));
+        }
+    }
+    Ok(())
 }
 
 async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {

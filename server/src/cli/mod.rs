@@ -51,6 +51,12 @@ pub enum Command {
     /// The audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Quarantined events: list, release, discard.
+    #[command(subcommand)]
+    Quarantine(QuarantineCmd),
+    /// A tenant's retry policy (versioned).
+    #[command(subcommand, name = "retry-policy")]
+    RetryPolicy(RetryPolicyCmd),
     /// Provider side: sign and post a webhook with retries (needs no database).
     Send {
         /// The receiver URL, e.g. http://127.0.0.1:3000/hooks/clinic-a/reminders
@@ -206,6 +212,53 @@ pub enum KekCmd {
 pub enum AuditCmd {
     /// Recompute the hash chain; exits non-zero at the first broken entry.
     Verify,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum QuarantineCmd {
+    /// Open entries (or `--status all|released|discarded`), newest first.
+    List {
+        #[arg(long)]
+        tenant: Option<String>,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Re-run the handler; exactly once even if released concurrently.
+    Release {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Give up on the event (it stays claimed: retries remain duplicates).
+    Discard {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RetryPolicyCmd {
+    /// The current policy and its history.
+    Show { tenant: String },
+    /// Move one or more tenants (all or none) to `--policy`.
+    Set {
+        #[arg(required = true)]
+        tenants: Vec<String>,
+        /// `enabled` or `disabled`.
+        #[arg(long)]
+        policy: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Restore the previous version's value (as a new version).
+    Rollback {
+        tenant: String,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 pub fn parse() -> Cli {

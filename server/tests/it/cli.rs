@@ -118,3 +118,43 @@ both_engines!(migrate_is_idempotent, async |i: &Install| {
     i.cli_json(&["migrate"]);
     i.cli_json(&["migrate"]);
 });
+
+both_engines!(on_call_triage_and_retry_policy_from_the_shell, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["tenant", "create", "clinic-b"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let s = i.serve();
+    let send = |body: &str, id: &str| {
+        let file = i.data_dir().join(format!("{id}.json"));
+        std::fs::write(&file, body).unwrap();
+        let out = i.cli(&["send", &s.url("/hooks/clinic-a/hooks"), "--scheme", "standard-webhooks", "--secret", key["secret"].as_str().unwrap(), "--file", file.to_str().unwrap(), "--event-id", id], "");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    send(r#"{"type":"reminder.canceled","data":{"reminder_id":"r-1"}}"#, "e-1");
+    send(r#"{"type":"reminder.canceled","data":{"reminder_id":"r-2"}}"#, "e-2");
+    let list = i.cli_json(&["quarantine", "list", "--tenant", "clinic-a"]);
+    assert_eq!(list["total"], 2);
+    assert_eq!(list["by_reason"][0]["reason"], "reminder_not_found");
+    let ids: Vec<String> = list["items"].as_array().unwrap().iter().map(|q| q["id"].as_str().unwrap().to_owned()).collect();
+    // Release still fails (the reminder does not exist): non-zero, one line, entry stays open.
+    let out = i.cli(&["--json", "quarantine", "release", &ids[0], "--reason", "try"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("release_failed"));
+    let d = i.cli_json(&["quarantine", "discard", &ids[1], "--reason", "provider test event"]);
+    assert_eq!((d["status"].as_str(), d["resolved_by"].as_str()), (Some("discarded"), Some("cli")));
+    let missing_reason = i.cli(&["quarantine", "discard", &ids[0], "--reason", ""], "");
+    assert!(!missing_reason.status.success());
+    assert_eq!(i.cli_json(&["quarantine", "list"])["total"], 1);
+
+    let set = i.cli_json(&["retry-policy", "set", "clinic-a", "clinic-b", "--policy", "disabled", "--reason", "cohort 1"]);
+    assert_eq!(set.as_array().unwrap().len(), 2);
+    assert!(set.as_array().unwrap().iter().all(|v| v["policy"] == "disabled" && v["version"] == 2));
+    let back = i.cli_json(&["retry-policy", "rollback", "clinic-b", "--reason", "not yet"]);
+    assert_eq!((back["policy"].as_str(), back["version"].as_i64()), (Some("enabled"), Some(3)));
+    let bad = i.cli(&["retry-policy", "set", "clinic-a", "--policy", "sometimes", "--reason", "x"], "");
+    assert!(!bad.status.success());
+    assert_eq!(i.cli_json(&["retry-policy", "show", "clinic-a"])["policy"], "disabled");
+    let audit = i.cli(&["audit", "verify"], "");
+    assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stderr));
+});

@@ -20,11 +20,11 @@ echo "==> cargo test (SQLite and PostgreSQL)"
 cargo test --workspace --no-fail-fast
 
 echo "==> Playwright journeys (JavaScript off and on)"
-rm -f end2end/.state/console-errors.txt
+rm -f end2end/console-errors.txt
 if ! (cd end2end && npx playwright test); then
-  if [ -s end2end/.state/console-errors.txt ]; then
+  if [ -s end2end/console-errors.txt ]; then
     echo "==> browser console errors seen by the journeys:"
-    cat end2end/.state/console-errors.txt
+    cat end2end/console-errors.txt
   fi
   exit 1
 fi

@@ -29,7 +29,7 @@ export const test = base.extend({
     await use(page);
     if (errors.length) {
       // Also written where scripts/test.sh prints it last, so a truncated CI log still shows the cause.
-      appendFileSync(join(__dirname, '..', '.state', 'console-errors.txt'), `${testInfo.titlePath.join(' › ')}:\n  ${errors.join('\n  ')}\n`);
+      appendFileSync(join(__dirname, '..', 'console-errors.txt'), `${testInfo.titlePath.join(' › ')}:\n  ${errors.join('\n  ')}\n`);
     }
     expect(errors, 'browser console errors').toEqual([]);
   },

@@ -36,7 +36,7 @@ test('the administrator creates clinics, endpoints and users', async ({ page }, 
     await expect(page).toHaveURL(new RegExp(`/tenants/${slug}$`));
     await page.getByLabel('Endpoint slug').fill('reminders');
     await page.getByLabel('Scheme').selectOption('standard-webhooks');
-    await page.getByLabel('Event types').fill('reminder.created, otp.requested');
+    await page.getByLabel('Event types').fill('reminder.created, reminder.scheduled, otp.requested');
     await page.getByRole('button', { name: 'Create endpoint' }).click();
     await expect(page.getByText(`/hooks/${slug}/reminders`)).toBeVisible();
   }
@@ -170,7 +170,7 @@ async function deliver(request: APIRequestContext, id: string, payload: string) 
 test('on-call triages a quarantined event and releases it once the cause is fixed', async ({ page, request }, info) => {
   // A reschedule arrives before the reminder it refers to.
   const early = await deliver(request, 'msg_early', JSON.stringify({ type: 'reminder.scheduled', data: { reminder_id: 'r-late', phone: '+41 79 555 01 23' } }));
-  expect(early).toEqual({ status: 202, body: { status: 'quarantined', event_id: 'msg_early', reason: 'reminder_not_found' } });
+  expect(early).toEqual({ status: 202, body: { status: 'quarantined', reason: 'reminder_not_found' } });
 
   await signIn(page, 'otto');
   await page.getByRole('link', { name: 'Quarantine' }).click();
@@ -215,8 +215,8 @@ test('on-call triages a quarantined event and releases it once the cause is fixe
   await expect(page.getByText('Quarantine is empty')).toBeVisible();
   await page.goto('/audit?action=quarantine.');
   await expect(page.getByText('quarantine.release', { exact: true })).toBeVisible();
-  await expect(page.getByText('quarantine.release_failed')).toBeVisible();
-  await expect(page.getByText('quarantine.reveal_body')).toBeVisible();
+  await expect(page.getByText('quarantine.release_failed').first()).toBeVisible();
+  await expect(page.getByText('quarantine.reveal_body').first()).toBeVisible();
   expect(await page.content()).not.toContain('555 01 23');
   await shot(page, info, '20-quarantine-audit');
 });

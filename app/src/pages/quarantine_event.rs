@@ -54,8 +54,8 @@ fn Detail(q: QuarantineDto, me: Me, done: Option<String>, show_body: bool) -> im
         view! { <Notice>{text}</Notice> }
     });
     let resolution = (!open).then(|| view! {
-        <div><dt>"Resolved"</dt><dd>{q.resolved_at.as_deref().map(when).unwrap_or_default()} " by " <strong>{q.resolved_by.clone().unwrap_or_default()}</strong></dd></div>
-        <div><dt>"Why"</dt><dd>{q.resolution_note.clone().unwrap_or_default()}</dd></div>
+        <dt>"Resolved"</dt><dd>{q.resolved_at.as_deref().map(when).unwrap_or_default()} " by " <strong>{q.resolved_by.clone().unwrap_or_default()}</strong></dd>
+        <dt>"Why"</dt><dd>{q.resolution_note.clone().unwrap_or_default()}</dd>
     });
     let body = if !q.body_stored {
         view! { <p class="hint">"The body is no longer stored (body retention)."</p> }.into_any()
@@ -87,11 +87,11 @@ fn Detail(q: QuarantineDto, me: Me, done: Option<String>, show_body: bool) -> im
             <section class="card">
                 <h2>"Event"</h2>
                 <dl class="facts">
-                    <div><dt>"Reason"</dt><dd><span class="badge badge-reason">{reason_label(&q.reason)}</span></dd></div>
-                    <div><dt>"Event id"</dt><dd><code class="wrap">{q.event_id.clone()}</code></dd></div>
-                    <div><dt>"Type"</dt><dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd></div>
-                    <div><dt>"Verified with key"</dt><dd><code>{q.key_id.clone().unwrap_or_default()}</code></dd></div>
-                    <div><dt>"Body SHA-256"</dt><dd><code class="wrap">{q.body_sha256.clone().unwrap_or_default()}</code></dd></div>
+                    <dt>"Reason"</dt><dd><span class="badge badge-reason">{reason_label(&q.reason)}</span></dd>
+                    <dt>"Event id"</dt><dd><code class="wrap">{q.event_id.clone()}</code></dd>
+                    <dt>"Type"</dt><dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd>
+                    <dt>"Verified with key"</dt><dd><code class="wrap">{q.key_id.clone().unwrap_or_default()}</code></dd>
+                    <dt>"Body SHA-256"</dt><dd><code class="wrap">{q.body_sha256.clone().unwrap_or_default()}</code></dd>
                     {resolution}
                 </dl>
             </section>

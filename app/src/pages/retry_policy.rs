@@ -5,7 +5,10 @@
 use leptos::prelude::*;
 
 use crate::{
-    api::operations::{retry_policy, RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort},
+    api::{
+        operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort},
+        AppError,
+    },
     components::{format::when, ActionError, FormError, Refresh, Submit},
     dto::RetryPolicyDto,
 };
@@ -18,22 +21,17 @@ fn meaning(policy: &str) -> &'static str {
     }
 }
 
+/// The panel; its data is loaded by the tenant page together with the
+/// rest (one resource per page keeps hydration in step with the server).
 #[component]
-pub fn RetryPolicyCard(tenant: String, is_admin: bool) -> impl IntoView {
-    let refresh = Refresh::provide();
-    let t = tenant.clone();
-    let policy = Resource::new(move || (t.clone(), refresh.get()), |(t, _)| retry_policy(t));
+pub fn RetryPolicyCard(policy: Result<RetryPolicyDto, AppError>, is_admin: bool) -> impl IntoView {
     view! {
         <section class="card" id="retry-policy">
             <h2>"Retry policy"</h2>
-            <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match policy.await {
-                        Ok(p) => view! { <PolicyPanel p is_admin/> }.into_any(),
-                        Err(error) => view! { <FormError error/> }.into_any(),
-                    }
-                })}
-            </Transition>
+            {match policy {
+                Ok(p) => view! { <PolicyPanel p is_admin/> }.into_any(),
+                Err(error) => view! { <FormError error/> }.into_any(),
+            }}
         </section>
     }
 }
@@ -112,7 +110,7 @@ pub fn CohortForm() -> impl IntoView {
                 <label class="field">
                     <span>"Tenants"</span>
                     <input type="text" name="tenants" required placeholder="clinic-a, clinic-b"/>
-                    <small class="hint">"Tenant slugs, separated by commas."</small>
+                    <small class="hint">"Separate tenants with commas."</small>
                 </label>
                 <label class="field">
                     <span>"Policy"</span>

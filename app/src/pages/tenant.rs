@@ -7,13 +7,15 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use crate::{
     api::{
         keys::ProvisionKey,
+        operations::retry_policy,
         registry::{load_tenant, CreateEndpoint, SetEndpointEnabled},
+        AppError,
     },
     components::{
         format::{bytes, is_any_type, seconds, when},
         ActionError, Countdown, EventTypes, KeyScope, Layout, LoadError, Notice, Refresh, ReturnedError, StatusBadge, Submit,
     },
-    dto::{EndpointDto, KeyDto, Me, TenantOverview, SCHEMES},
+    dto::{EndpointDto, KeyDto, Me, RetryPolicyDto, TenantOverview, SCHEMES},
 };
 
 #[component]
@@ -23,6 +25,7 @@ pub fn TenantPage() -> impl IntoView {
     let slug = move || params.read().get("slug").unwrap_or_default();
     let refresh = Refresh::provide();
     let overview = Resource::new(move || (slug(), refresh.get()), |(slug, _)| load_tenant(slug));
+    let policy = Resource::new(move || (slug(), refresh.get()), |(slug, _)| retry_policy(slug));
     let revoked = move || query.read().get("revoked");
     view! {
         <Layout
@@ -35,7 +38,10 @@ pub fn TenantPage() -> impl IntoView {
                             let me = me.clone();
                             Suspend::new(async move {
                                 match overview.await {
-                                    Ok(ov) => view! { <TenantDetail ov me revoked=revoked()/> }.into_any(),
+                                    Ok(ov) => {
+                                        let policy = policy.await;
+                                        view! { <TenantDetail ov me revoked=revoked() policy/> }.into_any()
+                                    }
                                     Err(error) => view! { <h1>"Tenant"</h1><LoadError error what="tenant" name=slug()/> }.into_any(),
                                 }
                             })
@@ -48,7 +54,7 @@ pub fn TenantPage() -> impl IntoView {
 }
 
 #[component]
-fn TenantDetail(ov: TenantOverview, me: Me, revoked: Option<String>) -> impl IntoView {
+fn TenantDetail(ov: TenantOverview, me: Me, revoked: Option<String>, policy: Result<RetryPolicyDto, AppError>) -> impl IntoView {
     let t = ov.tenant;
     let can_manage = ov.can_manage;
     let is_admin = me.is_admin();
@@ -95,7 +101,7 @@ fn TenantDetail(ov: TenantOverview, me: Me, revoked: Option<String>) -> impl Int
         {(!can_manage).then(|| view! { <p class="hint">"Read-only: your role cannot change this tenant."</p> })}
         {endpoints}
         {can_manage.then(|| view! { <NewEndpointForm tenant=t.slug.clone()/> })}
-        <super::retry_policy::RetryPolicyCard tenant=t.slug.clone() is_admin/>
+        <super::retry_policy::RetryPolicyCard policy is_admin/>
     }
 }
 

@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod ops;
+pub mod outbox;
 pub mod receiver;
 pub mod registry;
 pub mod vault;

@@ -8,6 +8,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261202_000001_registry;
 mod m20261202_000002_receiver;
 mod m20261202_000003_operations;
+mod m20261202_000004_outbox_delivery;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000001_registry::Migration),
             Box::new(m20261202_000002_receiver::Migration),
             Box::new(m20261202_000003_operations::Migration),
+            Box::new(m20261202_000004_outbox_delivery::Migration),
         ]
     }
 }

@@ -43,6 +43,29 @@ pub struct ServeArgs {
     /// quarantined body (default: common personal-data fields).
     #[arg(long, env = "SIGNET_REDACT_FIELDS")]
     pub redact_fields: Option<String>,
+    /// File sink for tenants without a notify URL (JSON lines). Default:
+    /// `$SIGNET_DATA_DIR/notifications.jsonl`.
+    #[arg(long, env = "SIGNET_OUTBOX_FILE")]
+    pub outbox_file: Option<PathBuf>,
+    /// How often an idle outbox worker looks for due intents.
+    #[arg(long, env = "SIGNET_OUTBOX_POLL_MS", default_value_t = 1000)]
+    pub outbox_poll_ms: u64,
+    /// Sends per intent before it is `dead` (on-call can retry it by hand).
+    #[arg(long, env = "SIGNET_OUTBOX_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..=100))]
+    pub outbox_max_attempts: i32,
+    /// First backoff ceiling (doubles per attempt, full jitter).
+    #[arg(long, env = "SIGNET_OUTBOX_BASE_DELAY_MS", default_value_t = 1000)]
+    pub outbox_base_delay_ms: i64,
+    /// Backoff cap.
+    #[arg(long, env = "SIGNET_OUTBOX_MAX_DELAY_MS", default_value_t = 300_000)]
+    pub outbox_max_delay_ms: i64,
+    /// How long a worker owns an intent it is sending; after that (a crash)
+    /// another worker resends it with the same idempotency key.
+    #[arg(long, env = "SIGNET_OUTBOX_LEASE_MS", default_value_t = 60_000)]
+    pub outbox_lease_ms: u64,
+    /// Relay request timeout.
+    #[arg(long, env = "SIGNET_OUTBOX_TIMEOUT_MS", default_value_t = 10_000)]
+    pub outbox_timeout_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod http;
 mod metrics;
+mod outbox;
 mod serve;
 
 use std::process::ExitCode;

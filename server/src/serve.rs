@@ -47,6 +47,19 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         telemetry: Arc::new(domain::receiver::telemetry::Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| format!("metrics: {e}"))?),
     };
+    let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
+    let notifier = crate::outbox::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms)).map_err(|e| format!("outbox relay: {e}"))?;
+    let worker = crate::outbox::spawn(
+        db.clone(),
+        vault.clone(),
+        notifier,
+        crate::outbox::WorkerConfig {
+            poll: Duration::from_millis(args.outbox_poll_ms),
+            batch: 32,
+            lease: Duration::from_millis(args.outbox_lease_ms),
+            rule: domain::outbox::RetryRule { base_ms: args.outbox_base_delay_ms, cap_ms: args.outbox_max_delay_ms, max_attempts: args.outbox_max_attempts },
+        },
+    );
     let background = tokio::spawn(background(db.clone(), vault.clone()));
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
     let telemetry = hooks.telemetry.clone();
@@ -61,6 +74,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("server error: {e}"))?;
     background.abort();
     flusher.abort();
+    worker.stop().await;
     if let Err(e) = telemetry.flush(&db).await {
         tracing::error!(error = %e, "final telemetry flush failed");
     }

@@ -15,11 +15,15 @@ pub struct Model {
     /// Sealed JSON (for OTPs it holds the code minted once at creation).
     pub payload_ciphertext: Vec<u8>,
     pub kek_version: i32,
-    /// `pending`, `sent` or `dead`.
+    /// `pending`, `sending` (leased to a worker), `sent` or `dead`.
     pub status: String,
     pub attempts: i32,
     pub next_attempt_at: i64,
     pub created_at: i64,
+    /// While `sending`: when another worker may take the intent over.
+    pub lease_until: Option<i64>,
+    pub delivered_at: Option<i64>,
+    pub last_error: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

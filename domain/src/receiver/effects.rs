@@ -150,6 +150,7 @@ async fn insert_intent<C: ConnectionTrait>(
         attempts: Set(0),
         next_attempt_at: Set(now),
         created_at: Set(now),
+        ..Default::default()
     })
     .on_conflict_do_nothing_on([outbox_intent::Column::TenantId, outbox_intent::Column::IdempotencyKey])
     .exec_without_returning(conn)

@@ -13,6 +13,8 @@ pub struct Faults {
     pub stall_after_commit: Option<Duration>,
     /// Make every claim transaction fail with a transient error.
     pub transient: bool,
+    /// Outbox worker: sleep after a send succeeded, before marking it sent.
+    pub stall_after_send: Option<Duration>,
 }
 
 impl Faults {
@@ -25,10 +27,11 @@ impl Faults {
                 Some(("stall_effect_ms", v)) => f.stall_effect = v.parse().ok().map(Duration::from_millis),
                 Some(("stall_after_commit_ms", v)) => f.stall_after_commit = v.parse().ok().map(Duration::from_millis),
                 Some(("transient", v)) => f.transient = v == "1",
+                Some(("stall_after_send_ms", v)) => f.stall_after_send = v.parse().ok().map(Duration::from_millis),
                 _ => {}
             }
         }
-        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient {
+        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient || f.stall_after_send.is_some() {
             tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");
         }
         f

@@ -7,6 +7,7 @@ mod auth;
 mod fixtures;
 mod keys;
 mod operations;
+mod outbox;
 mod receiver;
 mod registry;
 mod vault;

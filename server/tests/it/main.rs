@@ -5,6 +5,7 @@ mod support;
 
 mod cli;
 mod hooks;
+mod outbox;
 mod rbac;
 mod secrecy;
 mod startup;

@@ -49,6 +49,8 @@ enum Fresh {
     /// An open quarantine entry in clinic-a (`reminder_not_found`) whose
     /// cause has since been fixed, so a release applies.
     Quarantined,
+    /// A dead outbox intent of clinic-a (its relay URL refuses connections).
+    DeadIntent,
 }
 
 struct Case {
@@ -142,7 +144,7 @@ fn api_cases() -> Vec<Case> {
             build: |_, n| json_req(M::POST, "/api/v1/tenants".into(), json!({"slug": format!("api-{n}")})) },
         Case { name: "GET /api/v1/tenants/{tenant}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/tenants/clinic-a".into()) },
         Case { name: "PATCH /api/v1/tenants/{tenant}", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PATCH, "/api/v1/tenants/clinic-a".into(), json!({"notify_url": "http://relay.test/notify"})) },
+            build: |_, _| json_req(M::PATCH, "/api/v1/tenants/clinic-a".into(), json!({"notify_url": "http://127.0.0.1:9/relay"})) },
         Case { name: "GET /api/v1/tenants/{tenant}/endpoints", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| get("/api/v1/tenants/clinic-a/endpoints".into()) },
         Case { name: "POST /api/v1/tenants/{tenant}/endpoints", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
@@ -186,6 +188,9 @@ fn api_cases() -> Vec<Case> {
             build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/release"), json!({"reason": "matrix"})) },
         Case { name: "POST /api/v1/quarantine/{id}/discard", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
             build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/discard"), json!({"reason": "matrix"})) },
+        Case { name: "GET /api/v1/outbox", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/outbox".into()) },
+        Case { name: "POST /api/v1/outbox/{id}/retry", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::DeadIntent,
+            build: |id, _| (Method::POST, format!("/api/v1/outbox/{id}/retry"), Body::None) },
         Case { name: "GET /api/v1/tenants/{tenant}/retry-policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| get("/api/v1/tenants/clinic-a/retry-policy".into()) },
         Case { name: "PUT /api/v1/tenants/{tenant}/retry-policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
@@ -204,8 +209,14 @@ struct World {
     counter: AtomicUsize,
 }
 
+/// The server under test: outbox intents that fail go dead at once.
+fn serve(i: &Install) -> Server {
+    i.serve_with(&[("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"), ("SIGNET_OUTBOX_POLL_MS", "50")])
+}
+
 fn setup(i: &Install) {
-    i.cli_json(&["tenant", "create", "clinic-a"]);
+    // Nothing listens on port 9: relayed notifications fail.
+    i.cli_json(&["tenant", "create", "clinic-a", "--notify-url", "http://127.0.0.1:9/notify"]);
     i.cli_json(&["tenant", "create", "clinic-b"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
     i.cli_json(&["endpoint", "create", "clinic-b", "hooks", "--scheme", "standard-webhooks"]);
@@ -269,6 +280,7 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
         Fresh::Nothing => return String::new(),
         Fresh::Reminder => return "r-matrix".to_owned(),
         Fresh::Quarantined => return quarantined(i, s, w).await,
+        Fresh::DeadIntent => return dead_intent(i, s, w).await,
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
@@ -284,6 +296,27 @@ fn deliver(i: &Install, w: &World, body: &str, event_id: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A JSON GET with the admin's token.
+async fn admin_get(s: &Server, w: &World, path: &str) -> Value {
+    let res = w.anonymous.get(s.url(path)).bearer_auth(&w.tokens[&Who::Admin]).send().await.unwrap();
+    res.json().await.unwrap()
+}
+
+/// An OTP request whose notification cannot be relayed, once it is dead.
+async fn dead_intent(i: &Install, s: &Server, w: &World) -> String {
+    let n = w.counter.fetch_add(1, Ordering::SeqCst);
+    deliver(i, w, &format!(r#"{{"type":"otp.requested","data":{{"otp_request_id":"otp-{n}","channel":"sms"}}}}"#), &format!("o-{n}"));
+    let key = format!("otp:otp-{n}");
+    for _ in 0..200 {
+        let list = admin_get(s, w, "/api/v1/outbox?tenant=clinic-a&status=dead").await;
+        if let Some(item) = list.as_array().unwrap().iter().find(|v| v["idempotency_key"] == key.as_str()) {
+            return item["id"].as_str().unwrap().to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("intent {key} never went dead");
+}
+
 /// A reminder update that arrives before its reminder (quarantined), then
 /// the reminder itself: the entry is open and a release will apply.
 async fn quarantined(i: &Install, s: &Server, w: &World) -> String {
@@ -291,15 +324,7 @@ async fn quarantined(i: &Install, s: &Server, w: &World) -> String {
     let event_id = format!("q-{n}");
     deliver(i, w, &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-q-{n}"}}}}"#), &event_id);
     deliver(i, w, &format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"r-q-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#), &format!("c-{n}"));
-    let list: Value = w.anonymous
-        .get(s.url("/api/v1/quarantine?tenant=clinic-a"))
-        .bearer_auth(&w.tokens[&Who::Admin])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = admin_get(s, w, "/api/v1/quarantine?tenant=clinic-a").await;
     let items = list["items"].as_array().unwrap();
     let entry = items.iter().find(|q| q["event_id"] == event_id.as_str()).unwrap_or_else(|| panic!("{event_id} not quarantined: {list}"));
     entry["id"].as_str().unwrap().to_owned()
@@ -359,7 +384,7 @@ async fn run_matrix(i: &Install, s: &Server, w: &World, cases: Vec<Case>, api: b
 
 both_engines!(server_functions_authorize_every_role, async |i: &Install| {
     setup(i);
-    let s = i.serve();
+    let s = serve(i);
     let w = world(i, &s).await;
     let cases = server_fn_cases();
     // Coverage: every server function in the app is either in the matrix or public.
@@ -392,7 +417,7 @@ fn mentions_clinic_a(text: &str) -> bool {
 
 both_engines!(public_server_functions_and_csrf, async |i: &Install| {
     setup(i);
-    let s = i.serve();
+    let s = serve(i);
     let c = s.client();
     let who = c.get(s.url("/fn/whoami")).send().await.unwrap();
     assert_eq!(who.status(), 200);
@@ -435,7 +460,7 @@ both_engines!(public_server_functions_and_csrf, async |i: &Install| {
 
 both_engines!(api_routes_authorize_every_role, async |i: &Install| {
     setup(i);
-    let s = i.serve();
+    let s = serve(i);
     let w = world(i, &s).await;
     // A reminder in clinic-a, delivered the way a provider would.
     let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);

@@ -44,6 +44,8 @@ pub fn routes() -> Router<AppState> {
         .route("/quarantine/{id}", get(operations::get_quarantine))
         .route("/quarantine/{id}/release", post(operations::release))
         .route("/quarantine/{id}/discard", post(operations::discard))
+        .route("/outbox", get(operations::list_outbox))
+        .route("/outbox/{id}/retry", post(operations::retry_outbox))
         .route("/tenants/{tenant}/retry-policy", get(operations::get_retry_policy).put(operations::set_retry_policy))
         .route("/tenants/{tenant}/retry-policy/rollback", post(operations::rollback_retry_policy))
         .fallback(|| async { ApiError::not_found() })
@@ -61,6 +63,7 @@ pub fn routes() -> Router<AppState> {
         events::list_events, events::get_reminder,
         operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
         operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
+        operations::list_outbox, operations::retry_outbox,
     ),
     components(schemas(auth::ErrorBody)),
     modifiers(&BearerAuth),

@@ -1,13 +1,16 @@
-//! Quarantine triage and the per-tenant retry policy.
+//! Quarantine triage, the outbox, and the per-tenant retry policy.
 
 use app::ssr::AppState;
 use axum::{
     extract::{Path, Query, State},
     Json,
 };
-use domain::ops::{
-    quarantine::{self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody},
-    retry_policy::{self, RetryPolicyView},
+use domain::{
+    ops::{
+        quarantine::{self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody},
+        retry_policy::{self, RetryPolicyView},
+    },
+    outbox::{self, OutboxView},
 };
 use serde::{Deserialize, Serialize};
 
@@ -119,4 +122,28 @@ pub async fn rollback_retry_policy(
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
     Ok(Json(retry_policy::rollback(&st.db, &p, &tenant, &body.reason).await?))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct OutboxQuery {
+    pub tenant: Option<String>,
+    /// `pending`, `sending`, `sent` or `dead`.
+    pub status: Option<String>,
+    pub limit: Option<u64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/outbox", tag = "outbox", params(OutboxQuery),
+    responses((status = 200, body = [OutboxView]), (status = 422, body = ErrorBody)))]
+pub async fn list_outbox(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Query(q): Query<OutboxQuery>,
+) -> Result<Json<Vec<OutboxView>>, ApiError> {
+    Ok(Json(outbox::list(&st.db, &p, q.tenant.as_deref(), q.status.as_deref(), q.limit.unwrap_or(100)).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
+    responses((status = 200, body = OutboxView), (status = 409, body = ErrorBody, description = "the intent is not dead")))]
+pub async fn retry_outbox(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(id): Path<String>) -> Result<Json<OutboxView>, ApiError> {
+    Ok(Json(outbox::retry(&st.db, &p, &id).await?))
 }

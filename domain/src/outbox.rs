@@ -1,0 +1,261 @@
+//! Outbox delivery: claiming due intents, recording the outcome, and the
+//! on-call view and manual retry.
+//!
+//! An intent is leased (`sending`, `lease_until`) in a short transaction —
+//! `FOR UPDATE SKIP LOCKED` on PostgreSQL, so several instances never take
+//! the same one; SQLite's single writer serialises claims — and sent outside
+//! any transaction. If the sender dies between sending and marking, the
+//! lease expires and the intent is sent again with the same idempotency key
+//! (its id) and the same payload: the receiving side deduplicates. Payloads
+//! (OTP codes included) were minted and sealed when the intent was created
+//! and are never re-minted.
+
+use rand::Rng;
+use sea_orm::{
+    sea_query::{Expr, ExprTrait, LockBehavior, LockType},
+    ColumnTrait, Condition, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::{
+    audit::{self, Change},
+    auth::{Permission, Principal, Scope},
+    clock,
+    crypto::Aad,
+    db,
+    entity::{outbox_intent as intent, tenant},
+    error::{DomainError, DomainResult},
+    registry::tenants,
+    vault::Vault,
+};
+
+pub const PENDING: &str = "pending";
+pub const SENDING: &str = "sending";
+pub const SENT: &str = "sent";
+pub const DEAD: &str = "dead";
+
+/// Capped full-jitter exponential backoff and the attempt limit.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryRule {
+    pub base_ms: i64,
+    pub cap_ms: i64,
+    pub max_attempts: i32,
+}
+
+impl RetryRule {
+    /// A uniformly random delay in `[0, min(cap, base · 2^(attempt-1))]`.
+    pub fn delay_ms(&self, attempt: i32) -> i64 {
+        let exp = self.base_ms.saturating_mul(1i64 << (attempt - 1).clamp(0, 30));
+        rand::thread_rng().gen_range(0..=Ord::max(Ord::min(exp, self.cap_ms), 0))
+    }
+}
+
+/// A leased intent with its decrypted payload, ready to send.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Also the `Idempotency-Key`.
+    pub id: String,
+    pub tenant_id: String,
+    pub tenant_slug: String,
+    pub kind: String,
+    pub idempotency_key: String,
+    pub payload: Value,
+    /// The tenant's relay URL; `None` sends to the local file sink.
+    pub notify_url: Option<String>,
+    /// Including this one.
+    pub attempts: i32,
+    /// The tenant's retry policy: when disabled a failed send is `dead` at once.
+    pub retries_enabled: bool,
+}
+
+/// Leases up to `limit` due intents (pending and due, or sending with an
+/// expired lease) for `lease_ms`.
+pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lease_ms: i64) -> DomainResult<Vec<Delivery>> {
+    let now = clock::now_ms();
+    let due = Condition::any()
+        .add(Condition::all().add(intent::Column::Status.eq(PENDING)).add(intent::Column::NextAttemptAt.lte(now)))
+        .add(Condition::all().add(intent::Column::Status.eq(SENDING)).add(intent::Column::LeaseUntil.lt(now)));
+    // A plain read first: an idle worker never takes SQLite's write lock.
+    if intent::Entity::find().select_only().column(intent::Column::Id).filter(due.clone()).limit(1).into_tuple::<String>().one(db).await?.is_none() {
+        return Ok(Vec::new());
+    }
+    let txn = db::begin_write(db).await?;
+    let mut q = intent::Entity::find().filter(due).order_by_asc(intent::Column::NextAttemptAt).limit(limit);
+    if db.get_database_backend() == DbBackend::Postgres {
+        q = q.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    let rows = q.all(&txn).await?;
+    if rows.is_empty() {
+        txn.commit().await?;
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    intent::Entity::update_many()
+        .col_expr(intent::Column::Status, Expr::value(SENDING))
+        .col_expr(intent::Column::LeaseUntil, Expr::value(now + lease_ms))
+        .col_expr(intent::Column::Attempts, Expr::col(intent::Column::Attempts).add(1))
+        .filter(intent::Column::Id.is_in(ids))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+
+    let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
+    let tenants: Vec<tenant::Model> = tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids)).all(db).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let t = tenants.iter().find(|t| t.id == r.tenant_id).ok_or(DomainError::NotFound)?;
+        let plain = vault.open(db, &Aad::outbox_payload(&r.tenant_id, &r.id), &r.payload_ciphertext).await?;
+        let payload = serde_json::from_slice(&plain).map_err(|_| DomainError::conflict("outbox_payload_invalid", "sealed payload is not JSON"))?;
+        out.push(Delivery {
+            tenant_slug: t.slug.clone(),
+            notify_url: t.notify_url.clone(),
+            retries_enabled: t.retry_policy != "disabled",
+            attempts: r.attempts + 1,
+            id: r.id,
+            tenant_id: r.tenant_id,
+            kind: r.kind,
+            idempotency_key: r.idempotency_key,
+            payload,
+        });
+    }
+    Ok(out)
+}
+
+/// Records a successful send (only while this worker still holds the lease
+/// state; a late duplicate mark changes nothing).
+pub async fn mark_sent(db: &DatabaseConnection, id: &str) -> DomainResult<()> {
+    intent::Entity::update_many()
+        .col_expr(intent::Column::Status, Expr::value(SENT))
+        .col_expr(intent::Column::DeliveredAt, Expr::value(clock::now_ms()))
+        .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
+        .col_expr(intent::Column::LastError, Expr::value(Option::<String>::None))
+        .filter(intent::Column::Id.eq(id))
+        .filter(intent::Column::Status.eq(SENDING))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Records a failed send: back to `pending` after a backoff, or `dead` when
+/// the failure is permanent, the attempts are used up, or the tenant's
+/// retry policy is disabled. Returns the new status.
+pub async fn mark_failed(db: &DatabaseConnection, d: &Delivery, error: &str, permanent: bool, rule: &RetryRule) -> DomainResult<&'static str> {
+    let dead = permanent || !d.retries_enabled || d.attempts >= rule.max_attempts;
+    let status = if dead { DEAD } else { PENDING };
+    let error: String = error.chars().take(500).collect();
+    intent::Entity::update_many()
+        .col_expr(intent::Column::Status, Expr::value(status))
+        .col_expr(intent::Column::NextAttemptAt, Expr::value(clock::now_ms() + if dead { 0 } else { rule.delay_ms(d.attempts) }))
+        .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
+        .col_expr(intent::Column::LastError, Expr::value(error))
+        .filter(intent::Column::Id.eq(&d.id))
+        .filter(intent::Column::Status.eq(SENDING))
+        .exec(db)
+        .await?;
+    Ok(status)
+}
+
+/// An intent as on-call sees it: metadata, never the payload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OutboxView {
+    pub id: String,
+    pub tenant: String,
+    pub kind: String,
+    pub idempotency_key: String,
+    /// `pending`, `sending`, `sent` or `dead`.
+    pub status: String,
+    pub attempts: i32,
+    pub next_attempt_at: String,
+    pub created_at: String,
+    pub delivered_at: Option<String>,
+    pub last_error: Option<String>,
+}
+
+fn view(r: intent::Model, slug: String) -> OutboxView {
+    OutboxView {
+        id: r.id,
+        tenant: slug,
+        kind: r.kind,
+        idempotency_key: r.idempotency_key,
+        status: r.status,
+        attempts: r.attempts,
+        next_attempt_at: clock::rfc3339(r.next_attempt_at),
+        created_at: clock::rfc3339(r.created_at),
+        delivered_at: clock::rfc3339_opt(r.delivered_at),
+        last_error: r.last_error,
+    }
+}
+
+/// Newest first, at most `limit` (1–500).
+pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: Option<&str>, status: Option<&str>, limit: u64) -> DomainResult<Vec<OutboxView>> {
+    let mut q = intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, 500));
+    match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
+        (Some(slug), _) => {
+            let t = tenants::find(db, principal, slug).await?;
+            principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
+            q = q.filter(intent::Column::TenantId.eq(t.id));
+        }
+        (None, Some(own)) => {
+            principal.authorize(Permission::ReadEvents, Scope::Tenant(own))?;
+            q = q.filter(intent::Column::TenantId.eq(own));
+        }
+        (None, None) => {
+            principal.authorize(Permission::ReadEvents, Scope::Global)?;
+        }
+    }
+    match status.filter(|s| !s.is_empty()) {
+        Some(s @ (PENDING | SENDING | SENT | DEAD)) => q = q.filter(intent::Column::Status.eq(s)),
+        Some(other) => return Err(DomainError::invalid("invalid_status", format!("status must be pending, sending, sent or dead, got {other:?}"))),
+        None => {}
+    }
+    let rows = q.all(db).await?;
+    let slugs: Vec<tenant::Model> = tenant::Entity::find().all(db).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let slug = slugs.iter().find(|t| t.id == r.tenant_id).map(|t| t.slug.clone()).unwrap_or_default();
+            view(r, slug)
+        })
+        .collect())
+}
+
+/// On-call's manual retry of a dead intent: same id, same idempotency key,
+/// same payload; the attempt count starts over.
+pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<OutboxView> {
+    let txn = db::begin_write(db).await?;
+    let r = intent::Entity::find_by_id(id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
+    if !principal.can_see_tenant(&r.tenant_id) {
+        return Err(DomainError::NotFound);
+    }
+    let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&r.tenant_id))?;
+    let res = intent::Entity::update_many()
+        .col_expr(intent::Column::Status, Expr::value(PENDING))
+        .col_expr(intent::Column::Attempts, Expr::value(0))
+        .col_expr(intent::Column::NextAttemptAt, Expr::value(clock::now_ms()))
+        .filter(intent::Column::Id.eq(id))
+        .filter(intent::Column::Status.eq(DEAD))
+        .exec(&txn)
+        .await?;
+    if res.rows_affected != 1 {
+        return Err(DomainError::conflict("not_dead", format!("only dead intents can be retried by hand; this one is {}", r.status)));
+    }
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "outbox.retry",
+            target_kind: "outbox_intent",
+            target_id: id,
+            tenant_id: Some(&r.tenant_id),
+            before: Some(json!({"status": r.status, "attempts": r.attempts, "last_error": r.last_error})),
+            after: Some(json!({"status": PENDING})),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    let r = intent::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let slug = tenant::Entity::find_by_id(r.tenant_id.clone()).one(db).await?.map(|t| t.slug).unwrap_or_default();
+    Ok(view(r, slug))
+}

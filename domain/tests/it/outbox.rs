@@ -1,0 +1,104 @@
+//! Outbox claiming on both engines: concurrent workers never lease the same
+//! intent, an expired lease is taken over, and a disabled retry policy makes
+//! a failed send dead at once.
+
+use std::collections::HashSet;
+
+use domain::{
+    clock,
+    crypto::Aad,
+    entity::outbox_intent,
+    ops::retry_policy,
+    outbox::{self, RetryRule},
+};
+use sea_orm::{EntityTrait, Set};
+use serde_json::json;
+
+use crate::{db_test, fixtures::*, support::TestDb};
+
+async fn intents(t: &TestDb, tenant_id: &str, n: usize) {
+    for i in 0..n {
+        let id = format!("int_{i:04}");
+        let (sealed, kek) = t.vault.seal(&Aad::outbox_payload(tenant_id, &id), json!({"n": i}).to_string().as_bytes()).unwrap();
+        outbox_intent::Entity::insert(outbox_intent::ActiveModel {
+            id: Set(id),
+            tenant_id: Set(tenant_id.to_owned()),
+            kind: Set("otp".into()),
+            idempotency_key: Set(format!("otp:{i}")),
+            payload_ciphertext: Set(sealed),
+            kek_version: Set(kek as i32),
+            status: Set("pending".into()),
+            attempts: Set(0),
+            next_attempt_at: Set(clock::now_ms()),
+            created_at: Set(clock::now_ms()),
+            ..Default::default()
+        })
+        .exec_without_returning(&t.db)
+        .await
+        .unwrap();
+    }
+}
+
+const RULE: RetryRule = RetryRule { base_ms: 10, cap_ms: 10, max_attempts: 5 };
+
+db_test!(concurrent_workers_never_lease_the_same_intent, async |t: &TestDb| {
+    let tenant = tenant(t, "clinic-a").await;
+    intents(t, &tenant.id, 120).await;
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (db, vault) = (t.db.clone(), t.vault.clone());
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = outbox::claim_batch(&db, &vault, 7, 60_000).await.unwrap();
+                if batch.is_empty() {
+                    break mine;
+                }
+                for d in batch {
+                    assert_eq!(d.payload["n"].as_u64().map(|n| format!("int_{n:04}")), Some(d.id.clone()), "payload opens with its own AAD");
+                    outbox::mark_sent(&db, &d.id).await.unwrap();
+                    mine.push(d.id);
+                }
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    let unique: HashSet<&String> = all.iter().collect();
+    assert_eq!(all.len(), 120, "every intent sent once");
+    assert_eq!(unique.len(), 120, "no intent leased twice");
+});
+
+db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
+    let tenant = tenant(t, "clinic-a").await;
+    intents(t, &tenant.id, 1).await;
+    let first = outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert!(outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap().is_empty(), "leased");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let again = outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap();
+    assert_eq!((again.len(), again[0].id.as_str(), again[0].attempts), (1, first[0].id.as_str(), 2));
+    assert_eq!(again[0].payload, first[0].payload);
+    // Failures back off, then die after the last attempt.
+    assert_eq!(outbox::mark_failed(&t.db, &again[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(), "pending");
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let third = outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap();
+    assert_eq!(third[0].attempts, 3);
+    assert_eq!(outbox::mark_failed(&t.db, &third[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(), "dead");
+    assert!(outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap().is_empty());
+    // A late mark from the crashed first worker changes nothing.
+    outbox::mark_sent(&t.db, &first[0].id).await.unwrap();
+    let row = outbox_intent::Entity::find_by_id(first[0].id.clone()).one(&t.db).await.unwrap().unwrap();
+    assert_eq!((row.status.as_str(), row.last_error.as_deref()), ("dead", Some("boom")));
+});
+
+db_test!(disabled_retry_policy_makes_a_failed_send_dead_at_once, async |t: &TestDb| {
+    let tenant = tenant(t, "clinic-a").await;
+    retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "incident").await.unwrap();
+    intents(t, &tenant.id, 1).await;
+    let d = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
+    assert!(!d[0].retries_enabled);
+    assert_eq!(outbox::mark_failed(&t.db, &d[0], "relay down", false, &RULE).await.unwrap(), "dead");
+});

@@ -1,0 +1,181 @@
+//! The outbox worker: a tokio task in `signet serve` that leases due intents
+//! and hands them to a [`Notifier`]. It stops with the server (or through its
+//! handle) and resumes from the database when started again.
+
+use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
+
+use domain::{
+    outbox::{self, Delivery, RetryRule},
+    receiver::faults::Faults,
+    vault::Vault,
+};
+use sea_orm::DatabaseConnection;
+use serde_json::json;
+use tokio::{io::AsyncWriteExt, sync::watch, task::JoinHandle};
+
+/// Why a send failed; `permanent` failures are not retried.
+#[derive(Debug)]
+pub struct SendFailure {
+    pub message: String,
+    pub permanent: bool,
+}
+
+/// Where notifications go.
+pub trait Notifier: Send + Sync + 'static {
+    fn send(&self, d: &Delivery) -> impl Future<Output = Result<(), SendFailure>> + Send;
+}
+
+/// The message a notifier delivers (the same bytes on every attempt).
+fn message(d: &Delivery) -> serde_json::Value {
+    json!({"id": d.id, "tenant": d.tenant_slug, "kind": d.kind, "idempotency_key": d.idempotency_key, "payload": d.payload})
+}
+
+/// POSTs JSON to the tenant's relay URL with `Idempotency-Key` = intent id.
+pub struct HttpRelay {
+    client: reqwest::Client,
+}
+
+impl HttpRelay {
+    pub fn new(timeout: Duration) -> Result<Self, reqwest::Error> {
+        Ok(HttpRelay { client: reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build()? })
+    }
+
+    async fn post(&self, url: &str, d: &Delivery) -> Result<(), SendFailure> {
+        let res = self.client.post(url).header("Idempotency-Key", &d.id).json(&message(d)).send().await;
+        match res {
+            Ok(r) if r.status().is_success() => Ok(()),
+            // A timeout or a dropped connection is an uncertain outcome: retried
+            // with the same key, never a new one.
+            Err(e) => Err(SendFailure { message: format!("relay unreachable or timed out: {}", without_url(&e)), permanent: false }),
+            Ok(r) => {
+                let s = r.status();
+                let retryable = s.is_server_error() || matches!(s.as_u16(), 408 | 409 | 425 | 429);
+                Err(SendFailure { message: format!("relay answered {s}"), permanent: !retryable })
+            }
+        }
+    }
+}
+
+/// reqwest errors carry the URL, which may hold credentials; keep the kind only.
+fn without_url(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    kind.to_owned()
+}
+
+/// Appends one JSON line per notification to a local file, so a person
+/// running `make run` can watch them arrive.
+pub struct FileSink {
+    path: PathBuf,
+}
+
+impl FileSink {
+    async fn append(&self, d: &Delivery) -> Result<(), SendFailure> {
+        let mut line = message(d).to_string();
+        line.push('\n');
+        let write = async {
+            let mut f = tokio::fs::OpenOptions::new().create(true).append(true).open(&self.path).await?;
+            f.write_all(line.as_bytes()).await?;
+            f.flush().await
+        };
+        write.await.map_err(|e| SendFailure { message: format!("cannot write {}: {e}", self.path.display()), permanent: false })
+    }
+}
+
+/// The built-in routing: the tenant's relay URL when it has one, else the
+/// file sink.
+pub struct Builtin {
+    pub relay: HttpRelay,
+    pub file: FileSink,
+}
+
+impl Builtin {
+    pub fn new(file: PathBuf, timeout: Duration) -> Result<Self, String> {
+        Ok(Builtin { relay: HttpRelay::new(timeout).map_err(|e| e.to_string())?, file: FileSink { path: file } })
+    }
+}
+
+impl Notifier for Builtin {
+    async fn send(&self, d: &Delivery) -> Result<(), SendFailure> {
+        match &d.notify_url {
+            Some(url) => self.relay.post(url, d).await,
+            None => self.file.append(d).await,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub poll: Duration,
+    pub batch: u64,
+    pub lease: Duration,
+    pub rule: RetryRule,
+}
+
+/// Stops the worker; dropping it stops the worker too.
+pub struct WorkerHandle {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl WorkerHandle {
+    /// Lets the current send finish, then ends the task.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N, cfg: WorkerConfig) -> WorkerHandle {
+    let (stop, mut stopped) = watch::channel(false);
+    let faults = Faults::from_env();
+    let task = tokio::spawn(async move {
+        loop {
+            let batch = match outbox::claim_batch(&db, &vault, cfg.batch, cfg.lease.as_millis() as i64).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(error = %e, "outbox claim failed");
+                    Vec::new()
+                }
+            };
+            let idle = batch.is_empty();
+            for d in batch {
+                deliver(&db, &notifier, &d, &cfg.rule, &faults).await;
+            }
+            if *stopped.borrow() {
+                break;
+            }
+            if idle {
+                tokio::select! {
+                    _ = stopped.changed() => break,
+                    _ = tokio::time::sleep(cfg.poll) => {}
+                }
+            }
+        }
+        tracing::info!("outbox worker stopped");
+    });
+    WorkerHandle { stop, task }
+}
+
+async fn deliver<N: Notifier>(db: &DatabaseConnection, notifier: &N, d: &Delivery, rule: &RetryRule, faults: &Faults) {
+    match notifier.send(d).await {
+        Ok(()) => {
+            if let Some(stall) = faults.stall_after_send {
+                tokio::time::sleep(stall).await;
+            }
+            if let Err(e) = outbox::mark_sent(db, &d.id).await {
+                // The lease expires and the intent is resent with the same key.
+                tracing::error!(error = %e, intent = %d.id, "could not mark an intent sent");
+            }
+        }
+        Err(f) => match outbox::mark_failed(db, d, &f.message, f.permanent, rule).await {
+            Ok(status) => tracing::warn!(intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message, "notification not delivered"),
+            Err(e) => tracing::error!(error = %e, intent = %d.id, "could not record a failed send"),
+        },
+    }
+}

@@ -1,0 +1,191 @@
+//! The outbox worker against the real binary and a local HTTP sink that
+//! records every request: one effective delivery per idempotency key, the
+//! same key (and payload) after a crash between send and mark, backoff to
+//! `dead`, and on-call's manual retry.
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use axum::{extract::State, http::HeaderMap, routing::post, Router};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::{
+    both_engines,
+    support::{Install, Server},
+};
+
+/// Records (Idempotency-Key, body); answers 500 while `failures` > 0.
+#[derive(Clone, Default)]
+struct Sink {
+    seen: Arc<Mutex<Vec<(String, Value)>>>,
+    failures: Arc<AtomicUsize>,
+}
+
+impl Sink {
+    async fn start(&self) -> String {
+        async fn receive(State(s): State<Sink>, headers: HeaderMap, body: String) -> StatusCode {
+            let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            s.seen.lock().unwrap().push((key, serde_json::from_str(&body).unwrap_or(Value::Null)));
+            let failing = s.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+            if failing { StatusCode::INTERNAL_SERVER_ERROR } else { StatusCode::OK }
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/notify", listener.local_addr().unwrap());
+        let app = Router::new().route("/notify", post(receive)).with_state(self.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+
+    fn seen(&self) -> Vec<(String, Value)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    async fn wait_for(&self, n: usize) -> Vec<(String, Value)> {
+        for _ in 0..300 {
+            if self.seen.lock().unwrap().len() >= n {
+                return self.seen();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the sink saw {} requests, expected {n}", self.seen.lock().unwrap().len());
+    }
+}
+
+/// `tenant` with endpoint `hooks` (standard-webhooks) and an active key's secret.
+fn clinic(i: &Install, tenant: &str, notify_url: Option<&str>) -> String {
+    let mut args = vec!["tenant", "create", tenant];
+    if let Some(u) = notify_url {
+        args.extend(["--notify-url", u]);
+    }
+    i.cli_json(&args);
+    i.cli_json(&["endpoint", "create", tenant, "hooks", "--scheme", "standard-webhooks"]);
+    i.cli_json(&["key", "provision", tenant, "hooks", "--approve-as", "rita"])["secret"].as_str().unwrap().to_owned()
+}
+
+fn otp(i: &Install, s: &Server, tenant: &str, secret: &str, request: &str, event_id: &str) {
+    let file = i.data_dir().join(format!("{event_id}.json"));
+    std::fs::write(&file, format!(r#"{{"type":"otp.requested","data":{{"otp_request_id":"{request}","channel":"sms"}}}}"#)).unwrap();
+    let url = s.url(&format!("/hooks/{tenant}/hooks"));
+    let out = i.cli(&["send", &url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().unwrap(), "--event-id", event_id], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+async fn outbox(s: &Server, token: &str, query: &str) -> Vec<Value> {
+    let res = reqwest::Client::new().get(s.url(&format!("/api/v1/outbox{query}"))).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    res.json::<Vec<Value>>().await.unwrap()
+}
+
+async fn wait_status(s: &Server, token: &str, status: &str, n: usize) -> Vec<Value> {
+    for _ in 0..300 {
+        let items = outbox(s, token, &format!("?status={status}")).await;
+        if items.len() >= n {
+            return items;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {n} intents reached {status}");
+}
+
+const FAST: [(&str, &str); 1] = [("SIGNET_OUTBOX_POLL_MS", "50")];
+
+both_engines!(each_intent_is_delivered_once_with_its_idempotency_key, async |i: &Install| {
+    let sink = Sink::default();
+    let url = sink.start().await;
+    let a = clinic(i, "clinic-a", Some(&url));
+    let b = clinic(i, "clinic-b", None);
+    let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve_with(&FAST);
+    for n in 1..=3 {
+        otp(i, &s, "clinic-a", &a, &format!("otp-{n}"), &format!("evt-{n}"));
+    }
+    // A second event for an OTP request already seen mints and sends nothing.
+    otp(i, &s, "clinic-a", &a, "otp-1", "evt-again");
+    otp(i, &s, "clinic-b", &b, "otp-b", "evt-b");
+    wait_status(&s, &token, "sent", 4).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let seen = sink.seen();
+    assert_eq!(seen.len(), 3, "one request per intent: {seen:?}");
+    let mut keys: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 3);
+    for (key, body) in &seen {
+        assert_eq!(body["id"].as_str(), Some(key.as_str()), "Idempotency-Key is the intent id");
+        assert_eq!(body["tenant"], "clinic-a");
+        assert_eq!(body["kind"], "otp");
+        assert!(body["payload"]["code"].as_str().is_some_and(|c| c.len() == 6));
+    }
+    // clinic-b has no relay URL: its notification went to the file sink.
+    let file = std::fs::read_to_string(i.data_dir().join("notifications.jsonl")).unwrap();
+    let lines: Vec<Value> = file.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!((lines[0]["tenant"].as_str(), lines[0]["payload"]["otp_request_id"].as_str()), (Some("clinic-b"), Some("otp-b")));
+    let sent = outbox(&s, &token, "?status=sent").await;
+    assert!(sent.iter().all(|v| v["delivered_at"].is_string() && v.get("payload").is_none()));
+});
+
+both_engines!(a_crash_between_send_and_mark_resends_with_the_same_key, async |i: &Install| {
+    let sink = Sink::default();
+    let url = sink.start().await;
+    let a = clinic(i, "clinic-a", Some(&url));
+    let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let lease = ("SIGNET_OUTBOX_LEASE_MS", "1500");
+    let mut s = i.serve_with(&[FAST[0], lease, ("SIGNET_FAULTS", "stall_after_send_ms=60000")]);
+    otp(i, &s, "clinic-a", &a, "otp-crash", "evt-crash");
+    let first = sink.wait_for(1).await;
+    s.kill9(); // after the send, before the mark
+    drop(s);
+    let s = i.serve_with(&[FAST[0], lease]);
+    let both = sink.wait_for(2).await;
+    assert_eq!(both[0].0, first[0].0);
+    assert_eq!(both[1].0, first[0].0, "the resend carries the same idempotency key");
+    assert_eq!(both[1].1, both[0].1, "and the same payload: the OTP code is never re-minted");
+    wait_status(&s, &token, "sent", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sink.seen().len(), 2);
+});
+
+both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &Install| {
+    let sink = Sink::default();
+    sink.failures.store(1000, Ordering::SeqCst);
+    let url = sink.start().await;
+    let a = clinic(i, "clinic-a", Some(&url));
+    let admin = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let oncall = i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    let reviewer = i.cli_json(&["token", "create", "--name", "rev", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve_with(&[
+        FAST[0],
+        ("SIGNET_OUTBOX_MAX_ATTEMPTS", "3"),
+        ("SIGNET_OUTBOX_BASE_DELAY_MS", "20"),
+        ("SIGNET_OUTBOX_MAX_DELAY_MS", "100"),
+    ]);
+    otp(i, &s, "clinic-a", &a, "otp-dead", "evt-dead");
+    let dead = wait_status(&s, &admin, "dead", 1).await;
+    assert_eq!(dead[0]["attempts"], 3);
+    assert_eq!(dead[0]["last_error"], "relay answered 500 Internal Server Error");
+    let seen = sink.seen();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|(k, _)| k == dead[0]["id"].as_str().unwrap()));
+
+    sink.failures.store(0, Ordering::SeqCst);
+    let id = dead[0]["id"].as_str().unwrap();
+    let c = reqwest::Client::new();
+    let denied = c.post(s.url(&format!("/api/v1/outbox/{id}/retry"))).bearer_auth(&reviewer).send().await.unwrap();
+    assert_eq!(denied.status(), 403);
+    let retried = c.post(s.url(&format!("/api/v1/outbox/{id}/retry"))).bearer_auth(&oncall).send().await.unwrap();
+    assert_eq!(retried.status(), 200);
+    wait_status(&s, &admin, "sent", 1).await;
+    assert_eq!(sink.seen().len(), 4);
+    assert_eq!(sink.seen()[3].0, id, "the manual retry keeps the key");
+    let again = c.post(s.url(&format!("/api/v1/outbox/{id}/retry"))).bearer_auth(&oncall).send().await.unwrap();
+    assert_eq!(again.status(), 409);
+    let audit: Value = c.get(s.url("/api/v1/audit?action=outbox.")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    assert!(audit.to_string().contains("outbox.retry"), "{audit}");
+});

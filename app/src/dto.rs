@@ -214,3 +214,18 @@ pub struct RetryPolicyDto {
     pub version: i32,
     pub history: Vec<PolicyVersionDto>,
 }
+
+/// An outbox intent (metadata; never the payload).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboxDto {
+    pub id: String,
+    pub tenant: String,
+    pub kind: String,
+    pub idempotency_key: String,
+    pub status: String,
+    pub attempts: i32,
+    pub next_attempt_at: String,
+    pub created_at: String,
+    pub delivered_at: Option<String>,
+    pub last_error: Option<String>,
+}

@@ -213,12 +213,20 @@ test('on-call triages a quarantined event and releases it once the cause is fixe
 
   await page.goto('/quarantine');
   await expect(page.getByText('Quarantine is empty')).toBeVisible();
+  // The released reschedule asked for a reminder notice; the worker delivers it (file sink here).
+  await page.getByRole('link', { name: 'Outbox' }).click();
+  const notice = page.locator('tr', { hasText: 'reminder_notice' });
+  await expect(async () => {
+    await page.reload();
+    await expect(notice).toContainText('sent', { timeout: 1000 });
+  }).toPass({ timeout: 20_000 });
+  await shot(page, info, '20-outbox');
   await page.goto('/audit?action=quarantine.');
   await expect(page.getByText('quarantine.release', { exact: true })).toBeVisible();
   await expect(page.getByText('quarantine.release_failed').first()).toBeVisible();
   await expect(page.getByText('quarantine.reveal_body').first()).toBeVisible();
   expect(await page.content()).not.toContain('555 01 23');
-  await shot(page, info, '20-quarantine-audit');
+  await shot(page, info, '20-quarantine-audit-log');
 });
 
 test('the administrator switches a tenant\'s retry policy and rolls it back', async ({ page }, info) => {

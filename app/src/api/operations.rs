@@ -136,3 +136,37 @@ pub async fn set_retry_policy_cohort(tenants: String, policy: String, reason: St
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())
 }
+
+#[server(prefix = "/fn", endpoint = "list_outbox", input = GetUrl)]
+pub async fn list_outbox(tenant: Option<String>, status: Option<String>) -> Result<Vec<crate::dto::OutboxDto>, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let items = domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await.map_err(ssr::to_app_error)?;
+    Ok(items
+        .into_iter()
+        .map(|o| crate::dto::OutboxDto {
+            id: o.id,
+            tenant: o.tenant,
+            kind: o.kind,
+            idempotency_key: o.idempotency_key,
+            status: o.status,
+            attempts: o.attempts,
+            next_attempt_at: o.next_attempt_at,
+            created_at: o.created_at,
+            delivered_at: o.delivered_at,
+            last_error: o.last_error,
+        })
+        .collect())
+}
+
+/// Sends a dead intent again (same idempotency key), audited.
+#[server(prefix = "/fn", endpoint = "retry_outbox")]
+pub async fn retry_outbox(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::outbox::retry(&st.db, &p, &id).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/outbox?retried={id}"));
+    Ok(())
+}

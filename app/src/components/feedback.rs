@@ -90,6 +90,7 @@ fn failed_action(path: &str) -> &'static str {
         "update_user" => "Could not change the user",
         "release_quarantine" | "release_matching" => "Could not release",
         "discard_quarantine" => "Could not discard",
+        "retry_outbox" => "Could not retry the notification",
         "set_retry_policy" | "set_retry_policy_cohort" => "Could not change the retry policy",
         "rollback_retry_policy" => "Could not roll back the retry policy",
         _ => "That did not work",

@@ -122,6 +122,8 @@ fn server_fn_cases() -> Vec<Case> {
             build: |id, _| form("/fn/discard_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
         Case { name: "release_matching", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| form("/fn/release_matching", vec![("tenant", "clinic-a".into()), ("reason_filter", "no_such_reason".into()), ("reason", "matrix".into())]) },
+        Case { name: "list_outbox", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_outbox".into()) },
+        Case { name: "retry_outbox", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::DeadIntent, build: |id, _| form("/fn/retry_outbox", vec![("id", id.into())]) },
         Case { name: "retry_policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/retry_policy?tenant=clinic-a".into()) },
         Case { name: "set_retry_policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| form("/fn/set_retry_policy", vec![("tenant", "clinic-a".into()), ("policy", "disabled".into()), ("reason", "matrix".into())]) },

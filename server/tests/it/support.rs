@@ -119,11 +119,13 @@ impl Install {
             let output = output.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    // Recorded before announcing the address, so a test that
+                    // has the address also sees the line in `output()`.
+                    output.lock().expect("log lock").push_str(&line);
+                    output.lock().expect("log lock").push('\n');
                     if let (Some(tx), Some(rest)) = (&tx, line.strip_prefix("Signet is listening on ")) {
                         let _ = tx.send(rest.trim().to_owned());
                     }
-                    output.lock().expect("log lock").push_str(&line);
-                    output.lock().expect("log lock").push('\n');
                 }
             });
         }

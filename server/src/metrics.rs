@@ -52,7 +52,8 @@ impl Metrics {
     pub async fn refresh_gauges(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
         use domain::entity::{outbox_intent, quarantine_entry};
         let open = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq("open")).count(db).await?;
-        let pending_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq("pending"));
+        // Undelivered: waiting, or leased to a worker that is sending it.
+        let pending_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.is_in([domain::outbox::PENDING, domain::outbox::SENDING]));
         let pending = pending_q.clone().count(db).await?;
         let oldest = pending_q.order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
         self.quarantine_open.set(open as i64);

@@ -211,7 +211,8 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: O
         None => {}
     }
     let rows = q.all(db).await?;
-    let slugs: Vec<tenant::Model> = tenant::Entity::find().all(db).await?;
+    let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
+    let slugs: Vec<tenant::Model> = tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids)).all(db).await?;
     Ok(rows
         .into_iter()
         .map(|r| {

@@ -80,20 +80,27 @@ pub async fn release_matching(
     expected: Option<u64>,
     reason: String,
 ) -> Result<(), AppError> {
-    use crate::{components::format::query_value, ssr};
+    use crate::{components::format::with_query, ssr};
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let f = filter(tenant.clone(), endpoint.clone(), reason_filter.clone(), None, age.clone());
+    let f = filter(tenant, endpoint, reason_filter, None, age);
     let out = domain::ops::quarantine::release_matching(&st.db, &st.vault, &p, &f, &reason).await.map_err(ssr::to_app_error)?;
-    let mut back: Vec<String> = [("tenant", tenant), ("endpoint", endpoint), ("reason", reason_filter), ("age", age)]
-        .into_iter()
-        .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| format!("{k}={}", query_value(&v))))
-        .collect();
-    back.push(format!("released={}&failed={}&matched={}", out.released, out.failed.len(), out.matched));
-    if let Some(n) = expected {
-        back.push(format!("expected={n}"));
-    }
-    leptos_axum::redirect(&format!("/quarantine?{}", back.join("&")));
+    let (released, failed, matched) = (out.released.to_string(), out.failed.len().to_string(), out.matched.to_string());
+    let expected = expected.map(|n| n.to_string()).unwrap_or_default();
+    let back = with_query(
+        "/quarantine",
+        &[
+            ("tenant", f.tenant.as_deref().unwrap_or("")),
+            ("endpoint", f.endpoint.as_deref().unwrap_or("")),
+            ("reason", f.reason.as_deref().unwrap_or("")),
+            ("age", f.age.as_deref().unwrap_or("")),
+            ("released", &released),
+            ("failed", &failed),
+            ("matched", &matched),
+            ("expected", &expected),
+        ],
+    );
+    leptos_axum::redirect(&back);
     Ok(())
 }
 

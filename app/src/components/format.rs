@@ -82,6 +82,18 @@ pub fn query_value(text: &str) -> String {
     out
 }
 
+/// A trimmed form value, `None` when blank.
+pub fn nonempty(text: &str) -> Option<String> {
+    Some(text.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+/// `path?k=v&…` with the values encoded; pairs with an empty value are left
+/// out (and so is the `?` when none remain).
+pub fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+    let parts: Vec<String> = pairs.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}", query_value(v))).collect();
+    if parts.is_empty() { path.to_owned() } else { format!("{path}?{}", parts.join("&")) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +113,8 @@ mod tests {
         assert_eq!(bytes(1000), "1000 bytes");
         assert_eq!(sentence("not found"), "Not found");
         assert_eq!(query_value("/tenants/a b?x=1"), "%2Ftenants%2Fa%20b%3Fx%3D1");
+        assert_eq!(with_query("/audit", &[("actor", ""), ("since", "1h"), ("tenant", "a b")]), "/audit?since=1h&tenant=a%20b");
+        assert_eq!(with_query("/audit", &[("actor", "")]), "/audit");
+        assert_eq!(nonempty("  "), None);
     }
 }

@@ -2,6 +2,7 @@
 //! display and text formatting.
 
 mod feedback;
+pub mod filters;
 pub mod format;
 mod key;
 mod layout;

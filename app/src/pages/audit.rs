@@ -7,7 +7,8 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::{audit::audit_log, registry::list_tenants},
     components::{
-        format::{query_value, when},
+        filters::{Choice, FilterActions, TenantSelect},
+        format::{nonempty, when, with_query},
         FormError, Layout,
     },
     dto::{AuditDto, AuditPage as AuditPageDto},
@@ -23,22 +24,10 @@ struct Filters {
 }
 
 impl Filters {
-    /// The query string for these filters plus `extra` (already encoded).
-    fn href(&self, extra: &str) -> String {
-        let mut parts: Vec<String> = [("actor", &self.actor), ("action", &self.action), ("tenant", &self.tenant), ("since", &self.since)]
-            .into_iter()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| format!("{k}={}", query_value(v)))
-            .collect();
-        if !extra.is_empty() {
-            parts.push(extra.to_owned());
-        }
-        if parts.is_empty() { "/audit".to_owned() } else { format!("/audit?{}", parts.join("&")) }
+    /// This view's URL, optionally paged to entries before `before`.
+    fn href(&self, before: &str) -> String {
+        with_query("/audit", &[("actor", &self.actor), ("action", &self.action), ("tenant", &self.tenant), ("since", &self.since), ("before", before)])
     }
-}
-
-fn opt(s: &str) -> Option<String> {
-    Some(s.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 #[component]
@@ -55,7 +44,7 @@ pub fn AuditPage() -> impl IntoView {
     let before = Memo::new(move |_| query.with(|q| q.get("before").and_then(|b| b.parse::<i64>().ok())));
     let page = Resource::new(
         move || (filters.get(), before.get()),
-        |(f, before)| audit_log(opt(&f.actor), opt(&f.action), opt(&f.tenant), opt(&f.since), before),
+        |(f, before)| audit_log(nonempty(&f.actor), nonempty(&f.action), nonempty(&f.tenant), nonempty(&f.since), before),
     );
     let tenants = Resource::new(|| (), |_| list_tenants());
     view! {
@@ -86,9 +75,7 @@ pub fn AuditPage() -> impl IntoView {
 
 #[component]
 fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
-    let since_options = [("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
-    let since = filters.since.clone();
-    let tenant = filters.tenant.clone();
+    const SINCE: &[(&str, &str)] = &[("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
     view! {
         <form method="get" action="/audit" class="filters card">
             <label class="field">
@@ -99,27 +86,9 @@ fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
                 <span>"Action starts with"</span>
                 <input type="text" name="action" value=filters.action.clone() placeholder="key."/>
             </label>
-            <label class="field">
-                <span>"Tenant"</span>
-                <select name="tenant">
-                    <option value="">"All tenants"</option>
-                    {tenants.into_iter().map(|t| {
-                        let selected = t == tenant;
-                        let label = t.clone();
-                        view! { <option value=t selected=selected>{label}</option> }
-                    }).collect_view()}
-                </select>
-            </label>
-            <label class="field">
-                <span>"Since"</span>
-                <select name="since">
-                    {since_options.into_iter().map(|(v, label)| view! { <option value=v selected=v == since>{label}</option> }).collect_view()}
-                </select>
-            </label>
-            <div class="filter-actions">
-                <button type="submit" class="button primary">"Filter"</button>
-                <a class="button secondary" href="/audit">"Clear"</a>
-            </div>
+            <TenantSelect tenants selected=filters.tenant.clone()/>
+            <Choice label="Since" name="since" options=SINCE selected=filters.since.clone()/>
+            <FilterActions clear="/audit"/>
         </form>
     }
 }
@@ -133,7 +102,7 @@ fn AuditEntries(page: AuditPageDto, filters: Filters, paged: bool) -> impl IntoV
             view! { <p class="chain chain-broken" role="alert">"Hash chain BROKEN — run " <code>"signet audit verify"</code> " on the server."</p> }.into_any()
         }
     });
-    let older = page.next_before.map(|seq| view! { <a class="button secondary" href=filters.href(&format!("before={seq}"))>"Older entries →"</a> });
+    let older = page.next_before.map(|seq| view! { <a class="button secondary" href=filters.href(&seq.to_string())>"Older entries →"</a> });
     let newest = paged.then(|| view! { <a class="button secondary" href=filters.href("")>"← Newest"</a> });
     let table = if page.entries.is_empty() {
         view! {

@@ -11,7 +11,8 @@ use crate::{
         registry::list_tenants,
     },
     components::{
-        format::{query_value, when},
+        filters::{Choice, FilterActions, TenantSelect},
+        format::{nonempty, when, with_query},
         ActionError, FormError, Layout, Notice, ReturnedError, Submit,
     },
     dto::{Me, QuarantineDto, QuarantineListDto},
@@ -28,20 +29,10 @@ struct Filters {
 }
 
 impl Filters {
+    /// This view's URL with `reason` in place of the current one.
     fn href(&self, reason: &str) -> String {
-        let parts: Vec<String> = [("tenant", &self.tenant), ("endpoint", &self.endpoint), ("status", &self.status), ("age", &self.age)]
-            .into_iter()
-            .map(|(k, v)| (k, v.as_str()))
-            .chain([("reason", reason)])
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| format!("{k}={}", query_value(v)))
-            .collect();
-        if parts.is_empty() { "/quarantine".to_owned() } else { format!("/quarantine?{}", parts.join("&")) }
+        with_query("/quarantine", &[("tenant", &self.tenant), ("endpoint", &self.endpoint), ("status", &self.status), ("age", &self.age), ("reason", reason)])
     }
-}
-
-fn opt(s: &str) -> Option<String> {
-    Some(s.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// "reminder_not_found" → "reminder not found".
@@ -69,7 +60,7 @@ pub fn QuarantinePage() -> impl IntoView {
     });
     let list = Resource::new(
         move || filters.get(),
-        |f| list_quarantine(opt(&f.tenant), opt(&f.endpoint), opt(&f.reason), opt(&f.status), opt(&f.age)),
+        |f| list_quarantine(nonempty(&f.tenant), nonempty(&f.endpoint), nonempty(&f.reason), nonempty(&f.status), nonempty(&f.age)),
     );
     let tenants = Resource::new(|| (), |_| list_tenants());
     view! {
@@ -116,22 +107,11 @@ pub fn QuarantinePage() -> impl IntoView {
 
 #[component]
 fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
-    let ages = [("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
-    let statuses = [("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
-    let (tenant, age, status) = (filters.tenant.clone(), filters.age.clone(), filters.status.clone());
+    const AGES: &[(&str, &str)] = &[("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
+    const STATUSES: &[(&str, &str)] = &[("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
     view! {
         <form method="get" action="/quarantine" class="filters card">
-            <label class="field">
-                <span>"Tenant"</span>
-                <select name="tenant">
-                    <option value="">"All tenants"</option>
-                    {tenants.into_iter().map(|t| {
-                        let selected = t == tenant;
-                        let label = t.clone();
-                        view! { <option value=t selected=selected>{label}</option> }
-                    }).collect_view()}
-                </select>
-            </label>
+            <TenantSelect tenants selected=filters.tenant.clone()/>
             <label class="field">
                 <span>"Endpoint"</span>
                 <input type="text" name="endpoint" value=filters.endpoint.clone() placeholder="needs a tenant"/>
@@ -140,22 +120,9 @@ fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
                 <span>"Reason"</span>
                 <input type="text" name="reason" value=filters.reason.clone() placeholder="e.g. reminder_not_found"/>
             </label>
-            <label class="field">
-                <span>"Status"</span>
-                <select name="status">
-                    {statuses.into_iter().map(|(v, label)| view! { <option value=v selected=v == status>{label}</option> }).collect_view()}
-                </select>
-            </label>
-            <label class="field">
-                <span>"Age"</span>
-                <select name="age">
-                    {ages.into_iter().map(|(v, label)| view! { <option value=v selected=v == age>{label}</option> }).collect_view()}
-                </select>
-            </label>
-            <div class="filter-actions">
-                <button type="submit" class="button primary">"Filter"</button>
-                <a class="button secondary" href="/quarantine">"Clear"</a>
-            </div>
+            <Choice label="Status" name="status" options=STATUSES selected=filters.status.clone()/>
+            <Choice label="Age" name="age" options=AGES selected=filters.age.clone()/>
+            <FilterActions clear="/quarantine"/>
         </form>
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use sea_orm::{
-    sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
+    sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
     QueryFilter, QueryOrder, QuerySelect,
 };
 use serde::{Deserialize, Serialize};
@@ -135,9 +135,9 @@ fn nonempty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// The filter as a condition, after authorizing the caller to read what it
-/// covers. `with_reason: false` leaves the reason out (for the counts).
-async fn condition(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter, with_reason: bool) -> DomainResult<Condition> {
+/// The filter except its reason, as a condition, after authorizing the
+/// caller to read what it covers (the counts by reason ignore the reason).
+async fn scope_condition(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<Condition> {
     let mut c = Condition::all();
     match nonempty(&f.tenant) {
         Some(slug) => {
@@ -175,34 +175,40 @@ async fn condition(db: &DatabaseConnection, principal: &Principal, f: &Quarantin
     if let Some(age) = nonempty(&f.age) {
         c = c.add(entry::Column::CreatedAt.gte(clock::now_ms() - age_ms(age)?));
     }
-    if with_reason {
-        if let Some(r) = nonempty(&f.reason) {
-            c = c.add(entry::Column::Reason.eq(r));
-        }
-    }
     Ok(c)
+}
+
+/// `scope` narrowed to the filter's reason, if any.
+fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
+    match nonempty(&f.reason) {
+        Some(r) => scope.add(entry::Column::Reason.eq(r)),
+        None => scope,
+    }
 }
 
 pub async fn list(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<QuarantineList> {
     let limit = f.limit.unwrap_or(100).clamp(1, MAX_BATCH);
-    let cond = condition(db, principal, f, true).await?;
-    let total = entry::Entity::find().filter(cond.clone()).count(db).await?;
-    let rows = entry::Entity::find().filter(cond).order_by_desc(entry::Column::CreatedAt).limit(limit).all(db).await?;
-    let by_reason: Vec<(String, i64)> = entry::Entity::find()
+    let scope = scope_condition(db, principal, f).await?;
+    let by_reason: Vec<ReasonCount> = entry::Entity::find()
         .select_only()
         .column(entry::Column::Reason)
         .column_as(entry::Column::Id.count(), "n")
-        .filter(condition(db, principal, f, false).await?)
+        .filter(scope.clone())
         .group_by(entry::Column::Reason)
         .order_by_asc(entry::Column::Reason)
-        .into_tuple()
+        .into_tuple::<(String, i64)>()
         .all(db)
-        .await?;
-    Ok(QuarantineList {
-        total,
-        by_reason: by_reason.into_iter().map(|(reason, n)| ReasonCount { reason, count: n.max(0) as u64 }).collect(),
-        items: views(db, rows).await?,
-    })
+        .await?
+        .into_iter()
+        .map(|(reason, n)| ReasonCount { reason, count: n.max(0) as u64 })
+        .collect();
+    // The total follows from the counts: one reason's, or all of them.
+    let total = match nonempty(&f.reason) {
+        Some(r) => by_reason.iter().find(|c| c.reason == r).map_or(0, |c| c.count),
+        None => by_reason.iter().map(|c| c.count).sum(),
+    };
+    let rows = entry::Entity::find().filter(with_reason(scope, f)).order_by_desc(entry::Column::CreatedAt).limit(limit).all(db).await?;
+    Ok(QuarantineList { total, by_reason, items: views(db, rows).await? })
 }
 
 /// Joins slugs and claim metadata onto entries (a handful of queries, not
@@ -439,7 +445,7 @@ pub async fn release_matching(db: &DatabaseConnection, vault: &Vault, principal:
         }
     }
     let f = QuarantineFilter { status: Some(OPEN.into()), limit: Some(MAX_BATCH), ..f.clone() };
-    let cond = condition(db, principal, &f, true).await?;
+    let cond = with_reason(scope_condition(db, principal, &f).await?, &f);
     let ids: Vec<String> = entry::Entity::find()
         .select_only()
         .column(entry::Column::Id)

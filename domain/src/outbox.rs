@@ -104,9 +104,24 @@ pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lea
     let tenants: Vec<tenant::Model> = tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids)).all(db).await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let t = tenants.iter().find(|t| t.id == r.tenant_id).ok_or(DomainError::NotFound)?;
-        let plain = vault.open(db, &Aad::outbox_payload(&r.tenant_id, &r.id), &r.payload_ciphertext).await?;
-        let payload = serde_json::from_slice(&plain).map_err(|_| DomainError::conflict("outbox_payload_invalid", "sealed payload is not JSON"))?;
+        // One intent that cannot be opened (a missing KEK version, a damaged
+        // row) goes dead with the reason instead of failing the whole batch,
+        // which would otherwise be re-leased forever.
+        let opened = match tenants.iter().find(|t| t.id == r.tenant_id) {
+            None => Err("its tenant no longer exists".to_owned()),
+            Some(t) => match vault.open(db, &Aad::outbox_payload(&r.tenant_id, &r.id), &r.payload_ciphertext).await {
+                Err(e) => Err(format!("the payload cannot be decrypted: {e}")),
+                Ok(plain) => serde_json::from_slice::<Value>(&plain).map(|p| (t, p)).map_err(|_| "the sealed payload is not JSON".to_owned()),
+            },
+        };
+        let (t, payload) = match opened {
+            Ok(ok) => ok,
+            Err(why) => {
+                tracing::error!(intent = %r.id, reason = %why, "outbox intent cannot be sent; marked dead");
+                mark_dead(db, &r.id, &why).await?;
+                continue;
+            }
+        };
         out.push(Delivery {
             tenant_slug: t.slug.clone(),
             notify_url: t.notify_url.clone(),
@@ -120,6 +135,19 @@ pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lea
         });
     }
     Ok(out)
+}
+
+/// Gives up on a leased intent that can never be sent as stored.
+async fn mark_dead(db: &DatabaseConnection, id: &str, error: &str) -> DomainResult<()> {
+    intent::Entity::update_many()
+        .col_expr(intent::Column::Status, Expr::value(DEAD))
+        .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
+        .col_expr(intent::Column::LastError, Expr::value(error.to_owned()))
+        .filter(intent::Column::Id.eq(id))
+        .filter(intent::Column::Status.eq(SENDING))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// Records a successful send (only while this worker still holds the lease

@@ -11,7 +11,7 @@ use domain::{
     ops::retry_policy,
     outbox::{self, RetryRule},
 };
-use sea_orm::{EntityTrait, Set};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
 
 use crate::{db_test, fixtures::*, support::TestDb};
@@ -101,4 +101,22 @@ db_test!(disabled_retry_policy_makes_a_failed_send_dead_at_once, async |t: &Test
     let d = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
     assert!(!d[0].retries_enabled);
     assert_eq!(outbox::mark_failed(&t.db, &d[0], "relay down", false, &RULE).await.unwrap(), "dead");
+});
+
+db_test!(an_intent_that_cannot_be_opened_goes_dead_without_blocking_others, async |t: &TestDb| {
+    let tenant = tenant(t, "clinic-a").await;
+    intents(t, &tenant.id, 2).await;
+    // Damage one sealed payload (as a lost KEK version or a bad restore would).
+    outbox_intent::Entity::update_many()
+        .col_expr(outbox_intent::Column::PayloadCiphertext, sea_orm::sea_query::Expr::value(vec![0u8; 40]))
+        .filter(outbox_intent::Column::Id.eq("int_0000"))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    let batch = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.expect("the batch still succeeds");
+    assert_eq!(batch.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), vec!["int_0001"]);
+    let bad = outbox_intent::Entity::find_by_id("int_0000").one(&t.db).await.unwrap().unwrap();
+    assert_eq!(bad.status, outbox::DEAD, "dead at once, visible to on-call");
+    assert!(bad.last_error.as_deref().is_some_and(|e| e.contains("cannot be decrypted")), "{:?}", bad.last_error);
+    assert!(outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap().is_empty(), "never re-leased");
 });

@@ -229,3 +229,37 @@ pub struct OutboxDto {
     pub delivered_at: Option<String>,
     pub last_error: Option<String>,
 }
+
+/// A scheme's redelivery horizon (durations already worded for people).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HorizonDto {
+    pub scheme: String,
+    pub horizon: String,
+    pub version: i32,
+    pub actor: String,
+    pub reason: String,
+    pub created_at: String,
+}
+
+/// One endpoint's current retention decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionDto {
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    /// What the purge applies: the decision, floored by the horizon.
+    pub claims: String,
+    pub claims_decided: String,
+    pub horizon: String,
+    pub bodies: String,
+    pub version: i32,
+    pub actor: String,
+    pub reason: String,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionOverviewDto {
+    pub horizons: Vec<HorizonDto>,
+    pub endpoints: Vec<RetentionDto>,
+}

@@ -248,6 +248,41 @@ pub mod convert {
         }
     }
 
+    pub fn retention(o: domain::ops::retention::RetentionOverview) -> dto::RetentionOverviewDto {
+        use domain::ops::retention::human;
+        dto::RetentionOverviewDto {
+            horizons: o
+                .horizons
+                .into_iter()
+                .map(|h| dto::HorizonDto {
+                    scheme: h.scheme,
+                    horizon: human(h.horizon_secs),
+                    version: h.version,
+                    actor: h.actor,
+                    reason: h.reason,
+                    created_at: h.created_at,
+                })
+                .collect(),
+            endpoints: o
+                .endpoints
+                .into_iter()
+                .map(|e| dto::RetentionDto {
+                    tenant: e.tenant,
+                    endpoint: e.endpoint,
+                    scheme: e.scheme,
+                    claims: human(e.effective_dedup_secs),
+                    claims_decided: human(e.current.dedup_secs),
+                    horizon: human(e.horizon_secs),
+                    bodies: human(e.current.body_secs),
+                    version: e.current.version,
+                    actor: e.current.actor,
+                    reason: e.current.reason,
+                    created_at: e.current.created_at,
+                })
+                .collect(),
+        }
+    }
+
     pub fn key(k: KeyView) -> dto::KeyDto {
         dto::KeyDto {
             key_id: k.key_id,

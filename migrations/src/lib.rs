@@ -9,6 +9,7 @@ mod m20261202_000001_registry;
 mod m20261202_000002_receiver;
 mod m20261202_000003_operations;
 mod m20261202_000004_outbox_delivery;
+mod m20261202_000005_retention;
 
 pub struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000002_receiver::Migration),
             Box::new(m20261202_000003_operations::Migration),
             Box::new(m20261202_000004_outbox_delivery::Migration),
+            Box::new(m20261202_000005_retention::Migration),
         ]
     }
 }

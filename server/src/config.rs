@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// `$SIGNET_DATA_DIR/notifications.jsonl`.
     #[arg(long, env = "SIGNET_OUTBOX_FILE")]
     pub outbox_file: Option<PathBuf>,
+    /// Seconds between retention purges (0: never; run `signet retention purge`).
+    #[arg(long, env = "SIGNET_PURGE_INTERVAL_SECS", default_value_t = 3600)]
+    pub purge_interval_secs: u64,
     /// How often an idle outbox worker looks for due intents.
     #[arg(long, env = "SIGNET_OUTBOX_POLL_MS", default_value_t = 1000)]
     pub outbox_poll_ms: u64,

@@ -8,6 +8,7 @@ mod config;
 mod http;
 mod metrics;
 mod outbox;
+mod retention;
 mod serve;
 
 use std::process::ExitCode;

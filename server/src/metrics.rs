@@ -14,6 +14,9 @@ pub struct Metrics {
     quarantine_open: IntGauge,
     outbox_pending: IntGauge,
     outbox_oldest_age: IntGauge,
+    purged: IntCounterVec,
+    purge_runs: IntCounterVec,
+    purge_last_success: IntGauge,
 }
 
 impl Metrics {
@@ -31,12 +34,19 @@ impl Metrics {
         let quarantine_open = IntGauge::new("signet_quarantine_open", "Quarantined events awaiting triage")?;
         let outbox_pending = IntGauge::new("signet_outbox_pending", "Outbox intents not yet delivered")?;
         let outbox_oldest_age = IntGauge::new("signet_outbox_oldest_pending_age_seconds", "Age of the oldest pending outbox intent")?;
+        let purged = IntCounterVec::new(Opts::new("signet_retention_purged_total", "Rows removed or cleared by the retention purge"), &["kind"])?;
+        let purge_runs = IntCounterVec::new(Opts::new("signet_retention_purge_runs_total", "Retention purge runs by result"), &["result"])?;
+        let purge_last_success =
+            IntGauge::new("signet_retention_last_success_timestamp_seconds", "When the retention purge last completed (Unix time)")?;
+        registry.register(Box::new(purged.clone()))?;
+        registry.register(Box::new(purge_runs.clone()))?;
+        registry.register(Box::new(purge_last_success.clone()))?;
         registry.register(Box::new(webhooks.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(quarantine_open.clone()))?;
         registry.register(Box::new(outbox_pending.clone()))?;
         registry.register(Box::new(outbox_oldest_age.clone()))?;
-        Ok(Metrics { registry, webhooks, latency, quarantine_open, outbox_pending, outbox_oldest_age })
+        Ok(Metrics { registry, webhooks, latency, quarantine_open, outbox_pending, outbox_oldest_age, purged, purge_runs, purge_last_success })
     }
 
     /// Counts one request. Unknown paths share one label value so probing
@@ -60,6 +70,23 @@ impl Metrics {
         self.outbox_pending.set(pending as i64);
         self.outbox_oldest_age.set(oldest.map(|o| (domain::clock::now_ms() - o.created_at) / 1000).unwrap_or(0));
         Ok(())
+    }
+
+    pub fn record_purge(&self, r: &domain::ops::purge::PurgeReport) {
+        for (kind, n) in [
+            ("claims", r.claims_deleted),
+            ("quarantine", r.quarantine_deleted),
+            ("bodies", r.bodies_cleared),
+            ("replay", r.replay_deleted),
+        ] {
+            self.purged.with_label_values(&[kind]).inc_by(n);
+        }
+        self.purge_runs.with_label_values(&["ok"]).inc();
+        self.purge_last_success.set(domain::clock::now_ms() / 1000);
+    }
+
+    pub fn record_purge_failure(&self) {
+        self.purge_runs.with_label_values(&["error"]).inc();
     }
 
     pub fn render(&self) -> String {

@@ -60,6 +60,10 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             rule: domain::outbox::RetryRule { base_ms: args.outbox_base_delay_ms, cap_ms: args.outbox_max_delay_ms, max_attempts: args.outbox_max_attempts },
         },
     );
+    let purger = (args.purge_interval_secs > 0).then(|| {
+        let every = Duration::from_secs(args.purge_interval_secs);
+        crate::retention::spawn(db.clone(), hooks.metrics.clone(), every.min(Duration::from_secs(30)), every)
+    });
     let background = tokio::spawn(background(db.clone(), vault.clone()));
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
     let telemetry = hooks.telemetry.clone();
@@ -75,6 +79,9 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     background.abort();
     flusher.abort();
     worker.stop().await;
+    if let Some(p) = purger {
+        p.stop().await;
+    }
     if let Err(e) = telemetry.flush(&db).await {
         tracing::error!(error = %e, "final telemetry flush failed");
     }

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod keys;
 pub mod operations;
 pub mod registry;
+pub mod retention;
 pub mod review;
 pub mod session;
 pub mod users;

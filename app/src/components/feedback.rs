@@ -93,6 +93,8 @@ fn failed_action(path: &str) -> &'static str {
         "retry_outbox" => "Could not retry the notification",
         "set_retry_policy" | "set_retry_policy_cohort" => "Could not change the retry policy",
         "rollback_retry_policy" => "Could not roll back the retry policy",
+        "set_retention" => "Could not change the retention",
+        "set_horizon" => "Could not change the redelivery horizon",
         _ => "That did not work",
     }
 }

@@ -84,6 +84,7 @@ fn TopBar(me: Me) -> impl IntoView {
                     {me.can_review().then(|| view! { <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a> })}
                     <a href="/quarantine" aria-current=current("/quarantine")>"Quarantine"</a>
                     <a href="/outbox" aria-current=current("/outbox")>"Outbox"</a>
+                    <a href="/retention" aria-current=current("/retention")>"Retention"</a>
                     {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
                     <a href="/audit" aria-current=current("/audit")>"Audit log"</a>
                 </nav>

@@ -77,6 +77,9 @@ pub enum Permission {
     RevealBodies,
     /// Change a tenant's retry policy or roll it back.
     ManageRetryPolicy,
+    /// Set an endpoint's dedup and body retention (tenant scope), or a
+    /// scheme's redelivery horizon (global scope, so admins only).
+    ManageRetention,
 }
 
 /// The matrix. A clinic admin's grants apply to its own tenant only; that is
@@ -87,7 +90,7 @@ pub fn role_allows(role: Role, permission: Permission) -> bool {
         Role::Admin => true,
         Role::Reviewer => matches!(permission, ReadRegistry | ReviewKeys | ReadAudit | ReadEvents),
         Role::ClinicAdmin => {
-            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents)
+            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents | ManageRetention)
         }
         Role::Oncall => matches!(permission, ReadRegistry | ReadAudit | ReadEvents | TriageEvents | RevealBodies),
     }
@@ -115,5 +118,7 @@ mod tests {
         assert!(!role_allows(Role::Reviewer, Permission::RevealBodies));
         assert!(!role_allows(Role::ClinicAdmin, Permission::RevealBodies));
         assert!(!role_allows(Role::Oncall, Permission::ManageRetryPolicy));
+        assert!(!role_allows(Role::Oncall, Permission::ManageRetention));
+        assert!(!role_allows(Role::Reviewer, Permission::ManageRetention));
     }
 }

@@ -1,7 +1,10 @@
-//! Day-to-day operations: quarantine triage and the per-tenant retry policy.
+//! Day-to-day operations: quarantine triage, the per-tenant retry policy,
+//! retention decisions and the purge that applies them.
 
+pub mod purge;
 pub mod quarantine;
 pub mod redact;
+pub mod retention;
 pub mod retry_policy;
 
 use crate::error::{DomainError, DomainResult};

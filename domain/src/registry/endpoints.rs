@@ -144,6 +144,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug:
             e.into()
         }
     })?;
+    crate::ops::retention::record_initial(&txn, auth.actor(), &model.id, new.scheme, model.created_at).await?;
     let v = view(model, &t.slug);
     audit::record(
         &txn,

@@ -10,4 +10,5 @@ mod operations;
 mod outbox;
 mod receiver;
 mod registry;
+mod retention;
 mod vault;

@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::{
     output::{emit, CliError},
-    AuditCmd, Cli, Command, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetryPolicyCmd, TenantCmd, TokenCmd, UserCmd,
+    AuditCmd, Cli, Command, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetentionCmd, RetryPolicyCmd, TenantCmd, TokenCmd, UserCmd,
 };
 use crate::config::{DbArgs, ServeArgs};
 
@@ -107,6 +107,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         }
         Command::Quarantine(cmd) => quarantine(json, &cli.db, &db, p, cmd).await?,
         Command::RetryPolicy(cmd) => retry_policy(json, &db, p, cmd).await?,
+        Command::Retention(cmd) => retention(json, &db, p, cmd).await?,
         Command::Audit(AuditCmd::Verify) => {
             let report = domain::audit::verify_chain(&db).await?;
             emit(json, &report, || match &report.first_broken {
@@ -234,6 +235,74 @@ async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: R
         RetryPolicyCmd::Rollback { tenant, reason } => {
             let v = retry_policy::rollback(db, p, &tenant, &reason).await?;
             emit(json, &v, || show(&v));
+        }
+    }
+    Ok(())
+}
+
+async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetentionCmd) -> Result<(), CliError> {
+    use domain::ops::{
+        purge,
+        retention::{self, human, parse_duration, RetentionChange, RetentionView},
+    };
+    let line = |v: &RetentionView| {
+        format!(
+            "{}/{}\t{}\tclaims {} (horizon {})\tbodies {}\tv{} by {}: {}",
+            v.tenant,
+            v.endpoint,
+            v.scheme,
+            human(v.effective_dedup_secs),
+            human(v.horizon_secs),
+            human(v.current.body_secs),
+            v.current.version,
+            v.current.actor,
+            v.current.reason
+        )
+    };
+    match cmd {
+        RetentionCmd::Show { tenant: Some(t), endpoint: Some(e) } => {
+            let v = retention::get(db, p, &t, &e).await?;
+            emit(json, &v, || {
+                let mut out = vec![line(&v)];
+                out.extend(v.history.iter().skip(1).map(|h| {
+                    format!("  v{} {}: claims {} bodies {} by {}: {}", h.version, h.created_at, human(h.dedup_secs), human(h.body_secs), h.actor, h.reason)
+                }));
+                out.join("\n")
+            });
+        }
+        RetentionCmd::Show { tenant: None, endpoint: None } => {
+            let o = retention::overview(db, p).await?;
+            emit(json, &o, || {
+                let mut out: Vec<String> =
+                    o.horizons.iter().map(|h| format!("horizon {}\t{}\tv{} by {}: {}", h.scheme, human(h.horizon_secs), h.version, h.actor, h.reason)).collect();
+                out.extend(o.endpoints.iter().map(line));
+                out.join("\n")
+            });
+        }
+        RetentionCmd::Show { .. } => {
+            return Err(CliError::new("usage", "give both <tenant> and <endpoint>, or neither for the overview"));
+        }
+        RetentionCmd::Set { tenant, endpoint, dedup, body, reason } => {
+            let change = RetentionChange {
+                dedup_secs: dedup.as_deref().map(parse_duration).transpose()?,
+                body_secs: body.as_deref().map(parse_duration).transpose()?,
+                reason,
+            };
+            let v = retention::set(db, p, &tenant, &endpoint, &change).await?;
+            emit(json, &v, || line(&v));
+        }
+        RetentionCmd::Horizon { scheme, duration, reason } => {
+            let h = retention::set_horizon(db, p, &scheme, parse_duration(&duration)?, &reason).await?;
+            emit(json, &h, || format!("{} redelivery horizon is now {} (version {})", h.scheme, human(h.horizon_secs), h.version));
+        }
+        RetentionCmd::Purge => {
+            let r = purge::run(db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await?;
+            emit(json, &r, || {
+                format!(
+                    "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records",
+                    r.claims_deleted, r.quarantine_deleted, r.bodies_cleared, r.replay_deleted
+                )
+            });
         }
     }
     Ok(())

@@ -57,6 +57,9 @@ pub enum Command {
     /// A tenant's retry policy (versioned).
     #[command(subcommand, name = "retry-policy")]
     RetryPolicy(RetryPolicyCmd),
+    /// Dedup and body retention, redelivery horizons, and the purge.
+    #[command(subcommand)]
+    Retention(RetentionCmd),
     /// Provider side: sign and post a webhook with retries (needs no database).
     Send {
         /// The receiver URL, e.g. http://127.0.0.1:3000/hooks/clinic-a/reminders
@@ -259,6 +262,34 @@ pub enum RetryPolicyCmd {
         #[arg(long)]
         reason: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RetentionCmd {
+    /// Every endpoint's retention and the horizons, or one endpoint's history.
+    Show { tenant: Option<String>, endpoint: Option<String> },
+    /// Change an endpoint's retention (durations such as 30d, 36h, 1d 12h).
+    Set {
+        tenant: String,
+        endpoint: String,
+        /// How long claims are kept (never below the scheme's horizon).
+        #[arg(long)]
+        dedup: Option<String>,
+        /// How long bodies are kept (at most the dedup retention).
+        #[arg(long)]
+        body: Option<String>,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Change a scheme's redelivery horizon (the floor for dedup retention).
+    Horizon {
+        scheme: String,
+        duration: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Run the purge once now (`signet serve` runs it periodically).
+    Purge,
 }
 
 pub fn parse() -> Cli {

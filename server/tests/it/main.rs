@@ -7,5 +7,6 @@ mod cli;
 mod hooks;
 mod outbox;
 mod rbac;
+mod retention;
 mod secrecy;
 mod startup;

@@ -132,6 +132,11 @@ fn server_fn_cases() -> Vec<Case> {
             build: |_, _| form("/fn/rollback_retry_policy", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())]) },
         Case { name: "set_retry_policy_cohort", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| form("/fn/set_retry_policy_cohort", vec![("tenants", "clinic-a".into()), ("policy", "enabled".into()), ("reason", "matrix".into())]) },
+        Case { name: "retention_overview", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/retention_overview".into()) },
+        Case { name: "set_retention", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/set_retention", vec![("target", "clinic-a/hooks".into()), ("dedup", "30d".into()), ("body", "".into()), ("reason", "matrix".into())]) },
+        Case { name: "set_horizon", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/set_horizon", vec![("scheme", "standard-webhooks".into()), ("horizon", "1d".into()), ("reason", "matrix".into())]) },
     ]
 }
 
@@ -199,6 +204,13 @@ fn api_cases() -> Vec<Case> {
             build: |_, _| json_req(M::PUT, "/api/v1/tenants/clinic-a/retry-policy".into(), json!({"policy": "disabled", "reason": "matrix"})) },
         Case { name: "POST /api/v1/tenants/{tenant}/retry-policy/rollback", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
             build: |_, _| json_req(M::POST, "/api/v1/tenants/clinic-a/retry-policy/rollback".into(), json!({"reason": "matrix"})) },
+        Case { name: "GET /api/v1/retention", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/retention".into()) },
+        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/retention".into()) },
+        Case { name: "PUT /api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PUT, "/api/v1/tenants/clinic-a/endpoints/hooks/retention".into(), json!({"dedup_secs": 2_592_000, "reason": "matrix"})) },
+        Case { name: "PUT /api/v1/retention/horizons/{scheme}", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PUT, "/api/v1/retention/horizons/standard-webhooks".into(), json!({"horizon_secs": 86_400, "reason": "matrix"})) },
     ]
 }
 
@@ -409,6 +421,8 @@ both_engines!(server_functions_authorize_every_role, async |i: &Install| {
     assert!(!mentions_clinic_a(&audit), "{audit}");
     let (_, queue) = call(&s, &w, Who::ClinicOther, false, get("/fn/review_queue".into())).await;
     assert!(!mentions_clinic_a(&queue), "{queue}");
+    let (_, retention) = call(&s, &w, Who::ClinicOther, false, get("/fn/retention_overview".into())).await;
+    assert!(!mentions_clinic_a(&retention), "{retention}");
 });
 
 /// `clinic-a` as a whole JSON string (plain or escaped), not as the prefix
@@ -493,4 +507,7 @@ both_engines!(api_routes_authorize_every_role, async |i: &Install| {
     let res = w.anonymous.get(s.url("/api/v1/tenants")).bearer_auth(&w.tokens[&Who::ClinicOther]).send().await.unwrap();
     let listed: Value = res.json().await.unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "a clinic admin lists only its own tenant");
+    let res = w.anonymous.get(s.url("/api/v1/retention")).bearer_auth(&w.tokens[&Who::ClinicOther]).send().await.unwrap();
+    let text = res.text().await.unwrap();
+    assert!(!mentions_clinic_a(&text), "retention overview leaks another tenant: {text}");
 });

@@ -8,6 +8,7 @@ mod events;
 mod keys;
 mod operations;
 mod registry;
+mod retention;
 
 use app::ssr::AppState;
 use axum::{
@@ -48,12 +49,15 @@ pub fn routes() -> Router<AppState> {
         .route("/outbox/{id}/retry", post(operations::retry_outbox))
         .route("/tenants/{tenant}/retry-policy", get(operations::get_retry_policy).put(operations::set_retry_policy))
         .route("/tenants/{tenant}/retry-policy/rollback", post(operations::rollback_retry_policy))
+        .route("/retention", get(retention::overview))
+        .route("/retention/horizons/{scheme}", axum::routing::put(retention::set_horizon))
+        .route("/tenants/{tenant}/endpoints/{endpoint}/retention", get(retention::get_retention).put(retention::set_retention))
         .fallback(|| async { ApiError::not_found() })
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage and retry policies."),
+    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage, retry policies and retention."),
     paths(
         registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
         registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
@@ -64,6 +68,7 @@ pub fn routes() -> Router<AppState> {
         operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
         operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
         operations::list_outbox, operations::retry_outbox,
+        retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
     ),
     components(schemas(auth::ErrorBody)),
     modifiers(&BearerAuth),

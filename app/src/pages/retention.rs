@@ -1,0 +1,187 @@
+//! `/retention`: how long each endpoint keeps claims (what makes a
+//! redelivery a duplicate) and bodies (health data), and each scheme's
+//! redelivery horizon, the floor under every claim retention. The tables
+//! are also what a security reviewer reads as evidence.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::retention::{retention_overview, SetHorizon, SetRetention},
+    components::{format::when, ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit},
+    dto::{HorizonDto, Me, RetentionDto, RetentionOverviewDto},
+};
+
+#[component]
+pub fn RetentionPage() -> impl IntoView {
+    let query = use_query_map();
+    let refresh = Refresh::provide();
+    let data = Resource::new(move || refresh.get(), |_| retention_overview());
+    view! {
+        <Layout
+            title="Retention"
+            render=move |me| view! {
+                <p class="lede">
+                    "A claim is what turns a provider's redelivery into a harmless duplicate, so it is kept at least as long as the provider may redeliver (the scheme's horizon). "
+                    "Bodies hold health data and go sooner, except those of events still waiting in quarantine. "
+                    "The purge runs every hour in " <code>"signet serve"</code> " (" <code>"signet retention purge"</code> " runs it now) and is recorded in the audit log."
+                </p>
+                {move || query.read().get("changed").map(|t| view! { <Notice>"Retention of " <code>{t}</code> " changed; the previous decision stays in its history."</Notice> })}
+                {move || query.read().get("horizon").map(|s| view! { <Notice>"The " {s} " redelivery horizon changed."</Notice> })}
+                <ReturnedError/>
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match data.await {
+                                    Ok(o) => view! { <Overview o me/> }.into_any(),
+                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Transition>
+            }
+        />
+    }
+}
+
+#[component]
+fn Overview(o: RetentionOverviewDto, me: Me) -> impl IntoView {
+    let manageable: Vec<String> =
+        o.endpoints.iter().filter(|e| me.can_manage_tenant(&e.tenant)).map(|e| format!("{}/{}", e.tenant, e.endpoint)).collect();
+    let schemes: Vec<String> = o.horizons.iter().map(|h| h.scheme.clone()).collect();
+    view! {
+        <section class="card" id="endpoints">
+            <h2>"Endpoints"</h2>
+            <EndpointTable rows=o.endpoints/>
+        </section>
+        {(!manageable.is_empty()).then(|| view! { <ChangeRetention targets=manageable/> })}
+        <section class="card" id="horizons">
+            <h2>"Redelivery horizons"</h2>
+            <p class="hint">"How long each scheme's senders may redeliver an event, per their documentation. No endpoint keeps claims for less."</p>
+            <HorizonTable rows=o.horizons/>
+            {me.is_admin().then(|| view! { <ChangeHorizon schemes/> })}
+        </section>
+    }
+}
+
+#[component]
+fn EndpointTable(rows: Vec<RetentionDto>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="empty">"No endpoints yet."</p> }.into_any();
+    }
+    view! {
+        <div class="table-wrap">
+            <table>
+                <thead>
+                    <tr>
+                        <th>"Endpoint"</th>
+                        <th>"Scheme"</th>
+                        <th>"Claims kept"</th>
+                        <th>"Bodies kept"</th>
+                        <th>"Decided"</th>
+                        <th>"Why"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {rows.into_iter().map(|r| {
+                        let floored = r.claims != r.claims_decided;
+                        view! {
+                            <tr>
+                                <td><a href=format!("/tenants/{}", r.tenant)>{r.tenant.clone()}</a> " / " <strong>{r.endpoint}</strong></td>
+                                <td>{r.scheme}</td>
+                                <td>
+                                    <strong>{r.claims}</strong>
+                                    <br/>
+                                    <small class="muted">
+                                        {if floored { format!("decided {}, raised to the horizon", r.claims_decided) } else { format!("horizon {}", r.horizon) }}
+                                    </small>
+                                </td>
+                                <td><strong>{r.bodies}</strong></td>
+                                <td class="nowrap">"v" {r.version} " · " {r.actor} <br/> <small class="muted">{when(&r.created_at)}</small></td>
+                                <td>{r.reason}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
+    let action = ServerAction::<SetRetention>::new();
+    Refresh::after(action);
+    view! {
+        <section class="card" id="change-retention">
+            <h2>"Change an endpoint's retention"</h2>
+            <p class="hint">"Durations such as 30d, 36h or 1d 12h. Leave a field empty to keep its current value. Claims cannot be kept for less than the scheme's horizon, nor bodies longer than claims."</p>
+            <ActionError action/>
+            <ActionForm action>
+                <label class="field">
+                    <span>"Endpoint"</span>
+                    <select name="target">
+                        {targets.into_iter().map(|t| view! { <option value=t.clone()>{t.clone()}</option> }).collect_view()}
+                    </select>
+                </label>
+                <label class="field">
+                    <span>"Keep claims for"</span>
+                    <input type="text" name="dedup" placeholder="e.g. 30d" autocomplete="off"/>
+                </label>
+                <label class="field">
+                    <span>"Keep bodies for"</span>
+                    <input type="text" name="body" placeholder="e.g. 7d" autocomplete="off"/>
+                </label>
+                <label class="field">
+                    <span>"Reason"</span>
+                    <input type="text" name="reason" required placeholder="e.g. data minimisation agreed with the clinic"/>
+                </label>
+                <div class="actions"><Submit action label="Record decision"/></div>
+            </ActionForm>
+        </section>
+    }
+}
+
+#[component]
+fn HorizonTable(rows: Vec<HorizonDto>) -> impl IntoView {
+    view! {
+        <table class="compact">
+            <thead><tr><th>"Scheme"</th><th>"Horizon"</th><th>"Decided"</th><th>"Why"</th></tr></thead>
+            <tbody>
+                {rows.into_iter().map(|h| view! {
+                    <tr>
+                        <td>{h.scheme}</td>
+                        <td><strong>{h.horizon}</strong></td>
+                        <td class="nowrap">"v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small></td>
+                        <td>{h.reason}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+#[component]
+fn ChangeHorizon(schemes: Vec<String>) -> impl IntoView {
+    let action = ServerAction::<SetHorizon>::new();
+    Refresh::after(action);
+    view! {
+        <details>
+            <summary>"Change a horizon"</summary>
+            <ActionError action/>
+            <ActionForm action attr:class="inline-form">
+                <select name="scheme" aria-label="Scheme">
+                    {schemes.into_iter().map(|s| view! { <option value=s.clone()>{s.clone()}</option> }).collect_view()}
+                </select>
+                <input type="text" name="horizon" required placeholder="e.g. 3d" aria-label="Horizon" autocomplete="off"/>
+                <input type="text" name="reason" required placeholder="why (e.g. the provider's documentation changed)" aria-label="Reason"/>
+                <Submit action label="Change horizon" kind="secondary"/>
+            </ActionForm>
+        </details>
+    }
+}

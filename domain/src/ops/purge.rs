@@ -1,0 +1,222 @@
+//! The retention purge: deletes what the guarantees no longer need, in
+//! small batches so intake never waits long behind it.
+//!
+//! Per endpoint, with `dedup = max(decided dedup retention, the scheme's
+//! current horizon)` (the horizon wins even over a stale decision):
+//! - claims received before `now - dedup` are deleted, except those of an
+//!   open quarantine entry (release still needs them); resolved quarantine
+//!   entries that old go with them (the audit log keeps their story);
+//! - bodies of claims received before `now - body retention` are cleared,
+//!   except those of an open quarantine entry;
+//! then replay records past their expiry (received + 2 x tolerance) go.
+//!
+//! Each batch is its own short transaction. On PostgreSQL the batch's rows
+//! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
+//! split the work and a row a receiver is writing is left for the next run.
+//! Only old rows are ever selected, so a claim being inserted now is never a
+//! candidate.
+
+use sea_orm::{
+    sea_query::{Expr, LockBehavior, LockType, Query},
+    ColumnTrait, Condition, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{quarantine::OPEN, retention};
+use crate::{
+    audit::{self, Change},
+    auth::Actor,
+    db,
+    entity::{endpoint, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay},
+    error::DomainResult,
+};
+
+/// Rows per batch (one transaction each).
+pub const DEFAULT_BATCH: u64 = 500;
+
+/// What one purge run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PurgeReport {
+    pub claims_deleted: u64,
+    pub quarantine_deleted: u64,
+    pub bodies_cleared: u64,
+    pub replay_deleted: u64,
+}
+
+impl PurgeReport {
+    pub fn is_empty(&self) -> bool {
+        *self == PurgeReport::default()
+    }
+}
+
+fn ms(secs: i64) -> i64 {
+    secs.saturating_mul(1000)
+}
+
+/// Runs one purge at `now_ms` and records a `retention.purge` audit entry
+/// when anything was removed.
+pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<PurgeReport> {
+    let horizons = retention::current_horizons(db).await?;
+    let decisions = retention::current_decisions(db).await?;
+    let mut report = PurgeReport::default();
+    for e in endpoint::Entity::find().all(db).await? {
+        let horizon = horizons.get(&e.scheme).map_or(retention::MAX_HORIZON_SECS, |h| h.horizon_secs);
+        // No decision on record: the defaults, still floored by the horizon.
+        let (dedup, body) = decisions
+            .get(&e.id)
+            .map_or((retention::DEFAULT_DEDUP_SECS, retention::DEFAULT_BODY_SECS), |d| (d.dedup_secs, d.body_secs));
+        let dedup = dedup.max(horizon);
+        let claim_cutoff = now_ms - ms(dedup);
+        report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
+        report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
+        let body_cutoff = now_ms - ms(body.min(dedup));
+        report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &e.id, body_cutoff, b)).await?;
+    }
+    report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
+    if !report.is_empty() {
+        audit::record(
+            db,
+            &Actor::System,
+            Change {
+                action: "retention.purge",
+                target_kind: "retention",
+                target_id: "all",
+                tenant_id: None,
+                before: None,
+                after: Some(json!(report)),
+            },
+        )
+        .await?;
+    }
+    Ok(report)
+}
+
+/// Repeats `step` until a batch comes back short.
+async fn purge_batches<F, Fut>(batch: u64, mut step: F) -> DomainResult<u64>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = DomainResult<u64>>,
+{
+    let mut total = 0;
+    loop {
+        let n = step(batch).await?;
+        total += n;
+        if n < batch {
+            return Ok(total);
+        }
+    }
+}
+
+fn skip_locked<S: QuerySelect>(db: &DatabaseConnection, q: S) -> S {
+    if db.get_database_backend() == DbBackend::Postgres {
+        q.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
+    } else {
+        q
+    }
+}
+
+/// Event ids of this endpoint's open quarantine entries, as a subquery.
+fn open_quarantine(endpoint_id: &str) -> sea_orm::sea_query::SelectStatement {
+    Query::select()
+        .column(qentry::Column::EventId)
+        .from(qentry::Entity)
+        .and_where(qentry::Column::EndpointId.eq(endpoint_id))
+        .and_where(qentry::Column::Status.eq(OPEN))
+        .to_owned()
+}
+
+async fn old_claims(
+    db: &DatabaseConnection,
+    conn: &impl sea_orm::ConnectionTrait,
+    endpoint_id: &str,
+    cutoff: i64,
+    extra: Condition,
+    batch: u64,
+) -> DomainResult<Vec<(String, String)>> {
+    let q = claim::Entity::find()
+        .select_only()
+        .column(claim::Column::TenantId)
+        .column(claim::Column::EventId)
+        .filter(claim::Column::EndpointId.eq(endpoint_id))
+        .filter(claim::Column::ReceivedAt.lt(cutoff))
+        .filter(claim::Column::EventId.not_in_subquery(open_quarantine(endpoint_id)))
+        .filter(extra)
+        .limit(batch);
+    Ok(skip_locked(db, q).into_tuple::<(String, String)>().all(conn).await?)
+}
+
+fn keys(endpoint_id: &str, rows: &[(String, String)]) -> Condition {
+    rows.iter().fold(Condition::any(), |c, (tenant_id, event_id)| {
+        c.add(
+            Condition::all()
+                .add(claim::Column::TenantId.eq(tenant_id))
+                .add(claim::Column::EndpointId.eq(endpoint_id))
+                .add(claim::Column::EventId.eq(event_id)),
+        )
+    })
+}
+
+async fn delete_claims(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
+    let txn = db::begin_write(db).await?;
+    let rows = old_claims(db, &txn, endpoint_id, cutoff, Condition::all(), batch).await?;
+    if rows.is_empty() {
+        txn.commit().await?;
+        return Ok(0);
+    }
+    claim::Entity::delete_many().filter(keys(endpoint_id, &rows)).exec(&txn).await?;
+    txn.commit().await?;
+    Ok(rows.len() as u64)
+}
+
+async fn clear_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
+    let txn = db::begin_write(db).await?;
+    let stored = Condition::all().add(claim::Column::BodyCiphertext.is_not_null());
+    let rows = old_claims(db, &txn, endpoint_id, cutoff, stored, batch).await?;
+    if rows.is_empty() {
+        txn.commit().await?;
+        return Ok(0);
+    }
+    claim::Entity::update_many()
+        .col_expr(claim::Column::BodyCiphertext, Expr::value(Option::<Vec<u8>>::None))
+        .col_expr(claim::Column::KekVersion, Expr::value(Option::<i32>::None))
+        .filter(keys(endpoint_id, &rows))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(rows.len() as u64)
+}
+
+/// Resolved entries are created no earlier than their claim, so one created
+/// before the claim cutoff belongs to a claim being purged.
+async fn delete_resolved_quarantine(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64) -> DomainResult<u64> {
+    let res = qentry::Entity::delete_many()
+        .filter(qentry::Column::EndpointId.eq(endpoint_id))
+        .filter(qentry::Column::Status.ne(OPEN))
+        .filter(qentry::Column::CreatedAt.lt(cutoff))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected)
+}
+
+async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<u64> {
+    let txn = db::begin_write(db).await?;
+    let q = replay::Entity::find()
+        .select_only()
+        .column(replay::Column::EndpointId)
+        .column(replay::Column::MessageDigest)
+        .filter(replay::Column::ExpiresAt.lt(now_ms))
+        .limit(batch);
+    let rows: Vec<(String, String)> = skip_locked(db, q).into_tuple().all(&txn).await?;
+    if rows.is_empty() {
+        txn.commit().await?;
+        return Ok(0);
+    }
+    let cond = rows.iter().fold(Condition::any(), |c, (ep, digest)| {
+        c.add(Condition::all().add(replay::Column::EndpointId.eq(ep)).add(replay::Column::MessageDigest.eq(digest)))
+    });
+    replay::Entity::delete_many().filter(cond).exec(&txn).await?;
+    txn.commit().await?;
+    Ok(rows.len() as u64)
+}

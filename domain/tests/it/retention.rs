@@ -1,0 +1,262 @@
+//! Retention decisions and the purge on both engines: decisions are
+//! versioned and never below the redelivery horizon, the purge never touches
+//! a claim inside the horizon or an open quarantine entry, and purging while
+//! events arrive loses none of them.
+
+use std::sync::Arc;
+
+use domain::{
+    audit::{self, AuditFilter},
+    auth::Role,
+    clock,
+    entity::{endpoint, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version},
+    error::DomainError,
+    ops::{
+        purge,
+        retention::{self, RetentionChange, DAY_SECS, HOUR_SECS},
+    },
+    receiver::Outcome,
+    registry::Scheme,
+};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+use serde_json::json;
+
+use crate::{
+    db_test,
+    fixtures::*,
+    receiver::{deliver, now_s, setup, signed},
+    support::TestDb,
+};
+
+fn change(dedup: Option<i64>, body: Option<i64>, reason: &str) -> RetentionChange {
+    RetentionChange { dedup_secs: dedup, body_secs: body, reason: reason.into() }
+}
+
+fn code(e: DomainError) -> &'static str {
+    e.code()
+}
+
+db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb| {
+    let a = tenant(t, "clinic-a").await;
+    endpoint(t, "clinic-a", "reminders", None).await;
+    let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
+    assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (1, 30 * DAY_SECS, 7 * DAY_SECS));
+    assert_eq!(v.horizon_secs, DAY_SECS, "standard-webhooks redelivers for about a day");
+    assert_eq!(v.current.actor, "admin-user", "the creator accepted the defaults");
+
+    let below = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(12 * HOUR_SECS), None, "shorter")).await;
+    assert_eq!(below.map_err(code).unwrap_err(), "below_redelivery_horizon");
+    let outlives = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(3 * DAY_SECS), "x")).await;
+    assert_eq!(outlives.map_err(code).unwrap_err(), "body_outlives_claim");
+    let no_reason = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), None, " ")).await;
+    assert_eq!(no_reason.map_err(code).unwrap_err(), "reason_required");
+
+    // A clinic admin decides for its own endpoints only; on-call cannot.
+    let own = user(Role::ClinicAdmin, Some(&a.id));
+    let v = retention::set(&t.db, &own, "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "data minimisation")).await.unwrap();
+    assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (2, 2 * DAY_SECS, DAY_SECS));
+    assert_eq!(v.current.horizon_secs, DAY_SECS, "the horizon in force is kept with the decision");
+    assert_eq!(v.history.len(), 2);
+    let other = user(Role::ClinicAdmin, Some("someone-else"));
+    assert!(matches!(retention::set(&t.db, &other, "clinic-a", "reminders", &change(None, None, "x")).await, Err(DomainError::NotFound)));
+    let oncall = user(Role::Oncall, None);
+    assert!(matches!(retention::set(&t.db, &oncall, "clinic-a", "reminders", &change(None, None, "x")).await, Err(DomainError::Forbidden)));
+    // Nothing refused was recorded.
+    assert_eq!(retention_version::Entity::find().count(&t.db).await.unwrap(), 2);
+
+    let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.set".into()), ..Default::default() }).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].actor, "clinic-admin-user");
+});
+
+db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
+    let a = tenant(t, "clinic-a").await;
+    endpoint(t, "clinic-a", "reminders", None).await;
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short")).await.unwrap();
+
+    let too_high = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now").await;
+    let err = too_high.unwrap_err();
+    assert_eq!(err.code(), "retention_below_new_horizon");
+    assert!(err.public_message().contains("clinic-a/reminders"), "names the endpoint to fix: {}", err.public_message());
+    assert!(matches!(
+        retention::set_horizon(&t.db, &user(Role::ClinicAdmin, Some(&a.id)), "standard-webhooks", 2 * DAY_SECS, "x").await,
+        Err(DomainError::Forbidden)
+    ));
+    assert_eq!(retention::set_horizon(&t.db, &admin(), "standard-webhooks", 60, "x").await.map_err(code).unwrap_err(), "invalid_horizon");
+    assert_eq!(retention::set_horizon(&t.db, &admin(), "smtp", DAY_SECS, "x").await.map_err(code).unwrap_err(), "invalid_scheme");
+
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(5 * DAY_SECS), None, "room for the new horizon")).await.unwrap();
+    let h = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now").await.unwrap();
+    assert_eq!((h.version, h.horizon_secs), (2, 3 * DAY_SECS));
+    let o = retention::overview(&t.db, &reviewer()).await.unwrap();
+    let sw = o.horizons.iter().find(|h| h.scheme == "standard-webhooks").unwrap();
+    assert_eq!((sw.version, sw.horizon_secs), (2, 3 * DAY_SECS));
+    assert_eq!(o.horizon_history.iter().filter(|h| h.scheme == "standard-webhooks").count(), 2);
+    assert_eq!(o.endpoints.len(), 1);
+    assert_eq!(o.endpoints[0].effective_dedup_secs, 5 * DAY_SECS);
+    // Now the floor is 3 days.
+    let below = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), None, "x")).await;
+    assert_eq!(below.map_err(code).unwrap_err(), "below_redelivery_horizon");
+});
+
+/// A claim of `age_secs` on the endpoint, with a stored body.
+async fn old_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str, age_secs: i64) {
+    claim::Entity::insert(claim::ActiveModel {
+        tenant_id: Set(tenant_id.into()),
+        endpoint_id: Set(endpoint_id.into()),
+        event_id: Set(event_id.into()),
+        body_digest: Set("d".into()),
+        event_type: Set(Some("reminder.created".into())),
+        key_id: Set("k".into()),
+        outcome: Set("applied".into()),
+        received_at: Set(clock::now_ms() - age_secs * 1000),
+        body_ciphertext: Set(Some(vec![1, 2, 3])),
+        kek_version: Set(Some(1)),
+    })
+    .exec_without_returning(&t.db)
+    .await
+    .unwrap();
+}
+
+async fn quarantined(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str, age_secs: i64, status: &str) {
+    qentry::Entity::insert(qentry::ActiveModel {
+        id: Set(format!("q-{event_id}")),
+        tenant_id: Set(tenant_id.into()),
+        endpoint_id: Set(endpoint_id.into()),
+        event_id: Set(event_id.into()),
+        reason: Set("reminder_not_found".into()),
+        status: Set(status.into()),
+        created_at: Set(clock::now_ms() - age_secs * 1000),
+        ..Default::default()
+    })
+    .exec_without_returning(&t.db)
+    .await
+    .unwrap();
+}
+
+async fn body_of(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str) -> Option<Option<Vec<u8>>> {
+    claim::Entity::find_by_id((tenant_id.to_owned(), endpoint_id.to_owned(), event_id.to_owned()))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .map(|c| c.body_ciphertext)
+}
+
+db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
+    let a = tenant(t, "clinic-a").await;
+    endpoint(t, "clinic-a", "reminders", None).await;
+    let ep = endpoint::Entity::find().one(&t.db).await.unwrap().unwrap();
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short")).await.unwrap();
+    let (tid, eid) = (a.id.as_str(), ep.id.as_str());
+    old_claim(t, tid, eid, "fresh", DAY_SECS - HOUR_SECS).await;
+    old_claim(t, tid, eid, "body-expired", DAY_SECS + HOUR_SECS).await;
+    old_claim(t, tid, eid, "claim-expired", 2 * DAY_SECS + HOUR_SECS).await;
+    old_claim(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS).await;
+    quarantined(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS, "open").await;
+    old_claim(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS).await;
+    quarantined(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS, "released").await;
+    let now = clock::now_ms();
+    for (digest, expires) in [("expired", now - 1_000), ("live", now + 600_000)] {
+        replay_record::Entity::insert(replay_record::ActiveModel {
+            endpoint_id: Set(eid.into()),
+            message_digest: Set(digest.into()),
+            expires_at: Set(expires),
+        })
+        .exec_without_returning(&t.db)
+        .await
+        .unwrap();
+    }
+
+    let report = purge::run(&t.db, clock::now_ms(), 2).await.unwrap();
+    assert_eq!(
+        report,
+        purge::PurgeReport { claims_deleted: 2, quarantine_deleted: 1, bodies_cleared: 1, replay_deleted: 1 },
+        "batches of 2 still finish the work"
+    );
+    assert_eq!(body_of(t, tid, eid, "fresh").await, Some(Some(vec![1, 2, 3])), "inside body retention: untouched");
+    assert_eq!(body_of(t, tid, eid, "body-expired").await, Some(None), "claim kept, body cleared");
+    assert_eq!(body_of(t, tid, eid, "claim-expired").await, None, "past dedup retention: deleted");
+    assert_eq!(body_of(t, tid, eid, "open-quarantine").await, Some(Some(vec![1, 2, 3])), "open quarantine keeps claim and body");
+    assert_eq!(body_of(t, tid, eid, "released").await, None);
+    assert_eq!(qentry::Entity::find().count(&t.db).await.unwrap(), 1, "only the open entry remains");
+    assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1, "the live replay record stays");
+
+    let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() }).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].actor, "system");
+    // Nothing left to do: no second audit entry.
+    assert!(purge::run(&t.db, clock::now_ms(), 2).await.unwrap().is_empty());
+    let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() }).await.unwrap();
+    assert_eq!(entries.len(), 1);
+});
+
+db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
+    // Stripe redelivers for 3 days. Even a decision below that on record
+    // (written behind the domain's back) does not let the purge in.
+    setup(t, Scheme::Stripe, None).await;
+    let ep = endpoint::Entity::find().filter(endpoint::Column::Slug.eq("hooks")).one(&t.db).await.unwrap().unwrap();
+    retention_version::Entity::update_many()
+        .col_expr(retention_version::Column::DedupSecs, sea_orm::sea_query::Expr::value(HOUR_SECS))
+        .col_expr(retention_version::Column::BodySecs, sea_orm::sea_query::Expr::value(HOUR_SECS))
+        .filter(retention_version::Column::EndpointId.eq(&ep.id))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    let tid = ep.tenant_id.clone();
+    for (id, age) in [("2d", 2 * DAY_SECS), ("3d-minus-1m", 3 * DAY_SECS - 60), ("3d-plus-1m", 3 * DAY_SECS + 60)] {
+        old_claim(t, &tid, &ep.id, id, age).await;
+    }
+    let report = purge::run(&t.db, clock::now_ms(), 100).await.unwrap();
+    assert_eq!(report.claims_deleted, 1);
+    assert!(body_of(t, &tid, &ep.id, "2d").await.is_some());
+    assert!(body_of(t, &tid, &ep.id, "3d-minus-1m").await.is_some(), "one minute inside the horizon: kept");
+    assert!(body_of(t, &tid, &ep.id, "3d-plus-1m").await.is_none());
+});
+
+db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
+    let s = Arc::new(setup(t, Scheme::StandardWebhooks, None).await);
+    let ep = endpoint::Entity::find().filter(endpoint::Column::Slug.eq("hooks")).one(&t.db).await.unwrap().unwrap();
+    for i in 0..600 {
+        old_claim(t, &ep.tenant_id, &ep.id, &format!("old-{i}"), 31 * DAY_SECS).await;
+    }
+    let purger = {
+        let db = t.db.clone();
+        tokio::spawn(async move {
+            let mut total = 0;
+            // Small batches so purge transactions interleave with intake.
+            for _ in 0..50 {
+                total += purge::run(&db, clock::now_ms(), 20).await.unwrap().claims_deleted;
+                if total == 600 {
+                    break;
+                }
+            }
+            total
+        })
+    };
+    let mut workers = Vec::new();
+    for w in 0..16 {
+        let s = s.clone();
+        workers.push(tokio::spawn(async move {
+            for i in 0..13 {
+                let id = format!("msg_{w}_{i}");
+                let body = json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+                let h = signed(&s, Scheme::StandardWebhooks, body.as_bytes(), now_s(), &id);
+                let o = deliver(&s, &h, body.as_bytes()).await;
+                assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    assert_eq!(purger.await.unwrap(), 600, "every old claim purged");
+    let left: Vec<claim::Model> = claim::Entity::find().filter(claim::Column::EndpointId.eq(&ep.id)).all(&t.db).await.unwrap();
+    assert_eq!(left.len(), 16 * 13, "every new claim is still there");
+    assert!(left.iter().all(|c| c.event_id.starts_with("msg_") && c.body_ciphertext.is_some()));
+    // And each still answers its redelivery as a duplicate.
+    let id = "msg_7_3";
+    let body = json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+    // An earlier timestamp: a new signature, so not a replay of the original.
+    let h = signed(&s, Scheme::StandardWebhooks, body.as_bytes(), now_s() - 2, id);
+    assert!(matches!(deliver(&s, &h, body.as_bytes()).await, Outcome::Duplicate { .. }));
+});

@@ -1,0 +1,59 @@
+//! Retention decisions and redelivery horizons (the evidence of what Signet
+//! keeps, and for how long).
+
+use app::ssr::AppState;
+use axum::{
+    extract::{Path, State},
+    Json,
+};
+use domain::ops::retention::{self, HorizonView, RetentionChange, RetentionOverview, RetentionView};
+use serde::Deserialize;
+
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+
+#[utoipa::path(get, path = "/api/v1/retention", tag = "retention",
+    responses((status = 200, body = RetentionOverview)))]
+pub async fn overview(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<RetentionOverview>, ApiError> {
+    Ok(Json(retention::overview(&st.db, &p).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)),
+    responses((status = 200, body = RetentionView), (status = 404, body = ErrorBody)))]
+pub async fn get_retention(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+) -> Result<Json<RetentionView>, ApiError> {
+    Ok(Json(retention::get(&st.db, &p, &tenant, &endpoint).await?))
+}
+
+#[utoipa::path(put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = RetentionChange,
+    responses((status = 200, body = RetentionView), (status = 422, body = ErrorBody, description = "below the redelivery horizon, or a body kept longer than its claim")))]
+pub async fn set_retention(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+    ApiJson(change): ApiJson<RetentionChange>,
+) -> Result<Json<RetentionView>, ApiError> {
+    Ok(Json(retention::set(&st.db, &p, &tenant, &endpoint, &change).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct HorizonBody {
+    pub horizon_secs: i64,
+    pub reason: String,
+}
+
+#[utoipa::path(put, path = "/api/v1/retention/horizons/{scheme}", tag = "retention",
+    params(("scheme" = String, Path)), request_body = HorizonBody,
+    responses((status = 200, body = HorizonView), (status = 409, body = ErrorBody, description = "an endpoint keeps claims for less than the new horizon")))]
+pub async fn set_horizon(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(scheme): Path<String>,
+    ApiJson(body): ApiJson<HorizonBody>,
+) -> Result<Json<HorizonView>, ApiError> {
+    Ok(Json(retention::set_horizon(&st.db, &p, &scheme, body.horizon_secs, &body.reason).await?))
+}

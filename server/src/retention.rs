@@ -1,0 +1,58 @@
+//! The retention purge task in `signet serve`: runs
+//! [`domain::ops::purge::run`] shortly after start and then every interval,
+//! and reports each run in the metrics (the domain writes the audit entry).
+
+use std::{sync::Arc, time::Duration};
+
+use domain::ops::purge;
+use sea_orm::DatabaseConnection;
+use tokio::{sync::watch, task::JoinHandle};
+
+use crate::metrics::Metrics;
+
+pub struct PurgeHandle {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl PurgeHandle {
+    /// Lets a running batch finish, then ends the task.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// `first` is the delay before the first run (so start-up is not slowed).
+pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, every: Duration) -> PurgeHandle {
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut wait = first;
+        loop {
+            tokio::select! {
+                _ = stopped.changed() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            match purge::run(&db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await {
+                Ok(report) => {
+                    metrics.record_purge(&report);
+                    if !report.is_empty() {
+                        tracing::info!(
+                            claims = report.claims_deleted,
+                            quarantine = report.quarantine_deleted,
+                            bodies = report.bodies_cleared,
+                            replay = report.replay_deleted,
+                            "retention purge"
+                        );
+                    }
+                }
+                Err(e) => {
+                    metrics.record_purge_failure();
+                    tracing::error!(error = %e, "retention purge failed; the next run retries");
+                }
+            }
+            wait = every;
+        }
+    });
+    PurgeHandle { stop, task }
+}

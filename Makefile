@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup bench
+.PHONY: run test setup bench bench-dashboard
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 
@@ -17,3 +17,7 @@ test: setup
 # Throughput and latency of the receiver against the pgbench ceiling (see README).
 bench: setup
 	bench/run.sh
+
+# Dashboard reads at ten million stored events, PostgreSQL and SQLite (see README).
+bench-dashboard: setup
+	bench/dashboard.sh

@@ -263,3 +263,79 @@ pub struct RetentionOverviewDto {
     pub horizons: Vec<HorizonDto>,
     pub endpoints: Vec<RetentionDto>,
 }
+
+/// The dashboard's figures (mirrors `domain::ops::stats::StatsView`; the
+/// server converts through serde, and a test checks the two stay in step).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatsDto {
+    pub window: String,
+    pub tenant: Option<String>,
+    pub bucket_secs: i64,
+    pub start: String,
+    pub end: String,
+    pub now_ms: i64,
+    pub bucket_starts: Vec<String>,
+    pub series: Vec<SeriesDto>,
+    pub latency: LatencyDto,
+    pub quarantine_open: u64,
+    pub outbox: OutboxStatsDto,
+    pub keys_in_overlap: Vec<OverlapKeyDto>,
+    pub failing_endpoints: Vec<FailingEndpointDto>,
+    pub retry_policies: Vec<PolicyStateDto>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReasonCountDto {
+    pub reason: String,
+    pub count: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SeriesDto {
+    pub outcome: String,
+    pub total: i64,
+    pub points: Vec<i64>,
+    pub reasons: Vec<ReasonCountDto>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyDto {
+    pub samples: i64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p50_points: Vec<Option<f64>>,
+    pub p99_points: Vec<Option<f64>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboxStatsDto {
+    pub backlog: u64,
+    pub oldest_pending_age_secs: Option<i64>,
+    pub dead: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OverlapKeyDto {
+    pub key_id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub expires_at: Option<String>,
+    pub expires_at_ms: Option<i64>,
+    pub replaced_by: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailingEndpointDto {
+    pub tenant: String,
+    pub endpoint: String,
+    pub failures: i64,
+    pub reasons: Vec<ReasonCountDto>,
+    pub accepted_keys: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStateDto {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+}

@@ -81,6 +81,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/quarantine/:id") view=QuarantineEventPage ssr=SsrMode::Async/>
                 <Route path=path!("/outbox") view=OutboxPage ssr=SsrMode::Async/>
                 <Route path=path!("/retention") view=RetentionPage ssr=SsrMode::Async/>
+                <Route path=path!("/dashboard") view=DashboardPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

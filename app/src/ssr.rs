@@ -283,6 +283,12 @@ pub mod convert {
         }
     }
 
+    /// Field for field the same shape (`#[serde(deny_unknown_fields)]` is
+    /// not needed: the round-trip test below compares values).
+    pub fn stats(v: domain::ops::stats::StatsView) -> Result<dto::StatsDto, serde_json::Error> {
+        serde_json::to_value(v).and_then(serde_json::from_value)
+    }
+
     pub fn key(k: KeyView) -> dto::KeyDto {
         dto::KeyDto {
             key_id: k.key_id,
@@ -380,5 +386,35 @@ pub fn set_page_csp() {
         if let Ok(v) = http::HeaderValue::from_str(&csp) {
             res.insert_header(header::CONTENT_SECURITY_POLICY, v);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::ops::stats::{FailingEndpoint, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount, StatsView};
+
+    /// The browser mirror of the dashboard figures loses no field.
+    #[test]
+    fn stats_mirror_round_trips() {
+        let reasons = vec![ReasonCount { reason: "mismatch".into(), count: 2 }];
+        let view = StatsView {
+            window: "1h".into(),
+            tenant: Some("clinic-a".into()),
+            bucket_secs: 60,
+            start: "s".into(),
+            end: "e".into(),
+            now_ms: 9,
+            bucket_starts: vec!["a".into(), "b".into()],
+            series: vec![OutcomeSeries { outcome: "applied".into(), total: 3, points: vec![1, 2], reasons: reasons.clone() }],
+            latency: LatencyStats { samples: 3, p50_ms: Some(1.5), p99_ms: None, p50_points: vec![Some(1.0), None], p99_points: vec![None, Some(2.0)] },
+            quarantine_open: 4,
+            outbox: OutboxStats { backlog: 5, oldest_pending_age_secs: Some(6), dead: 7 },
+            keys_in_overlap: vec![OverlapKey { key_id: "k".into(), tenant: "t".into(), endpoint: "e".into(), expires_at: Some("x".into()), expires_at_ms: Some(8), replaced_by: None }],
+            failing_endpoints: vec![FailingEndpoint { tenant: "t".into(), endpoint: "e".into(), failures: 2, reasons, accepted_keys: vec!["k".into()] }],
+            retry_policies: vec![PolicyState { tenant: "t".into(), policy: "enabled".into(), version: 2 }],
+        };
+        let json = serde_json::to_value(&view).unwrap();
+        let dto = super::convert::stats(view).unwrap();
+        assert_eq!(serde_json::to_value(&dto).unwrap(), json);
     }
 }

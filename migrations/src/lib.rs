@@ -10,6 +10,7 @@ mod m20261202_000002_receiver;
 mod m20261202_000003_operations;
 mod m20261202_000004_outbox_delivery;
 mod m20261202_000005_retention;
+mod m20261202_000006_hourly_rollups;
 
 pub struct Migrator;
 
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000003_operations::Migration),
             Box::new(m20261202_000004_outbox_delivery::Migration),
             Box::new(m20261202_000005_retention::Migration),
+            Box::new(m20261202_000006_hourly_rollups::Migration),
         ]
     }
 }

@@ -78,6 +78,7 @@ impl Metrics {
             ("quarantine", r.quarantine_deleted),
             ("bodies", r.bodies_cleared),
             ("replay", r.replay_deleted),
+            ("minute_rollups", r.minute_rollups_deleted),
         ] {
             self.purged.with_label_values(&[kind]).inc_by(n);
         }

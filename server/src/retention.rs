@@ -42,6 +42,7 @@ pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, eve
                             quarantine = report.quarantine_deleted,
                             bodies = report.bodies_cleared,
                             replay = report.replay_deleted,
+                            minute_rollups = report.minute_rollups_deleted,
                             "retention purge"
                         );
                     }

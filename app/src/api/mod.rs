@@ -10,6 +10,7 @@ pub mod registry;
 pub mod retention;
 pub mod review;
 pub mod session;
+pub mod stats;
 pub mod users;
 
 use serde::{Deserialize, Serialize};

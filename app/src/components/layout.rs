@@ -80,6 +80,7 @@ fn TopBar(me: Me) -> impl IntoView {
             <div class="topbar-inner">
                 <a class="brand" href="/">"Signet"</a>
                 <nav aria-label="Main">
+                    <a href="/dashboard" aria-current=current("/dashboard")>"Dashboard"</a>
                     {tenants}
                     {me.can_review().then(|| view! { <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a> })}
                     <a href="/quarantine" aria-current=current("/quarantine")>"Quarantine"</a>

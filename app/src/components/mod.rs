@@ -1,6 +1,7 @@
 //! Shared building blocks: the signed-in layout, feedback for forms, key
 //! display and text formatting.
 
+pub mod chart;
 mod feedback;
 pub mod filters;
 pub mod format;

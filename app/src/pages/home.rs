@@ -10,6 +10,7 @@ fn start_page(me: &Me) -> String {
     match (me.role.as_str(), &me.tenant) {
         ("clinic-admin", Some(slug)) => format!("/tenants/{slug}"),
         ("reviewer", _) => "/approvals".to_owned(),
+        ("oncall", _) => "/dashboard".to_owned(),
         _ => "/tenants".to_owned(),
     }
 }

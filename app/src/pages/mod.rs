@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod dashboard;
 mod home;
 mod login;
 mod not_found;
@@ -20,6 +21,7 @@ mod users;
 
 pub use approvals::ApprovalsPage;
 pub use audit::AuditPage;
+pub use dashboard::DashboardPage;
 pub use home::HomePage;
 pub use login::LoginPage;
 pub use not_found::NotFound;

@@ -6,6 +6,7 @@ pub mod quarantine;
 pub mod redact;
 pub mod retention;
 pub mod retry_policy;
+pub mod stats;
 
 use crate::error::{DomainError, DomainResult};
 

@@ -8,7 +8,9 @@
 //!   entries that old go with them (the audit log keeps their story);
 //! - bodies of claims received before `now - body retention` are cleared,
 //!   except those of an open quarantine entry;
-//! then replay records past their expiry (received + 2 x tolerance) go.
+//! then replay records past their expiry (received + 2 x tolerance) go, and
+//! per-minute rollups older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
+//! them for the last hour only; the hourly rollups stay).
 //!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
 //! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
@@ -28,12 +30,14 @@ use crate::{
     audit::{self, Change},
     auth::Actor,
     db,
-    entity::{endpoint, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay},
+    entity::{endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay},
     error::DomainResult,
 };
 
 /// Rows per batch (one transaction each).
 pub const DEFAULT_BATCH: u64 = 500;
+/// Per-minute rollups are kept two days.
+pub const MINUTE_ROLLUPS_KEPT_MS: i64 = 2 * 86_400_000;
 
 /// What one purge run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +47,7 @@ pub struct PurgeReport {
     pub quarantine_deleted: u64,
     pub bodies_cleared: u64,
     pub replay_deleted: u64,
+    pub minute_rollups_deleted: u64,
 }
 
 impl PurgeReport {
@@ -75,6 +80,13 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &e.id, body_cutoff, b)).await?;
     }
     report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
+    // One statement: after the first run each run removes about an hour of
+    // rows, and no receiver ever writes rows this old.
+    report.minute_rollups_deleted = rollup::Entity::delete_many()
+        .filter(rollup::Column::Minute.lt((now_ms - MINUTE_ROLLUPS_KEPT_MS) / 60_000))
+        .exec(db)
+        .await?
+        .rows_affected;
     if !report.is_empty() {
         audit::record(
             db,

@@ -11,4 +11,5 @@ mod outbox;
 mod receiver;
 mod registry;
 mod retention;
+mod stats;
 mod vault;

@@ -9,7 +9,7 @@ use domain::{
     audit::{self, AuditFilter},
     auth::Role,
     clock,
-    entity::{endpoint, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version},
+    entity::{endpoint, event_rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version},
     error::DomainError,
     ops::{
         purge,
@@ -167,10 +167,25 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
         .unwrap();
     }
 
+    // Minute rollups: one three days old (goes), one from now (stays).
+    for minute in [clock::now_ms() / 60_000 - 3 * 1440, clock::now_ms() / 60_000] {
+        event_rollup::Entity::insert(event_rollup::ActiveModel {
+            minute: Set(minute),
+            tenant_id: Set(tid.into()),
+            endpoint_id: Set(eid.into()),
+            outcome: Set("applied".into()),
+            reason: Set(String::new()),
+            count: Set(1),
+        })
+        .exec_without_returning(&t.db)
+        .await
+        .unwrap();
+    }
+
     let report = purge::run(&t.db, clock::now_ms(), 2).await.unwrap();
     assert_eq!(
         report,
-        purge::PurgeReport { claims_deleted: 2, quarantine_deleted: 1, bodies_cleared: 1, replay_deleted: 1 },
+        purge::PurgeReport { claims_deleted: 2, quarantine_deleted: 1, bodies_cleared: 1, replay_deleted: 1, minute_rollups_deleted: 1 },
         "batches of 2 still finish the work"
     );
     assert_eq!(body_of(t, tid, eid, "fresh").await, Some(Some(vec![1, 2, 3])), "inside body retention: untouched");
@@ -180,6 +195,7 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     assert_eq!(body_of(t, tid, eid, "released").await, None);
     assert_eq!(qentry::Entity::find().count(&t.db).await.unwrap(), 1, "only the open entry remains");
     assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1, "the live replay record stays");
+    assert_eq!(event_rollup::Entity::find().count(&t.db).await.unwrap(), 1, "the current minute's rollup stays");
 
     let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() }).await.unwrap();
     assert_eq!(entries.len(), 1);

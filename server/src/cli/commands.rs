@@ -299,8 +299,8 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
             let r = purge::run(db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await?;
             emit(json, &r, || {
                 format!(
-                    "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records",
-                    r.claims_deleted, r.quarantine_deleted, r.bodies_cleared, r.replay_deleted
+                    "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, {} minute rollups",
+                    r.claims_deleted, r.quarantine_deleted, r.bodies_cleared, r.replay_deleted, r.minute_rollups_deleted
                 )
             });
         }

@@ -43,7 +43,7 @@ impl HeaderSource for Headers<'_> {
 async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(String, String)>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let (outcome, ep, key_id) = run(&st, &tenant, &endpoint, &headers, body).await;
-    st.telemetry.record(ep.as_deref(), &outcome, key_id.as_deref());
+    st.telemetry.record(ep.as_deref(), &outcome, key_id.as_deref(), started.elapsed());
     st.metrics.observe(ep.as_deref(), &outcome, started.elapsed());
     let (label, reason) = outcome.labels();
     match &outcome {

@@ -509,4 +509,16 @@ both_engines!(rollups_and_key_usage_are_written_in_batches, async |i: &Install| 
         .unwrap();
     assert_eq!(row.try_get::<i64>("", "verified_count").unwrap(), 3);
     assert!(row.try_get::<Option<i64>>("", "last_verified_at").unwrap().is_some());
+    // The dashboard API reads the same rollups, hourly ones included, with
+    // latency rolled up beside them.
+    let token = i.cli_json(&["token", "create", "--name", "dash", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    for window in ["1h", "24h", "7d"] {
+        let v: Value = c.get(s.url(&format!("/api/v1/stats?tenant=clinic-a&window={window}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+        let total = |o: &str| v["series"].as_array().unwrap().iter().find(|x| x["outcome"] == o).unwrap()["total"].as_i64().unwrap();
+        assert_eq!((total("applied"), total("verification_failed")), (3, 2), "{window}: {v}");
+        assert_eq!(v["latency"]["samples"], 5, "{window}");
+        assert!(v["latency"]["p99_ms"].as_f64().is_some());
+    }
+    let bad = c.get(s.url("/api/v1/stats?window=1y")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(bad.status(), 422);
 });

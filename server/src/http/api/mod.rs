@@ -9,6 +9,7 @@ mod keys;
 mod operations;
 mod registry;
 mod retention;
+mod stats;
 
 use app::ssr::AppState;
 use axum::{
@@ -49,6 +50,7 @@ pub fn routes() -> Router<AppState> {
         .route("/outbox/{id}/retry", post(operations::retry_outbox))
         .route("/tenants/{tenant}/retry-policy", get(operations::get_retry_policy).put(operations::set_retry_policy))
         .route("/tenants/{tenant}/retry-policy/rollback", post(operations::rollback_retry_policy))
+        .route("/stats", get(stats::get_stats))
         .route("/retention", get(retention::overview))
         .route("/retention/horizons/{scheme}", axum::routing::put(retention::set_horizon))
         .route("/tenants/{tenant}/endpoints/{endpoint}/retention", get(retention::get_retention).put(retention::set_retention))
@@ -69,6 +71,7 @@ pub fn routes() -> Router<AppState> {
         operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
         operations::list_outbox, operations::retry_outbox,
         retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
+        stats::get_stats,
     ),
     components(schemas(auth::ErrorBody)),
     modifiers(&BearerAuth),

@@ -1,0 +1,20 @@
+//! The dashboard's figures.
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::StatsDto;
+
+/// `tenant`: a slug or empty for every visible tenant; `window`: 1h, 24h, 7d.
+#[server(prefix = "/fn", endpoint = "dashboard_stats", input = GetUrl)]
+pub async fn dashboard_stats(tenant: Option<String>, window: Option<String>) -> Result<StatsDto, AppError> {
+    use domain::ops::stats::{self, Window};
+
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let window = Window::parse(window.as_deref()).map_err(ssr::to_app_error)?;
+    let view = stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await.map_err(ssr::to_app_error)?;
+    ssr::convert::stats(view).map_err(|e| AppError::new("internal", &format!("stats conversion: {e}")))
+}

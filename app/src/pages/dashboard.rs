@@ -1,0 +1,254 @@
+//! `/dashboard`: is the pipeline healthy? Events by outcome over the last
+//! hour, day or week, failures and quarantines by reason, latency, the
+//! outbox, keys in overlap and the retry policies, for every tenant or one.
+//! Reloads its figures every 30 s once hydrated (every 60 s without
+//! JavaScript, by a meta refresh).
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::stats::dashboard_stats,
+    components::{
+        chart::{LatencyLines, Series, ShareBar, StackedBars},
+        format::{duration, when, with_query},
+        Countdown, FormError, Layout,
+    },
+    dto::{Me, ReasonCountDto, StatsDto},
+};
+
+/// Label and CSS name of each charted outcome.
+const OUTCOMES: [(&str, &str); 7] = [
+    ("applied", "Applied"),
+    ("duplicate", "Duplicate acks"),
+    ("quarantined", "Quarantined"),
+    ("verification_failed", "Verification failures"),
+    ("replay", "Replays"),
+    ("identity_conflict", "Identity conflicts"),
+    ("unavailable", "Unavailable (rolled back, 503)"),
+];
+
+fn human(reason: &str) -> String {
+    reason.replace('_', " ")
+}
+
+#[component]
+pub fn DashboardPage() -> impl IntoView {
+    let query = use_query_map();
+    let tick = RwSignal::new(0u64);
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(move || tick.update(|n| *n += 1), Duration::from_secs(30)) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    let tenant = Memo::new(move |_| query.with(|q| q.get("tenant").unwrap_or_default()));
+    let window = Memo::new(move |_| query.with(|q| q.get("window").unwrap_or_else(|| "24h".to_owned())));
+    let data = Resource::new(move || (tenant.get(), window.get(), tick.get()), |(t, w, _)| dashboard_stats(Some(t), Some(w)));
+    view! {
+        <noscript><meta http-equiv="refresh" content="60"/></noscript>
+        <Layout
+            title="Dashboard"
+            render=move |me| view! {
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match data.await {
+                                    Ok(s) => view! { <Dashboard s me/> }.into_any(),
+                                    Err(error) => view! { <FormError error/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Transition>
+            }
+        />
+    }
+}
+
+#[component]
+fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
+    let tenant = s.tenant.clone().unwrap_or_default();
+    let link = {
+        let tenant = tenant.clone();
+        move |window: &str| with_query("/dashboard", &[("tenant", &tenant), ("window", window)])
+    };
+    let windows = [("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")]
+        .into_iter()
+        .map(|(w, label)| view! { <a href=link(w) class:current={s.window == w}>{label}</a> })
+        .collect_view();
+    let scope = match (&s.tenant, me.role == "clinic-admin") {
+        (Some(t), false) => view! {
+            <p class="scope">"Tenant " <strong>{t.clone()}</strong> " · " <a href=with_query("/dashboard", &[("window", &s.window)])>"all tenants"</a></p>
+        }
+        .into_any(),
+        (Some(t), true) => view! { <p class="scope">"Tenant " <strong>{t.clone()}</strong></p> }.into_any(),
+        (None, _) => view! { <p class="scope">"All tenants"</p> }.into_any(),
+    };
+    let total = |o: &str| s.series.iter().find(|x| x.outcome == o).map_or(0, |x| x.total);
+    let reasons = |o: &str| s.series.iter().find(|x| x.outcome == o).map(|x| x.reasons.clone()).unwrap_or_default();
+    let quarantine_href = with_query("/quarantine", &[("tenant", &tenant)]);
+    let p = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1} ms"));
+    let oldest = s.outbox.oldest_pending_age_secs.map_or("none waiting".to_owned(), |a| format!("oldest {}", duration(a * 1000)));
+    let series: Vec<Series> = OUTCOMES
+        .iter()
+        .map(|(name, label)| Series {
+            name: (*name).to_owned(),
+            label: (*label).to_owned(),
+            points: s.series.iter().find(|x| x.outcome == *name).map(|x| x.points.clone()).unwrap_or_default(),
+        })
+        .collect();
+    let labels: Vec<String> = s.bucket_starts.iter().map(|b| when(b)).collect();
+    let (from, to) = (when(&s.start), "now".to_owned());
+    view! {
+        <div class="dash-head">
+            {scope}
+            <nav class="reason-counts" aria-label="Window">{windows}</nav>
+        </div>
+        <dl class="stats tiles">
+            <div><dt>"Applied"</dt><dd>{total("applied")}</dd></div>
+            <div><dt>"Duplicate acks"</dt><dd>{total("duplicate")}</dd></div>
+            <div class:alert={total("verification_failed") > 0}><dt>"Verification failures"</dt><dd>{total("verification_failed")}</dd></div>
+            <div class:alert={total("quarantined") > 0}><dt>"Quarantined"</dt><dd>{total("quarantined")}</dd></div>
+            <div class:alert={s.quarantine_open > 0}>
+                <dt>"Awaiting triage"</dt>
+                <dd><a href=quarantine_href.clone()>{s.quarantine_open}</a></dd>
+            </div>
+            <div class:alert={s.outbox.dead > 0}>
+                <dt>"Outbox backlog"</dt>
+                <dd><a href="/outbox?status=pending">{s.outbox.backlog}</a></dd>
+                <small class="muted">{oldest} " · " <a href="/outbox?status=dead">{s.outbox.dead} " dead"</a></small>
+            </div>
+            <div><dt>"Latency p50 / p99"</dt><dd class="small">{p(s.latency.p50_ms)} " / " {p(s.latency.p99_ms)}</dd></div>
+        </dl>
+        <section class="card" id="events">
+            <h2>"Events"</h2>
+            <ul class="legend">
+                {OUTCOMES.iter().map(|(name, label)| view! {
+                    <li><span class=format!("swatch series-{name}")></span>{*label} " " <strong>{total(name)}</strong></li>
+                }).collect_view()}
+            </ul>
+            <StackedBars series labels title="Events by outcome" left_label=from.clone() right_label=to.clone()/>
+        </section>
+        <div class="two-col">
+            <section class="card" id="failures">
+                <h2>"Verification failures by reason"</h2>
+                <ReasonTable rows=reasons("verification_failed") class="series-verification_failed" link=None/>
+            </section>
+            <section class="card" id="quarantines">
+                <h2>"Quarantined by reason"</h2>
+                <ReasonTable rows=reasons("quarantined") class="series-quarantined" link=Some(tenant.clone())/>
+            </section>
+        </div>
+        <section class="card" id="latency">
+            <h2>"Latency"</h2>
+            <ul class="legend">
+                <li><span class="swatch line-p50"></span>"p50 " <strong>{p(s.latency.p50_ms)}</strong></li>
+                <li><span class="swatch line-p99"></span>"p99 " <strong>{p(s.latency.p99_ms)}</strong></li>
+                <li class="muted">{s.latency.samples} " requests"</li>
+            </ul>
+            <LatencyLines p50=s.latency.p50_points.clone() p99=s.latency.p99_points.clone() left_label=from right_label=to/>
+        </section>
+        <div class="two-col">
+            <section class="card" id="overlap">
+                <h2>"Keys in overlap"</h2>
+                {if s.keys_in_overlap.is_empty() {
+                    view! { <p class="muted">"No key is being replaced."</p> }.into_any()
+                } else {
+                    let now_ms = s.now_ms;
+                    view! {
+                        <table class="compact">
+                            <thead><tr><th>"Key"</th><th>"Endpoint"</th><th>"Replaced by"</th><th>"Accepted until"</th></tr></thead>
+                            <tbody>
+                                {s.keys_in_overlap.into_iter().map(|k| view! {
+                                    <tr>
+                                        <td><code>{k.key_id}</code></td>
+                                        <td><a href=format!("/tenants/{}", k.tenant)>{k.tenant.clone()}</a> " / " {k.endpoint}</td>
+                                        <td>{k.replaced_by.map_or_else(|| view! { <span class="muted">"–"</span> }.into_any(), |n| view! { <code>{n}</code> }.into_any())}</td>
+                                        <td>{k.expires_at_ms.map(|at| view! { <Countdown expires_at_ms=at now_ms/> })}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any()
+                }}
+            </section>
+            <section class="card" id="failing">
+                <h2>"Endpoints with verification failures"</h2>
+                {if s.failing_endpoints.is_empty() {
+                    view! { <p class="muted">"None in this window."</p> }.into_any()
+                } else {
+                    view! {
+                        <p class="hint">"A failed signature matches no key, so failures are counted per endpoint; check its keys against the provider's settings."</p>
+                        <table class="compact">
+                            <thead><tr><th>"Endpoint"</th><th class="num">"Failures"</th><th>"Reasons"</th><th>"Accepted keys"</th></tr></thead>
+                            <tbody>
+                                {s.failing_endpoints.into_iter().map(|f| view! {
+                                    <tr>
+                                        <td><a href=format!("/tenants/{}", f.tenant)>{f.tenant.clone()}</a> " / " {f.endpoint}</td>
+                                        <td class="num">{f.failures}</td>
+                                        <td>{f.reasons.into_iter().map(|r| format!("{} {}", human(&r.reason), r.count)).collect::<Vec<_>>().join(", ")}</td>
+                                        <td>{f.accepted_keys.into_iter().map(|k| view! { <code>{k}</code> " " }).collect_view()}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any()
+                }}
+            </section>
+        </div>
+        <section class="card" id="retry-policies">
+            <h2>"Retry policy"</h2>
+            <table class="compact">
+                <thead><tr><th>"Tenant"</th><th>"Policy"</th><th class="num">"Version"</th><th></th></tr></thead>
+                <tbody>
+                    {s.retry_policies.into_iter().map(|r| {
+                        let dash = with_query("/dashboard", &[("tenant", &r.tenant), ("window", &s.window)]);
+                        view! {
+                            <tr>
+                                <td><a href=format!("/tenants/{}#retry-policy", r.tenant)>{r.tenant.clone()}</a></td>
+                                <td><span class=format!("badge badge-{}", r.policy)>"retries " {r.policy.clone()}</span></td>
+                                <td class="num">{r.version}</td>
+                                <td><a href=dash>"dashboard"</a></td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </section>
+        <p class="muted small">"Counts since " {when(&s.start)} " in " {duration(s.bucket_secs * 1000)} " buckets, from rollups flushed every 5 seconds. Refreshes every 30 seconds."</p>
+    }
+}
+
+#[component]
+fn ReasonTable(rows: Vec<ReasonCountDto>, #[prop(into)] class: String, link: Option<String>) -> impl IntoView {
+    if rows.is_empty() {
+        return view! { <p class="muted">"None in this window."</p> }.into_any();
+    }
+    let max = rows.iter().map(|r| r.count).max().unwrap_or(0);
+    view! {
+        <table class="compact">
+            <tbody>
+                {rows.into_iter().map(|r| {
+                    let label = human(&r.reason);
+                    let name = match &link {
+                        Some(t) => view! { <a href=with_query("/quarantine", &[("tenant", t), ("reason", &r.reason)])>{label}</a> }.into_any(),
+                        None => view! { <span>{label}</span> }.into_any(),
+                    };
+                    view! {
+                        <tr>
+                            <td>{name}</td>
+                            <td class="num"><strong>{r.count}</strong></td>
+                            <td><ShareBar value=r.count max class=class.clone()/></td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}

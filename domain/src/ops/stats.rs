@@ -1,0 +1,448 @@
+//! Dashboard figures, from rollups only (never a count over the inbox).
+//!
+//! Event counts and latency come from the rollup tables: the minute table
+//! for the last hour (60 buckets), the hour table for 24 hours (24) and 7
+//! days (168). Each query reads at most one row per bucket and (tenant,
+//! endpoint, outcome, reason), however many events are stored. The live
+//! state (open quarantine, outbox backlog, keys in overlap, retry
+//! policies) comes from the small operational tables, by index.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sea_orm::{
+    sea_query::Expr, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+
+use super::quarantine::OPEN;
+use crate::{
+    auth::{Permission, Principal, Scope},
+    clock,
+    entity::{
+        endpoint, event_rollup as minute, event_rollup_hourly as hourly, outbox_intent, quarantine_entry, retry_policy_version,
+        signing_key, tenant,
+    },
+    error::{DomainError, DomainResult},
+    outbox,
+    receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS},
+    registry::tenants,
+};
+
+/// The outcomes charted, in display order.
+pub const OUTCOMES: [&str; 7] = ["applied", "duplicate", "quarantined", "verification_failed", "replay", "identity_conflict", "unavailable"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    Hour,
+    Day,
+    Week,
+}
+
+impl Window {
+    pub fn parse(text: Option<&str>) -> DomainResult<Window> {
+        match text.map(str::trim).unwrap_or("24h") {
+            "" | "24h" => Ok(Window::Day),
+            "1h" => Ok(Window::Hour),
+            "7d" => Ok(Window::Week),
+            other => Err(DomainError::invalid("invalid_window", format!("window must be 1h, 24h or 7d, got {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Window::Hour => "1h",
+            Window::Day => "24h",
+            Window::Week => "7d",
+        }
+    }
+
+    /// (bucket length in ms, number of buckets)
+    fn plan(self) -> (i64, i64) {
+        match self {
+            Window::Hour => (60_000, 60),
+            Window::Day => (3_600_000, 24),
+            Window::Week => (3_600_000, 168),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReasonCount {
+    pub reason: String,
+    pub count: i64,
+}
+
+/// One outcome over the window: a count per bucket, and its reasons.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OutcomeSeries {
+    pub outcome: String,
+    pub total: i64,
+    pub points: Vec<i64>,
+    /// Totals by reason, largest first (empty for outcomes without reasons).
+    pub reasons: Vec<ReasonCount>,
+}
+
+/// Latency quantiles estimated from the rolled-up histogram buckets
+/// (linear within a bucket, as Prometheus' histogram_quantile does).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LatencyStats {
+    pub samples: i64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p50_points: Vec<Option<f64>>,
+    pub p99_points: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OutboxStats {
+    /// Pending or being sent.
+    pub backlog: u64,
+    pub oldest_pending_age_secs: Option<i64>,
+    pub dead: u64,
+}
+
+/// A key being replaced: still accepted until `expires_at`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OverlapKey {
+    pub key_id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub expires_at: Option<String>,
+    /// The same instant in Unix ms, for countdowns.
+    pub expires_at_ms: Option<i64>,
+    pub replaced_by: Option<String>,
+}
+
+/// An endpoint whose deliveries failed verification in the window. A
+/// failed signature matches no key, so failures belong to the endpoint;
+/// its accepted keys are listed to check against the provider's settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FailingEndpoint {
+    pub tenant: String,
+    pub endpoint: String,
+    pub failures: i64,
+    pub reasons: Vec<ReasonCount>,
+    pub accepted_keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PolicyState {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StatsView {
+    pub window: String,
+    /// `None`: every tenant the caller can see.
+    pub tenant: Option<String>,
+    pub bucket_secs: i64,
+    /// Start of the first bucket and end of the last (RFC 3339).
+    pub start: String,
+    pub end: String,
+    /// When the figures were read (Unix ms).
+    pub now_ms: i64,
+    /// Start of each bucket (RFC 3339), for labels.
+    pub bucket_starts: Vec<String>,
+    pub series: Vec<OutcomeSeries>,
+    pub latency: LatencyStats,
+    pub quarantine_open: u64,
+    pub outbox: OutboxStats,
+    pub keys_in_overlap: Vec<OverlapKey>,
+    pub failing_endpoints: Vec<FailingEndpoint>,
+    pub retry_policies: Vec<PolicyState>,
+}
+
+/// (bucket index, outcome, reason, count)
+type Row = (i64, String, String, i64);
+
+const SUM: &str = "CAST(SUM(count) AS BIGINT)";
+
+/// Counts per bucket, outcome and reason (summed over endpoints in the
+/// database, so at most buckets x outcomes x reasons rows come back).
+async fn rollup_rows(db: &DatabaseConnection, window: Window, first: i64, tenant_id: Option<&str>) -> DomainResult<Vec<Row>> {
+    let rows = if window == Window::Hour {
+        let mut q = minute::Entity::find()
+            .select_only()
+            .column(minute::Column::Minute)
+            .column(minute::Column::Outcome)
+            .column(minute::Column::Reason)
+            .column_as(Expr::cust(SUM), "n")
+            .filter(minute::Column::Minute.gte(first))
+            .group_by(minute::Column::Minute)
+            .group_by(minute::Column::Outcome)
+            .group_by(minute::Column::Reason);
+        if let Some(t) = tenant_id {
+            q = q.filter(minute::Column::TenantId.eq(t));
+        }
+        q.into_tuple::<Row>().all(db).await?
+    } else {
+        let mut q = hourly::Entity::find()
+            .select_only()
+            .column(hourly::Column::Hour)
+            .column(hourly::Column::Outcome)
+            .column(hourly::Column::Reason)
+            .column_as(Expr::cust(SUM), "n")
+            .filter(hourly::Column::Hour.gte(first))
+            .group_by(hourly::Column::Hour)
+            .group_by(hourly::Column::Outcome)
+            .group_by(hourly::Column::Reason);
+        if let Some(t) = tenant_id {
+            q = q.filter(hourly::Column::TenantId.eq(t));
+        }
+        q.into_tuple::<Row>().all(db).await?
+    };
+    Ok(rows.into_iter().map(|(b, o, r, n)| (b - first, o, r, n)).collect())
+}
+
+/// Verification failures per endpoint and reason over the window.
+async fn failure_rows(db: &DatabaseConnection, window: Window, first: i64, tenant_id: Option<&str>) -> DomainResult<Vec<(String, String, i64)>> {
+    const FAILED: &str = "verification_failed";
+    let rows = if window == Window::Hour {
+        let mut q = minute::Entity::find()
+            .select_only()
+            .column(minute::Column::EndpointId)
+            .column(minute::Column::Reason)
+            .column_as(Expr::cust(SUM), "n")
+            .filter(minute::Column::Minute.gte(first))
+            .filter(minute::Column::Outcome.eq(FAILED))
+            .group_by(minute::Column::EndpointId)
+            .group_by(minute::Column::Reason);
+        if let Some(t) = tenant_id {
+            q = q.filter(minute::Column::TenantId.eq(t));
+        }
+        q.into_tuple().all(db).await?
+    } else {
+        let mut q = hourly::Entity::find()
+            .select_only()
+            .column(hourly::Column::EndpointId)
+            .column(hourly::Column::Reason)
+            .column_as(Expr::cust(SUM), "n")
+            .filter(hourly::Column::Hour.gte(first))
+            .filter(hourly::Column::Outcome.eq(FAILED))
+            .group_by(hourly::Column::EndpointId)
+            .group_by(hourly::Column::Reason);
+        if let Some(t) = tenant_id {
+            q = q.filter(hourly::Column::TenantId.eq(t));
+        }
+        q.into_tuple().all(db).await?
+    };
+    Ok(rows)
+}
+
+/// The `q` quantile (0..1) of a latency histogram keyed by bucket label.
+pub fn quantile(hist: &HashMap<String, i64>, q: f64) -> Option<f64> {
+    let bounds: Vec<(String, f64)> = LATENCY_BOUNDS_MS
+        .iter()
+        .map(|b| (format!("le_{b}"), *b as f64))
+        .chain(std::iter::once(("le_inf".to_owned(), f64::INFINITY)))
+        .collect();
+    let total: i64 = bounds.iter().map(|(l, _)| hist.get(l).copied().unwrap_or(0)).sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let (mut cum, mut lower) = (0i64, 0.0f64);
+    for (label, upper) in bounds {
+        let n = hist.get(&label).copied().unwrap_or(0);
+        if n > 0 && (cum + n) as f64 >= rank {
+            if upper.is_infinite() {
+                return Some(lower);
+            }
+            return Some(lower + (upper - lower) * ((rank - cum as f64) / n as f64).clamp(0.0, 1.0));
+        }
+        cum += n;
+        lower = upper;
+    }
+    Some(lower)
+}
+
+/// The dashboard for one tenant (`Some(slug)`) or every visible tenant.
+pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: Option<&str>, window: Window) -> DomainResult<StatsView> {
+    // A clinic admin always sees its own tenant only.
+    let scope_tenant: Option<tenant::Model> = match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
+        (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
+        (None, Some(own)) => Some(tenant::Entity::find_by_id(own).one(db).await?.ok_or(DomainError::NotFound)?),
+        (None, None) => None,
+    };
+    principal.authorize(Permission::ReadEvents, scope_tenant.as_ref().map_or(Scope::Global, |t| Scope::Tenant(&t.id)))?;
+    let tenant_id = scope_tenant.as_ref().map(|t| t.id.as_str());
+
+    let now = clock::now_ms();
+    let (bucket_ms, buckets) = window.plan();
+    let last = now / bucket_ms;
+    let first = last - buckets + 1;
+    let rows = rollup_rows(db, window, first, tenant_id).await?;
+
+    let n = buckets as usize;
+    let mut points: BTreeMap<&str, Vec<i64>> = OUTCOMES.iter().map(|o| (*o, vec![0; n])).collect();
+    let mut reasons: HashMap<&str, BTreeMap<String, i64>> = HashMap::new();
+    let mut hist: Vec<HashMap<String, i64>> = vec![HashMap::new(); n];
+    let mut failures: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for (endpoint_id, reason, count) in failure_rows(db, window, first, tenant_id).await? {
+        if !endpoint_id.is_empty() {
+            *failures.entry(endpoint_id).or_default().entry(reason).or_default() += count;
+        }
+    }
+    for (i, outcome, reason, count) in rows {
+        let Some(slot) = usize::try_from(i).ok().filter(|i| *i < n) else { continue };
+        if outcome == LATENCY {
+            *hist[slot].entry(reason).or_default() += count;
+            continue;
+        }
+        let Some(key) = OUTCOMES.iter().find(|o| **o == outcome) else { continue };
+        points.get_mut(key).expect("every outcome has points")[slot] += count;
+        if !reason.is_empty() {
+            *reasons.entry(key).or_default().entry(reason).or_default() += count;
+        }
+    }
+    let series = OUTCOMES
+        .iter()
+        .map(|o| {
+            let pts = points.remove(o).unwrap_or_default();
+            let mut rs: Vec<ReasonCount> =
+                reasons.remove(o).unwrap_or_default().into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
+            rs.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+            OutcomeSeries { outcome: (*o).to_owned(), total: pts.iter().sum(), points: pts, reasons: rs }
+        })
+        .collect();
+
+    let mut all_hist: HashMap<String, i64> = HashMap::new();
+    for h in &hist {
+        for (k, v) in h {
+            *all_hist.entry(k.clone()).or_default() += v;
+        }
+    }
+    let latency = LatencyStats {
+        samples: all_hist.values().sum(),
+        p50_ms: quantile(&all_hist, 0.5),
+        p99_ms: quantile(&all_hist, 0.99),
+        p50_points: hist.iter().map(|h| quantile(h, 0.5)).collect(),
+        p99_points: hist.iter().map(|h| quantile(h, 0.99)).collect(),
+    };
+
+    let visible_tenants: Vec<tenant::Model> = match &scope_tenant {
+        Some(t) => vec![t.clone()],
+        None => tenant::Entity::find().order_by_asc(tenant::Column::Slug).all(db).await?,
+    };
+    let slug_of: HashMap<&str, &str> = visible_tenants.iter().map(|t| (t.id.as_str(), t.slug.as_str())).collect();
+
+    let mut open_q = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq(OPEN));
+    let mut backlog_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.is_in([outbox::PENDING, outbox::SENDING]));
+    let mut dead_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq(outbox::DEAD));
+    if let Some(t) = tenant_id {
+        open_q = open_q.filter(quarantine_entry::Column::TenantId.eq(t));
+        backlog_q = backlog_q.filter(outbox_intent::Column::TenantId.eq(t));
+        dead_q = dead_q.filter(outbox_intent::Column::TenantId.eq(t));
+    }
+    let oldest = backlog_q.clone().order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
+    let outbox = OutboxStats {
+        backlog: backlog_q.count(db).await?,
+        oldest_pending_age_secs: oldest.map(|o| (now - o.created_at).max(0) / 1000),
+        dead: dead_q.count(db).await?,
+    };
+
+    // Endpoints named for the keys and failures shown.
+    let mut endpoints_q = endpoint::Entity::find();
+    if let Some(t) = tenant_id {
+        endpoints_q = endpoints_q.filter(endpoint::Column::TenantId.eq(t));
+    }
+    let endpoints: HashMap<String, endpoint::Model> = endpoints_q.all(db).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
+    let mut keys_q = signing_key::Entity::find().filter(signing_key::Column::Status.is_in(["active", "retiring"]));
+    if let Some(t) = tenant_id {
+        keys_q = keys_q.filter(signing_key::Column::TenantId.eq(t));
+    }
+    let live_keys = keys_q.order_by_asc(signing_key::Column::CreatedAt).all(db).await?;
+    let name = |endpoint_id: &str| {
+        endpoints.get(endpoint_id).map(|e| (slug_of.get(e.tenant_id.as_str()).copied().unwrap_or("?").to_owned(), e.slug.clone()))
+    };
+    let keys_in_overlap = live_keys
+        .iter()
+        .filter(|k| k.status == "retiring")
+        .filter_map(|k| {
+            let (tenant, endpoint) = name(&k.endpoint_id)?;
+            Some(OverlapKey {
+                key_id: k.id.clone(),
+                tenant,
+                endpoint,
+                expires_at: clock::rfc3339_opt(k.expires_at),
+                expires_at_ms: k.expires_at,
+                replaced_by: live_keys.iter().find(|n| n.replaces_key_id.as_deref() == Some(k.id.as_str())).map(|n| n.id.clone()),
+            })
+        })
+        .collect();
+    let mut failing_endpoints: Vec<FailingEndpoint> = failures
+        .into_iter()
+        .filter_map(|(endpoint_id, by_reason)| {
+            let (tenant, endpoint) = name(&endpoint_id)?;
+            let mut reasons: Vec<ReasonCount> = by_reason.into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
+            reasons.sort_by(|a, b| b.count.cmp(&a.count));
+            Some(FailingEndpoint {
+                tenant,
+                endpoint,
+                failures: reasons.iter().map(|r| r.count).sum(),
+                reasons,
+                accepted_keys: live_keys.iter().filter(|k| k.endpoint_id == endpoint_id).map(|k| k.id.clone()).collect(),
+            })
+        })
+        .collect();
+    failing_endpoints.sort_by(|a, b| b.failures.cmp(&a.failures));
+
+    let versions: HashMap<String, i32> = retry_policy_version::Entity::find()
+        .select_only()
+        .column(retry_policy_version::Column::TenantId)
+        .column_as(Expr::cust("MAX(version)"), "v")
+        .group_by(retry_policy_version::Column::TenantId)
+        .into_tuple::<(String, i32)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let retry_policies = visible_tenants
+        .iter()
+        .map(|t| PolicyState { tenant: t.slug.clone(), policy: t.retry_policy.clone(), version: versions.get(&t.id).copied().unwrap_or(0) })
+        .collect();
+
+    Ok(StatsView {
+        window: window.as_str().to_owned(),
+        tenant: scope_tenant.as_ref().map(|t| t.slug.clone()),
+        bucket_secs: bucket_ms / 1000,
+        start: clock::rfc3339(first * bucket_ms),
+        end: clock::rfc3339((last + 1) * bucket_ms),
+        now_ms: now,
+        bucket_starts: (first..=last).map(|b| clock::rfc3339(b * bucket_ms)).collect(),
+        series,
+        latency,
+        quarantine_open: open_q.count(db).await?,
+        outbox,
+        keys_in_overlap,
+        failing_endpoints,
+        retry_policies,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_within_buckets() {
+        let h: HashMap<String, i64> = [("le_1".to_owned(), 50), ("le_2".to_owned(), 49), ("le_inf".to_owned(), 1)].into_iter().collect();
+        assert_eq!(quantile(&h, 0.5), Some(1.0));
+        let p99 = quantile(&h, 0.99).unwrap();
+        assert!((p99 - 2.0).abs() < 1e-9, "{p99}");
+        assert_eq!(quantile(&h, 1.0), Some(5000.0), "the open bucket reports its lower bound");
+        assert_eq!(quantile(&HashMap::new(), 0.5), None);
+        assert!(Window::parse(Some("2h")).is_err());
+        assert_eq!(Window::parse(None).unwrap(), Window::Day);
+    }
+}

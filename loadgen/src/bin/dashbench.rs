@@ -1,0 +1,195 @@
+//! `dashbench`: the dashboard queries against a database seeded with ten
+//! million stored events (claims) and the rollups they would have produced
+//! over 30 days (minute rollups for the last two days, as the purge keeps
+//! them; hourly rollups for all 30). Prints a Markdown table of the
+//! median and p95 time of each dashboard read, and the time of one
+//! `COUNT(*)` over the claims for contrast. Used by `bench/dashboard.sh`.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use domain::{
+    auth::Principal,
+    clock,
+    ops::stats::{self, Window},
+    registry::{
+        endpoints::{self, NewEndpoint},
+        tenants::{self, NewTenant},
+        Scheme,
+    },
+};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+
+#[derive(Parser)]
+struct Args {
+    /// `sqlite://…` or `postgres://…` (an empty database).
+    #[arg(long)]
+    database_url: String,
+    #[arg(long, default_value_t = 10_000_000)]
+    events: i64,
+    #[arg(long, default_value_t = 20)]
+    tenants: i64,
+    /// Timed repetitions of each read.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+}
+
+const ENDPOINTS_PER_TENANT: i64 = 2;
+const DAYS: i64 = 30;
+
+async fn exec(db: &DatabaseConnection, sql: String) {
+    db.execute_unprepared(&sql).await.unwrap_or_else(|e| panic!("{e}: {sql}"));
+}
+
+/// `SELECT n FROM <0..count>` for the engine.
+fn series(backend: DbBackend, count: i64) -> String {
+    match backend {
+        DbBackend::Postgres => format!("SELECT generate_series(0, {}) AS n", count - 1),
+        _ => format!("WITH RECURSIVE s(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n < {}) SELECT n FROM s", count - 1),
+    }
+}
+
+async fn seed(db: &DatabaseConnection, args: &Args) -> Vec<String> {
+    let p = Principal::cli();
+    let mut slugs = Vec::new();
+    for t in 0..args.tenants {
+        let slug = format!("clinic-{t:03}");
+        tenants::create(db, &p, NewTenant { slug: slug.clone(), name: None, notify_url: None }).await.expect("tenant");
+        for e in 0..ENDPOINTS_PER_TENANT {
+            endpoints::create(
+                db,
+                &p,
+                &slug,
+                NewEndpoint { slug: format!("hooks-{e}"), scheme: Scheme::StandardWebhooks, event_types: None, tolerance_secs: None, max_body_bytes: None },
+            )
+            .await
+            .expect("endpoint");
+        }
+        slugs.push(slug);
+    }
+    let b = db.get_database_backend();
+    exec(db, "CREATE TABLE bench_endpoints AS SELECT ROW_NUMBER() OVER (ORDER BY id) - 1 AS i, id, tenant_id FROM endpoints".into()).await;
+    let n_ep = args.tenants * ENDPOINTS_PER_TENANT;
+    let now = clock::now_ms();
+    let span_ms = DAYS * 86_400_000;
+
+    let started = Instant::now();
+    eprintln!("seeding {} claims…", args.events);
+    // In chunks so SQLite's recursive CTE and PG's work memory stay small.
+    let chunk = 1_000_000.min(args.events);
+    let mut done = 0;
+    while done < args.events {
+        let count = chunk.min(args.events - done);
+        exec(
+            db,
+            format!(
+                "INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) \
+                 SELECT e.tenant_id, e.id, 'evt_' || CAST(s.n + {done} AS TEXT), 'digest', 'reminder.created', 'key', 'applied', \
+                        {now} - ((s.n + {done}) * {span_ms} / {events}) \
+                 FROM ({series}) s JOIN bench_endpoints e ON e.i = (s.n + {done}) % {n_ep}",
+                events = args.events,
+                series = series(b, count),
+            ),
+        )
+        .await;
+        done += count;
+        eprintln!("  {done} claims ({:.0} s)", started.elapsed().as_secs_f64());
+    }
+
+    // Rollups those events would have produced: per endpoint and bucket,
+    // applied, ~10% duplicates, a few failures, and three latency buckets.
+    let per_minute = args.events / (DAYS * 1440 * n_ep);
+    let rows = |unit: i64| {
+        let n = per_minute * unit;
+        [
+            ("applied", "", n),
+            ("duplicate", "", n / 10),
+            ("verification_failed", "mismatch", (n / 50).max(1)),
+            ("quarantined", "reminder_not_found", (n / 200).max(1)),
+            ("latency", "le_2", n / 2),
+            ("latency", "le_5", n * 2 / 5),
+            ("latency", "le_25", n - n / 2 - n * 2 / 5),
+        ]
+        .iter()
+        .map(|(o, r, v)| format!("SELECT '{o}' AS outcome, '{r}' AS reason, {v} AS c"))
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
+    };
+    let minutes = 2 * 1440;
+    let first_minute = now / 60_000 - minutes + 1;
+    eprintln!("seeding minute rollups ({minutes} minutes x {n_ep} endpoints)…");
+    exec(
+        db,
+        format!(
+            "INSERT INTO event_rollups (minute, tenant_id, endpoint_id, outcome, reason, count) \
+             SELECT {first_minute} + s.n, e.tenant_id, e.id, o.outcome, o.reason, o.c \
+             FROM ({series}) s CROSS JOIN bench_endpoints e CROSS JOIN ({outcomes}) o",
+            series = series(b, minutes),
+            outcomes = rows(1),
+        ),
+    )
+    .await;
+    let hours = DAYS * 24;
+    let first_hour = now / 3_600_000 - hours + 1;
+    eprintln!("seeding hourly rollups ({hours} hours x {n_ep} endpoints)…");
+    exec(
+        db,
+        format!(
+            "INSERT INTO event_rollups_hourly (hour, tenant_id, endpoint_id, outcome, reason, count) \
+             SELECT {first_hour} + s.n, e.tenant_id, e.id, o.outcome, o.reason, o.c \
+             FROM ({series}) s CROSS JOIN bench_endpoints e CROSS JOIN ({outcomes}) o",
+            series = series(b, hours),
+            outcomes = rows(60),
+        ),
+    )
+    .await;
+    exec(db, "DROP TABLE bench_endpoints".into()).await;
+    exec(db, "ANALYZE".into()).await;
+    eprintln!("seeded in {:.0} s", started.elapsed().as_secs_f64());
+    slugs
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let db = domain::db::connect(&args.database_url).await.expect("connect");
+    domain::db::migrate(&db).await.expect("migrate");
+    let slugs = seed(&db, &args).await;
+    let engine = if db.get_database_backend() == DbBackend::Postgres { "PostgreSQL" } else { "SQLite" };
+    let p = Principal::cli();
+
+    let t = Instant::now();
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT COUNT(*) AS n FROM inbox_claims"))
+        .await
+        .expect("count")
+        .expect("row");
+    let count: i64 = row.try_get("", "n").expect("n");
+    println!("| {engine} | COUNT(*) over the claims ({count} rows), for contrast | {:.1} | – |", ms(t.elapsed()));
+
+    for window in [Window::Hour, Window::Day, Window::Week] {
+        for tenant in [None, Some(slugs[slugs.len() / 2].as_str())] {
+            let mut times = Vec::with_capacity(args.runs);
+            let mut applied = 0;
+            for _ in 0..args.runs {
+                let t = Instant::now();
+                let v = stats::stats(&db, &p, tenant, window).await.expect("stats");
+                times.push(ms(t.elapsed()));
+                applied = v.series[0].total;
+            }
+            times.sort_by(|a, b| a.total_cmp(b));
+            let p95 = times[((times.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)];
+            println!(
+                "| {engine} | dashboard {}, {} ({applied} applied) | {:.1} | {:.1} |",
+                window.as_str(),
+                tenant.map_or("all tenants".to_owned(), |t| format!("tenant {t}")),
+                times[times.len() / 2],
+                p95
+            );
+        }
+    }
+}

@@ -172,9 +172,20 @@ test('on-call triages a quarantined event and releases it once the cause is fixe
   const early = await deliver(request, 'msg_early', JSON.stringify({ type: 'reminder.scheduled', data: { reminder_id: 'r-late', phone: '+41 79 555 01 23' } }));
   expect(early).toEqual({ status: 202, body: { status: 'quarantined', reason: 'reminder_not_found' } });
 
+  // On-call starts on the dashboard: the spike is there (rollups flush every 5 s).
   await signIn(page, 'otto');
-  await page.getByRole('link', { name: 'Quarantine' }).click();
-  await expect(page).toHaveURL(/\/quarantine$/);
+  await expect(page).toHaveURL(/\/dashboard/);
+  await page.goto('/dashboard?tenant=clinic-a&window=1h');
+  const spike = page.locator('#quarantines').getByRole('link', { name: 'reminder not found' });
+  await expect(async () => {
+    await page.reload();
+    await expect(spike).toBeVisible({ timeout: 1000 });
+  }).toPass({ timeout: 20_000 });
+  const awaiting = page.locator('.stats.tiles > div', { hasText: 'Awaiting triage' }).locator('dd');
+  await expect(awaiting).toHaveText('1');
+  await shot(page, info, '17-dashboard-spike');
+  await spike.click();
+  await expect(page).toHaveURL(/\/quarantine\?.*reason=reminder_not_found/);
   await expect(page.getByRole('link', { name: /reminder not found 1/ })).toBeVisible();
   const row = page.locator('tr', { hasText: 'msg_early' });
   await expect(row).toContainText('open');
@@ -221,6 +232,10 @@ test('on-call triages a quarantined event and releases it once the cause is fixe
     await expect(notice).toContainText('sent', { timeout: 1000 });
   }).toPass({ timeout: 20_000 });
   await shot(page, info, '20-outbox');
+  // The dashboard reflects it: nothing awaits triage, the release applied.
+  await page.goto('/dashboard?tenant=clinic-a&window=1h');
+  await expect(page.locator('.stats.tiles > div', { hasText: 'Awaiting triage' }).locator('dd')).toHaveText('0');
+  await shot(page, info, '20-dashboard-after');
   await page.goto('/audit?action=quarantine.');
   await expect(page.getByText('quarantine.release', { exact: true })).toBeVisible();
   await expect(page.getByText('quarantine.release_failed').first()).toBeVisible();
@@ -243,4 +258,28 @@ test('the administrator switches a tenant\'s retry policy and rolls it back', as
   await expect(page.locator('#retry-policy')).toContainText('retries enabled');
   await expect(page.locator('#retry-policy')).toContainText('rollback to v1: drill over');
   await shot(page, info, '21-retry-policy');
+});
+
+test('the administrator records an endpoint\'s retention, never below the redelivery horizon', async ({ page }, info) => {
+  await signIn(page, 'root');
+  await page.getByRole('link', { name: 'Retention' }).click();
+  await expect(page).toHaveURL(/\/retention$/);
+  const row = page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' });
+  await expect(row).toContainText('30 d');
+  await expect(row).toContainText('7 d');
+  const form = page.locator('#change-retention');
+  await form.getByLabel('Endpoint').selectOption('clinic-a/reminders');
+  await form.getByLabel('Keep claims for').fill('12h');
+  await form.getByLabel('Reason').fill('shorter');
+  await form.getByRole('button', { name: 'Record decision' }).click();
+  await expect(page.getByText(/below the standard-webhooks redelivery horizon of 1 d/)).toBeVisible();
+  await page.goto('/retention');
+  await form.getByLabel('Endpoint').selectOption('clinic-a/reminders');
+  await form.getByLabel('Keep claims for').fill('14d');
+  await form.getByLabel('Keep bodies for').fill('2d');
+  await form.getByLabel('Reason').fill('data minimisation agreed with the clinic');
+  await form.getByRole('button', { name: 'Record decision' }).click();
+  await expect(page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' })).toContainText('14 d');
+  await expect(page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' })).toContainText('data minimisation agreed with the clinic');
+  await shot(page, info, '22-retention');
 });

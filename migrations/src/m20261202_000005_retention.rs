@@ -95,6 +95,7 @@ impl MigrationTrait for Migration {
         // The senders' documented redelivery horizons as version 1, and the
         // defaults (30 d dedup, 7 d body) for endpoints that exist already.
         let conn = m.get_connection();
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for (scheme, secs, why) in [
             ("standard-webhooks", DAY, "Standard Webhooks retries for about a day"),
             ("stripe", 3 * DAY, "Stripe retries live-mode events for up to 3 days"),
@@ -102,7 +103,7 @@ impl MigrationTrait for Migration {
         ] {
             conn.execute_unprepared(&format!(
                 "INSERT INTO redelivery_horizons (scheme, version, horizon_secs, actor, reason, created_at) \
-                 VALUES ('{scheme}', 1, {secs}, 'system', '{why}', 0)"
+                 VALUES ('{scheme}', 1, {secs}, 'system', '{why}', {now_ms})"
             ))
             .await?;
         }

@@ -220,7 +220,7 @@ fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
                 </tbody>
             </table>
         </section>
-        <p class="muted small">"Counts since " {when(&s.start)} " in " {duration(s.bucket_secs * 1000)} " buckets, from rollups flushed every 5 seconds. Refreshes every 30 seconds."</p>
+        <p class="muted small">"Counts since " {when(&s.start)} " in " {if s.bucket_secs == 60 { "one-minute" } else { "one-hour" }} " buckets, from rollups flushed every 5 seconds. Refreshes every 30 seconds."</p>
     }
 }
 

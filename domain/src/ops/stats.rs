@@ -10,7 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use sea_orm::{
-    sea_query::Expr, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Alias, Expr, ExprTrait, Query},
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use serde::{Deserialize, Serialize};
 
@@ -19,12 +20,11 @@ use crate::{
     auth::{Permission, Principal, Scope},
     clock,
     entity::{
-        endpoint, event_rollup as minute, event_rollup_hourly as hourly, outbox_intent, quarantine_entry, retry_policy_version,
-        signing_key, tenant,
+        endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant,
     },
     error::{DomainError, DomainResult},
     outbox,
-    receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS},
+    receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
     registry::tenants,
 };
 
@@ -165,78 +165,53 @@ pub struct StatsView {
 /// (bucket index, outcome, reason, count)
 type Row = (i64, String, String, i64);
 
-const SUM: &str = "CAST(SUM(count) AS BIGINT)";
+/// The rollup table a window reads and its time column.
+fn table(window: Window) -> (&'static str, &'static str) {
+    let (table, time_col, _) = ROLLUP_TABLES[if window == Window::Hour { 0 } else { 1 }];
+    (table, time_col)
+}
 
-/// Counts per bucket, outcome and reason (summed over endpoints in the
-/// database, so at most buckets x outcomes x reasons rows come back).
+/// `SELECT <group…>, SUM(count) AS n FROM <rollups> WHERE <time> >= first
+/// [AND outcome = …] [AND tenant_id = …] GROUP BY <group…>`: summed in the
+/// database, so at most one row per group comes back.
+async fn sum_rollups(
+    db: &DatabaseConnection,
+    window: Window,
+    first: i64,
+    tenant_id: Option<&str>,
+    outcome: Option<&str>,
+    group: &[&str],
+) -> DomainResult<Vec<sea_orm::QueryResult>> {
+    let (table, time_col) = table(window);
+    let group: Vec<Alias> = group.iter().map(|g| Alias::new(if *g == "bucket" { time_col } else { g })).collect();
+    let mut q = Query::select();
+    q.columns(group.clone())
+        .expr_as(Expr::cust("CAST(SUM(count) AS BIGINT)"), Alias::new("n"))
+        .from(Alias::new(table))
+        .and_where(Expr::col(Alias::new(time_col)).gte(first))
+        .group_by_columns(group);
+    if let Some(o) = outcome {
+        q.and_where(Expr::col(Alias::new("outcome")).eq(o));
+    }
+    if let Some(t) = tenant_id {
+        q.and_where(Expr::col(Alias::new("tenant_id")).eq(t));
+    }
+    Ok(db.query_all(&q).await?)
+}
+
+/// Counts per bucket, outcome and reason, summed over endpoints.
 async fn rollup_rows(db: &DatabaseConnection, window: Window, first: i64, tenant_id: Option<&str>) -> DomainResult<Vec<Row>> {
-    let rows = if window == Window::Hour {
-        let mut q = minute::Entity::find()
-            .select_only()
-            .column(minute::Column::Minute)
-            .column(minute::Column::Outcome)
-            .column(minute::Column::Reason)
-            .column_as(Expr::cust(SUM), "n")
-            .filter(minute::Column::Minute.gte(first))
-            .group_by(minute::Column::Minute)
-            .group_by(minute::Column::Outcome)
-            .group_by(minute::Column::Reason);
-        if let Some(t) = tenant_id {
-            q = q.filter(minute::Column::TenantId.eq(t));
-        }
-        q.into_tuple::<Row>().all(db).await?
-    } else {
-        let mut q = hourly::Entity::find()
-            .select_only()
-            .column(hourly::Column::Hour)
-            .column(hourly::Column::Outcome)
-            .column(hourly::Column::Reason)
-            .column_as(Expr::cust(SUM), "n")
-            .filter(hourly::Column::Hour.gte(first))
-            .group_by(hourly::Column::Hour)
-            .group_by(hourly::Column::Outcome)
-            .group_by(hourly::Column::Reason);
-        if let Some(t) = tenant_id {
-            q = q.filter(hourly::Column::TenantId.eq(t));
-        }
-        q.into_tuple::<Row>().all(db).await?
-    };
-    Ok(rows.into_iter().map(|(b, o, r, n)| (b - first, o, r, n)).collect())
+    let time_col = table(window).1;
+    let rows = sum_rollups(db, window, first, tenant_id, None, &["bucket", "outcome", "reason"]).await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get::<i64>("", time_col)? - first, r.try_get("", "outcome")?, r.try_get("", "reason")?, r.try_get("", "n")?)))
+        .collect()
 }
 
 /// Verification failures per endpoint and reason over the window.
 async fn failure_rows(db: &DatabaseConnection, window: Window, first: i64, tenant_id: Option<&str>) -> DomainResult<Vec<(String, String, i64)>> {
-    const FAILED: &str = "verification_failed";
-    let rows = if window == Window::Hour {
-        let mut q = minute::Entity::find()
-            .select_only()
-            .column(minute::Column::EndpointId)
-            .column(minute::Column::Reason)
-            .column_as(Expr::cust(SUM), "n")
-            .filter(minute::Column::Minute.gte(first))
-            .filter(minute::Column::Outcome.eq(FAILED))
-            .group_by(minute::Column::EndpointId)
-            .group_by(minute::Column::Reason);
-        if let Some(t) = tenant_id {
-            q = q.filter(minute::Column::TenantId.eq(t));
-        }
-        q.into_tuple().all(db).await?
-    } else {
-        let mut q = hourly::Entity::find()
-            .select_only()
-            .column(hourly::Column::EndpointId)
-            .column(hourly::Column::Reason)
-            .column_as(Expr::cust(SUM), "n")
-            .filter(hourly::Column::Hour.gte(first))
-            .filter(hourly::Column::Outcome.eq(FAILED))
-            .group_by(hourly::Column::EndpointId)
-            .group_by(hourly::Column::Reason);
-        if let Some(t) = tenant_id {
-            q = q.filter(hourly::Column::TenantId.eq(t));
-        }
-        q.into_tuple().all(db).await?
-    };
-    Ok(rows)
+    let rows = sum_rollups(db, window, first, tenant_id, Some("verification_failed"), &["endpoint_id", "reason"]).await?;
+    rows.iter().map(|r| Ok((r.try_get("", "endpoint_id")?, r.try_get("", "reason")?, r.try_get("", "n")?))).collect()
 }
 
 /// The `q` quantile (0..1) of a latency histogram keyed by bucket label.
@@ -347,7 +322,7 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
     let oldest = backlog_q.clone().order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
     let outbox = OutboxStats {
         backlog: backlog_q.count(db).await?,
-        oldest_pending_age_secs: oldest.map(|o| (now - o.created_at).max(0) / 1000),
+        oldest_pending_age_secs: oldest.map(|o| Ord::max(now - o.created_at, 0) / 1000),
         dead: dead_q.count(db).await?,
     };
 

@@ -13,14 +13,14 @@
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use sea_orm::{
-    sea_query::{Expr, ExprTrait, OnConflict},
-    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, Set,
+    sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter,
 };
 
 use super::{cache::EndpointCtx, outcome::Outcome};
 use crate::{
     clock, db,
-    entity::{event_rollup, event_rollup_hourly as hourly, signing_key},
+    entity::signing_key,
     error::DomainResult,
 };
 
@@ -112,63 +112,33 @@ impl Telemetry {
     }
 }
 
+/// The rollup tables and their time column, in minutes per unit.
+pub(crate) const ROLLUP_TABLES: [(&str, &str, i64); 2] = [("event_rollups", "minute", 1), ("event_rollups_hourly", "hour", 60)];
+
 async fn write_rollups(db: &DatabaseConnection, rollups: &HashMap<RollupKey, i64>) -> Result<(), sea_orm::DbErr> {
     let txn = db::begin_write(db).await?;
     for (key, count) in rollups {
-        add_to_minute(&txn, key, *count).await?;
-        add_to_hour(&txn, key, *count).await?;
+        for (table, time_col, minutes) in ROLLUP_TABLES {
+            add_to(&txn, table, time_col, key.0 / minutes, key, *count).await?;
+        }
     }
     txn.commit().await
 }
 
-async fn add_to_minute(db: &DatabaseTransaction, key: &RollupKey, count: i64) -> Result<(), sea_orm::DbErr> {
-    let (minute, tenant, endpoint, outcome, reason) = key.clone();
-    event_rollup::Entity::insert(event_rollup::ActiveModel {
-        minute: Set(minute),
-        tenant_id: Set(tenant),
-        endpoint_id: Set(endpoint),
-        outcome: Set(outcome.to_owned()),
-        reason: Set(reason),
-        count: Set(count),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            event_rollup::Column::Minute,
-            event_rollup::Column::TenantId,
-            event_rollup::Column::EndpointId,
-            event_rollup::Column::Outcome,
-            event_rollup::Column::Reason,
-        ])
-        .value(event_rollup::Column::Count, Expr::col((event_rollup::Entity, event_rollup::Column::Count)).add(count))
-        .to_owned(),
-    )
-    .exec_without_returning(db)
-    .await?;
-    Ok(())
-}
-
-async fn add_to_hour(db: &DatabaseTransaction, key: &RollupKey, count: i64) -> Result<(), sea_orm::DbErr> {
-    let (minute, tenant, endpoint, outcome, reason) = key.clone();
-    hourly::Entity::insert(hourly::ActiveModel {
-        hour: Set(minute / 60),
-        tenant_id: Set(tenant),
-        endpoint_id: Set(endpoint),
-        outcome: Set(outcome.to_owned()),
-        reason: Set(reason),
-        count: Set(count),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            hourly::Column::Hour,
-            hourly::Column::TenantId,
-            hourly::Column::EndpointId,
-            hourly::Column::Outcome,
-            hourly::Column::Reason,
-        ])
-        .value(hourly::Column::Count, Expr::col((hourly::Entity, hourly::Column::Count)).add(count))
-        .to_owned(),
-    )
-    .exec_without_returning(db)
-    .await?;
+/// `count = count + delta` for one rollup row, inserting it if new.
+async fn add_to(txn: &DatabaseTransaction, table: &str, time_col: &str, bucket: i64, key: &RollupKey, count: i64) -> Result<(), sea_orm::DbErr> {
+    let (_, tenant, endpoint, outcome, reason) = key;
+    let cols = [time_col, "tenant_id", "endpoint_id", "outcome", "reason"].map(Alias::new);
+    let stmt = Query::insert()
+        .into_table(Alias::new(table))
+        .columns(cols.iter().cloned().chain([Alias::new("count")]))
+        .values_panic([bucket.into(), tenant.as_str().into(), endpoint.as_str().into(), (*outcome).into(), reason.as_str().into(), count.into()])
+        .on_conflict(
+            OnConflict::columns(cols)
+                .value(Alias::new("count"), Expr::col((Alias::new(table), Alias::new("count"))).add(count))
+                .to_owned(),
+        )
+        .to_owned();
+    txn.execute(&stmt).await?;
     Ok(())
 }

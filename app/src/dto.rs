@@ -312,6 +312,8 @@ pub struct OutboxStatsDto {
     pub backlog: u64,
     pub oldest_pending_age_secs: Option<i64>,
     pub dead: u64,
+    pub backlog_points: Vec<i64>,
+    pub oldest_age_points: Vec<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

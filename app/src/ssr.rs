@@ -408,7 +408,7 @@ mod tests {
             series: vec![OutcomeSeries { outcome: "applied".into(), total: 3, points: vec![1, 2], reasons: reasons.clone() }],
             latency: LatencyStats { samples: 3, p50_ms: Some(1.5), p99_ms: None, p50_points: vec![Some(1.0), None], p99_points: vec![None, Some(2.0)] },
             quarantine_open: 4,
-            outbox: OutboxStats { backlog: 5, oldest_pending_age_secs: Some(6), dead: 7 },
+            outbox: OutboxStats { backlog: 5, oldest_pending_age_secs: Some(6), dead: 7, backlog_points: vec![1, 5], oldest_age_points: vec![0, 6] },
             keys_in_overlap: vec![OverlapKey { key_id: "k".into(), tenant: "t".into(), endpoint: "e".into(), expires_at: Some("x".into()), expires_at_ms: Some(8), replaced_by: None }],
             failing_endpoints: vec![FailingEndpoint { tenant: "t".into(), endpoint: "e".into(), failures: 2, reasons, accepted_keys: vec!["k".into()] }],
             retry_policies: vec![PolicyState { tenant: "t".into(), policy: "enabled".into(), version: 2 }],

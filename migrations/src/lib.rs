@@ -11,6 +11,7 @@ mod m20261202_000003_operations;
 mod m20261202_000004_outbox_delivery;
 mod m20261202_000005_retention;
 mod m20261202_000006_hourly_rollups;
+mod m20261202_000007_gauge_samples;
 
 pub struct Migrator;
 
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000004_outbox_delivery::Migration),
             Box::new(m20261202_000005_retention::Migration),
             Box::new(m20261202_000006_hourly_rollups::Migration),
+            Box::new(m20261202_000007_gauge_samples::Migration),
         ]
     }
 }

@@ -107,8 +107,8 @@ async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
     }
 }
 
-/// Batched writes of per-minute rollups and per-key usage (every 5 s) and
-/// the metrics gauges (every 15 s).
+/// Batched writes of per-minute rollups and per-key usage (every 5 s), the
+/// metrics gauges and the dashboards' gauge samples (every 15 s).
 async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::hooks::HookState) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     let mut n = 0u64;
@@ -120,6 +120,9 @@ async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::ho
         if n % 3 == 0 {
             if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
                 tracing::warn!(error = %e, "gauge refresh failed");
+            }
+            if let Err(e) = domain::ops::gauges::sample_now(&db).await {
+                tracing::warn!(error = %e, "gauge sample for the dashboards failed");
             }
         }
         n += 1;

@@ -132,7 +132,7 @@ fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
                     <li><span class=format!("swatch series-{name}")></span>{*label} " " <strong>{total(name)}</strong></li>
                 }).collect_view()}
             </ul>
-            <StackedBars series labels title="Events by outcome" left_label=from.clone() right_label=to.clone()/>
+            <StackedBars series labels=labels.clone() title="Events by outcome" left_label=from.clone() right_label=to.clone()/>
         </section>
         <div class="two-col">
             <section class="card" id="failures">
@@ -151,7 +151,33 @@ fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
                 <li><span class="swatch line-p99"></span>"p99 " <strong>{p(s.latency.p99_ms)}</strong></li>
                 <li class="muted">{s.latency.samples} " requests"</li>
             </ul>
-            <LatencyLines p50=s.latency.p50_points.clone() p99=s.latency.p99_points.clone() left_label=from right_label=to/>
+            <LatencyLines p50=s.latency.p50_points.clone() p99=s.latency.p99_points.clone() left_label=from.clone() right_label=to.clone()/>
+        </section>
+        <section class="card" id="outbox">
+            <h2>"Outbox"</h2>
+            <p class="hint">"Highest backlog and oldest pending age seen in each bucket (sampled every 15 seconds)."</p>
+            <div>
+                <div>
+                    <h3>"Notifications waiting"</h3>
+                    <StackedBars
+                        series=vec![Series { name: "backlog".into(), label: "waiting".into(), points: s.outbox.backlog_points.clone() }]
+                        labels=labels.clone()
+                        title="Outbox backlog"
+                        left_label=from.clone()
+                        right_label=to.clone()
+                    />
+                </div>
+                <div>
+                    <h3>"Oldest pending (seconds)"</h3>
+                    <StackedBars
+                        series=vec![Series { name: "oldest".into(), label: "oldest pending s".into(), points: s.outbox.oldest_age_points.clone() }]
+                        labels=labels.clone()
+                        title="Age of the oldest pending notification"
+                        left_label=from.clone()
+                        right_label=to.clone()
+                    />
+                </div>
+            </div>
         </section>
         <div class="two-col">
             <section class="card" id="overlap">

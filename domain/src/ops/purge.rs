@@ -9,7 +9,7 @@
 //! - bodies of claims received before `now - body retention` are cleared,
 //!   except those of an open quarantine entry;
 //! then replay records past their expiry (received + 2 x tolerance) go, and
-//! per-minute rollups older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
+//! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
 //! them for the last hour only; the hourly rollups stay).
 //!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
@@ -86,7 +86,8 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         .filter(rollup::Column::Minute.lt((now_ms - MINUTE_ROLLUPS_KEPT_MS) / 60_000))
         .exec(db)
         .await?
-        .rows_affected;
+        .rows_affected
+        + super::gauges::purge_minutes(db, now_ms - MINUTE_ROLLUPS_KEPT_MS).await?;
     if !report.is_empty() {
         audit::record(
             db,

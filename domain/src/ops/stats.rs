@@ -15,7 +15,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::quarantine::OPEN;
+use super::{gauges, quarantine::OPEN};
 use crate::{
     auth::{Permission, Principal, Scope},
     clock,
@@ -103,6 +103,10 @@ pub struct OutboxStats {
     pub backlog: u64,
     pub oldest_pending_age_secs: Option<i64>,
     pub dead: u64,
+    /// Highest sampled backlog per bucket (sampled every 15 s by `serve`).
+    pub backlog_points: Vec<i64>,
+    /// Highest sampled age of the oldest pending intent per bucket (s).
+    pub oldest_age_points: Vec<i64>,
 }
 
 /// A key being replaced: still accepted until `expires_at`.
@@ -320,10 +324,13 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         dead_q = dead_q.filter(outbox_intent::Column::TenantId.eq(t));
     }
     let oldest = backlog_q.clone().order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
+    let mut sampled = gauges::series(db, if window == Window::Hour { "minute" } else { "hour" }, first, n, tenant_id).await?;
     let outbox = OutboxStats {
         backlog: backlog_q.count(db).await?,
         oldest_pending_age_secs: oldest.map(|o| Ord::max(now - o.created_at, 0) / 1000),
         dead: dead_q.count(db).await?,
+        backlog_points: sampled.remove(gauges::OUTBOX_BACKLOG).unwrap_or_default(),
+        oldest_age_points: sampled.remove(gauges::OUTBOX_OLDEST_AGE_SECS).unwrap_or_default(),
     };
 
     // Endpoints named for the keys and failures shown.

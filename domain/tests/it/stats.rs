@@ -79,3 +79,47 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
     assert!(matches!(stats::stats(&t.db, &bob, Some("clinic-a"), Window::Day).await, Err(DomainError::NotFound)));
     assert_eq!(Window::parse(Some("1y")).map(|_| ()).unwrap_err().code(), "invalid_window");
 });
+
+db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
+    use domain::{clock, crypto::Aad, entity::outbox_intent, ops::gauges};
+    use sea_orm::{EntityTrait, Set};
+    let a = tenant(t, "clinic-a").await;
+    tenant(t, "clinic-b").await;
+    let now = clock::now_ms();
+    for i in 0..3 {
+        let id = format!("int_{i}");
+        let (sealed, kek) = t.vault.seal(&Aad::outbox_payload(&a.id, &id), b"{}").unwrap();
+        outbox_intent::Entity::insert(outbox_intent::ActiveModel {
+            id: Set(id),
+            tenant_id: Set(a.id.clone()),
+            kind: Set("otp".into()),
+            idempotency_key: Set(format!("otp:{i}")),
+            payload_ciphertext: Set(sealed),
+            kek_version: Set(kek as i32),
+            status: Set("pending".into()),
+            attempts: Set(0),
+            next_attempt_at: Set(now),
+            created_at: Set(now - 90_000),
+            ..Default::default()
+        })
+        .exec_without_returning(&t.db)
+        .await
+        .unwrap();
+    }
+    gauges::sample(&t.db, now).await.unwrap();
+    // A later, lower sample in the same bucket does not lower the bucket's value.
+    outbox_intent::Entity::delete_by_id("int_0").exec(&t.db).await.unwrap();
+    gauges::sample(&t.db, now).await.unwrap();
+    for window in [Window::Hour, Window::Day] {
+        let v = stats::stats(&t.db, &admin(), Some("clinic-a"), window).await.unwrap();
+        // The newest buckets (the clock may just have entered the next one).
+        let newest = |p: &[i64]| p.iter().rev().take(2).copied().max().unwrap();
+        assert_eq!(newest(&v.outbox.backlog_points), 3, "{window:?}");
+        assert!(newest(&v.outbox.oldest_age_points) >= 90, "{window:?}");
+        assert_eq!(v.outbox.backlog, 2, "the tile is live");
+        let all = stats::stats(&t.db, &admin(), None, window).await.unwrap();
+        assert_eq!(newest(&all.outbox.backlog_points), 3);
+        let b = stats::stats(&t.db, &admin(), Some("clinic-b"), window).await.unwrap();
+        assert!(b.outbox.backlog_points.iter().all(|p| *p == 0));
+    }
+});

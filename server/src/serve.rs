@@ -121,7 +121,7 @@ async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::ho
             if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
                 tracing::warn!(error = %e, "gauge refresh failed");
             }
-            if let Err(e) = domain::ops::gauges::sample_now(&db).await {
+            if let Err(e) = domain::ops::gauges::sample(&db, domain::clock::now_ms()).await {
                 tracing::warn!(error = %e, "gauge sample for the dashboards failed");
             }
         }

@@ -6,7 +6,6 @@ pub mod audit_entry;
 pub mod audit_head;
 pub mod endpoint;
 pub mod event_rollup;
-pub mod event_rollup_hourly;
 pub mod inbox_claim;
 pub mod kek_version;
 pub mod key_approval;

@@ -12,7 +12,7 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect,
 };
 
-use crate::{clock, db, entity::outbox_intent, error::DomainResult, outbox};
+use crate::{db, entity::outbox_intent, error::DomainResult, outbox};
 
 pub const OUTBOX_BACKLOG: &str = "outbox_backlog";
 pub const OUTBOX_OLDEST_AGE_SECS: &str = "outbox_oldest_age_secs";
@@ -94,9 +94,4 @@ pub async fn purge_minutes(db: &DatabaseConnection, cutoff_ms: i64) -> DomainRes
         .and_where(Expr::col(Alias::new("unit")).eq("minute"))
         .and_where(Expr::col(Alias::new("bucket")).lt(cutoff_ms / 60_000));
     Ok(db.execute(&q).await?.rows_affected())
-}
-
-/// For callers without a clock of their own.
-pub async fn sample_now(db: &DatabaseConnection) -> DomainResult<()> {
-    sample(db, clock::now_ms()).await
 }

@@ -115,34 +115,22 @@ async fn seed(db: &DatabaseConnection, args: &Args) -> Vec<String> {
         .collect::<Vec<_>>()
         .join(" UNION ALL ")
     };
-    let minutes = 2 * 1440;
-    let first_minute = now / 60_000 - minutes + 1;
-    eprintln!("seeding minute rollups ({minutes} minutes x {n_ep} endpoints)…");
-    exec(
-        db,
-        format!(
-            "INSERT INTO event_rollups (minute, tenant_id, endpoint_id, outcome, reason, count) \
-             SELECT {first_minute} + s.n, e.tenant_id, e.id, o.outcome, o.reason, o.c \
-             FROM ({series}) s CROSS JOIN bench_endpoints e CROSS JOIN ({outcomes}) o",
-            series = series(b, minutes),
-            outcomes = rows(1),
-        ),
-    )
-    .await;
-    let hours = DAYS * 24;
-    let first_hour = now / 3_600_000 - hours + 1;
-    eprintln!("seeding hourly rollups ({hours} hours x {n_ep} endpoints)…");
-    exec(
-        db,
-        format!(
-            "INSERT INTO event_rollups_hourly (hour, tenant_id, endpoint_id, outcome, reason, count) \
-             SELECT {first_hour} + s.n, e.tenant_id, e.id, o.outcome, o.reason, o.c \
-             FROM ({series}) s CROSS JOIN bench_endpoints e CROSS JOIN ({outcomes}) o",
-            series = series(b, hours),
-            outcomes = rows(60),
-        ),
-    )
-    .await;
+    // Two days of minute rollups (what the purge keeps) and 30 days of hourly ones.
+    for (table, time_col, ms_per_bucket, buckets) in [("event_rollups", "minute", 60_000, 2 * 1440), ("event_rollups_hourly", "hour", 3_600_000, DAYS * 24)] {
+        let first = now / ms_per_bucket - buckets + 1;
+        eprintln!("seeding {table} ({buckets} buckets x {n_ep} endpoints)…");
+        exec(
+            db,
+            format!(
+                "INSERT INTO {table} ({time_col}, tenant_id, endpoint_id, outcome, reason, count) \
+                 SELECT {first} + s.n, e.tenant_id, e.id, o.outcome, o.reason, o.c \
+                 FROM ({series}) s CROSS JOIN bench_endpoints e CROSS JOIN ({outcomes}) o",
+                series = series(b, buckets),
+                outcomes = rows(ms_per_bucket / 60_000),
+            ),
+        )
+        .await;
+    }
     exec(db, "DROP TABLE bench_endpoints".into()).await;
     exec(db, "ANALYZE".into()).await;
     eprintln!("seeded in {:.0} s", started.elapsed().as_secs_f64());

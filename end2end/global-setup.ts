@@ -26,6 +26,9 @@ function start(project: string, port: number): Promise<void> {
       SIGNET_ADDR: `127.0.0.1:${port}`,
       LEPTOS_SITE_ROOT: siteRoot,
       SIGNET_LOG: 'info',
+      // Debug builds only: a pause after each bulk-released event, so the
+      // journeys can watch the progress move.
+      SIGNET_FAULTS: 'stall_bulk_entry_ms=700',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,

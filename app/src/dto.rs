@@ -264,6 +264,56 @@ pub struct RetentionOverviewDto {
     pub endpoints: Vec<RetentionDto>,
 }
 
+/// A background bulk release (mirrors
+/// `domain::ops::bulk_release::BulkReleaseView`; the server converts through
+/// serde, and a test checks the two stay in step).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BulkReleaseDto {
+    pub id: String,
+    pub filter: BulkFilterDto,
+    pub reason: String,
+    pub started_by: String,
+    /// `running`, `finished`, `failed` or `interrupted`.
+    pub status: String,
+    pub total: u64,
+    pub processed: u64,
+    pub released: u64,
+    pub still_failing: u64,
+    pub already_resolved: u64,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+    pub failures: Vec<BulkFailureDto>,
+}
+
+impl BulkReleaseDto {
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+    /// Progress in whole percent (0–100).
+    pub fn percent(&self) -> u64 {
+        (self.processed * 100).checked_div(self.total).unwrap_or(100).min(100)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BulkFilterDto {
+    pub tenant: Option<String>,
+    pub endpoint: Option<String>,
+    pub reason: Option<String>,
+    pub status: Option<String>,
+    pub age: Option<String>,
+    pub limit: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BulkFailureDto {
+    /// The quarantine entry id.
+    pub id: String,
+    pub error: String,
+}
+
 /// The dashboard's figures (mirrors `domain::ops::stats::StatsView`; the
 /// server converts through serde, and a test checks the two stay in step).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

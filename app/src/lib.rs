@@ -78,6 +78,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/users") view=UsersPage ssr=SsrMode::Async/>
                 <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
                 <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async/>
+                <Route path=path!("/quarantine/bulk/:id") view=BulkReleasePage ssr=SsrMode::Async/>
                 <Route path=path!("/quarantine/:id") view=QuarantineEventPage ssr=SsrMode::Async/>
                 <Route path=path!("/outbox") view=OutboxPage ssr=SsrMode::Async/>
                 <Route path=path!("/retention") view=RetentionPage ssr=SsrMode::Async/>

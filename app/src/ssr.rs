@@ -38,6 +38,8 @@ pub struct AppState {
     pub setup: Arc<SetupToken>,
     /// Fields masked when a quarantined body is shown.
     pub redaction: Arc<domain::ops::redact::Redaction>,
+    /// When a silent bulk-release runner counts as interrupted.
+    pub bulk_stale_ms: i64,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -283,10 +285,10 @@ pub mod convert {
         }
     }
 
-    /// Field for field the same shape (`#[serde(deny_unknown_fields)]` is
-    /// not needed: the round-trip test below compares values).
-    pub fn stats(v: domain::ops::stats::StatsView) -> Result<dto::StatsDto, serde_json::Error> {
-        serde_json::to_value(v).and_then(serde_json::from_value)
+    /// A domain view into its browser mirror of field for field the same
+    /// shape (the round-trip tests below check that no field is lost).
+    pub fn mirror<T: serde::Serialize, U: serde::de::DeserializeOwned>(v: T) -> Result<U, crate::api::AppError> {
+        serde_json::to_value(v).and_then(serde_json::from_value).map_err(|e| crate::api::AppError::new("internal", &format!("view conversion: {e}")))
     }
 
     pub fn key(k: KeyView) -> dto::KeyDto {
@@ -414,7 +416,43 @@ mod tests {
             retry_policies: vec![PolicyState { tenant: "t".into(), policy: "enabled".into(), version: 2 }],
         };
         let json = serde_json::to_value(&view).unwrap();
-        let dto = super::convert::stats(view).unwrap();
+        let dto: crate::dto::StatsDto = super::convert::mirror(view).unwrap();
+        assert_eq!(serde_json::to_value(&dto).unwrap(), json);
+    }
+
+    /// The browser mirror of a bulk release loses no field.
+    #[test]
+    fn bulk_release_mirror_round_trips() {
+        use domain::ops::{
+            bulk_release::{BulkFailure, BulkReleaseView},
+            quarantine::QuarantineFilter,
+        };
+        let view = BulkReleaseView {
+            id: "j".into(),
+            filter: QuarantineFilter {
+                tenant: Some("clinic-a".into()),
+                endpoint: Some("hooks".into()),
+                reason: Some("r".into()),
+                status: Some("open".into()),
+                age: Some("1h".into()),
+                limit: Some(3),
+            },
+            reason: "why".into(),
+            started_by: "oncall".into(),
+            status: "running".into(),
+            total: 9,
+            processed: 5,
+            released: 3,
+            still_failing: 1,
+            already_resolved: 1,
+            error: Some("e".into()),
+            started_at: "s".into(),
+            updated_at: "u".into(),
+            finished_at: Some("f".into()),
+            failures: vec![BulkFailure { id: "q".into(), error: "x".into() }],
+        };
+        let json = serde_json::to_value(&view).unwrap();
+        let dto: crate::dto::BulkReleaseDto = super::convert::mirror(view).unwrap();
         assert_eq!(serde_json::to_value(&dto).unwrap(), json);
     }
 }

@@ -244,6 +244,54 @@ test('on-call triages a quarantined event and releases it once the cause is fixe
   await shot(page, info, '20-quarantine-audit-log');
 });
 
+test('on-call bulk-releases a backlog and watches it finish', async ({ page, request }, info) => {
+  // Four reschedules arrive before their reminders; then three reminders arrive.
+  for (const n of [1, 2, 3, 4]) {
+    const early = await deliver(request, `msg_bulk_${n}`, JSON.stringify({ type: 'reminder.scheduled', data: { reminder_id: `r-bulk-${n}` } }));
+    expect(early.body.reason).toBe('reminder_not_found');
+  }
+  for (const n of [1, 2, 3]) {
+    const created = await deliver(request, `msg_bulk_new_${n}`, JSON.stringify({ type: 'reminder.created', data: { reminder_id: `r-bulk-${n}`, send_at: '2027-01-05T09:00:00Z' } }));
+    expect(created.body.status).toBe('applied');
+  }
+  await signIn(page, 'otto');
+  await page.goto('/quarantine?tenant=clinic-a&reason=reminder_not_found');
+  const form = page.locator('section', { hasText: 'Release everything matching' });
+  await expect(form).toContainText('4 open event(s) match these filters');
+  await form.getByLabel('Reason').fill('reminders backfilled by the clinic');
+  await form.getByRole('button', { name: 'Release matching events' }).click();
+
+  // The progress page moves on its own (polling once hydrated, a meta refresh without JavaScript).
+  await expect(page).toHaveURL(/\/quarantine\/bulk\//);
+  const jobUrl = page.url();
+  await expect(page.getByText(/Releasing \d of 4 events/)).toBeVisible();
+  await expect(page.getByRole('progressbar')).toBeVisible();
+  await shot(page, info, '21-bulk-release-running');
+  await expect(page.getByText('Done: 3 of 4 released.')).toBeVisible({ timeout: 20_000 });
+  expect(page.url()).toBe(jobUrl);
+  await expect(page.getByRole('heading', { name: /Bulk release/ })).toContainText('finished');
+  await expect(page.locator('[data-count="released"]')).toHaveText('3');
+  await expect(page.locator('[data-count="still-failing"]')).toHaveText('1');
+  await expect(page.locator('[data-count="remaining"]')).toHaveText('0');
+  const failing = page.locator('section', { hasText: 'Still cannot apply' }).locator('tbody tr');
+  await expect(failing).toHaveCount(1);
+  await expect(failing).toContainText('reminder_not_found');
+  await shot(page, info, '21-bulk-release-finished');
+
+  // The one that still fails is open, and the job is listed on the quarantine page.
+  await failing.getByRole('link').click();
+  await expect(page.getByRole('heading', { name: /Quarantined event/ })).toContainText('open');
+  await expect(page.getByText('msg_bulk_4')).toBeVisible();
+  await page.goto('/quarantine');
+  const recent = page.locator('section', { hasText: 'Recent bulk releases' });
+  await expect(recent).toContainText('clinic-a, reason reminder not found');
+  await expect(recent).toContainText('3 of 4 released');
+  await shot(page, info, '21-quarantine-recent-bulk');
+  await page.goto('/audit?action=quarantine.bulk_release');
+  await expect(page.getByText('quarantine.bulk_release.start', { exact: true })).toBeVisible();
+  await expect(page.getByText('quarantine.bulk_release.finish', { exact: true })).toBeVisible();
+});
+
 test('the administrator switches a tenant\'s retry policy and rolls it back', async ({ page }, info) => {
   await signIn(page, 'root');
   await page.goto('/tenants/clinic-a');

@@ -12,6 +12,7 @@ mod m20261202_000004_outbox_delivery;
 mod m20261202_000005_retention;
 mod m20261202_000006_hourly_rollups;
 mod m20261202_000007_gauge_samples;
+mod m20261202_000008_bulk_releases;
 
 pub struct Migrator;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000005_retention::Migration),
             Box::new(m20261202_000006_hourly_rollups::Migration),
             Box::new(m20261202_000007_gauge_samples::Migration),
+            Box::new(m20261202_000008_bulk_releases::Migration),
         ]
     }
 }

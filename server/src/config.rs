@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// Seconds between retention purges (0: never; run `signet retention purge`).
     #[arg(long, env = "SIGNET_PURGE_INTERVAL_SECS", default_value_t = 3600)]
     pub purge_interval_secs: u64,
+    /// A running bulk release whose runner has not reported for this long
+    /// (its process died) is shown as interrupted, and can be resumed.
+    #[arg(long, env = "SIGNET_BULK_STALE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=86_400))]
+    pub bulk_stale_secs: u64,
     /// How often an idle outbox worker looks for due intents.
     #[arg(long, env = "SIGNET_OUTBOX_POLL_MS", default_value_t = 1000)]
     pub outbox_poll_ms: u64,

@@ -32,6 +32,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         reveals: Arc::new(RevealStore::default()),
         setup: Arc::new(SetupToken::default()),
         redaction: Arc::new(domain::ops::redact::Redaction::from_config(args.redact_fields.as_deref())),
+        bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
     };
 
     if !domain::auth::users::any_exist(&db).await.map_err(|e| e.to_string())? {

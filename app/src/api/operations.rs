@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{QuarantineDto, QuarantineListDto, RetryPolicyDto, RevealedBodyDto};
+use crate::dto::{BulkReleaseDto, QuarantineDto, QuarantineListDto, RetryPolicyDto, RevealedBodyDto};
 
 #[cfg(feature = "ssr")]
 fn filter(tenant: Option<String>, endpoint: Option<String>, reason: Option<String>, status: Option<String>, age: Option<String>) -> domain::ops::quarantine::QuarantineFilter {
@@ -69,38 +69,52 @@ pub async fn discard_quarantine(id: String, reason: String) -> Result<(), AppErr
     Ok(())
 }
 
-/// Releases every open entry matching the filter (at most 500), then shows
-/// how many applied and how many still fail.
-#[server(prefix = "/fn", endpoint = "release_matching")]
-pub async fn release_matching(
+/// Starts releasing every open entry matching the filter in the background
+/// and shows its progress page.
+#[server(prefix = "/fn", endpoint = "start_bulk_release")]
+pub async fn start_bulk_release(
     tenant: Option<String>,
     endpoint: Option<String>,
     reason_filter: Option<String>,
     age: Option<String>,
-    expected: Option<u64>,
     reason: String,
 ) -> Result<(), AppError> {
-    use crate::{components::format::with_query, ssr};
+    use domain::ops::bulk_release;
+
+    use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let f = filter(tenant, endpoint, reason_filter, None, age);
-    let out = domain::ops::quarantine::release_matching(&st.db, &st.vault, &p, &f, &reason).await.map_err(ssr::to_app_error)?;
-    let (released, failed, matched) = (out.released.to_string(), out.failed.len().to_string(), out.matched.to_string());
-    let expected = expected.map(|n| n.to_string()).unwrap_or_default();
-    let back = with_query(
-        "/quarantine",
-        &[
-            ("tenant", f.tenant.as_deref().unwrap_or("")),
-            ("endpoint", f.endpoint.as_deref().unwrap_or("")),
-            ("reason", f.reason.as_deref().unwrap_or("")),
-            ("age", f.age.as_deref().unwrap_or("")),
-            ("released", &released),
-            ("failed", &failed),
-            ("matched", &matched),
-            ("expected", &expected),
-        ],
-    );
-    leptos_axum::redirect(&back);
+    let job = bulk_release::start(&st.db, &p, &f, &reason).await.map_err(ssr::to_app_error)?;
+    bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone());
+    leptos_axum::redirect(&format!("/quarantine/bulk/{}", job.id));
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "bulk_release", input = GetUrl)]
+pub async fn bulk_release(id: String) -> Result<BulkReleaseDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    ssr::convert::mirror(domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?)
+}
+
+/// The latest few bulk releases the caller may see, newest first.
+#[server(prefix = "/fn", endpoint = "recent_bulk_releases", input = GetUrl)]
+pub async fn recent_bulk_releases() -> Result<Vec<BulkReleaseDto>, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    ssr::convert::mirror(domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?)
+}
+
+#[server(prefix = "/fn", endpoint = "resume_bulk_release")]
+pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::ops::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/quarantine/bulk/{id}"));
     Ok(())
 }
 

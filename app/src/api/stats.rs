@@ -16,5 +16,5 @@ pub async fn dashboard_stats(tenant: Option<String>, window: Option<String>) -> 
     let p = ssr::principal().await?;
     let window = Window::parse(window.as_deref()).map_err(ssr::to_app_error)?;
     let view = stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await.map_err(ssr::to_app_error)?;
-    ssr::convert::stats(view).map_err(|e| AppError::new("internal", &format!("stats conversion: {e}")))
+    ssr::convert::mirror(view)
 }

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod bulk_release;
 mod dashboard;
 mod home;
 mod login;
@@ -21,6 +22,7 @@ mod users;
 
 pub use approvals::ApprovalsPage;
 pub use audit::AuditPage;
+pub use bulk_release::BulkReleasePage;
 pub use dashboard::DashboardPage;
 pub use home::HomePage;
 pub use login::LoginPage;

@@ -1,21 +1,23 @@
 //! `/quarantine`: events that were authenticated but could not apply,
 //! filtered by a plain GET form (filters are shareable links), with counts
-//! by reason and, for on-call, a bulk release of everything matching.
+//! by reason and, for on-call, a bulk release of everything matching (run
+//! in the background; see `bulk_release`), with the latest bulk releases.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::{
-        operations::{list_quarantine, ReleaseMatching},
+        operations::{list_quarantine, recent_bulk_releases, StartBulkRelease},
         registry::list_tenants,
     },
     components::{
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
-        ActionError, FormError, Layout, Notice, ReturnedError, Submit,
+        ActionError, FormError, Layout, ReturnedError, Submit,
     },
-    dto::{Me, QuarantineDto, QuarantineListDto},
+    dto::{BulkReleaseDto, Me, QuarantineDto, QuarantineListDto},
+    pages::bulk_release::{filter_text, status_label},
 };
 
 /// The filters as they stand in the URL.
@@ -52,30 +54,17 @@ pub fn QuarantinePage() -> impl IntoView {
             age: q.get("age").unwrap_or_default(),
         })
     });
-    let bulk = Memo::new(move |_| {
-        query.with(|q| {
-            let n = |k: &str| q.get(k).and_then(|v| v.parse::<u64>().ok());
-            Some((n("released")?, n("failed")?, n("matched")?, n("expected")))
-        })
-    });
     let list = Resource::new(
         move || filters.get(),
         |f| list_quarantine(nonempty(&f.tenant), nonempty(&f.endpoint), nonempty(&f.reason), nonempty(&f.status), nonempty(&f.age)),
     );
     let tenants = Resource::new(|| (), |_| list_tenants());
+    let jobs = Resource::new(|| (), |_| recent_bulk_releases());
     view! {
         <Layout
             title="Quarantine"
             render=move |me| view! {
                 <p class="lede">"Events that were authenticated and claimed but could not apply. Provider retries of them are acknowledged as duplicates; nothing happens until someone releases or discards them here."</p>
-                {move || bulk.get().map(|(released, failed, matched, expected)| view! {
-                    <Notice>
-                        "Bulk release: " <strong>{released}</strong> " of " {matched} " released"
-                        {(failed > 0).then(|| format!(", {failed} still cannot apply and stay open"))}
-                        {expected.filter(|e| *e != matched).map(|e| format!(" (the preview showed {e}; events arrived or were resolved meanwhile)"))}
-                        "."
-                    </Notice>
-                })}
                 <ReturnedError/>
                 <Suspense>
                     {move || {
@@ -100,8 +89,31 @@ pub fn QuarantinePage() -> impl IntoView {
                         }
                     }
                 </Transition>
+                <Suspense>
+                    {move || Suspend::new(async move {
+                        jobs.await.ok().filter(|j| !j.is_empty()).map(|jobs| view! { <RecentBulkReleases jobs/> })
+                    })}
+                </Suspense>
             }
         />
+    }
+}
+
+#[component]
+fn RecentBulkReleases(jobs: Vec<BulkReleaseDto>) -> impl IntoView {
+    view! {
+        <section class="card">
+            <h2>"Recent bulk releases"</h2>
+            <ul class="job-list">
+                {jobs.into_iter().map(|j| view! {
+                    <li>
+                        <a href=format!("/quarantine/bulk/{}", j.id)>{filter_text(&j)}</a>
+                        " " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span>
+                        <span class="muted">" · " {j.released} " of " {j.total} " released · " {when(&j.started_at)} " by " {j.started_by.clone()}</span>
+                    </li>
+                }).collect_view()}
+            </ul>
+        </section>
     }
 }
 
@@ -206,16 +218,18 @@ fn Row(q: QuarantineDto) -> impl IntoView {
 
 #[component]
 fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
-    let action = ServerAction::<ReleaseMatching>::new();
-    let capped = total.min(500);
+    /// Mirrors `domain::ops::bulk_release::MAX_ENTRIES`.
+    const MAX_ENTRIES: u64 = 10_000;
+    let action = ServerAction::<StartBulkRelease>::new();
+    let capped = total.min(MAX_ENTRIES);
     view! {
         <section class="card">
             <h2>"Release everything matching"</h2>
             <p>
                 <strong>{total}</strong>
                 " open event(s) match these filters"
-                {(total > capped).then(|| format!("; one release handles the oldest {capped}"))}
-                ". Each is re-run against the current state in its own transaction; any that still cannot apply stay open with the new error."
+                {(total > capped).then(|| format!("; one bulk release handles the oldest {capped}"))}
+                ". Each is re-run against the current state in its own transaction, in the background: you can watch the progress, leave the page and come back. Any that still cannot apply stay open with the new error."
             </p>
             <ActionError action/>
             <ActionForm action>
@@ -223,7 +237,6 @@ fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
                 <input type="hidden" name="endpoint" value=filters.endpoint/>
                 <input type="hidden" name="reason_filter" value=filters.reason/>
                 <input type="hidden" name="age" value=filters.age/>
-                <input type="hidden" name="expected" value=capped.to_string()/>
                 <label class="field">
                     <span>"Reason"</span>
                     <input type="text" name="reason" required placeholder="e.g. missing reminders backfilled by the clinic"/>

@@ -4,6 +4,8 @@
 pub mod api_token;
 pub mod audit_entry;
 pub mod audit_head;
+pub mod bulk_release;
+pub mod bulk_release_item;
 pub mod endpoint;
 pub mod event_rollup;
 pub mod inbox_claim;

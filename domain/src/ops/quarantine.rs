@@ -38,7 +38,7 @@ pub const OPEN: &str = "open";
 pub const RELEASED: &str = "released";
 pub const DISCARDED: &str = "discarded";
 
-/// At most this many entries in one listing or one bulk release.
+/// At most this many entries in one listing.
 pub const MAX_BATCH: u64 = 500;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -106,22 +106,6 @@ pub struct RevealedBody {
     pub redacted_fields: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BulkOutcome {
-    pub matched: u64,
-    pub released: u64,
-    /// Entries that still could not apply, and why.
-    pub failed: Vec<BulkFailure>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BulkFailure {
-    pub id: String,
-    pub error: String,
-}
-
 fn age_ms(age: &str) -> DomainResult<i64> {
     match age {
         "1h" => Ok(3_600_000),
@@ -131,13 +115,13 @@ fn age_ms(age: &str) -> DomainResult<i64> {
     }
 }
 
-fn nonempty(v: &Option<String>) -> Option<&str> {
+pub(super) fn nonempty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
 /// The filter except its reason, as a condition, after authorizing the
 /// caller to read what it covers (the counts by reason ignore the reason).
-async fn scope_condition(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<Condition> {
+pub(super) async fn scope_condition(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<Condition> {
     let mut c = Condition::all();
     match nonempty(&f.tenant) {
         Some(slug) => {
@@ -179,7 +163,7 @@ async fn scope_condition(db: &DatabaseConnection, principal: &Principal, f: &Qua
 }
 
 /// `scope` narrowed to the filter's reason, if any.
-fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
+pub(super) fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
     match nonempty(&f.reason) {
         Some(r) => scope.add(entry::Column::Reason.eq(r)),
         None => scope,
@@ -427,41 +411,4 @@ pub async fn discard(db: &DatabaseConnection, principal: &Principal, id: &str, r
     audit::record(&txn, auth.actor(), audit_change("quarantine.discard", &e, json!({"status": DISCARDED, "note": reason}))).await?;
     txn.commit().await?;
     get(db, principal, id).await
-}
-
-/// Releases every open entry matching `f` (at most [`MAX_BATCH`]), one
-/// transaction each; entries that still fail stay open and are reported.
-pub async fn release_matching(db: &DatabaseConnection, vault: &Vault, principal: &Principal, f: &QuarantineFilter, reason: &str) -> DomainResult<BulkOutcome> {
-    let reason = require_reason(reason)?;
-    // Authorize the triage itself up front: an empty match must not make a
-    // caller without the right look successful.
-    match nonempty(&f.tenant) {
-        Some(slug) => {
-            let t = tenants::find(db, principal, slug).await?;
-            principal.authorize(Permission::TriageEvents, Scope::Tenant(&t.id))?;
-        }
-        None => {
-            principal.authorize(Permission::TriageEvents, Scope::Global)?;
-        }
-    }
-    let f = QuarantineFilter { status: Some(OPEN.into()), limit: Some(MAX_BATCH), ..f.clone() };
-    let cond = with_reason(scope_condition(db, principal, &f).await?, &f);
-    let ids: Vec<String> = entry::Entity::find()
-        .select_only()
-        .column(entry::Column::Id)
-        .filter(cond)
-        .order_by_asc(entry::Column::CreatedAt)
-        .limit(MAX_BATCH)
-        .into_tuple()
-        .all(db)
-        .await?;
-    let mut out = BulkOutcome { matched: ids.len() as u64, released: 0, failed: Vec::new() };
-    for id in ids {
-        match release(db, vault, principal, &id, &reason).await {
-            Ok(_) => out.released += 1,
-            Err(e @ (DomainError::Conflict { .. } | DomainError::Invalid { .. })) => out.failed.push(BulkFailure { id, error: e.public_message() }),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
 }

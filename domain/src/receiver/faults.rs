@@ -1,7 +1,7 @@
 //! Test-only fault points, read from `SIGNET_FAULTS` in debug builds and
 //! compiled to nothing in release builds.
 //!
-//! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1`
+//! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1,stall_after_send_ms=5000,stall_bulk_entry_ms=200`
 
 use std::time::Duration;
 
@@ -15,6 +15,9 @@ pub struct Faults {
     pub transient: bool,
     /// Outbox worker: sleep after a send succeeded, before marking it sent.
     pub stall_after_send: Option<Duration>,
+    /// Bulk release: sleep after each entry, so a test can kill the runner
+    /// midway.
+    pub stall_bulk_entry: Option<Duration>,
 }
 
 impl Faults {
@@ -28,10 +31,11 @@ impl Faults {
                 Some(("stall_after_commit_ms", v)) => f.stall_after_commit = v.parse().ok().map(Duration::from_millis),
                 Some(("transient", v)) => f.transient = v == "1",
                 Some(("stall_after_send_ms", v)) => f.stall_after_send = v.parse().ok().map(Duration::from_millis),
+                Some(("stall_bulk_entry_ms", v)) => f.stall_bulk_entry = v.parse().ok().map(Duration::from_millis),
                 _ => {}
             }
         }
-        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient || f.stall_after_send.is_some() {
+        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient || f.stall_after_send.is_some() || f.stall_bulk_entry.is_some() {
             tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");
         }
         f

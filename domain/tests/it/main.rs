@@ -4,6 +4,7 @@ mod support;
 
 mod audit_chain;
 mod auth;
+mod bulk_release;
 mod fixtures;
 mod keys;
 mod operations;

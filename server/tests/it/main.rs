@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bulk_release;
 mod cli;
 mod hooks;
 mod outbox;

@@ -9,6 +9,7 @@ use std::{
 };
 
 use reqwest::{Client, Method, StatusCode};
+use sea_orm::ConnectionTrait;
 use serde_json::{json, Value};
 
 use crate::{
@@ -51,6 +52,10 @@ enum Fresh {
     Quarantined,
     /// A dead outbox intent of clinic-a (its relay URL refuses connections).
     DeadIntent,
+    /// A running bulk release over clinic-a's open quarantine.
+    BulkRelease,
+    /// A bulk release of clinic-a whose runner stopped reporting.
+    InterruptedBulkRelease,
 }
 
 struct Case {
@@ -120,8 +125,12 @@ fn server_fn_cases() -> Vec<Case> {
             build: |id, _| form("/fn/release_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
         Case { name: "discard_quarantine", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
             build: |id, _| form("/fn/discard_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
-        Case { name: "release_matching", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/release_matching", vec![("tenant", "clinic-a".into()), ("reason_filter", "no_such_reason".into()), ("reason", "matrix".into())]) },
+        Case { name: "start_bulk_release", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |_, _| form("/fn/start_bulk_release", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())]) },
+        Case { name: "bulk_release", allowed: READERS, tenant_scoped: true, fresh: Fresh::BulkRelease, build: |id, _| get(format!("/fn/bulk_release?id={id}")) },
+        Case { name: "recent_bulk_releases", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/recent_bulk_releases".into()) },
+        Case { name: "resume_bulk_release", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::InterruptedBulkRelease,
+            build: |id, _| form("/fn/resume_bulk_release", vec![("id", id.into())]) },
         Case { name: "list_outbox", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_outbox".into()) },
         Case { name: "retry_outbox", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::DeadIntent, build: |id, _| form("/fn/retry_outbox", vec![("id", id.into())]) },
         Case { name: "retry_policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/retry_policy?tenant=clinic-a".into()) },
@@ -197,6 +206,14 @@ fn api_cases() -> Vec<Case> {
             build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/release"), json!({"reason": "matrix"})) },
         Case { name: "POST /api/v1/quarantine/{id}/discard", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
             build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/discard"), json!({"reason": "matrix"})) },
+        Case { name: "POST /api/v1/quarantine/bulk-releases", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
+            build: |_, _| json_req(M::POST, "/api/v1/quarantine/bulk-releases".into(), json!({"filter": {"tenant": "clinic-a"}, "reason": "matrix"})) },
+        Case { name: "GET /api/v1/quarantine/bulk-releases", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/quarantine/bulk-releases".into()) },
+        Case { name: "GET /api/v1/quarantine/bulk-releases/{id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::BulkRelease,
+            build: |id, _| get(format!("/api/v1/quarantine/bulk-releases/{id}")) },
+        Case { name: "POST /api/v1/quarantine/bulk-releases/{id}/resume", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::InterruptedBulkRelease,
+            build: |id, _| (Method::POST, format!("/api/v1/quarantine/bulk-releases/{id}/resume"), Body::None) },
         Case { name: "GET /api/v1/outbox", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/outbox".into()) },
         Case { name: "POST /api/v1/outbox/{id}/retry", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::DeadIntent,
             build: |id, _| (Method::POST, format!("/api/v1/outbox/{id}/retry"), Body::None) },
@@ -227,9 +244,10 @@ struct World {
     counter: AtomicUsize,
 }
 
-/// The server under test: outbox intents that fail go dead at once.
+/// The server under test: outbox intents that fail go dead at once, and a
+/// bulk release pauses after each entry (so one can be caught running).
 fn serve(i: &Install) -> Server {
-    i.serve_with(&[("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"), ("SIGNET_OUTBOX_POLL_MS", "50")])
+    i.serve_with(&[("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"), ("SIGNET_OUTBOX_POLL_MS", "50"), ("SIGNET_FAULTS", "stall_bulk_entry_ms=5000")])
 }
 
 fn setup(i: &Install) {
@@ -299,6 +317,8 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
         Fresh::Reminder => return "r-matrix".to_owned(),
         Fresh::Quarantined => return quarantined(i, s, w).await,
         Fresh::DeadIntent => return dead_intent(i, s, w).await,
+        Fresh::BulkRelease => return bulk_release(i, s, w, false).await,
+        Fresh::InterruptedBulkRelease => return bulk_release(i, s, w, true).await,
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
@@ -333,6 +353,38 @@ async fn dead_intent(i: &Install, s: &Server, w: &World) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("intent {key} never went dead");
+}
+
+/// A bulk release of clinic-a's open quarantine, started by the admin. With
+/// `interrupted`, once its runner is pausing after the first entry, its
+/// heartbeat is aged as if the runner's process had died.
+async fn bulk_release(i: &Install, s: &Server, w: &World, interrupted: bool) -> String {
+    quarantined(i, s, w).await;
+    let res = w
+        .anonymous
+        .post(s.url("/api/v1/quarantine/bulk-releases"))
+        .bearer_auth(&w.tokens[&Who::Admin])
+        .json(&json!({"filter": {"tenant": "clinic-a"}, "reason": "matrix fixture"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let id = res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    if interrupted {
+        for _ in 0..200 {
+            if admin_get(s, w, &format!("/api/v1/quarantine/bulk-releases/{id}")).await["processed"].as_u64() >= Some(1) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        let db = domain::db::connect(&i.database_url).await.unwrap();
+        db.execute_raw(sea_orm::Statement::from_string(db.get_database_backend(), format!("UPDATE bulk_releases SET updated_at = 0 WHERE id = '{id}'")))
+            .await
+            .unwrap();
+        db.close().await.unwrap();
+        assert_eq!(admin_get(s, w, &format!("/api/v1/quarantine/bulk-releases/{id}")).await["status"], "interrupted");
+    }
+    id
 }
 
 /// A reminder update that arrives before its reminder (quarantined), then

@@ -43,6 +43,9 @@ pub fn routes() -> Router<AppState> {
         .route("/users/{username}", axum::routing::patch(admin::update_user))
         .route("/audit", get(admin::list_audit))
         .route("/quarantine", get(operations::list_quarantine))
+        .route("/quarantine/bulk-releases", get(operations::list_bulk_releases).post(operations::start_bulk_release))
+        .route("/quarantine/bulk-releases/{id}", get(operations::get_bulk_release))
+        .route("/quarantine/bulk-releases/{id}/resume", post(operations::resume_bulk_release))
         .route("/quarantine/{id}", get(operations::get_quarantine))
         .route("/quarantine/{id}/release", post(operations::release))
         .route("/quarantine/{id}/discard", post(operations::discard))
@@ -68,6 +71,7 @@ pub fn routes() -> Router<AppState> {
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
         events::list_events, events::get_reminder,
         operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
+        operations::start_bulk_release, operations::list_bulk_releases, operations::get_bulk_release, operations::resume_bulk_release,
         operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
         operations::list_outbox, operations::retry_outbox,
         retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,

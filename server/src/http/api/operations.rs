@@ -7,6 +7,7 @@ use axum::{
 };
 use domain::{
     ops::{
+        bulk_release::{self, BulkReleaseView},
         quarantine::{self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody},
         retry_policy::{self, RetryPolicyView},
     },
@@ -83,6 +84,53 @@ pub async fn discard(
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<QuarantineView>, ApiError> {
     Ok(Json(quarantine::discard(&st.db, &p, &id, &body.reason).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct BulkReleaseBody {
+    /// Which open entries (`status` and `limit` are ignored; the oldest
+    /// 10,000 matching are taken).
+    #[serde(default)]
+    pub filter: QuarantineFilter,
+    /// Why (required; recorded on every released event and in the audit log).
+    pub reason: String,
+}
+
+/// Starts releasing every open entry matching the filter in the background;
+/// poll the returned job for progress.
+#[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
+    responses((status = 202, body = BulkReleaseView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody, description = "nothing matches"), (status = 422, body = ErrorBody)))]
+pub async fn start_bulk_release(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiJson(body): ApiJson<BulkReleaseBody>,
+) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
+    let job = bulk_release::start(&st.db, &p, &body.filter, &body.reason).await?;
+    bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone());
+    Ok((axum::http::StatusCode::ACCEPTED, Json(job)))
+}
+
+#[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine",
+    responses((status = 200, body = Vec<BulkReleaseView>, description = "the latest 20, newest first")))]
+pub async fn list_bulk_releases(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<Vec<BulkReleaseView>>, ApiError> {
+    Ok(Json(bulk_release::recent(&st.db, &p, 20, st.bulk_stale_ms).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(("id" = String, Path)),
+    responses((status = 200, body = BulkReleaseView), (status = 404, body = ErrorBody)))]
+pub async fn get_bulk_release(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(id): Path<String>) -> Result<Json<BulkReleaseView>, ApiError> {
+    Ok(Json(bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?))
+}
+
+/// Takes over an interrupted or failed bulk release and runs the rest.
+#[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases/{id}/resume", tag = "quarantine", params(("id" = String, Path)),
+    responses((status = 202, body = BulkReleaseView), (status = 409, body = ErrorBody, description = "still running, or finished")))]
+pub async fn resume_bulk_release(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path(id): Path<String>,
+) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
+    Ok((axum::http::StatusCode::ACCEPTED, Json(bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await?)))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -1,0 +1,182 @@
+//! `/quarantine/bulk/:id`: one background bulk release, its live progress
+//! (polled every second while it runs once hydrated; a meta refresh every
+//! 2 s without JavaScript), what still fails, and a resume button when its
+//! runner stopped.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+
+use super::quarantine::reason_label;
+use crate::{
+    api::operations::{ResumeBulkRelease, bulk_release},
+    components::{
+        ActionError, Layout, LoadError, ReturnedError, Submit,
+        format::{when, with_query},
+    },
+    dto::{BulkReleaseDto, Me},
+};
+
+#[component]
+pub fn BulkReleasePage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let tick = RwSignal::new(0u64);
+    let live = RwSignal::new(true);
+    Effect::new(move |_| {
+        let poll = move || {
+            if live.get_untracked() {
+                tick.update(|n| *n += 1);
+            }
+        };
+        if let Ok(handle) = set_interval_with_handle(poll, Duration::from_secs(1)) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    let job = Resource::new(move || (id(), tick.get()), |(id, _)| bulk_release(id));
+    Effect::new(move |_| {
+        if let Some(Ok(j)) = job.get() {
+            live.set(j.is_running());
+        }
+    });
+    view! {
+        <Layout
+            title=""
+            render=move |me| view! {
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {
+                        let me = me.clone();
+                        move || {
+                            let me = me.clone();
+                            Suspend::new(async move {
+                                match job.await {
+                                    Ok(j) => view! { <Progress j me/> }.into_any(),
+                                    Err(error) => view! { <h1>"Bulk release"</h1><LoadError error what="bulk release" name=id()/> }.into_any(),
+                                }
+                            })
+                        }
+                    }
+                </Transition>
+            }
+        />
+    }
+}
+
+/// "running" → the heading's badge text.
+pub(crate) fn status_label(status: &str) -> &'static str {
+    match status {
+        "running" => "running",
+        "finished" => "finished",
+        "failed" => "stopped by an error",
+        "interrupted" => "interrupted",
+        _ => "unknown",
+    }
+}
+
+/// The filter in words: "clinic-a / hooks, reason reminder not found, last 24 hours".
+pub(crate) fn filter_text(j: &BulkReleaseDto) -> String {
+    let f = &j.filter;
+    let mut parts = vec![match (&f.tenant, &f.endpoint) {
+        (Some(t), Some(e)) if !e.is_empty() => format!("{t} / {e}"),
+        (Some(t), _) if !t.is_empty() => t.clone(),
+        _ => "all tenants".to_owned(),
+    }];
+    if let Some(r) = f.reason.as_deref().filter(|r| !r.is_empty()) {
+        parts.push(format!("reason {}", reason_label(r)));
+    }
+    if let Some(a) = f.age.as_deref().filter(|a| !a.is_empty()) {
+        parts.push(format!("quarantined in the last {a}"));
+    }
+    parts.join(", ")
+}
+
+#[component]
+fn Progress(j: BulkReleaseDto, me: Me) -> impl IntoView {
+    let percent = j.percent();
+    let remaining = j.total.saturating_sub(j.processed);
+    let stopped = matches!(j.status.as_str(), "interrupted" | "failed");
+    let f = &j.filter;
+    let back = with_query(
+        "/quarantine",
+        &[
+            ("tenant", f.tenant.as_deref().unwrap_or("")),
+            ("endpoint", f.endpoint.as_deref().unwrap_or("")),
+            ("reason", f.reason.as_deref().unwrap_or("")),
+            ("age", f.age.as_deref().unwrap_or("")),
+        ],
+    );
+    let summary = match j.status.as_str() {
+        "running" => format!("Releasing {} of {} events…", j.processed, j.total),
+        "finished" => format!("Done: {} of {} released.", j.released, j.total),
+        "interrupted" => format!(
+            "Interrupted after {} of {}: the process running it stopped reporting. Nothing is lost; resume to release the other {remaining}.",
+            j.processed, j.total
+        ),
+        _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
+    };
+    let job_id = j.id.clone();
+    let resume = (stopped && me.can_triage()).then(move || {
+        let action = ServerAction::<ResumeBulkRelease>::new();
+        view! {
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="id" value=job_id/>
+                <div class="actions"><Submit action label="Resume" kind="primary"/></div>
+            </ActionForm>
+        }
+    });
+    let failures = (!j.failures.is_empty()).then(|| {
+        let more = (j.still_failing > j.failures.len() as u64).then(|| format!("Showing the first {} of {}.", j.failures.len(), j.still_failing));
+        view! {
+            <section class="card">
+                <h2>"Still cannot apply"</h2>
+                <p>"These stay open in quarantine with the new error; fix the cause and release them again."</p>
+                <div class="table-wrap">
+                    <table>
+                        <thead><tr><th>"Event"</th><th>"Why"</th></tr></thead>
+                        <tbody>
+                            {j.failures.iter().map(|x| view! {
+                                <tr>
+                                    <td><a href=format!("/quarantine/{}", x.id)><code>{x.id.clone()}</code></a></td>
+                                    <td><span class="badge badge-reason">{x.error.clone()}</span></td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+                {more.map(|m| view! { <p class="hint">{m}</p> })}
+            </section>
+        }
+    });
+    view! {
+        {j.is_running().then(|| view! { <noscript><meta http-equiv="refresh" content="2"/></noscript> })}
+        <p class="crumbs"><a href=back.clone()>"Quarantine"</a> " / bulk release"</p>
+        <div class="page-head">
+            <div>
+                <h1>"Bulk release " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span></h1>
+                <p class="muted">{filter_text(&j)}</p>
+            </div>
+        </div>
+        <ReturnedError/>
+        <section class="card">
+            <p class="job-summary" role="status" aria-live="polite">{summary}</p>
+            <div class="progress" role="progressbar" aria-label="Processed" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent.to_string()>
+                <div class=format!("progress-fill progress-{}", j.status) style=format!("width: {percent}%")></div>
+            </div>
+            <dl class="stats tiles">
+                <div><dt>"Released"</dt><dd data-count="released">{j.released}</dd></div>
+                <div class:alert={j.still_failing > 0}><dt>"Still cannot apply"</dt><dd data-count="still-failing">{j.still_failing}</dd></div>
+                <div><dt>"Already resolved by someone else"</dt><dd data-count="already-resolved">{j.already_resolved}</dd></div>
+                <div><dt>"Remaining"</dt><dd data-count="remaining">{remaining}</dd></div>
+            </dl>
+            <dl class="facts">
+                <dt>"Reason"</dt><dd>{j.reason.clone()}</dd>
+                <dt>"Started"</dt><dd>{when(&j.started_at)} " by " <strong>{j.started_by.clone()}</strong></dd>
+                {j.finished_at.as_deref().map(|t| view! { <dt>"Finished"</dt><dd>{when(t)}</dd> })}
+            </dl>
+            {resume}
+        </section>
+        {failures}
+    }
+}

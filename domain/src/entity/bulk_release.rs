@@ -1,0 +1,34 @@
+//! `bulk_releases` rows: one background bulk release of quarantined events
+//! and its progress counters.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "bulk_releases")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    /// The filter's tenant; `None` for a release across all tenants.
+    pub tenant_id: Option<String>,
+    /// The [`QuarantineFilter`](crate::ops::quarantine::QuarantineFilter) as JSON.
+    pub filter: String,
+    pub reason: String,
+    pub actor: String,
+    /// `running`, `finished` or `failed`.
+    pub status: String,
+    pub total: i64,
+    pub processed: i64,
+    pub released: i64,
+    pub still_failing: i64,
+    pub already_resolved: i64,
+    pub error: Option<String>,
+    pub created_at: i64,
+    /// Bumped after every entry: the runner's heartbeat.
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

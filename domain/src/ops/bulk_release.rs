@@ -1,0 +1,390 @@
+//! Bulk release of quarantined events, in the background with progress.
+//!
+//! [`start`] snapshots the open entries matching a filter (the oldest
+//! [`MAX_ENTRIES`]) into a job, so its "N of M" counts against the M the
+//! preview showed. A runner ([`spawn`], or [`step`] in tests) releases them
+//! one at a time through [`quarantine::release`], so each entry keeps its
+//! exactly-once guarantee and its own audit record, and bumps the job's
+//! counters after each one: the page polls those. An entry's outcome is
+//! recorded only while it is still pending, so two runners never count one
+//! twice.
+//!
+//! A runner that dies (the process is killed) leaves the job `running` with
+//! a stale heartbeat; it then reads as `interrupted` and anyone allowed to
+//! triage can [`resume`] it.
+
+use std::{sync::Arc, time::Duration};
+
+use sea_orm::{
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    sea_query::{Expr, ExprTrait},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{
+    quarantine::{self, OPEN, QuarantineFilter, nonempty, scope_condition, with_reason},
+    require_reason,
+};
+use crate::{
+    audit::{self, Change},
+    auth::{Permission, Principal, Scope},
+    clock, db,
+    entity::{bulk_release as job, bulk_release_item as item, quarantine_entry as entry},
+    error::{DomainError, DomainResult},
+    ids,
+    receiver::faults::Faults,
+    registry::tenants,
+    vault::Vault,
+};
+
+/// At most this many entries in one bulk release.
+pub const MAX_ENTRIES: u64 = 10_000;
+/// By default, a running job whose runner has not reported for this long
+/// reads as interrupted (`signet serve --bulk-stale-secs`).
+pub const DEFAULT_STALE_AFTER_MS: i64 = 60_000;
+/// Entries fetched per round by the runner.
+const ROUND: u64 = 50;
+/// Still-failing entries listed in a job's view.
+const FAILURES_SHOWN: u64 = 100;
+
+pub const RUNNING: &str = "running";
+pub const FINISHED: &str = "finished";
+pub const FAILED: &str = "failed";
+/// Shown, never stored: `running` with a stale heartbeat.
+pub const INTERRUPTED: &str = "interrupted";
+
+const OUT_RELEASED: &str = "released";
+const OUT_STILL_FAILING: &str = "still_failing";
+const OUT_ALREADY_RESOLVED: &str = "already_resolved";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkReleaseView {
+    pub id: String,
+    /// The filter the entries were selected by (always `open` entries).
+    pub filter: QuarantineFilter,
+    /// Recorded on every released entry and in the audit log.
+    pub reason: String,
+    pub started_by: String,
+    /// `running`, `finished`, `failed` (see `error`) or `interrupted` (the
+    /// runner stopped reporting; resume it).
+    pub status: String,
+    /// Entries snapshotted at the start.
+    pub total: u64,
+    pub processed: u64,
+    pub released: u64,
+    /// Entries whose handler still could not apply; they stay open.
+    pub still_failing: u64,
+    /// Entries someone else released or discarded first.
+    pub already_resolved: u64,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+    /// Up to 100 still-failing entries and why (only in single-job views).
+    pub failures: Vec<BulkFailure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkFailure {
+    /// The quarantine entry id.
+    pub id: String,
+    pub error: String,
+}
+
+/// Snapshots the open entries matching `f` and records the job; nothing is
+/// released until a runner picks it up ([`spawn`]).
+pub async fn start(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter, reason: &str) -> DomainResult<BulkReleaseView> {
+    let reason = require_reason(reason)?;
+    // Authorize the triage itself before looking: an empty match must not
+    // make a caller without the right look successful.
+    let (auth, tenant_id) = match nonempty(&f.tenant) {
+        Some(slug) => {
+            let t = tenants::find(db, principal, slug).await?;
+            (principal.authorize(Permission::TriageEvents, Scope::Tenant(&t.id))?, Some(t.id))
+        }
+        None => (principal.authorize(Permission::TriageEvents, Scope::Global)?, None),
+    };
+    let f = QuarantineFilter { status: Some(OPEN.into()), limit: None, ..f.clone() };
+    let cond = with_reason(scope_condition(db, principal, &f).await?, &f);
+    let entries: Vec<String> = entry::Entity::find()
+        .select_only()
+        .column(entry::Column::Id)
+        .filter(cond)
+        .order_by_asc(entry::Column::CreatedAt)
+        .order_by_asc(entry::Column::Id)
+        .limit(MAX_ENTRIES)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if entries.is_empty() {
+        return Err(DomainError::conflict("nothing_to_release", "no open events match these filters"));
+    }
+    let id = ids::new_id();
+    let now = clock::now_ms();
+    let txn = db::begin_write(db).await?;
+    job::Entity::insert(job::ActiveModel {
+        id: Set(id.clone()),
+        tenant_id: Set(tenant_id.clone()),
+        filter: Set(serde_json::to_string(&f).expect("a filter serializes")),
+        reason: Set(reason.clone()),
+        actor: Set(auth.actor().name().to_owned()),
+        status: Set(RUNNING.into()),
+        total: Set(entries.len() as i64),
+        processed: Set(0),
+        released: Set(0),
+        still_failing: Set(0),
+        already_resolved: Set(0),
+        error: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        finished_at: Set(None),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    for (chunk_no, chunk) in entries.chunks(500).enumerate() {
+        let rows = chunk.iter().enumerate().map(|(i, entry_id)| item::ActiveModel {
+            job_id: Set(id.clone()),
+            position: Set((chunk_no * 500 + i) as i32),
+            entry_id: Set(entry_id.clone()),
+            outcome: Set(None),
+            error: Set(None),
+        });
+        item::Entity::insert_many(rows).exec_without_returning(&txn).await?;
+    }
+    let after = json!({"filter": f, "total": entries.len(), "reason": reason});
+    audit::record(&txn, auth.actor(), job_change("quarantine.bulk_release.start", &id, tenant_id.as_deref(), after)).await?;
+    txn.commit().await?;
+    get(db, principal, &id, DEFAULT_STALE_AFTER_MS).await
+}
+
+/// Runs the job to the end on a tokio task. A failure is recorded on the
+/// job (status `failed`) for the page to show.
+pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, job_id: String) {
+    let stall = Faults::from_env().stall_bulk_entry;
+    tokio::spawn(async move {
+        if let Err(e) = run(&db, &vault, &principal, &job_id, stall).await {
+            tracing::warn!(job = %job_id, error = %e, "bulk release stopped");
+            let failed = job::Entity::update_many()
+                .col_expr(job::Column::Status, Expr::value(FAILED))
+                .col_expr(job::Column::Error, Expr::value(e.public_message()))
+                .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+                .filter(job::Column::Id.eq(&job_id))
+                .filter(job::Column::Status.eq(RUNNING))
+                .exec(&db)
+                .await;
+            if let Err(e) = failed {
+                tracing::warn!(job = %job_id, error = %e, "could not record the bulk release failure");
+            }
+        }
+    });
+}
+
+/// Processes every pending entry, then marks the job finished. `stall` is a
+/// test fault point (a pause after each entry).
+async fn run(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, stall: Option<Duration>) -> DomainResult<()> {
+    while step_with(db, vault, principal, job_id, ROUND, stall).await? > 0 {}
+    finish(db, principal, job_id).await
+}
+
+/// Releases up to `max` pending entries of the job, recording each outcome
+/// as it goes; returns how many it processed (0: none pending). [`spawn`]
+/// repeats this; tests call it to stop a job midway.
+pub async fn step(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, max: u64) -> DomainResult<u64> {
+    step_with(db, vault, principal, job_id, max, None).await
+}
+
+async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, max: u64, stall: Option<Duration>) -> DomainResult<u64> {
+    let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let pending = item::Entity::find()
+        .filter(item::Column::JobId.eq(job_id))
+        .filter(item::Column::Outcome.is_null())
+        .order_by_asc(item::Column::Position)
+        .limit(max)
+        .all(db)
+        .await?;
+    for it in &pending {
+        let (outcome, error) = match quarantine::release(db, vault, principal, &it.entry_id, &j.reason).await {
+            Ok(_) => (OUT_RELEASED, None),
+            Err(DomainError::Conflict { code: "already_resolved", .. }) => (OUT_ALREADY_RESOLVED, None),
+            // Still cannot apply, its claim or body is gone, or the entry
+            // is no longer visible: it stays open, with the reason listed.
+            Err(e @ (DomainError::Conflict { .. } | DomainError::Invalid { .. } | DomainError::NotFound)) => (OUT_STILL_FAILING, Some(e.public_message())),
+            Err(e) => return Err(e),
+        };
+        record(db, it, outcome, error).await?;
+        if let Some(pause) = stall {
+            tokio::time::sleep(pause).await;
+        }
+    }
+    Ok(pending.len() as u64)
+}
+
+/// Stores one entry's outcome and counts it, unless another runner already did.
+async fn record(db: &DatabaseConnection, it: &item::Model, outcome: &str, error: Option<String>) -> DomainResult<()> {
+    let txn = db::begin_write(db).await?;
+    let marked = item::Entity::update_many()
+        .col_expr(item::Column::Outcome, Expr::value(outcome))
+        .col_expr(item::Column::Error, Expr::value(error))
+        .filter(item::Column::JobId.eq(&it.job_id))
+        .filter(item::Column::Position.eq(it.position))
+        .filter(item::Column::Outcome.is_null())
+        .exec(&txn)
+        .await?;
+    if marked.rows_affected == 1 {
+        let counter = match outcome {
+            OUT_RELEASED => job::Column::Released,
+            OUT_ALREADY_RESOLVED => job::Column::AlreadyResolved,
+            _ => job::Column::StillFailing,
+        };
+        job::Entity::update_many()
+            .col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1))
+            .col_expr(counter, Expr::col(counter).add(1))
+            .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+            .filter(job::Column::Id.eq(&it.job_id))
+            .exec(&txn)
+            .await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Marks the job finished once nothing is pending (tests: after [`step`]).
+pub async fn finish(db: &DatabaseConnection, principal: &Principal, job_id: &str) -> DomainResult<()> {
+    let txn = db::begin_write(db).await?;
+    let now = clock::now_ms();
+    let done = job::Entity::update_many()
+        .col_expr(job::Column::Status, Expr::value(FINISHED))
+        .col_expr(job::Column::FinishedAt, Expr::value(now))
+        .col_expr(job::Column::UpdatedAt, Expr::value(now))
+        .filter(job::Column::Id.eq(job_id))
+        .filter(job::Column::Status.eq(RUNNING))
+        .exec(&txn)
+        .await?;
+    if done.rows_affected == 1 {
+        let j = job::Entity::find_by_id(job_id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
+        let after = json!({"total": j.total, "released": j.released, "still_failing": j.still_failing, "already_resolved": j.already_resolved});
+        audit::record(&txn, &principal.actor, job_change("quarantine.bulk_release.finish", job_id, j.tenant_id.as_deref(), after)).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Takes over an interrupted (or failed) job and runs the rest of it.
+/// Entries already processed are not touched again.
+pub async fn resume(db: &DatabaseConnection, vault: &Arc<Vault>, principal: &Principal, job_id: &str, stale_ms: i64) -> DomainResult<BulkReleaseView> {
+    let j = find(db, principal, job_id).await?;
+    let auth = match &j.tenant_id {
+        Some(t) => principal.authorize(Permission::TriageEvents, Scope::Tenant(t))?,
+        None => principal.authorize(Permission::TriageEvents, Scope::Global)?,
+    };
+    match status_of(&j, clock::now_ms(), stale_ms) {
+        INTERRUPTED | FAILED => {}
+        FINISHED => {
+            return Err(DomainError::conflict("bulk_release_finished", "this bulk release has finished"));
+        }
+        _ => {
+            return Err(DomainError::conflict("bulk_release_running", "this bulk release is still running"));
+        }
+    }
+    let txn = db::begin_write(db).await?;
+    // Compare-and-set on the heartbeat: of two engineers resuming at once,
+    // one takes the job over.
+    let taken = job::Entity::update_many()
+        .col_expr(job::Column::Status, Expr::value(RUNNING))
+        .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
+        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+        .filter(job::Column::Id.eq(job_id))
+        .filter(job::Column::Status.eq(&j.status))
+        .filter(job::Column::UpdatedAt.eq(j.updated_at))
+        .exec(&txn)
+        .await?;
+    if taken.rows_affected == 0 {
+        txn.rollback().await?;
+        return Err(DomainError::conflict("bulk_release_running", "someone else resumed this bulk release"));
+    }
+    let after = json!({"processed": j.processed, "total": j.total});
+    audit::record(&txn, auth.actor(), job_change("quarantine.bulk_release.resume", job_id, j.tenant_id.as_deref(), after)).await?;
+    txn.commit().await?;
+    spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned());
+    get(db, principal, job_id, stale_ms).await
+}
+
+/// One job with its still-failing entries.
+pub async fn get(db: &DatabaseConnection, principal: &Principal, job_id: &str, stale_ms: i64) -> DomainResult<BulkReleaseView> {
+    let j = find(db, principal, job_id).await?;
+    let failures = item::Entity::find()
+        .filter(item::Column::JobId.eq(job_id))
+        .filter(item::Column::Outcome.eq(OUT_STILL_FAILING))
+        .order_by_asc(item::Column::Position)
+        .limit(FAILURES_SHOWN)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|i| BulkFailure { id: i.entry_id, error: i.error.unwrap_or_default() })
+        .collect();
+    let mut v = view(j, clock::now_ms(), stale_ms);
+    v.failures = failures;
+    Ok(v)
+}
+
+/// The latest jobs the caller may see, newest first.
+pub async fn recent(db: &DatabaseConnection, principal: &Principal, limit: u64, stale_ms: i64) -> DomainResult<Vec<BulkReleaseView>> {
+    let mut cond = Condition::all();
+    match principal.tenant_filter() {
+        Some(own) => {
+            principal.authorize(Permission::ReadEvents, Scope::Tenant(own))?;
+            cond = cond.add(job::Column::TenantId.eq(own));
+        }
+        None => {
+            principal.authorize(Permission::ReadEvents, Scope::Global)?;
+        }
+    }
+    let now = clock::now_ms();
+    let rows = job::Entity::find().filter(cond).order_by_desc(job::Column::CreatedAt).limit(limit.clamp(1, 50)).all(db).await?;
+    Ok(rows.into_iter().map(|j| view(j, now, stale_ms)).collect())
+}
+
+/// The job, if the caller may read events of its scope (else not found).
+async fn find(db: &DatabaseConnection, principal: &Principal, job_id: &str) -> DomainResult<job::Model> {
+    let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let seen = match &j.tenant_id {
+        Some(t) => principal.authorize(Permission::ReadEvents, Scope::Tenant(t)),
+        // A release across all tenants is not a tenant-bound caller's to see.
+        None if principal.tenant_filter().is_some() => Err(DomainError::NotFound),
+        None => principal.authorize(Permission::ReadEvents, Scope::Global),
+    };
+    seen?;
+    Ok(j)
+}
+
+fn status_of(j: &job::Model, now: i64, stale_ms: i64) -> &str {
+    if j.status == RUNNING && now - j.updated_at > stale_ms { INTERRUPTED } else { &j.status }
+}
+
+fn view(j: job::Model, now: i64, stale_ms: i64) -> BulkReleaseView {
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    BulkReleaseView {
+        status: status_of(&j, now, stale_ms).to_owned(),
+        filter: serde_json::from_str(&j.filter).unwrap_or_default(),
+        id: j.id,
+        reason: j.reason,
+        started_by: j.actor,
+        total: n(j.total),
+        processed: n(j.processed),
+        released: n(j.released),
+        still_failing: n(j.still_failing),
+        already_resolved: n(j.already_resolved),
+        error: j.error,
+        started_at: clock::rfc3339(j.created_at),
+        updated_at: clock::rfc3339(j.updated_at),
+        finished_at: clock::rfc3339_opt(j.finished_at),
+        failures: Vec::new(),
+    }
+}
+
+fn job_change<'a>(action: &'a str, job_id: &'a str, tenant_id: Option<&'a str>, after: serde_json::Value) -> Change<'a> {
+    Change { action, target_kind: "bulk_release", target_id: job_id, tenant_id, before: None, after: Some(after) }
+}

@@ -311,6 +311,7 @@ pub struct BulkFilterDto {
 pub struct BulkFailureDto {
     /// The quarantine entry id.
     pub id: String,
+    pub event_id: String,
     pub error: String,
 }
 

@@ -449,7 +449,7 @@ mod tests {
             started_at: "s".into(),
             updated_at: "u".into(),
             finished_at: Some("f".into()),
-            failures: vec![BulkFailure { id: "q".into(), error: "x".into() }],
+            failures: vec![BulkFailure { id: "q".into(), event_id: "evt".into(), error: "x".into() }],
         };
         let json = serde_json::to_value(&view).unwrap();
         let dto: crate::dto::BulkReleaseDto = super::convert::mirror(view).unwrap();

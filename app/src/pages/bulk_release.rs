@@ -138,7 +138,7 @@ fn Progress(j: BulkReleaseDto, me: Me) -> impl IntoView {
                         <tbody>
                             {j.failures.iter().map(|x| view! {
                                 <tr>
-                                    <td><a href=format!("/quarantine/{}", x.id)><code>{x.id.clone()}</code></a></td>
+                                    <td><a href=format!("/quarantine/{}", x.id)><code>{x.event_id.clone()}</code></a></td>
                                     <td><span class="badge badge-reason">{x.error.clone()}</span></td>
                                 </tr>
                             }).collect_view()}

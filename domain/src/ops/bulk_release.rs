@@ -13,7 +13,7 @@
 //! a stale heartbeat; it then reads as `interrupted` and anyone allowed to
 //! triage can [`resume`] it.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
@@ -91,6 +91,8 @@ pub struct BulkReleaseView {
 pub struct BulkFailure {
     /// The quarantine entry id.
     pub id: String,
+    /// The provider's event id.
+    pub event_id: String,
     pub error: String,
 }
 
@@ -315,15 +317,24 @@ pub async fn resume(db: &DatabaseConnection, vault: &Arc<Vault>, principal: &Pri
 /// One job with its still-failing entries.
 pub async fn get(db: &DatabaseConnection, principal: &Principal, job_id: &str, stale_ms: i64) -> DomainResult<BulkReleaseView> {
     let j = find(db, principal, job_id).await?;
-    let failures = item::Entity::find()
+    let failed = item::Entity::find()
         .filter(item::Column::JobId.eq(job_id))
         .filter(item::Column::Outcome.eq(OUT_STILL_FAILING))
         .order_by_asc(item::Column::Position)
         .limit(FAILURES_SHOWN)
         .all(db)
+        .await?;
+    // People look for the provider's event id, not our entry id.
+    let event_ids: HashMap<String, String> = entry::Entity::find()
+        .filter(entry::Column::Id.is_in(failed.iter().map(|i| i.entry_id.as_str())))
+        .all(db)
         .await?
         .into_iter()
-        .map(|i| BulkFailure { id: i.entry_id, error: i.error.unwrap_or_default() })
+        .map(|e| (e.id, e.event_id))
+        .collect();
+    let failures = failed
+        .into_iter()
+        .map(|i| BulkFailure { event_id: event_ids.get(&i.entry_id).cloned().unwrap_or_default(), id: i.entry_id, error: i.error.unwrap_or_default() })
         .collect();
     let mut v = view(j, clock::now_ms(), stale_ms);
     v.failures = failures;

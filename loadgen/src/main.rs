@@ -3,21 +3,26 @@
 //!
 //! Each worker owns one HTTP connection. Bodies are ~1 KiB `reminder.created`
 //! envelopes; a share of requests (default 10%) are duplicates: a re-signed
-//! resend of an event first sent at least a second earlier (as a provider's
-//! retry would be; within the same second it would be the same signed
-//! message, i.e. a replay).
+//! resend of one of the worker's events first sent at least a second earlier
+//! (as a provider's retry would be; within the same second it would be the
+//! same signed message, i.e. a replay).
 
 use std::{
-    collections::BTreeMap,
-    sync::{Arc, Mutex},
+    collections::{BTreeMap, VecDeque},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
+use bytes::Bytes;
 use clap::Parser;
 use domain::{
     crypto::{signature, SigningSecret},
     registry::Scheme,
 };
+use http::{header, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
 use rand::Rng;
 
 #[derive(Parser)]
@@ -43,7 +48,7 @@ struct Args {
 
 struct Sent {
     id: String,
-    body: Vec<u8>,
+    body: Bytes,
     at: Instant,
 }
 
@@ -54,20 +59,52 @@ fn body(id: &str, size: usize) -> Vec<u8> {
     format!("{head}{}{tail}", "x".repeat(pad)).into_bytes()
 }
 
-#[tokio::main]
+/// One HTTP/1.1 connection (hyper's bare client: the load generator shares
+/// the machine with the server and the database, so it should cost little).
+async fn connect(authority: &str) -> Option<SendRequest<Full<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(authority).await.ok()?;
+    stream.set_nodelay(true).ok()?;
+    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(conn);
+    Some(sender)
+}
+
+/// Sends one signed request; the answer's status and contract status word.
+async fn send(conn: &mut Option<SendRequest<Full<Bytes>>>, uri: &Uri, headers: &[(String, String)], body: Bytes) -> String {
+    if conn.as_ref().is_none_or(|c| c.is_closed()) {
+        *conn = connect(uri.authority().map_or("", |a| a.as_str())).await;
+    }
+    let Some(sender) = conn.as_mut() else { return "error".to_owned() };
+    let mut req = Request::post(uri.path()).header(header::HOST, uri.authority().map_or("", |a| a.as_str())).header(header::CONTENT_TYPE, "application/json");
+    for (k, v) in headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let Ok(res) = sender.send_request(req.body(Full::new(body)).expect("request")).await else { return "error".to_owned() };
+    let status = res.status().as_u16();
+    let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    format!("{status} {}", v["status"].as_str().or(v["error"].as_str()).unwrap_or(""))
+}
+
+// One thread: with every worker waiting on the network, a second one would
+// only add wake-ups competing with the server and the database for the CPU.
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = Args::parse();
     let secret = Arc::new(SigningSecret::parse(&args.secret).expect("secret"));
+    let uri: Uri = args.url.parse().expect("url");
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
-    let history: Arc<Mutex<Vec<Sent>>> = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let per_worker_interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(args.concurrency as f64 / args.rate));
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
-        let (secret, history, url) = (secret.clone(), history.clone(), args.url.clone());
+        let (secret, uri) = (secret.clone(), uri.clone());
         let (dup_ratio, size) = (args.dup_ratio, args.body_bytes);
         tasks.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().expect("client");
+            let mut conn = connect(uri.authority().map_or("", |a| a.as_str())).await;
+            // This worker's own earlier events: a duplicate resends the
+            // oldest one sent at least a second ago, once.
+            let mut history: VecDeque<Sent> = VecDeque::new();
             let mut lat = Vec::new();
             let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
             let mut next = Instant::now();
@@ -78,41 +115,28 @@ async fn main() {
                     }
                     next += iv;
                 }
-                let dup = rand::thread_rng().gen_bool(dup_ratio);
-                let (id, bytes, fresh) = {
-                    let h = history.lock().expect("history");
-                    let old = h.iter().rev().find(|s| s.at.elapsed() >= Duration::from_secs(1));
-                    match (dup, old) {
-                        (true, Some(s)) => (s.id.clone(), s.body.clone(), false),
-                        _ => {
-                            let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
-                            let b = body(&id, size);
-                            (id, b, true)
-                        }
+                let dup = rand::thread_rng().gen_bool(dup_ratio) && history.front().is_some_and(|s| s.at.elapsed() >= Duration::from_secs(1));
+                let (id, bytes, fresh) = match dup {
+                    true => {
+                        let s = history.pop_front().expect("checked");
+                        (s.id, s.body, false)
+                    }
+                    false => {
+                        let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+                        let b = Bytes::from(body(&id, size));
+                        (id, b, true)
                     }
                 };
                 let ts = domain::clock::now_ms() / 1000;
                 let headers = signature::sign(Scheme::StandardWebhooks, &secret, &bytes, ts, &id).expect("sign");
-                let mut req = client.post(&url).body(bytes.clone());
-                for (k, v) in &headers {
-                    req = req.header(k.as_str(), v.as_str());
-                }
                 let t0 = Instant::now();
-                let label = match req.send().await {
-                    Ok(res) => {
-                        let status = res.status().as_u16();
-                        let v: serde_json::Value = res.json().await.unwrap_or_default();
-                        format!("{status} {}", v["status"].as_str().or(v["error"].as_str()).unwrap_or(""))
-                    }
-                    Err(_) => "error".to_owned(),
-                };
+                let label = send(&mut conn, &uri, &headers, bytes.clone()).await;
                 lat.push(t0.elapsed());
                 *statuses.entry(label).or_default() += 1;
                 if fresh {
-                    let mut h = history.lock().expect("history");
-                    h.push(Sent { id, body: bytes, at: Instant::now() });
-                    if h.len() > 10_000 {
-                        h.drain(..5_000);
+                    history.push_back(Sent { id, body: bytes, at: Instant::now() });
+                    if history.len() > 10_000 {
+                        history.pop_front();
                     }
                 }
             }

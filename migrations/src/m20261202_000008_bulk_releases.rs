@@ -16,6 +16,7 @@ enum BulkReleases {
     Reason,
     Actor,
     Status,
+    Runner,
     Total,
     Processed,
     Released,
@@ -50,6 +51,7 @@ impl MigrationTrait for Migration {
                 .col(text(BulkReleases::Reason))
                 .col(string(BulkReleases::Actor))
                 .col(string(BulkReleases::Status))
+                .col(string(BulkReleases::Runner))
                 .col(big_integer(BulkReleases::Total))
                 .col(big_integer(BulkReleases::Processed))
                 .col(big_integer(BulkReleases::Released))

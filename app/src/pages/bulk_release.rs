@@ -12,7 +12,7 @@ use super::quarantine::reason_label;
 use crate::{
     api::operations::{ResumeBulkRelease, bulk_release},
     components::{
-        ActionError, Layout, LoadError, ReturnedError, Submit,
+        ActionError, Layout, LoadError, Refresh, ReturnedError, Submit,
         format::{when, with_query},
     },
     dto::{BulkReleaseDto, Me},
@@ -34,7 +34,10 @@ pub fn BulkReleasePage() -> impl IntoView {
             on_cleanup(move || handle.clear());
         }
     });
-    let job = Resource::new(move || (id(), tick.get()), |(id, _)| bulk_release(id));
+    // A resume redirects back here: a client-side navigation that must
+    // reload the job (and so restart the polling).
+    let refresh = Refresh::provide();
+    let job = Resource::new(move || (id(), tick.get(), refresh.get()), |(id, _, _)| bulk_release(id));
     Effect::new(move |_| {
         if let Some(Ok(j)) = job.get() {
             live.set(j.is_running());
@@ -118,6 +121,7 @@ fn Progress(j: BulkReleaseDto, me: Me) -> impl IntoView {
     let job_id = j.id.clone();
     let resume = (stopped && me.can_triage()).then(move || {
         let action = ServerAction::<ResumeBulkRelease>::new();
+        Refresh::after(action);
         view! {
             <ActionError action/>
             <ActionForm action>

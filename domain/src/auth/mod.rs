@@ -9,3 +9,18 @@ pub mod users;
 
 pub use policy::{role_allows, Permission, Role};
 pub use principal::{Actor, Authorized, Principal, Scope};
+
+/// The principal as it stands now. Work that runs on after the request that
+/// started it (a bulk release) re-reads its principal, so a disabled user, a
+/// changed role or a revoked token stops it.
+pub async fn current(db: &sea_orm::DatabaseConnection, p: &Principal) -> crate::error::DomainResult<Principal> {
+    use sea_orm::EntityTrait;
+    match &p.actor {
+        Actor::User { id, .. } => match crate::entity::user::Entity::find_by_id(id.clone()).one(db).await? {
+            Some(u) if !u.disabled => Ok(sessions::principal_for(&u)),
+            _ => Err(crate::error::DomainError::Unauthenticated),
+        },
+        Actor::Token { id, .. } => tokens::current(db, id).await,
+        Actor::Cli | Actor::System => Ok(p.clone()),
+    }
+}

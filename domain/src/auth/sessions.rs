@@ -104,7 +104,7 @@ fn subject_kind(subject: &str) -> &'static str {
     if subject.starts_with("ip:") { "address" } else { "account" }
 }
 
-fn principal_for(u: &user::Model) -> Principal {
+pub(super) fn principal_for(u: &user::Model) -> Principal {
     Principal {
         actor: Actor::User { id: u.id.clone(), username: u.username.clone() },
         role: Role::parse(&u.role).unwrap_or(Role::Oncall),

@@ -134,11 +134,23 @@ pub async fn authenticate(db: &DatabaseConnection, bearer: &str, now: i64) -> Do
             .exec(db)
             .await?;
     }
+    principal_of(t)
+}
+
+fn principal_of(t: api_token::Model) -> DomainResult<Principal> {
     Ok(Principal {
         actor: Actor::Token { id: t.id.clone(), name: t.name.clone() },
         role: Role::parse(&t.role).ok_or(DomainError::Unauthenticated)?,
         tenant_id: t.tenant_id,
     })
+}
+
+/// The token's principal as it stands now (revoked: unauthenticated).
+pub(super) async fn current(db: &DatabaseConnection, token_id: &str) -> DomainResult<Principal> {
+    match api_token::Entity::find_by_id(token_id.to_owned()).one(db).await? {
+        Some(t) if t.revoked_at.is_none() => principal_of(t),
+        _ => Err(DomainError::Unauthenticated),
+    }
 }
 
 /// Revokes a token at once.

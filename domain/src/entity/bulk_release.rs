@@ -16,6 +16,9 @@ pub struct Model {
     pub actor: String,
     /// `running`, `finished` or `failed`.
     pub status: String,
+    /// Which runner owns the job: set by start and by each resume, so a
+    /// superseded runner stops instead of finishing or failing the job.
+    pub runner: String,
     pub total: i64,
     pub processed: i64,
     pub released: i64,

@@ -16,7 +16,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
     sea_query::{Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,7 @@ use super::{
 };
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{self, Permission, Principal, Scope},
     clock, db,
     entity::{bulk_release as job, bulk_release_item as item, quarantine_entry as entry},
     error::{DomainError, DomainResult},
@@ -54,7 +54,7 @@ pub const FAILED: &str = "failed";
 /// Shown, never stored: `running` with a stale heartbeat.
 pub const INTERRUPTED: &str = "interrupted";
 
-const OUT_RELEASED: &str = "released";
+pub(super) const OUT_RELEASED: &str = "released";
 const OUT_STILL_FAILING: &str = "still_failing";
 const OUT_ALREADY_RESOLVED: &str = "already_resolved";
 
@@ -134,6 +134,7 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal, f: &Quarantin
         reason: Set(reason.clone()),
         actor: Set(auth.actor().name().to_owned()),
         status: Set(RUNNING.into()),
+        runner: Set(ids::new_id()),
         total: Set(entries.len() as i64),
         processed: Set(0),
         released: Set(0),
@@ -162,12 +163,21 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal, f: &Quarantin
     get(db, principal, &id, DEFAULT_STALE_AFTER_MS).await
 }
 
-/// Runs the job to the end on a tokio task. A failure is recorded on the
-/// job (status `failed`) for the page to show.
+/// Runs the job to the end on a tokio task, as the job's current runner
+/// (set by [`start`] or [`resume`]). A failure is recorded on the job
+/// (status `failed`, resumable) for the page to show.
 pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, job_id: String) {
     let stall = Faults::from_env().stall_bulk_entry;
     tokio::spawn(async move {
-        if let Err(e) = run(&db, &vault, &principal, &job_id, stall).await {
+        let runner = match job::Entity::find_by_id(job_id.clone()).one(&db).await {
+            Ok(Some(j)) => j.runner,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(job = %job_id, error = %e, "bulk release did not start; it will read as interrupted");
+                return;
+            }
+        };
+        if let Err(e) = run(&db, &vault, &principal, &job_id, &runner, stall).await {
             tracing::warn!(job = %job_id, error = %e, "bulk release stopped");
             let failed = job::Entity::update_many()
                 .col_expr(job::Column::Status, Expr::value(FAILED))
@@ -175,6 +185,7 @@ pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, jo
                 .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
                 .filter(job::Column::Id.eq(&job_id))
                 .filter(job::Column::Status.eq(RUNNING))
+                .filter(job::Column::Runner.eq(&runner))
                 .exec(&db)
                 .await;
             if let Err(e) = failed {
@@ -184,39 +195,74 @@ pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, jo
     });
 }
 
-/// Processes every pending entry, then marks the job finished. `stall` is a
-/// test fault point (a pause after each entry).
-async fn run(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, stall: Option<Duration>) -> DomainResult<()> {
-    while step_with(db, vault, principal, job_id, ROUND, stall).await? > 0 {}
-    finish(db, principal, job_id).await
+/// Processes every pending entry, then marks the job finished. Stops quietly
+/// once another runner has taken the job over. `stall` is a test fault
+/// point (a pause after each entry).
+async fn run(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, runner: &str, stall: Option<Duration>) -> DomainResult<()> {
+    loop {
+        let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+        if j.runner != runner || j.status != RUNNING {
+            return Ok(());
+        }
+        // Each round acts with the starter's rights as they are now.
+        let principal = &auth::current(db, principal).await?;
+        if step_with(db, vault, principal, &j, ROUND, stall).await? == 0 {
+            break;
+        }
+    }
+    finish_as(db, principal, job_id, Some(runner)).await
 }
 
 /// Releases up to `max` pending entries of the job, recording each outcome
 /// as it goes; returns how many it processed (0: none pending). [`spawn`]
 /// repeats this; tests call it to stop a job midway.
 pub async fn step(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, max: u64) -> DomainResult<u64> {
-    step_with(db, vault, principal, job_id, max, None).await
+    let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    step_with(db, vault, principal, &j, max, None).await
 }
 
-async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, max: u64, stall: Option<Duration>) -> DomainResult<u64> {
-    let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+/// Attempts at one entry when the database reports a passing failure
+/// (busy, serialization, deadlock, connection) before the job stops.
+const TRANSIENT_ATTEMPTS: u32 = 3;
+
+async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal, j: &job::Model, max: u64, stall: Option<Duration>) -> DomainResult<u64> {
     let pending = item::Entity::find()
-        .filter(item::Column::JobId.eq(job_id))
+        .filter(item::Column::JobId.eq(&j.id))
         .filter(item::Column::Outcome.is_null())
         .order_by_asc(item::Column::Position)
         .limit(max)
         .all(db)
         .await?;
     for it in &pending {
-        let (outcome, error) = match quarantine::release(db, vault, principal, &it.entry_id, &j.reason).await {
-            Ok(_) => (OUT_RELEASED, None),
-            Err(DomainError::Conflict { code: "already_resolved", .. }) => (OUT_ALREADY_RESOLVED, None),
-            // Still cannot apply, its claim or body is gone, or the entry
-            // is no longer visible: it stays open, with the reason listed.
-            Err(e @ (DomainError::Conflict { .. } | DomainError::Invalid { .. } | DomainError::NotFound)) => (OUT_STILL_FAILING, Some(e.public_message())),
-            Err(e) => return Err(e),
+        let mut attempt = 1;
+        let outcome = loop {
+            match quarantine::release_marking(db, vault, principal, &it.entry_id, &j.reason, Some(it)).await {
+                // Recorded in the release's own transaction.
+                Ok(()) => break None,
+                Err(DomainError::Conflict { code: "already_resolved", .. }) => break Some((OUT_ALREADY_RESOLVED, None)),
+                Err(DomainError::Db(e)) if db::is_transient(&e) => {
+                    if attempt >= TRANSIENT_ATTEMPTS {
+                        return Err(e.into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                    attempt += 1;
+                }
+                // Still cannot apply, its claim or body is gone or will not
+                // decrypt, or the entry is no longer visible: it stays open,
+                // listed with the reason, and the job goes on.
+                Err(e) => {
+                    if matches!(e, DomainError::Db(_) | DomainError::Crypto(_)) {
+                        tracing::warn!(job = %j.id, entry = %it.entry_id, error = %e, "bulk release: entry failed");
+                    }
+                    break Some((OUT_STILL_FAILING, Some(e.public_message())));
+                }
+            }
         };
-        record(db, it, outcome, error).await?;
+        if let Some((outcome, error)) = outcome {
+            let txn = db::begin_write(db).await?;
+            record_in(&txn, it, outcome, error).await?;
+            txn.commit().await?;
+        }
         if let Some(pause) = stall {
             tokio::time::sleep(pause).await;
         }
@@ -224,47 +270,49 @@ async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal
     Ok(pending.len() as u64)
 }
 
-/// Stores one entry's outcome and counts it, unless another runner already did.
-async fn record(db: &DatabaseConnection, it: &item::Model, outcome: &str, error: Option<String>) -> DomainResult<()> {
-    let txn = db::begin_write(db).await?;
+/// Stores one entry's outcome and counts it, unless another runner already
+/// did; either way the job's heartbeat moves.
+pub(super) async fn record_in(txn: &DatabaseTransaction, it: &item::Model, outcome: &str, error: Option<String>) -> DomainResult<()> {
     let marked = item::Entity::update_many()
         .col_expr(item::Column::Outcome, Expr::value(outcome))
         .col_expr(item::Column::Error, Expr::value(error))
         .filter(item::Column::JobId.eq(&it.job_id))
         .filter(item::Column::Position.eq(it.position))
         .filter(item::Column::Outcome.is_null())
-        .exec(&txn)
+        .exec(txn)
         .await?;
+    let mut update = job::Entity::update_many().col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()));
     if marked.rows_affected == 1 {
         let counter = match outcome {
             OUT_RELEASED => job::Column::Released,
             OUT_ALREADY_RESOLVED => job::Column::AlreadyResolved,
             _ => job::Column::StillFailing,
         };
-        job::Entity::update_many()
-            .col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1))
-            .col_expr(counter, Expr::col(counter).add(1))
-            .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
-            .filter(job::Column::Id.eq(&it.job_id))
-            .exec(&txn)
-            .await?;
+        update = update.col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1)).col_expr(counter, Expr::col(counter).add(1));
     }
-    txn.commit().await?;
+    update.filter(job::Column::Id.eq(&it.job_id)).exec(txn).await?;
     Ok(())
 }
 
 /// Marks the job finished once nothing is pending (tests: after [`step`]).
 pub async fn finish(db: &DatabaseConnection, principal: &Principal, job_id: &str) -> DomainResult<()> {
+    finish_as(db, principal, job_id, None).await
+}
+
+/// [`finish`], only while `runner` (if given) still owns the job.
+async fn finish_as(db: &DatabaseConnection, principal: &Principal, job_id: &str, runner: Option<&str>) -> DomainResult<()> {
     let txn = db::begin_write(db).await?;
     let now = clock::now_ms();
-    let done = job::Entity::update_many()
+    let mut update = job::Entity::update_many()
         .col_expr(job::Column::Status, Expr::value(FINISHED))
         .col_expr(job::Column::FinishedAt, Expr::value(now))
         .col_expr(job::Column::UpdatedAt, Expr::value(now))
         .filter(job::Column::Id.eq(job_id))
-        .filter(job::Column::Status.eq(RUNNING))
-        .exec(&txn)
-        .await?;
+        .filter(job::Column::Status.eq(RUNNING));
+    if let Some(r) = runner {
+        update = update.filter(job::Column::Runner.eq(r));
+    }
+    let done = update.exec(&txn).await?;
     if done.rows_affected == 1 {
         let j = job::Entity::find_by_id(job_id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
         let after = json!({"total": j.total, "released": j.released, "still_failing": j.still_failing, "already_resolved": j.already_resolved});
@@ -295,6 +343,7 @@ pub async fn resume(db: &DatabaseConnection, vault: &Arc<Vault>, principal: &Pri
     // Compare-and-set on the heartbeat: of two engineers resuming at once,
     // one takes the job over.
     let taken = job::Entity::update_many()
+        .col_expr(job::Column::Runner, Expr::value(ids::new_id()))
         .col_expr(job::Column::Status, Expr::value(RUNNING))
         .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
         .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))

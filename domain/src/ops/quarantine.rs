@@ -24,7 +24,7 @@ use crate::{
     clock,
     crypto::Aad,
     db,
-    entity::{endpoint, inbox_claim, quarantine_entry as entry, tenant},
+    entity::{bulk_release_item, endpoint, inbox_claim, quarantine_entry as entry, tenant},
     error::{DomainError, DomainResult},
     receiver::{
         effects::{self, EffectError, Target},
@@ -340,6 +340,21 @@ async fn resolve<C: ConnectionTrait>(conn: &C, id: &str, status: &str, actor: &A
 
 /// Re-runs the handler; on success the event is applied, exactly once.
 pub async fn release(db: &DatabaseConnection, vault: &Vault, principal: &Principal, id: &str, reason: &str) -> DomainResult<QuarantineView> {
+    release_marking(db, vault, principal, id, reason, None).await?;
+    get(db, principal, id).await
+}
+
+/// [`release`]; with `mark`, a bulk release's item is recorded as released
+/// in the same transaction as the effect, so a crash can never leave an
+/// event released but its item pending (or counted as someone else's).
+pub(super) async fn release_marking(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    id: &str,
+    reason: &str,
+    mark: Option<&bulk_release_item::Model>,
+) -> DomainResult<()> {
     let reason = require_reason(reason)?;
     let e = find(db, principal, id).await?;
     let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&e.tenant_id))?;
@@ -369,8 +384,11 @@ pub async fn release(db: &DatabaseConnection, vault: &Vault, principal: &Princip
                             .exec(&txn)
                             .await?;
                         audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, json!({"status": RELEASED, "note": reason}))).await?;
+                        if let Some(it) = mark {
+                            super::bulk_release::record_in(&txn, it, super::bulk_release::OUT_RELEASED, None).await?;
+                        }
                         txn.commit().await?;
-                        return get(db, principal, id).await;
+                        return Ok(());
                     }
                     Err(EffectError::Quarantine(why)) => why,
                     Err(EffectError::Db(err)) => return Err(err.into()),

@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use domain::{
     DomainError,
-    auth::Role,
-    entity::{audit_entry, bulk_release as job, bulk_release_item as item, outbox_intent},
+    auth::{
+        users::{self, NewUser},
+        Role,
+    },
+    crypto::Password,
+    entity::{audit_entry, bulk_release as job, bulk_release_item as item, inbox_claim, outbox_intent},
     ops::{
         bulk_release::{self, DEFAULT_STALE_AFTER_MS as STALE},
         quarantine::{self, QuarantineFilter},
@@ -61,6 +65,15 @@ async fn entry_of(t: &TestDb, event_id: &str) -> quarantine::QuarantineView {
 
 async fn audit_count(t: &TestDb, action: &str) -> u64 {
     audit_entry::Entity::find().filter(audit_entry::Column::Action.eq(action)).count(&t.db).await.unwrap()
+}
+
+/// A real on-call user: spawned runners re-read their principal from the
+/// database each round.
+async fn stored_oncall(t: &TestDb, name: &str) -> domain::auth::Principal {
+    let u = users::create(&t.db, &admin(), NewUser { username: name.into(), role: Role::Oncall, tenant: None, password: Password::new("a long enough password".into()) })
+        .await
+        .unwrap();
+    domain::auth::Principal { actor: domain::auth::Actor::User { id: u.id, username: u.username }, role: Role::Oncall, tenant_id: None }
 }
 
 async fn drain(t: &TestDb, job_id: &str) {
@@ -159,7 +172,9 @@ db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
     bulk_release::finish(&t.db, &oncall(), &j.id).await.unwrap();
     let done = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
     assert_eq!(done.processed, 12, "each entry counted once");
-    assert_eq!(done.released + done.already_resolved, 12);
+    // The release and its item's outcome commit together: whichever runner
+    // released an entry, it counts as released, never as someone else's.
+    assert_eq!((done.released, done.already_resolved), (12, 0));
     assert_eq!(done.still_failing, 0);
     let pending = item::Entity::find().filter(item::Column::JobId.eq(&j.id)).filter(item::Column::Outcome.is_null()).count(&t.db).await.unwrap();
     assert_eq!(pending, 0);
@@ -185,11 +200,14 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
     assert_eq!((stuck.status.as_str(), stuck.processed), ("interrupted", 2));
     assert!(matches!(bulk_release::resume(&t.db, &t.vault, &reviewer(), &j.id, STALE).await, Err(DomainError::Forbidden)));
 
-    let resumed = bulk_release::resume(&t.db, &t.vault, &oncall(), &j.id, STALE).await.unwrap();
-    assert_eq!(resumed.status, "running");
-    let again = bulk_release::resume(&t.db, &t.vault, &oncall(), &j.id, STALE).await;
-    assert!(matches!(again, Err(DomainError::Conflict { .. })), "one resume takes the job over: {again:?}");
-    let mut done = resumed;
+    // Two engineers click Resume at once: one takes the job over.
+    let (one, two) = (stored_oncall(t, "otto").await, stored_oncall(t, "olga").await);
+    let (a, b) = tokio::join!(bulk_release::resume(&t.db, &t.vault, &one, &j.id, STALE), bulk_release::resume(&t.db, &t.vault, &two, &j.id, STALE));
+    let (won, lost): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(|r| r.is_ok());
+    assert_eq!(won.len(), 1, "one resume wins: {lost:?}");
+    assert!(lost.iter().all(|r| matches!(r, Err(DomainError::Conflict { code: "bulk_release_running", .. }))), "{lost:?}");
+    let mut done = won.into_iter().next().unwrap().unwrap();
+    assert_eq!(done.status, "running");
     for _ in 0..200 {
         done = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
         if done.status == "finished" {
@@ -202,4 +220,43 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
     assert_eq!(audit_count(t, "quarantine.bulk_release.resume").await, 1);
     let finished = bulk_release::resume(&t.db, &t.vault, &oncall(), &j.id, STALE).await;
     assert!(matches!(finished, Err(DomainError::Conflict { code: "bulk_release_finished", .. })), "{finished:?}");
+});
+
+db_test!(an_entry_that_cannot_be_decrypted_does_not_stop_the_job, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    quarantine_updates(&s, 3).await;
+    create_reminders(&s, 0..3).await;
+    // One stored body is corrupt: it will not open.
+    inbox_claim::Entity::update_many()
+        .col_expr(inbox_claim::Column::BodyCiphertext, Expr::value(vec![0u8; 64]))
+        .filter(inbox_claim::Column::EventId.eq("upd-1"))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "backfill").await.unwrap();
+    drain(t, &j.id).await;
+    let done = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
+    assert_eq!((done.status.as_str(), done.processed, done.released, done.still_failing), ("finished", 3, 2, 1));
+    assert_eq!(done.failures.iter().map(|f| f.event_id.as_str()).collect::<Vec<_>>(), vec!["upd-1"]);
+    assert_eq!(entry_of(t, "upd-1").await.status, "open");
+});
+
+db_test!(a_runner_stops_when_its_user_is_disabled, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    quarantine_updates(&s, 2).await;
+    create_reminders(&s, 0..2).await;
+    let otto = stored_oncall(t, "otto").await;
+    let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
+    users::update(&t.db, &admin(), "otto", users::UserPatch { disabled: Some(true), ..Default::default() }).await.unwrap();
+    bulk_release::spawn(t.db.clone(), t.vault.clone(), otto, j.id.clone());
+    let mut seen = j;
+    for _ in 0..200 {
+        seen = bulk_release::get(&t.db, &admin(), &seen.id, STALE).await.unwrap();
+        if seen.status != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!((seen.status.as_str(), seen.processed), ("failed", 0), "a disabled user's job releases nothing more");
+    assert_eq!(entry_of(t, "upd-0").await.status, "open");
 });

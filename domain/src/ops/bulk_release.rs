@@ -326,10 +326,7 @@ async fn finish_as(db: &DatabaseConnection, principal: &Principal, job_id: &str,
 /// Entries already processed are not touched again.
 pub async fn resume(db: &DatabaseConnection, vault: &Arc<Vault>, principal: &Principal, job_id: &str, stale_ms: i64) -> DomainResult<BulkReleaseView> {
     let j = find(db, principal, job_id).await?;
-    let auth = match &j.tenant_id {
-        Some(t) => principal.authorize(Permission::TriageEvents, Scope::Tenant(t))?,
-        None => principal.authorize(Permission::TriageEvents, Scope::Global)?,
-    };
+    let auth = principal.authorize(Permission::TriageEvents, scope_of(&j))?;
     match status_of(&j, clock::now_ms(), stale_ms) {
         INTERRUPTED | FAILED => {}
         FINISHED => {
@@ -410,14 +407,17 @@ pub async fn recent(db: &DatabaseConnection, principal: &Principal, limit: u64, 
 /// The job, if the caller may read events of its scope (else not found).
 async fn find(db: &DatabaseConnection, principal: &Principal, job_id: &str) -> DomainResult<job::Model> {
     let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    let seen = match &j.tenant_id {
-        Some(t) => principal.authorize(Permission::ReadEvents, Scope::Tenant(t)),
-        // A release across all tenants is not a tenant-bound caller's to see.
-        None if principal.tenant_filter().is_some() => Err(DomainError::NotFound),
-        None => principal.authorize(Permission::ReadEvents, Scope::Global),
-    };
-    seen?;
+    // A release across all tenants is not a tenant-bound caller's to see.
+    if j.tenant_id.is_none() && principal.tenant_filter().is_some() {
+        return Err(DomainError::NotFound);
+    }
+    principal.authorize(Permission::ReadEvents, scope_of(&j))?;
     Ok(j)
+}
+
+/// A job belongs to its filter's tenant, or to no tenant when it spans all.
+fn scope_of(j: &job::Model) -> Scope<'_> {
+    j.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant)
 }
 
 fn status_of(j: &job::Model, now: i64, stale_ms: i64) -> &str {

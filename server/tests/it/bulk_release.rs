@@ -13,13 +13,6 @@ use crate::{
     support::{Install, Server},
 };
 
-fn send(i: &Install, url: &str, secret: &str, event_id: &str, body: &str) {
-    let file = i.data_dir().join(format!("{event_id}.json"));
-    std::fs::write(&file, body).unwrap();
-    let out = i.cli(&["send", url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().unwrap(), "--event-id", event_id], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
 async fn get(s: &Server, token: &str, path: &str) -> Value {
     let res = s.client().get(s.url(path)).bearer_auth(token).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::OK, "{path}");
@@ -54,16 +47,11 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
     // Updates that arrive before their reminders are quarantined; then the
     // reminders arrive, so a release applies them.
     for n in 0..EVENTS {
-        send(i, &url, &secret, &format!("upd-{n}"), &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-{n}"}}}}"#));
+        i.send_event(&url, &secret, &format!("upd-{n}"), &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-{n}"}}}}"#));
     }
     for n in 0..EVENTS {
-        send(
-            i,
-            &url,
-            &secret,
-            &format!("new-{n}"),
-            &format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"r-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#),
-        );
+        let created = format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"r-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#);
+        i.send_event(&url, &secret, &format!("new-{n}"), &created);
     }
     let res = s
         .client()

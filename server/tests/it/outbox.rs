@@ -69,11 +69,8 @@ fn clinic(i: &Install, tenant: &str, notify_url: Option<&str>) -> String {
 }
 
 fn otp(i: &Install, s: &Server, tenant: &str, secret: &str, request: &str, event_id: &str) {
-    let file = i.data_dir().join(format!("{event_id}.json"));
-    std::fs::write(&file, format!(r#"{{"type":"otp.requested","data":{{"otp_request_id":"{request}","channel":"sms"}}}}"#)).unwrap();
-    let url = s.url(&format!("/hooks/{tenant}/hooks"));
-    let out = i.cli(&["send", &url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().unwrap(), "--event-id", event_id], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let body = format!(r#"{{"type":"otp.requested","data":{{"otp_request_id":"{request}","channel":"sms"}}}}"#);
+    i.send_event(&s.url(&format!("/hooks/{tenant}/hooks")), secret, event_id, &body);
 }
 
 async fn outbox(s: &Server, token: &str, query: &str) -> Vec<Value> {

@@ -327,11 +327,8 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
 
 /// Sends `body` as a provider would, with `event_id`.
 fn deliver(i: &Install, w: &World, body: &str, event_id: &str) {
-    let file = i.data_dir().join(format!("{event_id}.json"));
-    std::fs::write(&file, body).unwrap();
     let (url, secret) = &w.hook;
-    let out = i.cli(&["send", url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().unwrap(), "--event-id", event_id], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    i.send_event(url, secret, event_id, body);
 }
 
 /// A JSON GET with the admin's token.

@@ -78,6 +78,15 @@ impl Install {
         child.wait_with_output().expect("signet output")
     }
 
+    /// Posts `body` to `url` as a provider would (`signet send`, Standard
+    /// Webhooks, with `event_id`); the send must succeed.
+    pub fn send_event(&self, url: &str, secret: &str, event_id: &str, body: &str) {
+        let file = self.data_dir().join(format!("{event_id}.json"));
+        std::fs::write(&file, body).expect("write body");
+        let out = self.cli(&["send", url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().expect("utf-8 path"), "--event-id", event_id], "");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Runs a CLI command with `--json` that must succeed; returns its value.
     pub fn cli_json(&self, args: &[&str]) -> serde_json::Value {
         self.cli_json_stdin(args, "")

@@ -15,13 +15,24 @@ use sea_orm::{
     SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 
+/// The PostgreSQL pool's size.
+pub const PG_MAX_CONNECTIONS: u32 = 32;
+
 /// Opens a pool for `url` (`sqlite://…` or `postgres://…`).
 pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .sqlx_logging(false)
         .connect_timeout(Duration::from_secs(10))
-        .acquire_timeout(Duration::from_secs(10));
+        .acquire_timeout(Duration::from_secs(10))
+        // sqlx pings a pooled connection on every checkout by default: one
+        // more round trip per webhook than the claim transaction itself
+        // needs. Only a connection idle long enough to have been dropped
+        // (by a proxy, a firewall) is pinged. One the database ended while
+        // it was hot (a restart) fails its first statement, is closed when
+        // it returns to the pool, and the receiver retries on another (see
+        // `is_lost_connection`).
+        .test_before_acquire_if_idle_for(Duration::from_secs(5));
     if url.starts_with("sqlite:") {
         options.max_connections(8).map_sqlx_sqlite_opts(|o| {
             o.journal_mode(SqliteJournalMode::Wal)
@@ -30,7 +41,7 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
                 .foreign_keys(true)
         });
     } else {
-        options.max_connections(32);
+        options.max_connections(PG_MAX_CONNECTIONS);
     }
     Database::connect(options).await
 }
@@ -75,6 +86,21 @@ pub fn is_transient(err: &DbErr) -> bool {
             Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
             None => false,
         },
+        _ => false,
+    }
+}
+
+/// True when the database ended the connection the statement was sent on
+/// (a restart or `pg_terminate_backend`): nothing of the transaction was
+/// committed, the connection is discarded when it goes back to the pool, and
+/// another one can be tried at once.
+pub fn is_lost_connection(err: &DbErr) -> bool {
+    use sea_orm::{sqlx, RuntimeErr};
+    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Conn(RuntimeErr::SqlxError(e))) = err else {
+        return false;
+    };
+    match &**e {
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("57P01" | "57P02")),
         _ => false,
     }
 }

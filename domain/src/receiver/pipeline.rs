@@ -45,6 +45,12 @@ impl Receiver {
 /// How often a transient database failure is retried before giving up.
 const TRANSIENT_ATTEMPTS: u32 = 3;
 
+/// Pooled connections are not pinged while in use (see `db::connect`), so
+/// after a database restart every idle one fails its first statement. Each
+/// such failure discards that connection; up to a pool's worth of them are
+/// retried at once without using up an attempt.
+const LOST_CONNECTION_RETRIES: u32 = db::PG_MAX_CONNECTIONS;
+
 /// Gate 1: the tenant and endpoint exist and are enabled.
 pub async fn resolve(r: &Receiver, tenant: &str, endpoint: &str) -> Result<Arc<EndpointCtx>, Outcome> {
     match r.cache.get(&r.db, &r.vault, tenant, endpoint).await {
@@ -107,7 +113,8 @@ fn event_id(v: &Verified, env: Option<&Envelope>) -> String {
 
 async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Outcome {
     let mut last: Option<DbErr> = None;
-    for attempt in 0..TRANSIENT_ATTEMPTS {
+    let (mut attempt, mut lost) = (0, 0);
+    while attempt < TRANSIENT_ATTEMPTS {
         let queued = match &r.write_queue {
             Some(q) => Some(q.lock().await),
             None => None,
@@ -116,10 +123,16 @@ async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Outco
         drop(queued);
         match result {
             Ok(outcome) => return outcome,
+            Err(e) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => {
+                tracing::info!(error = %e, "the database had closed a pooled connection; retrying on another");
+                lost += 1;
+                last = Some(e);
+            }
             Err(e) if db::is_transient(&e) => {
                 tracing::warn!(attempt, error = %e, "transient failure while claiming; retrying");
                 last = Some(e);
                 tokio::time::sleep(Duration::from_millis(20 * 2u64.pow(attempt))).await;
+                attempt += 1;
             }
             Err(e) => {
                 tracing::error!(error = %e, "claim transaction failed");

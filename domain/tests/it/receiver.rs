@@ -232,3 +232,49 @@ db_test!(revocation_takes_effect_within_the_cache_ttl, async |t: &TestDb| {
     let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body2, now_s(), "m2"), &body2).await;
     assert_eq!(o, Outcome::Refused(Refusal::SignatureMismatch));
 });
+
+/// Pooled connections are pinged only after an idle spell (a ping on every
+/// checkout would be one more round trip per webhook), so a hot connection
+/// the database has dropped is only found out by the claim itself. That
+/// attempt must fail as transient and be retried on a fresh connection: the
+/// event applies once and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connection_the_database_dropped_is_retried_not_lost() {
+    use sea_orm::ConnectionTrait;
+    let Some(t) = TestDb::postgres().await else { return };
+    let s = Arc::new(setup(&t, Scheme::StandardWebhooks, None).await);
+    // Eight deliveries at once leave more idle connections in the pool than
+    // the receiver has attempts for transient failures.
+    let warm: Vec<_> = (0..8)
+        .map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let body = created(&format!("r-{i}"));
+                deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &format!("m{i}")), &body).await
+            })
+        })
+        .collect();
+    for w in warm {
+        assert!(matches!(w.await.unwrap(), Outcome::Applied { .. }));
+    }
+    // From another connection, end every backend serving the receiver's pool
+    // (what a database restart does to it).
+    let killer = sea_orm::Database::connect(t.url.as_str()).await.unwrap();
+    let killed = killer
+        .query_one_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get::<i64>("", "n")
+        .unwrap();
+    assert!(killed > 3, "expected more dropped connections than transient attempts, found {killed}");
+    killer.close().await.ok();
+    let body = created("r-after");
+    let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-after"), &body).await;
+    assert_eq!(o, Outcome::Applied { event_id: "m-after".into() });
+    assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 9);
+    t.close().await;
+}

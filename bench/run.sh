@@ -83,8 +83,11 @@ sweep() {
 # backend, and so every backend it forks later) is pinned to CPU 0 and the
 # client side (the server and loadgen, or pgbench) to the other CPUs, so the
 # receiver's own CPU no longer comes out of the database's share, as when the
-# database has a host of its own. Needs permission to change PostgreSQL's
-# affinity (root or the postgres user); otherwise that part is skipped.
+# database has a host of its own. This pins the whole local cluster (every
+# database on it) for the duration; a trap restores it, so a SIGKILLed run
+# leaves PostgreSQL on CPU 0 until `taskset -a -p -c 0-N <postmaster>` for it
+# and its children. Needs permission to change PostgreSQL's affinity (root
+# or the postgres user); otherwise that part is skipped.
 postmaster=""
 pg_cpus=""
 pin_pg() {
@@ -121,6 +124,7 @@ paired() {
 
 dbs=(sweep shared split)
 cleanup() {
+  [ -n "${server:-}" ] && { kill "$server" 2>/dev/null || true; }
   restore_pg_affinity
   for d in "${dbs[@]}"; do psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS signet_bench_$$_$d WITH (FORCE)" >/dev/null 2>&1 || true; done
 }

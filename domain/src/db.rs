@@ -90,19 +90,31 @@ pub fn is_transient(err: &DbErr) -> bool {
     }
 }
 
-/// True when the database ended the connection the statement was sent on
-/// (a restart or `pg_terminate_backend`): nothing of the transaction was
-/// committed, the connection is discarded when it goes back to the pool, and
-/// another one can be tried at once.
+/// True when a statement failed because its pooled connection was gone: the
+/// database ended it (57P01/57P02 on a restart or `pg_terminate_backend`) or
+/// the socket broke. The connection is discarded when it goes back to the
+/// pool, so another one can be tried at once. Failing to open a connection
+/// is a different error (`DbErr::Conn`) and is not this.
+///
+/// The transaction may still have committed if this was its COMMIT; callers
+/// must treat the outcome as unknown, not as rolled back.
 pub fn is_lost_connection(err: &DbErr) -> bool {
     use sea_orm::{sqlx, RuntimeErr};
-    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Conn(RuntimeErr::SqlxError(e))) = err else {
+    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = err else {
         return false;
     };
     match &**e {
+        sqlx::Error::Io(_) => true,
         sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("57P01" | "57P02")),
         _ => false,
     }
+}
+
+/// The error [`is_lost_connection`] recognises (for the fault points).
+pub fn lost_connection_error() -> DbErr {
+    use sea_orm::{sqlx, RuntimeErr};
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection lost before the answer arrived");
+    DbErr::Query(RuntimeErr::SqlxError(std::sync::Arc::new(sqlx::Error::Io(io))))
 }
 
 /// True when the error is a unique-constraint violation (classified by the

@@ -2,7 +2,7 @@
 //! decisions, the claim, the effect and its outbox intents commit or roll
 //! back together. The primary key on the claim decides duplicates.
 
-use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set, TryInsertResult};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, Set, TryInsertResult};
 
 use super::{
     effects::{self, EffectError},
@@ -80,12 +80,19 @@ async fn insert_claim(
     if inserted(res) {
         return Ok(None);
     }
-    let existing = inbox_claim::Entity::find_by_id((ep.tenant_id.clone(), ep.endpoint_id.clone(), event_id.to_owned()))
-        .one(txn)
-        .await?
-        .ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into()))?;
-    Ok(Some(if existing.body_digest == v.body_digest() {
-        Outcome::Duplicate { event_id: event_id.to_owned(), original: ClaimOutcome::parse(&existing.outcome) }
+    existing(txn, v, event_id).await?.ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into())).map(Some)
+}
+
+/// This request's verdict against the claim already stored for its event id,
+/// if there is one: a duplicate when the bodies match, else an identity
+/// conflict.
+pub(super) async fn existing(conn: &impl ConnectionTrait, v: &Verified, event_id: &str) -> Result<Option<Outcome>, DbErr> {
+    let ep = v.endpoint();
+    let Some(claim) = inbox_claim::Entity::find_by_id((ep.tenant_id.clone(), ep.endpoint_id.clone(), event_id.to_owned())).one(conn).await? else {
+        return Ok(None);
+    };
+    Ok(Some(if claim.body_digest == v.body_digest() {
+        Outcome::Duplicate { event_id: event_id.to_owned(), original: ClaimOutcome::parse(&claim.outcome) }
     } else {
         Outcome::IdentityConflict { event_id: event_id.to_owned() }
     }))
@@ -121,6 +128,9 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
                 tokio::time::sleep(stall).await;
             }
             txn.commit().await?;
+            if r.faults.lose_commit_answer() {
+                return Err(db::lost_connection_error());
+            }
             if let Some(stall) = r.faults.stall_after_commit {
                 tokio::time::sleep(stall).await;
             }

@@ -1,9 +1,15 @@
 //! Test-only fault points, read from `SIGNET_FAULTS` in debug builds and
 //! compiled to nothing in release builds.
 //!
-//! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1,stall_after_send_ms=5000,stall_bulk_entry_ms=200`
+//! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1,stall_after_send_ms=5000,stall_bulk_entry_ms=200,lost_commit_answers=1`
 
-use std::time::Duration;
+use std::{
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
@@ -18,6 +24,9 @@ pub struct Faults {
     /// Bulk release: sleep after each entry, so a test can kill the runner
     /// midway.
     pub stall_bulk_entry: Option<Duration>,
+    /// Fail this many claim transactions after their COMMIT succeeded, with
+    /// the error a connection lost before the answer arrived gives.
+    pub lost_commit_answers: Arc<AtomicU32>,
 }
 
 impl Faults {
@@ -32,13 +41,21 @@ impl Faults {
                 Some(("transient", v)) => f.transient = v == "1",
                 Some(("stall_after_send_ms", v)) => f.stall_after_send = v.parse().ok().map(Duration::from_millis),
                 Some(("stall_bulk_entry_ms", v)) => f.stall_bulk_entry = v.parse().ok().map(Duration::from_millis),
+                Some(("lost_commit_answers", v)) => f.lost_commit_answers = Arc::new(AtomicU32::new(v.parse().unwrap_or(0))),
                 _ => {}
             }
         }
-        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient || f.stall_after_send.is_some() || f.stall_bulk_entry.is_some() {
+        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient || f.stall_after_send.is_some() || f.stall_bulk_entry.is_some()
+            || f.lost_commit_answers.load(Ordering::Relaxed) > 0
+        {
             tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");
         }
         f
+    }
+
+    /// Takes one lost commit answer, if any are left.
+    pub fn lose_commit_answer(&self) -> bool {
+        self.lost_commit_answers.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 
     /// Release builds never honour fault points.

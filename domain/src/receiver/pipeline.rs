@@ -14,7 +14,7 @@ use super::{
     outcome::{Outcome, Refusal},
     verify::{verify, Verified},
 };
-use crate::{clock, crypto::signature::HeaderSource, db, vault::Vault};
+use crate::{clock, crypto::signature::HeaderSource, db, error::DomainError, vault::Vault};
 
 /// Everything the pipeline needs, built once at start.
 pub struct Receiver {
@@ -53,12 +53,16 @@ const LOST_CONNECTION_RETRIES: u32 = db::PG_MAX_CONNECTIONS;
 
 /// Gate 1: the tenant and endpoint exist and are enabled.
 pub async fn resolve(r: &Receiver, tenant: &str, endpoint: &str) -> Result<Arc<EndpointCtx>, Outcome> {
-    match r.cache.get(&r.db, &r.vault, tenant, endpoint).await {
-        Ok(Some(ep)) => Ok(ep),
-        Ok(None) => Err(Outcome::Refused(Refusal::UnknownEndpoint)),
-        Err(e) => {
-            tracing::error!(error = %e, "endpoint lookup failed");
-            Err(Outcome::Unavailable)
+    let mut lost = 0;
+    loop {
+        match r.cache.get(&r.db, &r.vault, tenant, endpoint).await {
+            Ok(Some(ep)) => return Ok(ep),
+            Ok(None) => return Err(Outcome::Refused(Refusal::UnknownEndpoint)),
+            Err(DomainError::Db(e)) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => lost += 1,
+            Err(e) => {
+                tracing::error!(error = %e, "endpoint lookup failed");
+                return Err(Outcome::Unavailable);
+            }
         }
     }
 }
@@ -122,6 +126,15 @@ async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Outco
         let result = claim::attempt(r, v, c).await;
         drop(queued);
         match result {
+            // A failed earlier attempt may have committed before its answer
+            // was lost: then the replay record this retry trips over is its
+            // own, and the event's claim says what happened.
+            Ok(Outcome::Refused(Refusal::Replay)) if last.is_some() => {
+                return match claim::existing(&r.db, v, c.event_id).await {
+                    Ok(Some(found @ Outcome::Duplicate { .. })) => found,
+                    _ => Outcome::Refused(Refusal::Replay),
+                };
+            }
             Ok(outcome) => return outcome,
             Err(e) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => {
                 tracing::info!(error = %e, "the database had closed a pooled connection; retrying on another");

@@ -233,11 +233,11 @@ db_test!(revocation_takes_effect_within_the_cache_ttl, async |t: &TestDb| {
     assert_eq!(o, Outcome::Refused(Refusal::SignatureMismatch));
 });
 
-/// Pooled connections are pinged only after an idle spell (a ping on every
+/// Pooled connections are pinged only after 5 s idle (a ping on every
 /// checkout would be one more round trip per webhook), so a hot connection
-/// the database has dropped is only found out by the claim itself. That
-/// attempt must fail as transient and be retried on a fresh connection: the
-/// event applies once and nothing is lost.
+/// the database has ended is only found out by the request itself. Gate 1
+/// and the claim retry on another connection: the event applies once and
+/// nothing is lost, however many pooled connections were ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_connection_the_database_dropped_is_retried_not_lost() {
     use sea_orm::ConnectionTrait;
@@ -272,9 +272,28 @@ async fn a_connection_the_database_dropped_is_retried_not_lost() {
         .unwrap();
     assert!(killed > 3, "expected more dropped connections than transient attempts, found {killed}");
     killer.close().await.ok();
+    // A receiver with an empty key cache (as every 5 s): gate 1 reads the
+    // database too, so both it and the claim meet ended connections.
+    let s = Arc::try_unwrap(s).ok().expect("warm-up tasks have ended");
+    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
     let body = created("r-after");
     let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-after"), &body).await;
     assert_eq!(o, Outcome::Applied { event_id: "m-after".into() });
     assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 9);
     t.close().await;
 }
+
+// The database may end a connection just after COMMIT, before its answer
+// arrives. The retry then finds this very message's replay record; the
+// provider must hear "duplicate" (200, nothing repeated), not "replay" (409).
+db_test!(a_commit_whose_answer_was_lost_answers_duplicate, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let mut r = Receiver::new(t.db.clone(), t.vault.clone());
+    r.faults.lost_commit_answers = Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let s = Setup { r: Arc::new(r), ..s };
+    let body = created("r-1");
+    let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await;
+    assert_eq!(o, Outcome::Duplicate { event_id: "m1".into(), original: ClaimOutcome::Applied });
+    assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 1);
+    assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
+});

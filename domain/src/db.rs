@@ -71,13 +71,12 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
 /// BUSY/LOCKED, including their extended codes). Classified by error code,
 /// never by message text.
 pub fn is_transient(err: &DbErr) -> bool {
-    use sea_orm::{sqlx, RuntimeErr};
-    let sqlx_err = match err {
-        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => return true,
-        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
-        _ => return false,
-    };
-    match &**sqlx_err {
+    use sea_orm::sqlx;
+    if matches!(err, DbErr::ConnectionAcquire(_) | DbErr::Conn(_)) {
+        return true;
+    }
+    let Some(sqlx_err) = statement_error(err) else { return false };
+    match sqlx_err {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => match db.code().as_deref() {
             Some("40001" | "40P01" | "57P01" | "08006" | "08003") => true,
@@ -99,14 +98,20 @@ pub fn is_transient(err: &DbErr) -> bool {
 /// The transaction may still have committed if this was its COMMIT; callers
 /// must treat the outcome as unknown, not as rolled back.
 pub fn is_lost_connection(err: &DbErr) -> bool {
-    use sea_orm::{sqlx, RuntimeErr};
-    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = err else {
-        return false;
-    };
-    match &**e {
-        sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("57P01" | "57P02")),
+    use sea_orm::sqlx;
+    match statement_error(err) {
+        Some(sqlx::Error::Io(_)) => true,
+        Some(sqlx::Error::Database(db)) => matches!(db.code().as_deref(), Some("57P01" | "57P02")),
         _ => false,
+    }
+}
+
+/// The driver's error behind a failed statement (not a failed checkout).
+fn statement_error(err: &DbErr) -> Option<&sea_orm::sqlx::Error> {
+    use sea_orm::RuntimeErr;
+    match err {
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => Some(e),
+        _ => None,
     }
 }
 

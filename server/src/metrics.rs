@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use domain::receiver::{cache::EndpointCtx, Outcome};
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 
 pub struct Metrics {
@@ -17,6 +17,8 @@ pub struct Metrics {
     purged: IntCounterVec,
     purge_runs: IntCounterVec,
     purge_last_success: IntGauge,
+    claim_batches: IntCounter,
+    claim_batched_events: IntCounter,
 }
 
 impl Metrics {
@@ -38,6 +40,11 @@ impl Metrics {
         let purge_runs = IntCounterVec::new(Opts::new("signet_retention_purge_runs_total", "Retention purge runs by result"), &["result"])?;
         let purge_last_success =
             IntGauge::new("signet_retention_last_success_timestamp_seconds", "When the retention purge last completed (Unix time)")?;
+        let claim_batches = IntCounter::new("signet_claim_batches_total", "Shared claim transactions committed (group commit)")?;
+        let claim_batched_events =
+            IntCounter::new("signet_claim_batched_events_total", "Events claimed in shared transactions; divided by batches, events per commit")?;
+        registry.register(Box::new(claim_batches.clone()))?;
+        registry.register(Box::new(claim_batched_events.clone()))?;
         registry.register(Box::new(purged.clone()))?;
         registry.register(Box::new(purge_runs.clone()))?;
         registry.register(Box::new(purge_last_success.clone()))?;
@@ -46,7 +53,19 @@ impl Metrics {
         registry.register(Box::new(quarantine_open.clone()))?;
         registry.register(Box::new(outbox_pending.clone()))?;
         registry.register(Box::new(outbox_oldest_age.clone()))?;
-        Ok(Metrics { registry, webhooks, latency, quarantine_open, outbox_pending, outbox_oldest_age, purged, purge_runs, purge_last_success })
+        Ok(Metrics {
+            registry,
+            webhooks,
+            latency,
+            quarantine_open,
+            outbox_pending,
+            outbox_oldest_age,
+            purged,
+            purge_runs,
+            purge_last_success,
+            claim_batches,
+            claim_batched_events,
+        })
     }
 
     /// Counts one request. Unknown paths share one label value so probing
@@ -88,6 +107,15 @@ impl Metrics {
 
     pub fn record_purge_failure(&self) {
         self.purge_runs.with_label_values(&["error"]).inc();
+    }
+
+    /// Brings the group-commit counters up to the receiver's own (kept in
+    /// the domain crate, which has no Prometheus in it).
+    pub fn sync_batches(&self, stats: &domain::receiver::BatchStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (counter, total) in [(&self.claim_batches, &stats.batches), (&self.claim_batched_events, &stats.events)] {
+            counter.inc_by(total.load(Relaxed).saturating_sub(counter.get()));
+        }
     }
 
     pub fn render(&self) -> String {

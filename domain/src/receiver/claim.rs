@@ -17,6 +17,7 @@ use crate::{
     db,
     entity::{inbox_claim, quarantine_entry, replay_record},
     ids,
+    vault::Vault,
 };
 
 fn inserted(r: TryInsertResult<u64>) -> bool {
@@ -31,20 +32,53 @@ pub(super) struct Checks<'a> {
     pub scope: Result<(), Refusal>,
 }
 
-/// Gate 6 inside `txn`: `false` when this exact signed message was accepted
-/// before.
-async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
-    let Some(digest) = v.message_digest() else { return Ok(true) };
+/// The replay record for this signed message, if its scheme signs a
+/// timestamp.
+pub(super) fn replay_row(v: &Verified) -> Option<replay_record::ActiveModel> {
+    let digest = v.message_digest()?;
     let keep_ms = 2 * v.endpoint().tolerance_secs * 1000;
-    let res = replay_record::Entity::insert(replay_record::ActiveModel {
+    Some(replay_record::ActiveModel {
         endpoint_id: Set(v.endpoint().endpoint_id.clone()),
         message_digest: Set(digest.to_owned()),
         expires_at: Set(clock::now_ms() + keep_ms),
     })
-    .on_conflict_do_nothing_on([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
-    .exec_without_returning(txn)
-    .await?;
+}
+
+/// Gate 6 inside `txn`: `false` when this exact signed message was accepted
+/// before.
+async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
+    let Some(row) = replay_row(v) else { return Ok(true) };
+    let res = replay_record::Entity::insert(row)
+        .on_conflict_do_nothing_on([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
+        .exec_without_returning(txn)
+        .await?;
     Ok(inserted(res))
+}
+
+/// The claim row for this delivery, its body sealed with the event's AAD.
+pub(super) fn claim_row(
+    vault: &Vault,
+    v: &Verified,
+    event_id: &str,
+    event_type: Option<&str>,
+    outcome: ClaimOutcome,
+) -> Result<inbox_claim::ActiveModel, DbErr> {
+    let ep = v.endpoint();
+    let (sealed, kek) = vault
+        .seal(&Aad::event_body(&ep.tenant_id, &ep.endpoint_id, event_id), v.body())
+        .map_err(|e| DbErr::Custom(format!("sealing the body failed: {e}")))?;
+    Ok(inbox_claim::ActiveModel {
+        tenant_id: Set(ep.tenant_id.clone()),
+        endpoint_id: Set(ep.endpoint_id.clone()),
+        event_id: Set(event_id.to_owned()),
+        body_digest: Set(v.body_digest().to_owned()),
+        event_type: Set(event_type.map(str::to_owned)),
+        key_id: Set(v.key_id().to_owned()),
+        outcome: Set(outcome.as_str().to_owned()),
+        received_at: Set(clock::now_ms()),
+        body_ciphertext: Set(Some(sealed)),
+        kek_version: Set(Some(kek as i32)),
+    })
 }
 
 /// Inserts the claim; `None` when it was new, else the existing claim's
@@ -57,26 +91,10 @@ async fn insert_claim(
     event_type: Option<&str>,
     outcome: ClaimOutcome,
 ) -> Result<Option<Outcome>, DbErr> {
-    let ep = v.endpoint();
-    let (sealed, kek) = r
-        .vault
-        .seal(&Aad::event_body(&ep.tenant_id, &ep.endpoint_id, event_id), v.body())
-        .map_err(|e| DbErr::Custom(format!("sealing the body failed: {e}")))?;
-    let res = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
-        tenant_id: Set(ep.tenant_id.clone()),
-        endpoint_id: Set(ep.endpoint_id.clone()),
-        event_id: Set(event_id.to_owned()),
-        body_digest: Set(v.body_digest().to_owned()),
-        event_type: Set(event_type.map(str::to_owned)),
-        key_id: Set(v.key_id().to_owned()),
-        outcome: Set(outcome.as_str().to_owned()),
-        received_at: Set(clock::now_ms()),
-        body_ciphertext: Set(Some(sealed)),
-        kek_version: Set(Some(kek as i32)),
-    })
-    .on_conflict_do_nothing_on([inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId])
-    .exec_without_returning(txn)
-    .await?;
+    let res = inbox_claim::Entity::insert(claim_row(&r.vault, v, event_id, event_type, outcome)?)
+        .on_conflict_do_nothing_on([inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId])
+        .exec_without_returning(txn)
+        .await?;
     if inserted(res) {
         return Ok(None);
     }

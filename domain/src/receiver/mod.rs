@@ -15,6 +15,7 @@
 //!   only after commit. A duplicate repeats nothing.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod batch;
 pub mod cache;
 mod claim;
 pub mod effects;
@@ -25,5 +26,6 @@ pub mod pipeline;
 pub mod telemetry;
 pub mod verify;
 
+pub use batch::BatchStats;
 pub use outcome::{ClaimOutcome, Outcome, Refusal};
 pub use pipeline::{process, resolve, Receiver};

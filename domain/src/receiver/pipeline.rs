@@ -7,6 +7,7 @@ use std::{sync::Arc, time::Duration};
 use sea_orm::{DatabaseConnection, DbErr};
 
 use super::{
+    batch::{self, Batcher, Job, Reply},
     cache::{EndpointCache, EndpointCtx},
     claim::{self, Checks},
     envelope::{self, Envelope},
@@ -26,19 +27,34 @@ pub struct Receiver {
     /// transactions here (first come, first served) replaces SQLite's
     /// busy-wait polling, which otherwise adds 10–100 ms tails under load.
     /// Other processes (the CLI) still wait through the busy timeout.
-    write_queue: Option<tokio::sync::Mutex<()>>,
+    write_queue: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// Group commit for deliveries expected to apply (see `batch`).
+    batcher: Batcher,
 }
 
+/// Concurrent claim batches on PostgreSQL: while some commit, the next
+/// collects. On the 2-core bench machine 1, 2, 3, 4 and 8 workers gave the
+/// same throughput within its noise. SQLite has one writer, so one.
+const PG_BATCH_WORKERS: usize = 4;
+
 impl Receiver {
+    /// A receiver with the fault points `SIGNET_FAULTS` names (debug builds).
+    /// Starts the claim workers, so it must be called inside a tokio runtime.
     pub fn new(db: DatabaseConnection, vault: Arc<Vault>) -> Self {
+        Receiver::with_faults(db, vault, Faults::from_env())
+    }
+
+    pub fn with_faults(db: DatabaseConnection, vault: Arc<Vault>, faults: Faults) -> Self {
         let sqlite = db.get_database_backend() == sea_orm::DbBackend::Sqlite;
-        Receiver {
-            db,
-            vault,
-            cache: EndpointCache::new(Duration::from_secs(5)),
-            faults: Faults::from_env(),
-            write_queue: sqlite.then(|| tokio::sync::Mutex::new(())),
-        }
+        let write_queue = sqlite.then(|| Arc::new(tokio::sync::Mutex::new(())));
+        let ctx = batch::Ctx { db: db.clone(), vault: vault.clone(), faults: faults.clone(), write_queue: write_queue.clone() };
+        let batcher = Batcher::start(ctx, if sqlite { 1 } else { PG_BATCH_WORKERS });
+        Receiver { db, vault, cache: EndpointCache::new(Duration::from_secs(5)), faults, write_queue, batcher }
+    }
+
+    /// Claim batches committed so far and the events they carried.
+    pub fn batch_stats(&self) -> &batch::BatchStats {
+        &self.batcher.stats
     }
 }
 
@@ -87,9 +103,24 @@ pub async fn process<H: HeaderSource + ?Sized>(
     let envelope = envelope::parse(verified.body());
     let scope = check_scope(&verified, envelope.as_ref());
     let event_id = event_id(&verified, envelope.as_ref());
+    // Gates 6 and 9, with the effect, in one transaction: shared with other
+    // deliveries when this one is expected to apply, else its own.
+    let (verified, event_id, envelope, scope, prior) = match (envelope, scope) {
+        (Some(envelope), Ok(())) => match r.batcher.claim(Job { verified, event_id, envelope }).await {
+            Some(Reply::Done(outcome)) => return (outcome, key_id),
+            Some(Reply::Alone(job, prior)) => {
+                let Job { verified, event_id, envelope } = *job;
+                (verified, event_id, Some(envelope), Ok(()), prior)
+            }
+            None => {
+                tracing::error!("the claim workers stopped before answering");
+                return (Outcome::Unavailable, key_id);
+            }
+        },
+        (envelope, scope) => (verified, event_id, envelope, scope, None),
+    };
     let checks = Checks { event_id: &event_id, envelope: envelope.as_ref(), scope };
-    // Gates 6 and 9, with the effect, in one transaction.
-    (claim_with_retries(r, &verified, &checks).await, key_id)
+    (claim_with_retries(r, &verified, &checks, prior).await, key_id)
 }
 
 /// Gate 8: the verifying key's scope permits the type, and an envelope
@@ -115,8 +146,10 @@ fn event_id(v: &Verified, env: Option<&Envelope>) -> String {
         .unwrap_or_else(|| format!("sha256:{}", v.body_digest()))
 }
 
-async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Outcome {
-    let mut last: Option<DbErr> = None;
+/// The one-event path. `prior` is the error of a failed batch this delivery
+/// was in: that batch may have committed.
+async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>, prior: Option<DbErr>) -> Outcome {
+    let mut last: Option<DbErr> = prior;
     let (mut attempt, mut lost) = (0, 0);
     while attempt < TRANSIENT_ATTEMPTS {
         let queued = match &r.write_queue {

@@ -13,14 +13,18 @@ pub fn router(state: AppState, hooks: hooks::HookState) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
     let metrics = hooks.metrics.clone();
+    let receiver = hooks.receiver.clone();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route(
             "/metrics",
             get(move || {
-                let metrics = metrics.clone();
-                async move { ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render()) }
+                let (metrics, receiver) = (metrics.clone(), receiver.clone());
+                async move {
+                    metrics.sync_batches(receiver.batch_stats());
+                    ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
+                }
             }),
         )
         .nest_service("/hooks", hooks::routes(hooks))

@@ -195,6 +195,11 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     }
     assert!(metrics.contains("outcome=\"applied\"") && metrics.contains("outcome=\"duplicate\""));
     assert!(metrics.contains("signet_webhook_duration_seconds_bucket"));
+    // Every applied event above was claimed through the shared-transaction
+    // queue, so the group-commit counters have moved.
+    let counter = |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok()).unwrap_or(0);
+    assert!(counter("signet_claim_batches_total ") >= 1, "{metrics}");
+    assert!(counter("signet_claim_batched_events_total ") >= counter("signet_claim_batches_total "));
     // Nothing secret or from a body in the log.
     let log = s.output();
     assert!(!log.contains(h.secret.expose()));

@@ -1,0 +1,301 @@
+//! Group commit for gates 6 and 9. Deliveries that are expected to apply
+//! (a well-formed envelope whose type the key permits) wait in one queue; a
+//! few workers each take whatever has queued up and claim it in one
+//! transaction: one multi-row insert of replay records, one of claims, then
+//! each event's effect, then a single commit. Under load that spends one
+//! commit and two statements on many events instead of a transaction each;
+//! with nothing queued a batch is one event and costs what it always did.
+//!
+//! Every rule of the one-event path holds per event: the claim's primary key
+//! decides duplicates inside the transaction, the effect and its outbox
+//! intents commit with the claim, and nobody is answered before the commit.
+//! Anything unusual leaves the batch: two deliveries of one event (or one
+//! signed message) in the same batch, an effect that must quarantine, or any
+//! database error. Those deliveries go back to their callers, which run the
+//! one-event path (`claim::attempt`) with its retries. After a database
+//! error the commit may have happened, so the caller is told the error.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+};
+
+use sea_orm::{
+    sea_query::{OnConflict, Query},
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryTrait,
+};
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::{
+    claim,
+    effects::{self, EffectError},
+    envelope::Envelope,
+    faults::Faults,
+    outcome::{ClaimOutcome, Outcome, Refusal},
+    verify::Verified,
+};
+use crate::{
+    db,
+    entity::{inbox_claim, replay_record},
+    vault::Vault,
+};
+
+/// At most this many events share a transaction (the multi-row inserts
+/// stay well under both engines' bind-parameter limits, and the driver's
+/// per-connection statement cache holds every batch size).
+pub const MAX_BATCH: usize = 16;
+
+/// A delivery that passed gates 1–5, 7 and 8, waiting for its claim.
+pub(super) struct Job {
+    pub verified: Verified,
+    pub event_id: String,
+    pub envelope: Envelope,
+}
+
+/// A worker's answer for one job.
+pub(super) enum Reply {
+    /// Decided inside a committed batch.
+    Done(Outcome),
+    /// Not decided: the caller runs the one-event path. `Some(err)` when the
+    /// batch failed with a database error, after which its commit may have
+    /// happened.
+    Alone(Box<Job>, Option<DbErr>),
+}
+
+type Queued = (Job, oneshot::Sender<Reply>);
+
+/// How many batches committed and how many events they carried (for
+/// `/metrics`: events per batch is the group-commit factor).
+#[derive(Debug, Default)]
+pub struct BatchStats {
+    pub batches: AtomicU64,
+    pub events: AtomicU64,
+}
+
+/// What a worker needs; cloned from the receiver when it starts.
+pub(super) struct Ctx {
+    pub db: DatabaseConnection,
+    pub vault: Arc<Vault>,
+    pub faults: Faults,
+    pub write_queue: Option<Arc<Mutex<()>>>,
+}
+
+/// The queue and its workers. Dropping it closes the queue; the workers
+/// finish their batch and stop.
+pub(super) struct Batcher {
+    queue: mpsc::Sender<Queued>,
+    pub stats: Arc<BatchStats>,
+}
+
+impl Batcher {
+    /// Starts `workers` workers (must be called inside a tokio runtime).
+    pub fn start(ctx: Ctx, workers: usize) -> Batcher {
+        let (queue, rx) = mpsc::channel::<Queued>(1024);
+        let rx = Arc::new(Mutex::new(rx));
+        let ctx = Arc::new(ctx);
+        let stats = Arc::new(BatchStats::default());
+        for _ in 0..workers.max(1) {
+            tokio::spawn(work(ctx.clone(), rx.clone(), stats.clone()));
+        }
+        Batcher { queue, stats }
+    }
+
+    /// Queues the job and waits for its batch. `None` only if the workers
+    /// are gone (the runtime is shutting down), in which case nothing of the
+    /// job was committed by a batch that answered.
+    pub async fn claim(&self, job: Job) -> Option<Reply> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(mpsc::error::SendError((job, _))) = self.queue.send((job, tx)).await {
+            return Some(Reply::Alone(Box::new(job), None));
+        }
+        rx.await.ok()
+    }
+}
+
+/// A worker: take whatever has queued (waiting for the first), run it as one
+/// batch, repeat. While one worker runs its batch the next collects.
+async fn work(ctx: Arc<Ctx>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stats: Arc<BatchStats>) {
+    loop {
+        let mut jobs = Vec::new();
+        {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else { return };
+            jobs.push(first);
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(next) => jobs.push(next),
+                    Err(_) => break,
+                }
+            }
+        }
+        run(&ctx, jobs, &stats).await;
+    }
+}
+
+/// Runs one batch and answers every job in it.
+async fn run(ctx: &Ctx, jobs: Vec<Queued>, stats: &BatchStats) {
+    let (mut batch, alone) = split_collisions(jobs);
+    for (job, tx) in alone {
+        let _ = tx.send(Reply::Alone(Box::new(job), None));
+    }
+    // Rows are locked in one order (tenant, endpoint, event id) by every
+    // batch, so two batches cannot deadlock on each other's claims.
+    batch.sort_by(|(a, _), (b, _)| event_key(a).cmp(&event_key(b)));
+    let queued = match &ctx.write_queue {
+        Some(q) => Some(q.lock().await),
+        None => None,
+    };
+    let jobs: Vec<&Job> = batch.iter().map(|(j, _)| j).collect();
+    let result = attempt(ctx, &jobs).await;
+    drop(queued);
+    match result {
+        Ok(outcomes) => {
+            stats.batches.fetch_add(1, Ordering::Relaxed);
+            stats.events.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            for ((_, tx), outcome) in batch.into_iter().zip(outcomes) {
+                let _ = tx.send(Reply::Done(outcome));
+            }
+        }
+        Err(failure) => {
+            let err = match failure {
+                Failure::Quarantine => None,
+                Failure::Db(e) => Some(e),
+            };
+            for (job, tx) in batch {
+                let _ = tx.send(Reply::Alone(Box::new(job), err.clone()));
+            }
+        }
+    }
+}
+
+fn event_key(j: &Job) -> (&str, &str, &str) {
+    let ep = j.verified.endpoint();
+    (&ep.tenant_id, &ep.endpoint_id, &j.event_id)
+}
+
+/// Keeps the first job for each event id and each signed message; the rest
+/// run alone, after, and meet the first one's rows as any concurrent
+/// delivery would.
+fn split_collisions(jobs: Vec<Queued>) -> (Vec<Queued>, Vec<Queued>) {
+    let mut events = HashSet::new();
+    let mut messages = HashSet::new();
+    let (mut batch, mut alone) = (Vec::with_capacity(jobs.len()), Vec::new());
+    for q in jobs {
+        let (tenant, endpoint, event) = event_key(&q.0);
+        let event = (tenant.to_owned(), endpoint.to_owned(), event.to_owned());
+        let message = q.0.verified.message_digest().map(|d| (endpoint.to_owned(), d.to_owned()));
+        let fresh_message = message.as_ref().is_none_or(|m| !messages.contains(m));
+        if events.contains(&event) || !fresh_message {
+            alone.push(q);
+        } else {
+            events.insert(event);
+            messages.extend(message);
+            batch.push(q);
+        }
+    }
+    (batch, alone)
+}
+
+enum Failure {
+    /// An effect cannot apply: every job runs alone so that one event is
+    /// quarantined in its own transaction and the rest apply.
+    Quarantine,
+    Db(DbErr),
+}
+
+impl From<DbErr> for Failure {
+    fn from(e: DbErr) -> Self {
+        Failure::Db(e)
+    }
+}
+
+/// Gates 6 and 9 and the effects for every job, in one transaction.
+async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
+    if ctx.faults.transient {
+        return Err(Failure::Db(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout)));
+    }
+    let txn = db::begin_write(&ctx.db).await?;
+    let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
+    // Gate 6: a signed message seen before is a replay.
+    let fresh = record_messages(&txn, jobs).await?;
+    for (i, job) in jobs.iter().enumerate() {
+        if job.verified.message_digest().is_some_and(|d| !fresh.contains(&(job.verified.endpoint().endpoint_id.clone(), d.to_owned()))) {
+            outcomes[i] = Some(Outcome::Refused(Refusal::Replay));
+        }
+    }
+    // Gate 9: the claims; a conflicting one is a duplicate or an identity
+    // conflict, judged against the stored claim.
+    let open: Vec<usize> = (0..jobs.len()).filter(|i| outcomes[*i].is_none()).collect();
+    let claimed = insert_claims(ctx, &txn, &open.iter().map(|i| jobs[*i]).collect::<Vec<_>>()).await?;
+    for &i in &open {
+        let job = jobs[i];
+        let key = (job.verified.endpoint().tenant_id.clone(), job.verified.endpoint().endpoint_id.clone(), job.event_id.clone());
+        if claimed.contains(&key) {
+            let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
+            match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope).await {
+                Ok(()) => outcomes[i] = Some(Outcome::Applied { event_id: job.event_id.clone() }),
+                Err(EffectError::Quarantine(_)) => {
+                    txn.rollback().await?;
+                    return Err(Failure::Quarantine);
+                }
+                Err(EffectError::Db(e)) => return Err(Failure::Db(e)),
+                Err(EffectError::Crypto(e)) => return Err(Failure::Db(DbErr::Custom(format!("sealing an outbox payload failed: {e}")))),
+            }
+        } else {
+            let found = claim::existing(&txn, &job.verified, &job.event_id).await?;
+            outcomes[i] = Some(found.ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into()))?);
+        }
+    }
+    if let Some(stall) = ctx.faults.stall_effect {
+        tokio::time::sleep(stall).await;
+    }
+    txn.commit().await?;
+    if ctx.faults.lose_commit_answer() {
+        return Err(Failure::Db(db::lost_connection_error()));
+    }
+    if let Some(stall) = ctx.faults.stall_after_commit {
+        tokio::time::sleep(stall).await;
+    }
+    Ok(outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unavailable)).collect())
+}
+
+/// Inserts the jobs' replay records in one statement; returns the
+/// (endpoint, digest) pairs that were new.
+async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<HashSet<(String, String)>, DbErr> {
+    let rows: Vec<_> = jobs.iter().filter_map(|j| claim::replay_row(&j.verified)).collect();
+    if rows.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut stmt = replay_record::Entity::insert_many(rows)
+        .on_conflict(OnConflict::columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]).do_nothing().to_owned())
+        .into_query();
+    stmt.returning(Query::returning().columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]));
+    let mut fresh = HashSet::new();
+    for row in txn.query_all(&stmt).await? {
+        fresh.insert((row.try_get::<String>("", "endpoint_id")?, row.try_get::<String>("", "message_digest")?));
+    }
+    Ok(fresh)
+}
+
+/// Inserts the jobs' claims (outcome `applied`) in one statement; returns
+/// the (tenant, endpoint, event id) keys that were new.
+async fn insert_claims(ctx: &Ctx, txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<HashSet<(String, String, String)>, DbErr> {
+    if jobs.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let rows = jobs
+        .iter()
+        .map(|j| claim::claim_row(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cols = [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
+    let mut stmt = inbox_claim::Entity::insert_many(rows).on_conflict(OnConflict::columns(cols).do_nothing().to_owned()).into_query();
+    stmt.returning(Query::returning().columns(cols));
+    let mut claimed = HashSet::new();
+    for row in txn.query_all(&stmt).await? {
+        claimed.insert((row.try_get::<String>("", "tenant_id")?, row.try_get::<String>("", "endpoint_id")?, row.try_get::<String>("", "event_id")?));
+    }
+    Ok(claimed)
+}

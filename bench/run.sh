@@ -58,7 +58,7 @@ verified() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['verifie
 ceiling() {
   local mode=$1 url=$2
   shift 2
-  "$@" pgbench -n -c 16 -j 2 -T "${seconds:-$SECONDS_PER_RUN}" -M "$mode" -f bench/claim.sql "$url" 2>/dev/null | awk '/^tps/ {print $3; exit}'
+  "$@" pgbench -n -c 16 -j 2 -T "${seconds:-$SECONDS_PER_RUN}" -M "$mode" -f "${script:-bench/claim.sql}" "$url" 2>/dev/null | awk '/^tps/ {print $3; exit}'
 }
 
 # The sweep: concurrency 1, 16, 64, then 16 paced to half of its saturated rate.
@@ -145,6 +145,10 @@ echo "==> pgbench ceiling (same transaction, 16 clients, prepared statements)" >
 tps=$(ceiling prepared "$pg_sweep")
 echo "==> pgbench, simple protocol (for reference)" >&2
 tps_simple=$(ceiling simple "$pg_sweep")
+# For reference: the shape the receiver sends under load (four events per
+# shared transaction, about what a batch carries at concurrency 16).
+echo "==> pgbench, the shared transaction's shape, 4 events per transaction (for reference)" >&2
+tps_batch=$(script=bench/claim_batch4.sql ceiling prepared "$pg_sweep")
 
 paired "$pg_shared" shared
 if [ "$(nproc)" -ge 2 ] && pin_pg; then
@@ -154,13 +158,14 @@ else
   echo "==> skipped the database-on-its-own-core pairs (needs 2 CPUs and permission to set PostgreSQL's CPU affinity)" >&2
 fi
 
-python3 - "$results" "$pairs" "$tps" "$tps_simple" <<'PY'
+python3 - "$results" "$pairs" "$tps" "$tps_simple" "$tps_batch" <<'PY'
 import json, statistics, sys
 rows = [l.split(" ", 3) for l in open(sys.argv[1]).read().splitlines()]
 pairs = [l.split() for l in open(sys.argv[2]).read().splitlines()]
-ceiling, simple = float(sys.argv[3]), float(sys.argv[4])
+ceiling, simple, batch4 = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 print(f"pgbench ceiling (16 clients, same transaction, prepared statements): {ceiling:.0f} tx/s")
-print(f"pgbench with the simple protocol (reference): {simple:.0f} tx/s\n")
+print(f"pgbench with the simple protocol (reference): {simple:.0f} tx/s")
+print(f"pgbench, shared-transaction shape, 4 events per transaction (reference): {4 * batch4:.0f} events/s\n")
 print("| engine | concurrency | load | verified events/s | p50 ms | p99 ms | × pgbench ceiling |")
 print("|---|---|---|---|---|---|---|")
 for engine, c, mode, js in rows:

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot, Mutex};
 
 use super::{
     claim,
-    effects::{self, EffectError},
+    effects,
     envelope::Envelope,
     faults::Faults,
     outcome::{ClaimOutcome, Outcome, Refusal},
@@ -144,10 +144,7 @@ async fn run(ctx: &Ctx, jobs: Vec<Queued>, stats: &BatchStats) {
     // Rows are locked in one order (tenant, endpoint, event id) by every
     // batch, so two batches cannot deadlock on each other's claims.
     batch.sort_by(|(a, _), (b, _)| event_key(a).cmp(&event_key(b)));
-    let queued = match &ctx.write_queue {
-        Some(q) => Some(q.lock().await),
-        None => None,
-    };
+    let queued = claim::write_turn(ctx.write_queue.as_deref()).await;
     let jobs: Vec<&Job> = batch.iter().map(|(j, _)| j).collect();
     let result = attempt(ctx, &jobs).await;
     drop(queued);
@@ -237,28 +234,17 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
             let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
             match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope).await {
                 Ok(()) => outcomes[i] = Some(Outcome::Applied { event_id: job.event_id.clone() }),
-                Err(EffectError::Quarantine(_)) => {
+                Err(e) => {
+                    claim::quarantine_reason(e)?;
                     txn.rollback().await?;
                     return Err(Failure::Quarantine);
                 }
-                Err(EffectError::Db(e)) => return Err(Failure::Db(e)),
-                Err(EffectError::Crypto(e)) => return Err(Failure::Db(DbErr::Custom(format!("sealing an outbox payload failed: {e}")))),
             }
         } else {
-            let found = claim::existing(&txn, &job.verified, &job.event_id).await?;
-            outcomes[i] = Some(found.ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into()))?);
+            outcomes[i] = Some(claim::conflicted(&txn, &job.verified, &job.event_id).await?);
         }
     }
-    if let Some(stall) = ctx.faults.stall_effect {
-        tokio::time::sleep(stall).await;
-    }
-    txn.commit().await?;
-    if ctx.faults.lose_commit_answer() {
-        return Err(Failure::Db(db::lost_connection_error()));
-    }
-    if let Some(stall) = ctx.faults.stall_after_commit {
-        tokio::time::sleep(stall).await;
-    }
+    claim::commit(txn, &ctx.faults).await?;
     Ok(outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unavailable)).collect())
 }
 

@@ -3,9 +3,11 @@
 //! back together. The primary key on the claim decides duplicates.
 
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, Set, TryInsertResult};
+use tokio::sync::{Mutex, MutexGuard};
 
 use super::{
     effects::{self, EffectError},
+    faults::Faults,
     envelope::Envelope,
     outcome::{ClaimOutcome, Outcome, Refusal},
     pipeline::Receiver,
@@ -98,7 +100,13 @@ async fn insert_claim(
     if inserted(res) {
         return Ok(None);
     }
-    existing(txn, v, event_id).await?.ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into())).map(Some)
+    conflicted(txn, v, event_id).await.map(Some)
+}
+
+/// The verdict against a claim an insert inside `txn` just conflicted with
+/// (so it must exist).
+pub(super) async fn conflicted(txn: &DatabaseTransaction, v: &Verified, event_id: &str) -> Result<Outcome, DbErr> {
+    existing(txn, v, event_id).await?.ok_or_else(|| DbErr::Custom("claim conflicted but is not visible".into()))
 }
 
 /// This request's verdict against the claim already stored for its event id,
@@ -142,24 +150,48 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
     let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
     match effects::apply(&txn, &r.vault, at, c.event_id, env).await {
         Ok(()) => {
-            if let Some(stall) = r.faults.stall_effect {
-                tokio::time::sleep(stall).await;
-            }
-            txn.commit().await?;
-            if r.faults.lose_commit_answer() {
-                return Err(db::lost_connection_error());
-            }
-            if let Some(stall) = r.faults.stall_after_commit {
-                tokio::time::sleep(stall).await;
-            }
+            commit(txn, &r.faults).await?;
             Ok(Outcome::Applied { event_id: c.event_id.to_owned() })
         }
-        Err(EffectError::Quarantine(reason)) => {
+        Err(e) => {
+            let reason = quarantine_reason(e)?;
             txn.rollback().await?;
             quarantine(r, v, c.event_id, Some(&env.event_type), reason).await
         }
-        Err(EffectError::Db(e)) => Err(e),
-        Err(EffectError::Crypto(e)) => Err(DbErr::Custom(format!("sealing an outbox payload failed: {e}"))),
+    }
+}
+
+/// Commits a transaction that applied effects, with the fault points around
+/// the commit (debug builds only; see `faults`).
+pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults) -> Result<(), DbErr> {
+    if let Some(stall) = faults.stall_effect {
+        tokio::time::sleep(stall).await;
+    }
+    txn.commit().await?;
+    if faults.lose_commit_answer() {
+        return Err(db::lost_connection_error());
+    }
+    if let Some(stall) = faults.stall_after_commit {
+        tokio::time::sleep(stall).await;
+    }
+    Ok(())
+}
+
+/// An effect that did not apply: its quarantine reason, or the database or
+/// sealing failure that is not the event's fault.
+pub(super) fn quarantine_reason(e: EffectError) -> Result<&'static str, DbErr> {
+    match e {
+        EffectError::Quarantine(reason) => Ok(reason),
+        EffectError::Db(e) => Err(e),
+        EffectError::Crypto(e) => Err(DbErr::Custom(format!("sealing an outbox payload failed: {e}"))),
+    }
+}
+
+/// Waits for this process's turn to write (SQLite; see `Receiver`).
+pub(super) async fn write_turn(queue: Option<&Mutex<()>>) -> Option<MutexGuard<'_, ()>> {
+    match queue {
+        Some(q) => Some(q.lock().await),
+        None => None,
     }
 }
 

@@ -152,10 +152,7 @@ async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>, prior: O
     let mut last: Option<DbErr> = prior;
     let (mut attempt, mut lost) = (0, 0);
     while attempt < TRANSIENT_ATTEMPTS {
-        let queued = match &r.write_queue {
-            Some(q) => Some(q.lock().await),
-            None => None,
-        };
+        let queued = claim::write_turn(r.write_queue.as_deref()).await;
         let result = claim::attempt(r, v, c).await;
         drop(queued);
         match result {

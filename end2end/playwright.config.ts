@@ -14,6 +14,8 @@ const launchOptions = {
   ],
 };
 
+const base = Number(process.env.E2E_PORT_BASE ?? 3100);
+
 // Each project gets its own server and database (see global-setup.ts), so
 // both can bootstrap an administrator from scratch.
 export default defineConfig({
@@ -31,9 +33,9 @@ export default defineConfig({
     trace: 'retain-on-failure',
   },
   projects: [
-    { name: 'ssr', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: false, baseURL: 'http://127.0.0.1:3101' } },
-    { name: 'hydrated', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: true, baseURL: 'http://127.0.0.1:3102' } },
+    { name: 'ssr', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: false, baseURL: `http://127.0.0.1:${base + 1}` } },
+    { name: 'hydrated', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: true, baseURL: `http://127.0.0.1:${base + 2}` } },
     // The receiver against the providers' official signing libraries (no browser).
-    { name: 'interop', testMatch: /interop\.spec\.ts/, use: { baseURL: 'http://127.0.0.1:3103' } },
+    { name: 'interop', testMatch: /interop\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${base + 3}` } },
   ],
 });

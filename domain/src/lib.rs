@@ -9,11 +9,13 @@ pub mod db;
 pub mod entity;
 pub mod error;
 pub mod events;
+pub mod evidence;
 pub mod ids;
 pub mod ops;
 pub mod outbox;
 pub mod receiver;
 pub mod registry;
+pub mod service_keys;
 pub mod vault;
 
 pub use error::{DomainError, DomainResult};

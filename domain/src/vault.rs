@@ -50,6 +50,9 @@ pub enum VaultOpenError {
     Db(#[from] sea_orm::DbErr),
     #[error("vault error: {0}")]
     Crypto(#[from] CryptoError),
+    /// The audit MAC key could not be opened or created (the message says why).
+    #[error("audit log key: {0}")]
+    AuditKey(String),
 }
 
 impl Vault {
@@ -69,7 +72,14 @@ impl Vault {
             .await?;
         }
         let ring = load_ring(db, &master).await?;
-        Ok(Vault { master, ring: RwLock::new(Arc::new(ring)) })
+        let vault = Vault { master, ring: RwLock::new(Arc::new(ring)) };
+        // Audit appends in this process need the chain's key (`audit::key`).
+        audit::key::load(db, &vault).await.map_err(|e| match e {
+            DomainError::Db(d) => VaultOpenError::Db(d),
+            DomainError::Crypto(c) => VaultOpenError::Crypto(c),
+            other => VaultOpenError::AuditKey(other.public_message()),
+        })?;
+        Ok(vault)
     }
 
     /// The current ring (cheap clone of an `Arc`).
@@ -105,7 +115,7 @@ impl Vault {
                 self.refresh(db).await.map_err(|e| match e {
                     VaultOpenError::Db(d) => DomainError::Db(d),
                     VaultOpenError::Crypto(c) => DomainError::Crypto(c),
-                    VaultOpenError::WrongMasterKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
+                    VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
                 })?;
                 Ok(self.ring().open(aad, ciphertext)?)
             }
@@ -161,7 +171,7 @@ pub async fn rotate_kek(
     let open_err = |e: VaultOpenError| match e {
         VaultOpenError::Db(d) => DomainError::Db(d),
         VaultOpenError::Crypto(c) => DomainError::Crypto(c),
-        VaultOpenError::WrongMasterKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
+        VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
     };
     vault.refresh(db).await.map_err(open_err)?;
     let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;

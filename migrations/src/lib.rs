@@ -5,6 +5,8 @@
 
 pub use sea_orm_migration::prelude::*;
 
+pub mod expected;
+
 mod m20261202_000001_registry;
 mod m20261202_000002_receiver;
 mod m20261202_000003_operations;
@@ -13,6 +15,8 @@ mod m20261202_000005_retention;
 mod m20261202_000006_hourly_rollups;
 mod m20261202_000007_gauge_samples;
 mod m20261202_000008_bulk_releases;
+mod m20261203_000009_evidence;
+mod m20261203_000010_audit_mac;
 
 pub struct Migrator;
 
@@ -28,6 +32,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000006_hourly_rollups::Migration),
             Box::new(m20261202_000007_gauge_samples::Migration),
             Box::new(m20261202_000008_bulk_releases::Migration),
+            Box::new(m20261203_000009_evidence::Migration),
+            Box::new(m20261203_000010_audit_mac::Migration),
         ]
     }
 }

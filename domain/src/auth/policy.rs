@@ -80,6 +80,53 @@ pub enum Permission {
     /// Set an endpoint's dedup and body retention (tenant scope), or a
     /// scheme's redelivery horizon (global scope, so admins only).
     ManageRetention,
+    /// Run the drills and read their runs (they touch only the drill tenant).
+    RunDrills,
+    /// Export sign-off evidence (a clinic admin: its own tenant's).
+    ExportEvidence,
+    /// Approve or reject an exported evidence bundle.
+    SignOffEvidence,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 15] = [
+        Permission::ReadRegistry,
+        Permission::ManageTenants,
+        Permission::ManageEndpoints,
+        Permission::ManageKeys,
+        Permission::ReviewKeys,
+        Permission::ReadAudit,
+        Permission::ReadEvents,
+        Permission::ManageUsers,
+        Permission::TriageEvents,
+        Permission::RevealBodies,
+        Permission::ManageRetryPolicy,
+        Permission::ManageRetention,
+        Permission::RunDrills,
+        Permission::ExportEvidence,
+        Permission::SignOffEvidence,
+    ];
+
+    /// The name shown in the evidence's access section.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::ReadRegistry => "read_registry",
+            Permission::ManageTenants => "manage_tenants",
+            Permission::ManageEndpoints => "manage_endpoints",
+            Permission::ManageKeys => "manage_keys",
+            Permission::ReviewKeys => "review_keys",
+            Permission::ReadAudit => "read_audit",
+            Permission::ReadEvents => "read_events",
+            Permission::ManageUsers => "manage_users",
+            Permission::TriageEvents => "triage_events",
+            Permission::RevealBodies => "reveal_bodies",
+            Permission::ManageRetryPolicy => "manage_retry_policy",
+            Permission::ManageRetention => "manage_retention",
+            Permission::RunDrills => "run_drills",
+            Permission::ExportEvidence => "export_evidence",
+            Permission::SignOffEvidence => "sign_off_evidence",
+        }
+    }
 }
 
 /// The matrix. A clinic admin's grants apply to its own tenant only; that is
@@ -88,9 +135,11 @@ pub fn role_allows(role: Role, permission: Permission) -> bool {
     use Permission::*;
     match role {
         Role::Admin => true,
-        Role::Reviewer => matches!(permission, ReadRegistry | ReviewKeys | ReadAudit | ReadEvents),
+        Role::Reviewer => {
+            matches!(permission, ReadRegistry | ReviewKeys | ReadAudit | ReadEvents | RunDrills | ExportEvidence | SignOffEvidence)
+        }
         Role::ClinicAdmin => {
-            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents | ManageRetention)
+            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents | ManageRetention | RunDrills | ExportEvidence)
         }
         Role::Oncall => matches!(permission, ReadRegistry | ReadAudit | ReadEvents | TriageEvents | RevealBodies),
     }
@@ -120,5 +169,17 @@ mod tests {
         assert!(!role_allows(Role::Oncall, Permission::ManageRetryPolicy));
         assert!(!role_allows(Role::Oncall, Permission::ManageRetention));
         assert!(!role_allows(Role::Reviewer, Permission::ManageRetention));
+        // Evidence: on-call neither runs drills nor exports; only reviewers
+        // (and admins) sign off.
+        for p in [Permission::RunDrills, Permission::ExportEvidence, Permission::SignOffEvidence] {
+            assert!(!role_allows(Role::Oncall, p));
+        }
+        assert!(!role_allows(Role::ClinicAdmin, Permission::SignOffEvidence));
+    }
+
+    #[test]
+    fn every_permission_has_a_distinct_name() {
+        let names: std::collections::HashSet<&str> = Permission::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(names.len(), Permission::ALL.len());
     }
 }

@@ -16,6 +16,7 @@
 mod digest;
 mod password;
 mod secret;
+pub mod service;
 pub mod signature;
 mod vault;
 
@@ -40,4 +41,6 @@ pub enum CryptoError {
     BadMasterKey,
     #[error("password hashing failed")]
     PasswordHash,
+    #[error("Signet's {0} key is missing or not loaded")]
+    MissingServiceKey(&'static str),
 }

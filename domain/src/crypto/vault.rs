@@ -147,6 +147,12 @@ impl Aad {
         Self::new("signet/outbox-payload", &[tenant_id, intent_id])
     }
 
+    /// One of Signet's own keys (`service_keys`), bound to its purpose, id
+    /// and the facts sealed with it.
+    pub fn service_key(purpose: &str, key_id: &str, binding: &str) -> Self {
+        Self::new("signet/service-key", &[purpose, key_id, binding])
+    }
+
     fn kek(version: u32) -> Self {
         Self::new("signet/kek", &[&version.to_string()])
     }

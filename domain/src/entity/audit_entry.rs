@@ -18,6 +18,9 @@ pub struct Model {
     pub after: Option<String>,
     pub prev_hash: String,
     pub hash: String,
+    /// How `hash` was computed: `sha256` (entries from before the chain was
+    /// keyed) or `hmac-sha256` (keyed with the audit MAC key).
+    pub alg: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

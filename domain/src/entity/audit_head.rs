@@ -9,6 +9,8 @@ pub struct Model {
     pub id: i32,
     pub seq: i64,
     pub hash: String,
+    /// The audit MAC key (`service_keys.key_id`) new entries are keyed with.
+    pub key_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

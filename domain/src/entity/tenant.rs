@@ -14,6 +14,9 @@ pub struct Model {
     /// `enabled` or `disabled` (CONTRACT §3: transient failures answer 503
     /// when enabled, quarantine when disabled).
     pub retry_policy: String,
+    /// The drills' reserved tenant: hidden from lists, metrics, rollups,
+    /// gauges and the outbox worker.
+    pub synthetic: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

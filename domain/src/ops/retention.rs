@@ -238,7 +238,7 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainR
         Permission::ReadRegistry,
         principal.tenant_filter().map_or(Scope::Global, Scope::Tenant),
     )?;
-    let mut tenants_q = tenant::Entity::find().order_by_asc(tenant::Column::Slug);
+    let mut tenants_q = tenant::Entity::find().filter(tenant::Column::Synthetic.eq(false)).order_by_asc(tenant::Column::Slug);
     if let Some(own) = principal.tenant_filter() {
         tenants_q = tenants_q.filter(tenant::Column::Id.eq(own));
     }

@@ -311,7 +311,7 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
 
     let visible_tenants: Vec<tenant::Model> = match &scope_tenant {
         Some(t) => vec![t.clone()],
-        None => tenant::Entity::find().order_by_asc(tenant::Column::Slug).all(db).await?,
+        None => tenant::Entity::find().filter(tenant::Column::Synthetic.eq(false)).order_by_asc(tenant::Column::Slug).all(db).await?,
     };
     let slug_of: HashMap<&str, &str> = visible_tenants.iter().map(|t| (t.id.as_str(), t.slug.as_str())).collect();
 
@@ -322,6 +322,12 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         open_q = open_q.filter(quarantine_entry::Column::TenantId.eq(t));
         backlog_q = backlog_q.filter(outbox_intent::Column::TenantId.eq(t));
         dead_q = dead_q.filter(outbox_intent::Column::TenantId.eq(t));
+    } else {
+        // The drills' rows never count as anyone's backlog.
+        use crate::evidence::drills::not_synthetic_tenant;
+        open_q = open_q.filter(not_synthetic_tenant(quarantine_entry::Column::TenantId));
+        backlog_q = backlog_q.filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
+        dead_q = dead_q.filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
     }
     let oldest = backlog_q.clone().order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
     let mut sampled = gauges::series(db, if window == Window::Hour { "minute" } else { "hour" }, first, n, tenant_id).await?;
@@ -340,8 +346,9 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
     }
     let endpoints: HashMap<String, endpoint::Model> = endpoints_q.all(db).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
     let mut keys_q = signing_key::Entity::find().filter(signing_key::Column::Status.is_in(["active", "retiring"]));
-    if let Some(t) = tenant_id {
-        keys_q = keys_q.filter(signing_key::Column::TenantId.eq(t));
+    match tenant_id {
+        Some(t) => keys_q = keys_q.filter(signing_key::Column::TenantId.eq(t)),
+        None => keys_q = keys_q.filter(crate::evidence::drills::not_synthetic_tenant(signing_key::Column::TenantId)),
     }
     let live_keys = keys_q.order_by_asc(signing_key::Column::CreatedAt).all(db).await?;
     let name = |endpoint_id: &str| {

@@ -244,7 +244,9 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
             outcomes[i] = Some(claim::conflicted(&txn, &job.verified, &job.event_id).await?);
         }
     }
-    claim::commit(txn, &ctx.faults).await?;
+    // Drill faults never fire in a shared transaction: a drill delivery
+    // with one armed takes the one-event path (`pipeline::process`).
+    claim::commit(txn, &ctx.faults, false).await?;
     Ok(outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unavailable)).collect())
 }
 

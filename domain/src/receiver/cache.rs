@@ -47,6 +47,9 @@ pub struct EndpointCtx {
     pub max_body_bytes: usize,
     /// The tenant's retry policy: `true` = enabled (transient → 503).
     pub retries_enabled: bool,
+    /// The drills' reserved tenant: its traffic is kept out of metrics and
+    /// rollups, and only it can consume drill faults.
+    pub synthetic: bool,
     pub keys: Vec<CachedKey>,
 }
 
@@ -114,6 +117,7 @@ async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoin
         tolerance_secs: e.tolerance_secs,
         max_body_bytes: usize::try_from(e.max_body_bytes).unwrap_or(0),
         retries_enabled: t.retry_policy != "disabled",
+        synthetic: t.synthetic,
         keys: cached,
     }))
 }

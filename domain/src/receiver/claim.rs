@@ -7,7 +7,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use super::{
     effects::{self, EffectError},
-    faults::Faults,
+    faults::{DrillFault, Faults},
     envelope::Envelope,
     outcome::{ClaimOutcome, Outcome, Refusal},
     pipeline::Receiver,
@@ -150,7 +150,7 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
     let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
     match effects::apply(&txn, &r.vault, at, c.event_id, env).await {
         Ok(()) => {
-            commit(txn, &r.faults).await?;
+            commit(txn, &r.faults, v.endpoint().synthetic).await?;
             Ok(Outcome::Applied { event_id: c.event_id.to_owned() })
         }
         Err(e) => {
@@ -162,14 +162,25 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
 }
 
 /// Commits a transaction that applied effects, with the fault points around
-/// the commit (debug builds only; see `faults`).
-pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults) -> Result<(), DbErr> {
+/// the commit (see `faults`). Drill faults apply only to the drill tenant
+/// (`synthetic`).
+pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults, synthetic: bool) -> Result<(), DbErr> {
+    let drill = if synthetic { faults.drill.take() } else { None };
+    if let Some(DrillFault::HoldBeforeCommit { reached }) = &drill {
+        reached.notify_one();
+        // Until the drill kills this process; the open transaction dies
+        // with it, which is what the drill observes.
+        std::future::pending::<()>().await;
+    }
     if let Some(stall) = faults.stall_effect {
         tokio::time::sleep(stall).await;
     }
     txn.commit().await?;
     if faults.lose_commit_answer() {
         return Err(db::lost_connection_error());
+    }
+    if let Some(DrillFault::StallAfterCommit(stall)) = drill {
+        tokio::time::sleep(stall).await;
     }
     if let Some(stall) = faults.stall_after_commit {
         tokio::time::sleep(stall).await;

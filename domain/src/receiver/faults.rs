@@ -1,5 +1,11 @@
-//! Test-only fault points, read from `SIGNET_FAULTS` in debug builds and
-//! compiled to nothing in release builds.
+//! Fault points.
+//!
+//! - Test-only ones, read from `SIGNET_FAULTS` in debug builds and never in
+//!   release builds.
+//! - Drill faults ([`DrillFault`]), in every build: armed only by the drill
+//!   runner in its own process, one at a time, and consumed only by a commit
+//!   for the synthetic drill tenant, so neither a request, an environment
+//!   variable nor a real tenant's traffic can trigger one.
 //!
 //! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1,stall_after_send_ms=5000,stall_bulk_entry_ms=200,lost_commit_answers=1`
 
@@ -11,8 +17,41 @@ use std::{
     time::Duration,
 };
 
+/// A fault for the drill tenant's next claim commit in this process.
+#[derive(Debug)]
+pub enum DrillFault {
+    /// Hold the transaction open after the effect, before COMMIT, until the
+    /// process is killed (`interrupted_before_commit`); `reached` is
+    /// notified once it is held.
+    HoldBeforeCommit { reached: Arc<tokio::sync::Notify> },
+    /// Sleep after COMMIT, before answering, so the drill can drop the
+    /// connection between the two (`lost_ack`).
+    StallAfterCommit(Duration),
+}
+
+/// The armed drill fault, if any (one-shot).
+#[derive(Debug, Default)]
+pub struct DrillFaults(std::sync::Mutex<Option<DrillFault>>);
+
+impl DrillFaults {
+    pub fn arm(&self, fault: DrillFault) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(fault);
+    }
+    pub fn disarm(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+    pub fn is_armed(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+    pub(crate) fn take(&self) -> Option<DrillFault> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
+    /// The drill runner's fault for the drill tenant (every build).
+    pub drill: Arc<DrillFaults>,
     /// Sleep inside the claim transaction, after the effect, before commit.
     pub stall_effect: Option<Duration>,
     /// Sleep after commit, before the answer is returned.

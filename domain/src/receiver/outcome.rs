@@ -1,5 +1,6 @@
-//! What the pipeline decided. The HTTP status table lives in the server;
-//! the codes here are the contract's error codes and the metrics' reasons.
+//! What the pipeline decided: the contract's answer table (CONTRACT §3:
+//! status and JSON body, which the server sends and the drills read), its
+//! error codes and the metrics' reasons.
 
 /// A request refused before anything was stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,6 +94,42 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The HTTP status of the contract's answer.
+    pub fn status(&self) -> u16 {
+        match self {
+            Outcome::Applied { .. } | Outcome::Duplicate { .. } => 200,
+            Outcome::Quarantined { .. } => 202,
+            Outcome::IdentityConflict { .. } => 409,
+            Outcome::Refused(r) => match r {
+                Refusal::UnknownEndpoint => 404,
+                Refusal::BodyTooLarge => 413,
+                Refusal::BodyIncomplete => 400,
+                Refusal::SignatureMissing
+                | Refusal::SignatureMalformed
+                | Refusal::SignatureMismatch
+                | Refusal::UnknownKey
+                | Refusal::TimestampStale
+                | Refusal::TimestampFuture => 401,
+                Refusal::Replay => 409,
+                Refusal::EventTypeNotPermitted | Refusal::TenantMismatch => 403,
+            },
+            Outcome::Unavailable => 503,
+        }
+    }
+
+    /// The JSON body of the contract's answer.
+    pub fn body(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Outcome::Applied { event_id } => json!({"status": "applied", "event_id": event_id}),
+            Outcome::Duplicate { event_id, original } => json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id}),
+            Outcome::IdentityConflict { .. } => json!({"error": "identity_conflict"}),
+            Outcome::Quarantined { reason, .. } => json!({"status": "quarantined", "reason": reason}),
+            Outcome::Refused(r) => json!({"error": r.code()}),
+            Outcome::Unavailable => json!({"error": "unavailable"}),
+        }
+    }
+
     /// `(outcome, reason)` labels for metrics and rollups.
     pub fn labels(&self) -> (&'static str, String) {
         match self {

@@ -189,7 +189,7 @@ fn scope_value(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> Va
     })
 }
 
-fn scope_hash(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> String {
+pub(crate) fn scope_hash(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> String {
     // Ids, not slugs: a slug could in principle be reused by another row.
     let canonical = json!([t.id, e.id, e.scheme, types.as_slice()]);
     sha256_hex(canonical.to_string().as_bytes())
@@ -279,7 +279,7 @@ async fn load<C: ConnectionTrait>(conn: &C, principal: &Principal, key_id: &str)
     if !principal.can_see_tenant(&key.tenant_id) {
         return Err(DomainError::NotFound);
     }
-    let tenant = tenant::Entity::find_by_id(key.tenant_id.clone()).one(conn).await?.ok_or(DomainError::NotFound)?;
+    let tenant = tenant::Entity::find_by_id(key.tenant_id.clone()).one(conn).await?.filter(|t| !t.synthetic).ok_or(DomainError::NotFound)?;
     let endpoint = endpoint::Entity::find_by_id(key.endpoint_id.clone()).one(conn).await?.ok_or(DomainError::NotFound)?;
     Ok(Loaded { key, tenant, endpoint })
 }
@@ -767,6 +767,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFi
         }
         None => {
             principal.authorize(Permission::ReadRegistry, Scope::Global)?;
+            q = q.filter(crate::evidence::drills::not_synthetic_tenant(signing_key::Column::TenantId));
         }
     }
     if let Some(slug) = filter.endpoint.as_deref().filter(|s| !s.is_empty()) {

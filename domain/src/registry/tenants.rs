@@ -81,8 +81,10 @@ fn validate_notify_url(url: &str) -> DomainResult<Option<String>> {
 
 /// Finds a tenant by slug, as the caller may see it.
 pub async fn find<C: ConnectionTrait>(conn: &C, principal: &Principal, slug: &str) -> DomainResult<tenant::Model> {
+    // The drill tenant is not a tenant anyone manages (`evidence::drills`).
     let t = tenant::Entity::find()
         .filter(tenant::Column::Slug.eq(slug))
+        .filter(tenant::Column::Synthetic.eq(false))
         .one(conn)
         .await?
         .ok_or(DomainError::NotFound)?;
@@ -105,6 +107,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         notify_url: Set(notify_url),
         created_at: Set(clock::now_ms()),
         retry_policy: Set("enabled".into()),
+        synthetic: Set(false),
     }
     .insert(&txn)
     .await
@@ -136,7 +139,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
 
 /// Tenants the caller may see, by slug.
 pub async fn list(db: &DatabaseConnection, principal: &Principal) -> DomainResult<Vec<TenantView>> {
-    let mut q = tenant::Entity::find().order_by_asc(tenant::Column::Slug);
+    let mut q = tenant::Entity::find().filter(tenant::Column::Synthetic.eq(false)).order_by_asc(tenant::Column::Slug);
     if let Some(own) = principal.tenant_filter() {
         principal.authorize(Permission::ReadRegistry, Scope::Tenant(own))?;
         q = q.filter(tenant::Column::Id.eq(own));

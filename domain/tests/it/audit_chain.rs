@@ -6,9 +6,20 @@ use domain::{
     entity::audit_entry,
     registry::tenants::{self, NewTenant},
 };
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 
 use crate::{db_test, fixtures::*, support::TestDb};
+
+/// An attacker who owns the database: the append-only triggers are no
+/// obstacle to them (the keyed links are what must catch them).
+async fn as_database_owner(t: &TestDb) {
+    let sql = if t.is_postgres() {
+        "ALTER TABLE audit_log DISABLE TRIGGER USER"
+    } else {
+        "DROP TRIGGER audit_log_no_update; DROP TRIGGER audit_log_no_delete;"
+    };
+    t.db.execute_unprepared(sql).await.unwrap();
+}
 
 db_test!(every_change_is_audited_and_chain_verifies, async |t: &TestDb| {
     let k = active_key(t).await;
@@ -26,6 +37,7 @@ db_test!(every_change_is_audited_and_chain_verifies, async |t: &TestDb| {
 
 db_test!(tampering_is_reported_at_the_first_broken_entry, async |t: &TestDb| {
     active_key(t).await;
+    as_database_owner(t).await;
     audit_entry::Entity::update_many()
         .col_expr(audit_entry::Column::Actor, sea_orm::sea_query::Expr::value("mallory"))
         .filter(audit_entry::Column::Seq.eq(3))
@@ -39,6 +51,7 @@ db_test!(tampering_is_reported_at_the_first_broken_entry, async |t: &TestDb| {
 
 db_test!(deleting_entries_is_reported, async |t: &TestDb| {
     active_key(t).await;
+    as_database_owner(t).await;
     audit_entry::Entity::delete_many().filter(audit_entry::Column::Seq.eq(2)).exec(&t.db).await.unwrap();
     let report = audit::verify_chain(&t.db).await.unwrap();
     assert_eq!(report.first_broken.unwrap().seq, 2);
@@ -46,6 +59,7 @@ db_test!(deleting_entries_is_reported, async |t: &TestDb| {
 
 db_test!(truncating_the_tail_is_reported, async |t: &TestDb| {
     active_key(t).await;
+    as_database_owner(t).await;
     audit_entry::Entity::delete_many().filter(audit_entry::Column::Seq.eq(4)).exec(&t.db).await.unwrap();
     let report = audit::verify_chain(&t.db).await.unwrap();
     assert!(!report.ok);
@@ -80,4 +94,84 @@ db_test!(clinic_admin_reads_only_its_tenant_audit, async |t: &TestDb| {
     let filtered = audit::list(&t.db, &admin(), &AuditFilter { action: Some("key.".into()), ..Default::default() }).await.unwrap();
     assert!(filtered.iter().all(|e| e.action.starts_with("key.")));
     assert_eq!(filtered.len(), 2);
+});
+
+db_test!(the_database_refuses_to_edit_or_delete_audit_entries, async |t: &TestDb| {
+    active_key(t).await;
+    let edit = audit_entry::Entity::update_many()
+        .col_expr(audit_entry::Column::Actor, sea_orm::sea_query::Expr::value("mallory"))
+        .filter(audit_entry::Column::Seq.eq(1))
+        .exec(&t.db)
+        .await;
+    assert!(edit.is_err(), "UPDATE of an audit entry must be refused");
+    assert!(audit_entry::Entity::delete_many().exec(&t.db).await.is_err(), "DELETE must be refused");
+    assert!(audit::verify_chain(&t.db).await.unwrap().ok);
+});
+
+// The attack plain SHA-256 links cannot catch: edit an entry, then
+// recompute every later link (and the head) with SHA-256 as before.
+db_test!(an_edit_rechained_with_plain_sha256_fails_verification, async |t: &TestDb| {
+    active_key(t).await;
+    as_database_owner(t).await;
+    let entries = audit_entry::Entity::find().order_by_asc(audit_entry::Column::Seq).all(&t.db).await.unwrap();
+    let mut prev = audit::GENESIS_HASH.to_owned();
+    for mut e in entries {
+        if e.seq == 2 {
+            e.actor = "mallory".into();
+        }
+        e.prev_hash = prev.clone();
+        let canonical = serde_json::json!([
+            e.seq, e.at, e.actor_kind, e.actor, e.action, e.target_kind, e.target_id, e.tenant_id, e.before, e.after, e.prev_hash
+        ]);
+        e.hash = domain::crypto::sha256_hex(canonical.to_string().as_bytes());
+        prev = e.hash.clone();
+        let seq = e.seq;
+        let mut a: audit_entry::ActiveModel = e.into();
+        a.seq = sea_orm::ActiveValue::Unchanged(seq);
+        for c in [audit_entry::Column::Actor, audit_entry::Column::PrevHash, audit_entry::Column::Hash] {
+            sea_orm::ActiveModelTrait::reset(&mut a, c);
+        }
+        sea_orm::ActiveModelTrait::update(a, &t.db).await.unwrap();
+    }
+    domain::entity::audit_head::Entity::update_many()
+        .col_expr(domain::entity::audit_head::Column::Hash, sea_orm::sea_query::Expr::value(prev))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    let report = audit::verify_chain(&t.db).await.unwrap();
+    assert!(!report.ok, "a re-chained edit must not verify");
+    assert_eq!(report.first_broken.unwrap().seq, 1, "every keyed link is now wrong, from the first");
+    // Relabelling the entries as pre-key (plain) entries does not help: the
+    // key's sealed binding says where keying began.
+    audit_entry::Entity::update_many().col_expr(audit_entry::Column::Alg, sea_orm::sea_query::Expr::value("sha256")).exec(&t.db).await.unwrap();
+    assert!(!audit::verify_chain(&t.db).await.unwrap().ok);
+});
+
+db_test!(removing_the_audit_key_is_detected_and_never_replaced_silently, async |t: &TestDb| {
+    active_key(t).await;
+    domain::entity::service_key::Entity::delete_by_id(domain::service_keys::AUDIT_MAC.to_owned()).exec(&t.db).await.unwrap();
+    let report = audit::verify_chain(&t.db).await.unwrap();
+    assert!(!report.ok);
+    assert!(report.first_broken.unwrap().reason.contains("key is missing"));
+    // A restart must not mint a new key over a keyed chain.
+    let err = domain::audit::key::load(&t.db, &t.vault).await.unwrap_err();
+    assert_eq!(err.code(), "audit_key_missing");
+});
+
+db_test!(a_signed_checkpoint_catches_a_replaced_chain, async |t: &TestDb| {
+    active_key(t).await;
+    let cp = audit::checkpoint(&t.db).await.unwrap();
+    assert_eq!(cp.seq, 4);
+    assert_eq!(audit::matches_checkpoint(&t.db, &cp).await.unwrap(), Ok(()));
+    // More entries later: the checkpoint is still part of the chain.
+    tenants::create(&t.db, &admin(), NewTenant { slug: "clinic-z".into(), name: None, notify_url: None }).await.unwrap();
+    assert_eq!(audit::matches_checkpoint(&t.db, &cp).await.unwrap(), Ok(()));
+    as_database_owner(t).await;
+    audit_entry::Entity::update_many()
+        .col_expr(audit_entry::Column::Hash, sea_orm::sea_query::Expr::value("0".repeat(64)))
+        .filter(audit_entry::Column::Seq.eq(4))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    assert!(audit::matches_checkpoint(&t.db, &cp).await.unwrap().is_err());
 });

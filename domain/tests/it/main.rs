@@ -5,6 +5,7 @@ mod support;
 mod audit_chain;
 mod auth;
 mod bulk_release;
+mod evidence;
 mod fixtures;
 mod keys;
 mod operations;

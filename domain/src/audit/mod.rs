@@ -1,13 +1,20 @@
-//! The audit log: an append-only hash chain.
+//! The audit log: an append-only, keyed hash chain.
 //!
 //! Every change made through the UI, the API or the CLI appends an entry in
 //! the same transaction as the change itself, so a change without its entry
 //! (or the reverse) cannot commit. Each entry stores the previous entry's
-//! hash; `signet audit verify` recomputes the chain.
+//! link; since the chain is keyed (`key`), each link is an HMAC-SHA256 under
+//! a key sealed in the vault, so editing an entry and re-chaining the rest
+//! needs the master key. `signet audit verify` recomputes the chain;
+//! [`Checkpoint`]s exported outside the database (signed, in every evidence
+//! bundle) let verification catch a chain that was replaced wholesale.
 //!
 //! Appends lock the single `audit_head` row first. That serialises appenders
 //! so the chain never forks, on PostgreSQL as on SQLite. Admin actions are
-//! rare; the webhook hot path never appends here.
+//! rare; the webhook hot path never appends here. Triggers refuse UPDATE and
+//! DELETE on the table (migration 000010).
+
+pub mod key;
 
 use sea_orm::{
     sea_query::ExprTrait,
@@ -20,9 +27,10 @@ use serde_json::Value;
 use crate::{
     auth::{Actor, Permission, Principal, Scope},
     clock,
-    crypto::sha256_hex,
+    crypto::{sha256_hex, CryptoError},
     entity::{audit_entry, audit_head},
     error::{DomainError, DomainResult},
+    service_keys::{self, AUDIT_MAC},
 };
 
 /// The hash stored as the "previous hash" of the first entry.
@@ -52,6 +60,9 @@ pub async fn record<C: ConnectionTrait>(conn: &C, actor: &Actor, change: Change<
         .one(conn)
         .await?
         .ok_or_else(|| DomainError::conflict("audit_head_missing", "audit head row is missing"))?;
+    // Never an unkeyed link once the chain is keyed: without the key this
+    // process cannot append, and the change fails with it.
+    let chain_key = head.key_id.as_deref().and_then(key::get).ok_or(CryptoError::MissingServiceKey("audit MAC"))?;
     let entry = audit_entry::Model {
         seq: head.seq,
         at: clock::now_ms(),
@@ -65,8 +76,9 @@ pub async fn record<C: ConnectionTrait>(conn: &C, actor: &Actor, change: Change<
         after: change.after.map(|v| v.to_string()),
         prev_hash: head.hash.clone(),
         hash: String::new(),
+        alg: key::KEYED.to_owned(),
     };
-    let hash = entry_hash(&entry);
+    let hash = chain_key.mac_hex(keyed_input(&entry).as_bytes());
     let seq = entry.seq;
     insertable(audit_entry::Model { hash: hash.clone(), ..entry }).insert(conn).await?;
     audit_head::Entity::update_many()
@@ -92,39 +104,80 @@ fn insertable(e: audit_entry::Model) -> audit_entry::ActiveModel {
             after: Set(e.after),
             prev_hash: Set(e.prev_hash),
             hash: Set(e.hash),
+            alg: Set(e.alg),
         }
     }
 }
 
-/// SHA-256 over a canonical JSON array of every field but the hash itself.
-fn entry_hash(e: &audit_entry::Model) -> String {
-    let canonical = serde_json::json!([
+/// A canonical JSON array of every field but the link itself.
+fn canonical(e: &audit_entry::Model) -> String {
+    serde_json::json!([
         e.seq, e.at, e.actor_kind, e.actor, e.action, e.target_kind, e.target_id, e.tenant_id,
         e.before, e.after, e.prev_hash
-    ]);
-    sha256_hex(canonical.to_string().as_bytes())
+    ])
+    .to_string()
+}
+
+/// The link of an entry written before the chain was keyed.
+fn plain_link(e: &audit_entry::Model) -> String {
+    sha256_hex(canonical(e).as_bytes())
+}
+
+/// What a keyed link is the MAC of (domain-separated from the plain form).
+fn keyed_input(e: &audit_entry::Model) -> String {
+    format!("signet-audit-v2\n{}", canonical(e))
 }
 
 /// Result of [`verify_chain`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChainReport {
     pub entries: i64,
     pub ok: bool,
     /// The first entry that does not verify, and why.
     pub first_broken: Option<BrokenEntry>,
+    /// The head as stored: its sequence number and link.
+    pub head_seq: i64,
+    pub head_hash: String,
+    /// The first entry whose link is an HMAC under the vault-sealed key
+    /// (entries before it carry plain SHA-256 links from before keying).
+    pub keyed_since_seq: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BrokenEntry {
     pub seq: i64,
     pub reason: String,
 }
 
-/// Recomputes the whole chain in batches and reports the first broken entry.
+/// Recomputes the whole chain in batches and reports the first broken
+/// entry. The audit MAC key must be loaded (`Vault::load`).
 pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> {
     const BATCH: u64 = 1000;
+    let head = audit_head::Entity::find_by_id(1).one(db).await?;
+    let (head_seq, head_hash) = head.as_ref().map(|h| (h.seq, h.hash.clone())).unwrap_or((0, GENESIS_HASH.to_owned()));
+    let key_row = service_keys::find(db, AUDIT_MAC).await?;
+    let chain_key = match &key_row {
+        Some(row) => Some(key::get(&row.key_id).ok_or(CryptoError::MissingServiceKey("audit MAC"))?),
+        None => None,
+    };
+    let report = |entries: i64, broken: Option<BrokenEntry>| ChainReport {
+        entries,
+        ok: broken.is_none(),
+        first_broken: broken,
+        head_seq,
+        head_hash: head_hash.clone(),
+        keyed_since_seq: chain_key.as_ref().map(|k| k.since_seq),
+    };
+    let Some(chain_key) = chain_key.clone() else {
+        let reason = "the audit MAC key is missing from the database: the chain cannot be authenticated".to_owned();
+        return Ok(report(0, Some(BrokenEntry { seq: 1, reason })));
+    };
+    if head.as_ref().and_then(|h| h.key_id.as_deref()) != Some(chain_key.key_id.as_str()) {
+        let reason = "the audit head names another MAC key than the one sealed in the vault".to_owned();
+        return Ok(report(0, Some(BrokenEntry { seq: head_seq + 1, reason })));
+    }
     let mut expected_prev = GENESIS_HASH.to_owned();
     let mut expected_seq = 1i64;
     let mut count = 0i64;
@@ -139,49 +192,69 @@ pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> 
             break;
         }
         for e in &batch {
-            let broken = |reason: String| ChainReport {
-                entries: count,
-                ok: false,
-                first_broken: Some(BrokenEntry { seq: e.seq, reason }),
-            };
+            let broken = |reason: String| Some(BrokenEntry { seq: e.seq, reason });
             if e.seq != expected_seq {
-                return Ok(ChainReport {
-                    entries: count,
-                    ok: false,
-                    first_broken: Some(BrokenEntry {
-                        seq: expected_seq,
-                        reason: format!("entry {expected_seq} is missing (next is {})", e.seq),
-                    }),
-                });
+                let reason = format!("entry {expected_seq} is missing (next is {})", e.seq);
+                return Ok(report(count, Some(BrokenEntry { seq: expected_seq, reason })));
             }
             if e.prev_hash != expected_prev {
-                return Ok(broken("previous-hash link does not match the entry before it".into()));
+                return Ok(report(count, broken("previous-hash link does not match the entry before it".into())));
             }
-            if entry_hash(e) != e.hash {
-                return Ok(broken("contents do not match the entry's hash (altered)".into()));
+            let intact = if e.seq < chain_key.since_seq {
+                e.alg == key::PLAIN && plain_link(e) == e.hash
+            } else {
+                e.alg == key::KEYED && chain_key.verify_hex(keyed_input(e).as_bytes(), &e.hash)
+            };
+            if !intact {
+                return Ok(report(count, broken("contents do not match the entry's keyed link (altered or re-chained)".into())));
             }
             expected_prev = e.hash.clone();
             expected_seq += 1;
             count += 1;
         }
     }
-    let head = audit_head::Entity::find_by_id(1).one(db).await?;
-    if let Some(head) = head {
-        if head.seq != count || head.hash != expected_prev {
-            return Ok(ChainReport {
-                entries: count,
-                ok: false,
-                first_broken: Some(BrokenEntry {
-                    seq: count + 1,
-                    reason: format!(
-                        "the chain ends at entry {count} but the head records entry {}: entries were removed from the end",
-                        head.seq
-                    ),
-                }),
-            });
-        }
+    if head_seq != count || head_hash != expected_prev {
+        let reason = format!("the chain ends at entry {count} but the head records entry {head_seq}: entries were removed from the end");
+        return Ok(report(count, Some(BrokenEntry { seq: count + 1, reason })));
     }
-    Ok(ChainReport { entries: count, ok: true, first_broken: None })
+    Ok(report(count, None))
+}
+
+/// The head of the chain at a moment: what a signed checkpoint records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    pub seq: i64,
+    pub head: String,
+    /// RFC 3339.
+    pub at: String,
+}
+
+impl Checkpoint {
+    /// The exact bytes a checkpoint signature covers.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        format!("signet-audit-checkpoint-v1\n{}\n{}\n{}", self.seq, self.head, self.at).into_bytes()
+    }
+}
+
+/// The current head as a checkpoint.
+pub async fn checkpoint(db: &DatabaseConnection) -> DomainResult<Checkpoint> {
+    let head = audit_head::Entity::find_by_id(1).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(Checkpoint { seq: head.seq, head: head.hash, at: clock::rfc3339(clock::now_ms()) })
+}
+
+/// Whether the stored chain still contains `cp`: the entry at its sequence
+/// number carries its link. An error says what differs.
+pub async fn matches_checkpoint(db: &DatabaseConnection, cp: &Checkpoint) -> DomainResult<Result<(), String>> {
+    if cp.seq == 0 {
+        return Ok(Ok(()));
+    }
+    Ok(match audit_entry::Entity::find_by_id(cp.seq).one(db).await? {
+        None => Err(format!("entry {} of the checkpoint is gone from the chain", cp.seq)),
+        Some(e) if e.hash != cp.head => Err(format!("entry {} no longer has the link the checkpoint recorded: the chain was rewritten", cp.seq)),
+        Some(_) => Ok(()),
+    })
 }
 
 /// An entry as shown in the UI and API.

@@ -1,0 +1,34 @@
+//! `drill_runs` rows: one run of every drill against the live database.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "drill_runs")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub actor: String,
+    pub actor_kind: String,
+    /// `running`, `finished` or `interrupted` (its runner died).
+    pub status: String,
+    /// Set when finished: every drill passed.
+    pub passed: Option<bool>,
+    /// `sqlite` or `postgres`.
+    pub engine: String,
+    /// Signet's version.
+    pub version: String,
+    /// The newest applied migration when the run started.
+    pub schema_version: String,
+    /// JSON array of each finished drill's result.
+    pub results: String,
+    pub error: Option<String>,
+    pub started_at: i64,
+    /// Heartbeat: moves after each drill.
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

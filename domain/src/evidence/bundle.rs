@@ -1,0 +1,505 @@
+//! `evidence.json`: everything a reviewer signs off on, read live from the
+//! deployment at the moment of export (CONTRACT §5). Nothing here is
+//! written by hand; [`Finding`]s are computed from the sections.
+
+use std::collections::BTreeMap;
+
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    catalog::{self, ConstraintRow},
+    drills::DRILL_NAMES,
+    runs::{self, DrillRunView},
+};
+use crate::{
+    audit::{self, BrokenEntry, Checkpoint},
+    auth::{role_allows, Permission, Principal, Role, Scope},
+    clock,
+    entity::{api_token, audit_entry, key_approval, signing_key, tenant, user},
+    error::DomainResult,
+    ops::{
+        retention::{self, HorizonView},
+        retry_policy::{self, PolicyVersionView},
+        stats::{self, ReasonCount, Window},
+    },
+    registry::{keys, tenants},
+    service_keys,
+    vault::Vault,
+};
+
+/// Live keys older than this are flagged for rotation.
+pub const MAX_KEY_AGE_DAYS: i64 = 90;
+/// A drill run older than this no longer counts as current evidence.
+pub const DRILL_STALE_DAYS: i64 = 7;
+const DAY_MS: i64 = 86_400_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Evidence {
+    /// `signet-evidence/1`.
+    pub format: String,
+    pub generated_at: String,
+    pub deployment: Deployment,
+    /// The tenant every section is limited to, if any.
+    pub tenant: Option<String>,
+    pub credentials: Vec<CredentialRow>,
+    /// Who can touch credentials: each role's permissions in the live
+    /// policy and who holds it.
+    pub access: Vec<RoleAccess>,
+    pub constraints: Vec<ConstraintRow>,
+    pub drills: DrillEvidence,
+    pub retention: RetentionEvidence,
+    pub retry_policy: Vec<RetryPolicyEvidence>,
+    pub metrics: MetricsEvidence,
+    pub audit: AuditEvidence,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Deployment {
+    pub version: String,
+    pub engine: String,
+    pub schema_version: String,
+    /// Base64 Ed25519 public key that signs the manifest.
+    pub evidence_public_key: String,
+}
+
+/// One signing key: the credential-to-tenant mapping (never a secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CredentialRow {
+    pub tenant: String,
+    pub endpoint: String,
+    pub key_id: String,
+    pub status: String,
+    pub scheme: String,
+    pub event_types: Vec<String>,
+    pub owner: String,
+    pub rotation_owner: String,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<String>,
+    pub scope_hash: String,
+    /// Whether the current scope is the approved one.
+    pub scope_approved: bool,
+    pub kek_version: i32,
+    pub created_at: String,
+    pub age_days: i64,
+    pub last_verified_at: Option<String>,
+    /// When a retiring key stops being accepted.
+    pub overlap_ends_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Holder {
+    /// `user` or `token`.
+    pub kind: String,
+    pub name: String,
+    pub tenant: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RoleAccess {
+    pub role: String,
+    pub permissions: Vec<String>,
+    /// Enabled users and unrevoked tokens with this role (for a tenant's
+    /// bundle: global roles and that tenant's clinic admins).
+    pub holders: Vec<Holder>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillEvidence {
+    /// The newest finished run.
+    pub latest: Option<DrillRunView>,
+    pub stale: bool,
+    pub stale_reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionRow {
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    pub dedup_secs: i64,
+    pub body_secs: i64,
+    /// The scheme's redelivery horizon now.
+    pub horizon_secs: i64,
+    /// What the purge applies: never less than the horizon.
+    pub effective_dedup_secs: i64,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: String,
+    /// The decision keeps claims at least as long as the horizon.
+    pub guard_holds: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionEvidence {
+    pub horizons: Vec<HorizonView>,
+    pub horizon_history: Vec<HorizonView>,
+    pub endpoints: Vec<RetentionRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetryPolicyEvidence {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+    pub history: Vec<PolicyVersionView>,
+    /// Who may flip the rollback switch (roles with the permission, and
+    /// their holders).
+    pub may_roll_back: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MetricsEvidence {
+    pub window: String,
+    pub start: String,
+    pub end: String,
+    pub applied: i64,
+    pub duplicate_acks: i64,
+    pub verification_failures: Vec<ReasonCount>,
+    /// Transient failures answered 503 (the transaction rolled back).
+    pub rollbacks: i64,
+    pub quarantined: Vec<ReasonCount>,
+    pub quarantine_open: u64,
+    pub outbox_backlog: u64,
+    pub outbox_oldest_pending_age_secs: Option<i64>,
+    pub outbox_dead: u64,
+}
+
+/// An audit checkpoint signed with the evidence key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignedCheckpoint {
+    #[serde(flatten)]
+    pub checkpoint: Checkpoint,
+    pub public_key: String,
+    pub signature: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AuditEvidence {
+    pub chain_verified: bool,
+    pub entries: i64,
+    pub head_seq: i64,
+    pub head_hash: String,
+    pub keyed_since_seq: Option<i64>,
+    pub first_broken: Option<BrokenEntry>,
+    /// Keep this outside the database: `signet audit verify --checkpoint`
+    /// compares the chain with it later.
+    pub checkpoint: SignedCheckpoint,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Finding {
+    /// `critical` or `warning`.
+    pub severity: String,
+    pub code: String,
+    pub subject: String,
+    pub message: String,
+}
+
+fn finding(severity: &str, code: &str, subject: impl Into<String>, message: impl Into<String>) -> Finding {
+    Finding { severity: severity.into(), code: code.into(), subject: subject.into(), message: message.into() }
+}
+
+/// The tenant a bundle is limited to: the one asked for, or a clinic
+/// admin's own.
+async fn scope_tenant(db: &DatabaseConnection, principal: &Principal, slug: Option<&str>) -> DomainResult<Option<tenant::Model>> {
+    Ok(match (slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
+        (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
+        (None, Some(own)) => Some(tenant::Entity::find_by_id(own.to_owned()).one(db).await?.ok_or(crate::DomainError::NotFound)?),
+        (None, None) => None,
+    })
+}
+
+/// Reads everything for the bundle. `tenant`: limit every section to it.
+pub async fn collect(db: &DatabaseConnection, vault: &Vault, principal: &Principal, tenant: Option<&str>) -> DomainResult<Evidence> {
+    let scope = scope_tenant(db, principal, tenant).await?;
+    principal.authorize(Permission::ExportEvidence, scope.as_ref().map_or(Scope::Global, |t| Scope::Tenant(&t.id)))?;
+    let now = clock::now_ms();
+    let signer = service_keys::evidence_signer(db, vault).await?;
+    let tenant_slug = scope.as_ref().map(|t| t.slug.clone());
+
+    let credentials = credentials(db, principal, tenant_slug.as_deref(), now).await?;
+    let access = access(db, scope.as_ref()).await?;
+    let constraints = catalog::constraints(db).await?;
+    let drills = drill_evidence(db, now).await?;
+    let retention = retention_evidence(db, principal, scope.as_ref()).await?;
+    let retry_policy = retry_evidence(db, principal, scope.as_ref(), &access).await?;
+    let metrics = metrics_evidence(db, principal, tenant_slug.as_deref()).await?;
+    let chain = audit::verify_chain(db).await?;
+    let cp = audit::checkpoint(db).await?;
+    let audit = AuditEvidence {
+        chain_verified: chain.ok,
+        entries: chain.entries,
+        head_seq: chain.head_seq,
+        head_hash: chain.head_hash,
+        keyed_since_seq: chain.keyed_since_seq,
+        first_broken: chain.first_broken,
+        checkpoint: SignedCheckpoint { signature: signer.sign_base64(&cp.signed_bytes()), public_key: signer.public_key_base64(), checkpoint: cp },
+    };
+    let mut e = Evidence {
+        format: "signet-evidence/1".into(),
+        generated_at: clock::rfc3339(now),
+        deployment: Deployment {
+            version: env!("CARGO_PKG_VERSION").into(),
+            engine: runs::engine_name(db).into(),
+            schema_version: runs::schema_version(db).await?,
+            evidence_public_key: signer.public_key_base64(),
+        },
+        tenant: tenant_slug,
+        credentials,
+        access,
+        constraints,
+        drills,
+        retention,
+        retry_policy,
+        metrics,
+        audit,
+        findings: Vec::new(),
+    };
+    e.findings = findings(&e);
+    Ok(e)
+}
+
+async fn credentials(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, now: i64) -> DomainResult<Vec<CredentialRow>> {
+    let views = keys::list(db, principal, &keys::KeyFilter { tenant: tenant.map(str::to_owned), ..Default::default() }).await?;
+    let ids: Vec<String> = views.iter().map(|k| k.key_id.clone()).collect();
+    let rows: BTreeMap<String, signing_key::Model> =
+        signing_key::Entity::find().filter(signing_key::Column::Id.is_in(ids.clone())).all(db).await?.into_iter().map(|k| (k.id.clone(), k)).collect();
+    // The approval in force: the newest `approved` decision per key.
+    let mut approvals: BTreeMap<String, key_approval::Model> = BTreeMap::new();
+    for a in key_approval::Entity::find()
+        .filter(key_approval::Column::KeyId.is_in(ids))
+        .filter(key_approval::Column::Decision.eq("approved"))
+        .order_by_asc(key_approval::Column::DecidedAt)
+        .all(db)
+        .await?
+    {
+        approvals.insert(a.key_id.clone(), a);
+    }
+    let mut out: Vec<CredentialRow> = views
+        .into_iter()
+        .filter_map(|k| {
+            let row = rows.get(&k.key_id)?;
+            let approval = approvals.get(&k.key_id);
+            Some(CredentialRow {
+                tenant: k.tenant,
+                endpoint: k.endpoint,
+                status: k.status.as_str().to_owned(),
+                scheme: k.scheme.as_str().to_owned(),
+                event_types: k.event_types,
+                owner: k.owner,
+                rotation_owner: k.rotation_owner,
+                approved_by: approval.map(|a| a.reviewer.clone()),
+                approved_at: approval.map(|a| clock::rfc3339(a.decided_at)),
+                scope_hash: k.scope_hash,
+                scope_approved: k.scope_approved,
+                kek_version: row.kek_version,
+                created_at: k.created_at,
+                age_days: (now - row.created_at) / DAY_MS,
+                last_verified_at: k.last_verified_at,
+                overlap_ends_at: if row.status == "retiring" { k.expires_at } else { None },
+                key_id: k.key_id,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.tenant, &a.endpoint, &a.created_at, &a.key_id).cmp(&(&b.tenant, &b.endpoint, &b.created_at, &b.key_id)));
+    Ok(out)
+}
+
+fn permissions_of(role: Role) -> Vec<String> {
+    Permission::ALL.iter().filter(|p| role_allows(role, **p)).map(|p| p.as_str().to_owned()).collect()
+}
+
+async fn access(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> DomainResult<Vec<RoleAccess>> {
+    let slugs: BTreeMap<String, String> = tenant::Entity::find().all(db).await?.into_iter().map(|t| (t.id, t.slug)).collect();
+    let visible = |tenant_id: &Option<String>| match (scope, tenant_id) {
+        (None, _) | (_, None) => true,
+        (Some(s), Some(t)) => &s.id == t,
+    };
+    let mut holders: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
+    for u in user::Entity::find().filter(user::Column::Disabled.eq(false)).order_by_asc(user::Column::Username).all(db).await? {
+        if visible(&u.tenant_id) {
+            let tenant = u.tenant_id.as_ref().and_then(|t| slugs.get(t).cloned());
+            holders.entry(u.role.clone()).or_default().push(Holder { kind: "user".into(), name: u.username, tenant });
+        }
+    }
+    for t in api_token::Entity::find().filter(api_token::Column::RevokedAt.is_null()).order_by_asc(api_token::Column::Name).all(db).await? {
+        if visible(&t.tenant_id) {
+            let tenant = t.tenant_id.as_ref().and_then(|id| slugs.get(id).cloned());
+            holders.entry(t.role.clone()).or_default().push(Holder { kind: "token".into(), name: t.name, tenant });
+        }
+    }
+    Ok(Role::ALL
+        .iter()
+        .map(|r| RoleAccess { role: r.as_str().into(), permissions: permissions_of(*r), holders: holders.remove(r.as_str()).unwrap_or_default() })
+        .collect())
+}
+
+async fn drill_evidence(db: &DatabaseConnection, now: i64) -> DomainResult<DrillEvidence> {
+    let latest = runs::latest_finished(db).await?;
+    let mut reasons = Vec::new();
+    if let Some(run) = &latest {
+        if now - run.started_at_ms > DRILL_STALE_DAYS * DAY_MS {
+            reasons.push(format!("the run is older than {DRILL_STALE_DAYS} days"));
+        }
+        let schema = runs::schema_version(db).await?;
+        if schema != run.schema_version {
+            reasons.push(format!("the schema changed since the run ({} → {schema})", run.schema_version));
+        }
+        let key_changes = audit_entry::Entity::find()
+            .filter(audit_entry::Column::Action.starts_with("key."))
+            .filter(audit_entry::Column::At.gt(run.started_at_ms))
+            .count(db)
+            .await?;
+        if key_changes > 0 {
+            reasons.push(format!("{key_changes} key change(s) since the run"));
+        }
+    }
+    Ok(DrillEvidence { stale: !reasons.is_empty(), stale_reasons: reasons, latest })
+}
+
+async fn retention_evidence(db: &DatabaseConnection, principal: &Principal, scope: Option<&tenant::Model>) -> DomainResult<RetentionEvidence> {
+    let o = retention::overview(db, principal).await?;
+    let endpoints = o
+        .endpoints
+        .into_iter()
+        .filter(|r| scope.is_none_or(|t| t.slug == r.tenant))
+        .map(|r| RetentionRow {
+            guard_holds: r.current.dedup_secs >= r.horizon_secs,
+            tenant: r.tenant,
+            endpoint: r.endpoint,
+            scheme: r.scheme,
+            dedup_secs: r.current.dedup_secs,
+            body_secs: r.current.body_secs,
+            horizon_secs: r.horizon_secs,
+            effective_dedup_secs: r.effective_dedup_secs,
+            decided_by: r.current.actor,
+            decided_at: r.current.created_at,
+            reason: r.current.reason,
+        })
+        .collect();
+    Ok(RetentionEvidence { horizons: o.horizons, horizon_history: o.horizon_history, endpoints })
+}
+
+async fn retry_evidence(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    scope: Option<&tenant::Model>,
+    access: &[RoleAccess],
+) -> DomainResult<Vec<RetryPolicyEvidence>> {
+    let who: Vec<String> = access
+        .iter()
+        .filter(|a| a.permissions.iter().any(|p| p == Permission::ManageRetryPolicy.as_str()))
+        .flat_map(|a| {
+            std::iter::once(format!("role {}", a.role)).chain(a.holders.iter().map(|h| format!("{} {}", h.kind, h.name)))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tenants::list(db, principal).await? {
+        if scope.is_some_and(|s| s.slug != t.slug) {
+            continue;
+        }
+        let v = retry_policy::get(db, principal, &t.slug).await?;
+        out.push(RetryPolicyEvidence { tenant: v.tenant, policy: v.policy, version: v.version, history: v.history, may_roll_back: who.clone() });
+    }
+    Ok(out)
+}
+
+async fn metrics_evidence(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>) -> DomainResult<MetricsEvidence> {
+    let s = stats::stats(db, principal, tenant, Window::Week).await?;
+    let series = |o: &str| s.series.iter().find(|x| x.outcome == o);
+    Ok(MetricsEvidence {
+        window: s.window.clone(),
+        start: s.start.clone(),
+        end: s.end.clone(),
+        applied: series("applied").map_or(0, |x| x.total),
+        duplicate_acks: series("duplicate").map_or(0, |x| x.total),
+        verification_failures: series("verification_failed").map(|x| x.reasons.clone()).unwrap_or_default(),
+        rollbacks: series("unavailable").map_or(0, |x| x.total),
+        quarantined: series("quarantined").map(|x| x.reasons.clone()).unwrap_or_default(),
+        quarantine_open: s.quarantine_open,
+        outbox_backlog: s.outbox.backlog,
+        outbox_oldest_pending_age_secs: s.outbox.oldest_pending_age_secs,
+        outbox_dead: s.outbox.dead,
+    })
+}
+
+/// What a reviewer must look at first, computed from the sections.
+pub fn findings(e: &Evidence) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for c in e.constraints.iter().filter(|c| !c.present) {
+        out.push(finding("critical", "constraint_missing", &c.id, format!("{} on {} is not enforced by the database: {}", c.kind, c.table, c.guarantees)));
+    }
+    if !e.audit.chain_verified {
+        let why = e.audit.first_broken.as_ref().map_or_else(String::new, |b| format!(" at entry {}: {}", b.seq, b.reason));
+        out.push(finding("critical", "audit_chain_broken", "audit", format!("the audit chain does not verify{why}")));
+    }
+    match &e.drills.latest {
+        None => out.push(finding("warning", "drills_missing", "drills", "no drill run has finished on this deployment")),
+        Some(run) => {
+            for d in run.drills.iter().filter(|d| !d.passed) {
+                out.push(finding("critical", "drill_failed", &d.name, d.failures.join("; ")));
+            }
+            if let Some(err) = &run.error {
+                out.push(finding("critical", "drill_failed", "drills", err.clone()));
+            }
+            if run.drills.len() < DRILL_NAMES.len() && run.error.is_none() {
+                out.push(finding("critical", "drill_failed", "drills", format!("only {} of {} drills ran", run.drills.len(), DRILL_NAMES.len())));
+            }
+            if e.drills.stale {
+                out.push(finding("warning", "drills_stale", "drills", e.drills.stale_reasons.join("; ")));
+            }
+        }
+    }
+    for k in &e.credentials {
+        if matches!(k.status.as_str(), "active" | "retiring") && k.age_days > MAX_KEY_AGE_DAYS {
+            out.push(finding(
+                "warning",
+                "key_past_rotation_age",
+                &k.key_id,
+                format!("{}/{}: key is {} days old (rotate at {MAX_KEY_AGE_DAYS}); rotation owner {}", k.tenant, k.endpoint, k.age_days, k.rotation_owner),
+            ));
+        }
+    }
+    for r in e.retention.endpoints.iter().filter(|r| !r.guard_holds) {
+        out.push(finding(
+            "critical",
+            "retention_below_horizon",
+            format!("{}/{}", r.tenant, r.endpoint),
+            format!(
+                "dedup retention {} is below the {} redelivery horizon {}: a late redelivery could apply twice",
+                retention::human(r.dedup_secs),
+                r.scheme,
+                retention::human(r.horizon_secs)
+            ),
+        ));
+    }
+    let last_pass = e.drills.latest.as_ref().filter(|r| r.passed == Some(true)).and_then(|r| r.finished_at_ms);
+    for p in e.retry_policy.iter().filter(|p| p.policy == retry_policy::ENABLED) {
+        let since = p.history.first().and_then(|v| clock::parse_rfc3339(&v.created_at)).unwrap_or(0);
+        if last_pass.is_none_or(|at| at < since) {
+            out.push(finding(
+                "warning",
+                "retries_without_drill",
+                &p.tenant,
+                "retries are enabled and no drill run has passed since they were (seed 000: enable retries only after the drills pass)",
+            ));
+        }
+    }
+    out.sort_by(|a, b| (a.severity != "critical", &a.code, &a.subject).cmp(&(b.severity != "critical", &b.code, &b.subject)));
+    out
+}

@@ -1,0 +1,20 @@
+//! Sign-off evidence (CONTRACT §5, seed 000's "sign-off artifact").
+//!
+//! - [`drills`] and [`runs`]: the seed's test matrix, run on the live
+//!   deployment through the real receiver, checked against the database.
+//! - [`bundle`]: `evidence.json`, read live: credentials and who may touch
+//!   them, the constraints in the database catalog ([`catalog`]), the latest
+//!   drills, retention, retry policy, metrics, the audit chain, findings.
+//! - [`html`], [`manifest`], [`export`]: the printable page, the signed
+//!   manifest, and the record of every export.
+//! - [`signoff`]: reviewers' decisions on a bundle, and what changed since
+//!   the last approval.
+
+pub mod bundle;
+pub mod catalog;
+pub mod drills;
+pub mod export;
+pub mod html;
+pub mod manifest;
+pub mod runs;
+pub mod signoff;

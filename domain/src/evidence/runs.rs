@@ -1,0 +1,242 @@
+//! Drill runs: started (one at a time), executed with progress after each
+//! drill, stored and audited. A run whose runner died (no progress for
+//! [`STALE_MS`]) reads as `interrupted`, and no longer blocks a new run.
+
+use sea_orm::{
+    sea_query::Expr, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::drills::{self, DrillResult, Transport, DRILL_NAMES};
+use crate::{
+    audit::{self, Change},
+    auth::{Permission, Principal, Scope},
+    clock, db,
+    entity::drill_run,
+    error::{DomainError, DomainResult},
+    ids,
+    vault::Vault,
+};
+
+/// A running run that has not moved for this long has lost its runner.
+pub const STALE_MS: i64 = 120_000;
+
+/// A run, as `drill run --json` prints it and `/api/v1/drills/{id}` returns
+/// it (CONTRACT §5): `passed` is null while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillRunView {
+    pub run_id: String,
+    pub passed: Option<bool>,
+    /// `running`, `finished` or `interrupted`.
+    pub status: String,
+    pub actor: String,
+    pub actor_kind: String,
+    pub engine: String,
+    pub version: String,
+    pub schema_version: String,
+    pub started_at: String,
+    pub started_at_ms: i64,
+    pub finished_at: Option<String>,
+    pub finished_at_ms: Option<i64>,
+    /// Drills in a run, and how many have finished.
+    pub total: usize,
+    pub done: usize,
+    pub error: Option<String>,
+    pub drills: Vec<DrillResult>,
+}
+
+fn view(m: drill_run::Model, now: i64) -> DrillRunView {
+    let drills: Vec<DrillResult> = serde_json::from_str(&m.results).unwrap_or_default();
+    let status = if m.status == "running" && now - m.updated_at > STALE_MS { "interrupted".to_owned() } else { m.status };
+    DrillRunView {
+        run_id: m.id,
+        passed: m.passed,
+        status,
+        actor: m.actor,
+        actor_kind: m.actor_kind,
+        engine: m.engine,
+        version: m.version,
+        schema_version: m.schema_version,
+        started_at: clock::rfc3339(m.started_at),
+        started_at_ms: m.started_at,
+        finished_at: clock::rfc3339_opt(m.finished_at),
+        finished_at_ms: m.finished_at,
+        total: DRILL_NAMES.len(),
+        done: drills.len(),
+        error: m.error,
+        drills,
+    }
+}
+
+/// Everyone who may run drills may read them; drills touch only the drill
+/// tenant, so a clinic admin's runs are authorized in its own scope.
+fn scope(principal: &Principal) -> Scope<'_> {
+    principal.tenant_filter().map_or(Scope::Global, Scope::Tenant)
+}
+
+/// The newest applied migration: drills and evidence note the schema they
+/// saw, and a later schema change makes a run stale.
+pub async fn schema_version<C: ConnectionTrait>(conn: &C) -> DomainResult<String> {
+    let row = conn
+        .query_one_raw(sea_orm::Statement::from_string(conn.get_database_backend(), "SELECT MAX(version) AS v FROM seaql_migrations"))
+        .await?;
+    Ok(row.and_then(|r| r.try_get::<Option<String>>("", "v").ok().flatten()).unwrap_or_default())
+}
+
+pub fn engine_name(db: &DatabaseConnection) -> &'static str {
+    match db.get_database_backend() {
+        sea_orm::DbBackend::Postgres => "postgres",
+        sea_orm::DbBackend::Sqlite => "sqlite",
+        _ => "other",
+    }
+}
+
+/// Starts a run (stored as `running`, audited). Refused while another run is
+/// in progress; a stale one is marked interrupted first.
+pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResult<DrillRunView> {
+    let auth = principal.authorize(Permission::RunDrills, scope(principal))?;
+    let now = clock::now_ms();
+    let txn = db::begin_write(db).await?;
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::Status, Expr::value("interrupted"))
+        .col_expr(drill_run::Column::Error, Expr::value("the process running this drill run stopped before it finished"))
+        .filter(drill_run::Column::Status.eq("running"))
+        .filter(drill_run::Column::UpdatedAt.lt(now - STALE_MS))
+        .exec(&txn)
+        .await?;
+    let model = drill_run::ActiveModel {
+        id: Set(ids::new_id()),
+        actor: Set(auth.actor().name().to_owned()),
+        actor_kind: Set(auth.actor().kind().to_owned()),
+        status: Set("running".into()),
+        passed: Set(None),
+        engine: Set(engine_name(db).to_owned()),
+        version: Set(env!("CARGO_PKG_VERSION").to_owned()),
+        schema_version: Set(schema_version(&txn).await?),
+        results: Set("[]".into()),
+        error: Set(None),
+        started_at: Set(now),
+        updated_at: Set(now),
+        finished_at: Set(None),
+    }
+    .insert(&txn)
+    .await
+    .map_err(|e| {
+        if db::is_unique_violation(&e) {
+            DomainError::conflict("drill_run_in_progress", "a drill run is already in progress; wait for it to finish")
+        } else {
+            e.into()
+        }
+    })?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change { action: "drill.start", target_kind: "drill_run", target_id: &model.id, tenant_id: None, before: None, after: None },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(view(model, now))
+}
+
+/// Runs every drill for a started run, storing each result as it finishes,
+/// then the verdict (audited as `drill.finish`). Errors that stop the run
+/// (the fixture cannot be made) are stored on the run.
+pub async fn execute<T: Transport>(db: &DatabaseConnection, vault: &Vault, principal: &Principal, run_id: &str, transport: &T) -> DomainResult<DrillRunView> {
+    let auth = principal.authorize(Permission::RunDrills, scope(principal))?;
+    let mut results: Vec<DrillResult> = Vec::new();
+    let fixture = match drills::fixture(db, vault).await {
+        Ok(fx) => drills::clear(db, &fx).await.map(|()| fx),
+        Err(e) => Err(e),
+    };
+    let error = match fixture {
+        Ok(fx) => {
+            for name in DRILL_NAMES {
+                let result = drills::run_one(db, &fx, transport, name).await;
+                tracing::info!(run_id, drill = name, passed = result.passed, "drill finished");
+                results.push(result);
+                progress(db, run_id, &results).await?;
+            }
+            None
+        }
+        Err(e) => {
+            tracing::error!(run_id, error = %e, "drill fixture failed");
+            Some(format!("the drill tenant could not be prepared: {}", e.public_message()))
+        }
+    };
+    let passed = error.is_none() && results.iter().all(|r| r.passed);
+    let now = clock::now_ms();
+    let txn = db::begin_write(db).await?;
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::Status, Expr::value("finished"))
+        .col_expr(drill_run::Column::Passed, Expr::value(passed))
+        .col_expr(drill_run::Column::Results, Expr::value(serde_json::to_string(&results).unwrap_or_else(|_| "[]".into())))
+        .col_expr(drill_run::Column::Error, Expr::value(error.clone()))
+        .col_expr(drill_run::Column::UpdatedAt, Expr::value(now))
+        .col_expr(drill_run::Column::FinishedAt, Expr::value(now))
+        .filter(drill_run::Column::Id.eq(run_id))
+        .exec(&txn)
+        .await?;
+    let failed: Vec<&str> = results.iter().filter(|r| !r.passed).map(|r| r.name.as_str()).collect();
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "drill.finish",
+            target_kind: "drill_run",
+            target_id: run_id,
+            tenant_id: None,
+            before: None,
+            after: Some(json!({"passed": passed, "failed": failed, "error": error})),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    let row = drill_run::Entity::find_by_id(run_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(view(row, now))
+}
+
+async fn progress(db: &DatabaseConnection, run_id: &str, results: &[DrillResult]) -> DomainResult<()> {
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::Results, Expr::value(serde_json::to_string(results).unwrap_or_else(|_| "[]".into())))
+        .col_expr(drill_run::Column::UpdatedAt, Expr::value(clock::now_ms()))
+        .filter(drill_run::Column::Id.eq(run_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Starts a run and executes it to the end (the CLI's `drill run`).
+pub async fn run<T: Transport>(db: &DatabaseConnection, vault: &Vault, principal: &Principal, transport: &T) -> DomainResult<DrillRunView> {
+    let started = start(db, principal).await?;
+    execute(db, vault, principal, &started.run_id, transport).await
+}
+
+pub async fn get(db: &DatabaseConnection, principal: &Principal, run_id: &str) -> DomainResult<DrillRunView> {
+    principal.authorize(Permission::RunDrills, scope(principal))?;
+    let row = drill_run::Entity::find_by_id(run_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(view(row, clock::now_ms()))
+}
+
+/// Newest first.
+pub async fn list(db: &DatabaseConnection, principal: &Principal, limit: u64) -> DomainResult<Vec<DrillRunView>> {
+    principal.authorize(Permission::RunDrills, scope(principal))?;
+    let now = clock::now_ms();
+    let rows = drill_run::Entity::find().order_by_desc(drill_run::Column::StartedAt).limit(limit.clamp(1, 200)).all(db).await?;
+    Ok(rows.into_iter().map(|m| view(m, now)).collect())
+}
+
+/// The newest finished run (for the evidence), whoever started it.
+pub(crate) async fn latest_finished(db: &DatabaseConnection) -> DomainResult<Option<DrillRunView>> {
+    let now = clock::now_ms();
+    let row = drill_run::Entity::find().filter(drill_run::Column::Status.eq("finished")).order_by_desc(drill_run::Column::StartedAt).one(db).await?;
+    Ok(row.map(|m| view(m, now)))
+}
+
+/// Something that starts a run's execution in the background (the server
+/// owns the transport; server functions and API handlers only start runs).
+pub trait DrillSpawner: Send + Sync {
+    fn spawn(&self, principal: Principal, run_id: String);
+}

@@ -1,0 +1,234 @@
+//! A reviewer's decision on one exported bundle, named by its manifest
+//! digest: stored, audited, listed; and what changed since the last bundle
+//! that was approved.
+
+use std::collections::BTreeMap;
+
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{
+    bundle::Evidence,
+    export::{self, scoped_tenant_id},
+};
+use crate::{
+    audit::{self, Change},
+    auth::{Permission, Principal, Scope},
+    clock, db,
+    entity::{evidence_export, evidence_signoff},
+    error::{DomainError, DomainResult},
+    ids,
+};
+
+pub const APPROVED: &str = "approved";
+pub const REJECTED: &str = "rejected";
+const MAX_COMMENT: usize = 2000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignoffView {
+    pub id: String,
+    pub digest: String,
+    pub tenant: Option<String>,
+    pub decision: String,
+    pub comment: String,
+    pub actor: String,
+    pub actor_kind: String,
+    pub at: String,
+}
+
+/// A sign-off as the API takes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewSignoff {
+    /// Hex SHA-256 of the exported bundle's `manifest.json`.
+    pub digest: String,
+    /// `approved` or `rejected`.
+    pub decision: String,
+    pub comment: String,
+}
+
+async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResult<SignoffView> {
+    let tenant = match &m.tenant_id {
+        Some(id) => crate::entity::tenant::Entity::find_by_id(id.clone()).one(db).await?.map(|t| t.slug),
+        None => None,
+    };
+    Ok(SignoffView {
+        id: m.id,
+        digest: m.digest,
+        tenant,
+        decision: m.decision,
+        comment: m.comment,
+        actor: m.actor,
+        actor_kind: m.actor_kind,
+        at: clock::rfc3339(m.at),
+    })
+}
+
+/// Records a decision on an exported bundle. Refused for a digest that was
+/// never exported (or that the caller cannot see).
+pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewSignoff) -> DomainResult<SignoffView> {
+    let decision = match new.decision.trim() {
+        d @ (APPROVED | REJECTED) => d,
+        other => return Err(DomainError::invalid("invalid_decision", format!("decision must be approved or rejected, got {other:?}"))),
+    };
+    let comment = new.comment.trim();
+    if comment.is_empty() {
+        return Err(DomainError::invalid("comment_required", "a sign-off needs a comment: what was reviewed, and why this decision"));
+    }
+    if comment.chars().count() > MAX_COMMENT {
+        return Err(DomainError::invalid("comment_too_long", format!("the comment must be at most {MAX_COMMENT} characters")));
+    }
+    let digest = new.digest.trim().to_ascii_lowercase();
+    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(DomainError::invalid("invalid_digest", "digest must be the 64-hex-digit SHA-256 of manifest.json"));
+    }
+    let Some(export) = evidence_export::Entity::find_by_id(digest.clone()).one(db).await? else {
+        return Err(DomainError::invalid("unknown_digest", format!("no exported bundle has the digest {digest}; export one and sign off on its digest")));
+    };
+    // Another tenant's bundle is not found, like any resource of theirs.
+    if principal.tenant_filter().is_some_and(|own| export.tenant_id.as_deref() != Some(own)) {
+        return Err(DomainError::NotFound);
+    }
+    let auth = principal.authorize(Permission::SignOffEvidence, export.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
+    let model = evidence_signoff::Model {
+        id: ids::new_id(),
+        digest: digest.clone(),
+        tenant_id: export.tenant_id.clone(),
+        decision: decision.to_owned(),
+        comment: comment.to_owned(),
+        actor: auth.actor().name().to_owned(),
+        actor_kind: auth.actor().kind().to_owned(),
+        at: clock::now_ms(),
+    };
+    let txn = db::begin_write(db).await?;
+    evidence_signoff::Entity::insert(evidence_signoff::ActiveModel::from(model.clone())).exec_without_returning(&txn).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "evidence.signoff",
+            target_kind: "evidence",
+            target_id: &digest,
+            tenant_id: export.tenant_id.as_deref(),
+            before: None,
+            after: Some(json!({"decision": decision, "comment": comment})),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    view(db, model).await
+}
+
+/// Decisions on bundles of this scope (`tenant`, or deployment-wide),
+/// newest first.
+pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, limit: u64) -> DomainResult<Vec<SignoffView>> {
+    let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
+    let mut q = evidence_signoff::Entity::find().order_by_desc(evidence_signoff::Column::At).limit(limit.clamp(1, 200));
+    q = match &tenant_id {
+        Some(t) => q.filter(evidence_signoff::Column::TenantId.eq(t)),
+        None => q.filter(evidence_signoff::Column::TenantId.is_null()),
+    };
+    let mut out = Vec::new();
+    for m in q.all(db).await? {
+        out.push(view(db, m).await?);
+    }
+    Ok(out)
+}
+
+/// One difference between the approved bundle and a newer one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Difference {
+    /// `credentials`, `constraints`, `retention` or `retry_policy`.
+    pub section: String,
+    pub subject: String,
+    /// `None`: absent on that side.
+    pub approved: Option<String>,
+    pub now: Option<String>,
+}
+
+/// What changed since the last approved bundle of the same scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SinceApproval {
+    /// The latest approval (`None`: nothing was approved yet).
+    pub approval: Option<SignoffView>,
+    pub differences: Vec<Difference>,
+}
+
+/// Compares `current` with the bundle of the last approval in its scope.
+pub async fn since_last_approval(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, current: &Evidence) -> DomainResult<SinceApproval> {
+    let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
+    let mut q = evidence_signoff::Entity::find().filter(evidence_signoff::Column::Decision.eq(APPROVED)).order_by_desc(evidence_signoff::Column::At);
+    q = match &tenant_id {
+        Some(t) => q.filter(evidence_signoff::Column::TenantId.eq(t)),
+        None => q.filter(evidence_signoff::Column::TenantId.is_null()),
+    };
+    let Some(approval) = q.one(db).await? else { return Ok(SinceApproval { approval: None, differences: Vec::new() }) };
+    let approved = export::stored(db, principal, &approval.digest).await?;
+    Ok(SinceApproval { differences: differences(&approved.evidence, current), approval: Some(view(db, approval).await?) })
+}
+
+/// Keys, constraints, retention and retry policy, side by side.
+pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let cred = |e: &Evidence| -> BTreeMap<String, String> {
+        e.credentials
+            .iter()
+            .map(|k| {
+                let summary = format!(
+                    "{}/{} {} · {} · scope {} · owner {} · rotation {} · approved by {}",
+                    k.tenant,
+                    k.endpoint,
+                    k.status,
+                    k.event_types.join(","),
+                    &k.scope_hash[..k.scope_hash.len().min(12)],
+                    k.owner,
+                    k.rotation_owner,
+                    k.approved_by.as_deref().unwrap_or("nobody")
+                );
+                (k.key_id.clone(), summary)
+            })
+            .collect()
+    };
+    compare(&mut out, "credentials", cred(before), cred(after));
+    let cons = |e: &Evidence| -> BTreeMap<String, String> {
+        e.constraints.iter().map(|c| (c.id.clone(), if c.present { "present".into() } else { "MISSING".into() })).collect()
+    };
+    compare(&mut out, "constraints", cons(before), cons(after));
+    let ret = |e: &Evidence| -> BTreeMap<String, String> {
+        e.retention
+            .endpoints
+            .iter()
+            .map(|r| {
+                let v = format!(
+                    "dedup {} · bodies {} · horizon {}",
+                    crate::ops::retention::human(r.dedup_secs),
+                    crate::ops::retention::human(r.body_secs),
+                    crate::ops::retention::human(r.horizon_secs)
+                );
+                (format!("{}/{}", r.tenant, r.endpoint), v)
+            })
+            .chain(e.retention.horizons.iter().map(|h| (format!("horizon {}", h.scheme), crate::ops::retention::human(h.horizon_secs))))
+            .collect()
+    };
+    compare(&mut out, "retention", ret(before), ret(after));
+    let pol = |e: &Evidence| -> BTreeMap<String, String> { e.retry_policy.iter().map(|p| (p.tenant.clone(), format!("{} (v{})", p.policy, p.version))).collect() };
+    compare(&mut out, "retry_policy", pol(before), pol(after));
+    out
+}
+
+fn compare(out: &mut Vec<Difference>, section: &str, before: BTreeMap<String, String>, mut after: BTreeMap<String, String>) {
+    for (subject, b) in before {
+        match after.remove(&subject) {
+            Some(a) if a == b => {}
+            a => out.push(Difference { section: section.into(), subject, approved: Some(b), now: a }),
+        }
+    }
+    for (subject, a) in after {
+        out.push(Difference { section: section.into(), subject, approved: None, now: Some(a) });
+    }
+}

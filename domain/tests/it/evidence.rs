@@ -1,0 +1,266 @@
+//! Drills and sign-off evidence against real databases: the drills pass on a
+//! sound schema and fail (with the constraint shown missing) when the claim's
+//! uniqueness is dropped; the drill tenant stays out of real tenants'
+//! listings and rows; bundles verify and every tampering is caught;
+//! sign-offs name exported digests only.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use domain::{
+    auth::Role,
+    entity::{inbox_claim, outbox_intent, reminder},
+    evidence::{
+        drills::{Answer, DrillRequest, Transport, Until, DRILL_NAMES, DRILL_TENANT},
+        export::{self, Via},
+        manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
+        runs,
+        signoff::{self, NewSignoff},
+    },
+    receiver::{
+        self,
+        faults::{DrillFault, DrillFaults, Faults},
+        Receiver,
+    },
+    registry::{keys, tenants},
+    DomainError,
+};
+use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
+
+use crate::{db_test, fixtures::*, receiver::{created, deliver, now_s, setup, signed}, support::TestDb};
+
+/// Deliveries straight into an in-process receiver (the server tests drive
+/// the real binary over HTTP and kill a real child process).
+struct InProcess {
+    db: sea_orm::DatabaseConnection,
+    vault: Arc<domain::vault::Vault>,
+    r: Arc<Receiver>,
+}
+
+impl InProcess {
+    fn new(t: &TestDb) -> InProcess {
+        InProcess { db: t.db.clone(), vault: t.vault.clone(), r: Arc::new(Receiver::with_faults(t.db.clone(), t.vault.clone(), Faults::default())) }
+    }
+}
+
+async fn run_in(r: &Arc<Receiver>, req: DrillRequest) -> Answer {
+    let outcome = match receiver::resolve(r, &req.tenant, &req.endpoint).await {
+        Err(o) => o,
+        Ok(ep) => {
+            let h: Vec<(&str, &str)> = req.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            receiver::process(r, &ep, &h[..], None, bytes::Bytes::from(req.body.clone())).await.0
+        }
+    };
+    Answer { status: outcome.status(), body: outcome.body() }
+}
+
+impl Transport for InProcess {
+    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, String> {
+        Ok(run_in(&self.r, req.clone()).await)
+    }
+
+    async fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> Result<bool, String> {
+        let (r, req) = (self.r.clone(), req.clone());
+        let task = tokio::spawn(async move { run_in(&r, req).await });
+        let seen = committed.await;
+        // The handler is dropped mid-answer, as a closed connection drops it.
+        task.abort();
+        Ok(seen)
+    }
+
+    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, String> {
+        // In-process stand-in for the child: a receiver whose fault holds the
+        // transaction open; aborting the task drops it uncommitted.
+        let faults = Faults::default();
+        let reached = Arc::new(tokio::sync::Notify::new());
+        faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
+        let r = Arc::new(Receiver::with_faults(self.db.clone(), self.vault.clone(), faults));
+        let req = req.clone();
+        let task = tokio::spawn(async move { run_in(&r, req).await });
+        tokio::time::timeout(std::time::Duration::from_secs(20), reached.notified()).await.map_err(|_| "never held".to_owned())?;
+        task.abort();
+        let _ = task.await;
+        Ok("task aborted while holding the transaction".into())
+    }
+
+    fn faults(&self) -> &DrillFaults {
+        &self.r.faults.drill
+    }
+}
+
+db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb| {
+    let transport = InProcess::new(t);
+    let run = runs::run(&t.db, &t.vault, &reviewer(), &transport).await.unwrap();
+    for d in &run.drills {
+        assert!(d.passed, "{}: {:?}", d.name, d.failures);
+        assert_eq!(d.expected.keys().collect::<Vec<_>>(), d.observed.keys().collect::<Vec<_>>());
+    }
+    assert_eq!(run.drills.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), DRILL_NAMES);
+    assert_eq!(run.passed, Some(true));
+    assert_eq!(run.status, "finished");
+    assert_eq!(run.actor, "reviewer-user");
+    let listed = runs::list(&t.db, &reviewer(), 5).await.unwrap();
+    assert_eq!(listed[0].run_id, run.run_id);
+    let actions: Vec<String> =
+        domain::audit::list(&t.db, &admin(), &Default::default()).await.unwrap().into_iter().map(|e| e.action).collect();
+    assert!(actions.contains(&"drill.start".to_owned()) && actions.contains(&"drill.finish".to_owned()), "{actions:?}");
+    // A second run reuses the fixture and starts from an empty drill tenant.
+    let again = runs::run(&t.db, &t.vault, &admin(), &transport).await.unwrap();
+    assert_eq!(again.passed, Some(true), "{:?}", again.drills.iter().flat_map(|d| d.failures.clone()).collect::<Vec<_>>());
+});
+
+db_test!(drills_leave_real_tenants_untouched_and_the_drill_tenant_hidden, async |t: &TestDb| {
+    let s = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
+    let body = created("r-real");
+    assert!(matches!(deliver(&s, &signed(&s, domain::registry::Scheme::StandardWebhooks, &body, now_s(), "evt-real"), &body).await, domain::receiver::Outcome::Applied { .. }));
+    let count = |db: sea_orm::DatabaseConnection| async move {
+        (
+            inbox_claim::Entity::find().count(&db).await.unwrap(),
+            reminder::Entity::find().count(&db).await.unwrap(),
+            outbox_intent::Entity::find().count(&db).await.unwrap(),
+        )
+    };
+    let before = count(t.db.clone()).await;
+    let transport = InProcess::new(t);
+    runs::run(&t.db, &t.vault, &admin(), &transport).await.unwrap();
+    let drill = domain::evidence::drills::drill_tenant_id(&t.db).await.unwrap().unwrap();
+    // Every new row belongs to the drill tenant.
+    use sea_orm::{ColumnTrait, QueryFilter};
+    let real_claims = inbox_claim::Entity::find().filter(inbox_claim::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
+    let real_reminders = reminder::Entity::find().filter(reminder::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
+    let real_intents = outbox_intent::Entity::find().filter(outbox_intent::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
+    assert_eq!((real_claims, real_reminders, real_intents), before);
+    // Hidden from listings and lookups, and its intents are never sent.
+    let listed: Vec<String> = tenants::list(&t.db, &admin()).await.unwrap().into_iter().map(|t| t.slug).collect();
+    assert_eq!(listed, ["clinic-a"]);
+    assert!(matches!(tenants::get(&t.db, &admin(), DRILL_TENANT).await, Err(DomainError::NotFound)));
+    let keys = keys::list(&t.db, &admin(), &Default::default()).await.unwrap();
+    assert!(keys.iter().all(|k| k.tenant == "clinic-a"));
+    let leased = domain::outbox::claim_batch(&t.db, &t.vault, 100, 60_000).await.unwrap();
+    assert!(leased.iter().all(|d| d.tenant_slug == "clinic-a"), "drill intents must never be sent");
+});
+
+db_test!(one_run_at_a_time, async |t: &TestDb| {
+    let first = runs::start(&t.db, &admin()).await.unwrap();
+    let err = runs::start(&t.db, &reviewer()).await.unwrap_err();
+    assert_eq!(err.code(), "drill_run_in_progress");
+    assert!(matches!(runs::start(&t.db, &user(Role::Oncall, None)).await, Err(DomainError::Forbidden)));
+    runs::execute(&t.db, &t.vault, &admin(), &first.run_id, &InProcess::new(t)).await.unwrap();
+    runs::start(&t.db, &reviewer()).await.unwrap();
+});
+
+/// The claim's uniqueness is what every exactly-once guarantee rests on:
+/// without it the drills fail and the evidence says it is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_the_claim_constraint_drills_fail_and_evidence_shows_it_missing() {
+    let Some(t) = TestDb::postgres().await else { return };
+    let sound = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap();
+    assert!(sound.evidence.constraints.iter().all(|c| c.present), "{:?}", sound.evidence.constraints);
+    t.db.execute_unprepared("ALTER TABLE inbox_claims DROP CONSTRAINT inbox_claims_pkey").await.unwrap();
+    let run = runs::run(&t.db, &t.vault, &admin(), &InProcess::new(&t)).await.unwrap();
+    assert_eq!(run.passed, Some(false));
+    let failed: Vec<&str> = run.drills.iter().filter(|d| !d.passed).map(|d| d.name.as_str()).collect();
+    assert!(failed.contains(&"concurrent_duplicates"), "{failed:?}");
+    let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap();
+    let claim = b.evidence.constraints.iter().find(|c| c.id == "claim_unique").unwrap();
+    assert!(!claim.present);
+    let codes: Vec<(&str, &str)> = b.evidence.findings.iter().map(|f| (f.code.as_str(), f.subject.as_str())).collect();
+    assert!(codes.contains(&("constraint_missing", "claim_unique")), "{codes:?}");
+    assert!(codes.iter().any(|(c, _)| *c == "drill_failed"), "{codes:?}");
+    t.close().await;
+}
+
+db_test!(every_expected_constraint_is_in_the_live_catalog, async |t: &TestDb| {
+    let rows = domain::evidence::catalog::constraints(&t.db).await.unwrap();
+    assert_eq!(rows.len(), migrations::expected::EXPECTED.len());
+    for r in rows {
+        assert!(r.present, "{} on {} not found: {:?}", r.id, r.table, r);
+    }
+});
+
+fn files(b: &export::Bundle) -> BTreeMap<String, Vec<u8>> {
+    b.files().into_iter().map(|(n, bytes)| (n.to_owned(), bytes)).collect()
+}
+
+db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
+    active_key(t).await;
+    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Cli).await.unwrap();
+    let key = b.manifest.public_key.clone();
+    let good = files(&b);
+    let ok = manifest::verify(&good, Some(&key));
+    assert!(ok.ok, "{:?}", ok.problems);
+    assert_eq!(ok.digest, b.digest);
+    // Any byte of any file changed: every position of every file.
+    for (name, bytes) in &good {
+        for i in 0..bytes.len() {
+            let mut bad = good.clone();
+            bad.get_mut(name).unwrap()[i] ^= 0x01;
+            let r = manifest::verify(&bad, Some(&key));
+            assert!(!r.ok, "flipping byte {i} of {name} went unnoticed");
+        }
+    }
+    for name in manifest::FILES {
+        let mut missing = good.clone();
+        missing.remove(name);
+        let r = manifest::verify(&missing, Some(&key));
+        assert!(r.problems.iter().any(|p| p.contains(name) && p.contains("missing")), "{name}: {:?}", r.problems);
+    }
+    let mut extra = good.clone();
+    extra.insert("notes.txt".into(), b"x".to_vec());
+    assert!(manifest::verify(&extra, Some(&key)).problems.iter().any(|p| p.contains("notes.txt")));
+    // A signature from another bundle of the same key, or by another key.
+    let other = export::export(&t.db, &t.vault, &reviewer(), None, Via::Cli).await.unwrap();
+    let mut swapped = good.clone();
+    swapped.insert(MANIFEST_SIG.into(), files(&other)[MANIFEST_SIG].clone());
+    assert!(!manifest::verify(&swapped, Some(&key)).ok);
+    let (stranger, _) = domain::crypto::service::EvidenceSigner::generate();
+    let mut resigned = good.clone();
+    resigned.insert(MANIFEST_SIG.into(), stranger.sign_base64(&good[MANIFEST_JSON]).into_bytes());
+    assert!(!manifest::verify(&resigned, Some(&key)).ok, "a signature by another key must not verify");
+    assert!(!manifest::verify(&good, Some(&stranger.public_key_base64())).ok, "another deployment's key must not verify it");
+    // The stored export gives back exactly the signed bytes.
+    let stored = export::stored(&t.db, &reviewer(), &b.digest).await.unwrap();
+    assert_eq!(files(&stored), good);
+});
+
+db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb| {
+    let k = active_key(t).await;
+    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap();
+    let new = |digest: &str, decision: &str| NewSignoff { digest: digest.into(), decision: decision.into(), comment: "reviewed the bundle".into() };
+    let never = "ab".repeat(32);
+    assert_eq!(signoff::sign_off(&t.db, &reviewer(), &new(&never, "approved")).await.unwrap_err().code(), "unknown_digest");
+    assert!(matches!(signoff::sign_off(&t.db, &user(Role::Oncall, None), &new(&b.digest, "approved")).await, Err(DomainError::Forbidden)));
+    assert_eq!(signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "maybe")).await.unwrap_err().code(), "invalid_decision");
+    let empty = NewSignoff { comment: "  ".into(), ..new(&b.digest, "approved") };
+    assert_eq!(signoff::sign_off(&t.db, &reviewer(), &empty).await.unwrap_err().code(), "comment_required");
+    let s = signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "approved")).await.unwrap();
+    assert_eq!((s.decision.as_str(), s.actor.as_str()), ("approved", "reviewer-user"));
+    // Nothing changed yet; then the key is revoked.
+    let same = signoff::since_last_approval(&t.db, &reviewer(), None, &b.evidence).await.unwrap();
+    assert!(same.differences.is_empty(), "{:?}", same.differences);
+    keys::revoke(&t.db, &admin(), &k.key.key_id, "rotated out").await.unwrap();
+    let later = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap();
+    let since = signoff::since_last_approval(&t.db, &reviewer(), None, &later.evidence).await.unwrap();
+    assert_eq!(since.approval.unwrap().digest, b.digest);
+    let d = since.differences.iter().find(|d| d.section == "credentials" && d.subject == k.key.key_id).unwrap();
+    assert!(d.approved.as_deref().unwrap().contains("active") && d.now.as_deref().unwrap().contains("revoked"), "{d:?}");
+    let history = signoff::list(&t.db, &reviewer(), None, 10).await.unwrap();
+    assert_eq!(history.len(), 1);
+});
+
+db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
+    active_key(t).await;
+    let b = tenant(t, "clinic-b").await;
+    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let ca = user(Role::ClinicAdmin, Some(&a_id));
+    let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap();
+    assert_eq!(own.evidence.tenant.as_deref(), Some("clinic-a"));
+    assert!(own.evidence.credentials.iter().all(|c| c.tenant == "clinic-a"));
+    assert!(own.evidence.retry_policy.iter().all(|p| p.tenant == "clinic-a"));
+    assert!(matches!(export::export(&t.db, &t.vault, &ca, Some("clinic-b"), Via::Api).await, Err(DomainError::NotFound)));
+    let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap();
+    assert!(matches!(export::stored(&t.db, &ca, &global.digest).await, Err(DomainError::NotFound)));
+    // Clinic admins cannot sign off.
+    let s = NewSignoff { digest: own.digest.clone(), decision: "approved".into(), comment: "ok".into() };
+    assert!(matches!(signoff::sign_off(&t.db, &ca, &s).await, Err(DomainError::Forbidden)));
+    let _ = b;
+});

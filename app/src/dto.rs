@@ -27,6 +27,10 @@ impl Me {
     pub fn can_triage(&self) -> bool {
         matches!(self.role.as_str(), "admin" | "oncall")
     }
+    /// Everyone but on-call reads sign-off evidence and runs drills.
+    pub fn can_read_evidence(&self) -> bool {
+        self.role != "oncall"
+    }
     pub fn can_manage_tenant(&self, slug: &str) -> bool {
         self.is_admin() || (self.role == "clinic-admin" && self.tenant.as_deref() == Some(slug))
     }
@@ -391,4 +395,222 @@ pub struct PolicyStateDto {
     pub tenant: String,
     pub policy: String,
     pub version: i32,
+}
+
+// ---- Sign-off evidence (`/evidence`): the domain's evidence views, field
+// for field (mirrored with `ssr::convert::mirror`; fields the page does not
+// show are left out, never renamed).
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DrillResultDto {
+    pub name: String,
+    pub passed: bool,
+    pub observed: std::collections::BTreeMap<String, serde_json::Value>,
+    pub expected: std::collections::BTreeMap<String, serde_json::Value>,
+    pub failures: Vec<String>,
+    pub duration_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DrillRunDto {
+    pub run_id: String,
+    pub passed: Option<bool>,
+    /// `running`, `finished` or `interrupted`.
+    pub status: String,
+    pub actor: String,
+    pub engine: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub total: usize,
+    pub done: usize,
+    pub error: Option<String>,
+    pub drills: Vec<DrillResultDto>,
+}
+
+impl DrillRunDto {
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FindingDto {
+    pub severity: String,
+    pub code: String,
+    pub subject: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CredentialDto {
+    pub tenant: String,
+    pub endpoint: String,
+    pub key_id: String,
+    pub status: String,
+    pub scheme: String,
+    pub event_types: Vec<String>,
+    pub owner: String,
+    pub rotation_owner: String,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<String>,
+    pub scope_hash: String,
+    pub scope_approved: bool,
+    pub kek_version: i32,
+    pub age_days: i64,
+    pub last_verified_at: Option<String>,
+    pub overlap_ends_at: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HolderDto {
+    pub kind: String,
+    pub name: String,
+    pub tenant: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoleAccessDto {
+    pub role: String,
+    pub permissions: Vec<String>,
+    pub holders: Vec<HolderDto>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintDto {
+    pub id: String,
+    pub table: String,
+    pub kind: String,
+    pub columns: Vec<String>,
+    pub references: Option<String>,
+    pub guarantees: String,
+    pub present: bool,
+    pub enforced_by: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DrillEvidenceDto {
+    pub latest: Option<DrillRunDto>,
+    pub stale: bool,
+    pub stale_reasons: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionRowDto {
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    pub dedup_secs: i64,
+    pub body_secs: i64,
+    pub horizon_secs: i64,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: String,
+    pub guard_holds: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetentionEvidenceDto {
+    pub endpoints: Vec<RetentionRowDto>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicyEvidenceDto {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+    pub may_roll_back: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricsEvidenceDto {
+    pub window: String,
+    pub applied: i64,
+    pub duplicate_acks: i64,
+    pub verification_failures: Vec<ReasonCountDto>,
+    pub rollbacks: i64,
+    pub quarantined: Vec<ReasonCountDto>,
+    pub quarantine_open: u64,
+    pub outbox_backlog: u64,
+    pub outbox_oldest_pending_age_secs: Option<i64>,
+    pub outbox_dead: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditEvidenceDto {
+    pub chain_verified: bool,
+    pub entries: i64,
+    pub head_seq: i64,
+    pub head_hash: String,
+    pub keyed_since_seq: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceDto {
+    pub generated_at: String,
+    pub tenant: Option<String>,
+    pub credentials: Vec<CredentialDto>,
+    pub access: Vec<RoleAccessDto>,
+    pub constraints: Vec<ConstraintDto>,
+    pub drills: DrillEvidenceDto,
+    pub retention: RetentionEvidenceDto,
+    pub retry_policy: Vec<RetryPolicyEvidenceDto>,
+    pub metrics: MetricsEvidenceDto,
+    pub audit: AuditEvidenceDto,
+    pub findings: Vec<FindingDto>,
+}
+
+impl EvidenceDto {
+    pub fn critical(&self) -> usize {
+        self.findings.iter().filter(|f| f.severity == "critical").count()
+    }
+}
+
+/// The latest exported bundle of a scope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BundleDto {
+    pub digest: String,
+    pub actor: String,
+    pub via: String,
+    pub created_at: String,
+    pub evidence: EvidenceDto,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SignoffDto {
+    pub id: String,
+    pub digest: String,
+    pub decision: String,
+    pub comment: String,
+    pub actor: String,
+    pub at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DifferenceDto {
+    pub section: String,
+    pub subject: String,
+    pub approved: Option<String>,
+    pub now: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SinceApprovalDto {
+    pub approval: Option<SignoffDto>,
+    pub differences: Vec<DifferenceDto>,
+}
+
+/// Everything `/evidence` shows for one scope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidencePageDto {
+    /// The tenant the page is limited to (`None`: the whole deployment).
+    pub tenant: Option<String>,
+    /// Tenants to choose from (global roles only).
+    pub tenants: Vec<String>,
+    pub can_sign_off: bool,
+    pub runs: Vec<DrillRunDto>,
+    pub bundle: Option<BundleDto>,
+    pub since: Option<SinceApprovalDto>,
+    pub signoffs: Vec<SignoffDto>,
+    pub public_key: String,
+    pub public_key_pem: String,
 }

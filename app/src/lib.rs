@@ -83,6 +83,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/outbox") view=OutboxPage ssr=SsrMode::Async/>
                 <Route path=path!("/retention") view=RetentionPage ssr=SsrMode::Async/>
                 <Route path=path!("/dashboard") view=DashboardPage ssr=SsrMode::Async/>
+                <Route path=path!("/evidence") view=EvidencePage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -40,6 +40,9 @@ pub struct AppState {
     pub redaction: Arc<domain::ops::redact::Redaction>,
     /// When a silent bulk-release runner counts as interrupted.
     pub bulk_stale_ms: i64,
+    /// Runs started drill runs in the background (the server owns how
+    /// drills reach its receiver).
+    pub drills: Arc<dyn domain::evidence::runs::DrillSpawner>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -121,8 +124,13 @@ fn parts() -> Option<Parts> {
 
 /// The session token from the request's cookie, if any.
 pub fn session_token() -> Option<String> {
-    let parts = parts()?;
-    for value in parts.headers.get_all(header::COOKIE) {
+    session_token_in(&parts()?.headers)
+}
+
+/// The session token in these request headers, if any (for plain axum
+/// routes of the console, such as evidence downloads).
+pub fn session_token_in(headers: &http::HeaderMap) -> Option<String> {
+    for value in headers.get_all(header::COOKIE) {
         let Ok(text) = value.to_str() else { continue };
         for c in cookie::Cookie::split_parse(text).flatten() {
             if c.name() == SESSION_COOKIE {

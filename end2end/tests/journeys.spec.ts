@@ -332,3 +332,62 @@ test('the administrator records an endpoint\'s retention, never below the redeli
   await expect(page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' })).toContainText('data minimisation agreed with the clinic');
   await shot(page, info, '22-retention');
 });
+
+test('the reviewer runs the drills, exports the evidence, reads the printable page and signs off', async ({ page }, info) => {
+  test.setTimeout(180_000);
+  await signIn(page, 'rita');
+  await page.getByRole('link', { name: 'Evidence' }).click();
+  await expect(page).toHaveURL(/\/evidence$/);
+  await expect(page.getByText('No drill has run on this deployment yet.')).toBeVisible();
+  await shot(page, info, '23-evidence-before');
+  await page.getByRole('button', { name: 'Run drills' }).click();
+  // Live progress: the run is shown while it runs, then its verdict.
+  const run = page.locator('.drill-run');
+  await expect(run).toBeVisible();
+  if ((await run.getAttribute('data-status')) === 'running') await shot(page, info, '24-drills-running');
+  await expect(run).toHaveAttribute('data-status', 'finished', { timeout: 120_000 });
+  for (const drill of ['concurrent_duplicates', 'interrupted_before_commit', 'lost_ack', 'unknown_tenant', 'invalid_signature', 'replay', 'identity_conflict']) {
+    await expect(page.locator(`tr[data-drill="${drill}"]`)).toHaveAttribute('data-passed', 'true');
+  }
+  await expect(run).toContainText('all drills passed');
+  await shot(page, info, '25-drills-passed');
+
+  await page.getByRole('button', { name: 'Export a fresh bundle' }).click();
+  await expect(page.getByText(/Exported a new bundle/)).toBeVisible();
+  const digest = ((await page.locator('[data-digest]').textContent()) ?? '').trim();
+  expect(digest).toMatch(/^[0-9a-f]{64}$/);
+  await expect(page.locator('tr[data-constraint="claim_unique"]')).toHaveAttribute('data-present', 'true');
+  await expect(page.locator('#bundle')).toContainText('clinic-a');
+  await shot(page, info, '26-bundle');
+
+  // The printable page is the signed file itself.
+  const href = await page.getByRole('link', { name: 'Open the printable page' }).getAttribute('href');
+  expect(href).toBe(`/evidence/files/${digest}/evidence.html`);
+  const printable = await page.context().newPage();
+  await printable.goto(href!);
+  await expect(printable.getByRole('heading', { name: 'Signet sign-off evidence' })).toBeVisible();
+  await expect(printable.getByText('claim_unique')).toBeVisible();
+  await printable.emulateMedia({ media: 'print' });
+  await printable.screenshot({ path: `screenshots/${info.project.name}-27-printable.png`, fullPage: true });
+  await printable.close();
+  const json = await page.request.get(`/evidence/files/${digest}/evidence.json`);
+  expect(json.status()).toBe(200);
+  expect((await json.json()).drills.latest.passed).toBe(true);
+
+  const form = page.locator('#sign-off');
+  await form.getByLabel('Approve').check();
+  await form.getByLabel('Comment').fill('Drills passed on this deployment; credential map and constraints reviewed');
+  await form.getByRole('button', { name: 'Record sign-off' }).click();
+  await expect(page.getByText('Sign-off recorded')).toBeVisible();
+  await expect(page.locator('#history tr[data-decision="approved"]')).toHaveCount(1);
+  await expect(page.locator('#since-approval')).toContainText('Nothing changed');
+  await shot(page, info, '28-signed-off');
+});
+
+test('on-call cannot open the sign-off evidence', async ({ page }, info) => {
+  await signIn(page, 'otto');
+  await expect(page.getByRole('link', { name: 'Evidence' })).toHaveCount(0);
+  await page.goto('/evidence');
+  await expect(page.getByText(/role does not allow/i)).toBeVisible();
+  await shot(page, info, '29-evidence-oncall');
+});

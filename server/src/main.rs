@@ -5,6 +5,7 @@
 
 mod cli;
 mod config;
+mod drills;
 mod http;
 mod metrics;
 mod outbox;

@@ -19,6 +19,7 @@ pub struct Metrics {
     purge_last_success: IntGauge,
     claim_batches: IntCounter,
     claim_batched_events: IntCounter,
+    drill_webhooks: IntCounterVec,
 }
 
 impl Metrics {
@@ -43,6 +44,11 @@ impl Metrics {
         let claim_batches = IntCounter::new("signet_claim_batches_total", "Shared claim transactions committed (group commit)")?;
         let claim_batched_events =
             IntCounter::new("signet_claim_batched_events_total", "Events claimed in shared transactions; divided by batches, events per commit")?;
+        let drill_webhooks = IntCounterVec::new(
+            Opts::new("signet_drill_webhooks_total", "Deliveries made by the drills (synthetic tenant), by outcome; never counted in signet_webhooks_total"),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(drill_webhooks.clone()))?;
         registry.register(Box::new(claim_batches.clone()))?;
         registry.register(Box::new(claim_batched_events.clone()))?;
         registry.register(Box::new(purged.clone()))?;
@@ -65,6 +71,7 @@ impl Metrics {
             purge_last_success,
             claim_batches,
             claim_batched_events,
+            drill_webhooks,
         })
     }
 
@@ -77,12 +84,24 @@ impl Metrics {
         self.latency.with_label_values(&[label]).observe(elapsed.as_secs_f64());
     }
 
+    /// Counts one drill delivery (see `http::hooks`).
+    pub fn observe_drill(&self, outcome: &Outcome) {
+        self.drill_webhooks.with_label_values(&[outcome.labels().0]).inc();
+    }
+
     /// Refreshes the gauges from the database (small tables, indexed).
     pub async fn refresh_gauges(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
         use domain::entity::{outbox_intent, quarantine_entry};
-        let open = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq("open")).count(db).await?;
+        use domain::evidence::drills::not_synthetic_tenant;
+        let open = quarantine_entry::Entity::find()
+            .filter(quarantine_entry::Column::Status.eq("open"))
+            .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))
+            .count(db)
+            .await?;
         // Undelivered: waiting, or leased to a worker that is sending it.
-        let pending_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.is_in([domain::outbox::PENDING, domain::outbox::SENDING]));
+        let pending_q = outbox_intent::Entity::find()
+            .filter(outbox_intent::Column::Status.is_in([domain::outbox::PENDING, domain::outbox::SENDING]))
+            .filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
         let pending = pending_q.clone().count(db).await?;
         let oldest = pending_q.order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
         self.quarantine_open.set(open as i64);

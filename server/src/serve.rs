@@ -16,7 +16,15 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let master = db_args.master_key(&db).await.map_err(|e| e.to_string())?;
     let vault = Arc::new(Vault::load(&db, master).await.map_err(|e| format!("refusing to start: {e}"))?);
 
+    // Bound first: drills started from the console or the API deliver to
+    // this very listener.
+    let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.addr));
+    let receiver = Arc::new(domain::receiver::Receiver::new(db.clone(), vault.clone()));
+    let loopback = if local.ip().is_unspecified() { SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port()) } else { local };
+    let transport = crate::drills::HttpTransport::new(format!("http://{loopback}"), receiver.faults.drill.clone(), crate::drills::ChildEnv::from_args(&db_args)?)?;
+    let drills = Arc::new(crate::drills::ServeSpawner { db: db.clone(), vault: vault.clone(), transport: Arc::new(transport) });
     let leptos_options = LeptosOptions::builder()
         .output_name("signet")
         .site_root(args.site_root.clone())
@@ -33,6 +41,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         setup: Arc::new(SetupToken::default()),
         redaction: Arc::new(domain::ops::redact::Redaction::from_config(args.redact_fields.as_deref())),
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
+        drills,
     };
 
     if !domain::auth::users::any_exist(&db).await.map_err(|e| e.to_string())? {
@@ -44,7 +53,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     }
 
     let hooks = crate::http::hooks::HookState {
-        receiver: Arc::new(domain::receiver::Receiver::new(db.clone(), vault.clone())),
+        receiver,
         telemetry: Arc::new(domain::receiver::telemetry::Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| format!("metrics: {e}"))?),
     };
@@ -69,8 +78,6 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
     let telemetry = hooks.telemetry.clone();
     let router = crate::http::router(state, hooks);
-    let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(addr = %local, database = %redact_url(&url), "signet listening");
     println!("Signet is listening on http://{local}");
     axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())

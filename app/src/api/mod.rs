@@ -4,6 +4,7 @@
 //! Origin check covers every POST under `/fn/`.
 
 pub mod audit;
+pub mod evidence;
 pub mod keys;
 pub mod operations;
 pub mod registry;

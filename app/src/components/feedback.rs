@@ -160,6 +160,11 @@ impl Refresh {
         self.0.get()
     }
 
+    /// Reloads the page's data now.
+    pub fn bump(self) {
+        self.0.update(|n| *n += 1);
+    }
+
     /// Reloads the page's data whenever `action` succeeds.
     pub fn after<S>(action: ServerAction<S>)
     where

@@ -86,6 +86,7 @@ fn TopBar(me: Me) -> impl IntoView {
                     <a href="/quarantine" aria-current=current("/quarantine")>"Quarantine"</a>
                     <a href="/outbox" aria-current=current("/outbox")>"Outbox"</a>
                     <a href="/retention" aria-current=current("/retention")>"Retention"</a>
+                    {me.can_read_evidence().then(|| view! { <a href="/evidence" aria-current=current("/evidence")>"Evidence"</a> })}
                     {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
                     <a href="/audit" aria-current=current("/audit")>"Audit log"</a>
                 </nav>

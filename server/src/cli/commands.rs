@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::{
     output::{emit, CliError},
-    AuditCmd, Cli, Command, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetentionCmd, RetryPolicyCmd, TenantCmd, TokenCmd, UserCmd,
+    Cli, Command, DrillCmd, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetentionCmd, RetryPolicyCmd, TenantCmd, TokenCmd, UserCmd,
 };
 use crate::config::{DbArgs, ServeArgs};
 
@@ -33,9 +33,23 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         other => other,
     };
     let db = open_db(&cli.db).await?;
+    // A drill child opens the vault itself and must not print anything else.
+    if let Command::Drill(DrillCmd::Child) = command {
+        let vault = std::sync::Arc::new(open_vault(&cli.db, &db).await?);
+        return crate::drills::child(db, vault).await.map_err(|e| CliError::new("drill_child", e));
+    }
+    // Every change is audited, and appending to the keyed audit chain needs
+    // its key, which opening the vault loads.
+    let vault = match command {
+        Command::Migrate => None,
+        _ => Some(open_vault(&cli.db, &db).await?),
+    };
     let cli_principal = Principal::cli();
     let p = &cli_principal;
     match command {
+        Command::Drill(cmd) => super::evidence::drill(json, &cli.db, &db, vault, p, cmd).await?,
+        Command::Evidence(cmd) => super::evidence::evidence(json, &cli.db, &db, vault, p, cmd).await?,
+        Command::Audit(cmd) => super::evidence::audit(json, &db, vault, cmd).await?,
         Command::Serve(_) | Command::Send { .. } => {}
         Command::Migrate => emit(json, &json!({"migrated": true}), || "migrations are up to date".into()),
         Command::Tenant(TenantCmd::Create { tenant, name, notify_url }) => {
@@ -108,16 +122,6 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Quarantine(cmd) => quarantine(json, &cli.db, &db, p, cmd).await?,
         Command::RetryPolicy(cmd) => retry_policy(json, &db, p, cmd).await?,
         Command::Retention(cmd) => retention(json, &db, p, cmd).await?,
-        Command::Audit(AuditCmd::Verify) => {
-            let report = domain::audit::verify_chain(&db).await?;
-            emit(json, &report, || match &report.first_broken {
-                None => format!("audit chain intact: {} entries", report.entries),
-                Some(b) => format!("audit chain BROKEN at entry {}: {}", b.seq, b.reason),
-            });
-            if let Some(b) = report.first_broken {
-                return Err(CliError::new("audit_chain_broken", format!("audit chain broken at entry {}: {}", b.seq, b.reason)));
-            }
-        }
     }
     Ok(())
 }
@@ -315,7 +319,7 @@ async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {
     Ok(db)
 }
 
-async fn open_vault(args: &DbArgs, db: &DatabaseConnection) -> Result<Vault, CliError> {
+pub(super) async fn open_vault(args: &DbArgs, db: &DatabaseConnection) -> Result<Vault, CliError> {
     let master = args.master_key(db).await?;
     Vault::load(db, master).await.map_err(|e| CliError::new("vault", e.to_string()))
 }

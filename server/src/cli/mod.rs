@@ -3,6 +3,7 @@
 //! value on stdout.
 
 mod commands;
+mod evidence;
 mod output;
 pub mod send;
 
@@ -60,6 +61,13 @@ pub enum Command {
     /// Dedup and body retention, redelivery horizons, and the purge.
     #[command(subcommand)]
     Retention(RetentionCmd),
+    /// Drills: the seed's test matrix, run against this database through the
+    /// real receiver.
+    #[command(subcommand)]
+    Drill(DrillCmd),
+    /// Signed sign-off evidence: export, verify, the public key.
+    #[command(subcommand)]
+    Evidence(EvidenceCmd),
     /// Provider side: sign and post a webhook with retries (needs no database).
     Send {
         /// The receiver URL, e.g. http://127.0.0.1:3000/hooks/clinic-a/reminders
@@ -213,8 +221,69 @@ pub enum KekCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum AuditCmd {
-    /// Recompute the hash chain; exits non-zero at the first broken entry.
-    Verify,
+    /// Recompute the keyed chain; exits non-zero at the first broken entry,
+    /// or when the chain no longer holds a signed checkpoint.
+    Verify {
+        /// A signed checkpoint saved earlier (`signet audit checkpoint`, or
+        /// `audit.checkpoint` of an evidence bundle).
+        #[arg(long)]
+        checkpoint: Option<std::path::PathBuf>,
+        /// The evidence public key to check the checkpoint's signature with
+        /// (default: this deployment's own).
+        #[arg(long, requires = "checkpoint")]
+        public_key: Option<std::path::PathBuf>,
+    },
+    /// Print a checkpoint of the chain's head, signed with the evidence key;
+    /// keep it outside the database.
+    Checkpoint,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DrillCmd {
+    /// Run every drill now; exits non-zero unless all pass. Stored and
+    /// audited.
+    Run,
+    /// Past runs, newest first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+    },
+    /// Internal: the process `interrupted_before_commit` kills.
+    #[command(hide = true)]
+    Child,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EvidenceCmd {
+    /// Write evidence.json, evidence.html, manifest.json and manifest.sig.
+    Export {
+        /// Output directory (created if missing; must be empty unless --force).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Limit every section to one tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Run the drills first, so the bundle carries a fresh run.
+        #[arg(long)]
+        run_drills: bool,
+        /// Overwrite the bundle's files in a non-empty directory.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check every digest and the signature; exits non-zero on any mismatch.
+    Verify {
+        dir: std::path::PathBuf,
+        /// The deployment's public key (`signet evidence public-key`), base64
+        /// or PEM. Without it, only integrity is checked, against the key the
+        /// bundle itself names.
+        #[arg(long)]
+        public_key: Option<std::path::PathBuf>,
+    },
+    /// The evidence-signing public key (Ed25519, base64; --pem for PEM).
+    PublicKey {
+        #[arg(long)]
+        pem: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

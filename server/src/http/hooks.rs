@@ -14,9 +14,9 @@ use axum::{
 };
 use domain::{
     crypto::signature::HeaderSource,
+    evidence::drills::DRILL_PREFIX,
     receiver::{self, cache::EndpointCtx, telemetry::Telemetry, Outcome, Receiver, Refusal},
 };
-use serde_json::json;
 
 use crate::metrics::Metrics;
 
@@ -43,6 +43,14 @@ impl HeaderSource for Headers<'_> {
 async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(String, String)>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let (outcome, ep, key_id) = run(&st, &tenant, &endpoint, &headers, body).await;
+    // Drill traffic (the synthetic tenant, and the unknown-tenant drill's
+    // `_drill…` paths, which no real tenant can have) has its own counter and
+    // never moves real tenants' figures, rollups or dashboards.
+    let drill = ep.as_ref().map_or(tenant.starts_with(DRILL_PREFIX), |e| e.synthetic);
+    if drill {
+        st.metrics.observe_drill(&outcome);
+        return respond(outcome);
+    }
     st.telemetry.record(ep.as_deref(), &outcome, key_id.as_deref(), started.elapsed());
     st.metrics.observe(ep.as_deref(), &outcome, started.elapsed());
     let (label, reason) = outcome.labels();
@@ -134,35 +142,13 @@ async fn read_limited(body: Body, limit: usize, headers: &HeaderMap) -> Result<b
     }
 }
 
-/// The contract's status table (CONTRACT §3).
+/// The contract's answer (CONTRACT §3; the table is `Outcome::status` and
+/// `Outcome::body`), with `Retry-After` on 503.
 fn respond(outcome: Outcome) -> Response {
-    match outcome {
-        Outcome::Applied { event_id } => (StatusCode::OK, Json(json!({"status": "applied", "event_id": event_id}))).into_response(),
-        Outcome::Duplicate { event_id, original } => {
-            (StatusCode::OK, Json(json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id}))).into_response()
-        }
-        Outcome::IdentityConflict { .. } => (StatusCode::CONFLICT, Json(json!({"error": "identity_conflict"}))).into_response(),
-        Outcome::Quarantined { reason, .. } => (StatusCode::ACCEPTED, Json(json!({"status": "quarantined", "reason": reason}))).into_response(),
-        Outcome::Refused(r) => {
-            let status = match r {
-                Refusal::UnknownEndpoint => StatusCode::NOT_FOUND,
-                Refusal::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-                Refusal::BodyIncomplete => StatusCode::BAD_REQUEST,
-                Refusal::SignatureMissing
-                | Refusal::SignatureMalformed
-                | Refusal::SignatureMismatch
-                | Refusal::UnknownKey
-                | Refusal::TimestampStale
-                | Refusal::TimestampFuture => StatusCode::UNAUTHORIZED,
-                Refusal::Replay => StatusCode::CONFLICT,
-                Refusal::EventTypeNotPermitted | Refusal::TenantMismatch => StatusCode::FORBIDDEN,
-            };
-            (status, Json(json!({"error": r.code()}))).into_response()
-        }
-        Outcome::Unavailable => {
-            let mut res = (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "unavailable"}))).into_response();
-            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            res
-        }
+    let status = StatusCode::from_u16(outcome.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut res = (status, Json(outcome.body())).into_response();
+    if matches!(outcome, Outcome::Unavailable) {
+        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     }
+    res
 }

@@ -2,6 +2,7 @@
 //! functions, with the cross-cutting guards (Origin check, security headers).
 
 pub mod api;
+mod evidence_files;
 mod guards;
 pub mod hooks;
 
@@ -29,6 +30,7 @@ pub fn router(state: AppState, hooks: hooks::HookState) -> Router {
         )
         .nest_service("/hooks", hooks::routes(hooks))
         .nest("/api/v1", api::routes())
+        .route("/evidence/files/{digest}/{file}", get(evidence_files::file))
         .leptos_routes_with_context(&state, routes, || {}, move || shell(options.clone()))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn(guards::origin_check))

@@ -38,6 +38,10 @@ const MANAGERS: &[Who] = &[Who::Admin, Who::ClinicOwn];
 const REVIEWERS: &[Who] = &[Who::Admin, Who::Reviewer];
 const ADMIN: &[Who] = &[Who::Admin];
 const TRIAGE: &[Who] = &[Who::Admin, Who::Oncall];
+/// Drills and evidence: everyone but on-call (a clinic admin for its own
+/// tenant).
+const EVIDENCE: &[Who] = &[Who::Admin, Who::Reviewer, Who::ClinicOwn, Who::ClinicOther];
+const EVIDENCE_OF_A: &[Who] = &[Who::Admin, Who::Reviewer, Who::ClinicOwn];
 
 /// What a case needs created fresh before each call.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +60,12 @@ enum Fresh {
     BulkRelease,
     /// A bulk release of clinic-a whose runner stopped reporting.
     InterruptedBulkRelease,
+    /// No drill run in progress (runs go one at a time).
+    IdleDrills,
+    /// A finished drill run.
+    DrillRun,
+    /// An exported evidence bundle of clinic-a (its digest).
+    Export,
 }
 
 struct Case {
@@ -148,6 +158,14 @@ fn server_fn_cases() -> Vec<Case> {
             build: |_, _| form("/fn/set_retention", vec![("target", "clinic-a/hooks".into()), ("dedup", "30d".into()), ("body", "".into()), ("reason", "matrix".into())]) },
         Case { name: "set_horizon", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
             build: |_, _| form("/fn/set_horizon", vec![("scheme", "standard-webhooks".into()), ("horizon", "1d".into()), ("reason", "matrix".into())]) },
+        Case { name: "evidence_page", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/evidence_page".into()) },
+        Case { name: "evidence_page", allowed: EVIDENCE_OF_A, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/evidence_page?tenant=clinic-a".into()) },
+        Case { name: "start_drills", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::IdleDrills, build: |_, _| form("/fn/start_drills", vec![]) },
+        Case { name: "drill_run", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::DrillRun, build: |id, _| get(format!("/fn/drill_run?run_id={id}")) },
+        Case { name: "export_evidence", allowed: EVIDENCE_OF_A, tenant_scoped: true, fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/export_evidence", vec![("tenant", "clinic-a".into())]) },
+        Case { name: "sign_off_evidence", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::Export,
+            build: |id, _| form("/fn/sign_off_evidence", vec![("tenant", "clinic-a".into()), ("digest", id.into()), ("decision", "approved".into()), ("comment", "matrix".into())]) },
     ]
 }
 
@@ -232,6 +250,17 @@ fn api_cases() -> Vec<Case> {
             build: |_, _| json_req(M::PUT, "/api/v1/tenants/clinic-a/endpoints/hooks/retention".into(), json!({"dedup_secs": 2_592_000, "reason": "matrix"})) },
         Case { name: "PUT /api/v1/retention/horizons/{scheme}", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
             build: |_, _| json_req(M::PUT, "/api/v1/retention/horizons/standard-webhooks".into(), json!({"horizon_secs": 86_400, "reason": "matrix"})) },
+        Case { name: "POST /api/v1/drills", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::IdleDrills, build: |_, _| (M::POST, "/api/v1/drills".into(), Body::None) },
+        Case { name: "GET /api/v1/drills", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/drills".into()) },
+        Case { name: "GET /api/v1/drills/{run_id}", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::DrillRun, build: |id, _| get(format!("/api/v1/drills/{id}")) },
+        Case { name: "GET /api/v1/evidence", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence".into()) },
+        Case { name: "GET /api/v1/evidence", allowed: EVIDENCE_OF_A, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence?tenant=clinic-a".into()) },
+        Case { name: "GET /api/v1/evidence.html", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence.html".into()) },
+        Case { name: "GET /api/v1/evidence/exports", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence/exports".into()) },
+        Case { name: "GET /api/v1/evidence/signoffs", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence/signoffs".into()) },
+        Case { name: "POST /api/v1/evidence/signoffs", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::Export,
+            build: |id, _| json_req(M::POST, "/api/v1/evidence/signoffs".into(), json!({"digest": id, "decision": "approved", "comment": "matrix"})) },
+        Case { name: "GET /api/v1/evidence/public-key", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence/public-key".into()) },
     ]
 }
 
@@ -319,6 +348,16 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
         Fresh::DeadIntent => return dead_intent(i, s, w).await,
         Fresh::BulkRelease => return bulk_release(i, s, w, false).await,
         Fresh::InterruptedBulkRelease => return bulk_release(i, s, w, true).await,
+        Fresh::IdleDrills => {
+            drills_idle(s, w).await;
+            return String::new();
+        }
+        Fresh::DrillRun => return drill_run(s, w).await,
+        Fresh::Export => {
+            let res = w.anonymous.get(s.url("/api/v1/evidence?tenant=clinic-a")).bearer_auth(&w.tokens[&Who::Admin]).send().await.unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            return res.json::<Value>().await.unwrap()["digest"].as_str().unwrap().to_owned();
+        }
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
@@ -329,6 +368,32 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
 fn deliver(i: &Install, w: &World, body: &str, event_id: &str) {
     let (url, secret) = &w.hook;
     i.send_event(url, secret, event_id, body);
+}
+
+/// Waits until no drill run is in progress (they run one at a time).
+async fn drills_idle(s: &Server, w: &World) {
+    for _ in 0..600 {
+        let runs = admin_get(s, w, "/api/v1/drills?limit=1").await;
+        if runs.as_array().and_then(|r| r.first()).is_none_or(|r| r["status"] != "running") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("a drill run never finished");
+}
+
+/// A finished drill run's id.
+async fn drill_run(s: &Server, w: &World) -> String {
+    drills_idle(s, w).await;
+    let runs = admin_get(s, w, "/api/v1/drills?limit=1").await;
+    if let Some(id) = runs.as_array().and_then(|r| r.first()).and_then(|r| r["run_id"].as_str()) {
+        return id.to_owned();
+    }
+    let res = w.anonymous.post(s.url("/api/v1/drills")).bearer_auth(&w.tokens[&Who::Admin]).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let id = res.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    drills_idle(s, w).await;
+    id
 }
 
 /// A JSON GET with the admin's token.

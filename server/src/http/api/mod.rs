@@ -5,6 +5,7 @@
 mod admin;
 mod auth;
 mod events;
+pub mod evidence;
 mod keys;
 mod operations;
 mod registry;
@@ -57,12 +58,19 @@ pub fn routes() -> Router<AppState> {
         .route("/retention", get(retention::overview))
         .route("/retention/horizons/{scheme}", axum::routing::put(retention::set_horizon))
         .route("/tenants/{tenant}/endpoints/{endpoint}/retention", get(retention::get_retention).put(retention::set_retention))
+        .route("/drills", get(evidence::list_drills).post(evidence::start_drills))
+        .route("/drills/{run_id}", get(evidence::get_drill))
+        .route("/evidence", get(evidence::get_evidence))
+        .route("/evidence.html", get(evidence::get_evidence_html))
+        .route("/evidence/exports", get(evidence::list_exports))
+        .route("/evidence/signoffs", get(evidence::list_signoffs).post(evidence::sign_off))
+        .route("/evidence/public-key", get(evidence::public_key))
         .fallback(|| async { ApiError::not_found() })
 }
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage, retry policies and retention."),
+    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage, retry policies, retention, drills and sign-off evidence."),
     paths(
         registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
         registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
@@ -76,6 +84,9 @@ pub fn routes() -> Router<AppState> {
         operations::list_outbox, operations::retry_outbox,
         retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
         stats::get_stats,
+        evidence::start_drills, evidence::list_drills, evidence::get_drill,
+        evidence::get_evidence, evidence::get_evidence_html, evidence::list_exports,
+        evidence::sign_off, evidence::list_signoffs, evidence::public_key,
     ),
     components(schemas(auth::ErrorBody)),
     modifiers(&BearerAuth),

@@ -1,0 +1,112 @@
+//! Drills and sign-off evidence for `/evidence` (CONTRACT §5). Each call
+//! authenticates; the domain authorizes (on-call gets 403).
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::{DrillRunDto, EvidencePageDto};
+
+#[cfg(feature = "ssr")]
+fn scope(tenant: Option<String>) -> Option<String> {
+    tenant.filter(|t| !t.trim().is_empty())
+}
+
+/// The page's data for one scope (a tenant, or the whole deployment).
+#[server(prefix = "/fn", endpoint = "evidence_page", input = GetUrl)]
+pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, AppError> {
+    use domain::{
+        auth::{role_allows, Permission},
+        evidence::{export, runs, signoff},
+    };
+
+    use crate::ssr::{self, convert::mirror};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let tenant = scope(tenant);
+    let run_list = runs::list(&st.db, &p, 10).await.map_err(ssr::to_app_error)?;
+    let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await.map_err(ssr::to_app_error)?;
+    let (bundle, since) = match exports.first() {
+        Some(latest) => {
+            let b = export::stored(&st.db, &p, &latest.digest).await.map_err(ssr::to_app_error)?;
+            let since = signoff::since_last_approval(&st.db, &p, tenant.as_deref(), &b.evidence).await.map_err(ssr::to_app_error)?;
+            let dto = crate::dto::BundleDto {
+                digest: b.digest.clone(),
+                actor: latest.actor.clone(),
+                via: latest.via.clone(),
+                created_at: latest.created_at.clone(),
+                evidence: mirror(&b.evidence)?,
+            };
+            (Some(dto), Some(mirror(&since)?))
+        }
+        None => (None, None),
+    };
+    let signoffs = signoff::list(&st.db, &p, tenant.as_deref(), 50).await.map_err(ssr::to_app_error)?;
+    let tenants = if p.tenant_filter().is_none() {
+        domain::registry::tenants::list(&st.db, &p).await.map_err(ssr::to_app_error)?.into_iter().map(|t| t.slug).collect()
+    } else {
+        Vec::new()
+    };
+    let signer = domain::service_keys::evidence_signer(&st.db, &st.vault).await.map_err(ssr::to_app_error)?;
+    let public_key = signer.public_key_base64();
+    Ok(EvidencePageDto {
+        tenant: tenant.or_else(|| bundle.as_ref().and_then(|b| b.evidence.tenant.clone())),
+        tenants,
+        can_sign_off: role_allows(p.role, Permission::SignOffEvidence),
+        runs: mirror(&run_list)?,
+        bundle,
+        since,
+        signoffs: mirror(&signoffs)?,
+        public_key_pem: domain::crypto::service::public_key_pem(&public_key).unwrap_or_default(),
+        public_key,
+    })
+}
+
+/// One run, for the live progress poll.
+#[server(prefix = "/fn", endpoint = "drill_run", input = GetUrl)]
+pub async fn drill_run(run_id: String) -> Result<DrillRunDto, AppError> {
+    use crate::ssr::{self, convert::mirror};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let run = domain::evidence::runs::get(&st.db, &p, &run_id).await.map_err(ssr::to_app_error)?;
+    mirror(&run)
+}
+
+/// Starts a drill run in the background; the page then shows its progress.
+#[server(prefix = "/fn", endpoint = "start_drills")]
+pub async fn start_drills(tenant: Option<String>) -> Result<(), AppError> {
+    use crate::{components::format::with_query, ssr};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let run = domain::evidence::runs::start(&st.db, &p).await.map_err(ssr::to_app_error)?;
+    st.drills.spawn(p, run.run_id.clone());
+    leptos_axum::redirect(&with_query("/evidence", &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("run", &run.run_id)]));
+    Ok(())
+}
+
+/// Exports a fresh signed bundle (recorded; the page shows it).
+#[server(prefix = "/fn", endpoint = "export_evidence")]
+pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
+    use crate::{components::format::with_query, ssr};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let tenant = scope(tenant);
+    let b = domain::evidence::export::export(&st.db, &st.vault, &p, tenant.as_deref(), domain::evidence::export::Via::Console)
+        .await
+        .map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&with_query("/evidence", &[("tenant", tenant.as_deref().unwrap_or("")), ("exported", &b.digest)]));
+    Ok(())
+}
+
+/// Approves or rejects the bundle with this digest.
+#[server(prefix = "/fn", endpoint = "sign_off_evidence")]
+pub async fn sign_off_evidence(tenant: Option<String>, digest: String, decision: String, comment: String) -> Result<(), AppError> {
+    use crate::{components::format::with_query, ssr};
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let s = domain::evidence::signoff::sign_off(&st.db, &p, &domain::evidence::signoff::NewSignoff { digest, decision, comment })
+        .await
+        .map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&with_query("/evidence", &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", &s.decision)]));
+    Ok(())
+}

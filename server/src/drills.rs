@@ -1,0 +1,210 @@
+//! How drills reach a receiver (`domain::evidence::drills::Transport`):
+//! real HTTP to `/hooks` of a listening server — the running `signet serve`
+//! itself, or, for `signet drill run`, an in-process receiver on a loopback
+//! port — and a child `signet drill child` process for the drill that must
+//! be killed mid-transaction.
+
+use std::{process::Stdio, sync::Arc, time::Duration};
+
+use domain::{
+    auth::Principal,
+    evidence::{
+        drills::{Answer, DrillRequest, Transport, Until},
+        runs::{self, DrillSpawner},
+    },
+    receiver::{
+        faults::{DrillFault, DrillFaults, Faults},
+        Receiver,
+    },
+    vault::Vault,
+};
+use sea_orm::DatabaseConnection;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::config::DbArgs;
+
+/// Delivers drill requests to `base` (e.g. `http://127.0.0.1:3000`).
+pub struct HttpTransport {
+    base: String,
+    client: reqwest::Client,
+    faults: Arc<DrillFaults>,
+    child: ChildEnv,
+}
+
+/// What a `signet drill child` needs to open the same database and vault
+/// as this process. Passed through the environment, never on the command
+/// line (which other local users can read).
+#[derive(Clone, Debug)]
+pub struct ChildEnv {
+    pub database_url: String,
+    pub data_dir: std::path::PathBuf,
+    pub master_key_file: Option<std::path::PathBuf>,
+}
+
+impl ChildEnv {
+    pub fn from_args(args: &DbArgs) -> Result<ChildEnv, String> {
+        Ok(ChildEnv { database_url: args.url().map_err(|e| e.to_string())?, data_dir: args.data_dir.clone(), master_key_file: args.master_key_file.clone() })
+    }
+}
+
+impl HttpTransport {
+    pub fn new(base: String, faults: Arc<DrillFaults>, child: ChildEnv) -> Result<HttpTransport, String> {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| e.to_string())?;
+        Ok(HttpTransport { base, client, faults, child })
+    }
+
+    fn post(&self, req: &DrillRequest) -> reqwest::RequestBuilder {
+        let mut r = self.client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
+        for (k, v) in &req.headers {
+            r = r.header(k, v);
+        }
+        r.header("content-type", "application/json")
+    }
+}
+
+impl Transport for HttpTransport {
+    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, String> {
+        let res = self.post(req).send().await.map_err(|e| format!("delivery failed: {e}"))?;
+        let status = res.status().as_u16();
+        let body = res.json().await.unwrap_or(serde_json::Value::Null);
+        Ok(Answer { status, body })
+    }
+
+    async fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> Result<bool, String> {
+        // Its own client: dropping the request must close its connection,
+        // not return it to a shared pool.
+        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().map_err(|e| e.to_string())?;
+        let mut r = client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
+        for (k, v) in &req.headers {
+            r = r.header(k, v);
+        }
+        let send = r.send();
+        tokio::select! {
+            // The answer came first: nothing was lost, the drill did not
+            // happen as designed.
+            answer = send => answer.map(|_| false).map_err(|e| format!("delivery failed: {e}")),
+            seen = committed => Ok(seen),
+        }
+    }
+
+    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, String> {
+        kill_child_before_commit(&self.child, req).await
+    }
+
+    fn faults(&self) -> &DrillFaults {
+        &self.faults
+    }
+}
+
+/// The line a drill child prints once its transaction is held open.
+pub const HELD: &str = "held-before-commit";
+
+/// Runs `signet drill child` with `req` on stdin, waits until it holds the
+/// claim transaction open before COMMIT, and SIGKILLs it there.
+async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the signet binary: {e}"))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(["drill", "child"])
+        .env("DATABASE_URL", &env.database_url)
+        .env("SIGNET_DATA_DIR", &env.data_dir)
+        .env("SIGNET_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(f) = &env.master_key_file {
+        cmd.env("SIGNET_MASTER_KEY_FILE", f);
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start the drill child: {e}"))?;
+    let pid = child.id().unwrap_or_default();
+    let mut stdin = child.stdin.take().ok_or("the drill child has no stdin")?;
+    stdin.write_all(&serde_json::to_vec(req).map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?;
+    drop(stdin);
+    let stdout = child.stdout.take().ok_or("the drill child has no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let held = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim() == HELD {
+                return Ok(());
+            }
+            if let Some(answer) = line.strip_prefix("answered ") {
+                return Err(format!("the child answered ({answer}) without holding the transaction open"));
+            }
+        }
+        Err("the drill child exited before holding the transaction open".to_owned())
+    })
+    .await
+    .map_err(|_| "the drill child did not hold the transaction within 30 s".to_owned())?;
+    // SIGKILL, whatever happened: never leave a child holding a transaction.
+    child.start_kill().map_err(|e| format!("cannot kill the drill child: {e}"))?;
+    let status = child.wait().await.map_err(|e| e.to_string())?;
+    held?;
+    Ok(format!("signet drill child (pid {pid}) killed with SIGKILL while holding the claim transaction open: {status}"))
+}
+
+/// `signet drill child`: one delivery through an in-process receiver whose
+/// drill fault holds the transaction open before COMMIT; prints
+/// [`HELD`] and waits to be killed. If nobody kills it within a minute it
+/// exits, and the transaction dies with the process, uncommitted.
+pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), String> {
+    use std::io::Read;
+    let mut input = Vec::new();
+    // Bounded: a drill request is a few hundred bytes.
+    std::io::stdin().take(1 << 20).read_to_end(&mut input).map_err(|e| format!("reading the drill request: {e}"))?;
+    let req: DrillRequest = serde_json::from_slice(&input).map_err(|e| format!("bad drill request: {e}"))?;
+    let faults = Faults::default();
+    let reached = Arc::new(tokio::sync::Notify::new());
+    faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
+    let receiver = Arc::new(Receiver::with_faults(db, vault, faults));
+    let ep = domain::receiver::resolve(&receiver, &req.tenant, &req.endpoint).await.map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
+    if !ep.synthetic {
+        return Err("drill children only deliver to the drill tenant".into());
+    }
+    let headers = RequestHeaders(req.headers.clone());
+    let task = tokio::spawn({
+        let receiver = receiver.clone();
+        async move { domain::receiver::process(&receiver, &ep, &headers, None, bytes::Bytes::from(req.body)).await.0 }
+    });
+    tokio::select! {
+        () = reached.notified() => {
+            println!("{HELD}");
+            use std::io::Write;
+            std::io::stdout().flush().ok();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            // Never killed: leave without committing.
+            std::process::exit(3);
+        }
+        outcome = task => {
+            let label = outcome.map(|o| o.labels().0).unwrap_or("panicked");
+            println!("answered {label}");
+            Err("the delivery finished without reaching the commit".into())
+        }
+    }
+}
+
+struct RequestHeaders(Vec<(String, String)>);
+
+impl domain::crypto::signature::HeaderSource for RequestHeaders {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_bytes())
+    }
+}
+
+/// Starts drill runs in the background of `signet serve`, delivering over
+/// HTTP to this server's own listener.
+pub struct ServeSpawner {
+    pub db: DatabaseConnection,
+    pub vault: Arc<Vault>,
+    pub transport: Arc<HttpTransport>,
+}
+
+impl DrillSpawner for ServeSpawner {
+    fn spawn(&self, principal: Principal, run_id: String) {
+        let (db, vault, transport) = (self.db.clone(), self.vault.clone(), self.transport.clone());
+        tokio::spawn(async move {
+            if let Err(e) = runs::execute(&db, &vault, &principal, &run_id, transport.as_ref()).await {
+                tracing::error!(run_id, error = %e, "drill run failed to record its result");
+            }
+        });
+    }
+}

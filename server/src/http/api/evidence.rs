@@ -1,0 +1,143 @@
+//! Drills and sign-off evidence (CONTRACT §5): reviewers and admins for every
+//! tenant, clinic admins for their own; on-call is refused.
+
+use app::ssr::AppState;
+use axum::{
+    extract::{Path, Query, State},
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use domain::evidence::{
+    bundle::Evidence,
+    export::{self, ExportView, Via},
+    manifest::Manifest,
+    runs::{self, DrillRunView},
+    signoff::{self, NewSignoff, SignoffView},
+};
+use serde::{Deserialize, Serialize};
+
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StartedRun {
+    pub run_id: String,
+}
+
+#[utoipa::path(post, path = "/api/v1/drills", tag = "evidence",
+    responses((status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
+              (status = 409, body = ErrorBody, description = "a drill run is already in progress"),
+              (status = 403, body = ErrorBody)))]
+pub async fn start_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
+    let run = runs::start(&st.db, &p).await?;
+    st.drills.spawn(p, run.run_id.clone());
+    Ok((StatusCode::ACCEPTED, Json(StartedRun { run_id: run.run_id })))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// At most this many (1–200, default 20).
+    pub limit: Option<u64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/drills", tag = "evidence", params(ListParams),
+    responses((status = 200, body = [DrillRunView]), (status = 403, body = ErrorBody)))]
+pub async fn list_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<ListParams>) -> Result<Json<Vec<DrillRunView>>, ApiError> {
+    Ok(Json(runs::list(&st.db, &p, q.limit.unwrap_or(20)).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(("run_id" = String, Path)),
+    responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress"), (status = 404, body = ErrorBody)))]
+pub async fn get_drill(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(run_id): Path<String>) -> Result<Json<DrillRunView>, ApiError> {
+    Ok(Json(runs::get(&st.db, &p, &run_id).await?))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct TenantParam {
+    /// Limit every section to this tenant (a clinic admin always gets its own).
+    pub tenant: Option<String>,
+}
+
+/// `GET /api/v1/evidence`: a fresh, signed, recorded bundle.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct EvidenceBody {
+    /// Hex SHA-256 of `manifest.json` (what a sign-off names).
+    pub digest: String,
+    pub manifest: Manifest,
+    /// Base64 Ed25519 signature over `manifest.json`'s exact bytes, which are
+    /// `manifest` pretty-printed as `signet evidence export` writes them.
+    pub signature: String,
+    pub evidence: Evidence,
+}
+
+#[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
+    responses((status = 200, body = EvidenceBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get_evidence(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Json<EvidenceBody>, ApiError> {
+    let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
+    Ok(Json(EvidenceBody { digest: b.digest, manifest: b.manifest, signature: b.signature, evidence: b.evidence }))
+}
+
+/// The printable page is served with a policy that allows its one inline
+/// style block (by hash) and nothing else: no script, no fetches.
+pub fn html_response(html: String, filename: Option<&str>) -> Response {
+    let mut res = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    let csp = format!(
+        "default-src 'none'; style-src '{}'; img-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        domain::evidence::html::style_hash()
+    );
+    if let Ok(v) = HeaderValue::from_str(&csp) {
+        res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    if let Some(name) = filename {
+        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+            res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+        }
+    }
+    res
+}
+
+#[utoipa::path(get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
+    responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle"), (status = 403, body = ErrorBody)))]
+pub async fn get_evidence_html(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Response, ApiError> {
+    let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
+    Ok(html_response(b.evidence_html, None))
+}
+
+#[utoipa::path(get, path = "/api/v1/evidence/exports", tag = "evidence", params(TenantParam),
+    responses((status = 200, body = [ExportView]), (status = 403, body = ErrorBody)))]
+pub async fn list_exports(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Json<Vec<ExportView>>, ApiError> {
+    Ok(Json(export::list(&st.db, &p, q.tenant.as_deref(), 50).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
+    responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment"), (status = 403, body = ErrorBody)))]
+pub async fn sign_off(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiJson(body): ApiJson<NewSignoff>) -> Result<(StatusCode, Json<SignoffView>), ApiError> {
+    Ok((StatusCode::CREATED, Json(signoff::sign_off(&st.db, &p, &body).await?)))
+}
+
+#[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),
+    responses((status = 200, body = [SignoffView]), (status = 403, body = ErrorBody)))]
+pub async fn list_signoffs(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Json<Vec<SignoffView>>, ApiError> {
+    Ok(Json(signoff::list(&st.db, &p, q.tenant.as_deref(), 100).await?))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PublicKeyBody {
+    pub algorithm: String,
+    /// Base64 of the 32-byte Ed25519 public key.
+    pub public_key: String,
+    pub pem: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/evidence/public-key", tag = "evidence",
+    responses((status = 200, body = PublicKeyBody), (status = 403, body = ErrorBody)))]
+pub async fn public_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<PublicKeyBody>, ApiError> {
+    // Anyone who may read evidence may learn the key that signs it.
+    export::scoped_tenant_id(&st.db, &p, None).await?;
+    let signer = domain::service_keys::evidence_signer(&st.db, &st.vault).await?;
+    let public_key = signer.public_key_base64();
+    let pem = domain::crypto::service::public_key_pem(&public_key).unwrap_or_default();
+    Ok(Json(PublicKeyBody { algorithm: "ed25519".into(), public_key, pem }))
+}

@@ -1,0 +1,219 @@
+//! Drills and sign-off evidence against the real binary: the CLI's drill
+//! run kills a real child process; drills run over HTTP while the server
+//! takes traffic, and real tenants' figures do not move; bundles export,
+//! verify, and refuse bad input with one clear line.
+
+use std::{path::Path, time::Duration};
+
+use serde_json::{json, Value};
+
+use crate::{both_engines, support::Install};
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+both_engines!(drill_run_passes_and_kills_a_real_child_process, async |i: &Install| {
+    let run = i.cli_json(&["drill", "run"]);
+    assert_eq!(run["passed"], true, "{run:#}");
+    let drills = run["drills"].as_array().unwrap();
+    assert_eq!(drills.len(), 7);
+    for d in drills {
+        assert_eq!(d["passed"], true, "{d:#}");
+        assert!(d["observed"].is_object() && d["expected"].is_object());
+    }
+    let interrupted = drills.iter().find(|d| d["name"] == "interrupted_before_commit").unwrap();
+    assert_eq!(interrupted["observed"]["killed_before_commit"], true);
+    assert_eq!(interrupted["observed"]["after_kill.claims"], 0);
+    assert_eq!(interrupted["observed"]["claims"], 1);
+    let listed = i.cli_json(&["drill", "list"]);
+    assert_eq!(listed[0]["run_id"], run["run_id"]);
+    // The drill tenant is nobody's tenant.
+    let tenants = i.cli_json(&["tenant", "list"]);
+    assert_eq!(tenants.as_array().unwrap().len(), 0, "{tenants}");
+    let audit = i.cli(&["audit", "verify"], "");
+    assert!(audit.status.success(), "{}", stderr(&audit));
+});
+
+both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let secret = key["secret"].as_str().unwrap().to_owned();
+    let token = i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let oncall = i.cli_json(&["token", "create", "--name", "otto", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve();
+    let url = s.url("/hooks/clinic-a/hooks");
+    // Real traffic for clinic-a on four connections during the whole run.
+    let traffic: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, secret) = (url.clone(), secret.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut codes = Vec::new();
+                for n in 0..40 {
+                    let id = format!("live-{w}-{n}");
+                    let body = json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+                    let ts = domain::clock::now_ms() / 1000;
+                    let secret = domain::crypto::SigningSecret::parse(&secret).unwrap();
+                    let headers = domain::crypto::signature::sign(domain::registry::Scheme::StandardWebhooks, &secret, body.as_bytes(), ts, &id).unwrap();
+                    let mut r = client.post(&url).body(body);
+                    for (k, v) in headers {
+                        r = r.header(k, v);
+                    }
+                    codes.push(r.send().await.unwrap().status().as_u16());
+                    tokio::time::sleep(Duration::from_millis(15)).await;
+                }
+                codes
+            })
+        })
+        .collect();
+    let api = reqwest::Client::new();
+    assert_eq!(api.post(s.url("/api/v1/drills")).bearer_auth(&oncall).send().await.unwrap().status(), 403, "on-call cannot run drills");
+    let started = api.post(s.url("/api/v1/drills")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(started.status(), 202);
+    let run_id = started.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    let second = api.post(s.url("/api/v1/drills")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(second.status(), 409, "one run at a time");
+    let mut seen_running = false;
+    let run = loop {
+        let r: Value = api.get(s.url(&format!("/api/v1/drills/{run_id}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+        if r["passed"].is_null() {
+            seen_running = true;
+            assert!(r["done"].as_u64().unwrap() <= 7);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        break r;
+    };
+    assert!(seen_running, "the run reports progress while it runs");
+    assert_eq!(run["passed"], true, "{run:#}");
+    for t in traffic {
+        assert!(t.await.unwrap().iter().all(|c| *c == 200), "live traffic was disturbed");
+    }
+    // Real tenants' figures: every live event applied once; the drills are
+    // counted apart.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    let events: Value = api.get(s.url("/api/v1/tenants/clinic-a/events?limit=500")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(events.as_array().unwrap().len(), 160);
+    let metrics = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(!metrics.contains("tenant=\"_drill"), "drill traffic must not appear as a tenant");
+    assert!(metrics.contains("signet_drill_webhooks_total"), "drill traffic has its own counter");
+    assert!(metrics.lines().any(|l| l.starts_with("signet_webhooks_total") && l.contains("tenant=\"clinic-a\"") && l.contains("outcome=\"applied\"") && l.ends_with(" 160")), "{metrics}");
+    let stats: Value = api.get(s.url("/api/v1/stats?window=1h")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let applied = stats["series"].as_array().unwrap().iter().find(|x| x["outcome"] == "applied").unwrap()["total"].as_i64().unwrap();
+    assert_eq!(applied, 160, "the dashboard counts only real traffic");
+});
+
+fn write_key(dir: &Path, i: &Install) -> std::path::PathBuf {
+    let pk = i.cli(&["evidence", "public-key"], "");
+    assert!(pk.status.success(), "{}", stderr(&pk));
+    let path = dir.join("signet.pub");
+    std::fs::write(&path, &pk.stdout).unwrap();
+    path
+}
+
+both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "github"]);
+    i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("bundle");
+    let exported = i.cli_json(&["evidence", "export", "--out", out.to_str().unwrap(), "--run-drills"]);
+    assert_eq!(exported["drills_passed"], true, "{exported}");
+    let mut names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["evidence.html", "evidence.json", "manifest.json", "manifest.sig"]);
+    let evidence: Value = serde_json::from_slice(&std::fs::read(out.join("evidence.json")).unwrap()).unwrap();
+    for key in ["generated_at", "deployment", "credentials", "constraints", "drills", "retention", "retry_policy", "metrics", "audit"] {
+        assert!(evidence.get(key).is_some(), "evidence.json lacks {key}");
+    }
+    assert_eq!(evidence["credentials"][0]["tenant"], "clinic-a");
+    assert!(evidence["credentials"][0].get("secret").is_none());
+    assert!(evidence["constraints"].as_array().unwrap().iter().all(|c| c["present"] == true));
+    assert_eq!(evidence["drills"]["latest"]["passed"], true);
+    assert_eq!(evidence["audit"]["chain_verified"], true);
+    let html = std::fs::read_to_string(out.join("evidence.html")).unwrap();
+    assert!(html.contains("@media print") && !html.contains("<script") && !html.contains("http://") && !html.contains("https://"), "self-contained, printable, no external assets");
+    let key = write_key(work.path(), i);
+    let ok = i.cli(&["--json", "evidence", "verify", out.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let report: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(report["digest"], exported["digest"]);
+    assert_eq!(report["signer"], "given");
+
+    // Tampering: one byte, a missing file, an extra file, a swapped signature.
+    let tampered = work.path().join("tampered");
+    std::fs::create_dir(&tampered).unwrap();
+    for n in ["evidence.json", "evidence.html", "manifest.json", "manifest.sig"] {
+        std::fs::copy(out.join(n), tampered.join(n)).unwrap();
+    }
+    let mut json_bytes = std::fs::read(tampered.join("evidence.json")).unwrap();
+    json_bytes[10] ^= 1;
+    std::fs::write(tampered.join("evidence.json"), &json_bytes).unwrap();
+    let bad = i.cli(&["evidence", "verify", tampered.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
+    assert!(!bad.status.success());
+    assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("evidence.json does not match"), "{}", stderr(&bad));
+    std::fs::copy(out.join("evidence.json"), tampered.join("evidence.json")).unwrap();
+    std::fs::remove_file(tampered.join("evidence.html")).unwrap();
+    let missing = i.cli(&["evidence", "verify", tampered.to_str().unwrap()], "");
+    assert!(!missing.status.success() && stderr(&missing).contains("evidence.html is missing"), "{}", stderr(&missing));
+    std::fs::copy(out.join("evidence.html"), tampered.join("evidence.html")).unwrap();
+    std::fs::write(tampered.join("extra.txt"), "x").unwrap();
+    let extra = i.cli(&["evidence", "verify", tampered.to_str().unwrap()], "");
+    assert!(!extra.status.success() && stderr(&extra).contains("extra.txt is not part of the bundle"), "{}", stderr(&extra));
+    std::fs::remove_file(tampered.join("extra.txt")).unwrap();
+    let other = work.path().join("other");
+    i.cli_json(&["evidence", "export", "--out", other.to_str().unwrap()]);
+    std::fs::copy(other.join("manifest.sig"), tampered.join("manifest.sig")).unwrap();
+    let swapped = i.cli(&["evidence", "verify", tampered.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
+    assert!(!swapped.status.success() && stderr(&swapped).contains("manifest.sig does not verify"), "{}", stderr(&swapped));
+
+    // Bad input: a non-empty directory, an unwritable path, a missing bundle.
+    let again = i.cli(&["evidence", "export", "--out", out.to_str().unwrap()], "");
+    assert!(!again.status.success() && stderr(&again).contains("not empty; pass --force"), "{}", stderr(&again));
+    let forced = i.cli(&["evidence", "export", "--out", out.to_str().unwrap(), "--force"], "");
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    let file = work.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let unwritable = i.cli(&["evidence", "export", "--out", file.join("sub").to_str().unwrap()], "");
+    assert!(!unwritable.status.success());
+    assert_eq!(stderr(&unwritable).lines().count(), 1, "{}", stderr(&unwritable));
+    let nothing = i.cli(&["evidence", "verify", work.path().join("nope").to_str().unwrap()], "");
+    assert!(!nothing.status.success() && stderr(&nothing).contains("cannot read"), "{}", stderr(&nothing));
+    // Everything is recorded and the chain still verifies, against a signed
+    // checkpoint too.
+    let cp = work.path().join("checkpoint.json");
+    let printed = i.cli(&["audit", "checkpoint"], "");
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    std::fs::write(&cp, &printed.stdout).unwrap();
+    let verified = i.cli(&["audit", "verify", "--checkpoint", cp.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
+    assert!(verified.status.success(), "{}", stderr(&verified));
+});
+
+both_engines!(sign_off_through_the_api_and_console_downloads, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let reviewer = i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve();
+    let api = reqwest::Client::new();
+    let b: Value = api.get(s.url("/api/v1/evidence")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    let digest = b["digest"].as_str().unwrap();
+    assert_eq!(digest.len(), 64);
+    let bad = api.post(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).json(&json!({"digest": "cd".repeat(32), "decision": "approved", "comment": "x"})).send().await.unwrap();
+    assert_eq!(bad.status(), 422);
+    assert_eq!(bad.json::<Value>().await.unwrap()["error"], "unknown_digest");
+    let unknown_field = api.post(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).json(&json!({"digest": digest, "decision": "approved", "comment": "x", "extra": 1})).send().await.unwrap();
+    assert_eq!(unknown_field.status(), 422);
+    let ok = api.post(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).json(&json!({"digest": digest, "decision": "approved", "comment": "reviewed"})).send().await.unwrap();
+    assert_eq!(ok.status(), 201);
+    let history: Value = api.get(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    assert_eq!(history[0]["digest"], digest);
+    // The printable page: its own policy lets its one style block in, no script.
+    let html = api.get(s.url("/api/v1/evidence.html")).bearer_auth(&reviewer).send().await.unwrap();
+    let csp = html.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("style-src 'sha256-") && csp.contains("default-src 'none'"), "{csp}");
+    // Console downloads need a session; the API token is not one.
+    let anon = api.get(s.url(&format!("/evidence/files/{digest}/manifest.json"))).send().await.unwrap();
+    assert_eq!(anon.status(), 401);
+});

@@ -32,6 +32,14 @@ struct Args {
     /// Timed repetitions of each read.
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// The master key (base64 of 32 bytes) to seal keys under, so `signet`
+    /// can open the seeded database afterwards; default: a throwaway key.
+    #[arg(long)]
+    master_key_file: Option<std::path::PathBuf>,
+    /// Seed (with an approved key per endpoint) and exit: `bench/evidence.sh`
+    /// then times `signet` itself against the database.
+    #[arg(long)]
+    seed_only: bool,
 }
 
 const ENDPOINTS_PER_TENANT: i64 = 2;
@@ -49,7 +57,7 @@ fn series(backend: DbBackend, count: i64) -> String {
     }
 }
 
-async fn seed(db: &DatabaseConnection, args: &Args) -> Vec<String> {
+async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args) -> Vec<String> {
     let p = Principal::cli();
     let mut slugs = Vec::new();
     for t in 0..args.tenants {
@@ -64,6 +72,19 @@ async fn seed(db: &DatabaseConnection, args: &Args) -> Vec<String> {
             )
             .await
             .expect("endpoint");
+            // The credential map of the evidence bundle: one approved key per
+            // endpoint.
+            domain::registry::keys::provision(
+                db,
+                vault,
+                &p,
+                &slug,
+                &format!("hooks-{e}"),
+                domain::registry::keys::ProvisionRequest { owner: Some("bench-team".into()), ..Default::default() },
+                domain::registry::keys::Approval::ApproveAs { reviewer: "bench-reviewer".into(), comment: "bench".into() },
+            )
+            .await
+            .expect("key");
         }
         slugs.push(slug);
     }
@@ -146,7 +167,16 @@ async fn main() {
     let args = Args::parse();
     let db = domain::db::connect(&args.database_url).await.expect("connect");
     domain::db::migrate(&db).await.expect("migrate");
-    let slugs = seed(&db, &args).await;
+    let master = match &args.master_key_file {
+        Some(path) => domain::crypto::MasterKey::from_base64(&std::fs::read_to_string(path).expect("read the master key file")).expect("master key"),
+        None => domain::crypto::MasterKey::generate().0,
+    };
+    // Every change is audited, and the audit chain's key lives in the vault.
+    let vault = domain::vault::Vault::load(&db, master).await.expect("vault");
+    let slugs = seed(&db, &vault, &args).await;
+    if args.seed_only {
+        return;
+    }
     let engine = if db.get_database_backend() == DbBackend::Postgres { "PostgreSQL" } else { "SQLite" };
     let p = Principal::cli();
 

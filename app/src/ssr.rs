@@ -83,12 +83,18 @@ impl RevealStore {
     }
 
     /// Removes and returns the secret if it belongs to this session and has
-    /// not expired. A second call returns `None`.
+    /// not expired. A second call returns `None`. Another session's request
+    /// (a guessed or leaked handle) removes nothing: the owner still gets it.
     pub fn take(&self, session_token: &str, handle: &str) -> Option<(String, SigningSecret)> {
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = items.get(handle).is_some_and(|r| {
+            domain::crypto::constant_time_eq(r.session_digest.as_bytes(), sha256_hex(session_token.as_bytes()).as_bytes())
+        });
+        if !mine {
+            return None;
+        }
         let r = items.remove(handle)?;
-        (r.session_digest == sha256_hex(session_token.as_bytes()) && r.created.elapsed() < Self::TTL)
-            .then_some((r.key_id, r.secret))
+        (r.created.elapsed() < Self::TTL).then_some((r.key_id, r.secret))
     }
 }
 
@@ -179,7 +185,7 @@ fn is_form_post() -> bool {
 pub fn to_app_error(e: DomainError) -> AppError {
     let status = match &e {
         DomainError::NotFound => 404,
-        DomainError::Forbidden => 403,
+        DomainError::Forbidden | DomainError::Refused { .. } => 403,
         DomainError::Unauthenticated => 401,
         DomainError::Invalid { .. } => 422,
         DomainError::Conflict { .. } => 409,
@@ -462,5 +468,17 @@ mod tests {
         let json = serde_json::to_value(&view).unwrap();
         let dto: crate::dto::BulkReleaseDto = super::convert::mirror(view).unwrap();
         assert_eq!(serde_json::to_value(&dto).unwrap(), json);
+    }
+
+    /// A one-time secret is taken only by the session that created it; a
+    /// request from another session removes nothing.
+    #[test]
+    fn reveal_is_taken_only_by_its_own_session() {
+        let store = super::RevealStore::default();
+        let handle = store.put("session-a", "key-1", domain::crypto::SigningSecret::generate());
+        assert!(store.take("session-b", &handle).is_none());
+        let (key, _) = store.take("session-a", &handle).expect("the owner still gets it");
+        assert_eq!(key, "key-1");
+        assert!(store.take("session-a", &handle).is_none(), "shown once");
     }
 }

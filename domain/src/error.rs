@@ -14,6 +14,10 @@ pub enum DomainError {
     /// The caller's role does not allow this.
     #[error("your role does not allow this action")]
     Forbidden,
+    /// The role allows this action in general, but not here; the message
+    /// says why (approving a key you created yourself).
+    #[error("{message}")]
+    Refused { code: &'static str, message: String },
     /// No valid session or token.
     #[error("authentication required")]
     Unauthenticated,
@@ -45,7 +49,7 @@ impl DomainError {
             DomainError::NotFound => "not_found",
             DomainError::Forbidden => "forbidden",
             DomainError::Unauthenticated => "unauthenticated",
-            DomainError::Invalid { code, .. } | DomainError::Conflict { code, .. } => code,
+            DomainError::Invalid { code, .. } | DomainError::Conflict { code, .. } | DomainError::Refused { code, .. } => code,
             DomainError::Throttled { .. } => "throttled",
             DomainError::Db(_) | DomainError::Crypto(_) => "internal",
         }

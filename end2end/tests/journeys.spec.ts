@@ -391,3 +391,15 @@ test('on-call cannot open the sign-off evidence', async ({ page }, info) => {
   await expect(page.getByText(/role does not allow/i)).toBeVisible();
   await shot(page, info, '29-evidence-oncall');
 });
+
+test('a crafted sign-in link shows none of its text and cannot send the user off-site', async ({ page, baseURL }) => {
+  const err = encodeURIComponent(JSON.stringify({ code: 'bad_credentials', message: 'Account locked: call +1 555 0100' }));
+  await page.goto(`/login?__path=/fn/login&__err=${err}&next=${encodeURIComponent('/\t/evil.example')}`);
+  await expect(page.getByRole('alert')).toContainText('Wrong username or password.');
+  expect(await page.content()).not.toContain('555 0100');
+  await page.getByLabel('Username').fill('root');
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect(page.getByRole('button', { name: 'Sign out' })).toBeVisible();
+  expect(new URL(page.url()).origin).toBe(new URL(baseURL!).origin);
+});

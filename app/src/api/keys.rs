@@ -7,12 +7,15 @@ use super::AppError;
 use crate::dto::{KeyDto, RevealDto};
 
 #[cfg(feature = "ssr")]
-fn approval_for(p: &domain::auth::Principal, approve_now: &Option<String>, what: &str) -> domain::registry::keys::Approval {
+fn approval_for(p: &domain::auth::Principal, approve_as: &Option<String>, what: &str) -> domain::registry::keys::Approval {
     use domain::registry::keys::Approval;
-    if approve_now.as_deref().is_some_and(|v| v == "on" || v == "true") {
-        Approval::ApproveAs { reviewer: p.actor.name().to_owned(), comment: format!("approved at {what} by {}", p.actor.name()) }
-    } else {
-        Approval::Pending
+    match approve_as.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        // The domain refuses a reviewer who is the creator (four eyes).
+        Some(reviewer) => Approval::ApproveAs {
+            reviewer: reviewer.to_owned(),
+            comment: format!("approved at {what}, entered by {}", p.actor.name()),
+        },
+        None => Approval::Pending,
     }
 }
 
@@ -26,7 +29,7 @@ fn redirect_to_reveal(st: &crate::ssr::AppState, key_id: &str, secret: domain::c
 }
 
 /// `event_types`: comma-separated subset of the endpoint's; empty means all
-/// of the endpoint's types. `approve_now` (admins): activate at once.
+/// of the endpoint's types. `approve_as` (admins): activate at once.
 #[server(prefix = "/fn", endpoint = "provision_key")]
 pub async fn provision_key(
     tenant: String,
@@ -34,7 +37,7 @@ pub async fn provision_key(
     owner: Option<String>,
     rotation_owner: Option<String>,
     event_types: Option<String>,
-    approve_now: Option<String>,
+    approve_as: Option<String>,
 ) -> Result<(), AppError> {
     use super::split_list;
     use crate::ssr;
@@ -47,7 +50,7 @@ pub async fn provision_key(
         rotation_owner: nonempty(rotation_owner),
         event_types: event_types.as_deref().map(split_list).filter(|l| !l.is_empty()),
     };
-    let approval = approval_for(&p, &approve_now, "provisioning");
+    let approval = approval_for(&p, &approve_as, "provisioning");
     let created = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await.map_err(ssr::to_app_error)?;
     redirect_to_reveal(&st, &created.key.key_id, created.secret)
 }
@@ -55,7 +58,7 @@ pub async fn provision_key(
 /// `overlap_hours`: how long the old key keeps working once the new one is
 /// active (default 24, at most 168).
 #[server(prefix = "/fn", endpoint = "rotate_key")]
-pub async fn rotate_key(key_id: String, overlap_hours: Option<String>, approve_now: Option<String>) -> Result<(), AppError> {
+pub async fn rotate_key(key_id: String, overlap_hours: Option<String>, approve_as: Option<String>) -> Result<(), AppError> {
     use crate::ssr;
     use domain::registry::keys;
     let st = ssr::state()?;
@@ -70,7 +73,7 @@ pub async fn rotate_key(key_id: String, overlap_hours: Option<String>, approve_n
                 .ok_or_else(|| AppError::new("invalid_overlap", "overlap must be a positive number of hours"))?,
         ),
     };
-    let approval = approval_for(&p, &approve_now, "rotation");
+    let approval = approval_for(&p, &approve_as, "rotation");
     let created = keys::rotate(&st.db, &st.vault, &p, &key_id, overlap, approval).await.map_err(ssr::to_app_error)?;
     redirect_to_reveal(&st, &created.key.key_id, created.secret)
 }

@@ -26,9 +26,19 @@ pub async fn setup_open() -> Result<bool, AppError> {
 
 /// Only same-site relative paths are followed after sign-in.
 #[cfg(feature = "ssr")]
-fn safe_next(next: Option<String>) -> String {
+/// Where to go after signing in: only a path on this site. Browsers drop tabs
+/// and newlines inside URLs and read `\\` as `/`, so `/\t/evil.example` would
+/// become `//evil.example`; any control character, backslash or a second
+/// leading slash therefore falls back to `/`.
+pub fn safe_next(next: Option<String>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
+        Some(n)
+            if n.starts_with('/')
+                && !n[1..].starts_with('/')
+                && !n.chars().any(|c| c.is_control() || c == '\\') =>
+        {
+            n
+        }
         _ => "/".to_owned(),
     }
 }
@@ -80,4 +90,31 @@ pub async fn setup_admin(token: String, username: String, password: String, conf
     st.setup.consume();
     leptos_axum::redirect("/login?setup=done");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn next_is_a_path_on_this_site_or_the_root() {
+        for ok in ["/", "/keys", "/quarantine?tenant=clinic-a&reason=x", "/a/%2F%2Fb"] {
+            assert_eq!(safe_next(Some(ok.into())), ok);
+        }
+        for bad in [
+            "//evil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\\evil.example",
+            "\\/evil.example",
+            "https://evil.example/",
+            "evil.example",
+            "/ok\r\nSet-Cookie: x=1",
+            "/x\u{7f}",
+            "",
+        ] {
+            assert_eq!(safe_next(Some(bad.into())), "/", "{bad:?}");
+        }
+        assert_eq!(safe_next(None), "/");
+    }
 }

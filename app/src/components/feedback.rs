@@ -103,18 +103,26 @@ fn failed_action(path: &str) -> &'static str {
 
 /// The error of a plain form post: the server redirects back here with the
 /// error in `__path`/`__err`.
+///
+/// The query string is anyone's to write, so a page that strangers are sent
+/// to (the sign-in page) passes `fixed`: the error's code then picks one of
+/// the page's own sentences and the URL's text is never shown.
 #[component]
-pub fn ReturnedError() -> impl IntoView {
+pub fn ReturnedError(#[prop(optional)] fixed: Option<fn(&str) -> &'static str>) -> impl IntoView {
     let query = use_query_map();
     move || {
         query.with(|q| {
             let path = q.get_str("__path")?;
             let error = ServerFnUrlError::<AppError>::decode_err(q.get_str("__err")?);
+            let message = match fixed {
+                Some(fixed) => fixed(&error.code).to_owned(),
+                None => error.message,
+            };
             Some(view! {
                 <p class="error" role="alert">
                     <strong>{failed_action(path)}</strong>
                     ": "
-                    {error.message}
+                    {message}
                 </p>
             })
         })

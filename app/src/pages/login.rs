@@ -24,7 +24,7 @@ pub fn LoginPage() -> impl IntoView {
                 <p class="auth-brand">"Signet"</p>
                 <h1>"Sign in"</h1>
                 {move || setup_done().then(|| view! { <Notice>"Administrator created — sign in."</Notice> })}
-                <ReturnedError/>
+                <ReturnedError fixed=login_message/>
                 <ActionError action/>
                 <ActionForm action>
                     <input type="hidden" name="next" value=next/>
@@ -49,5 +49,16 @@ pub fn LoginPage() -> impl IntoView {
                 </Suspense>
             </div>
         </main>
+    }
+}
+
+/// The sign-in page's own words for a failed sign-in, by error code: a link
+/// carrying `__err` cannot put its text in the login box.
+fn login_message(code: &str) -> &'static str {
+    match code {
+        "bad_credentials" => "Wrong username or password.",
+        "throttled" => "Too many attempts. Wait a moment and try again.",
+        "invalid_input" => "Enter a username and a password.",
+        _ => "Sign-in failed. Try again.",
     }
 }

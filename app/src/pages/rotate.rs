@@ -76,10 +76,10 @@ fn RotateForm(key_id: String, is_admin: bool) -> impl IntoView {
                 <small class="hint">"How long the old key keeps working once the new one is active: up to 168 hours (7 days); 0.5 is half an hour."</small>
             </label>
             {is_admin.then(|| view! {
-                <label class="check">
-                    <input type="checkbox" name="approve_now" checked/>
-                    " Approve now as me"
-                    <small class="hint">" (uncheck to leave the new key for a security reviewer)"</small>
+                <label class="field wide">
+                    <span>"Approved by " <em class="optional">"(optional)"</em></span>
+                    <input type="text" name="approve_as" placeholder="another reviewer's name" autocomplete="off"/>
+                    <small class="hint">"Activate the new key at once, recorded as approved by this reviewer. Never you: four eyes. Empty: it waits for a security reviewer."</small>
                 </label>
             })}
             <div class="actions">

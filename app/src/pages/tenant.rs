@@ -260,10 +260,10 @@ fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin:
                     </label>
                 </div>
                 {is_admin.then(|| view! {
-                    <label class="check">
-                        <input type="checkbox" name="approve_now"/>
-                        " Approve now as me"
-                        <small class="hint">" (otherwise a security reviewer approves the scope before the key verifies anything)"</small>
+                    <label class="field wide">
+                        <span>"Approved by " <em class="optional">"(optional)"</em></span>
+                        <input type="text" name="approve_as" placeholder="another reviewer's name" autocomplete="off"/>
+                        <small class="hint">"Activate at once, recorded as approved by this reviewer. Never you: four eyes. Empty: a security reviewer approves the scope before the key verifies anything."</small>
                     </label>
                 })}
                 <div class="actions">

@@ -17,7 +17,7 @@ pub async fn current(db: &sea_orm::DatabaseConnection, p: &Principal) -> crate::
     use sea_orm::EntityTrait;
     match &p.actor {
         Actor::User { id, .. } => match crate::entity::user::Entity::find_by_id(id.clone()).one(db).await? {
-            Some(u) if !u.disabled => Ok(sessions::principal_for(&u)),
+            Some(u) if !u.disabled => sessions::principal_for(&u),
             _ => Err(crate::error::DomainError::Unauthenticated),
         },
         Actor::Token { id, .. } => tokens::current(db, id).await,

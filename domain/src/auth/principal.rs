@@ -86,6 +86,21 @@ impl Authorized {
 }
 
 impl Principal {
+    /// A stored user's or token's principal, failing closed: an unknown role
+    /// or a tenant-bound role without a tenant is refused (and logged), never
+    /// read as some other role or as "every tenant".
+    pub fn checked(actor: Actor, role: &str, tenant_id: Option<String>) -> Result<Principal, DomainError> {
+        let Some(parsed) = Role::parse(role) else {
+            tracing::error!(actor_kind = actor.kind(), actor = actor.name(), "refused a principal whose stored role is unknown");
+            return Err(DomainError::Unauthenticated);
+        };
+        if parsed.is_tenant_bound() && tenant_id.is_none() {
+            tracing::error!(actor_kind = actor.kind(), actor = actor.name(), "refused a clinic-admin principal bound to no tenant");
+            return Err(DomainError::Unauthenticated);
+        }
+        Ok(Principal { actor, role: parsed, tenant_id })
+    }
+
     /// The operator CLI: full rights, audited as `cli`.
     pub fn cli() -> Self {
         Principal { actor: Actor::Cli, role: Role::Admin, tenant_id: None }
@@ -105,7 +120,9 @@ impl Principal {
                 return Err(DomainError::NotFound);
             }
         }
-        if self.role.is_tenant_bound() && matches!(scope, Scope::Global) {
+        // A tenant-bound role without its tenant is refused everywhere (it
+        // would otherwise pass every tenant check below).
+        if self.role.is_tenant_bound() && (self.tenant_id.is_none() || matches!(scope, Scope::Global)) {
             return Err(DomainError::Forbidden);
         }
         if !role_allows(self.role, permission) {
@@ -168,5 +185,24 @@ mod tests {
         assert!(a.ensure(Permission::ManageKeys, Some("a")).is_ok());
         assert!(a.ensure(Permission::ManageKeys, Some("b")).is_err());
         assert!(a.ensure(Permission::ManageEndpoints, Some("a")).is_err());
+    }
+
+    #[test]
+    fn stored_principals_fail_closed() {
+        let user = || Actor::User { id: "u".into(), username: "x".into() };
+        assert!(matches!(Principal::checked(user(), "superuser", None), Err(DomainError::Unauthenticated)));
+        assert!(matches!(Principal::checked(user(), "", None), Err(DomainError::Unauthenticated)));
+        assert!(matches!(Principal::checked(user(), "clinic-admin", None), Err(DomainError::Unauthenticated)));
+        let ok = Principal::checked(user(), "clinic-admin", Some("a".into())).unwrap();
+        assert_eq!((ok.role, ok.tenant_id.as_deref()), (Role::ClinicAdmin, Some("a")));
+        assert_eq!(Principal::checked(user(), "oncall", None).unwrap().role, Role::Oncall);
+    }
+
+    #[test]
+    fn a_clinic_admin_without_a_tenant_is_refused_everywhere() {
+        let p = Principal { tenant_id: None, ..clinic("a") };
+        for scope in [Scope::Tenant("a"), Scope::Tenant("b"), Scope::Global] {
+            assert!(matches!(p.authorize(Permission::ManageKeys, scope), Err(DomainError::Forbidden)));
+        }
     }
 }

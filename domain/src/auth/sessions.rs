@@ -4,7 +4,7 @@
 
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 
-use super::{throttle, Actor, Principal, Role};
+use super::{throttle, Actor, Principal};
 use crate::{
     audit::{self, Change},
     crypto::{random_token, sha256_hex, verify_password, verify_password_dummy, Password, RandomToken},
@@ -39,6 +39,9 @@ pub struct LoginSuccess {
 }
 
 const BAD_CREDENTIALS: &str = "invalid username or password";
+/// Longer passwords are refused before hashing (argon2 would take them, at
+/// a cost the caller chooses).
+const MAX_PASSWORD_BYTES: usize = 1024;
 
 /// Checks credentials with per-account and per-address throttling. Unknown
 /// users cost the same argon2 work as known ones.
@@ -50,8 +53,21 @@ pub async fn login(
     client_ip: &str,
     now: i64,
 ) -> DomainResult<LoginSuccess> {
-    let account = throttle::account_subject(username);
     let address = throttle::address_subject(client_ip);
+    // No stored username can fail validation, so such a name is a wrong
+    // guess that never reaches the account throttle table (which would
+    // otherwise store whatever text a client sends, at any length). It
+    // still costs the argon2 time and counts against the address.
+    if super::users::validate_username(username).is_err() || password.expose().len() > MAX_PASSWORD_BYTES {
+        if let Some(wait) = throttle::locked_for(db, &address, now).await? {
+            return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
+        }
+        verify_password_dummy(password);
+        throttle::record_failure(db, &address, throttle::ADDRESS, now).await?;
+        tracing::info!("login failed");
+        return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
+    }
+    let account = throttle::account_subject(username);
     for subject in [&account, &address] {
         if let Some(wait) = throttle::locked_for(db, subject, now).await? {
             tracing::warn!(subject = %subject_kind(subject), "login refused: throttled");
@@ -88,7 +104,7 @@ pub async fn login(
     active.last_login_at = Set(Some(now));
     active.update(&txn).await?;
     throttle::clear(&txn, &account).await?;
-    let principal = principal_for(&u);
+    let principal = principal_for(&u)?;
     record_session_event(&txn, &u, "session.login").await?;
     txn.commit().await?;
     Ok(LoginSuccess { token, principal })
@@ -97,19 +113,20 @@ pub async fn login(
 /// Audits a sign-in or sign-out as the user themself.
 async fn record_session_event<C: sea_orm::ConnectionTrait>(conn: &C, u: &user::Model, action: &str) -> DomainResult<()> {
     let change = Change { action, target_kind: "user", target_id: &u.username, tenant_id: u.tenant_id.as_deref(), before: None, after: None };
-    audit::record(conn, &principal_for(u).actor, change).await.map(|_| ())
+    let actor = Actor::User { id: u.id.clone(), username: u.username.clone() };
+    audit::record(conn, &actor, change).await.map(|_| ())
 }
 
 fn subject_kind(subject: &str) -> &'static str {
     if subject.starts_with("ip:") { "address" } else { "account" }
 }
 
-pub(super) fn principal_for(u: &user::Model) -> Principal {
-    Principal {
-        actor: Actor::User { id: u.id.clone(), username: u.username.clone() },
-        role: Role::parse(&u.role).unwrap_or(Role::Oncall),
-        tenant_id: u.tenant_id.clone(),
-    }
+/// The user's principal. Fails closed: a role this build does not know, or a
+/// clinic admin bound to no tenant, is no principal at all (never a weaker
+/// role, never every tenant).
+pub(super) fn principal_for(u: &user::Model) -> DomainResult<Principal> {
+    let actor = Actor::User { id: u.id.clone(), username: u.username.clone() };
+    Principal::checked(actor, &u.role, u.tenant_id.clone())
 }
 
 /// Resolves a session cookie to its principal, enforcing both timeouts.
@@ -135,7 +152,7 @@ pub async fn authenticate(db: &DatabaseConnection, policy: SessionPolicy, token:
             .exec(db)
             .await?;
     }
-    Ok(principal_for(&u))
+    principal_for(&u)
 }
 
 /// Ends a session server-side. Unknown tokens are ignored.

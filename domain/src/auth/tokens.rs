@@ -138,11 +138,7 @@ pub async fn authenticate(db: &DatabaseConnection, bearer: &str, now: i64) -> Do
 }
 
 fn principal_of(t: api_token::Model) -> DomainResult<Principal> {
-    Ok(Principal {
-        actor: Actor::Token { id: t.id.clone(), name: t.name.clone() },
-        role: Role::parse(&t.role).ok_or(DomainError::Unauthenticated)?,
-        tenant_id: t.tenant_id,
-    })
+    Principal::checked(Actor::Token { id: t.id.clone(), name: t.name.clone() }, &t.role, t.tenant_id)
 }
 
 /// The token's principal as it stands now (revoked: unauthenticated).

@@ -404,6 +404,18 @@ async fn concurrent_duplicates<T: Transport>(db: &DatabaseConnection, fx: &Fixtu
     c.want("answers.applied", 1, applied);
     c.want("answers.duplicate", (CONCURRENT - 1) as u64, duplicate);
     c.want("answers.other", 0, CONCURRENT as u64 - applied - duplicate);
+    // Name the stray answers, so a failed run says what went wrong.
+    let strays: Vec<String> = answers
+        .iter()
+        .filter_map(|a| match a {
+            Ok(a) if a.code() == "applied" || a.code() == "duplicate" => None,
+            Ok(a) => Some(format!("{} {}", a.status, a.body)),
+            Err(e) => Some(format!("no answer: {e}")),
+        })
+        .collect();
+    if !strays.is_empty() {
+        c.errors.push(format!("other answers: {}", strays.join("; ")));
+    }
     let o = observe(db, fx, &event, &r).await?;
     c.want("claims", 1, o.claims);
     c.want("claim.outcome", "applied", o.outcome);

@@ -438,6 +438,7 @@ async fn maybe_approve<C: ConnectionTrait>(
         Approval::ApproveAs { reviewer, comment } => {
             principal.authorize(Permission::ReviewKeys, Scope::Tenant(&l.tenant.id))?;
             let reviewer = validate_person("reviewer", reviewer)?;
+            four_eyes(&l.key, &reviewer)?;
             let comment = validate_comment("comment", comment, false)?;
             record_approval(conn, &l, "approved", &reviewer, &comment, now).await?;
             let key = activate(conn, actor, &l, now).await?;
@@ -457,6 +458,21 @@ async fn maybe_approve<C: ConnectionTrait>(
             Ok(key)
         }
     }
+}
+
+/// Four eyes: whoever provisioned or rotated a key (user, token or the CLI's
+/// operator, by the name recorded as its creator) cannot be recorded as its
+/// approver. Provision-and-approve must name another reviewer, and an
+/// approval that names nobody is recorded under the approving caller's own
+/// name, so a creator approving their own key is refused. Admins included.
+fn four_eyes(key: &signing_key::Model, reviewer: &str) -> DomainResult<()> {
+    if reviewer == key.created_by {
+        return Err(DomainError::Refused {
+            code: "self_approval",
+            message: format!("{reviewer} created this key, so another reviewer must approve its scope"),
+        });
+    }
+    Ok(())
 }
 
 /// Creates a key for an endpoint. The secret is returned once and stored
@@ -528,6 +544,10 @@ pub async fn approve(
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
     let (l, auth) = load_pending(&txn, principal, key_id).await?;
+    // A signed-in creator cannot approve under someone else's name either.
+    if matches!(auth.actor(), Actor::User { .. } | Actor::Token { .. }) {
+        four_eyes(&l.key, auth.actor().name())?;
+    }
     let reviewer = reviewer.unwrap_or(auth.actor().name()).to_owned();
     let approval = Approval::ApproveAs { reviewer, comment: comment.to_owned() };
     let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;

@@ -55,3 +55,57 @@ pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
     }
     res
 }
+
+/// The most a console server function or an `/api/v1` call may send. Every
+/// form and JSON body Signet takes is far smaller; webhooks (`/hooks`) have
+/// their own limit, enforced while reading.
+pub const CONTROL_BODY_LIMIT: usize = 64 * 1024;
+
+/// Reads a `/fn/*` or `/api/v1/*` body up to [`CONTROL_BODY_LIMIT`] before
+/// any handler sees it: a declared or streamed body over the limit gets 413
+/// and is never buffered past it, so no handler can answer it with a 500.
+pub async fn control_body_limit(req: Request<Body>, next: Next) -> Response {
+    let path = req.uri().path();
+    if !(path.starts_with("/fn/") || path.starts_with("/api/v1/")) {
+        return next.run(req).await;
+    }
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > CONTROL_BODY_LIMIT as u64) {
+        return too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, CONTROL_BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(e) if is_length_limit(&e) => return too_large(),
+        Err(_) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({"error": "bad_body", "message": "the request body could not be read"})),
+            )
+                .into_response()
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+fn too_large() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        axum::Json(serde_json::json!({
+            "error": "body_too_large",
+            "message": format!("request bodies here are limited to {} KiB", CONTROL_BODY_LIMIT / 1024),
+        })),
+    )
+        .into_response()
+}

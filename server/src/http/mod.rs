@@ -33,6 +33,7 @@ pub fn router(state: AppState, hooks: hooks::HookState) -> Router {
         .route("/evidence/files/{digest}/{file}", get(evidence_files::file))
         .leptos_routes_with_context(&state, routes, || {}, move || shell(options.clone()))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(guards::control_body_limit))
         .layer(axum::middleware::from_fn(guards::origin_check))
         .layer(axum::middleware::from_fn(guards::security_headers))
         .with_state(state)

@@ -7,6 +7,7 @@ mod bulk_release;
 mod cli;
 mod evidence;
 mod hooks;
+mod limits;
 mod outbox;
 mod rbac;
 mod retention;

@@ -48,7 +48,7 @@ both_engines!(a_secret_is_shown_once_and_stored_nowhere, async |i: &Install| {
     let created: Value = c
         .post(s.url("/api/v1/tenants/clinic-a/endpoints/hooks/keys"))
         .bearer_auth(&token)
-        .json(&serde_json::json!({"approve": true}))
+        .json(&serde_json::json!({"approve": true, "reviewer": "rita"}))
         .send()
         .await
         .unwrap()
@@ -85,4 +85,39 @@ both_engines!(a_secret_is_shown_once_and_stored_nowhere, async |i: &Install| {
         let body = secret.trim_start_matches("whsec_");
         assert!(!contains(&db, body), "secret bytes in the raw database");
     }
+});
+
+// Four eyes: an admin token that provisions a key can neither approve it
+// later nor provision-and-approve it under its own name; another reviewer can.
+both_engines!(nobody_approves_a_key_they_created, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let admin = i.cli_json(&["token", "create", "--name", "ada", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let reviewer = i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve();
+    let c = reqwest::Client::new();
+    let provision = |body: Value| c.post(s.url("/api/v1/tenants/clinic-a/endpoints/hooks/keys")).bearer_auth(&admin).json(&body).send();
+
+    for body in [serde_json::json!({"approve": true}), serde_json::json!({"approve": true, "reviewer": "ada"})] {
+        let res = provision(body.clone()).await.unwrap();
+        assert_eq!(res.status(), 403, "{body}");
+        let err: Value = res.json().await.unwrap();
+        assert_eq!(err["error"], "self_approval", "{err}");
+    }
+    let pending: Value = provision(serde_json::json!({})).await.unwrap().json().await.unwrap();
+    let key_id = pending["key_id"].as_str().unwrap().to_owned();
+    let approve = |token: &str| c.post(s.url(&format!("/api/v1/keys/{key_id}/approve"))).bearer_auth(token.to_owned()).json(&serde_json::json!({"comment": "scope ok"})).send();
+    let own = approve(&admin).await.unwrap();
+    assert_eq!(own.status(), 403);
+    assert_eq!(own.json::<Value>().await.unwrap()["error"], "self_approval");
+    let other = approve(&reviewer).await.unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(other.json::<Value>().await.unwrap()["status"], "active");
+
+    // Naming another reviewer at provisioning activates at once.
+    let named: Value = provision(serde_json::json!({"approve": true, "reviewer": "rita"})).await.unwrap().json().await.unwrap();
+    assert_eq!(named["status"], "active", "{named}");
+    // Two keys: the one rita approved and the one provisioned under her name; the refused attempts left nothing.
+    let keys: Value = c.get(s.url("/api/v1/keys?tenant=clinic-a")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    assert_eq!(keys.as_array().unwrap().len(), 2, "{keys}");
 });

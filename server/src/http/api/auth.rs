@@ -39,7 +39,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match &self.0 {
             DomainError::NotFound => StatusCode::NOT_FOUND,
-            DomainError::Forbidden => StatusCode::FORBIDDEN,
+            DomainError::Forbidden | DomainError::Refused { .. } => StatusCode::FORBIDDEN,
             DomainError::Unauthenticated => StatusCode::UNAUTHORIZED,
             DomainError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             DomainError::Conflict { .. } => StatusCode::CONFLICT,

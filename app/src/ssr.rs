@@ -23,6 +23,28 @@ use crate::{api::AppError, dto};
 
 /// Cookie carrying the session token.
 pub const SESSION_COOKIE: &str = "signet_session";
+/// The name when cookies are `Secure`: the `__Host-` prefix makes browsers
+/// refuse it unless it is Secure, host-only and `Path=/`, so a sibling
+/// subdomain cannot plant a session.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-signet_session";
+
+/// The session cookie's name for this deployment.
+pub fn session_cookie_name(secure: bool) -> &'static str {
+    if secure {
+        SECURE_SESSION_COOKIE
+    } else {
+        SESSION_COOKIE
+    }
+}
+
+/// Whether cookies are `Secure`: always, unless the public URL is
+/// explicitly plain http on the loopback name or address (development).
+pub fn cookies_secure(public_url: &str) -> bool {
+    let Some(rest) = public_url.strip_prefix("http://") else { return true };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once(':').filter(|(h, port)| !h.is_empty() && port.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h);
+    !matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
 
 /// Everything request handlers and server functions share. Built once in
 /// `main` from the configuration.
@@ -32,8 +54,11 @@ pub struct AppState {
     pub db: DatabaseConnection,
     pub vault: Arc<Vault>,
     pub sessions: SessionPolicy,
-    /// Set the cookie's `Secure` flag (the public URL is https).
+    /// Set the cookie's `Secure` flag and `__Host-` name: always, except
+    /// for a plain-http loopback public URL ([`cookies_secure`]).
     pub secure_cookies: bool,
+    /// Send `Strict-Transport-Security` (the public URL is https).
+    pub hsts: bool,
     pub reveals: Arc<RevealStore>,
     pub setup: Arc<SetupToken>,
     /// Fields masked when a quarantined body is shown.
@@ -130,16 +155,18 @@ fn parts() -> Option<Parts> {
 
 /// The session token from the request's cookie, if any.
 pub fn session_token() -> Option<String> {
-    session_token_in(&parts()?.headers)
+    let secure = use_context::<AppState>()?.secure_cookies;
+    session_token_in(&parts()?.headers, secure)
 }
 
 /// The session token in these request headers, if any (for plain axum
 /// routes of the console, such as evidence downloads).
-pub fn session_token_in(headers: &http::HeaderMap) -> Option<String> {
+pub fn session_token_in(headers: &http::HeaderMap, secure: bool) -> Option<String> {
+    let name = session_cookie_name(secure);
     for value in headers.get_all(header::COOKIE) {
         let Ok(text) = value.to_str() else { continue };
         for c in cookie::Cookie::split_parse(text).flatten() {
-            if c.name() == SESSION_COOKIE {
+            if c.name() == name {
                 return Some(c.value().to_owned());
             }
         }
@@ -209,7 +236,7 @@ pub fn to_app_error(e: DomainError) -> AppError {
 
 /// Sets or clears the session cookie on the response.
 pub fn set_session_cookie(token: Option<&str>, secure: bool, max_age_secs: i64) {
-    let mut c = cookie::Cookie::build((SESSION_COOKIE, token.unwrap_or("").to_owned()))
+    let mut c = cookie::Cookie::build((session_cookie_name(secure), token.unwrap_or("").to_owned()))
         .path("/")
         .http_only(true)
         .same_site(cookie::SameSite::Strict)
@@ -480,5 +507,25 @@ mod tests {
         let (key, _) = store.take("session-a", &handle).expect("the owner still gets it");
         assert_eq!(key, "key-1");
         assert!(store.take("session-a", &handle).is_none(), "shown once");
+    }
+
+    #[test]
+    fn cookies_are_secure_unless_the_public_url_is_plain_http_on_loopback() {
+        use super::cookies_secure;
+        for insecure in ["http://localhost:3000", "http://127.0.0.1:3101/", "http://localhost", "http://[::1]:8080"] {
+            assert!(!cookies_secure(insecure), "{insecure}");
+        }
+        for secure in [
+            "https://signet.example",
+            "https://localhost:3000",
+            "http://0.0.0.0:3000",
+            "http://signet.internal:3000",
+            "http://127.0.0.1.evil.example",
+            "http://localhost.evil.example:80",
+            "HTTP://example",
+            "",
+        ] {
+            assert!(cookies_secure(secure), "{secure}");
+        }
     }
 }

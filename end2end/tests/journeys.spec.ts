@@ -366,7 +366,7 @@ test('the reviewer runs the drills, exports the evidence, reads the printable pa
   const printable = await page.context().newPage();
   await printable.goto(href!);
   await expect(printable.getByRole('heading', { name: 'Signet sign-off evidence' })).toBeVisible();
-  await expect(printable.getByText('claim_unique')).toBeVisible();
+  await expect(printable.getByText('claim_unique', { exact: true })).toBeVisible();
   await printable.emulateMedia({ media: 'print' });
   await printable.screenshot({ path: `screenshots/${info.project.name}-27-printable.png`, fullPage: true });
   await printable.close();
@@ -395,8 +395,13 @@ test('on-call cannot open the sign-off evidence', async ({ page }, info) => {
 test('a crafted sign-in link shows none of its text and cannot send the user off-site', async ({ page, baseURL }) => {
   const err = encodeURIComponent(JSON.stringify({ code: 'bad_credentials', message: 'Account locked: call +1 555 0100' }));
   await page.goto(`/login?__path=/fn/login&__err=${err}&next=${encodeURIComponent('/\t/evil.example')}`);
-  await expect(page.getByRole('alert')).toContainText('Wrong username or password.');
+  await expect(page.getByRole('alert')).toContainText('Sign-in failed');
   expect(await page.content()).not.toContain('555 0100');
+  // A real wrong password still says what happened.
+  await page.getByLabel('Username').fill('root');
+  await page.getByLabel('Password').fill('not the password at all');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect(page.getByText(/wrong username or password|invalid username or password/i)).toBeVisible();
   await page.getByLabel('Username').fill('root');
   await page.getByLabel('Password').fill(PASSWORD);
   await page.getByRole('button', { name: 'Sign in' }).click();

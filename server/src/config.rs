@@ -73,6 +73,24 @@ pub struct ServeArgs {
     /// Relay request timeout.
     #[arg(long, env = "SIGNET_OUTBOX_TIMEOUT_MS", default_value_t = 10_000)]
     pub outbox_timeout_ms: u64,
+    /// A client must send a request's whole head within this; it is also how
+    /// long an idle keep-alive connection stays open.
+    #[arg(long, env = "SIGNET_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub header_timeout_secs: u64,
+    /// A webhook body must arrive within this, or the delivery is refused
+    /// (400 `body_incomplete`) and nothing is processed.
+    #[arg(long, env = "SIGNET_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub body_timeout_secs: u64,
+    /// Any request not answered within this gets 503 with `Retry-After`.
+    #[arg(long, env = "SIGNET_REQUEST_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub request_timeout_secs: u64,
+    /// Open connections at most; beyond it new ones wait to be accepted.
+    #[arg(long, env = "SIGNET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Webhook deliveries being processed at once at most; beyond it `/hooks`
+    /// answers 503 with `Retry-After` at once instead of queueing.
+    #[arg(long, env = "SIGNET_MAX_IN_FLIGHT", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_in_flight: u64,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod drills;
 mod http;
+mod listen;
 mod metrics;
 mod outbox;
 mod retention;

@@ -36,7 +36,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         db: db.clone(),
         vault: vault.clone(),
         sessions: SessionPolicy::default(),
-        secure_cookies: public_url.starts_with("https://"),
+        secure_cookies: app::ssr::cookies_secure(&public_url),
+        hsts: public_url.starts_with("https://"),
         reveals: Arc::new(RevealStore::default()),
         setup: Arc::new(SetupToken::default()),
         redaction: Arc::new(domain::ops::redact::Redaction::from_config(args.redact_fields.as_deref())),
@@ -56,6 +57,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         receiver,
         telemetry: Arc::new(domain::receiver::telemetry::Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| format!("metrics: {e}"))?),
+        body_read: Duration::from_secs(args.body_timeout_secs),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
     let notifier = crate::outbox::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms)).map_err(|e| format!("outbox relay: {e}"))?;
@@ -77,13 +79,18 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let background = tokio::spawn(background(db.clone(), vault.clone()));
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
     let telemetry = hooks.telemetry.clone();
-    let router = crate::http::router(state, hooks);
+    let limits = crate::http::RequestLimits {
+        request_timeout: Duration::from_secs(args.request_timeout_secs),
+        hooks_in_flight: args.max_in_flight as usize,
+    };
+    let router = crate::http::router(state, hooks, limits);
     tracing::info!(addr = %local, database = %redact_url(&url), "signet listening");
     println!("Signet is listening on http://{local}");
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| format!("server error: {e}"))?;
+    let conn_limits = crate::listen::ConnLimits {
+        header_read: Duration::from_secs(args.header_timeout_secs),
+        max_connections: args.max_connections as usize,
+    };
+    crate::listen::serve(listener, router, conn_limits, shutdown_signal()).await;
     background.abort();
     flusher.abort();
     worker.stop().await;

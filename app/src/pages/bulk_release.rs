@@ -154,7 +154,8 @@ fn Progress(j: BulkReleaseDto, me: Me) -> impl IntoView {
         }
     });
     view! {
-        {j.is_running().then(|| view! { <noscript><meta http-equiv="refresh" content="2"/></noscript> })}
+        // Markup, not an element, so a client-rendered page never reloads (see `evidence::LiveRun`).
+        {j.is_running().then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2">"#></noscript> })}
         <p class="crumbs"><a href=back.clone()>"Quarantine"</a> " / bulk release"</p>
         <div class="page-head">
             <div>

@@ -47,7 +47,8 @@ pub fn DashboardPage() -> impl IntoView {
     let window = Memo::new(move |_| query.with(|q| q.get("window").unwrap_or_else(|| "24h".to_owned())));
     let data = Resource::new(move || (tenant.get(), window.get(), tick.get()), |(t, w, _)| dashboard_stats(Some(t), Some(w)));
     view! {
-        <noscript><meta http-equiv="refresh" content="60"/></noscript>
+        // Markup, not an element, so a client-rendered page never reloads (see `evidence::LiveRun`).
+        <noscript inner_html=r#"<meta http-equiv="refresh" content="60">"#></noscript>
         <Layout
             title="Dashboard"
             render=move |me| view! {

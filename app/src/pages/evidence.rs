@@ -179,7 +179,10 @@ fn LiveRun(run: DrillRunDto) -> impl IntoView {
         }
     });
     view! {
-        {initial.is_running().then(|| view! { <noscript><meta http-equiv="refresh" content="2"/></noscript> })}
+        // As markup, not an element: a browser with scripting parses a
+        // noscript's inner HTML as text, so a page rendered or updated on the
+        // client never gets a live meta refresh (which would reload it).
+        {initial.is_running().then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2">"#></noscript> })}
         <Transition fallback=move || view! { <RunView run=initial.clone()/> }>
             {move || {
                 let current = match fresh.get() {

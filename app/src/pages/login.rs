@@ -59,6 +59,6 @@ fn login_message(code: &str) -> &'static str {
         "bad_credentials" => "Wrong username or password.",
         "throttled" => "Too many attempts. Wait a moment and try again.",
         "invalid_input" => "Enter a username and a password.",
-        _ => "Sign-in failed. Try again.",
+        _ => "try again.",
     }
 }

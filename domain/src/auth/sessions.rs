@@ -43,6 +43,29 @@ const BAD_CREDENTIALS: &str = "invalid username or password";
 /// a cost the caller chooses).
 const MAX_PASSWORD_BYTES: usize = 1024;
 
+/// At most this many argon2 verifications run at once (19 MiB each); the
+/// rest wait their turn without holding an async worker.
+const HASH_SLOTS: usize = 2;
+
+/// Verifies on the blocking pool, bounded by [`HASH_SLOTS`], so a burst of
+/// sign-ins never stalls the async workers that take webhooks. `None` (no
+/// such user) verifies against a dummy hash at the same cost.
+async fn password_matches(password: &Password, phc: Option<String>) -> bool {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| tokio::sync::Semaphore::new(HASH_SLOTS));
+    let Ok(_slot) = slots.acquire().await else { return false };
+    let password = Password::new(password.expose().to_owned());
+    tokio::task::spawn_blocking(move || match phc {
+        Some(phc) => verify_password(&password, &phc),
+        None => {
+            verify_password_dummy(&password);
+            false
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
 /// Checks credentials with per-account and per-address throttling. Unknown
 /// users cost the same argon2 work as known ones.
 pub async fn login(
@@ -62,7 +85,7 @@ pub async fn login(
         if let Some(wait) = throttle::locked_for(db, &address, now).await? {
             return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
         }
-        verify_password_dummy(password);
+        password_matches(password, None).await;
         throttle::record_failure(db, &address, throttle::ADDRESS, now).await?;
         tracing::info!("login failed");
         return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
@@ -75,14 +98,10 @@ pub async fn login(
         }
     }
     let found = user::Entity::find().filter(user::Column::Username.eq(username)).one(db).await?;
-    let ok_user = match found {
-        Some(u) if !u.disabled && verify_password(password, &u.password_hash) => Some(u),
-        Some(_) => None,
-        None => {
-            verify_password_dummy(password);
-            None
-        }
-    };
+    // Every path costs one argon2 verification: a disabled or unknown
+    // account answers no faster than a wrong password for a real one.
+    let matches = password_matches(password, found.as_ref().map(|u| u.password_hash.clone())).await;
+    let ok_user = found.filter(|u| matches && !u.disabled);
     let Some(u) = ok_user else {
         throttle::record_failure(db, &account, throttle::ACCOUNT, now).await?;
         throttle::record_failure(db, &address, throttle::ADDRESS, now).await?;

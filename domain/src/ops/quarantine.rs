@@ -24,13 +24,13 @@ use crate::{
     clock,
     crypto::Aad,
     db,
-    entity::{bulk_release_item, endpoint, inbox_claim, quarantine_entry as entry, tenant},
+    entity::{bulk_release_item, endpoint, inbox_claim, quarantine_entry as entry, signing_key, tenant},
     error::{DomainError, DomainResult},
     receiver::{
         effects::{self, EffectError, Target},
         envelope,
     },
-    registry::tenants,
+    registry::{tenants, EventTypes},
     vault::Vault,
 };
 
@@ -373,7 +373,9 @@ pub(super) async fn release_marking(
         Err(err) => return Err(err),
         Ok(body) => match envelope::parse(&body) {
             None => "malformed_envelope",
-            Some(env) => {
+            Some(env) => match scope_refusal(&txn, &e, &claim, &env).await? {
+                Some(refusal) => refusal,
+                None => {
                 let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
                 match effects::apply(&txn, vault, at, &e.event_id, &env).await {
                     Ok(()) => {
@@ -395,12 +397,39 @@ pub(super) async fn release_marking(
                     Err(EffectError::Db(err)) => return Err(err.into()),
                     Err(EffectError::Crypto(err)) => return Err(err.into()),
                 }
-            }
+                }
+            },
         },
     };
     txn.rollback().await?;
     record_failed_release(db, &auth, &e, failure, &reason).await?;
     Err(DomainError::conflict("release_failed", format!("the event still cannot apply ({failure}); it stays in quarantine")))
+}
+
+/// Gate 8 again, at release: the key that verified the event still exists
+/// for this endpoint and its scope (as it stands now) permits the type, and
+/// an envelope tenant is this tenant. An event quarantined before gate 8
+/// ran, or whose key's scope narrowed since, does not apply by release.
+async fn scope_refusal<C: ConnectionTrait>(
+    conn: &C,
+    e: &entry::Model,
+    claim: &inbox_claim::Model,
+    env: &envelope::Envelope,
+) -> DomainResult<Option<&'static str>> {
+    let key = signing_key::Entity::find_by_id(claim.key_id.clone()).one(conn).await?;
+    let permitted = key.is_some_and(|k| {
+        k.tenant_id == e.tenant_id && k.endpoint_id == e.endpoint_id && EventTypes::from_json(&k.event_types).permits(&env.event_type)
+    });
+    if !permitted {
+        return Ok(Some("event_type_not_permitted"));
+    }
+    if let Some(claimed) = env.tenant.as_deref() {
+        let slug = tenant::Entity::find_by_id(e.tenant_id.clone()).one(conn).await?.map(|t| t.slug);
+        if slug.as_deref() != Some(claimed) {
+            return Ok(Some("tenant_mismatch"));
+        }
+    }
+    Ok(None)
 }
 
 async fn record_failed_release(db: &DatabaseConnection, auth: &crate::auth::Authorized, e: &entry::Model, failure: &str, note: &str) -> DomainResult<()> {

@@ -191,6 +191,11 @@ async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>, prior: O
         tracing::error!(error = ?last, tenant = %ep.tenant_slug, "transient failures exhausted; answering 503");
         return Outcome::Unavailable;
     }
+    // Gate 8 first: an event its key may not send is refused, never kept
+    // for a release to apply later.
+    if let Err(refusal) = c.scope {
+        return Outcome::Refused(refusal);
+    }
     // Retries disabled for this tenant: keep the event rather than ask the
     // provider to come back, if the database can still record it.
     match claim::quarantine(r, v, c.event_id, c.envelope.map(|e| e.event_type.as_str()), "transient").await {

@@ -223,3 +223,39 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
     assert_eq!(row.retry_policy, v.history[0].policy, "the tenant row matches the newest version");
 });
+
+// Gate 8 holds on the transient path: with retries disabled, an event its
+// key may not send is refused, not quarantined as "transient" for a later
+// release to apply.
+db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created"])).await;
+    retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "keep events through a database incident").await.unwrap();
+    let faults = domain::receiver::faults::Faults { transient: true, ..Default::default() };
+    let s = Setup { r: Arc::new(domain::receiver::Receiver::with_faults(t.db.clone(), t.vault.clone(), faults)), ..s };
+    let out = send(&s, &scheduled("r-1"), "msg_out_of_scope").await;
+    assert_eq!(out, Outcome::Refused(domain::receiver::Refusal::EventTypeNotPermitted));
+    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() }).await.unwrap();
+    assert!(l.items.is_empty(), "nothing quarantined");
+    // An in-scope event on the same path is still kept (quarantined as transient).
+    let kept = send(&s, &created("r-2"), "msg_in_scope").await;
+    assert_eq!(kept, Outcome::Quarantined { event_id: "msg_in_scope".into(), reason: "transient".into() });
+});
+
+// Gate 8 again at release: a quarantined event whose key no longer permits
+// its type does not apply, and stays open with the reason.
+db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created", "reminder.scheduled"])).await;
+    let out = send(&s, &scheduled("r-late"), "msg_early").await;
+    assert_eq!(out, Outcome::Quarantined { event_id: "msg_early".into(), reason: "reminder_not_found".into() });
+    assert_eq!(send(&s, &created("r-late"), "msg_created").await, Outcome::Applied { event_id: "msg_created".into() });
+    // The key's scope narrows (it goes back for approval; the rule is its scope now).
+    domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id, &["reminder.created".to_owned()]).await.unwrap();
+    let id = entry_id(t, "msg_early").await;
+    let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try").await;
+    assert!(matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("event_type_not_permitted")), "{refused:?}");
+    let entry = quarantine::get(&t.db, &admin(), &id).await.unwrap();
+    assert_eq!(entry.status, "open");
+    assert_eq!(entry.last_release_error.as_deref(), Some("event_type_not_permitted"));
+    let applied = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_early")).one(&t.db).await.unwrap().unwrap();
+    assert_ne!(applied.outcome, "applied");
+});

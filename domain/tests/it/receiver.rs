@@ -100,9 +100,9 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     let mut bad = good.clone();
     bad[2].1 = "v1,@@@".into();
     assert_eq!(deliver(&s, &bad, &body).await, Outcome::Refused(Refusal::SignatureMalformed));
-    let stale = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 301, "msg_1");
+    let stale = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 310, "msg_1");
     assert_eq!(deliver(&s, &stale, &body).await, Outcome::Refused(Refusal::TimestampStale));
-    let future = signed(&s, Scheme::StandardWebhooks, &body, now_s() + 301, "msg_1");
+    let future = signed(&s, Scheme::StandardWebhooks, &body, now_s() + 310, "msg_1");
     assert_eq!(deliver(&s, &future, &body).await, Outcome::Refused(Refusal::TimestampFuture));
     let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}}).to_string().into_bytes();
     let h = signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "msg_2");

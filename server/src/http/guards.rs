@@ -109,3 +109,13 @@ fn too_large() -> Response {
     )
         .into_response()
 }
+
+/// `Strict-Transport-Security` on every answer when the public URL is https:
+/// a browser that has seen Signet once never tries plain http for it again.
+pub async fn hsts(on: bool, req: Request<Body>, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    if on {
+        res.headers_mut().insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
+    }
+    res
+}

@@ -26,6 +26,8 @@ pub struct HookState {
     pub receiver: Arc<Receiver>,
     pub telemetry: Arc<Telemetry>,
     pub metrics: Arc<Metrics>,
+    /// How long a webhook body may take to arrive (`SIGNET_BODY_TIMEOUT_SECS`).
+    pub body_read: std::time::Duration,
 }
 
 pub fn routes(state: HookState) -> Router {
@@ -76,7 +78,7 @@ async fn run(st: &HookState, tenant: &str, endpoint: &str, headers: &HeaderMap, 
         Ok(ep) => ep,
         Err(o) => return (o, None, None),
     };
-    let bytes = match read_limited(body, ep.max_body_bytes, headers).await {
+    let bytes = match read_limited(body, ep.max_body_bytes, headers, st.body_read).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => return (Outcome::Refused(Refusal::BodyTooLarge), Some(ep), None),
         Err(BodyError::Incomplete) => return (Outcome::Refused(Refusal::BodyIncomplete), Some(ep), None),
@@ -100,7 +102,7 @@ enum BodyError {
 /// Gate 2: reads the body, keeping at most `limit` bytes in memory. A
 /// declared `Content-Length` over the limit is refused without keeping
 /// anything; a streamed body is refused as soon as it crosses the limit.
-async fn read_limited(body: Body, limit: usize, headers: &HeaderMap) -> Result<bytes::Bytes, BodyError> {
+async fn read_limited(body: Body, limit: usize, headers: &HeaderMap, within: std::time::Duration) -> Result<bytes::Bytes, BodyError> {
     use http_body_util::BodyExt;
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let mut too_large = declared.is_some_and(|n| n > limit as u64);
@@ -131,7 +133,7 @@ async fn read_limited(body: Body, limit: usize, headers: &HeaderMap) -> Result<b
         }
         Ok(())
     };
-    let finished = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+    let finished = tokio::time::timeout(within, read).await;
     if too_large {
         return Err(BodyError::TooLarge);
     }

@@ -5,16 +5,25 @@ pub mod api;
 mod evidence_files;
 mod guards;
 pub mod hooks;
+mod limits;
 
 use app::{shell, ssr::AppState, App};
 use axum::{routing::get, Router};
 use leptos_axum::{generate_route_list, LeptosRoutes};
 
-pub fn router(state: AppState, hooks: hooks::HookState) -> Router {
+/// Request-level limits (`serve`'s flags; see `limits`).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    pub request_timeout: std::time::Duration,
+    pub hooks_in_flight: usize,
+}
+
+pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
     let metrics = hooks.metrics.clone();
     let receiver = hooks.receiver.clone();
+    let hsts = state.hsts;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -28,14 +37,19 @@ pub fn router(state: AppState, hooks: hooks::HookState) -> Router {
                 }
             }),
         )
-        .nest_service("/hooks", hooks::routes(hooks))
+        .nest_service("/hooks", {
+            let in_flight = limits::InFlight::new(limits.hooks_in_flight);
+            hooks::routes(hooks).layer(axum::middleware::from_fn(move |req, next| limits::hooks_in_flight(in_flight.clone(), req, next)))
+        })
         .nest("/api/v1", api::routes())
         .route("/evidence/files/{digest}/{file}", get(evidence_files::file))
         .leptos_routes_with_context(&state, routes, || {}, move || shell(options.clone()))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn(guards::control_body_limit))
+        .layer(axum::middleware::from_fn(move |req, next| limits::request_timeout(limits.request_timeout, req, next)))
         .layer(axum::middleware::from_fn(guards::origin_check))
         .layer(axum::middleware::from_fn(guards::security_headers))
+        .layer(axum::middleware::from_fn(move |req, next| guards::hsts(hsts, req, next)))
         .with_state(state)
 }
 

@@ -139,7 +139,7 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     expect(h.post(&c, &hinted, body.clone()).await, 401, "error", "unknown_key");
     // Gate 5 (schemes with a signed timestamp).
     if scheme != Scheme::Github {
-        for ts in [now() - 301, now() + 301] {
+        for ts in [now() - 310, now() + 310] {
             expect(h.post(&c, &h.headers(&body, ts, "d-1"), body.clone()).await, 401, "error", "timestamp_outside_window");
         }
     }

@@ -55,3 +55,124 @@ both_engines!(oversized_control_bodies_answer_413, async |i: &Install| {
     // The server is still healthy after all of that.
     assert_eq!(c.get(s.url("/healthz")).send().await.unwrap().status(), 200);
 });
+
+// Strict input: a field a call does not take is refused and named, a PATCH
+// that names nothing is refused, and neither changes anything.
+both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let token = i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve();
+    let c = reqwest::Client::new();
+    let send = |method: reqwest::Method, path: &str, body: serde_json::Value| c.request(method, s.url(path)).bearer_auth(&token).json(&body).send();
+    let endpoint = "/api/v1/tenants/clinic-a/endpoints/hooks";
+    let before: serde_json::Value = c.get(s.url(endpoint)).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+
+    let res = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"dedup_retention_secs": 60})).await.unwrap();
+    assert_eq!(res.status(), 422);
+    let err: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(err["error"], "unknown_field");
+    assert!(err["message"].as_str().unwrap().contains("dedup_retention_secs"), "{err}");
+
+    let res = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": false, "tolerance": 5})).await.unwrap();
+    assert_eq!(res.status(), 422, "a known field does not carry an unknown one through");
+
+    let res = send(reqwest::Method::PATCH, endpoint, serde_json::json!({})).await.unwrap();
+    assert_eq!(res.status(), 422);
+    assert_eq!(res.json::<serde_json::Value>().await.unwrap()["error"], "nothing_to_change");
+
+    let after: serde_json::Value = c.get(s.url(endpoint)).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(before, after, "refused requests changed nothing");
+
+    // Optional bodies are strict too: no key is provisioned.
+    let res = send(reqwest::Method::POST, &format!("{endpoint}/keys"), serde_json::json!({"owner": "ops", "scopes": ["all"]})).await.unwrap();
+    assert_eq!(res.status(), 422);
+    let keys: serde_json::Value = c.get(s.url(&format!("{endpoint}/keys"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(keys.as_array().unwrap().len(), 0, "{keys}");
+    // And a correct request still works.
+    let ok = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": true})).await.unwrap();
+    assert_eq!(ok.status(), 200);
+});
+
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn addr_of(s: &crate::support::Server) -> String {
+    s.base.trim_start_matches("http://").trim_end_matches('/').to_owned()
+}
+
+/// Reads until the server closes the connection (or `within` passes);
+/// returns what it said and whether it closed.
+async fn until_closed(conn: &mut tokio::net::TcpStream, within: Duration) -> (String, bool) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, conn.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&got).into_owned(), true),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&got).into_owned(), false),
+        }
+    }
+}
+
+// Connection and request limits, against the real binary with short
+// timeouts: a slow-header client and idle connections are closed, a slow
+// webhook body is refused, and past the in-flight limit /hooks answers 503.
+both_engines!(slow_clients_and_idle_connections_are_cut_off, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let s = i.serve_with(&[("SIGNET_HEADER_TIMEOUT_SECS", "1"), ("SIGNET_BODY_TIMEOUT_SECS", "1"), ("SIGNET_MAX_IN_FLIGHT", "2")]);
+    let addr = addr_of(&s);
+
+    // A slow-header client: half a request head, then silence.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"POST /hooks/clinic-a/hooks HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let started = Instant::now();
+    let (_, closed) = until_closed(&mut slow, Duration::from_secs(6)).await;
+    assert!(closed, "a slow-header client is disconnected");
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+
+    // A thousand idle connections: the server still answers, then closes them all.
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let c = reqwest::Client::new();
+    assert_eq!(c.get(s.url("/healthz")).send().await.unwrap().status(), 200);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut closed = 0;
+    for conn in &mut idle {
+        if until_closed(conn, Duration::from_secs(3)).await.1 {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 1000, "every idle connection is closed by the server");
+    drop(idle);
+
+    // A slow webhook body: the head arrives, the body never finishes.
+    let stalled_body = || async {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(b"POST /hooks/clinic-a/hooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"type\":").await.unwrap();
+        conn
+    };
+    let mut one = stalled_body().await;
+    let started = Instant::now();
+    let (answer, _) = until_closed(&mut one, Duration::from_secs(6)).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("body_incomplete"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+
+    // Two deliveries in flight (bodies stalled): a third is told to come back.
+    let (_a, _b) = (stalled_body().await, stalled_body().await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = c.post(s.url("/hooks/clinic-a/hooks")).body("{}").send().await.unwrap();
+    assert_eq!(third.status(), 503);
+    assert!(third.headers().get("retry-after").is_some());
+    assert_eq!(third.json::<serde_json::Value>().await.unwrap()["error"], "overloaded");
+    // Once they time out, deliveries are taken again (401: unsigned).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fourth = c.post(s.url("/hooks/clinic-a/hooks")).body("{}").send().await.unwrap();
+    assert_ne!(fourth.status(), 503);
+});

@@ -12,4 +12,5 @@ mod outbox;
 mod rbac;
 mod retention;
 mod secrecy;
+mod sessions;
 mod startup;

@@ -79,6 +79,9 @@ pub async fn update_user(
     Path(username): Path<String>,
     ApiJson(body): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {
+    if body.role.is_none() && body.tenant.is_none() && body.disabled.is_none() {
+        return Err(super::auth::nothing_to_change());
+    }
     Ok(Json(users::update(&st.db, &p, &username, body).await?))
 }
 

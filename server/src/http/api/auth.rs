@@ -80,7 +80,10 @@ impl FromRequestParts<AppState> for ApiPrincipal {
     }
 }
 
-/// A JSON body extractor whose rejection is our error format.
+/// A JSON body extractor whose rejection is our error format. Strict: a
+/// field the call does not take is refused (422 `unknown_field`, naming it)
+/// rather than silently ignored, so a caller never believes a change was
+/// made that was not.
 pub struct ApiJson<T>(pub T);
 
 impl<T, S> axum::extract::FromRequest<S> for ApiJson<T>
@@ -91,10 +94,40 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => Err(ApiError(DomainError::invalid("invalid_body", rejection.body_text()))),
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+        if !json {
+            return Err(ApiError(DomainError::invalid("invalid_body", "send the body as Content-Type: application/json")));
         }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))?;
+        strict_json(&bytes).map(ApiJson)
+    }
+}
+
+/// A `PATCH` naming no field: refused, so the caller does not read the 200
+/// as a change.
+pub fn nothing_to_change() -> ApiError {
+    ApiError(DomainError::invalid("nothing_to_change", "the request names no field to change"))
+}
+
+/// Parses `bytes` as `T`, refusing unknown fields at any depth.
+pub fn strict_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let invalid = |e: serde_json::Error| ApiError(DomainError::invalid("invalid_body", format!("request body is not valid JSON for this call: {e}")));
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_ignored::deserialize(&mut de, |path| unknown.push(path.to_string())).map_err(invalid)?;
+    de.end().map_err(invalid)?;
+    match unknown.first() {
+        Some(field) => Err(ApiError(DomainError::invalid(
+            "unknown_field",
+            format!("unknown field `{field}` in the request body; nothing was changed"),
+        ))),
+        None => Ok(value),
     }
 }
 
@@ -115,8 +148,6 @@ where
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
-        serde_json::from_slice(&bytes)
-            .map(OptionalJson)
-            .map_err(|e| ApiError(DomainError::invalid("invalid_body", format!("request body is not valid JSON for this call: {e}"))))
+        strict_json(&bytes).map(OptionalJson)
     }
 }

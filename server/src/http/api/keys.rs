@@ -32,8 +32,12 @@ impl From<ProvisionedKey> for CreatedKey {
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 pub struct ProvisionBody {
-    #[serde(flatten)]
-    pub request: ProvisionRequest,
+    // The request's fields, spelled out rather than flattened: a flattened
+    // struct would swallow unknown fields before the strict check sees them.
+    pub owner: Option<String>,
+    pub rotation_owner: Option<String>,
+    /// Narrower than the endpoint's types; omitted: the endpoint's types.
+    pub event_types: Option<Vec<String>>,
     /// Approve the scope now (reviewers and admins only), recorded as
     /// approved by `reviewer`, who must not be the caller (four eyes).
     #[serde(default)]
@@ -116,7 +120,7 @@ pub async fn provision(
     OptionalJson(body): OptionalJson<ProvisionBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let approval = approval(&p, body.approve, body.reviewer, body.comment, "provisioning");
-    let k = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, body.request, approval).await?;
+    let k = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, ProvisionRequest { owner: body.owner, rotation_owner: body.rotation_owner, event_types: body.event_types }, approval).await?;
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 

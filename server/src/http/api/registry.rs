@@ -42,6 +42,9 @@ pub async fn update_tenant(
     Path(tenant): Path<String>,
     ApiJson(body): ApiJson<TenantPatch>,
 ) -> Result<Json<TenantView>, ApiError> {
+    if body.name.is_none() && body.notify_url.is_none() {
+        return Err(super::auth::nothing_to_change());
+    }
     Ok(Json(tenants::update(&st.db, &p, &tenant, body).await?))
 }
 
@@ -81,5 +84,8 @@ pub async fn update_endpoint(
     Path((tenant, endpoint)): Path<(String, String)>,
     ApiJson(body): ApiJson<EndpointPatch>,
 ) -> Result<Json<EndpointView>, ApiError> {
+    if body.event_types.is_none() && body.tolerance_secs.is_none() && body.max_body_bytes.is_none() && body.enabled.is_none() {
+        return Err(super::auth::nothing_to_change());
+    }
     Ok(Json(endpoints::update(&st.db, &p, &tenant, &endpoint, body).await?))
 }

@@ -27,6 +27,7 @@ function start(project: string, port: number): Promise<void> {
       ...process.env,
       SIGNET_DATA_DIR: dataDir,
       SIGNET_ADDR: `127.0.0.1:${port}`,
+      SIGNET_METRICS_ADDR: '127.0.0.1:0',
       LEPTOS_SITE_ROOT: siteRoot,
       SIGNET_LOG: 'info',
       // Debug builds only: a pause after each bulk-released event, so the

@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// Open connections at most; beyond it new ones wait to be accepted.
     #[arg(long, env = "SIGNET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Where `/metrics` is served: its own listener, loopback by default,
+    /// because its labels name every tenant and endpoint. Never on the
+    /// public address.
+    #[arg(long, env = "SIGNET_METRICS_ADDR", default_value = "127.0.0.1:9464")]
+    pub metrics_addr: SocketAddr,
     /// Webhook deliveries being processed at once at most; beyond it `/hooks`
     /// answers 503 with `Retry-After` at once instead of queueing.
     #[arg(long, env = "SIGNET_MAX_IN_FLIGHT", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=100_000))]

@@ -83,14 +83,23 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
         hooks_in_flight: args.max_in_flight as usize,
     };
+    let metrics_listener =
+        tokio::net::TcpListener::bind(args.metrics_addr).await.map_err(|e| format!("cannot listen for /metrics on {}: {e}", args.metrics_addr))?;
+    let metrics_local = metrics_listener.local_addr().map_err(|e| e.to_string())?;
+    let metrics_router = crate::http::metrics_router(&hooks);
     let router = crate::http::router(state, hooks, limits);
     tracing::info!(addr = %local, database = %redact_url(&url), "signet listening");
+    // Printed before the listening line, so whoever waits for that line
+    // (tests, scripts) already knows where the metrics are.
+    println!("Signet metrics on http://{metrics_local}/metrics");
     println!("Signet is listening on http://{local}");
     let conn_limits = crate::listen::ConnLimits {
         header_read: Duration::from_secs(args.header_timeout_secs),
         max_connections: args.max_connections as usize,
     };
+    let metrics_server = tokio::spawn(crate::listen::serve(metrics_listener, metrics_router, conn_limits, std::future::pending()));
     crate::listen::serve(listener, router, conn_limits, shutdown_signal()).await;
+    metrics_server.abort();
     background.abort();
     flusher.abort();
     worker.stop().await;

@@ -21,20 +21,16 @@ pub struct RequestLimits {
 pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
-    let metrics = hooks.metrics.clone();
-    let receiver = hooks.receiver.clone();
     let hsts = state.hsts;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        // Not here: see `metrics_router`. Say where, for the operator.
         .route(
             "/metrics",
-            get(move || {
-                let (metrics, receiver) = (metrics.clone(), receiver.clone());
-                async move {
-                    metrics.sync_batches(receiver.batch_stats());
-                    ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
-                }
+            get(|| async {
+                let body = serde_json::json!({"error": "not_found", "message": "metrics are served on the metrics listener (SIGNET_METRICS_ADDR)"});
+                (http::StatusCode::NOT_FOUND, axum::Json(body))
             }),
         )
         .nest_service("/hooks", {
@@ -51,6 +47,23 @@ pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -
         .layer(axum::middleware::from_fn(guards::security_headers))
         .layer(axum::middleware::from_fn(move |req, next| guards::hsts(hsts, req, next)))
         .with_state(state)
+}
+
+/// `/metrics` alone, for the separate metrics listener (`SIGNET_METRICS_ADDR`):
+/// its labels name every tenant and endpoint, so the public router has no
+/// such route.
+pub fn metrics_router(hooks: &hooks::HookState) -> Router {
+    let (metrics, receiver) = (hooks.metrics.clone(), hooks.receiver.clone());
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let (metrics, receiver) = (metrics.clone(), receiver.clone());
+            async move {
+                metrics.sync_batches(receiver.batch_stats());
+                ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
+            }
+        }),
+    )
 }
 
 async fn readyz(axum::extract::State(state): axum::extract::State<AppState>) -> (http::StatusCode, &'static str) {

@@ -96,7 +96,7 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
     tokio::time::sleep(Duration::from_millis(5500)).await;
     let events: Value = api.get(s.url("/api/v1/tenants/clinic-a/events?limit=500")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
     assert_eq!(events.as_array().unwrap().len(), 160);
-    let metrics = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
     assert!(!metrics.contains("tenant=\"_drill"), "drill traffic must not appear as a tenant");
     assert!(metrics.contains("signet_drill_webhooks_total"), "drill traffic has its own counter");
     assert!(metrics.lines().any(|l| l.starts_with("signet_webhooks_total") && l.contains("tenant=\"clinic-a\"") && l.contains("outcome=\"applied\"") && l.ends_with(" 160")), "{metrics}");

@@ -185,10 +185,15 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     assert_eq!(count(&db, "quarantine").await, 2);
 
     // Metrics count every refusal with its reason.
-    let metrics = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
     for reason in ["missing", "malformed", "mismatch", "unknown_key", "too_large", "type_not_permitted", "tenant_mismatch", "unknown_endpoint"] {
         assert!(metrics.contains(&format!("reason=\"{reason}\"")), "{reason} missing from /metrics");
     }
+    // Only there: the public address does not list tenants to anyone.
+    assert!(metrics.contains("tenant=\"clinic-a\""));
+    let public = reqwest::get(s.url("/metrics")).await.unwrap();
+    assert_eq!(public.status(), 404);
+    assert!(!public.text().await.unwrap().contains("clinic-a"));
     if scheme != Scheme::Github {
         assert!(metrics.contains("reason=\"stale\"") && metrics.contains("reason=\"future\""));
         assert!(metrics.contains("outcome=\"replay\""));

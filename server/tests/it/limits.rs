@@ -36,9 +36,14 @@ both_engines!(oversized_control_bodies_answer_413, async |i: &Install| {
             .header("content-type", "application/json")
             .body(stream_of(8 * 1024 * 1024))
             .send()
-            .await
-            .expect("the 413 arrives before the connection closes");
-        assert_eq!(res.status(), 413, "{path}");
+            .await;
+        // The server answers 413 after 64 KiB and closes the connection; the
+        // client sees the answer, or (racing it) its upload cut off. Never
+        // any other status.
+        match res {
+            Ok(res) => assert_eq!(res.status(), 413, "{path}"),
+            Err(e) => assert!(e.is_request() && !e.is_timeout(), "{path}: {e}"),
+        }
     }
 
     // Within the limit, the sign-in function still answers normally.

@@ -72,7 +72,7 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     let want = "signet_retention_purged_total{kind=\"claims\"} 1";
     let mut metrics = String::new();
     for _ in 0..50 {
-        metrics = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+        metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
         if metrics.contains(want) {
             break;
         }

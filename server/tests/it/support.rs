@@ -108,6 +108,9 @@ impl Install {
     /// Starts `signet serve` with extra environment (e.g. `SIGNET_FAULTS`).
     pub fn serve_with(&self, env: &[(&str, &str)]) -> Server {
         let mut cmd = self.command();
+        // Many servers run at once: each gets its own metrics port (a test
+        // may still override it).
+        cmd.env("SIGNET_METRICS_ADDR", "127.0.0.1:0");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -124,14 +127,19 @@ impl Install {
         let stderr = child.stderr.take().expect("stderr");
         let output = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let metrics = Arc::new(Mutex::new(String::new()));
         for (pipe, tx) in [(Box::new(stdout) as Box<dyn std::io::Read + Send>, Some(tx)), (Box::new(stderr), None)] {
             let output = output.clone();
+            let metrics = metrics.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                     // Recorded before announcing the address, so a test that
                     // has the address also sees the line in `output()`.
                     output.lock().expect("log lock").push_str(&line);
                     output.lock().expect("log lock").push('\n');
+                    if let Some(url) = line.strip_prefix("Signet metrics on ") {
+                        *metrics.lock().expect("metrics lock") = url.trim().to_owned();
+                    }
                     if let (Some(tx), Some(rest)) = (&tx, line.strip_prefix("Signet is listening on ")) {
                         let _ = tx.send(rest.trim().to_owned());
                     }
@@ -142,7 +150,8 @@ impl Install {
             let _ = child.kill();
             panic!("signet serve did not start: {}", output.lock().expect("log lock"))
         });
-        Server { child, base, output }
+        let metrics = metrics.lock().expect("metrics lock").clone();
+        Server { child, base, output, metrics }
     }
 }
 
@@ -159,6 +168,8 @@ pub struct Server {
     pub child: Child,
     pub base: String,
     output: Arc<Mutex<String>>,
+    /// `http://…/metrics` on the separate metrics listener.
+    pub metrics: String,
 }
 
 impl Server {

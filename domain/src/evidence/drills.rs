@@ -303,8 +303,14 @@ impl Fixture {
     }
 
     fn request_to(&self, tenant: &str, event_id: &str, envelope: &Value, age_secs: i64, secret: &SigningSecret) -> DrillRequest {
+        self.signed_at(tenant, event_id, envelope, clock::now_ms() / 1000 - age_secs, secret)
+    }
+
+    /// Signed at exactly `ts` (Unix seconds): deliveries that must differ
+    /// take their timestamps from one reading of the clock, or two made
+    /// across a second boundary could come out identical (a true replay).
+    fn signed_at(&self, tenant: &str, event_id: &str, envelope: &Value, ts: i64, secret: &SigningSecret) -> DrillRequest {
         let body = envelope.to_string().into_bytes();
-        let ts = clock::now_ms() / 1000 - age_secs;
         let headers = signature::sign(Scheme::StandardWebhooks, secret, &body, ts, event_id).unwrap_or_default();
         DrillRequest { tenant: tenant.to_owned(), endpoint: DRILL_ENDPOINT.to_owned(), headers, body }
     }
@@ -397,7 +403,9 @@ async fn concurrent_duplicates<T: Transport>(db: &DatabaseConnection, fx: &Fixtu
     let ((first, _), (second, second_ms)) = (send_at(1), send_at(2));
     setup_reminder(t, fx, c, &r, &first).await;
     let event = short_id("drill-evt");
-    let reqs: Vec<DrillRequest> = (0..CONCURRENT as i64).map(|i| fx.request(&event, &scheduled(&r, &second), i)).collect();
+    let now = clock::now_ms() / 1000;
+    let reqs: Vec<DrillRequest> =
+        (0..CONCURRENT as i64).map(|i| fx.signed_at(DRILL_TENANT, &event, &scheduled(&r, &second), now - i, &fx.secret)).collect();
     let answers = futures_util::future::join_all(reqs.iter().map(|q| t.deliver(q))).await;
     let count = |code: &str| answers.iter().filter(|a| a.as_ref().is_ok_and(|a| a.code() == code)).count() as u64;
     let (applied, duplicate) = (count("applied"), count("duplicate"));

@@ -221,9 +221,11 @@ async fn race_one_event(i: &Install, servers: &[&Server]) {
     let _ = key_id;
     let body = created("r-race");
     let mut tasks = Vec::new();
+    // One clock reading, so no two attempts can sign the same second.
+    let at = now();
     for n in 0..64 {
         // Distinct valid signatures: every attempt carries its own timestamp.
-        let headers = signature::sign(Scheme::StandardWebhooks, &secret, &body, now() - n, "msg_race").unwrap();
+        let headers = signature::sign(Scheme::StandardWebhooks, &secret, &body, at - n, "msg_race").unwrap();
         let url = servers[n as usize % servers.len()].url("/hooks/clinic-a/hooks");
         let body = body.clone();
         tasks.push(tokio::spawn(async move {

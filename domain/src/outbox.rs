@@ -78,7 +78,7 @@ pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lea
         .add(Condition::all().add(intent::Column::Status.eq(SENDING)).add(intent::Column::LeaseUntil.lt(now)));
     // The drills' intents prove the effect happened once; they are never
     // sent anywhere.
-    let due = Condition::all().add(due).add(crate::evidence::drills::not_synthetic_tenant(intent::Column::TenantId));
+    let due = Condition::all().add(due).add(crate::registry::tenants::not_synthetic_tenant(intent::Column::TenantId));
     // A plain read first: an idle worker never takes SQLite's write lock.
     if intent::Entity::find().select_only().column(intent::Column::Id).filter(due.clone()).limit(1).into_tuple::<String>().one(db).await?.is_none() {
         return Ok(Vec::new());
@@ -234,7 +234,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: O
         }
         (None, None) => {
             principal.authorize(Permission::ReadEvents, Scope::Global)?;
-            q = q.filter(crate::evidence::drills::not_synthetic_tenant(intent::Column::TenantId));
+            q = q.filter(crate::registry::tenants::not_synthetic_tenant(intent::Column::TenantId));
         }
     }
     match status.filter(|s| !s.is_empty()) {

@@ -92,7 +92,7 @@ impl Metrics {
     /// Refreshes the gauges from the database (small tables, indexed).
     pub async fn refresh_gauges(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
         use domain::entity::{outbox_intent, quarantine_entry};
-        use domain::evidence::drills::not_synthetic_tenant;
+        use domain::registry::tenants::not_synthetic_tenant;
         let open = quarantine_entry::Entity::find()
             .filter(quarantine_entry::Column::Status.eq("open"))
             .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))

@@ -14,7 +14,7 @@
 use std::{future::Future, pin::Pin, time::Instant};
 
 use sea_orm::{
-    sea_query::Expr, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -556,14 +556,6 @@ async fn identity_conflict<T: Transport>(db: &DatabaseConnection, fx: &Fixture, 
 /// listings and figures).
 pub async fn drill_tenant_id<C: ConnectionTrait>(conn: &C) -> DomainResult<Option<String>> {
     Ok(tenant::Entity::find().filter(tenant::Column::Synthetic.eq(true)).one(conn).await?.map(|t| t.id))
-}
-
-/// For the outbox worker and gauges: the condition "not the drill tenant".
-pub fn not_synthetic_tenant(col: impl sea_orm::ColumnTrait) -> sea_orm::sea_query::SimpleExpr {
-    use sea_orm::sea_query::{ExprTrait, Query};
-    Expr::col(col).not_in_subquery(
-        Query::select().column(tenant::Column::Id).from(tenant::Entity).and_where(tenant::Column::Synthetic.eq(true)).to_owned(),
-    )
 }
 
 /// Builds the envelope and signing for the unit tests.

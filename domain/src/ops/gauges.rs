@@ -26,7 +26,7 @@ pub async fn sample(db: &DatabaseConnection, now_ms: i64) -> DomainResult<()> {
         .column_as(Expr::cust("CAST(COUNT(*) AS BIGINT)"), "n")
         .column_as(Expr::cust("MIN(created_at)"), "oldest")
         .filter(outbox_intent::Column::Status.is_in([outbox::PENDING, outbox::SENDING]))
-        .filter(crate::evidence::drills::not_synthetic_tenant(outbox_intent::Column::TenantId))
+        .filter(crate::registry::tenants::not_synthetic_tenant(outbox_intent::Column::TenantId))
         .group_by(outbox_intent::Column::TenantId)
         .into_tuple()
         .all(db)

@@ -148,7 +148,7 @@ pub(super) async fn scope_condition(db: &DatabaseConnection, principal: &Princip
             }
             None => {
                 principal.authorize(Permission::ReadEvents, Scope::Global)?;
-                c = c.add(crate::evidence::drills::not_synthetic_tenant(entry::Column::TenantId));
+                c = c.add(crate::registry::tenants::not_synthetic_tenant(entry::Column::TenantId));
             }
         },
     }

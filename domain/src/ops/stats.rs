@@ -324,7 +324,7 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         dead_q = dead_q.filter(outbox_intent::Column::TenantId.eq(t));
     } else {
         // The drills' rows never count as anyone's backlog.
-        use crate::evidence::drills::not_synthetic_tenant;
+        use crate::registry::tenants::not_synthetic_tenant;
         open_q = open_q.filter(not_synthetic_tenant(quarantine_entry::Column::TenantId));
         backlog_q = backlog_q.filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
         dead_q = dead_q.filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
@@ -348,7 +348,7 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
     let mut keys_q = signing_key::Entity::find().filter(signing_key::Column::Status.is_in(["active", "retiring"]));
     match tenant_id {
         Some(t) => keys_q = keys_q.filter(signing_key::Column::TenantId.eq(t)),
-        None => keys_q = keys_q.filter(crate::evidence::drills::not_synthetic_tenant(signing_key::Column::TenantId)),
+        None => keys_q = keys_q.filter(crate::registry::tenants::not_synthetic_tenant(signing_key::Column::TenantId)),
     }
     let live_keys = keys_q.order_by_asc(signing_key::Column::CreatedAt).all(db).await?;
     let name = |endpoint_id: &str| {

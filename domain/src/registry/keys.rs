@@ -787,7 +787,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFi
         }
         None => {
             principal.authorize(Permission::ReadRegistry, Scope::Global)?;
-            q = q.filter(crate::evidence::drills::not_synthetic_tenant(signing_key::Column::TenantId));
+            q = q.filter(crate::registry::tenants::not_synthetic_tenant(signing_key::Column::TenantId));
         }
     }
     if let Some(slug) = filter.endpoint.as_deref().filter(|s| !s.is_empty()) {

@@ -184,3 +184,13 @@ pub async fn update(db: &DatabaseConnection, principal: &Principal, slug: &str, 
     txn.commit().await?;
     Ok(after)
 }
+
+/// The condition "this tenant id column is not the synthetic drill
+/// tenant", for listings, gauges and the outbox worker, so that drill rows
+/// never reach real tenants' figures or notifications.
+pub fn not_synthetic_tenant(col: impl sea_orm::ColumnTrait) -> sea_orm::sea_query::SimpleExpr {
+    use sea_orm::sea_query::{Expr, ExprTrait, Query};
+    Expr::col(col).not_in_subquery(
+        Query::select().column(tenant::Column::Id).from(tenant::Entity).and_where(tenant::Column::Synthetic.eq(true)).to_owned(),
+    )
+}

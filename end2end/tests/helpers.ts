@@ -18,8 +18,15 @@ export const test = base.extend({
       if (m.type() === 'error' && !/the server responded with a status of (409|422)/.test(m.text())) errors.push(m.text());
     });
     page.on('pageerror', (e) => errors.push(e.message));
-    page.on('response', (r) => {
+    page.on('response', async (r) => {
       if (r.status() === 404 && r.request().resourceType() !== 'document') errors.push(`404 for ${r.url()}`);
+      // Every rendered page carries its own nonce policy; name any that does not.
+      if (r.request().resourceType() === 'document' && (r.status() < 300 || r.status() >= 400)) {
+        const csp = (await r.allHeaders().catch(() => ({}) as Record<string, string>))['content-security-policy'] ?? '';
+        // Not a failure (the server sends a fallback page policy), but named
+        // in the test output so the cause can be found.
+        if (!csp.includes('nonce-')) console.warn(`page without its nonce CSP: ${r.request().method()} ${r.url()} ${r.status()} csp=${csp}`);
+      }
     });
     if (javaScriptEnabled) {
       page.on('load', async () => {

@@ -37,6 +37,7 @@ pub async fn origin_check(req: Request, next: Next) -> Response {
 /// (they may show a secret once); built assets under `/pkg` may be.
 pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
     let cacheable = req.uri().path().starts_with("/pkg/");
+    let path = req.uri().path().to_owned();
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
@@ -45,10 +46,18 @@ pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
     // Rendered pages set their own nonce-based policy (app::ssr::set_page_csp);
     // everything else (JSON, assets, errors) gets one that runs no script.
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
-        h.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
-        );
+        let html = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
+        let policy = if html {
+            // A console page whose own nonce policy did not reach the
+            // response (seen rarely in the no-JavaScript journeys, cause not
+            // yet found): its own assets may load, no inline script runs.
+            tracing::warn!(path = %path, "an HTML page had no CSP of its own; sent the fallback page policy");
+            "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+             connect-src 'self'; object-src 'none'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+        } else {
+            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+        };
+        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
     }
     if !cacheable {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -127,3 +127,9 @@ pub fn lost_connection_error() -> DbErr {
 pub fn is_unique_violation(err: &DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
 }
+
+/// For `map_err` on an insert: a unique violation becomes this conflict
+/// (the constraint said no), anything else stays a database error.
+pub fn conflict_if_unique(code: &'static str, message: impl Into<String>) -> impl FnOnce(DbErr) -> crate::error::DomainError {
+    move |e| if is_unique_violation(&e) { crate::error::DomainError::conflict(code, message) } else { e.into() }
+}

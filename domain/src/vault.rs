@@ -188,13 +188,7 @@ pub async fn rotate_kek(
         })
         .exec(&txn)
         .await
-        .map_err(|e| {
-            if db::is_unique_violation(&e) {
-                DomainError::conflict("rotation_in_progress", "another KEK rotation added a version at the same time; run it again")
-            } else {
-                e.into()
-            }
-        })?;
+        .map_err(db::conflict_if_unique("rotation_in_progress", "another KEK rotation added a version at the same time; run it again"))?;
         audit::record(
             &txn,
             auth.actor(),

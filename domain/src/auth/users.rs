@@ -140,13 +140,7 @@ async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, new: NewUser) 
     }
     .insert(conn)
     .await
-    .map_err(|e| {
-        if db::is_unique_violation(&e) {
-            DomainError::conflict("username_taken", "that username is taken")
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(db::conflict_if_unique("username_taken", "that username is taken"))?;
     let v = view(conn, model).await?;
     audit::record(
         conn,

@@ -124,13 +124,7 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
     }
     .insert(&txn)
     .await
-    .map_err(|e| {
-        if db::is_unique_violation(&e) {
-            DomainError::conflict("drill_run_in_progress", "a drill run is already in progress; wait for it to finish")
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(db::conflict_if_unique("drill_run_in_progress", "a drill run is already in progress; wait for it to finish"))?;
     audit::record(
         &txn,
         auth.actor(),

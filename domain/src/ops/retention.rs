@@ -418,13 +418,7 @@ pub async fn set_horizon(db: &DatabaseConnection, principal: &Principal, scheme:
         reason: reason.clone(),
         created_at: clock::now_ms(),
     };
-    horizon::Entity::insert(horizon::ActiveModel::from(row.clone())).exec_without_returning(&txn).await.map_err(|e| {
-        if db::is_unique_violation(&e) {
-            DomainError::conflict("concurrent_change", "the horizon was changed at the same moment; reload and try again")
-        } else {
-            e.into()
-        }
-    })?;
+    horizon::Entity::insert(horizon::ActiveModel::from(row.clone())).exec_without_returning(&txn).await.map_err(db::conflict_if_unique("concurrent_change", "the horizon was changed at the same moment; reload and try again"))?;
     audit::record(
         &txn,
         auth.actor(),

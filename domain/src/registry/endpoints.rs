@@ -137,13 +137,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug:
     }
     .insert(&txn)
     .await
-    .map_err(|e| {
-        if db::is_unique_violation(&e) {
-            DomainError::conflict("endpoint_exists", format!("endpoint {:?} already exists in {tenant_slug}", new.slug))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(db::conflict_if_unique("endpoint_exists", format!("endpoint {:?} already exists in {tenant_slug}", new.slug)))?;
     crate::ops::retention::record_initial(&txn, auth.actor(), &model.id, new.scheme, model.created_at).await?;
     let v = view(model, &t.slug);
     audit::record(

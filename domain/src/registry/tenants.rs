@@ -111,13 +111,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
     }
     .insert(&txn)
     .await
-    .map_err(|e| {
-        if db::is_unique_violation(&e) {
-            DomainError::conflict("tenant_exists", format!("tenant {:?} already exists", new.slug))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(db::conflict_if_unique("tenant_exists", format!("tenant {:?} already exists", new.slug)))?;
     let v = TenantView::from(model);
     crate::ops::retry_policy::record_initial(&txn, auth.actor(), &v.id, clock::now_ms()).await?;
     audit::record(

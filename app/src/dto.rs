@@ -200,6 +200,7 @@ pub struct RevealedBodyDto {
     pub json: bool,
     pub text: String,
     pub redacted_fields: Vec<String>,
+    pub size_bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -613,4 +614,60 @@ pub struct EvidencePageDto {
     pub signoffs: Vec<SignoffDto>,
     pub public_key: String,
     pub public_key_pem: String,
+}
+
+/// `domain::kek::KekVersionView`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KekVersionDto {
+    pub version: u32,
+    pub created_at: String,
+    pub newest: bool,
+    pub rows: std::collections::BTreeMap<String, u64>,
+    pub total_rows: u64,
+    pub retirable: bool,
+}
+
+/// `domain::kek::RetiredView`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetiredKekDto {
+    pub version: u32,
+    pub created_at: String,
+    pub retired_at: String,
+    pub retired_by: String,
+}
+
+/// `domain::kek::RewrapView`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RewrapDto {
+    pub id: String,
+    pub target_version: u32,
+    pub status: String,
+    pub started_by: String,
+    pub source: String,
+    pub total: u64,
+    pub scanned: u64,
+    pub rewrapped: u64,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl RewrapDto {
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+    /// Resealed of those under another version at the start, 0–100.
+    pub fn percent(&self) -> u64 {
+        if self.total == 0 { 100 } else { (self.rewrapped * 100 / self.total).min(100) }
+    }
+}
+
+/// `domain::kek::KekOverview`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KekOverviewDto {
+    pub versions: Vec<KekVersionDto>,
+    pub retired: Vec<RetiredKekDto>,
+    pub stale_rows: u64,
+    pub latest_rewrap: Option<RewrapDto>,
 }

@@ -84,6 +84,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/retention") view=RetentionPage ssr=SsrMode::Async/>
                 <Route path=path!("/dashboard") view=DashboardPage ssr=SsrMode::Async/>
                 <Route path=path!("/evidence") view=EvidencePage ssr=SsrMode::Async/>
+                <Route path=path!("/kek") view=KekPage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -9,7 +9,10 @@ use std::{
 
 use axum::extract::FromRef;
 use domain::{
-    auth::{sessions::SessionPolicy, Principal},
+    auth::{
+        sessions::{Activity, SessionPolicy},
+        Principal,
+    },
     crypto::{sha256_hex, SigningSecret},
     vault::Vault,
     DomainError,
@@ -162,7 +165,10 @@ pub fn session_token() -> Option<String> {
 /// The session token in these request headers, if any (for plain axum
 /// routes of the console, such as evidence downloads).
 pub fn session_token_in(headers: &http::HeaderMap, secure: bool) -> Option<String> {
-    let name = session_cookie_name(secure);
+    cookie_in(headers, session_cookie_name(secure))
+}
+
+fn cookie_in(headers: &http::HeaderMap, name: &str) -> Option<String> {
     for value in headers.get_all(header::COOKIE) {
         let Ok(text) = value.to_str() else { continue };
         for c in cookie::Cookie::split_parse(text).flatten() {
@@ -179,15 +185,67 @@ pub async fn principal() -> Result<Principal, AppError> {
     maybe_principal().await?.ok_or_else(|| to_app_error(DomainError::Unauthenticated))
 }
 
+/// [`principal`] for a server function a page polls: with `auto` set (the
+/// page's own refresh, not the person) the request does not keep an idle
+/// session alive.
+pub async fn polled_principal(auto: Option<bool>) -> Result<Principal, AppError> {
+    let activity = if auto == Some(true) { Activity::Background } else { request_activity() };
+    principal_with(activity).await?.ok_or_else(|| to_app_error(DomainError::Unauthenticated))
+}
+
 /// Like [`principal`] but `None` when nobody is signed in (without marking
 /// the response as an error: pages use this to decide where to send you).
 pub async fn maybe_principal() -> Result<Option<Principal>, AppError> {
+    principal_with(request_activity()).await
+}
+
+async fn principal_with(activity: Activity) -> Result<Option<Principal>, AppError> {
     let st = state()?;
     let Some(token) = session_token() else { return Ok(None) };
-    match domain::auth::sessions::authenticate(&st.db, st.sessions, &token, domain::clock::now_ms()).await {
+    match domain::auth::sessions::authenticate(&st.db, st.sessions, &token, domain::clock::now_ms(), activity).await {
         Ok(p) => Ok(Some(p)),
         Err(DomainError::Unauthenticated) => Ok(None),
         Err(e) => Err(to_app_error(e)),
+    }
+}
+
+/// A page that refreshes itself asks for `?auto=1` (its meta refresh) or
+/// passes `auto=true` (its polls): such requests are
+/// [`Activity::Background`]; everything else is the person at work.
+fn request_activity() -> Activity {
+    let background = parts().is_some_and(|p| is_background_query(p.uri.query().unwrap_or("")));
+    if background { Activity::Background } else { Activity::User }
+}
+
+/// Whether a query string carries `auto=1` or `auto=true`.
+pub fn is_background_query(query: &str) -> bool {
+    query.split('&').any(|pair| matches!(pair, "auto=1" | "auto=true"))
+}
+
+/// Cookie remembering a browser the account signed in from (see
+/// `domain::auth::throttle`): it exempts that browser from the account-wide
+/// lock, never from its own.
+pub const DEVICE_COOKIE: &str = "signet_device";
+pub const SECURE_DEVICE_COOKIE: &str = "__Host-signet_device";
+/// How long a browser keeps its device token.
+pub const DEVICE_COOKIE_DAYS: i64 = 180;
+
+/// The device token from the request's cookie, if any.
+pub fn device_token() -> Option<String> {
+    let secure = use_context::<AppState>()?.secure_cookies;
+    cookie_in(&parts()?.headers, if secure { SECURE_DEVICE_COOKIE } else { DEVICE_COOKIE })
+}
+
+/// Sets the device cookie on the response.
+pub fn set_device_cookie(token: &str, secure: bool) {
+    let c = cookie::Cookie::build((if secure { SECURE_DEVICE_COOKIE } else { DEVICE_COOKIE }, token.to_owned()))
+        .path("/")
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .secure(secure)
+        .max_age(cookie::time::Duration::days(DEVICE_COOKIE_DAYS));
+    if let (Some(res), Ok(v)) = (use_context::<ResponseOptions>(), http::HeaderValue::from_str(&c.build().to_string())) {
+        res.append_header(header::SET_COOKIE, v);
     }
 }
 

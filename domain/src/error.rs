@@ -43,6 +43,11 @@ impl DomainError {
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         DomainError::Conflict { code, message: message.into() }
     }
+    /// A change that names only values already stored: refused, so the
+    /// caller never reads success as "something changed".
+    pub fn nothing_to_change() -> Self {
+        DomainError::invalid("nothing_to_change", "every value given is already the stored one; nothing was changed")
+    }
     /// Stable machine-readable code for API bodies and tests.
     pub fn code(&self) -> &'static str {
         match self {

@@ -4,12 +4,7 @@ use crate::error::DomainError;
 
 /// `[a-z0-9][a-z0-9-]{0,62}`: tenant and endpoint slugs.
 pub fn validate_slug(kind: &str, slug: &str) -> Result<(), DomainError> {
-    let bytes = slug.as_bytes();
-    let ok = !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes.first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
-    if ok {
+    if is_slug(slug) {
         Ok(())
     } else {
         Err(DomainError::invalid(
@@ -17,6 +12,26 @@ pub fn validate_slug(kind: &str, slug: &str) -> Result<(), DomainError> {
             format!("{kind} must match [a-z0-9][a-z0-9-]{{0,62}}, got {slug:?}"),
         ))
     }
+}
+
+/// Whether `s` matches `[a-z0-9][a-z0-9-]{0,62}`.
+pub fn is_slug(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// The drills' synthetic tenant: outside the slug syntax, so no real tenant
+/// can ever be created under it.
+pub const SYNTHETIC_TENANT: &str = "_drill";
+
+/// Whether `/hooks/{tenant}/{endpoint}` could name an endpoint at all: both
+/// are slugs (the tenant may be the synthetic one). Anything else is unknown
+/// without asking the database or taking a cache slot.
+pub fn could_be_endpoint(tenant: &str, endpoint: &str) -> bool {
+    (is_slug(tenant) || tenant == SYNTHETIC_TENANT) && is_slug(endpoint)
 }
 
 /// A new opaque row id.

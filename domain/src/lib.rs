@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod evidence;
 pub mod ids;
+pub mod kek;
 pub mod ops;
 pub mod outbox;
 pub mod receiver;

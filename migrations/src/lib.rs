@@ -17,6 +17,7 @@ mod m20261202_000007_gauge_samples;
 mod m20261202_000008_bulk_releases;
 mod m20261203_000009_evidence;
 mod m20261203_000010_audit_mac;
+mod m20261204_000011_hardening;
 
 pub struct Migrator;
 
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000008_bulk_releases::Migration),
             Box::new(m20261203_000009_evidence::Migration),
             Box::new(m20261203_000010_audit_mac::Migration),
+            Box::new(m20261204_000011_hardening::Migration),
         ]
     }
 }

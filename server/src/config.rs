@@ -121,10 +121,17 @@ impl DbArgs {
     /// The effective database URL (default: SQLite under the data dir).
     pub fn url(&self) -> Result<String, ConfigError> {
         if let Some(u) = self.database_url.as_deref().filter(|u| !u.is_empty()) {
+            if let Some(file) = sqlite_file(u) {
+                create_private_file(&file).map_err(|e| ConfigError::DataDir(file.clone(), e))?;
+            }
             return Ok(u.to_owned());
         }
-        std::fs::create_dir_all(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
-        Ok(format!("sqlite://{}/signet.db?mode=rwc", self.data_dir.display()))
+        private_dir(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
+        let file = self.data_dir.join("signet.db");
+        // Created here, owner-only, before SQLite opens it (its -wal and -shm
+        // files take the database file's permissions).
+        create_private_file(&file).map_err(|e| ConfigError::DataDir(file.clone(), e))?;
+        Ok(format!("sqlite://{}?mode=rwc", file.display()))
     }
 
     /// Finds the master key: the key file, then `SIGNET_MASTER_KEY`, then
@@ -144,7 +151,7 @@ impl DbArgs {
         if domain::entity::kek_version::Entity::find().count(db).await? > 0 {
             return Err(ConfigError::MissingKey(path));
         }
-        std::fs::create_dir_all(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
+        private_dir(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
         let (key, encoded) = MasterKey::generate();
         write_new_key_file(&path, encoded.as_bytes()).map_err(|e| ConfigError::WriteKey(path.clone(), e))?;
         tracing::warn!(
@@ -174,6 +181,44 @@ fn warn_if_readable_by_others(path: &Path) {
 #[cfg(not(unix))]
 fn warn_if_readable_by_others(_: &Path) {}
 
+/// The file a `sqlite://<path>?mode=rwc` URL lets SQLite create, so it can be
+/// created owner-only first (`None` for other URLs and in-memory databases).
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let creates = query.split('&').any(|p| p == "mode=rwc");
+    (creates && !path.is_empty() && !path.contains(":memory:")).then(|| PathBuf::from(path))
+}
+
+/// Creates the directory (and missing parents) owner-only (0700). An
+/// existing directory keeps the permissions its operator gave it.
+pub fn private_dir(path: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(path)
+}
+
+/// Creates an empty owner-only (0600) file unless it exists already.
+pub fn create_private_file(path: &Path) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    match opts.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Creates the file exclusively (never overwrites) with mode 0600.
 fn write_new_key_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let mut opts = std::fs::OpenOptions::new();
@@ -187,4 +232,32 @@ fn write_new_key_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     f.write_all(contents)?;
     f.write_all(b"\n")?;
     f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn what_signet_creates_is_owner_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/data");
+        private_dir(&dir).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&tmp.path().join("a")), 0o700);
+        let file = dir.join("signet.db");
+        create_private_file(&file).unwrap();
+        assert_eq!(mode(&file), 0o600);
+        // An existing file is left as it is (never truncated).
+        std::fs::write(&file, b"kept").unwrap();
+        create_private_file(&file).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"kept");
+        assert_eq!(sqlite_file("sqlite:///x/y.db?mode=rwc"), Some(PathBuf::from("/x/y.db")));
+        assert_eq!(sqlite_file("sqlite:///x/y.db?mode=ro"), None);
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://h/db"), None);
+    }
 }

@@ -41,6 +41,10 @@ impl HttpRelay {
     }
 
     async fn post(&self, url: &str, d: &Delivery) -> Result<(), SendFailure> {
+        // Stored before the https-or-loopback rule: refused, not used.
+        if !domain::registry::tenants::notify_url_allowed(url) {
+            return Err(SendFailure { message: "the tenant's notify URL is not https:// (or http:// to loopback); fix it and retry".into(), permanent: true });
+        }
         let res = self.client.post(url).header("Idempotency-Key", &d.id).json(&message(d)).send().await;
         match res {
             Ok(r) if r.status().is_success() => Ok(()),
@@ -69,17 +73,34 @@ fn without_url(e: &reqwest::Error) -> String {
 }
 
 /// Appends one JSON line per notification to a local file, so a person
-/// running `make run` can watch them arrive.
+/// running `make run` can watch them arrive. The file is owner-only (0600)
+/// and never holds a one-time code: an OTP line records the intent (its
+/// request, channel and idempotency key), not the code, which only a relay
+/// receives.
 pub struct FileSink {
     path: PathBuf,
 }
 
+/// The file sink's line: the message without secrets.
+fn file_line(d: &Delivery) -> String {
+    let mut m = message(d);
+    if let Some(code) = m.pointer_mut("/payload/code") {
+        *code = json!("(withheld: one-time codes go to a relay only)");
+    }
+    let mut line = m.to_string();
+    line.push('\n');
+    line
+}
+
 impl FileSink {
     async fn append(&self, d: &Delivery) -> Result<(), SendFailure> {
-        let mut line = message(d).to_string();
-        line.push('\n');
+        let line = file_line(d);
         let write = async {
-            let mut f = tokio::fs::OpenOptions::new().create(true).append(true).open(&self.path).await?;
+            let mut opts = tokio::fs::OpenOptions::new();
+            opts.create(true).append(true);
+            #[cfg(unix)]
+            opts.mode(0o600);
+            let mut f = opts.open(&self.path).await?;
             f.write_all(line.as_bytes()).await?;
             f.flush().await
         };

@@ -58,6 +58,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         telemetry: Arc::new(domain::receiver::telemetry::Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| format!("metrics: {e}"))?),
         body_read: Duration::from_secs(args.body_timeout_secs),
+        unknown_log: Arc::default(),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
     let notifier = crate::outbox::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms)).map_err(|e| format!("outbox relay: {e}"))?;

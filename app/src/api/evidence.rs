@@ -62,12 +62,12 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     })
 }
 
-/// One run, for the live progress poll.
+/// One run, for the live progress poll (`auto`: never keeps a session alive).
 #[server(prefix = "/fn", endpoint = "drill_run", input = GetUrl)]
-pub async fn drill_run(run_id: String) -> Result<DrillRunDto, AppError> {
+pub async fn drill_run(run_id: String, auto: Option<bool>) -> Result<DrillRunDto, AppError> {
     use crate::ssr::{self, convert::mirror};
     let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let p = ssr::polled_principal(auto).await?;
     let run = domain::evidence::runs::get(&st.db, &p, &run_id).await.map_err(ssr::to_app_error)?;
     mirror(&run)
 }

@@ -5,6 +5,9 @@
 
 pub mod audit;
 pub mod evidence;
+#[cfg(feature = "ssr")]
+pub mod forms;
+pub mod kek;
 pub mod keys;
 pub mod operations;
 pub mod registry;

@@ -46,7 +46,7 @@ pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBodyDto, AppEr
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let b = domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await.map_err(ssr::to_app_error)?;
-    Ok(RevealedBodyDto { json: b.json, text: b.text, redacted_fields: b.redacted_fields })
+    Ok(RevealedBodyDto { json: b.json, text: b.text, redacted_fields: b.redacted_fields, size_bytes: b.size_bytes })
 }
 
 #[server(prefix = "/fn", endpoint = "release_quarantine")]
@@ -91,11 +91,12 @@ pub async fn start_bulk_release(
     Ok(())
 }
 
+/// `auto`: the progress page's own poll (never keeps a session alive).
 #[server(prefix = "/fn", endpoint = "bulk_release", input = GetUrl)]
-pub async fn bulk_release(id: String) -> Result<BulkReleaseDto, AppError> {
+pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseDto, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let p = ssr::polled_principal(auto).await?;
     ssr::convert::mirror(domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?)
 }
 

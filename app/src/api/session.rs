@@ -48,10 +48,14 @@ pub async fn login(username: String, password: String, next: Option<String>) -> 
     use crate::ssr;
     use domain::{auth::sessions, clock, crypto::Password};
     let st = ssr::state()?;
-    let ok = sessions::login(&st.db, st.sessions, username.trim(), &Password::new(password), &ssr::client_ip(), clock::now_ms())
-        .await
-        .map_err(ssr::to_app_error)?;
+    let password = Password::new(password);
+    let (ip, device) = (ssr::client_ip(), ssr::device_token());
+    let attempt = sessions::LoginAttempt { username: username.trim(), password: &password, client_ip: &ip, device: device.as_deref() };
+    let ok = sessions::login(&st.db, st.sessions, attempt, clock::now_ms()).await.map_err(ssr::to_app_error)?;
     ssr::set_session_cookie(Some(ok.token.expose()), st.secure_cookies, st.sessions.absolute_ms / 1000);
+    if let Some(device) = &ok.device {
+        ssr::set_device_cookie(device.expose(), st.secure_cookies);
+    }
     leptos_axum::redirect(&safe_next(next));
     Ok(())
 }

@@ -88,6 +88,7 @@ fn TopBar(me: Me) -> impl IntoView {
                     <a href="/retention" aria-current=current("/retention")>"Retention"</a>
                     {me.can_read_evidence().then(|| view! { <a href="/evidence" aria-current=current("/evidence")>"Evidence"</a> })}
                     {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
+                    {me.is_admin().then(|| view! { <a href="/kek" aria-current=current("/kek")>"KEKs"</a> })}
                     <a href="/audit" aria-current=current("/audit")>"Audit log"</a>
                 </nav>
                 <div class="whoami">

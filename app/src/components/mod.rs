@@ -7,6 +7,7 @@ pub mod filters;
 pub mod format;
 mod key;
 mod layout;
+pub mod poll;
 
 pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedError, Submit};
 pub use key::{Countdown, EventTypes, KeyPage, KeyScope, KeySummary, StatusBadge};

@@ -3,7 +3,6 @@
 //! 2 s without JavaScript), what still fails, and a resume button when its
 //! runner stopped.
 
-use std::time::Duration;
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
@@ -12,6 +11,7 @@ use super::quarantine::reason_label;
 use crate::{
     api::operations::{ResumeBulkRelease, bulk_release},
     components::{
+        poll::every_second_while,
         ActionError, Layout, LoadError, Refresh, ReturnedError, Submit,
         format::{when, with_query},
     },
@@ -22,22 +22,15 @@ use crate::{
 pub fn BulkReleasePage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
-    let tick = RwSignal::new(0u64);
     let live = RwSignal::new(true);
-    Effect::new(move |_| {
-        let poll = move || {
-            if live.get_untracked() {
-                tick.update(|n| *n += 1);
-            }
-        };
-        if let Ok(handle) = set_interval_with_handle(poll, Duration::from_secs(1)) {
-            on_cleanup(move || handle.clear());
-        }
-    });
+    let tick = every_second_while(live);
     // A resume redirects back here: a client-side navigation that must
     // reload the job (and so restart the polling).
     let refresh = Refresh::provide();
-    let job = Resource::new(move || (id(), tick.get(), refresh.get()), |(id, _, _)| bulk_release(id));
+    // Polls and the meta refresh (`?auto=1`) never keep a session alive.
+    let query = leptos_router::hooks::use_query_map();
+    let auto = move || query.with_untracked(|q| q.get("auto").is_some_and(|a| a == "1"));
+    let job = Resource::new(move || (id(), tick.get(), refresh.get()), move |(id, n, _)| bulk_release(id, Some(n > 0 || auto())));
     Effect::new(move |_| {
         if let Some(Ok(j)) = job.get() {
             live.set(j.is_running());
@@ -155,7 +148,7 @@ fn Progress(j: BulkReleaseDto, me: Me) -> impl IntoView {
     });
     view! {
         // Markup, not an element, so a client-rendered page never reloads (see `evidence::LiveRun`).
-        {j.is_running().then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2">"#></noscript> })}
+        {j.is_running().then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2;url=?auto=1">"#></noscript> })}
         <p class="crumbs"><a href=back.clone()>"Quarantine"</a> " / bulk release"</p>
         <div class="page-head">
             <div>

@@ -45,10 +45,20 @@ pub fn DashboardPage() -> impl IntoView {
     });
     let tenant = Memo::new(move |_| query.with(|q| q.get("tenant").unwrap_or_default()));
     let window = Memo::new(move |_| query.with(|q| q.get("window").unwrap_or_else(|| "24h".to_owned())));
-    let data = Resource::new(move || (tenant.get(), window.get(), tick.get()), |(t, w, _)| dashboard_stats(Some(t), Some(w)));
+    // The page's own refreshes (its poll, its meta refresh's `?auto=1`) are
+    // not the person at work: they never keep an idle session alive.
+    let auto = Memo::new(move |_| query.with(|q| q.get("auto").is_some_and(|a| a == "1")));
+    let data = Resource::new(
+        move || (tenant.get(), window.get(), tick.get()),
+        move |(t, w, n)| dashboard_stats(Some(t), Some(w), Some(n > 0 || auto.get_untracked())),
+    );
+    let refresh_to = move || {
+        let url = with_query("/dashboard", &[("tenant", &tenant.get()), ("window", &window.get()), ("auto", "1")]);
+        format!(r#"<meta http-equiv="refresh" content="60;url={}">"#, url.replace('&', "&amp;").replace('"', "&quot;"))
+    };
     view! {
         // Markup, not an element, so a client-rendered page never reloads (see `evidence::LiveRun`).
-        <noscript inner_html=r#"<meta http-equiv="refresh" content="60">"#></noscript>
+        <noscript inner_html=refresh_to></noscript>
         <Layout
             title="Dashboard"
             render=move |me| view! {

@@ -6,7 +6,6 @@
 //! Reviewers and admins see every tenant (or the whole deployment); a
 //! clinic admin its own tenant; on-call is refused by every call.
 
-use std::time::Duration;
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -14,6 +13,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::evidence::{drill_run, evidence_page, ExportEvidence, SignOffEvidence, StartDrills},
     components::{
+        poll::every_second_while,
         format::{seconds, when, when_or},
         filters::TenantSelect,
         ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit,
@@ -149,21 +149,11 @@ fn Drills(runs: Vec<DrillRunDto>, tenant: String, me: Me) -> impl IntoView {
 #[component]
 fn LiveRun(run: DrillRunDto) -> impl IntoView {
     let id = run.run_id.clone();
-    let tick = RwSignal::new(0u64);
     let live = RwSignal::new(run.is_running());
-    Effect::new(move |_| {
-        let poll = move || {
-            if live.get_untracked() {
-                tick.update(|n| *n += 1);
-            }
-        };
-        if let Ok(handle) = set_interval_with_handle(poll, Duration::from_secs(1)) {
-            on_cleanup(move || handle.clear());
-        }
-    });
+    let tick = every_second_while(live);
     let fresh = Resource::new(move || tick.get(), move |n| {
         let id = id.clone();
-        async move { if n == 0 { None } else { Some(drill_run(id).await) } }
+        async move { if n == 0 { None } else { Some(drill_run(id, Some(true)).await) } }
     });
     let initial = run.clone();
     let refresh = use_context::<Refresh>();

@@ -117,11 +117,19 @@ fn RevealedBody(id: String, hide: String) -> impl IntoView {
                         match body.await {
                             Ok(b) => view! {
                                 {if b.json {
-                                    view! { <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p> }.into_any()
+                                    view! {
+                                        <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
+                                        <pre class="body" data-testid="event-body">{b.text}</pre>
+                                    }
+                                    .into_any()
                                 } else {
-                                    view! { <p class="warning">"The body is not JSON, so no field could be redacted."</p> }.into_any()
+                                    view! {
+                                        <p class="warning" data-testid="event-body-withheld">
+                                            {format!("The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.", b.size_bytes)}
+                                        </p>
+                                    }
+                                    .into_any()
                                 }}
-                                <pre class="body" data-testid="event-body">{b.text}</pre>
                                 <a class="button secondary" href=hide>"Hide body"</a>
                             }
                             .into_any(),

@@ -86,10 +86,12 @@ pub enum Permission {
     ExportEvidence,
     /// Approve or reject an exported evidence bundle.
     SignOffEvidence,
+    /// See the KEK versions, rotate, rewrap and retire them.
+    ManageKeks,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 15] = [
+    pub const ALL: [Permission; 16] = [
         Permission::ReadRegistry,
         Permission::ManageTenants,
         Permission::ManageEndpoints,
@@ -105,6 +107,7 @@ impl Permission {
         Permission::RunDrills,
         Permission::ExportEvidence,
         Permission::SignOffEvidence,
+        Permission::ManageKeks,
     ];
 
     /// The name shown in the evidence's access section.
@@ -125,6 +128,7 @@ impl Permission {
             Permission::RunDrills => "run_drills",
             Permission::ExportEvidence => "export_evidence",
             Permission::SignOffEvidence => "sign_off_evidence",
+            Permission::ManageKeks => "manage_keks",
         }
     }
 }

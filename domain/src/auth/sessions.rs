@@ -9,7 +9,7 @@ use crate::{
     audit::{self, Change},
     crypto::{random_token, sha256_hex, verify_password, verify_password_dummy, Password, RandomToken},
     db,
-    entity::{session, user},
+    entity::{login_device, session, user},
     error::{DomainError, DomainResult},
 };
 
@@ -30,18 +30,33 @@ impl Default for SessionPolicy {
 /// `last_seen_at` is refreshed at most this often, to keep reads cheap.
 const TOUCH_EVERY_MS: i64 = 60_000;
 
-/// A successful login: the cookie value (shown to the browser once) and who
-/// signed in.
+/// A successful login: the cookie values (shown to the browser once) and
+/// who signed in.
 #[derive(Debug)]
 pub struct LoginSuccess {
     pub token: RandomToken,
     pub principal: Principal,
+    /// A new device token for the browser to keep, when it presented none
+    /// that is this account's (see `throttle`).
+    pub device: Option<RandomToken>,
+}
+
+/// One sign-in attempt as it arrives.
+pub struct LoginAttempt<'a> {
+    pub username: &'a str,
+    pub password: &'a Password,
+    /// The socket peer (forwarding headers are not trusted).
+    pub client_ip: &'a str,
+    /// The device token from the browser's cookie, if any.
+    pub device: Option<&'a str>,
 }
 
 const BAD_CREDENTIALS: &str = "invalid username or password";
 /// Longer passwords are refused before hashing (argon2 would take them, at
 /// a cost the caller chooses).
 const MAX_PASSWORD_BYTES: usize = 1024;
+/// Device tokens unused for this long are forgotten.
+const DEVICE_TTL_MS: i64 = 180 * 86_400_000;
 
 /// At most this many argon2 verifications run at once (19 MiB each); the
 /// rest wait their turn without holding an async worker.
@@ -51,6 +66,7 @@ const HASH_SLOTS: usize = 2;
 /// sign-ins never stalls the async workers that take webhooks. `None` (no
 /// such user) verifies against a dummy hash at the same cost.
 async fn password_matches(password: &Password, phc: Option<String>) -> bool {
+    VERIFICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
     let slots = SLOTS.get_or_init(|| tokio::sync::Semaphore::new(HASH_SLOTS));
     let Ok(_slot) = slots.acquire().await else { return false };
@@ -66,48 +82,81 @@ async fn password_matches(password: &Password, phc: Option<String>) -> bool {
     .unwrap_or(false)
 }
 
-/// Checks credentials with per-account and per-address throttling. Unknown
-/// users cost the same argon2 work as known ones.
-pub async fn login(
-    db: &DatabaseConnection,
-    policy: SessionPolicy,
-    username: &str,
-    password: &Password,
-    client_ip: &str,
-    now: i64,
-) -> DomainResult<LoginSuccess> {
+static VERIFICATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// argon2 verifications made by sign-ins in this process (every evaluated
+/// attempt makes exactly one; for tests and diagnostics).
+pub fn password_verifications() -> u64 {
+    VERIFICATIONS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Why a sign-in failed, as the audit log records it (the caller is only
+/// ever told "invalid username or password").
+fn failure_reason(found: Option<&user::Model>, matches: bool) -> &'static str {
+    match found {
+        None => "unknown_user",
+        Some(u) if u.disabled => "disabled",
+        Some(_) if !matches => "wrong_password",
+        Some(_) => "refused",
+    }
+}
+
+/// Reserves the attempt on every subject in order (see `throttle`); if one
+/// is locked, the reservations already made are taken back.
+async fn reserve_all(db: &DatabaseConnection, subjects: &[(&str, throttle::Limit)], now: i64) -> DomainResult<()> {
+    for (i, (subject, limit)) in subjects.iter().enumerate() {
+        if let Err(wait) = throttle::reserve(db, subject, *limit, now).await? {
+            for (earlier, _) in &subjects[..i] {
+                throttle::release(db, earlier).await?;
+            }
+            tracing::warn!(subject = %subject_kind(subject), "login refused: throttled");
+            return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
+        }
+    }
+    Ok(())
+}
+
+/// Checks credentials with per-address and per-account (or per-device)
+/// throttling, reserved before the password is hashed. Every evaluated
+/// attempt costs one argon2 verification, whether the account exists, is
+/// disabled or is real. Failures are audited (user, address, reason; never
+/// the password).
+pub async fn login(db: &DatabaseConnection, policy: SessionPolicy, attempt: LoginAttempt<'_>, now: i64) -> DomainResult<LoginSuccess> {
+    let LoginAttempt { username, password, client_ip, device } = attempt;
     let address = throttle::address_subject(client_ip);
     // No stored username can fail validation, so such a name is a wrong
     // guess that never reaches the account throttle table (which would
     // otherwise store whatever text a client sends, at any length). It
     // still costs the argon2 time and counts against the address.
     if super::users::validate_username(username).is_err() || password.expose().len() > MAX_PASSWORD_BYTES {
-        if let Some(wait) = throttle::locked_for(db, &address, now).await? {
-            return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
-        }
+        reserve_all(db, &[(&address, throttle::ADDRESS)], now).await?;
         password_matches(password, None).await;
-        throttle::record_failure(db, &address, throttle::ADDRESS, now).await?;
-        tracing::info!("login failed");
+        record_failure(db, None, &address, "invalid_input").await?;
         return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
     }
-    let account = throttle::account_subject(username);
-    for subject in [&account, &address] {
-        if let Some(wait) = throttle::locked_for(db, subject, now).await? {
-            tracing::warn!(subject = %subject_kind(subject), "login refused: throttled");
-            return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
-        }
-    }
     let found = user::Entity::find().filter(user::Column::Username.eq(username)).one(db).await?;
+    // A browser this account signed in from before is throttled on its own
+    // failures, not the account's: nobody else can lock it out.
+    let known_device = match (device, &found) {
+        (Some(token), Some(u)) => login_device::Entity::find_by_id(sha256_hex(token.as_bytes()))
+            .one(db)
+            .await?
+            .filter(|d| d.user_id == u.id && now - d.last_used_at < DEVICE_TTL_MS),
+        _ => None,
+    };
+    let account = match &known_device {
+        Some(d) => throttle::device_subject(&d.digest),
+        None => throttle::account_subject(username),
+    };
+    reserve_all(db, &[(&address, throttle::ADDRESS), (&account, throttle::ACCOUNT)], now).await?;
     // Every path costs one argon2 verification: a disabled or unknown
     // account answers no faster than a wrong password for a real one.
     let matches = password_matches(password, found.as_ref().map(|u| u.password_hash.clone())).await;
-    let ok_user = found.filter(|u| matches && !u.disabled);
-    let Some(u) = ok_user else {
-        throttle::record_failure(db, &account, throttle::ACCOUNT, now).await?;
-        throttle::record_failure(db, &address, throttle::ADDRESS, now).await?;
-        tracing::info!("login failed");
+    let Some(u) = found.as_ref().filter(|u| matches && !u.disabled) else {
+        record_failure(db, Some(username), &address, failure_reason(found.as_ref(), matches)).await?;
         return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
     };
+    let u = u.clone();
     let token = random_token("");
     let txn = db::begin_write(db).await?;
     session::ActiveModel {
@@ -123,10 +172,52 @@ pub async fn login(
     active.last_login_at = Set(Some(now));
     active.update(&txn).await?;
     throttle::clear(&txn, &account).await?;
+    let new_device = match &known_device {
+        Some(d) => {
+            login_device::Entity::update_many()
+                .col_expr(login_device::Column::LastUsedAt, sea_orm::sea_query::Expr::value(now))
+                .filter(login_device::Column::Digest.eq(&d.digest))
+                .exec(&txn)
+                .await?;
+            None
+        }
+        None => {
+            login_device::Entity::delete_many()
+                .filter(login_device::Column::UserId.eq(&u.id))
+                .filter(login_device::Column::LastUsedAt.lt(now - DEVICE_TTL_MS))
+                .exec(&txn)
+                .await?;
+            let t = random_token("");
+            login_device::ActiveModel { digest: Set(t.digest().to_owned()), user_id: Set(u.id.clone()), created_at: Set(now), last_used_at: Set(now) }
+                .insert(&txn)
+                .await?;
+            Some(t)
+        }
+    };
     let principal = principal_for(&u)?;
     record_session_event(&txn, &u, "session.login").await?;
     txn.commit().await?;
-    Ok(LoginSuccess { token, principal })
+    Ok(LoginSuccess { token, principal, device: new_device })
+}
+
+/// Audits and logs a failed sign-in: the name tried (only when it is a
+/// valid username, so no attacker text reaches the log), the address and
+/// why. Never the password.
+async fn record_failure(db: &DatabaseConnection, username: Option<&str>, address: &str, reason: &str) -> DomainResult<()> {
+    let target = username.unwrap_or("(not a valid username)");
+    tracing::info!(username = %target, address = %address, reason, "login failed");
+    let txn = db::begin_write(db).await?;
+    let change = Change {
+        action: "session.login_failed",
+        target_kind: "user",
+        target_id: target,
+        tenant_id: None,
+        before: None,
+        after: Some(serde_json::json!({"address": address.trim_start_matches("ip:"), "reason": reason})),
+    };
+    audit::record(&txn, &Actor::System, change).await?;
+    txn.commit().await?;
+    Ok(())
 }
 
 /// Audits a sign-in or sign-out as the user themself.
@@ -148,8 +239,19 @@ pub(super) fn principal_for(u: &user::Model) -> DomainResult<Principal> {
     Principal::checked(actor, &u.role, u.tenant_id.clone())
 }
 
+/// Whether a request is the person at work, or a page refreshing itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// Counts towards the idle timeout.
+    User,
+    /// A dashboard's or progress page's own refresh: authenticated, but it
+    /// never keeps an idle session alive.
+    Background,
+}
+
 /// Resolves a session cookie to its principal, enforcing both timeouts.
-pub async fn authenticate(db: &DatabaseConnection, policy: SessionPolicy, token: &str, now: i64) -> DomainResult<Principal> {
+/// Only [`Activity::User`] requests move the idle timer.
+pub async fn authenticate(db: &DatabaseConnection, policy: SessionPolicy, token: &str, now: i64, activity: Activity) -> DomainResult<Principal> {
     let digest = sha256_hex(token.as_bytes());
     let Some(s) = session::Entity::find_by_id(digest.clone()).one(db).await? else {
         return Err(DomainError::Unauthenticated);
@@ -164,7 +266,7 @@ pub async fn authenticate(db: &DatabaseConnection, policy: SessionPolicy, token:
     if u.disabled {
         return Err(DomainError::Unauthenticated);
     }
-    if now - s.last_seen_at >= TOUCH_EVERY_MS {
+    if activity == Activity::User && now - s.last_seen_at >= TOUCH_EVERY_MS {
         session::Entity::update_many()
             .col_expr(session::Column::LastSeenAt, sea_orm::sea_query::Expr::value(now))
             .filter(session::Column::IdDigest.eq(digest))
@@ -186,4 +288,43 @@ pub async fn logout(db: &DatabaseConnection, token: &str) -> DomainResult<()> {
     }
     txn.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{
+        auth::{users, Role},
+        crypto::MasterKey,
+        vault::Vault,
+    };
+
+    /// The only test in this binary that signs in, so the counter is its own.
+    #[tokio::test]
+    async fn every_evaluated_attempt_costs_one_verification_whoever_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+        db::migrate(&db).await.unwrap();
+        let _vault = Vault::load(&db, MasterKey::generate().0).await.unwrap();
+        let good = Password::new("correct horse battery".into());
+        for (name, role) in [("real", Role::Oncall), ("gone", Role::Oncall)] {
+            let new = users::NewUser { username: name.into(), role, tenant: None, password: Password::new(good.expose().into()) };
+            users::create(&db, &Principal::cli(), new).await.unwrap();
+        }
+        let patch = users::UserPatch { disabled: Some(true), ..Default::default() };
+        users::update(&db, &Principal::cli(), "gone", patch).await.unwrap();
+        let wrong = Password::new("not the password".into());
+        let long = Password::new("x".repeat(2000));
+        let now = crate::clock::now_ms();
+        for (i, (username, password)) in
+            [("real", &wrong), ("nobody", &wrong), ("gone", &good), ("Not A Name!", &wrong), ("real", &long), ("real", &good)].into_iter().enumerate()
+        {
+            let ip = format!("10.1.0.{i}");
+            let before = password_verifications();
+            let r = login(&db, SessionPolicy::default(), LoginAttempt { username, password, client_ip: &ip, device: None }, now).await;
+            assert_eq!(password_verifications() - before, 1, "{username}: exactly one argon2 verification");
+            assert_eq!(r.is_ok(), i == 5, "{username}: {r:?}");
+        }
+    }
 }

@@ -1,9 +1,30 @@
-//! Failed-login throttling per account and per client address, stored in
-//! the database so every instance sees the same counters.
+//! Failed-login throttling, stored in the database so every instance sees
+//! the same counters.
+//!
+//! Threat model notes:
+//! - An attempt is *reserved* before its password is hashed: one atomic
+//!   upsert counts it and reads whether the subject is locked. Parallel
+//!   guesses therefore cannot all slip in before the first failure is
+//!   recorded; at most [`Limit::max_failures`] are ever evaluated before a
+//!   lock, and the rest answer "too many attempts" without argon2.
+//! - A success clears the count; a failure keeps the reservation as its
+//!   count. A lock begins with the attempt that reaches the limit and grows
+//!   with every further counted attempt (30 s, 1 min, 2 min … at most
+//!   15 min). Attempts refused while locked are not counted, so hammering a
+//!   locked account does not lengthen its lock.
+//! - Subjects: the client's address (IPv6 grouped by /64, since one host
+//!   holds a whole /64), and either the account (`user:`) or, when the
+//!   browser presents a device token this account was signed in with before
+//!   (`device:`), that device. An attacker without the owner's browser can
+//!   lock the account only for browsers it has never been used from: the
+//!   owner's own device is throttled on its own failures alone, so nobody
+//!   can lock the real owner out for good.
+
+use std::net::IpAddr;
 
 use sea_orm::{
-    sea_query::{Expr, ExprTrait, OnConflict},
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
+    sea_query::{Expr, ExprTrait, OnConflict, Query},
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryTrait, Set,
 };
 
 use crate::{db, entity::login_throttle, error::DomainResult};
@@ -11,70 +32,142 @@ use crate::{db, entity::login_throttle, error::DomainResult};
 /// Limits for one kind of subject.
 #[derive(Clone, Copy, Debug)]
 pub struct Limit {
+    /// Counted attempts without a success before the subject locks.
     pub max_failures: i32,
-    pub window_ms: i64,
-    pub lockout_ms: i64,
 }
 
-/// OWASP-style defaults: an account locks for 15 minutes after 5 failures in
-/// 15 minutes; an address after 20.
-pub const ACCOUNT: Limit = Limit { max_failures: 5, window_ms: 15 * 60_000, lockout_ms: 15 * 60_000 };
-pub const ADDRESS: Limit = Limit { max_failures: 20, window_ms: 15 * 60_000, lockout_ms: 15 * 60_000 };
+/// OWASP-style defaults: an account or device locks after 5 failures; an
+/// address after 20 (it may sit behind one NAT with many people).
+pub const ACCOUNT: Limit = Limit { max_failures: 5 };
+pub const ADDRESS: Limit = Limit { max_failures: 20 };
+
+/// The first lock's length; each further counted attempt doubles it.
+const FIRST_LOCK_MS: i64 = 30_000;
+/// No lock is longer than this.
+const MAX_LOCK_MS: i64 = 15 * 60_000;
+/// A subject with no attempt for this long starts counting afresh.
+const FORGET_AFTER_MS: i64 = 60 * 60_000;
 
 pub fn account_subject(username: &str) -> String {
     format!("user:{}", username.to_ascii_lowercase())
 }
+
+pub fn device_subject(device_digest: &str) -> String {
+    format!("device:{device_digest}")
+}
+
+/// The address a limit applies to: IPv4 as is (IPv4-mapped IPv6 too),
+/// IPv6 by its /64, since one host commonly holds a whole /64.
 pub fn address_subject(ip: &str) -> String {
-    format!("ip:{ip}")
+    match ip.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => format!("ip:{v4}"),
+            None => {
+                let s = v6.segments();
+                format!("ip:{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+        Ok(IpAddr::V4(v4)) => format!("ip:{v4}"),
+        // Never from a socket; kept apart from real addresses.
+        Err(_) => "ip:unknown".to_owned(),
+    }
 }
 
-/// Milliseconds until `subject` may try again; `None` when not locked.
-pub async fn locked_for(db: &DatabaseConnection, subject: &str, now: i64) -> DomainResult<Option<i64>> {
-    let row = login_throttle::Entity::find_by_id(subject.to_owned()).one(db).await?;
-    Ok(row.and_then(|r| r.locked_until).filter(|until| *until > now).map(|until| until - now))
+/// How long a lock lasts once `failures` reached the limit.
+fn lock_ms(failures: i32, limit: Limit) -> i64 {
+    let over = (failures - limit.max_failures).clamp(0, 20);
+    std::cmp::min(FIRST_LOCK_MS << over, MAX_LOCK_MS)
 }
 
-/// Counts one failure atomically (an upsert, so concurrent failures are
-/// never lost) and locks the subject when it reaches the limit.
-pub async fn record_failure(db: &DatabaseConnection, subject: &str, limit: Limit, now: i64) -> DomainResult<()> {
+/// Reserves one attempt for `subject`: counts it, and locks the subject when
+/// this attempt reaches the limit. `Err(ms)` when the subject is locked (the
+/// attempt was not counted and must not be evaluated).
+pub async fn reserve(db: &DatabaseConnection, subject: &str, limit: Limit, now: i64) -> DomainResult<Result<(), i64>> {
     let txn = db::begin_write(db).await?;
-    let cutoff = now - limit.window_ms;
     // Qualified with the table: inside ON CONFLICT DO UPDATE these are the
     // stored row's values.
     let stored = |c: login_throttle::Column| Expr::col((login_throttle::Entity, c));
-    let in_window = stored(login_throttle::Column::WindowStartedAt).gt(cutoff);
-    login_throttle::Entity::insert(login_throttle::ActiveModel {
+    let locked = stored(login_throttle::Column::LockedUntil).gt(now);
+    let recent = stored(login_throttle::Column::LastAttemptAt).gt(now - FORGET_AFTER_MS);
+    let mut stmt = login_throttle::Entity::insert(login_throttle::ActiveModel {
         subject: Set(subject.to_owned()),
         failures: Set(1),
-        window_started_at: Set(now),
+        last_attempt_at: Set(now),
         locked_until: Set(None),
     })
     .on_conflict(
         OnConflict::column(login_throttle::Column::Subject)
             .value(
                 login_throttle::Column::Failures,
-                Expr::case(in_window.clone(), stored(login_throttle::Column::Failures).add(1)).finally(1),
+                Expr::case(locked.clone(), stored(login_throttle::Column::Failures))
+                    .case(recent, stored(login_throttle::Column::Failures).add(1))
+                    .finally(1),
             )
             .value(
-                login_throttle::Column::WindowStartedAt,
-                Expr::case(in_window, stored(login_throttle::Column::WindowStartedAt)).finally(now),
+                login_throttle::Column::LastAttemptAt,
+                Expr::case(locked, stored(login_throttle::Column::LastAttemptAt)).finally(now),
             )
             .to_owned(),
     )
-    .exec(&txn)
-    .await?;
-    login_throttle::Entity::update_many()
-        .col_expr(login_throttle::Column::LockedUntil, Expr::value(now + limit.lockout_ms))
-        .filter(login_throttle::Column::Subject.eq(subject))
-        .filter(login_throttle::Column::Failures.gte(limit.max_failures))
-        .exec(&txn)
-        .await?;
+    .into_query();
+    stmt.returning(Query::returning().columns([login_throttle::Column::Failures, login_throttle::Column::LockedUntil]));
+    let row = txn.query_one(&stmt).await?.ok_or_else(|| sea_orm::DbErr::RecordNotFound("login_throttle upsert returned nothing".into()))?;
+    let failures: i32 = row.try_get("", "failures")?;
+    let locked_until: Option<i64> = row.try_get("", "locked_until")?;
+    if let Some(until) = locked_until.filter(|u| *u > now) {
+        txn.commit().await?;
+        return Ok(Err(until - now));
+    }
+    if failures >= limit.max_failures {
+        login_throttle::Entity::update_many()
+            .col_expr(login_throttle::Column::LockedUntil, Expr::value(now + lock_ms(failures, limit)))
+            .filter(login_throttle::Column::Subject.eq(subject))
+            .exec(&txn)
+            .await?;
+    }
     txn.commit().await?;
+    Ok(Ok(()))
+}
+
+/// Takes back a reservation whose attempt was not evaluated after all
+/// (another subject of the same attempt was locked).
+pub async fn release(db: &DatabaseConnection, subject: &str) -> DomainResult<()> {
+    login_throttle::Entity::update_many()
+        .col_expr(login_throttle::Column::Failures, Expr::col(login_throttle::Column::Failures).sub(1))
+        .filter(login_throttle::Column::Subject.eq(subject))
+        .filter(login_throttle::Column::Failures.gt(0))
+        .exec(db)
+        .await?;
     Ok(())
 }
 
-/// Forgets an account's failures after a successful login.
+/// Forgets a subject's failures after a successful login.
 pub async fn clear<C: ConnectionTrait>(conn: &C, subject: &str) -> DomainResult<()> {
     login_throttle::Entity::delete_by_id(subject.to_owned()).exec(conn).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_addresses_are_grouped_by_64() {
+        assert_eq!(address_subject("2001:db8:1:2:aaaa::1"), address_subject("2001:db8:1:2:ffff:1:2:3"));
+        assert_ne!(address_subject("2001:db8:1:2::1"), address_subject("2001:db8:1:3::1"));
+        assert_eq!(address_subject("2001:db8:1:2::1"), "ip:2001:db8:1:2::/64");
+        assert_eq!(address_subject("::ffff:192.0.2.7"), "ip:192.0.2.7");
+        assert_eq!(address_subject("192.0.2.7"), "ip:192.0.2.7");
+        assert_ne!(address_subject("192.0.2.7"), address_subject("192.0.2.8"));
+        assert_eq!(address_subject("not an address"), "ip:unknown");
+    }
+
+    #[test]
+    fn locks_grow_from_30_seconds_to_15_minutes() {
+        assert_eq!(lock_ms(5, ACCOUNT), 30_000);
+        assert_eq!(lock_ms(6, ACCOUNT), 60_000);
+        assert_eq!(lock_ms(7, ACCOUNT), 120_000);
+        assert_eq!(lock_ms(50, ACCOUNT), MAX_LOCK_MS);
+        assert_eq!(lock_ms(20, ADDRESS), 30_000);
+    }
 }

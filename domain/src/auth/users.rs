@@ -2,7 +2,7 @@
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, Set,
+    QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -235,13 +235,20 @@ pub async fn update(db: &DatabaseConnection, principal: &Principal, username: &s
     };
     let tenant_id = tenant_id_for(&txn, role, tenant_slug.as_deref()).await?;
     let disabled = patch.disabled.unwrap_or(u.disabled);
+    if role == before.role && tenant_id == u.tenant_id && disabled == u.disabled {
+        return Err(DomainError::nothing_to_change());
+    }
     let was_active_admin = before.role == Role::Admin && !before.disabled;
     if was_active_admin && (role != Role::Admin || disabled) {
-        let admins = user::Entity::find()
-            .filter(user::Column::Role.eq("admin"))
-            .filter(user::Column::Disabled.eq(false))
-            .count(&txn)
-            .await?;
+        // Every enabled admin row is locked before counting them, so two
+        // concurrent demotions (of the last two) see each other: the second
+        // waits, then counts one. SQLite's write transaction is already
+        // exclusive.
+        let mut q = user::Entity::find().filter(user::Column::Role.eq("admin")).filter(user::Column::Disabled.eq(false));
+        if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+            q = q.lock_exclusive();
+        }
+        let admins = q.all(&txn).await?.len();
         if admins <= 1 {
             return Err(DomainError::conflict("last_admin", "this is the last enabled administrator"));
         }

@@ -23,7 +23,7 @@ mod vault;
 pub use digest::{constant_time_eq, random_token, sha256_hex, RandomToken};
 pub use password::{hash_password, verify_password, verify_password_dummy, Password};
 pub use secret::SigningSecret;
-pub use vault::{Aad, Kek, Keyring, MasterKey, CIPHERTEXT_FORMAT_V1};
+pub use vault::{kek_version_of, Aad, Kek, Keyring, MasterKey, CIPHERTEXT_FORMAT_V1};
 
 /// Errors from sealing and opening. They deliberately carry no key bytes
 /// and no plaintext.

@@ -13,6 +13,9 @@ pub struct Model {
     /// JSON array of permitted event types; `["*"]` permits any type.
     pub event_types: String,
     pub tolerance_secs: i64,
+    /// Signed timestamps before this (unix s) are refused: set when the
+    /// tolerance is raised (see `receiver::cache::EndpointCtx`).
+    pub timestamp_floor: Option<i64>,
     pub max_body_bytes: i64,
     pub enabled: bool,
     pub created_at: i64,

@@ -36,7 +36,7 @@ use crate::{
 
 /// The drill tenant's slug: outside the slug syntax, so no real tenant can
 /// ever be created under it.
-pub const DRILL_TENANT: &str = "_drill";
+pub const DRILL_TENANT: &str = crate::ids::SYNTHETIC_TENANT;
 pub const DRILL_ENDPOINT: &str = "drill";
 /// Slugs under this prefix are the drills' (the unknown-tenant drill posts
 /// to one that does not exist).
@@ -198,6 +198,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 scheme: Scheme::StandardWebhooks.as_str().to_owned(),
                 event_types: EventTypes::any().to_json(),
                 tolerance_secs: 300,
+                timestamp_floor: None,
                 max_body_bytes: 64 * 1024,
                 enabled: true,
                 created_at: now,

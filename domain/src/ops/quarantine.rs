@@ -100,10 +100,14 @@ pub struct QuarantineList {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RevealedBody {
-    /// Whether the body parsed as JSON (only then are fields redacted).
+    /// Whether the body parsed as JSON. Only a JSON body can be redacted, so
+    /// only a JSON body is shown: for any other, `text` is empty.
     pub json: bool,
+    /// The redacted JSON, pretty-printed; empty when the body is not JSON.
     pub text: String,
     pub redacted_fields: Vec<String>,
+    /// The stored body's size in bytes.
+    pub size_bytes: u64,
 }
 
 fn age_ms(age: &str) -> DomainResult<i64> {
@@ -303,12 +307,15 @@ pub async fn reveal_body(db: &DatabaseConnection, vault: &Vault, principal: &Pri
     let txn = db::begin_write(db).await?;
     audit::record(&txn, auth.actor(), audit_change("quarantine.reveal_body", &e, json!({"redacted_fields": redaction.fields()}))).await?;
     txn.commit().await?;
+    let size_bytes = body.len() as u64;
     Ok(match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(mut v) => {
             redaction.apply(&mut v);
-            RevealedBody { json: true, text: serde_json::to_string_pretty(&v).unwrap_or_default(), redacted_fields: redaction.fields().to_vec() }
+            RevealedBody { json: true, text: serde_json::to_string_pretty(&v).unwrap_or_default(), redacted_fields: redaction.fields().to_vec(), size_bytes }
         }
-        Err(_) => RevealedBody { json: false, text: String::from_utf8_lossy(&body).into_owned(), redacted_fields: Vec::new() },
+        // Nothing in it can be found and masked, so none of it is shown (it
+        // may be health data in any format).
+        Err(_) => RevealedBody { json: false, text: String::new(), redacted_fields: Vec::new(), size_bytes },
     })
 }
 

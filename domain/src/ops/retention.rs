@@ -23,6 +23,7 @@ use crate::{
     clock, db,
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
+    receiver::replay,
     registry::{endpoints, Scheme},
 };
 
@@ -177,6 +178,24 @@ pub async fn current_horizons<C: ConnectionTrait>(conn: &C) -> DomainResult<Hash
         out.insert(h.scheme.clone(), h);
     }
     Ok(out)
+}
+
+/// How long an endpoint's claims are kept now: its newest decision (the
+/// default without one), never below its scheme's current horizon.
+pub async fn effective_dedup_secs<C: ConnectionTrait>(conn: &C, endpoint_id: &str, scheme: &str) -> DomainResult<i64> {
+    let decided = version::Entity::find()
+        .filter(version::Column::EndpointId.eq(endpoint_id))
+        .order_by_desc(version::Column::Version)
+        .one(conn)
+        .await?
+        .map_or(DEFAULT_DEDUP_SECS, |v| v.dedup_secs);
+    let horizon = horizon::Entity::find()
+        .filter(horizon::Column::Scheme.eq(scheme))
+        .order_by_desc(horizon::Column::Version)
+        .one(conn)
+        .await?
+        .map_or(0, |h| h.horizon_secs);
+    Ok(decided.max(horizon))
 }
 
 async fn horizon_of<C: ConnectionTrait>(conn: &C, scheme: &str) -> DomainResult<horizon::Model> {
@@ -346,6 +365,7 @@ pub async fn set(
     let dedup = check_dedup(change.dedup_secs.or(before.as_ref().map(|b| b.dedup_secs)).unwrap_or(DEFAULT_DEDUP_SECS), &h)?;
     let body = check_body(change.body_secs.or(before.as_ref().map(|b| b.body_secs)).unwrap_or(DEFAULT_BODY_SECS), dedup)?;
     let next = before.as_ref().map_or(1, |b| b.version + 1);
+    let kept_before = effective_dedup_secs(&txn, &e.id, &e.scheme).await?;
     version::Entity::insert(version::ActiveModel {
         endpoint_id: Set(e.id.clone()),
         version: Set(next),
@@ -358,6 +378,11 @@ pub async fn set(
     })
     .exec_without_returning(&txn)
     .await?;
+    // GitHub's replay records last as long as the claims (see
+    // `receiver::replay`): a longer retention keeps the ones held longer too.
+    if e.scheme == Scheme::Github.as_str() {
+        replay::extend(&txn, &e.id, (dedup.max(h.horizon_secs) - kept_before) * 1000).await?;
+    }
     audit::record(
         &txn,
         auth.actor(),

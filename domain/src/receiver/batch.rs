@@ -34,7 +34,7 @@ use super::{
     effects,
     envelope::Envelope,
     faults::Faults,
-    outcome::{ClaimOutcome, Outcome, Refusal},
+    outcome::{ClaimOutcome, Outcome},
     verify::Verified,
 };
 use crate::{
@@ -216,11 +216,12 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
     }
     let txn = db::begin_write(&ctx.db).await?;
     let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
-    // Gate 6: a signed message seen before is a replay.
+    // Gate 6: a signed message seen before is a replay (or, where the
+    // signature leaves the id out, a duplicate of the same id).
     let fresh = record_messages(&txn, jobs).await?;
     for (i, job) in jobs.iter().enumerate() {
         if job.verified.message_digest().is_some_and(|d| !fresh.contains(&(job.verified.endpoint().endpoint_id.clone(), d.to_owned()))) {
-            outcomes[i] = Some(Outcome::Refused(Refusal::Replay));
+            outcomes[i] = Some(claim::replayed(&txn, &job.verified, &job.event_id).await?);
         }
     }
     // Gate 9: the claims; a conflicting one is a duplicate or an identity

@@ -6,7 +6,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, RwLock,
+    },
     time::{Duration, Instant},
 };
 
@@ -18,6 +21,8 @@ use crate::{
     crypto::signature::hmac_key,
     entity::{endpoint, tenant},
     error::DomainResult,
+    ids,
+    ops::retention,
     registry::{keys, EventTypes, Scheme},
     vault::Vault,
 };
@@ -44,6 +49,14 @@ pub struct EndpointCtx {
     pub endpoint_slug: String,
     pub scheme: Scheme,
     pub tolerance_secs: i64,
+    /// Signed timestamps before this (unix s) are stale whatever the
+    /// tolerance: set when a tolerance is raised, so a message that had left
+    /// the old window (and whose replay record may be purged) stays out.
+    pub timestamp_floor: Option<i64>,
+    /// How long a replay record is kept: twice the tolerance for schemes
+    /// that sign a timestamp; for GitHub, whose signature covers the body
+    /// alone, the endpoint's dedup retention.
+    pub replay_keep_ms: i64,
     pub max_body_bytes: usize,
     /// The tenant's retry policy: `true` = enabled (transient → 503).
     pub retries_enabled: bool,
@@ -53,37 +66,119 @@ pub struct EndpointCtx {
     pub keys: Vec<CachedKey>,
 }
 
-type Slot = (Instant, Option<Arc<EndpointCtx>>);
+/// A loaded endpoint: when it was read, and when a signature mismatch last
+/// forced a reload (see [`EndpointCache::reload_after_mismatch`]).
+struct Slot {
+    loaded: Instant,
+    forced: Option<Instant>,
+    ctx: Arc<EndpointCtx>,
+}
 
-/// The cache. Unknown endpoints are cached too (as `None`), so probing
-/// random paths costs one query per TTL, not one per request.
+/// More than any deployment has endpoints; only reached if it had, and then
+/// stale entries go first.
+const MAX_KNOWN: usize = 100_000;
+/// Unknown paths remembered at once. Probing random paths fills only this
+/// map, never evicting a real endpoint's entry.
+const MAX_UNKNOWN: usize = 10_000;
+/// A signature mismatch reloads an endpoint's keys at most this often.
+pub const MISMATCH_RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// The cache. Real endpoints and unknown paths live in separate maps: a
+/// flood of random paths costs at most one query per path and TTL and can
+/// never flush the endpoints that take traffic. Paths that are not slugs are
+/// unknown without a query or a slot.
 pub struct EndpointCache {
     ttl: Duration,
-    max_entries: usize,
-    slots: RwLock<HashMap<(String, String), Slot>>,
+    known: RwLock<HashMap<(String, String), Slot>>,
+    unknown: RwLock<HashMap<(String, String), Instant>>,
+    loads: AtomicU64,
 }
 
 impl EndpointCache {
     pub fn new(ttl: Duration) -> Self {
-        EndpointCache { ttl, max_entries: 10_000, slots: RwLock::new(HashMap::new()) }
+        EndpointCache { ttl, known: RwLock::default(), unknown: RwLock::default(), loads: AtomicU64::new(0) }
+    }
+
+    /// Database lookups so far (for tests and diagnostics).
+    pub fn loads(&self) -> u64 {
+        self.loads.load(Ordering::Relaxed)
     }
 
     /// The enabled endpoint at `/hooks/{tenant}/{endpoint}`, or `None`.
     pub async fn get(&self, db: &DatabaseConnection, vault: &Vault, tenant: &str, endpoint: &str) -> DomainResult<Option<Arc<EndpointCtx>>> {
+        if !ids::could_be_endpoint(tenant, endpoint) {
+            return Ok(None);
+        }
         let key = (tenant.to_owned(), endpoint.to_owned());
-        if let Some((at, ctx)) = self.slots.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            if at.elapsed() < self.ttl {
-                return Ok(ctx.clone());
+        if let Some(slot) = read(&self.known).get(&key) {
+            if slot.loaded.elapsed() < self.ttl {
+                return Ok(Some(slot.ctx.clone()));
             }
         }
-        let loaded = load(db, vault, tenant, endpoint).await?.map(Arc::new);
-        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        if slots.len() >= self.max_entries {
-            slots.clear();
+        if read(&self.unknown).get(&key).is_some_and(|at| at.elapsed() < self.ttl) {
+            return Ok(None);
         }
-        slots.insert(key, (Instant::now(), loaded.clone()));
+        self.load_into(db, vault, key, None).await
+    }
+
+    /// After a signature mismatch: the endpoint's accepted keys read afresh,
+    /// so a key activated a moment ago (by the CLI, the console or another
+    /// instance) verifies at once. At most once per
+    /// [`MISMATCH_RELOAD_EVERY`] per endpoint, so bad signatures cannot turn
+    /// into a query each; `None` when it is not due (or the endpoint is gone).
+    pub async fn reload_after_mismatch(&self, db: &DatabaseConnection, vault: &Vault, ep: &EndpointCtx) -> DomainResult<Option<Arc<EndpointCtx>>> {
+        let key = (ep.tenant_slug.clone(), ep.endpoint_slug.clone());
+        let now = Instant::now();
+        {
+            let mut known = write(&self.known);
+            let Some(slot) = known.get_mut(&key) else { return Ok(None) };
+            if slot.forced.is_some_and(|at| now.duration_since(at) < MISMATCH_RELOAD_EVERY) {
+                return Ok(None);
+            }
+            // Claimed before the query, so concurrent mismatches reload once.
+            slot.forced = Some(now);
+        }
+        self.load_into(db, vault, key, Some(now)).await
+    }
+
+    async fn load_into(&self, db: &DatabaseConnection, vault: &Vault, key: (String, String), forced: Option<Instant>) -> DomainResult<Option<Arc<EndpointCtx>>> {
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        let loaded = load(db, vault, &key.0, &key.1).await?.map(Arc::new);
+        let now = Instant::now();
+        match &loaded {
+            Some(ctx) => {
+                write(&self.unknown).remove(&key);
+                let mut known = write(&self.known);
+                if known.len() >= MAX_KNOWN && !known.contains_key(&key) {
+                    known.retain(|_, s| s.loaded.elapsed() < self.ttl);
+                    if known.len() >= MAX_KNOWN {
+                        known.clear();
+                    }
+                }
+                known.insert(key, Slot { loaded: now, forced, ctx: ctx.clone() });
+            }
+            None => {
+                write(&self.known).remove(&key);
+                let mut unknown = write(&self.unknown);
+                if unknown.len() >= MAX_UNKNOWN && !unknown.contains_key(&key) {
+                    unknown.retain(|_, at| at.elapsed() < self.ttl);
+                    if unknown.len() >= MAX_UNKNOWN {
+                        unknown.clear();
+                    }
+                }
+                unknown.insert(key, now);
+            }
+        }
         Ok(loaded)
     }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<Option<EndpointCtx>> {
@@ -100,6 +195,10 @@ async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoin
         return Ok(None);
     };
     let scheme = Scheme::parse(&e.scheme)?;
+    let replay_keep_ms = match scheme {
+        Scheme::Github => retention::effective_dedup_secs(db, &e.id, &e.scheme).await? * 1000,
+        _ => 2 * e.tolerance_secs * 1000,
+    };
     let mut cached = Vec::new();
     for k in keys::accepted_key_rows(db, &e.id, clock::now_ms()).await? {
         let secret = keys::open_secret(db, vault, &k).await?;
@@ -115,6 +214,8 @@ async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoin
         endpoint_slug: e.slug,
         scheme,
         tolerance_secs: e.tolerance_secs,
+        timestamp_floor: e.timestamp_floor,
+        replay_keep_ms,
         max_body_bytes: usize::try_from(e.max_body_bytes).unwrap_or(0),
         retries_enabled: t.retry_policy != "disabled",
         synthetic: t.synthetic,

@@ -34,16 +34,28 @@ pub(super) struct Checks<'a> {
     pub scope: Result<(), Refusal>,
 }
 
-/// The replay record for this signed message, if its scheme signs a
-/// timestamp.
+/// The replay record for this signed message, kept as long as the endpoint
+/// says ([`super::cache::EndpointCtx::replay_keep_ms`]).
 pub(super) fn replay_row(v: &Verified) -> Option<replay_record::ActiveModel> {
     let digest = v.message_digest()?;
-    let keep_ms = 2 * v.endpoint().tolerance_secs * 1000;
     Some(replay_record::ActiveModel {
         endpoint_id: Set(v.endpoint().endpoint_id.clone()),
         message_digest: Set(digest.to_owned()),
-        expires_at: Set(clock::now_ms() + keep_ms),
+        expires_at: Set(clock::now_ms() + v.endpoint().replay_keep_ms),
     })
+}
+
+/// Gate 6's verdict for a signed message accepted before: a replay, except
+/// where the signature leaves the event id out (GitHub) and the stored claim
+/// of this very id has the same body: that is the provider redelivering it,
+/// a duplicate.
+pub(super) async fn replayed(conn: &impl ConnectionTrait, v: &Verified, event_id: &str) -> Result<Outcome, DbErr> {
+    if v.signed_without_id() {
+        if let Some(found @ Outcome::Duplicate { .. }) = existing(conn, v, event_id).await? {
+            return Ok(found);
+        }
+    }
+    Ok(Outcome::Refused(Refusal::Replay))
 }
 
 /// Gate 6 inside `txn`: `false` when this exact signed message was accepted
@@ -136,8 +148,9 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
     };
     let txn = db::begin_write(&r.db).await?;
     if !record_message(&txn, v).await? {
+        let verdict = replayed(&txn, v, c.event_id).await?;
         txn.rollback().await?;
-        return Ok(Outcome::Refused(Refusal::Replay));
+        return Ok(verdict);
     }
     if let Err(refusal) = c.scope {
         txn.rollback().await?;
@@ -212,8 +225,9 @@ pub(super) async fn write_turn(queue: Option<&Mutex<()>>) -> Option<MutexGuard<'
 pub(super) async fn quarantine(r: &Receiver, v: &Verified, event_id: &str, event_type: Option<&str>, reason: &str) -> Result<Outcome, DbErr> {
     let txn = db::begin_write(&r.db).await?;
     if !record_message(&txn, v).await? {
+        let verdict = replayed(&txn, v, event_id).await?;
         txn.rollback().await?;
-        return Ok(Outcome::Refused(Refusal::Replay));
+        return Ok(verdict);
     }
     if let Some(existing) = insert_claim(r, &txn, v, event_id, event_type, ClaimOutcome::Quarantined).await? {
         txn.commit().await?;

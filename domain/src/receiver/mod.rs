@@ -23,6 +23,7 @@ pub mod envelope;
 pub mod faults;
 pub mod outcome;
 pub mod pipeline;
+pub mod replay;
 pub mod telemetry;
 pub mod verify;
 

@@ -93,8 +93,22 @@ pub async fn process<H: HeaderSource + ?Sized>(
     body: bytes::Bytes,
 ) -> (Outcome, Option<String>) {
     // Gates 3, 4, 5.
-    let verified = match verify(ep, headers, key_hint, body, clock::now_ms() / 1000) {
+    let now = clock::now_ms() / 1000;
+    let verified = match verify(ep, headers, key_hint, body.clone(), now) {
         Ok(v) => v,
+        // Perhaps a key activated a moment ago: the accepted set is read
+        // afresh (at most once a second per endpoint) before refusing.
+        Err(refusal @ (Refusal::SignatureMismatch | Refusal::UnknownKey)) => match r.cache.reload_after_mismatch(&r.db, &r.vault, ep).await {
+            Ok(Some(fresh)) => match verify(&fresh, headers, key_hint, body, now) {
+                Ok(v) => v,
+                Err(refusal) => return (Outcome::Refused(refusal), None),
+            },
+            Ok(None) => return (Outcome::Refused(refusal), None),
+            Err(e) => {
+                tracing::warn!(error = %e, "reloading the endpoint's keys after a mismatch failed");
+                return (Outcome::Refused(refusal), None);
+            }
+        },
         Err(refusal) => return (Outcome::Refused(refusal), None),
     };
     let key_id = Some(verified.key_id().to_owned());

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::{cache::EndpointCtx, outcome::Refusal};
-use crate::crypto::signature::{parse_headers, verify_with_key, HeaderError, HeaderSource};
+use crate::{
+    crypto::signature::{parse_headers, verify_with_key, HeaderError, HeaderSource},
+    registry::Scheme,
+};
 
 /// A delivery whose signature matched one of the endpoint's accepted keys
 /// over the exact received bytes, inside the timestamp window. Only
@@ -16,8 +19,8 @@ pub struct Verified {
     endpoint: Arc<EndpointCtx>,
     key_index: usize,
     message_id: Option<String>,
-    /// SHA-256 of the signed message (timestamp, id, body) for the replay
-    /// store; `None` for schemes without a signed timestamp.
+    /// SHA-256 of the signed message for the replay store: timestamp, id and
+    /// body where the scheme signs a timestamp; the body alone for GitHub.
     message_digest: Option<String>,
     body: bytes::Bytes,
     body_digest: String,
@@ -39,6 +42,12 @@ impl Verified {
     }
     pub fn message_digest(&self) -> Option<&str> {
         self.message_digest.as_deref()
+    }
+    /// Whether the signed message leaves out the event id (GitHub): then the
+    /// same signed bytes under another id are a replay, and under the same
+    /// id a duplicate.
+    pub fn signed_without_id(&self) -> bool {
+        self.endpoint.scheme == Scheme::Github
     }
     /// The exact bytes received.
     pub fn body(&self) -> &[u8] {
@@ -81,24 +90,37 @@ pub fn verify<H: HeaderSource + ?Sized>(
         }
     }
     let key_index = matched.ok_or(Refusal::SignatureMismatch)?;
-    // Gate 5.
+    // Gate 5. After a tolerance was raised, a message that had already left
+    // the old window stays out (`EndpointCtx::timestamp_floor`): its replay
+    // record may be gone.
     if let Some(ts) = parsed.timestamp {
-        if ts < now_secs - endpoint.tolerance_secs {
+        if ts < now_secs - endpoint.tolerance_secs || endpoint.timestamp_floor.is_some_and(|floor| ts < floor) {
             return Err(Refusal::TimestampStale);
         }
         if ts > now_secs + endpoint.tolerance_secs {
             return Err(Refusal::TimestampFuture);
         }
     }
-    let message_digest = parsed.timestamp.map(|ts| {
-        let mut h = Sha256::new();
-        h.update(ts.to_string().as_bytes());
-        h.update(b"\n");
-        h.update(parsed.message_id.as_deref().unwrap_or_default().as_bytes());
-        h.update(b"\n");
-        h.update(&body);
-        hex::encode(h.finalize())
-    });
+    let message_digest = match parsed.timestamp {
+        Some(ts) => {
+            let mut h = Sha256::new();
+            h.update(ts.to_string().as_bytes());
+            h.update(b"\n");
+            h.update(parsed.message_id.as_deref().unwrap_or_default().as_bytes());
+            h.update(b"\n");
+            h.update(&body);
+            Some(hex::encode(h.finalize()))
+        }
+        // GitHub signs the body alone: the delivery id is not signed, so the
+        // signed message is the body, and its replay record is the body's.
+        None if endpoint.scheme == Scheme::Github => {
+            let mut h = Sha256::new();
+            h.update(b"body\n");
+            h.update(&body);
+            Some(hex::encode(h.finalize()))
+        }
+        None => None,
+    };
     let body_digest = hex::encode(Sha256::digest(&body));
     Ok(Verified { endpoint: endpoint.clone(), key_index, message_id: parsed.message_id, message_digest, body, body_digest })
 }

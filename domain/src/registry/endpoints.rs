@@ -16,6 +16,7 @@ use crate::{
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
     ids,
+    receiver::replay,
 };
 
 pub const DEFAULT_TOLERANCE_SECS: i64 = 300;
@@ -131,6 +132,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug:
         scheme: Set(new.scheme.as_str().to_owned()),
         event_types: Set(types.to_json()),
         tolerance_secs: Set(tolerance),
+        timestamp_floor: Set(None),
         max_body_bytes: Set(max_body),
         enabled: Set(true),
         created_at: Set(clock::now_ms()),
@@ -187,9 +189,18 @@ pub async fn update(
     let (t, e) = find(&txn, principal, tenant_slug, endpoint_slug).await?;
     let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
     let before = view(e.clone(), &t.slug);
+    let types = patch.event_types.as_deref().map(validate_event_types).transpose()?;
+    let tolerance = patch.tolerance_secs.map(check_tolerance).transpose()?;
+    let max_body = patch.max_body_bytes.map(check_body_limit).transpose()?;
+    let unchanged = types.as_ref().is_none_or(|t| t.to_json() == e.event_types)
+        && tolerance.is_none_or(|s| s == e.tolerance_secs)
+        && max_body.is_none_or(|b| b == e.max_body_bytes)
+        && patch.enabled.is_none_or(|en| en == e.enabled);
+    if unchanged {
+        return Err(DomainError::nothing_to_change());
+    }
     let mut active: endpoint::ActiveModel = e.clone().into();
-    if let Some(list) = &patch.event_types {
-        let types = validate_event_types(list)?;
+    if let Some(types) = types {
         let live = signing_key::Entity::find()
             .filter(signing_key::Column::EndpointId.eq(&e.id))
             .filter(signing_key::Column::Status.is_in(["pending_approval", "active", "retiring"]))
@@ -203,11 +214,19 @@ pub async fn update(
         }
         active.event_types = Set(types.to_json());
     }
-    if let Some(s) = patch.tolerance_secs {
-        active.tolerance_secs = Set(check_tolerance(s)?);
+    if let Some(new) = tolerance {
+        if new > e.tolerance_secs {
+            // A wider window: the replay records held grow with it, and a
+            // message already outside the old window stays outside (its
+            // record may be purged); see `receiver::replay`.
+            replay::extend(&txn, &e.id, 2 * (new - e.tolerance_secs) * 1000).await?;
+            let floor = clock::now_ms() / 1000 - e.tolerance_secs;
+            active.timestamp_floor = Set(Some(e.timestamp_floor.map_or(floor, |f| f.max(floor))));
+        }
+        active.tolerance_secs = Set(new);
     }
-    if let Some(b) = patch.max_body_bytes {
-        active.max_body_bytes = Set(check_body_limit(b)?);
+    if let Some(b) = max_body {
+        active.max_body_bytes = Set(b);
     }
     if let Some(en) = patch.enabled {
         active.enabled = Set(en);

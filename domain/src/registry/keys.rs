@@ -720,7 +720,7 @@ pub async fn set_scope(db: &DatabaseConnection, principal: &Principal, key_id: &
     }
     let new_hash = scope_hash(&l.tenant, &l.endpoint, &types);
     if new_hash == l.key.scope_hash {
-        return Ok(view(&l.key, &l.tenant, &l.endpoint, now));
+        return Err(DomainError::nothing_to_change());
     }
     let before = view(&l.key, &l.tenant, &l.endpoint, now);
     let mut a: signing_key::ActiveModel = l.key.clone().into();

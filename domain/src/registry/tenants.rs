@@ -62,21 +62,61 @@ fn validate_name(name: &str) -> DomainResult<String> {
     Ok(name.to_owned())
 }
 
-/// Outbox relay target: an absolute http(s) URL.
+/// Outbox relay target: an absolute `https://` URL, or `http://` to a relay
+/// on this machine's loopback (notifications carry one-time codes).
 fn validate_notify_url(url: &str) -> DomainResult<Option<String>> {
     let url = url.trim();
     if url.is_empty() {
         return Ok(None);
     }
-    let ok = (url.starts_with("http://") || url.starts_with("https://"))
-        && url.len() <= 2048
-        && !url.chars().any(char::is_whitespace)
-        && url.split("://").nth(1).is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
-    if ok {
-        Ok(Some(url.to_owned()))
-    } else {
-        Err(DomainError::invalid("invalid_notify_url", "notify URL must be an absolute http:// or https:// URL"))
+    let well_formed = url.len() <= 2048 && !url.chars().any(|c| c.is_whitespace() || c.is_control()) && url_host(url).is_some_and(|h| !h.is_empty());
+    if !well_formed {
+        return Err(DomainError::invalid("invalid_notify_url", "notify URL must be an absolute https:// URL"));
     }
+    if url_authority(url).is_some_and(|a| a.contains('@')) {
+        return Err(DomainError::invalid("invalid_notify_url", "notify URL must not carry credentials (user:password@): they would be stored and audited"));
+    }
+    if !notify_url_allowed(url) {
+        return Err(DomainError::invalid(
+            "insecure_notify_url",
+            "notify URL must be https:// (plain http:// only to a relay on loopback: localhost, 127.0.0.0/8, [::1]); notifications carry one-time codes",
+        ));
+    }
+    Ok(Some(url.to_owned()))
+}
+
+/// Whether the outbox may send to this URL: https anywhere, http only to
+/// loopback. Checked again at send time, so a URL stored before this rule
+/// is refused rather than used.
+pub fn notify_url_allowed(url: &str) -> bool {
+    let Some(host) = url_host(url) else { return false };
+    if url.starts_with("https://") {
+        return true;
+    }
+    url.starts_with("http://") && is_loopback(host)
+}
+
+fn url_authority(url: &str) -> Option<&str> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    rest.split(['/', '?', '#']).next()
+}
+
+/// The host of an http(s) URL: `[v6]` kept bracketed, the port dropped.
+fn url_host(url: &str) -> Option<&str> {
+    let authority = url_authority(url)?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host_port.starts_with('[') {
+        return host_port.find(']').map(|end| &host_port[..=end]);
+    }
+    Some(host_port.split_once(':').map_or(host_port, |(h, _)| h))
+}
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    host == "localhost" || host == "[::1]" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Finds a tenant by slug, as the caller may see it.
@@ -154,12 +194,17 @@ pub async fn update(db: &DatabaseConnection, principal: &Principal, slug: &str, 
     let t = find(&txn, principal, slug).await?;
     let auth = principal.authorize(Permission::ManageTenants, Scope::Tenant(&t.id))?;
     let before = TenantView::from(t.clone());
-    let mut active: tenant::ActiveModel = t.into();
-    if let Some(name) = &patch.name {
-        active.name = Set(validate_name(name)?);
+    let name = patch.name.as_deref().map(validate_name).transpose()?;
+    let notify_url = patch.notify_url.as_deref().map(validate_notify_url).transpose()?;
+    if name.as_ref().is_none_or(|n| *n == t.name) && notify_url.as_ref().is_none_or(|u| *u == t.notify_url) {
+        return Err(DomainError::nothing_to_change());
     }
-    if let Some(url) = &patch.notify_url {
-        active.notify_url = Set(validate_notify_url(url)?);
+    let mut active: tenant::ActiveModel = t.into();
+    if let Some(name) = name {
+        active.name = Set(name);
+    }
+    if let Some(url) = notify_url {
+        active.notify_url = Set(url);
     }
     let after = TenantView::from(active.update(&txn).await?);
     audit::record(
@@ -187,4 +232,35 @@ pub fn not_synthetic_tenant(col: impl sea_orm::ColumnTrait) -> sea_orm::sea_quer
     Expr::col(col).not_in_subquery(
         Query::select().column(tenant::Column::Id).from(tenant::Entity).and_where(tenant::Column::Synthetic.eq(true)).to_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notify_urls_are_https_or_loopback_http() {
+        for ok in ["https://relay.example/notify", "https://relay.example:8443/x?y=1", "http://127.0.0.1:9000/n", "http://localhost/n", "http://[::1]:8080/", "http://127.8.9.10"] {
+            assert_eq!(validate_notify_url(ok).unwrap().as_deref(), Some(ok), "{ok}");
+        }
+        assert_eq!(validate_notify_url("  ").unwrap(), None);
+        for (bad, code) in [
+            ("http://relay.example/notify", "insecure_notify_url"),
+            ("http://10.0.0.5/n", "insecure_notify_url"),
+            ("http://127.0.0.1.evil.example/", "insecure_notify_url"),
+            ("http://localhost.evil.example/", "insecure_notify_url"),
+            ("https://user:pw@relay.example/", "invalid_notify_url"),
+            ("http://x@127.0.0.1/", "invalid_notify_url"),
+            ("ftp://relay.example/", "invalid_notify_url"),
+            ("https:///path", "invalid_notify_url"),
+            ("https://relay.example/a b", "invalid_notify_url"),
+        ] {
+            match validate_notify_url(bad) {
+                Err(DomainError::Invalid { code: c, .. }) => assert_eq!(c, code, "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        assert!(!notify_url_allowed("http://relay.example/"));
+        assert!(notify_url_allowed("https://relay.example/"));
+    }
 }

@@ -1,6 +1,6 @@
 use domain::{
     auth::{
-        sessions::{self, SessionPolicy},
+        sessions::{self, Activity, SessionPolicy},
         tokens,
         users::{self, NewUser, UserPatch},
         Principal, Role,
@@ -19,6 +19,15 @@ fn pw(s: &str) -> Password {
 }
 
 const GOOD: &str = "correct horse battery";
+
+async fn login(t: &TestDb, user: &str, password: &str, ip: &str, device: Option<&str>, now: i64) -> Result<sessions::LoginSuccess, DomainError> {
+    let password = pw(password);
+    sessions::login(&t.db, SessionPolicy::default(), sessions::LoginAttempt { username: user, password: &password, client_ip: ip, device }, now).await
+}
+
+async fn authenticate(t: &TestDb, token: &str, now: i64) -> Result<domain::auth::Principal, DomainError> {
+    sessions::authenticate(&t.db, SessionPolicy::default(), token, now, Activity::User).await
+}
 
 async fn make_user(t: &TestDb, name: &str, role: Role, tenant: Option<&str>) {
     users::create(&t.db, &Principal::cli(), NewUser { username: name.into(), role, tenant: tenant.map(Into::into), password: pw(GOOD) })
@@ -60,67 +69,163 @@ db_test!(login_sessions_and_logout, async |t: &TestDb| {
     make_user(t, "root", Role::Admin, None).await;
     let policy = SessionPolicy::default();
     let now = clock::now_ms();
-    let ok = sessions::login(&t.db, policy, "root", &pw(GOOD), "10.0.0.1", now).await.unwrap();
+    let ok = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
     assert_eq!(ok.principal.role, Role::Admin);
+    assert!(ok.device.is_some(), "a first sign-in from a browser gives it a device token");
     // Only the digest is stored.
     let rows = session::Entity::find().all(&t.db).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_ne!(rows[0].id_digest, ok.token.expose());
     assert_eq!(rows[0].id_digest, domain::crypto::sha256_hex(ok.token.expose().as_bytes()));
-    let p = sessions::authenticate(&t.db, policy, ok.token.expose(), now + 1000).await.unwrap();
+    let p = authenticate(t, ok.token.expose(), now + 1000).await.unwrap();
     assert_eq!(p.actor.name(), "root");
     // Idle timeout.
-    let idle = sessions::authenticate(&t.db, policy, ok.token.expose(), now + policy.idle_ms + 1).await;
+    let idle = authenticate(t, ok.token.expose(), now + policy.idle_ms + 1).await;
     assert!(matches!(idle, Err(DomainError::Unauthenticated)));
     // Absolute timeout, even while active.
-    let s2 = sessions::login(&t.db, policy, "root", &pw(GOOD), "10.0.0.1", now).await.unwrap();
+    let s2 = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
     let mut at = now;
     while at < now + policy.absolute_ms - policy.idle_ms {
         at += policy.idle_ms / 2;
-        sessions::authenticate(&t.db, policy, s2.token.expose(), at).await.unwrap();
+        authenticate(t, s2.token.expose(), at).await.unwrap();
     }
-    let late = sessions::authenticate(&t.db, policy, s2.token.expose(), now + policy.absolute_ms).await;
+    let late = authenticate(t, s2.token.expose(), now + policy.absolute_ms).await;
     assert!(matches!(late, Err(DomainError::Unauthenticated)));
     // Logout ends the session server-side.
-    let s3 = sessions::login(&t.db, policy, "root", &pw(GOOD), "10.0.0.1", now).await.unwrap();
+    let s3 = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
     sessions::logout(&t.db, s3.token.expose()).await.unwrap();
-    assert!(matches!(sessions::authenticate(&t.db, policy, s3.token.expose(), now).await, Err(DomainError::Unauthenticated)));
+    assert!(matches!(authenticate(t, s3.token.expose(), now).await, Err(DomainError::Unauthenticated)));
 });
 
-db_test!(failed_logins_are_throttled_per_account_and_address, async |t: &TestDb| {
+db_test!(background_refreshes_never_keep_a_session_alive, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    let policy = SessionPolicy::default();
+    let now = clock::now_ms();
+    // A dashboard left open: it refreshes every minute, nobody touches it.
+    let idle = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
+    let mut at = now;
+    while at + 60_000 < now + policy.idle_ms {
+        at += 60_000;
+        sessions::authenticate(&t.db, policy, idle.token.expose(), at, Activity::Background).await.unwrap();
+    }
+    let after = sessions::authenticate(&t.db, policy, idle.token.expose(), now + policy.idle_ms + 1, Activity::Background).await;
+    assert!(matches!(after, Err(DomainError::Unauthenticated)), "the idle timeout ends it: {after:?}");
+    // The same refreshes with the person at work keep it.
+    let busy = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
+    let mut at = now;
+    while at + 60_000 < now + policy.idle_ms {
+        at += 60_000;
+        authenticate(t, busy.token.expose(), at).await.unwrap();
+    }
+    assert!(authenticate(t, busy.token.expose(), now + policy.idle_ms + 1).await.is_ok());
+});
+
+db_test!(failed_logins_lock_with_a_growing_backoff, async |t: &TestDb| {
     make_user(t, "root", Role::Admin, None).await;
     make_user(t, "other", Role::Oncall, None).await;
-    let policy = SessionPolicy::default();
     let now = clock::now_ms();
-    for _ in 0..5 {
-        let r = sessions::login(&t.db, policy, "root", &pw("wrong password!"), "10.0.0.1", now).await;
+    for i in 0..5 {
+        let r = login(t, "root", "wrong password!", &format!("10.0.0.{i}"), None, now).await;
         assert!(matches!(r, Err(DomainError::Invalid { code: "bad_credentials", .. })), "{r:?}");
     }
-    // Locked even with the right password, from any address.
-    let locked = sessions::login(&t.db, policy, "root", &pw(GOOD), "10.9.9.9", now).await;
-    assert!(matches!(locked, Err(DomainError::Throttled { .. })), "{locked:?}");
-    // Other accounts are unaffected; the lock lifts after the lockout.
-    assert!(sessions::login(&t.db, policy, "other", &pw(GOOD), "10.0.0.2", now).await.is_ok());
-    assert!(sessions::login(&t.db, policy, "root", &pw(GOOD), "10.0.0.3", now + 16 * 60_000).await.is_ok());
+    // Five wrong guesses lock the account (admins included), even with the
+    // right password, from any address; other accounts are unaffected.
+    let locked = login(t, "root", GOOD, "10.9.9.9", None, now).await;
+    assert!(matches!(locked, Err(DomainError::Throttled { retry_after_secs: 30 })), "{locked:?}");
+    assert!(login(t, "other", GOOD, "10.0.0.2", None, now).await.is_ok());
+    // The lock lifts after 30 s; the next wrong guess locks for twice as long.
+    let again = login(t, "root", "wrong password!", "10.0.0.9", None, now + 31_000).await;
+    assert!(matches!(again, Err(DomainError::Invalid { .. })), "{again:?}");
+    let locked = login(t, "root", GOOD, "10.9.9.9", None, now + 32_000).await;
+    assert!(matches!(locked, Err(DomainError::Throttled { retry_after_secs: 59 | 60 })), "{locked:?}");
+    assert!(login(t, "root", GOOD, "10.0.0.3", None, now + 92_000).await.is_ok());
+    // A success clears the account's count.
+    let r = login(t, "root", "wrong password!", "10.0.0.4", None, now + 93_000).await;
+    assert!(matches!(r, Err(DomainError::Invalid { .. })), "{r:?}");
     // An address spraying many accounts is throttled too.
     for i in 0..20 {
-        let _ = sessions::login(&t.db, policy, &format!("ghost{i}"), &pw("nope nope nope"), "10.6.6.6", now).await;
+        let _ = login(t, &format!("ghost{i}"), "nope nope nope", "10.6.6.6", None, now).await;
     }
-    let sprayed = sessions::login(&t.db, policy, "other", &pw(GOOD), "10.6.6.6", now).await;
-    assert!(matches!(sprayed, Err(DomainError::Throttled { .. })));
+    let sprayed = login(t, "other", GOOD, "10.6.6.6", None, now).await;
+    assert!(matches!(sprayed, Err(DomainError::Throttled { .. })), "{sprayed:?}");
 });
 
-db_test!(disabled_users_lose_sessions, async |t: &TestDb| {
+db_test!(an_attacker_cannot_lock_the_owner_out_of_their_own_browser, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    make_user(t, "other", Role::Oncall, None).await;
+    let now = clock::now_ms();
+    let first = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
+    let device = first.device.expect("a device token");
+    // Someone else hammers the account from many addresses for an hour.
+    for minute in 0..60 {
+        for i in 0..3 {
+            let _ = login(t, "root", "guess guess guess", &format!("10.7.{minute}.{i}"), None, now + minute * 60_000).await;
+        }
+    }
+    let later = now + 60 * 60_000;
+    let stranger = login(t, "root", GOOD, "10.8.0.1", None, later).await;
+    assert!(matches!(stranger, Err(DomainError::Throttled { .. })), "an unknown browser is locked out: {stranger:?}");
+    // The owner's browser gets in, and keeps its token.
+    let owner = login(t, "root", GOOD, "10.0.0.1", Some(device.expose()), later).await.unwrap();
+    assert!(owner.device.is_none());
+    // Its own wrong guesses still lock it.
+    for _ in 0..5 {
+        let _ = login(t, "root", "typo typo typo", "10.0.0.1", Some(device.expose()), later).await;
+    }
+    let own = login(t, "root", GOOD, "10.0.0.1", Some(device.expose()), later).await;
+    assert!(matches!(own, Err(DomainError::Throttled { .. })), "{own:?}");
+    // Another account's device token is no key to this one.
+    let theirs = login(t, "other", GOOD, "10.0.0.5", None, later).await.unwrap().device.unwrap();
+    let borrowed = login(t, "root", GOOD, "10.0.0.6", Some(theirs.expose()), later + 1).await;
+    assert!(matches!(borrowed, Err(DomainError::Throttled { .. })), "{borrowed:?}");
+});
+
+db_test!(parallel_guesses_are_counted_before_any_is_evaluated, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    let now = clock::now_ms();
+    let tries = (0..50).map(|i| async move { login(t, "root", "wrong password!", &format!("10.3.0.{i}"), None, now).await });
+    let results = futures_util::future::join_all(tries).await;
+    let evaluated = results.iter().filter(|r| matches!(r, Err(DomainError::Invalid { .. }))).count();
+    let refused = results.iter().filter(|r| matches!(r, Err(DomainError::Throttled { .. }))).count();
+    assert!(evaluated <= 5, "at most five of fifty parallel guesses are evaluated, saw {evaluated}");
+    assert_eq!(evaluated + refused, 50, "{results:?}");
+    let audited = audit_entries(t, "session.login_failed").await;
+    assert_eq!(audited.len(), evaluated, "each evaluated failure is audited, no refusal is");
+});
+
+db_test!(ipv6_addresses_are_throttled_by_their_64, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    let now = clock::now_ms();
+    for i in 0..20 {
+        let _ = login(t, &format!("ghost{i}"), "nope nope nope", &format!("2001:db8:1:2::{i:x}"), None, now).await;
+    }
+    let same = login(t, "root", GOOD, "2001:db8:1:2:ffff::9", None, now).await;
+    assert!(matches!(same, Err(DomainError::Throttled { .. })), "{same:?}");
+    assert!(login(t, "root", GOOD, "2001:db8:1:3::1", None, now).await.is_ok());
+});
+
+db_test!(failed_logins_are_audited_without_the_password, async |t: &TestDb| {
     make_user(t, "root", Role::Admin, None).await;
     make_user(t, "bob", Role::Oncall, None).await;
-    let policy = SessionPolicy::default();
-    let now = clock::now_ms();
-    let s = sessions::login(&t.db, policy, "bob", &pw(GOOD), "10.0.0.1", now).await.unwrap();
     users::update(&t.db, &admin(), "bob", UserPatch { disabled: Some(true), ..Default::default() }).await.unwrap();
-    assert!(sessions::authenticate(&t.db, policy, s.token.expose(), now).await.is_err());
-    assert!(sessions::login(&t.db, policy, "bob", &pw(GOOD), "10.0.0.1", now).await.is_err());
+    let now = clock::now_ms();
+    let secret = "hunter2 hunter2 hunter2";
+    let _ = login(t, "root", secret, "10.0.0.1", None, now).await;
+    let _ = login(t, "nobody", secret, "10.0.0.2", None, now).await;
+    let _ = login(t, "bob", GOOD, "10.0.0.3", None, now).await;
+    let _ = login(t, "Robert'); DROP", secret, "10.0.0.4", None, now).await;
+    let entries = audit_entries(t, "session.login_failed").await;
+    let seen: Vec<(String, String, String)> = entries
+        .iter()
+        .map(|(target, after)| (target.clone(), after["address"].as_str().unwrap_or("").to_owned(), after["reason"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    assert!(seen.contains(&("root".into(), "10.0.0.1".into(), "wrong_password".into())), "{seen:?}");
+    assert!(seen.contains(&("nobody".into(), "10.0.0.2".into(), "unknown_user".into())), "{seen:?}");
+    assert!(seen.contains(&("bob".into(), "10.0.0.3".into(), "disabled".into())), "{seen:?}");
+    assert!(seen.contains(&("(not a valid username)".into(), "10.0.0.4".into(), "invalid_input".into())), "{seen:?}");
+    let all = format!("{entries:?}");
+    assert!(!all.contains("hunter2") && !all.contains(GOOD) && !all.contains("DROP"), "{all}");
 });
-
 db_test!(api_tokens_are_digests_scoped_and_revocable, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     let created = tokens::create(&t.db, &Principal::cli(), "ci", Role::ClinicAdmin, Some("clinic-a")).await.unwrap();

@@ -67,3 +67,18 @@ pub async fn active_key(t: &TestDb) -> ProvisionedKey {
     .await
     .expect("provision")
 }
+
+/// Audit entries with this action, oldest first: (target id, after).
+pub async fn audit_entries(t: &TestDb, action: &str) -> Vec<(String, serde_json::Value)> {
+    use domain::entity::audit_entry;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+    audit_entry::Entity::find()
+        .filter(audit_entry::Column::Action.eq(action))
+        .order_by_asc(audit_entry::Column::Seq)
+        .all(&t.db)
+        .await
+        .expect("audit entries")
+        .into_iter()
+        .map(|e| (e.target_id, e.after.as_deref().map_or(serde_json::Value::Null, |a| serde_json::from_str(a).expect("after is JSON"))))
+        .collect()
+}

@@ -7,6 +7,7 @@ mod auth;
 mod bulk_release;
 mod evidence;
 mod fixtures;
+mod kek;
 mod keys;
 mod operations;
 mod outbox;

@@ -168,6 +168,15 @@ db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t
     let e = audit_entry::Entity::find().filter(audit_entry::Column::Action.eq("quarantine.reveal_body")).one(&t.db).await.unwrap().unwrap();
     assert_eq!(e.actor, "oncall-user");
     assert!(!format!("{:?}{:?}", e.before, e.after).contains("555"));
+    // A body that is not JSON cannot be redacted, so none of it is shown.
+    let raw = b"patient=Jane Roe; phone=555-0100";
+    assert!(matches!(send(&s, raw, "m-raw").await, Outcome::Quarantined { .. }));
+    let raw_id = entry_id(t, "m-raw").await;
+    let shown = quarantine::reveal_body(&t.db, &t.vault, &oncall(), &raw_id, &redaction).await.unwrap();
+    assert!(!shown.json);
+    assert_eq!(shown.text, "");
+    assert_eq!(shown.size_bytes, raw.len() as u64);
+    assert!(!format!("{shown:?}").contains("Jane"), "{shown:?}");
 });
 
 db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {

@@ -149,6 +149,31 @@ db_test!(poison_events_go_to_quarantine_and_retries_are_duplicates, async |t: &T
     }
 });
 
+db_test!(github_bodies_resent_under_a_new_delivery_id_are_replays, async |t: &TestDb| {
+    let s = setup(t, Scheme::Github, None).await;
+    let c = created("r-9");
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &c, 0, "d1"), &c).await, Outcome::Applied { .. }));
+    // The provider redelivering d1: a duplicate, as before.
+    let again = deliver(&s, &signed(&s, Scheme::Github, &c, 0, "d1"), &c).await;
+    assert_eq!(again, Outcome::Duplicate { event_id: "d1".into(), original: ClaimOutcome::Applied });
+    // The same signed body under a delivery id of the sender's choosing: a replay.
+    let forged = deliver(&s, &signed(&s, Scheme::Github, &c, 0, "d-forged"), &c).await;
+    assert_eq!(forged, Outcome::Refused(Refusal::Replay));
+    // The same on the one-event path (a quarantined body): the first is kept,
+    // its redelivery is a duplicate, a new id for it is a replay.
+    let poison = b"not json".to_vec();
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p1"), &poison).await, Outcome::Quarantined { .. }));
+    let again = deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p1"), &poison).await;
+    assert_eq!(again, Outcome::Duplicate { event_id: "p1".into(), original: ClaimOutcome::Quarantined });
+    assert_eq!(deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p2"), &poison).await, Outcome::Refused(Refusal::Replay));
+    // Nothing was applied twice; the replay record lasts the dedup retention.
+    assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 2);
+    let kept = domain::entity::replay_record::Entity::find().all(&t.db).await.unwrap();
+    assert_eq!(kept.len(), 2);
+    let thirty_days = 30 * 86_400_000;
+    assert!(kept.iter().all(|r| r.expires_at > domain::clock::now_ms() + thirty_days - 60_000), "{kept:?}");
+});
+
 db_test!(outbox_intents_are_written_in_the_transaction, async |t: &TestDb| {
     let s = setup(t, Scheme::Github, None).await;
     let c = created("r-1");
@@ -157,7 +182,9 @@ db_test!(outbox_intents_are_written_in_the_transaction, async |t: &TestDb| {
     assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &sched, 0, "d2"), &sched).await, Outcome::Applied { .. }));
     for (i, id) in ["d3", "d4", "d5"].into_iter().enumerate() {
         // Three events for the same OTP request: one intent, ever.
-        let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-7", "channel": if i == 0 { "sms" } else { "email" }}}).to_string().into_bytes();
+        // (Each body differs: GitHub signs the body alone, so the same body
+        // under another delivery id would be a replay.)
+        let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-7", "channel": if i == 0 { "sms" } else { "email" }, "n": i}}).to_string().into_bytes();
         assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &otp, 0, id), &otp).await, Outcome::Applied { .. }));
     }
     let intents = outbox_intent::Entity::find().all(&t.db).await.unwrap();
@@ -403,4 +430,89 @@ db_test!(a_message_and_its_replay_queued_together_apply_once, async |t: &TestDb|
     assert_eq!(outcomes, ["applied", "duplicate", "replay"]);
     assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 5);
     assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 5);
+});
+
+async fn set_tolerance(t: &TestDb, secs: i64) {
+    let patch = endpoints::EndpointPatch { tolerance_secs: Some(secs), ..Default::default() };
+    endpoints::update(&t.db, &admin(), "clinic-a", "hooks", patch).await.unwrap();
+}
+
+db_test!(raising_the_tolerance_keeps_replay_records_for_the_wider_window, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let body = created("r-1");
+    let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 250, "m1");
+    assert!(matches!(deliver(&s, &h, &body).await, Outcome::Applied { .. }));
+    set_tolerance(t, 900).await;
+    // 700 s on, the record a 300 s window needed (600 s) would be purged; the
+    // message is still inside the new 900 s window, so the record must not be.
+    domain::ops::purge::run(&t.db, clock::now_ms() + 700_000, 100).await.unwrap();
+    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::Replay));
+});
+
+db_test!(a_message_that_left_the_old_window_stays_out_after_a_raise, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    set_tolerance(t, 5).await;
+    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let body = created("r-1");
+    let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 3, "m1");
+    assert!(matches!(deliver(&s, &h, &body).await, Outcome::Applied { .. }));
+    // Its record expires (10 s) and is purged; the message leaves the window.
+    domain::ops::purge::run(&t.db, clock::now_ms() + 20_000, 100).await.unwrap();
+    assert_eq!(domain::entity::replay_record::Entity::find().count(&t.db).await.unwrap(), 0);
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    set_tolerance(t, 300).await;
+    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::TimestampStale));
+    // A message signed since is inside the new window.
+    let fresh = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m2");
+    assert!(matches!(deliver(&s, &fresh, &body).await, Outcome::Applied { .. } | Outcome::Quarantined { .. }));
+});
+
+db_test!(unknown_paths_never_evict_a_known_endpoint, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let cache = &s.r.cache;
+    assert!(cache.get(&t.db, &t.vault, "clinic-a", "hooks").await.unwrap().is_some());
+    let loads = cache.loads();
+    // Paths that cannot be slugs cost nothing at all.
+    for probe in ["UPPER", "../etc", "a b", "%0a", "x\ny", &"a".repeat(64), "_other"] {
+        assert!(cache.get(&t.db, &t.vault, probe, "hooks").await.unwrap().is_none());
+        assert!(cache.get(&t.db, &t.vault, "clinic-a", probe).await.unwrap().is_none());
+    }
+    assert_eq!(cache.loads(), loads);
+    // More unknown slugs than the unknown map holds: one lookup each, and the
+    // known endpoint stays cached throughout.
+    for i in 0..10_050 {
+        assert!(cache.get(&t.db, &t.vault, &format!("probe-{i}"), "hooks").await.unwrap().is_none());
+    }
+    assert_eq!(cache.loads(), loads + 10_050);
+    assert!(cache.get(&t.db, &t.vault, "clinic-a", "hooks").await.unwrap().is_some());
+    assert_eq!(cache.loads(), loads + 10_050, "the known endpoint was not evicted");
+    // An unknown path asked again within the TTL is answered from memory.
+    assert!(cache.get(&t.db, &t.vault, "probe-10049", "hooks").await.unwrap().is_none());
+    assert_eq!(cache.loads(), loads + 10_050);
+});
+
+db_test!(a_key_activated_a_moment_ago_verifies_at_once, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let body = created("r-1");
+    // The receiver has the endpoint cached with the first key only.
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await, Outcome::Applied { .. }));
+    let rotated = keys::rotate(&t.db, &t.vault, &admin(), &s.key_id, None, Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() })
+        .await
+        .unwrap();
+    let fresh = Setup { r: s.r.clone(), secret: rotated.secret, key_id: rotated.key.key_id };
+    let b2 = created("r-2");
+    let o = deliver(&fresh, &signed(&fresh, Scheme::StandardWebhooks, &b2, now_s(), "m2"), &b2).await;
+    assert!(matches!(o, Outcome::Applied { .. }), "the new secret works at once: {o:?}");
+    // Bad signatures reload the keys at most once a second.
+    let loads = s.r.cache.loads();
+    let wrong = SigningSecret::generate();
+    let forger = Setup { r: s.r.clone(), secret: wrong, key_id: String::new() };
+    for i in 0..20 {
+        let b = created(&format!("x-{i}"));
+        let o = deliver(&forger, &signed(&forger, Scheme::StandardWebhooks, &b, now_s(), &format!("f{i}")), &b).await;
+        assert_eq!(o, Outcome::Refused(Refusal::SignatureMismatch));
+    }
+    assert!(s.r.cache.loads() - loads <= 1, "{} reloads", s.r.cache.loads() - loads);
 });

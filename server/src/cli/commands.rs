@@ -27,8 +27,8 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
     let command = cli.command.unwrap_or_else(|| Command::Serve(default_serve_args()));
     let command = match command {
         Command::Serve(args) => return crate::serve::run(cli.db, args).await.map_err(|e| CliError::new("serve", e)),
-        Command::Send { url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms } => {
-            return send(json, url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms).await;
+        Command::Send { url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms, ca_cert } => {
+            return send(json, url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms, ca_cert).await;
         }
         other => other,
     };
@@ -104,21 +104,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             let ts = tokens::list(&db, p).await?;
             emit(json, &ts, || ts.iter().map(|t| format!("{}\t{}\t{}\t{}", t.id, t.name, t.role, if t.revoked_at.is_some() { "revoked" } else { "active" })).collect::<Vec<_>>().join("\n"));
         }
-        Command::Kek(KekCmd::Rotate) => {
-            let vault = open_vault(&cli.db, &db).await?;
-            let report = domain::vault::rotate_kek(&db, &vault, p, |progress| {
-                eprintln!("rewrapped {} secrets, {} remaining", progress.rewrapped, progress.remaining);
-            })
-            .await?;
-            emit(json, &report, || {
-                format!(
-                    "{} KEK version {}; rewrapped {} secrets",
-                    if report.added_version { "added" } else { "resumed rewrap to" },
-                    report.kek_version,
-                    report.rewrapped
-                )
-            });
-        }
+        Command::Kek(cmd) => kek(json, &cli.db, &db, p, cmd).await?,
         Command::Quarantine(cmd) => quarantine(json, &cli.db, &db, p, cmd).await?,
         Command::RetryPolicy(cmd) => retry_policy(json, &db, p, cmd).await?,
         Command::Retention(cmd) => retention(json, &db, p, cmd).await?,
@@ -139,8 +125,13 @@ async fn send(
     max_attempts: u32,
     base_delay_ms: u64,
     max_delay_ms: u64,
+    ca_cert: Option<std::path::PathBuf>,
 ) -> Result<(), CliError> {
     use super::send::{run, SendArgs};
+    let ca_pem = match &ca_cert {
+        Some(path) => Some(std::fs::read(path).map_err(|e| CliError::new("ca_cert", format!("cannot read {}: {e}", path.display())))?),
+        None => None,
+    };
     let scheme = Scheme::parse(&scheme)?;
     let secret = domain::crypto::SigningSecret::parse(&secret).ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
     let body = match &file {
@@ -162,6 +153,7 @@ async fn send(
         max_attempts,
         base_delay: std::time::Duration::from_millis(base_delay_ms),
         max_delay: std::time::Duration::from_millis(max_delay_ms),
+        ca_pem,
     };
     let report = run(args, |a| {
         let status = a.status.map(|s| s.to_string()).unwrap_or_else(|| "no answer".into());
@@ -415,4 +407,66 @@ fn secret_text(k: &ProvisionedKey) -> String {
         k.key.status,
         k.secret.expose()
     )
+}
+
+/// Progress of a rewrap, on stderr (at most every half second).
+fn rewrap_progress() -> impl FnMut(&domain::kek::RewrapView) {
+    let mut last = std::time::Instant::now();
+    move |v| {
+        if last.elapsed() >= std::time::Duration::from_millis(500) || !v.is_running() {
+            last = std::time::Instant::now();
+            eprintln!("{}: {} of about {} rows read, {} resealed under v{}", v.source, v.scanned, v.total, v.rewrapped, v.target_version);
+        }
+    }
+}
+
+async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, cmd: KekCmd) -> Result<(), CliError> {
+    use domain::kek;
+    match cmd {
+        KekCmd::Rotate => {
+            let vault = open_vault(args, db).await?;
+            let rotation = kek::rotate(db, &vault, p).await?;
+            let done = kek::run(db, &vault, &rotation.rewrap.id, rewrap_progress()).await?;
+            let report = serde_json::json!({"kek_version": rotation.kek_version, "added_version": rotation.added_version, "rewrap": done});
+            emit(json, &report, || {
+                format!(
+                    "{} KEK version {}; resealed {} of {} rows read",
+                    if rotation.added_version { "added" } else { "resumed the rewrap to" },
+                    rotation.kek_version,
+                    done.rewrapped,
+                    done.scanned
+                )
+            });
+        }
+        KekCmd::Rewrap => {
+            let vault = open_vault(args, db).await?;
+            let job = kek::start_rewrap(db, &vault, p).await?;
+            let done = kek::run(db, &vault, &job.id, rewrap_progress()).await?;
+            emit(json, &done, || format!("resealed {} rows under KEK version {} ({} read)", done.rewrapped, done.target_version, done.scanned));
+        }
+        KekCmd::Status => {
+            let o = kek::overview(db, p).await?;
+            emit(json, &o, || {
+                let mut lines: Vec<String> = o
+                    .versions
+                    .iter()
+                    .map(|v| {
+                        let rows: Vec<String> = v.rows.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                        format!("v{}{}\t{}\t{}", v.version, if v.newest { " (newest)" } else { "" }, v.created_at, rows.join(", "))
+                    })
+                    .collect();
+                lines.extend(o.retired.iter().map(|r| format!("v{} retired {} by {}", r.version, r.retired_at, r.retired_by)));
+                if let Some(j) = &o.latest_rewrap {
+                    lines.push(format!("latest rewrap: {} ({} resealed, {} read)", j.status, j.rewrapped, j.scanned));
+                }
+                lines.join("\n")
+            });
+        }
+        KekCmd::Retire { version } => {
+            let vault = open_vault(args, db).await?;
+            let r = kek::retire(db, &vault, p, version).await?;
+            emit(json, &r, || format!("retired KEK version {}", r.version));
+        }
+    }
+    Ok(())
 }

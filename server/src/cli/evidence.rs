@@ -68,6 +68,7 @@ async fn run_drills(args: &DbArgs, db: &DatabaseConnection, vault: &Arc<Vault>, 
         telemetry: Arc::new(Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| CliError::new("metrics", e.to_string()))?),
         body_read: std::time::Duration::from_secs(30),
+        unknown_log: Arc::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| CliError::new("listen", format!("cannot open a loopback port for the drills: {e}")))?;
     let addr = listener.local_addr().map_err(|e| CliError::new("listen", e.to_string()))?;

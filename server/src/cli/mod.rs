@@ -93,9 +93,13 @@ pub enum Command {
         /// First backoff ceiling in milliseconds (doubles per attempt).
         #[arg(long, default_value_t = 500)]
         base_delay_ms: u64,
-        /// Backoff cap in milliseconds.
+        /// Backoff cap in milliseconds; a longer `Retry-After` is cut to it.
         #[arg(long, default_value_t = 30_000)]
         max_delay_ms: u64,
+        /// PEM file of extra CA certificates to trust for https receivers
+        /// (a private CA); the public web roots are always trusted.
+        #[arg(long)]
+        ca_cert: Option<std::path::PathBuf>,
     },
 }
 
@@ -214,9 +218,20 @@ pub enum TokenCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum KekCmd {
-    /// Add a KEK version and rewrap every stored secret (online; resumes if
-    /// interrupted).
+    /// Add a KEK version and reseal every sealed column under it (signing
+    /// keys, service keys, outbox payloads, event bodies), online. When rows
+    /// still wait under an older version (an interrupted run), resumes that
+    /// instead of adding another version.
     Rotate,
+    /// Reseal every sealed column under the newest version (or resume the
+    /// rewrap that was interrupted), with progress on stderr.
+    Rewrap,
+    /// Every KEK version with the rows it seals, the retired ones, and the
+    /// latest rewrap.
+    Status,
+    /// Remove a version from the ring for good: refused while any row still
+    /// uses it, for the newest version, and for a minute after a rotation.
+    Retire { version: u32 },
 }
 
 #[derive(Subcommand, Debug)]

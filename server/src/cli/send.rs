@@ -1,7 +1,9 @@
 //! `signet send`: a provider-side sender for testing and for providers
 //! without a library. Signs per scheme, re-signs every attempt with a fresh
 //! timestamp, retries with capped full-jitter exponential backoff, honours
-//! `Retry-After`, and stops on 2xx and on non-retryable 4xx.
+//! `Retry-After` (never beyond the backoff cap), and stops on 2xx and on
+//! non-retryable 4xx. Speaks TLS (rustls, the public web roots plus any
+//! `--ca-cert`), since providers post to https receivers.
 
 use std::time::Duration;
 
@@ -27,7 +29,13 @@ pub struct SendArgs {
     pub max_attempts: u32,
     pub base_delay: Duration,
     pub max_delay: Duration,
+    /// Extra trusted CA certificates (PEM) besides the public web roots.
+    pub ca_pem: Option<Vec<u8>>,
 }
+
+/// At most this much of a receiver's answer is read (and 300 characters of
+/// it shown): a receiver cannot make the sender buffer without bound.
+const MAX_RESPONSE_BYTES: usize = 4096;
 
 #[derive(Serialize)]
 pub struct Attempt {
@@ -59,11 +67,34 @@ fn retry_after(res: &reqwest::Response) -> Option<Duration> {
     res.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
+/// Reads at most [`MAX_RESPONSE_BYTES`] of the answer's body.
+async fn bounded_text(mut res: reqwest::Response) -> String {
+    let mut kept = Vec::new();
+    while kept.len() < MAX_RESPONSE_BYTES {
+        match res.chunk().await {
+            Ok(Some(chunk)) => kept.extend_from_slice(&chunk[..chunk.len().min(MAX_RESPONSE_BYTES - kept.len())]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&kept).chars().take(300).collect()
+}
+
+fn client(ca_pem: Option<&[u8]>) -> Result<reqwest::Client, CliError> {
+    let mut b = reqwest::Client::builder().timeout(Duration::from_secs(30)).redirect(reqwest::redirect::Policy::none());
+    if let Some(pem) = ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| CliError::new("ca_cert", format!("not a PEM certificate bundle: {e}")))?;
+        if certs.is_empty() {
+            return Err(CliError::new("ca_cert", "the CA file holds no PEM certificate"));
+        }
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build().map_err(|e| CliError::new("http", format!("cannot build an HTTP client: {e}")))
+}
+
 pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<Report, CliError> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .map_err(|e| CliError::new("http", format!("cannot build an HTTP client: {e}")))?;
+    let client = client(args.ca_pem.as_deref())?;
     let mut attempts = Vec::new();
     for attempt in 1..=args.max_attempts.max(1) {
         let ts = time_now();
@@ -80,8 +111,10 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
         let record = match req.send().await {
             Ok(res) => {
                 let status = res.status().as_u16();
-                let wait_hint = retry_after(&res);
-                let text: String = res.text().await.unwrap_or_default().chars().take(300).collect();
+                // A receiver may ask for a pause, but never for longer than
+                // the sender's own cap.
+                let wait_hint = retry_after(&res).map(|w| w.min(args.max_delay));
+                let text = bounded_text(res).await;
                 let (next, wait) = if (200..300).contains(&status) {
                     ("done", None)
                 } else if NON_RETRYABLE.contains(&status) || last {

@@ -25,7 +25,7 @@ pub struct Download {
 pub async fn file(State(st): State<AppState>, headers: HeaderMap, Path((digest, name)): Path<(String, String)>, Query(q): Query<Download>) -> Response {
     let token = app::ssr::session_token_in(&headers, st.secure_cookies);
     let principal = match token {
-        Some(t) => domain::auth::sessions::authenticate(&st.db, st.sessions, &t, domain::clock::now_ms()).await,
+        Some(t) => domain::auth::sessions::authenticate(&st.db, st.sessions, &t, domain::clock::now_ms(), domain::auth::sessions::Activity::User).await,
         None => Err(DomainError::Unauthenticated),
     };
     let principal = match principal {

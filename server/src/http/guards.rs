@@ -94,7 +94,27 @@ pub async fn control_body_limit(req: Request<Body>, next: Next) -> Response {
                 .into_response()
         }
     };
+    // Server functions take exactly their arguments: a form field or query
+    // parameter they do not declare is refused, as `/api/v1` refuses
+    // unknown JSON fields (`app::api::forms`).
+    if path_is_fn(&parts.uri) {
+        let form = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        let unknown = app::api::forms::unknown_field(parts.uri.path(), parts.uri.query().unwrap_or("").as_bytes())
+            .or_else(|| form.then(|| app::api::forms::unknown_field(parts.uri.path(), &bytes)).flatten());
+        if let Some(name) = unknown {
+            tracing::info!(path = %parts.uri.path(), "refused a server-function call with an unknown field");
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                axum::Json(serde_json::json!({"error": "unknown_field", "message": format!("unknown field `{}`; nothing was changed", name.chars().take(64).collect::<String>())})),
+            )
+                .into_response();
+        }
+    }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+fn path_is_fn(uri: &http::Uri) -> bool {
+    uri.path().starts_with("/fn/")
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {

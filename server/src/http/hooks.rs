@@ -28,6 +28,44 @@ pub struct HookState {
     pub metrics: Arc<Metrics>,
     /// How long a webhook body may take to arrive (`SIGNET_BODY_TIMEOUT_SECS`).
     pub body_read: std::time::Duration,
+    /// Lines about unknown paths are rationed: anyone can send those.
+    pub unknown_log: Arc<LogBudget>,
+}
+
+/// At most [`LogBudget::LINES`] log lines per [`LogBudget::WINDOW`]; counts
+/// what it held back so the next line can say so. Unknown `/hooks` paths
+/// are chosen by whoever sends them, so their lines must not let a flood
+/// through to the log.
+#[derive(Default)]
+pub struct LogBudget {
+    state: std::sync::Mutex<Option<(Instant, u32, u64)>>,
+}
+
+impl LogBudget {
+    pub const LINES: u32 = 20;
+    pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// `Some(held back since the last line)` when a line may be written.
+    pub fn take(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (started, used, held) = state.get_or_insert((Instant::now(), 0, 0));
+        if started.elapsed() >= Self::WINDOW {
+            (*started, *used) = (Instant::now(), 0);
+        }
+        if *used >= Self::LINES {
+            *held += 1;
+            return None;
+        }
+        *used += 1;
+        Some(std::mem::take(held))
+    }
+}
+
+/// A path segment as it may appear in a log line: at most 64 characters,
+/// with control characters, quotes and backslashes escaped, so a path can
+/// never forge a line or a field.
+fn printable(segment: &str) -> String {
+    segment.chars().take(64).flat_map(char::escape_debug).collect()
 }
 
 pub fn routes(state: HookState) -> Router {
@@ -58,11 +96,16 @@ async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(St
     let (label, reason) = outcome.labels();
     match &outcome {
         Outcome::Applied { .. } | Outcome::Duplicate { .. } => {
-            tracing::debug!(tenant = %tenant, endpoint = %endpoint, key_id = key_id.as_deref().unwrap_or("-"), outcome = label, "webhook");
+            tracing::debug!(tenant = %printable(&tenant), endpoint = %printable(&endpoint), key_id = key_id.as_deref().unwrap_or("-"), outcome = label, "webhook");
+        }
+        Outcome::Refused(Refusal::UnknownEndpoint) => {
+            if let Some(held_back) = st.unknown_log.take() {
+                tracing::info!(tenant = %printable(&tenant), endpoint = %printable(&endpoint), held_back, "webhook to an unknown endpoint");
+            }
         }
         _ => tracing::info!(
-            tenant = %tenant,
-            endpoint = %endpoint,
+            tenant = %printable(&tenant),
+            endpoint = %printable(&endpoint),
             key_id = key_id.as_deref().unwrap_or("-"),
             outcome = label,
             reason = %reason,
@@ -153,4 +196,27 @@ fn respond(outcome: Outcome) -> Response {
         res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_segments_cannot_forge_log_lines() {
+        let forged = "x\nINFO signet: login ok user=admin\r\t\"\\\u{1b}[31m";
+        let shown = printable(forged);
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(shown.starts_with("x\\nINFO"), "{shown:?}");
+        assert_eq!(printable(&"a".repeat(500)).len(), 64);
+    }
+
+    #[test]
+    fn the_log_budget_holds_back_a_flood_and_counts_it() {
+        let budget = LogBudget::default();
+        let written = (0..1000).filter(|_| budget.take().is_some()).count();
+        assert_eq!(written, LogBudget::LINES as usize);
+        let held = budget.state.lock().unwrap().map(|(_, _, held)| held);
+        assert_eq!(held, Some(1000 - u64::from(LogBudget::LINES)));
+    }
 }

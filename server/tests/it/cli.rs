@@ -1,5 +1,7 @@
 //! The operator CLI contract (CONTRACT §2).
 
+use sea_orm::EntityTrait;
+
 use crate::{both_engines, support::Install};
 
 both_engines!(json_output_and_key_lifecycle, async |i: &Install| {
@@ -106,8 +108,32 @@ both_engines!(kek_rotate_and_audit_verify, async |i: &Install| {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["kek_version"], 2);
-    assert_eq!(r["rewrapped"], 3);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("remaining"), "progress is printed");
+    assert_eq!(r["added_version"], true);
+    assert_eq!(r["rewrap"]["status"], "finished");
+    // Three signing keys and the audit chain's own key (a service key).
+    assert_eq!(r["rewrap"]["rewrapped"], 4, "{r}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("resealed under v2"), "progress is printed");
+    let status = i.cli_json(&["kek", "status"]);
+    assert_eq!(status["stale_rows"], 0, "{status}");
+    assert_eq!(status["versions"][0]["retirable"], true, "{status}");
+    // Retiring: never the newest; not while instances may lack the newest.
+    for (version, code) in [("2", "kek_newest"), ("1", "kek_rotated_recently")] {
+        let out = i.cli(&["kek", "retire", version], "");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(code) || err.contains("newest") || err.contains("less than a minute"), "{err}");
+    }
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    domain::entity::kek_version::Entity::update_many()
+        .col_expr(domain::entity::kek_version::Column::CreatedAt, sea_orm::sea_query::Expr::value(0i64))
+        .exec(&db)
+        .await
+        .unwrap();
+    let retired = i.cli_json(&["kek", "retire", "1"]);
+    assert_eq!(retired["version"], 1);
+    // Every secret still opens: a key provisions and the chain verifies.
+    i.cli_json(&["key", "provision", "clinic-a", "hooks"]);
     let v = i.cli_json(&["audit", "verify"]);
     assert_eq!(v["ok"], true);
     let audit_actions = i.cli_json(&["audit", "verify"])["entries"].as_i64().unwrap();

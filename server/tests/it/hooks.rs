@@ -534,3 +534,49 @@ both_engines!(rollups_and_key_usage_are_written_in_batches, async |i: &Install| 
     let bad = c.get(s.url("/api/v1/stats?window=1y")).bearer_auth(&token).send().await.unwrap();
     assert_eq!(bad.status(), 422);
 });
+
+both_engines!(unknown_paths_cannot_flood_or_forge_the_log, async |i: &Install| {
+    setup(i, Scheme::StandardWebhooks);
+    let s = i.serve();
+    let c = reqwest::Client::new();
+    for n in 0..150 {
+        for path in [format!("/hooks/probe-{n}/x"), format!("/hooks/probe-{n}%0AINFO%20signet%3A%20login%20ok/x")] {
+            let res = c.post(s.url(&path)).body("{}").send().await.unwrap();
+            assert_eq!(res.status(), 404);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = s.output();
+    let lines = log.lines().filter(|l| l.contains("webhook to an unknown endpoint")).count();
+    // At most 20 per 10 s window; the run may straddle one window boundary.
+    assert!((1..=40).contains(&lines), "{lines} lines for 300 unknown paths");
+    assert!(!log.lines().any(|l| l.starts_with("INFO signet: login ok")), "a path forged a log line:\n{log}");
+});
+
+both_engines!(a_key_rotated_by_the_cli_verifies_at_once, async |i: &Install| {
+    let (key_id, secret, _) = setup(i, Scheme::StandardWebhooks);
+    let s = i.serve();
+    let c = reqwest::Client::new();
+    let old = Hook { secret, key_id: key_id.clone(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
+    // The server has the endpoint's keys cached.
+    assert_eq!(old.deliver(&c, created("r-1"), "m1").await.0, StatusCode::OK);
+    let rotated = i.cli_json(&["key", "rotate", &key_id, "--approve-as", "rita"]);
+    assert_eq!(rotated["status"], "active", "{rotated}");
+    let new = Hook {
+        secret: SigningSecret::parse(rotated["secret"].as_str().unwrap()).unwrap(),
+        key_id: rotated["key_id"].as_str().unwrap().to_owned(),
+        scheme: Scheme::StandardWebhooks,
+        url: old.url.clone(),
+    };
+    // The provider switches to the new secret at once: accepted at once.
+    let (status, body) = new.deliver(&c, created("r-2"), "m2").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "applied");
+    // Naming the new key is accepted at once too.
+    let b = created("r-3");
+    let mut h = new.headers(&b, now(), "m3");
+    h.push(("signet-key-id".into(), new.key_id.clone()));
+    assert_eq!(new.post(&c, &h, b).await.0, StatusCode::OK);
+    // The old key keeps working through its overlap.
+    assert_eq!(old.deliver(&c, created("r-4"), "m4").await.0, StatusCode::OK);
+});

@@ -94,9 +94,48 @@ both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| 
     assert_eq!(res.status(), 422);
     let keys: serde_json::Value = c.get(s.url(&format!("{endpoint}/keys"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
     assert_eq!(keys.as_array().unwrap().len(), 0, "{keys}");
+    // A PATCH repeating the stored values changes nothing, so it is refused.
+    for same in [serde_json::json!({"enabled": true}), serde_json::json!({"tolerance_secs": 300, "enabled": true})] {
+        let res = send(reqwest::Method::PATCH, endpoint, same.clone()).await.unwrap();
+        assert_eq!(res.status(), 422, "{same}");
+        assert_eq!(res.json::<serde_json::Value>().await.unwrap()["error"], "nothing_to_change", "{same}");
+    }
+    let res = send(reqwest::Method::PATCH, "/api/v1/tenants/clinic-a", serde_json::json!({"name": "clinic-a"})).await.unwrap();
+    assert_eq!(res.status(), 422);
     // And a correct request still works.
-    let ok = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": true})).await.unwrap();
+    let ok = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": false})).await.unwrap();
     assert_eq!(ok.status(), 200);
+
+    // Query strings are strict: an unknown parameter, or a value that does
+    // not parse, is 422 naming it, never a silently widened listing.
+    for (path, code, named) in [
+        ("/api/v1/keys?tenant=clinic-a&tenat=clinic-b", "unknown_field", "tenat"),
+        ("/api/v1/tenants/clinic-a/events?limit=ten", "invalid_query", "limit"),
+        ("/api/v1/quarantine?tenant=clinic-a&include_bodies=true", "unknown_field", "include_bodies"),
+    ] {
+        let res = c.get(s.url(path)).bearer_auth(&token).send().await.unwrap();
+        assert_eq!(res.status(), 422, "{path}");
+        let err: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(err["error"], code, "{path}: {err}");
+        assert!(err["message"].as_str().unwrap().contains(named), "{path}: {err}");
+    }
+
+    // Server functions take exactly their arguments, as forms and as queries.
+    let origin = s.base.trim_end_matches('/').to_owned();
+    let res = c
+        .post(s.url("/fn/login"))
+        .header("Origin", &origin)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("username=root&password=whatever&role=admin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 422);
+    let err: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(err["error"], "unknown_field");
+    assert!(err["message"].as_str().unwrap().contains("role"), "{err}");
+    let res = c.get(s.url("/fn/dashboard_stats?window=24h&tenants=all")).send().await.unwrap();
+    assert_eq!(res.status(), 422);
 });
 
 use std::time::{Duration, Instant};

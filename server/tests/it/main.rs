@@ -12,5 +12,6 @@ mod outbox;
 mod rbac;
 mod retention;
 mod secrecy;
+mod send_tls;
 mod sessions;
 mod startup;

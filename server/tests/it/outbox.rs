@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::{
     both_engines,
-    support::{Install, Server},
+    support::{Engine, Install, Server},
 };
 
 /// Records (Idempotency-Key, body); answers 500 while `failures` > 0.
@@ -124,6 +124,17 @@ both_engines!(each_intent_is_delivered_once_with_its_idempotency_key, async |i: 
     let lines: Vec<Value> = file.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 1);
     assert_eq!((lines[0]["tenant"].as_str(), lines[0]["payload"]["otp_request_id"].as_str()), (Some("clinic-b"), Some("otp-b")));
+    // The file sink records the intent, never the one-time code.
+    let code = &lines[0]["payload"]["code"];
+    assert!(code.as_str().is_some_and(|c| c.starts_with("(withheld")), "{code}");
+    // The data directory and what Signet creates in it are owner-only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&i.data_dir().join("notifications.jsonl")), 0o600);
+    assert_eq!(mode(&i.data_dir().join("master.key")), 0o600);
+    if i.engine == Engine::Sqlite {
+        assert_eq!(mode(&i.data_dir().join("signet.db")), 0o600);
+    }
     let sent = outbox(&s, &token, "?status=sent").await;
     assert!(sent.iter().all(|v| v["delivered_at"].is_string() && v.get("payload").is_none()));
 });

@@ -9,7 +9,7 @@ use std::{
 };
 
 use reqwest::{Client, Method, StatusCode};
-use sea_orm::ConnectionTrait;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{json, Value};
 
 use crate::{
@@ -66,6 +66,12 @@ enum Fresh {
     DrillRun,
     /// An exported evidence bundle of clinic-a (its digest).
     Export,
+    /// No KEK rewrap running.
+    IdleKek,
+    /// A rewrap that stopped (failed), to resume (its id).
+    StoppedRewrap,
+    /// A KEK version no row uses, a newer one long in the ring (its number).
+    RetirableKek,
 }
 
 struct Case {
@@ -166,6 +172,13 @@ fn server_fn_cases() -> Vec<Case> {
             build: |_, _| form("/fn/export_evidence", vec![("tenant", "clinic-a".into())]) },
         Case { name: "sign_off_evidence", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::Export,
             build: |id, _| form("/fn/sign_off_evidence", vec![("tenant", "clinic-a".into()), ("digest", id.into()), ("decision", "approved".into()), ("comment", "matrix".into())]) },
+        Case { name: "kek_overview", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/kek_overview".into()) },
+        Case { name: "rotate_kek", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::IdleKek, build: |_, _| form("/fn/rotate_kek", vec![]) },
+        Case { name: "start_rewrap", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::IdleKek, build: |_, _| form("/fn/start_rewrap", vec![]) },
+        Case { name: "resume_rewrap", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::StoppedRewrap,
+            build: |id, _| form("/fn/resume_rewrap", vec![("id", id.into())]) },
+        Case { name: "retire_kek", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::RetirableKek,
+            build: |version, _| form("/fn/retire_kek", vec![("version", version.into())]) },
     ]
 }
 
@@ -353,6 +366,12 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
             return String::new();
         }
         Fresh::DrillRun => return drill_run(s, w).await,
+        Fresh::IdleKek => {
+            kek_idle(i).await;
+            return String::new();
+        }
+        Fresh::StoppedRewrap => return stopped_rewrap(i).await,
+        Fresh::RetirableKek => return retirable_kek(i).await,
         Fresh::Export => {
             let res = w.anonymous.get(s.url("/api/v1/evidence?tenant=clinic-a")).bearer_auth(&w.tokens[&Who::Admin]).send().await.unwrap();
             assert_eq!(res.status(), StatusCode::OK);
@@ -371,6 +390,56 @@ fn deliver(i: &Install, w: &World, body: &str, event_id: &str) {
 }
 
 /// Waits until no drill run is in progress (they run one at a time).
+async fn kek_idle(i: &Install) -> sea_orm::DatabaseConnection {
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    for _ in 0..600 {
+        let running = domain::entity::kek_rewrap::Entity::find()
+            .filter(domain::entity::kek_rewrap::Column::Status.eq("running"))
+            .all(&db)
+            .await
+            .unwrap();
+        if running.is_empty() {
+            return db;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("a KEK rewrap never finished");
+}
+
+/// The latest rewrap, marked as stopped by an error (resumable).
+async fn stopped_rewrap(i: &Install) -> String {
+    use domain::entity::kek_rewrap as job;
+    let db = kek_idle(i).await;
+    let latest = match job::Entity::find().order_by_desc(job::Column::CreatedAt).one(&db).await.unwrap() {
+        Some(j) => j,
+        None => {
+            let out = i.cli(&["kek", "rewrap"], "");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            job::Entity::find().order_by_desc(job::Column::CreatedAt).one(&db).await.unwrap().unwrap()
+        }
+    };
+    job::Entity::update_many()
+        .col_expr(job::Column::Status, sea_orm::sea_query::Expr::value("failed"))
+        .filter(job::Column::Id.eq(&latest.id))
+        .exec(&db)
+        .await
+        .unwrap();
+    latest.id
+}
+
+/// Rotates (from the shell) and ages the versions: the previous newest is
+/// then unused and retirable.
+async fn retirable_kek(i: &Install) -> String {
+    let db = kek_idle(i).await;
+    let rotated = i.cli_json(&["kek", "rotate"]);
+    domain::entity::kek_version::Entity::update_many()
+        .col_expr(domain::entity::kek_version::Column::CreatedAt, sea_orm::sea_query::Expr::value(0i64))
+        .exec(&db)
+        .await
+        .unwrap();
+    (rotated["kek_version"].as_u64().unwrap() - 1).to_string()
+}
+
 async fn drills_idle(s: &Server, w: &World) {
     for _ in 0..600 {
         let runs = admin_get(s, w, "/api/v1/drills?limit=1").await;
@@ -503,7 +572,9 @@ async fn run_matrix(i: &Install, s: &Server, w: &World, cases: Vec<Case>, api: b
             let n = w.counter.fetch_add(1, Ordering::SeqCst);
             let (status, body) = call(s, w, who, api, (case.build)(&id, n)).await;
             let ok = match expected(case, who) {
-                Ok(()) => status.is_success(),
+                // A change that repeats the stored values (the same call made
+                // for each allowed role) is refused only after authorization.
+                Ok(()) => status.is_success() || (status == StatusCode::UNPROCESSABLE_ENTITY && body.contains("nothing_to_change")),
                 Err(want) => status == want,
             };
             if !ok {

@@ -2,7 +2,7 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Path, State},
     http::StatusCode,
     Json,
 };
@@ -16,7 +16,7 @@ use domain::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct NewUserBody {
@@ -86,7 +86,7 @@ pub async fn update_user(
 }
 
 #[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditQuery), responses((status = 200, body = [AuditView])))]
-pub async fn list_audit(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<AuditQuery>) -> Result<Json<Vec<AuditView>>, ApiError> {
+pub async fn list_audit(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<AuditQuery>) -> Result<Json<Vec<AuditView>>, ApiError> {
     let since = match q.since.as_deref().filter(|s| !s.is_empty()) {
         Some(s) => Some(domain::clock::parse_rfc3339(s).ok_or_else(|| domain::DomainError::invalid("invalid_since", "since must be RFC 3339, e.g. 2026-12-01T00:00:00Z"))?),
         None => None,

@@ -151,3 +151,33 @@ where
         strict_json(&bytes).map(OptionalJson)
     }
 }
+
+/// A query-string extractor with the same strictness as [`ApiJson`]: a
+/// parameter the call does not take is 422 `unknown_field` (named), a value
+/// that does not parse is 422 `invalid_query`, never a silent default.
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        strict_query(parts.uri.query().unwrap_or("")).map(ApiQuery)
+    }
+}
+
+/// Parses a query string as `T`, refusing unknown parameters.
+pub fn strict_query<T: serde::de::DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    let mut unknown = Vec::new();
+    let mut track = serde_path_to_error::Track::new();
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    let value: T = serde_ignored::deserialize(serde_path_to_error::Deserializer::new(de, &mut track), |path| unknown.push(path.to_string()))
+        .map_err(|e| ApiError(DomainError::invalid("invalid_query", format!("query parameter `{}` does not fit this call: {e}", track.path()))))?;
+    match unknown.first() {
+        Some(name) => Err(ApiError(DomainError::invalid("unknown_field", format!("unknown query parameter `{name}`")))),
+        None => Ok(value),
+    }
+}

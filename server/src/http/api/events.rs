@@ -2,13 +2,13 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Path, State},
     Json,
 };
 use domain::events::{self, EventView, ReminderView};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiQuery, ApiPrincipal, ErrorBody};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct EventQuery {
@@ -23,7 +23,7 @@ pub async fn list_events(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
     Path(tenant): Path<String>,
-    Query(q): Query<EventQuery>,
+    ApiQuery(q): ApiQuery<EventQuery>,
 ) -> Result<Json<Vec<EventView>>, ApiError> {
     Ok(Json(events::list_events(&st.db, &p, &tenant, q.status.as_deref(), q.limit.unwrap_or(100)).await?))
 }

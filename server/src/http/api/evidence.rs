@@ -3,7 +3,7 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Path, State},
     http::{header, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     Json,
@@ -17,7 +17,7 @@ use domain::evidence::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody};
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StartedRun {
@@ -43,7 +43,7 @@ pub struct ListParams {
 
 #[utoipa::path(get, path = "/api/v1/drills", tag = "evidence", params(ListParams),
     responses((status = 200, body = [DrillRunView]), (status = 403, body = ErrorBody)))]
-pub async fn list_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<ListParams>) -> Result<Json<Vec<DrillRunView>>, ApiError> {
+pub async fn list_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<ListParams>) -> Result<Json<Vec<DrillRunView>>, ApiError> {
     Ok(Json(runs::list(&st.db, &p, q.limit.unwrap_or(20)).await?))
 }
 
@@ -74,7 +74,7 @@ pub struct EvidenceBody {
 
 #[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
     responses((status = 200, body = EvidenceBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn get_evidence(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Json<EvidenceBody>, ApiError> {
+pub async fn get_evidence(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Json<EvidenceBody>, ApiError> {
     let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
     Ok(Json(EvidenceBody { digest: b.digest, manifest: b.manifest, signature: b.signature, evidence: b.evidence }))
 }
@@ -100,14 +100,14 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
 
 #[utoipa::path(get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
     responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle"), (status = 403, body = ErrorBody)))]
-pub async fn get_evidence_html(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Response, ApiError> {
+pub async fn get_evidence_html(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Response, ApiError> {
     let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
     Ok(html_response(b.evidence_html, None))
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/exports", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [ExportView]), (status = 403, body = ErrorBody)))]
-pub async fn list_exports(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Json<Vec<ExportView>>, ApiError> {
+pub async fn list_exports(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Json<Vec<ExportView>>, ApiError> {
     Ok(Json(export::list(&st.db, &p, q.tenant.as_deref(), 50).await?))
 }
 
@@ -119,7 +119,7 @@ pub async fn sign_off(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal,
 
 #[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [SignoffView]), (status = 403, body = ErrorBody)))]
-pub async fn list_signoffs(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<TenantParam>) -> Result<Json<Vec<SignoffView>>, ApiError> {
+pub async fn list_signoffs(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Json<Vec<SignoffView>>, ApiError> {
     Ok(Json(signoff::list(&st.db, &p, q.tenant.as_deref(), 100).await?))
 }
 

@@ -2,7 +2,7 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Path, State},
     http::StatusCode,
     Json,
 };
@@ -13,7 +13,7 @@ use domain::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, OptionalJson};
+use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody, OptionalJson};
 
 /// A new key with its secret: the only time the secret is shown.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -125,7 +125,7 @@ pub async fn provision(
 }
 
 #[utoipa::path(get, path = "/api/v1/keys", tag = "keys", params(KeyQuery), responses((status = 200, body = [KeyView])))]
-pub async fn list_keys(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<KeyQuery>) -> Result<Json<Vec<KeyView>>, ApiError> {
+pub async fn list_keys(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<KeyQuery>) -> Result<Json<Vec<KeyView>>, ApiError> {
     let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
         Some(s) => Some(KeyStatus::parse(s).ok_or_else(|| DomainError::invalid("invalid_status", format!("unknown key status {s:?}")))?),
         None => None,

@@ -2,7 +2,7 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Path, State},
     Json,
 };
 use domain::{
@@ -15,7 +15,7 @@ use domain::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ReasonBody {
@@ -43,7 +43,7 @@ pub struct QuarantineDetail {
 pub async fn list_quarantine(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
-    Query(f): Query<QuarantineFilter>,
+    ApiQuery(f): ApiQuery<QuarantineFilter>,
 ) -> Result<Json<QuarantineList>, ApiError> {
     Ok(Json(quarantine::list(&st.db, &p, &f).await?))
 }
@@ -54,7 +54,7 @@ pub async fn get_quarantine(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
     Path(id): Path<String>,
-    Query(q): Query<DetailQuery>,
+    ApiQuery(q): ApiQuery<DetailQuery>,
 ) -> Result<Json<QuarantineDetail>, ApiError> {
     let entry = quarantine::get(&st.db, &p, &id).await?;
     let body = match q.include_body {
@@ -185,7 +185,7 @@ pub struct OutboxQuery {
 pub async fn list_outbox(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
-    Query(q): Query<OutboxQuery>,
+    ApiQuery(q): ApiQuery<OutboxQuery>,
 ) -> Result<Json<Vec<OutboxView>>, ApiError> {
     Ok(Json(outbox::list(&st.db, &p, q.tenant.as_deref(), q.status.as_deref(), q.limit.unwrap_or(100)).await?))
 }

@@ -2,13 +2,13 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Query, State},
+    extract::State,
     Json,
 };
 use domain::ops::stats::{self, StatsView, Window};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiQuery, ApiPrincipal, ErrorBody};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct StatsQuery {
@@ -20,7 +20,7 @@ pub struct StatsQuery {
 
 #[utoipa::path(get, path = "/api/v1/stats", tag = "stats", params(StatsQuery),
     responses((status = 200, body = StatsView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn get_stats(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Query(q): Query<StatsQuery>) -> Result<Json<StatsView>, ApiError> {
+pub async fn get_stats(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<StatsQuery>) -> Result<Json<StatsView>, ApiError> {
     let window = Window::parse(q.window.as_deref())?;
     Ok(Json(stats::stats(&st.db, &p, q.tenant.as_deref(), window).await?))
 }

@@ -1,0 +1,65 @@
+//! KEK versions: the overview, rotation, the rewrap of every sealed column
+//! (run in the background; the page polls its progress) and retirement.
+//! Administrators only (`Permission::ManageKeks`, checked by the domain).
+
+use leptos::prelude::*;
+use server_fn::codec::GetUrl;
+
+use super::AppError;
+use crate::dto::KekOverviewDto;
+
+/// `auto`: the page's own poll (never keeps a session alive).
+#[server(prefix = "/fn", endpoint = "kek_overview", input = GetUrl)]
+pub async fn kek_overview(auto: Option<bool>) -> Result<KekOverviewDto, AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::polled_principal(auto).await?;
+    ssr::convert::mirror(domain::kek::overview(&st.db, &p).await.map_err(ssr::to_app_error)?)
+}
+
+/// Adds a version (or resumes resealing under the newest) and starts the
+/// rewrap in the background.
+#[server(prefix = "/fn", endpoint = "rotate_kek")]
+pub async fn rotate_kek() -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let rotation = domain::kek::rotate(&st.db, &st.vault, &p).await.map_err(ssr::to_app_error)?;
+    domain::kek::spawn(st.db.clone(), st.vault.clone(), rotation.rewrap.id);
+    leptos_axum::redirect("/kek");
+    Ok(())
+}
+
+/// Reseals everything under the newest version, or resumes the rewrap that
+/// stopped.
+#[server(prefix = "/fn", endpoint = "start_rewrap")]
+pub async fn start_rewrap() -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let job = domain::kek::start_rewrap(&st.db, &st.vault, &p).await.map_err(ssr::to_app_error)?;
+    domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id);
+    leptos_axum::redirect("/kek");
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "resume_rewrap")]
+pub async fn resume_rewrap(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let job = domain::kek::resume(&st.db, &p, &id).await.map_err(ssr::to_app_error)?;
+    domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id);
+    leptos_axum::redirect("/kek");
+    Ok(())
+}
+
+#[server(prefix = "/fn", endpoint = "retire_kek")]
+pub async fn retire_kek(version: u32) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    domain::kek::retire(&st.db, &st.vault, &p, version).await.map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&format!("/kek?retired={version}"));
+    Ok(())
+}

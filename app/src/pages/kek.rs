@@ -1,0 +1,222 @@
+//! `/kek`: the key-encryption keys that seal every secret at rest, the rows
+//! each one seals, and their rotation: add a version, reseal everything
+//! under it (in the background, with live progress), retire the old one
+//! once nothing uses it. Administrators only.
+
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::{
+    api::kek::{kek_overview, ResumeRewrap, RetireKek, RotateKek, StartRewrap},
+    components::{format::when, poll::every_second_while, ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit},
+    dto::{KekOverviewDto, KekVersionDto, RewrapDto},
+};
+
+/// The sealed columns, as the page names them.
+const SOURCES: [(&str, &str); 4] =
+    [("signing_keys", "Signing keys"), ("service_keys", "Service keys"), ("outbox_payloads", "Outbox payloads"), ("event_bodies", "Event bodies")];
+
+#[component]
+pub fn KekPage() -> impl IntoView {
+    let query = use_query_map();
+    let refresh = Refresh::provide();
+    // While a rewrap runs: re-read every second (hydrated), or every two
+    // seconds by meta refresh. Neither keeps a session alive.
+    let live = RwSignal::new(false);
+    let tick = every_second_while(live);
+    let auto = move || query.with_untracked(|q| q.get("auto").is_some_and(|a| a == "1"));
+    let data = Resource::new(move || (tick.get(), refresh.get()), move |(n, _)| kek_overview(Some(n > 0 || auto())));
+    Effect::new(move |_| {
+        if let Some(Ok(o)) = data.get() {
+            live.set(o.latest_rewrap.as_ref().is_some_and(RewrapDto::is_running));
+        }
+    });
+    view! {
+        <Layout
+            title="Key-encryption keys"
+            render=move |_| view! {
+                <p class="lede">
+                    "Every secret Signet stores is sealed with AES-256-GCM under a key-encryption key (KEK): signing-key secrets, Signet's own service keys, "
+                    "outbox payloads (one-time codes) and event bodies (health data). New secrets are sealed under the newest version. "
+                    "Rotating adds a version and reseals every row under it while webhooks keep arriving; a version nothing uses any more can then be retired for good."
+                </p>
+                {move || query.read().get("retired").map(|v| view! { <Notice>"KEK version " {v} " is retired: it is gone from the ring and opens nothing any more."</Notice> })}
+                <ReturnedError/>
+                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                    {move || Suspend::new(async move {
+                        match data.await {
+                            Ok(o) => view! { <Overview o/> }.into_any(),
+                            Err(error) => view! { <FormError error/> }.into_any(),
+                        }
+                    })}
+                </Transition>
+            }
+        />
+    }
+}
+
+#[component]
+fn Overview(o: KekOverviewDto) -> impl IntoView {
+    let running = o.latest_rewrap.as_ref().is_some_and(RewrapDto::is_running);
+    let newest = o.versions.iter().find(|v| v.newest).map_or(0, |v| v.version);
+    let stale = o.stale_rows;
+    let rotate = ServerAction::<RotateKek>::new();
+    let rewrap = ServerAction::<StartRewrap>::new();
+    Refresh::after(rotate);
+    Refresh::after(rewrap);
+    let (rotate_label, rotate_kind) =
+        if stale > 0 { ("Rotate (resumes resealing first)", "secondary") } else { ("Rotate: add a version and reseal everything", "primary") };
+    let actions = (!running).then(|| {
+        view! {
+            <ActionError action=rotate/>
+            <ActionError action=rewrap/>
+            <div class="actions">
+                {(stale > 0).then(|| view! {
+                    <ActionForm action=rewrap>
+                        <Submit action=rewrap label="Reseal the rest under the newest version"/>
+                    </ActionForm>
+                })}
+                <ActionForm action=rotate>
+                    <Submit action=rotate label=rotate_label kind=rotate_kind/>
+                </ActionForm>
+            </div>
+        }
+    });
+    view! {
+        {running.then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2;url=/kek?auto=1">"#></noscript> })}
+        <section class="card" id="versions">
+            <h2>"Versions"</h2>
+            <p class="hint">
+                {if stale == 0 {
+                    format!("Every sealed row is under version {newest}, the newest.")
+                } else {
+                    format!("{stale} sealed rows are still under older versions than {newest}.")
+                }}
+            </p>
+            <div class="table-wrap">
+                <table>
+                    <thead>
+                        <tr>
+                            <th>"Version"</th>
+                            <th>"Created"</th>
+                            {SOURCES.map(|(_, label)| view! { <th class="num">{label}</th> })}
+                            <th class="num">"All rows"</th>
+                            <th></th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {o.versions.into_iter().map(|v| view! { <VersionRow v running/> }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {actions}
+        </section>
+        {o.latest_rewrap.map(|j| view! { <RewrapCard j/> })}
+        {(!o.retired.is_empty()).then(|| view! {
+            <section class="card" id="retired">
+                <h2>"Retired versions"</h2>
+                <table class="compact">
+                    <thead><tr><th>"Version"</th><th>"Created"</th><th>"Retired"</th></tr></thead>
+                    <tbody>
+                        {o.retired.into_iter().map(|r| view! {
+                            <tr>
+                                <td>"v" {r.version}</td>
+                                <td>{when(&r.created_at)}</td>
+                                <td>{when(&r.retired_at)} " by " <strong>{r.retired_by}</strong></td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </section>
+        })}
+    }
+}
+
+#[component]
+fn VersionRow(v: KekVersionDto, running: bool) -> impl IntoView {
+    let state = if v.newest {
+        view! { <span class="badge badge-active">"newest"</span> }.into_any()
+    } else if v.retirable && !running {
+        let retire = ServerAction::<RetireKek>::new();
+        view! {
+            <ActionError action=retire/>
+            <ActionForm action=retire>
+                <input type="hidden" name="version" value=v.version.to_string()/>
+                <Submit action=retire label="Retire" kind="danger small"/>
+            </ActionForm>
+        }
+        .into_any()
+    } else if v.retirable {
+        view! { <span class="muted">"unused"</span> }.into_any()
+    } else {
+        view! { <span class="muted">"in use"</span> }.into_any()
+    };
+    view! {
+        <tr data-version=v.version.to_string()>
+            <td><strong>"v" {v.version}</strong></td>
+            <td class="nowrap">{when(&v.created_at)}</td>
+            {SOURCES.map(|(key, _)| view! { <td class="num">{v.rows.get(key).copied().unwrap_or(0)}</td> })}
+            <td class="num"><strong>{v.total_rows}</strong></td>
+            <td>{state}</td>
+        </tr>
+    }
+}
+
+fn status_text(j: &RewrapDto) -> String {
+    match j.status.as_str() {
+        "running" => format!("Resealing under version {}: {} of {} rows done (now: {}).", j.target_version, j.rewrapped, j.total, source_label(&j.source)),
+        "finished" => format!("Done: {} rows resealed under version {} ({} read).", j.rewrapped, j.target_version, j.scanned),
+        "interrupted" => format!(
+            "Interrupted after {} of {}: the process running it stopped reporting. Nothing is lost; resume to reseal the rest.",
+            j.rewrapped, j.total
+        ),
+        _ => format!("Stopped after {} of {}: {}", j.rewrapped, j.total, j.error.clone().unwrap_or_default()),
+    }
+}
+
+fn source_label(source: &str) -> &'static str {
+    SOURCES.iter().find(|(k, _)| *k == source).map_or("finishing", |(_, label)| label)
+}
+
+#[component]
+fn RewrapCard(j: RewrapDto) -> impl IntoView {
+    let percent = j.percent();
+    let stopped = matches!(j.status.as_str(), "interrupted" | "failed");
+    let resume = stopped.then(|| {
+        let action = ServerAction::<ResumeRewrap>::new();
+        Refresh::after(action);
+        let id = j.id.clone();
+        view! {
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="id" value=id/>
+                <div class="actions"><Submit action label="Resume"/></div>
+            </ActionForm>
+        }
+    });
+    let badge = match j.status.as_str() {
+        "failed" => "stopped by an error",
+        other => other,
+    }
+    .to_owned();
+    view! {
+        <section class="card" id="rewrap">
+            <h2>"Latest rewrap " <span class=format!("badge badge-job-{}", j.status)>{badge}</span></h2>
+            <p class="job-summary" role="status" aria-live="polite">{status_text(&j)}</p>
+            <div class="progress" role="progressbar" aria-label="Resealed" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent.to_string()>
+                <div class=format!("progress-fill progress-{}", j.status) style=format!("width: {percent}%")></div>
+            </div>
+            <dl class="stats tiles">
+                <div><dt>"Resealed"</dt><dd data-count="rewrapped">{j.rewrapped}</dd></div>
+                <div><dt>"To reseal at the start"</dt><dd data-count="total">{j.total}</dd></div>
+                <div><dt>"Rows read"</dt><dd data-count="scanned">{j.scanned}</dd></div>
+            </dl>
+            <dl class="facts">
+                <dt>"Started"</dt><dd>{when(&j.started_at)} " by " <strong>{j.started_by.clone()}</strong></dd>
+                {j.finished_at.as_deref().map(|t| view! { <dt>"Finished"</dt><dd>{when(t)}</dd> })}
+            </dl>
+            {resume}
+        </section>
+    }
+}

@@ -1,0 +1,35 @@
+//! `kek_rewraps` rows: jobs resealing every sealed column under one KEK
+//! version (see `kek`).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "kek_rewraps")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub target_version: i32,
+    /// `running`, `finished` or `failed` (`interrupted` is derived).
+    pub status: String,
+    /// The current runner's token: a runner that was superseded stops.
+    pub runner: String,
+    pub actor: String,
+    /// The sealed column being worked on (`kek::SOURCES`), or `done`.
+    pub source: String,
+    /// JSON array of the last primary key done in `source`.
+    pub cursor: Option<String>,
+    /// Rows under another version when the job started.
+    pub total: i64,
+    pub scanned: i64,
+    pub rewrapped: i64,
+    pub error: Option<String>,
+    pub created_at: i64,
+    /// The heartbeat: moves with every batch.
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

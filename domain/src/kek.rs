@@ -1,0 +1,629 @@
+//! KEK versions over their life: rotation, the rewrap that reseals every
+//! sealed column under the newest version, and retirement of a version
+//! nothing uses any more. (The ring itself is `vault`.)
+//!
+//! Sealed columns ([`SOURCES`]): signing-key secrets, Signet's service keys,
+//! outbox payloads (OTP codes) and stored event bodies (health data). A
+//! rewrap is a job (`kek_rewraps`) that walks each table in primary-key
+//! order, one window of [`WINDOW`] rows at a time; each window's reseals and
+//! the job's cursor commit together, so a job killed anywhere resumes where
+//! its last window ended and never reseals a row twice. It runs online:
+//! each row is updated only if it still holds the version that was read, so
+//! a concurrent purge (which nulls a body) or another writer wins. One job
+//! runs at a time (a partial unique index); a job whose runner stopped
+//! reporting reads as interrupted and can be resumed.
+//!
+//! A version can be retired only when no row of any source still uses it,
+//! it is not the newest, and the newest is old enough that every instance
+//! has loaded it (they refresh the ring every 10 s).
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use sea_orm::{
+    sea_query::{Alias, Expr, ExprTrait, Order, Query},
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QueryResult, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::{
+    audit::{self, Change},
+    auth::{Authorized, Permission, Principal, Scope},
+    clock,
+    crypto::{kek_version_of, Aad, CryptoError},
+    db,
+    entity::{kek_retirement, kek_rewrap as job, kek_version},
+    error::{DomainError, DomainResult},
+    ids,
+    vault::Vault,
+};
+
+/// Rows read per window of a rewrap.
+pub const WINDOW: u64 = 1000;
+/// A running rewrap whose runner has not reported for this long reads as
+/// interrupted.
+pub const STALE_AFTER_MS: i64 = 60_000;
+/// The newest version must be at least this old before an older one can be
+/// retired: every instance has reloaded the ring by then.
+pub const RETIRE_AFTER_NEWEST_MS: i64 = 60_000;
+
+pub const RUNNING: &str = "running";
+pub const FINISHED: &str = "finished";
+pub const FAILED: &str = "failed";
+/// Shown, never stored: `running` with a stale heartbeat.
+pub const INTERRUPTED: &str = "interrupted";
+/// A job's `source` once every source is done.
+const DONE: &str = "done";
+
+/// One sealed column: where it lives and how its AAD is built.
+pub struct Source {
+    /// Stable name (shown in progress and counts).
+    pub name: &'static str,
+    table: &'static str,
+    pk: &'static [&'static str],
+    /// Columns besides the key that the AAD needs.
+    extra: &'static [&'static str],
+    column: &'static str,
+    aad: fn(&QueryResult) -> Result<Aad, DbErr>,
+}
+
+fn text(row: &QueryResult, col: &str) -> Result<String, DbErr> {
+    row.try_get::<String>("", col)
+}
+
+/// Every sealed column, in the order a rewrap walks them.
+pub const SOURCES: [Source; 4] = [
+    Source {
+        name: "signing_keys",
+        table: "signing_keys",
+        pk: &["id"],
+        extra: &["tenant_id", "endpoint_id"],
+        column: "secret_ciphertext",
+        aad: |r| Ok(Aad::signing_key(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "id")?)),
+    },
+    Source {
+        name: "service_keys",
+        table: "service_keys",
+        pk: &["purpose"],
+        extra: &["key_id", "binding"],
+        column: "ciphertext",
+        aad: |r| Ok(Aad::service_key(&text(r, "purpose")?, &text(r, "key_id")?, &text(r, "binding")?)),
+    },
+    Source {
+        name: "outbox_payloads",
+        table: "outbox_intents",
+        pk: &["id"],
+        extra: &["tenant_id"],
+        column: "payload_ciphertext",
+        aad: |r| Ok(Aad::outbox_payload(&text(r, "tenant_id")?, &text(r, "id")?)),
+    },
+    Source {
+        name: "event_bodies",
+        table: "inbox_claims",
+        pk: &["tenant_id", "endpoint_id", "event_id"],
+        extra: &[],
+        column: "body_ciphertext",
+        aad: |r| Ok(Aad::event_body(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "event_id")?)),
+    },
+];
+
+fn col(name: &str) -> Expr {
+    Expr::col(Alias::new(name))
+}
+
+fn key_tuple(s: &Source) -> Expr {
+    Expr::tuple(s.pk.iter().map(|c| col(c)))
+}
+
+fn value_tuple(values: &[String]) -> Expr {
+    Expr::tuple(values.iter().map(|v| Expr::val(v.clone())))
+}
+
+/// One KEK version and the rows sealed under it, per source.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KekVersionView {
+    pub version: u32,
+    pub created_at: String,
+    /// New secrets are sealed under the newest version.
+    pub newest: bool,
+    /// Rows per source (`signing_keys`, `service_keys`, `outbox_payloads`,
+    /// `event_bodies`).
+    pub rows: BTreeMap<String, u64>,
+    pub total_rows: u64,
+    /// Not the newest and used by no row: `signet kek retire` may take it.
+    pub retirable: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetiredView {
+    pub version: u32,
+    pub created_at: String,
+    pub retired_at: String,
+    pub retired_by: String,
+}
+
+/// A rewrap job and its progress.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RewrapView {
+    pub id: String,
+    pub target_version: u32,
+    /// `running`, `finished`, `failed` (see `error`) or `interrupted`.
+    pub status: String,
+    pub started_by: String,
+    /// The source being walked now (`done` at the end).
+    pub source: String,
+    /// Rows under another version when the job started.
+    pub total: u64,
+    /// Rows read so far (every row of every source is read once).
+    pub scanned: u64,
+    pub rewrapped: u64,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl RewrapView {
+    pub fn is_running(&self) -> bool {
+        self.status == RUNNING
+    }
+}
+
+/// The KEK page and `signet kek status`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KekOverview {
+    /// Oldest first.
+    pub versions: Vec<KekVersionView>,
+    pub retired: Vec<RetiredView>,
+    /// Rows under a version other than the newest.
+    pub stale_rows: u64,
+    pub latest_rewrap: Option<RewrapView>,
+}
+
+fn authorize(principal: &Principal) -> DomainResult<Authorized> {
+    principal.authorize(Permission::ManageKeks, Scope::Global)
+}
+
+/// Rows per (source, version). Reads every sealed table once (on ten
+/// million stored events about a second on PostgreSQL; see README).
+pub async fn counts<C: ConnectionTrait>(conn: &C) -> DomainResult<BTreeMap<(String, u32), u64>> {
+    let mut out = BTreeMap::new();
+    for s in &SOURCES {
+        let stmt = Query::select()
+            .expr_as(col("kek_version"), Alias::new("v"))
+            .expr_as(Expr::col(Alias::new("kek_version")).count(), Alias::new("n"))
+            .from(Alias::new(s.table))
+            .and_where(Expr::col(Alias::new("kek_version")).is_not_null())
+            .group_by_col(Alias::new("kek_version"))
+            .to_owned();
+        for row in conn.query_all(&stmt).await? {
+            let v: i32 = row.try_get("", "v")?;
+            let n: i64 = row.try_get("", "n")?;
+            out.insert((s.name.to_owned(), v as u32), n as u64);
+        }
+    }
+    Ok(out)
+}
+
+/// Every version with its rows, the retired ones, and the latest job.
+pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainResult<KekOverview> {
+    authorize(principal)?;
+    let versions = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(db).await?;
+    let newest = versions.last().map(|v| v.version as u32);
+    let counts = counts(db).await?;
+    let mut stale_rows = 0;
+    let views = versions
+        .iter()
+        .map(|v| {
+            let version = v.version as u32;
+            let rows: BTreeMap<String, u64> =
+                SOURCES.iter().map(|s| (s.name.to_owned(), counts.get(&(s.name.to_owned(), version)).copied().unwrap_or(0))).collect();
+            let total_rows = rows.values().sum();
+            let is_newest = Some(version) == newest;
+            if !is_newest {
+                stale_rows += total_rows;
+            }
+            KekVersionView { version, created_at: clock::rfc3339(v.created_at), newest: is_newest, rows, total_rows, retirable: !is_newest && total_rows == 0 }
+        })
+        .collect();
+    let retired = kek_retirement::Entity::find()
+        .order_by_asc(kek_retirement::Column::Version)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| RetiredView {
+            version: r.version as u32,
+            created_at: clock::rfc3339(r.created_at),
+            retired_at: clock::rfc3339(r.retired_at),
+            retired_by: r.retired_by,
+        })
+        .collect();
+    let latest = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?;
+    Ok(KekOverview { versions: views, retired, stale_rows, latest_rewrap: latest.map(|j| view(j, clock::now_ms())) })
+}
+
+fn view(j: job::Model, now: i64) -> RewrapView {
+    let status = if j.status == RUNNING && now - j.updated_at > STALE_AFTER_MS { INTERRUPTED.to_owned() } else { j.status.clone() };
+    RewrapView {
+        id: j.id,
+        target_version: j.target_version as u32,
+        status,
+        started_by: j.actor,
+        source: j.source,
+        total: u64::try_from(j.total).unwrap_or(0),
+        scanned: u64::try_from(j.scanned).unwrap_or(0),
+        rewrapped: u64::try_from(j.rewrapped).unwrap_or(0),
+        error: j.error,
+        started_at: clock::rfc3339(j.created_at),
+        updated_at: clock::rfc3339(j.updated_at),
+        finished_at: clock::rfc3339_opt(j.finished_at),
+    }
+}
+
+/// One rewrap job.
+pub async fn get(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<RewrapView> {
+    authorize(principal)?;
+    let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(view(j, clock::now_ms()))
+}
+
+fn open_err(e: crate::vault::VaultOpenError) -> DomainError {
+    use crate::vault::VaultOpenError;
+    match e {
+        VaultOpenError::Db(d) => DomainError::Db(d),
+        VaultOpenError::Crypto(c) => DomainError::Crypto(c),
+        VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
+    }
+}
+
+/// What [`rotate`] did: the job that reseals everything, and whether a
+/// version was added for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rotation {
+    pub kek_version: u32,
+    /// `false`: rows were still under older versions (an interrupted or
+    /// failed rewrap), so this resumed sealing them under the newest instead
+    /// of adding yet another version.
+    pub added_version: bool,
+    pub rewrap: RewrapView,
+}
+
+/// Adds a KEK version (unless rows still wait under older ones) and starts
+/// the rewrap of every sealed column under the newest. The caller runs the
+/// job ([`run`] in the foreground, [`spawn`] in the background).
+pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principal) -> DomainResult<Rotation> {
+    let auth = authorize(principal)?;
+    vault.refresh(db).await.map_err(open_err)?;
+    if let Some(j) = unfinished(db).await? {
+        return resume_job(db, &auth, j).await.map(|rewrap| Rotation { kek_version: rewrap.target_version, added_version: false, rewrap });
+    }
+    let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;
+    let stale: u64 = counts(db).await?.iter().filter(|((_, v), _)| *v != newest).map(|(_, n)| n).sum();
+    let added_version = stale == 0;
+    let target = if added_version {
+        let next = newest + 1;
+        let wrapped = vault.wrap_new_kek(next)?;
+        let txn = db::begin_write(db).await?;
+        kek_version::Entity::insert(kek_version::ActiveModel { version: Set(next as i32), wrapped_key: Set(wrapped), created_at: Set(clock::now_ms()) })
+            .exec(&txn)
+            .await
+            .map_err(db::conflict_if_unique("rotation_in_progress", "another KEK rotation added a version at the same time; run it again"))?;
+        let version = next.to_string();
+        let change = kek_change("kek.rotate", &version, Some(json!({"kek_version": newest})), json!({"kek_version": next}));
+        audit::record(&txn, auth.actor(), change).await?;
+        txn.commit().await?;
+        vault.refresh(db).await.map_err(open_err)?;
+        next
+    } else {
+        newest
+    };
+    let rewrap = create_job(db, &auth, target).await?;
+    Ok(Rotation { kek_version: target, added_version, rewrap })
+}
+
+/// Starts a rewrap of everything under the newest version (or resumes the
+/// one that was interrupted or failed).
+pub async fn start_rewrap(db: &DatabaseConnection, vault: &Vault, principal: &Principal) -> DomainResult<RewrapView> {
+    let auth = authorize(principal)?;
+    vault.refresh(db).await.map_err(open_err)?;
+    if let Some(j) = unfinished(db).await? {
+        return resume_job(db, &auth, j).await;
+    }
+    let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;
+    create_job(db, &auth, newest).await
+}
+
+/// Resumes an interrupted or failed job (a compare-and-set on its
+/// heartbeat: of two resumers, one wins).
+pub async fn resume(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<RewrapView> {
+    let auth = authorize(principal)?;
+    let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    resume_job(db, &auth, j).await
+}
+
+/// The latest job if it has not finished: running (perhaps stale) or failed.
+async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>> {
+    Ok(job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.filter(|j| j.status != FINISHED))
+}
+
+async fn resume_job(db: &DatabaseConnection, auth: &Authorized, j: job::Model) -> DomainResult<RewrapView> {
+    match view(j.clone(), clock::now_ms()).status.as_str() {
+        INTERRUPTED | FAILED => {}
+        FINISHED => return Err(DomainError::conflict("rewrap_finished", "this rewrap has finished")),
+        _ => return Err(DomainError::conflict("rewrap_in_progress", "a KEK rewrap is running; wait for it or resume it once it reads as interrupted")),
+    }
+    let txn = db::begin_write(db).await?;
+    let taken = job::Entity::update_many()
+        .col_expr(job::Column::Runner, Expr::value(ids::new_id()))
+        .col_expr(job::Column::Status, Expr::value(RUNNING))
+        .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
+        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+        .filter(job::Column::Id.eq(&j.id))
+        .filter(job::Column::Status.eq(&j.status))
+        .filter(job::Column::UpdatedAt.eq(j.updated_at))
+        .exec(&txn)
+        .await
+        .map_err(db::conflict_if_unique("rewrap_in_progress", "another KEK rewrap is running"))?;
+    if taken.rows_affected == 0 {
+        txn.rollback().await?;
+        return Err(DomainError::conflict("rewrap_in_progress", "someone else resumed this rewrap"));
+    }
+    let version = j.target_version.to_string();
+    let change = kek_change("kek.rewrap.resume", &version, None, json!({"job": j.id, "source": j.source, "scanned": j.scanned}));
+    audit::record(&txn, auth.actor(), change).await?;
+    txn.commit().await?;
+    let j = job::Entity::find_by_id(j.id).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(view(j, clock::now_ms()))
+}
+
+async fn create_job(db: &DatabaseConnection, auth: &Authorized, target: u32) -> DomainResult<RewrapView> {
+    let total: u64 = counts(db).await?.iter().filter(|((_, v), _)| *v != target).map(|(_, n)| n).sum();
+    let now = clock::now_ms();
+    let id = ids::new_id();
+    let txn = db::begin_write(db).await?;
+    job::Entity::insert(job::ActiveModel {
+        id: Set(id.clone()),
+        target_version: Set(target as i32),
+        status: Set(RUNNING.into()),
+        runner: Set(ids::new_id()),
+        actor: Set(auth.actor().name().to_owned()),
+        source: Set(SOURCES[0].name.to_owned()),
+        cursor: Set(None),
+        total: Set(total as i64),
+        scanned: Set(0),
+        rewrapped: Set(0),
+        error: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        finished_at: Set(None),
+    })
+    .exec_without_returning(&txn)
+    .await
+    .map_err(db::conflict_if_unique("rewrap_in_progress", "a KEK rewrap is already running"))?;
+    let version = target.to_string();
+    audit::record(&txn, auth.actor(), kek_change("kek.rewrap.start", &version, None, json!({"job": id, "rows_to_rewrap": total}))).await?;
+    txn.commit().await?;
+    let j = job::Entity::find_by_id(id).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(view(j, now))
+}
+
+/// An audit entry about KEK version `version` (its decimal text).
+fn kek_change<'a>(action: &'a str, version: &'a str, before: Option<serde_json::Value>, after: serde_json::Value) -> Change<'a> {
+    Change { action, target_kind: "kek", target_id: version, tenant_id: None, before, after: Some(after) }
+}
+
+/// Runs the job to its end as its current runner, calling `progress` after
+/// every window. Stops early (without failing the job) if another runner
+/// took it over. A failure is recorded on the job (`failed`, resumable).
+pub async fn run(db: &DatabaseConnection, vault: &Vault, id: &str, mut progress: impl FnMut(&RewrapView)) -> DomainResult<RewrapView> {
+    let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let runner = j.runner.clone();
+    loop {
+        match step(db, vault, id, &runner, WINDOW).await {
+            Ok(Some(v)) => {
+                progress(&v);
+                if v.status != RUNNING {
+                    return Ok(v);
+                }
+            }
+            Ok(None) => {
+                let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+                return Ok(view(j, clock::now_ms()));
+            }
+            Err(e) => {
+                tracing::error!(job = %id, error = %e, "KEK rewrap failed");
+                job::Entity::update_many()
+                    .col_expr(job::Column::Status, Expr::value(FAILED))
+                    .col_expr(job::Column::Error, Expr::value(Some(e.public_message())))
+                    .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+                    .filter(job::Column::Id.eq(id))
+                    .filter(job::Column::Runner.eq(&runner))
+                    .exec(db)
+                    .await?;
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// [`run`] on a tokio task (the console's Rewrap and Resume buttons).
+pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, id: String) {
+    tokio::spawn(async move {
+        if let Err(e) = run(&db, &vault, &id, |_| {}).await {
+            tracing::warn!(job = %id, error = %e, "KEK rewrap stopped");
+        }
+    });
+}
+
+/// One window of the job: reads up to `window` rows ([`WINDOW`] when run)
+/// of the current source after the cursor, reseals those under another
+/// version, and moves the cursor, all in one transaction. `None` when
+/// `runner` no longer owns the job.
+pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str, window: u64) -> DomainResult<Option<RewrapView>> {
+    let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    if j.runner != runner || j.status != RUNNING {
+        return Ok(None);
+    }
+    let Some(pos) = SOURCES.iter().position(|s| s.name == j.source) else {
+        return finish(db, &j).await.map(Some);
+    };
+    let source = &SOURCES[pos];
+    let cursor: Option<Vec<String>> = j.cursor.as_deref().map(serde_json::from_str).transpose().map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))?;
+    let txn = db::begin_write(db).await?;
+    // The window: the next WINDOW keys after the cursor (an index range).
+    let mut keys = Query::select();
+    for c in source.pk {
+        keys.column(Alias::new(*c));
+    }
+    keys.from(Alias::new(source.table)).limit(std::cmp::max(window, 1));
+    for c in source.pk {
+        keys.order_by(Alias::new(*c), Order::Asc);
+    }
+    if let Some(after) = &cursor {
+        keys.and_where(key_tuple(source).gt(value_tuple(after)));
+    }
+    let window: Vec<Vec<String>> = txn
+        .query_all(&keys)
+        .await?
+        .iter()
+        .map(|r| source.pk.iter().map(|c| text(r, c)).collect::<Result<Vec<_>, _>>())
+        .collect::<Result<_, _>>()?;
+    let Some(last) = window.last().cloned() else {
+        // This source is done: on to the next.
+        let next = SOURCES.get(pos + 1).map_or(DONE, |s| s.name);
+        job::Entity::update_many()
+            .col_expr(job::Column::Source, Expr::value(next))
+            .col_expr(job::Column::Cursor, Expr::value(Option::<String>::None))
+            .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+            .filter(job::Column::Id.eq(id))
+            .filter(job::Column::Runner.eq(runner))
+            .exec(&txn)
+            .await?;
+        txn.commit().await?;
+        return Ok(Some(view(job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?, clock::now_ms())));
+    };
+    // The stale rows inside it, with what their AAD needs.
+    let ring = vault.ring();
+    let target = ring.newest_version().ok_or(CryptoError::EmptyKeyring)?;
+    let mut stale = Query::select();
+    for c in source.pk.iter().chain(source.extra) {
+        stale.column(Alias::new(*c));
+    }
+    stale.column(Alias::new(source.column)).column(Alias::new("kek_version")).from(Alias::new(source.table));
+    stale.and_where(key_tuple(source).lte(value_tuple(&last)));
+    if let Some(after) = &cursor {
+        stale.and_where(key_tuple(source).gt(value_tuple(after)));
+    }
+    stale.and_where(Expr::col(Alias::new("kek_version")).ne(target as i32));
+    let mut rewrapped = 0i64;
+    for row in txn.query_all(&stale).await? {
+        let Some(sealed) = row.try_get::<Option<Vec<u8>>>("", source.column)? else { continue };
+        let old: i32 = row.try_get("", "kek_version")?;
+        let aad = (source.aad)(&row)?;
+        let Some(resealed) = ring.rewrap(&aad, &sealed)? else { continue };
+        let version = kek_version_of(&resealed)? as i32;
+        let pk: Vec<String> = source.pk.iter().map(|c| text(&row, c)).collect::<Result<_, _>>()?;
+        let update = Query::update()
+            .table(Alias::new(source.table))
+            .value(Alias::new(source.column), resealed)
+            .value(Alias::new("kek_version"), version)
+            .and_where(key_tuple(source).eq(value_tuple(&pk)))
+            .and_where(Expr::col(Alias::new("kek_version")).eq(old))
+            .to_owned();
+        rewrapped += txn.execute(&update).await?.rows_affected() as i64;
+    }
+    let moved = job::Entity::update_many()
+        .col_expr(job::Column::Cursor, Expr::value(Some(serde_json::to_string(&last).map_err(|e| DbErr::Custom(e.to_string()))?)))
+        .col_expr(job::Column::Scanned, Expr::col(job::Column::Scanned).add(window.len() as i64))
+        .col_expr(job::Column::Rewrapped, Expr::col(job::Column::Rewrapped).add(rewrapped))
+        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+        .filter(job::Column::Id.eq(id))
+        .filter(job::Column::Runner.eq(runner))
+        .exec(&txn)
+        .await?;
+    if moved.rows_affected == 0 {
+        // Taken over by another runner: this window's work is not ours to commit.
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    txn.commit().await?;
+    Ok(Some(view(job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?, clock::now_ms())))
+}
+
+async fn finish(db: &DatabaseConnection, j: &job::Model) -> DomainResult<RewrapView> {
+    let now = clock::now_ms();
+    let txn = db::begin_write(db).await?;
+    let done = job::Entity::update_many()
+        .col_expr(job::Column::Status, Expr::value(FINISHED))
+        .col_expr(job::Column::FinishedAt, Expr::value(Some(now)))
+        .col_expr(job::Column::UpdatedAt, Expr::value(now))
+        .filter(job::Column::Id.eq(&j.id))
+        .filter(job::Column::Runner.eq(&j.runner))
+        .filter(job::Column::Status.eq(RUNNING))
+        .exec(&txn)
+        .await?;
+    if done.rows_affected > 0 {
+        let after = json!({"job": j.id, "scanned": j.scanned, "rewrapped": j.rewrapped});
+        let version = j.target_version.to_string();
+        audit::record(&txn, &crate::auth::Actor::System, kek_change("kek.rewrap.finish", &version, None, after)).await?;
+    }
+    txn.commit().await?;
+    let j = job::Entity::find_by_id(j.id.clone()).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(view(j, now))
+}
+
+/// Takes a KEK version out of the ring for good. Refused while any row of
+/// any source still uses it, for the newest version, and until the newest
+/// has been in the ring long enough for every instance to have loaded it.
+pub async fn retire(db: &DatabaseConnection, vault: &Vault, principal: &Principal, version: u32) -> DomainResult<RetiredView> {
+    let auth = authorize(principal)?;
+    let txn = db::begin_write(db).await?;
+    let all = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(&txn).await?;
+    let Some(row) = all.iter().find(|v| v.version as u32 == version).cloned() else {
+        if kek_retirement::Entity::find_by_id(version as i32).one(&txn).await?.is_some() {
+            return Err(DomainError::conflict("kek_retired", format!("KEK version {version} is already retired")));
+        }
+        return Err(DomainError::NotFound);
+    };
+    let newest = all.last().ok_or(CryptoError::EmptyKeyring)?;
+    if newest.version == row.version {
+        return Err(DomainError::conflict("kek_newest", format!("KEK version {version} is the newest: rotate first (signet kek rotate)")));
+    }
+    if clock::now_ms() - newest.created_at < RETIRE_AFTER_NEWEST_MS {
+        return Err(DomainError::conflict(
+            "kek_rotated_recently",
+            format!("KEK version {} was added less than a minute ago; an instance may not have loaded it yet. Try again shortly", newest.version),
+        ));
+    }
+    let in_use: Vec<String> = counts(&txn)
+        .await?
+        .into_iter()
+        .filter(|((_, v), n)| *v == version && *n > 0)
+        .map(|((source, _), n)| format!("{n} {source}"))
+        .collect();
+    if !in_use.is_empty() {
+        return Err(DomainError::conflict(
+            "kek_in_use",
+            format!("KEK version {version} still seals {}: rewrap first (signet kek rewrap)", in_use.join(", ")),
+        ));
+    }
+    let now = clock::now_ms();
+    kek_version::Entity::delete_by_id(row.version).exec(&txn).await?;
+    kek_retirement::Entity::insert(kek_retirement::ActiveModel {
+        version: Set(row.version),
+        created_at: Set(row.created_at),
+        retired_at: Set(now),
+        retired_by: Set(auth.actor().name().to_owned()),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    let target = version.to_string();
+    audit::record(&txn, auth.actor(), kek_change("kek.retire", &target, Some(json!({"kek_version": version})), json!({"retired": true}))).await?;
+    txn.commit().await?;
+    vault.refresh(db).await.map_err(open_err)?;
+    Ok(RetiredView { version, created_at: clock::rfc3339(row.created_at), retired_at: clock::rfc3339(now), retired_by: auth.actor().name().to_owned() })
+}

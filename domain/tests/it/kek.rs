@@ -1,0 +1,214 @@
+//! KEK rotation reseals every sealed column, resumes after an interruption,
+//! and a version is retired only once nothing uses it.
+
+use domain::{
+    crypto::{Aad, MasterKey},
+    entity::{inbox_claim, kek_rewrap, kek_version, outbox_intent, service_key, signing_key},
+    kek,
+    receiver::Outcome,
+    registry::{
+        keys::{self, Approval, ProvisionRequest},
+        Scheme,
+    },
+    vault::Vault,
+    DomainError,
+};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::json;
+
+use crate::{
+    db_test,
+    fixtures::*,
+    receiver::{created, deliver, now_s, setup, signed},
+    support::TestDb,
+};
+
+/// Every sealed row opens with a vault loaded afresh from the database.
+async fn everything_opens(t: &TestDb) -> usize {
+    let fresh = Vault::load(&t.db, MasterKey::from_base64(&t.master_b64).unwrap()).await.unwrap();
+    let ring = fresh.ring();
+    let mut n = 0;
+    for k in signing_key::Entity::find().all(&t.db).await.unwrap() {
+        ring.open(&Aad::signing_key(&k.tenant_id, &k.endpoint_id, &k.id), &k.secret_ciphertext).unwrap();
+        n += 1;
+    }
+    for k in service_key::Entity::find().all(&t.db).await.unwrap() {
+        ring.open(&Aad::service_key(&k.purpose, &k.key_id, &k.binding), &k.ciphertext).unwrap();
+        n += 1;
+    }
+    for o in outbox_intent::Entity::find().all(&t.db).await.unwrap() {
+        ring.open(&Aad::outbox_payload(&o.tenant_id, &o.id), &o.payload_ciphertext).unwrap();
+        n += 1;
+    }
+    for c in inbox_claim::Entity::find().all(&t.db).await.unwrap() {
+        if let Some(body) = &c.body_ciphertext {
+            ring.open(&Aad::event_body(&c.tenant_id, &c.endpoint_id, &c.event_id), body).unwrap();
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Rows per version across every source.
+async fn by_version(t: &TestDb) -> std::collections::BTreeMap<u32, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for ((_, v), n) in kek::counts(&t.db).await.unwrap() {
+        *out.entry(v).or_default() += n;
+    }
+    out
+}
+
+/// A registry, events with bodies, outbox intents (an OTP among them) and
+/// the service keys, all under version 1.
+async fn fill(t: &TestDb) -> usize {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    for i in 0..5 {
+        keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending).await.unwrap();
+        let body = created(&format!("r-{i}"));
+        assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &format!("m{i}")), &body).await, Outcome::Applied { .. }));
+    }
+    let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-1", "channel": "sms"}}).to_string().into_bytes();
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "m-otp"), &otp).await, Outcome::Applied { .. }));
+    domain::service_keys::evidence_signer(&t.db, &t.vault).await.unwrap();
+    everything_opens(t).await
+}
+
+/// Pretends the newest version was added long enough ago to retire others.
+async fn age_versions(t: &TestDb) {
+    kek_version::Entity::update_many()
+        .col_expr(kek_version::Column::CreatedAt, sea_orm::sea_query::Expr::value(0i64))
+        .exec(&t.db)
+        .await
+        .unwrap();
+}
+
+db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async |t: &TestDb| {
+    let sealed = fill(t).await;
+    assert!(sealed >= 14, "keys, service keys, intents and bodies: {sealed}");
+    assert_eq!(by_version(t).await.keys().copied().collect::<Vec<_>>(), vec![1]);
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    assert!(rotation.added_version);
+    assert_eq!(rotation.kek_version, 2);
+    assert_eq!(rotation.rewrap.total, sealed as u64);
+    let mut seen = Vec::new();
+    let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |v| seen.push(v.clone())).await.unwrap();
+    assert_eq!(done.status, kek::FINISHED);
+    assert_eq!(done.rewrapped, sealed as u64, "each row resealed once");
+    assert!(seen.windows(2).all(|w| w[0].scanned <= w[1].scanned), "progress only moves forward");
+    assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
+    assert_eq!(everything_opens(t).await, sealed);
+    // Version 1 is unused now, but the newest is a moment old: instances may
+    // not all have loaded it yet.
+    let early = kek::retire(&t.db, &t.vault, &admin(), 1).await;
+    assert!(matches!(early, Err(DomainError::Conflict { code: "kek_rotated_recently", .. })), "{early:?}");
+    age_versions(t).await;
+    assert!(matches!(kek::retire(&t.db, &t.vault, &admin(), 2).await, Err(DomainError::Conflict { code: "kek_newest", .. })));
+    let retired = kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
+    assert_eq!(retired.version, 1);
+    assert!(kek_version::Entity::find_by_id(1).one(&t.db).await.unwrap().is_none(), "the key itself is gone");
+    assert!(matches!(kek::retire(&t.db, &t.vault, &admin(), 1).await, Err(DomainError::Conflict { code: "kek_retired", .. })));
+    let o = kek::overview(&t.db, &admin()).await.unwrap();
+    assert_eq!(o.versions.len(), 1);
+    assert_eq!(o.retired.len(), 1);
+    assert_eq!(o.stale_rows, 0);
+    assert_eq!(everything_opens(t).await, sealed);
+    // Only administrators manage KEKs.
+    for who in [reviewer(), user(domain::auth::Role::Oncall, None)] {
+        assert!(matches!(kek::overview(&t.db, &who).await, Err(DomainError::Forbidden)));
+        assert!(matches!(kek::rotate(&t.db, &t.vault, &who).await, Err(DomainError::Forbidden)));
+    }
+});
+
+db_test!(a_version_that_still_seals_rows_cannot_be_retired, async |t: &TestDb| {
+    let sealed = fill(t).await;
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    age_versions(t).await;
+    // The rewrap has not run: version 1 still seals everything.
+    match kek::retire(&t.db, &t.vault, &admin(), 1).await {
+        Err(DomainError::Conflict { code: "kek_in_use", message }) => assert!(message.contains("event_bodies"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(kek_version::Entity::find_by_id(1).one(&t.db).await.unwrap().is_some());
+    kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
+    kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
+    assert_eq!(everything_opens(t).await, sealed);
+});
+
+db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
+    let sealed = fill(t).await;
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let job = kek_rewrap::Entity::find_by_id(rotation.rewrap.id.clone()).one(&t.db).await.unwrap().unwrap();
+    // One window (the signing keys), then the runner dies.
+    let after_one = kek::step(&t.db, &t.vault, &job.id, &job.runner, kek::WINDOW).await.unwrap().unwrap();
+    assert!(after_one.rewrapped > 0 && after_one.rewrapped < sealed as u64, "{after_one:?}");
+    // A second start while it runs is refused; a rotation resumes rather
+    // than adding a version.
+    assert!(matches!(kek::start_rewrap(&t.db, &t.vault, &admin()).await, Err(DomainError::Conflict { code: "rewrap_in_progress", .. })));
+    kek_rewrap::Entity::update_many()
+        .col_expr(kek_rewrap::Column::UpdatedAt, sea_orm::sea_query::Expr::value(0i64))
+        .filter(kek_rewrap::Column::Id.eq(&job.id))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    assert_eq!(kek::get(&t.db, &admin(), &job.id).await.unwrap().status, kek::INTERRUPTED);
+    let resumed = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    assert!(!resumed.added_version);
+    assert_eq!((resumed.kek_version, resumed.rewrap.id.clone()), (2, job.id.clone()));
+    // The old runner wakes up: it no longer owns the job and does nothing.
+    assert!(kek::step(&t.db, &t.vault, &job.id, &job.runner, kek::WINDOW).await.unwrap().is_none());
+    let done = kek::run(&t.db, &t.vault, &job.id, |_| {}).await.unwrap();
+    assert_eq!(done.status, kek::FINISHED);
+    assert_eq!(done.rewrapped, sealed as u64, "no row resealed twice, none missed");
+    assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
+    // A clean rotation afterwards adds version 3.
+    let third = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    assert!(third.added_version);
+    assert_eq!(third.kek_version, 3);
+});
+
+db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: &TestDb| {
+    fill(t).await;
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let s = crate::receiver::Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), ..setup_again(t).await };
+    let body = created("r-late");
+    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-late"), &body).await, Outcome::Applied { .. }));
+    let late = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("m-late")).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(late.kek_version, Some(2));
+    kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
+    assert_eq!(by_version(t).await.keys().copied().collect::<Vec<_>>(), vec![2]);
+});
+
+/// The setup's key again (a new secret for the same endpoint).
+async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
+    let k = keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        "clinic-a",
+        "hooks",
+        ProvisionRequest::default(),
+        Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() },
+    )
+    .await
+    .unwrap();
+    crate::receiver::Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), secret: k.secret, key_id: k.key.key_id }
+}
+
+db_test!(small_windows_walk_composite_keys_without_gaps, async |t: &TestDb| {
+    let sealed = fill(t).await;
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let job = kek_rewrap::Entity::find_by_id(rotation.rewrap.id.clone()).one(&t.db).await.unwrap().unwrap();
+    let mut last = None;
+    for _ in 0..200 {
+        let v = kek::step(&t.db, &t.vault, &job.id, &job.runner, 2).await.unwrap().unwrap();
+        if !v.is_running() {
+            last = Some(v);
+            break;
+        }
+    }
+    let done = last.expect("finished within 200 windows of two rows");
+    assert_eq!(done.rewrapped, sealed as u64);
+    assert_eq!(done.scanned, sealed as u64, "every row read once (every row here is sealed)");
+    assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
+    assert_eq!(everything_opens(t).await, sealed);
+});

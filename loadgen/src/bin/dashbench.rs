@@ -40,6 +40,11 @@ struct Args {
     /// then times `signet` itself against the database.
     #[arg(long)]
     seed_only: bool,
+    /// Seal a 1 KiB body into every claim of the last N days (as the body
+    /// retention, 7 days by default, keeps them): `bench/kek.sh` reseals
+    /// them. 0: no bodies (the dashboard and evidence benchmarks).
+    #[arg(long, default_value_t = 0)]
+    sealed_body_days: i64,
 }
 
 const ENDPOINTS_PER_TENANT: i64 = 2;
@@ -153,9 +158,63 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
         .await;
     }
     exec(db, "DROP TABLE bench_endpoints".into()).await;
+    if args.sealed_body_days > 0 {
+        seal_bodies(db, vault, now - args.sealed_body_days * 86_400_000).await;
+    }
     exec(db, "ANALYZE".into()).await;
     eprintln!("seeded in {:.0} s", started.elapsed().as_secs_f64());
     slugs
+}
+
+/// Seals a 1 KiB body (with the event's AAD, as the receiver does) into
+/// every claim received since `since`, in transactions of 2000 rows.
+async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, since: i64) {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
+    use domain::entity::inbox_claim as claim;
+    let started = Instant::now();
+    let body = vec![b'x'; 1024];
+    let mut after: Option<(String, String, String)> = None;
+    let mut sealed = 0u64;
+    loop {
+        let mut q = claim::Entity::find().filter(claim::Column::ReceivedAt.gte(since));
+        if let Some((t, e, ev)) = &after {
+            use sea_orm::sea_query::{Expr, ExprTrait};
+            let key = Expr::tuple([Expr::col(claim::Column::TenantId), Expr::col(claim::Column::EndpointId), Expr::col(claim::Column::EventId)]);
+            q = q.filter(key.gt(Expr::tuple([Expr::val(t.clone()), Expr::val(e.clone()), Expr::val(ev.clone())])));
+        }
+        let rows: Vec<(String, String, String)> = q
+            .select_only()
+            .columns([claim::Column::TenantId, claim::Column::EndpointId, claim::Column::EventId])
+            .order_by_asc(claim::Column::TenantId)
+            .order_by_asc(claim::Column::EndpointId)
+            .order_by_asc(claim::Column::EventId)
+            .limit(2000)
+            .into_tuple()
+            .all(db)
+            .await
+            .expect("claims to seal");
+        let Some(last) = rows.last().cloned() else { break };
+        let txn = db.begin().await.expect("begin");
+        for (t, e, ev) in &rows {
+            let (sealed_body, kek) = vault.seal(&domain::crypto::Aad::event_body(t, e, ev), &body).expect("seal");
+            claim::Entity::update_many()
+                .col_expr(claim::Column::BodyCiphertext, sea_orm::sea_query::Expr::value(Some(sealed_body)))
+                .col_expr(claim::Column::KekVersion, sea_orm::sea_query::Expr::value(Some(kek as i32)))
+                .filter(claim::Column::TenantId.eq(t))
+                .filter(claim::Column::EndpointId.eq(e))
+                .filter(claim::Column::EventId.eq(ev))
+                .exec(&txn)
+                .await
+                .expect("seal a body");
+        }
+        txn.commit().await.expect("commit");
+        sealed += rows.len() as u64;
+        if sealed % 200_000 < 2000 {
+            eprintln!("  sealed {sealed} bodies ({:.0} s)", started.elapsed().as_secs_f64());
+        }
+        after = Some(last);
+    }
+    eprintln!("sealed {sealed} bodies in {:.0} s", started.elapsed().as_secs_f64());
 }
 
 fn ms(d: Duration) -> f64 {

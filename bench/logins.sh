@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `make bench-logins`: /hooks latency while people sign in. The release
+# server on PostgreSQL takes webhooks at a fixed rate (loadgen, concurrency
+# 16, BENCH_RATE per second), once alone and once with 20 sign-ins per
+# second alongside (bench/login_driver.py: real POSTs to /fn/login with the
+# right password, so each costs one argon2id verification), interleaved
+# BENCH_ROUNDS times. Prints a Markdown table of p50 and p99 per run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+PORT=${BENCH_PORT:-3310}
+RATE=${BENCH_RATE:-600}
+SECS=${BENCH_SECONDS:-15}
+ROUNDS=${BENCH_ROUNDS:-3}
+LOGINS=${BENCH_LOGINS_PER_SEC:-20}
+PASSWORD="a benchmark password long enough"
+
+echo "==> release build" >&2
+cargo build --release -p server -p loadgen >&2
+db="signet_logins_$$"
+data=$(mktemp -d)
+server=""
+cleanup() {
+  [ -n "$server" ] && { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
+  psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+  rm -rf "$data"
+}
+trap cleanup EXIT
+psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
+export SIGNET_DATA_DIR=$data DATABASE_URL="${PG_ADMIN%/*}/$db" SIGNET_LOG=warn
+BIN=target/release/signet
+$BIN tenant create bench >/dev/null
+$BIN endpoint create bench hooks --scheme standard-webhooks >/dev/null
+secret=$($BIN --json key provision bench hooks --approve-as bench | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
+printf '%s' "$PASSWORD" | $BIN user create bench-user --role oncall >/dev/null
+SIGNET_ADDR=127.0.0.1:$PORT SIGNET_METRICS_ADDR=127.0.0.1:0 $BIN serve >/dev/null 2>"$data/server.log" &
+server=$!
+for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
+
+run() {
+  LOADGEN_SECRET=$secret target/release/loadgen --url "http://127.0.0.1:$PORT/hooks/bench/hooks" --concurrency 16 --seconds "$SECS" --rate "$RATE"
+}
+echo "| run | sign-ins per s | webhooks per s | p50 ms | p99 ms |"
+echo "|---|---|---|---|---|"
+for round in $(seq 1 "$ROUNDS"); do
+  echo "==> round $round: webhooks alone" >&2
+  line=$(run)
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"| {sys.argv[2]} alone | 0 | {r[\"verified_per_sec\"]:.0f} | {r[\"p50_ms\"]:.1f} | {r[\"p99_ms\"]:.1f} |")' "$line" "$round"
+  echo "==> round $round: webhooks with $LOGINS sign-ins per second" >&2
+  python3 bench/login_driver.py "127.0.0.1" "$PORT" "bench-user" "$PASSWORD" "$LOGINS" "$((SECS + 1))" > "$data/logins.txt" &
+  driver=$!
+  sleep 0.5
+  line=$(run)
+  wait "$driver"
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"| {sys.argv[2]} with sign-ins | {sys.argv[3]} | {r[\"verified_per_sec\"]:.0f} | {r[\"p50_ms\"]:.1f} | {r[\"p99_ms\"]:.1f} |")' "$line" "$round" "$(cat "$data/logins.txt")"
+done

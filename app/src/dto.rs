@@ -57,6 +57,9 @@ pub struct EndpointDto {
     pub max_body_bytes: i64,
     pub enabled: bool,
     pub created_at: String,
+    /// Envelope fields that identify an event without an id; `None`: such
+    /// events are quarantined.
+    pub event_key: Option<Vec<String>>,
     pub keys: Vec<KeyDto>,
 }
 
@@ -82,6 +85,9 @@ pub struct KeyDto {
     pub replaces_key_id: Option<String>,
     pub last_verified_at: Option<String>,
     pub verified_count: i64,
+    pub failure_count: i64,
+    pub last_failure_at: Option<String>,
+    pub last_failure_reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -244,6 +250,8 @@ pub struct HorizonDto {
     pub actor: String,
     pub reason: String,
     pub created_at: String,
+    /// Where the value comes from (the sender's published schedule).
+    pub source: Option<String>,
 }
 
 /// One endpoint's current retention decision.
@@ -256,6 +264,9 @@ pub struct RetentionDto {
     pub claims: String,
     pub claims_decided: String,
     pub horizon: String,
+    /// The decision is below the horizon (raised since): flagged, not
+    /// changed silently.
+    pub below_horizon: bool,
     pub bodies: String,
     pub version: i32,
     pub actor: String,
@@ -389,6 +400,14 @@ pub struct FailingEndpointDto {
     pub failures: i64,
     pub reasons: Vec<ReasonCountDto>,
     pub accepted_keys: Vec<String>,
+    pub by_key: Vec<KeyFailureCountDto>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyFailureCountDto {
+    pub key_id: String,
+    pub failures: i64,
+    pub reasons: Vec<ReasonCountDto>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -670,4 +689,26 @@ pub struct KekOverviewDto {
     pub retired: Vec<RetiredKekDto>,
     pub stale_rows: u64,
     pub latest_rewrap: Option<RewrapDto>,
+}
+
+/// A tenant as the cohort form lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CohortTenantDto {
+    pub slug: String,
+    pub retries_enabled: bool,
+}
+
+/// The latest drill run, as the cohort form shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CohortDrillsDto {
+    pub passed: Option<bool>,
+    pub status: String,
+    pub finished_at: Option<String>,
+    pub failed: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CohortContextDto {
+    pub tenants: Vec<CohortTenantDto>,
+    pub latest_drills: Option<CohortDrillsDto>,
 }

@@ -362,6 +362,7 @@ pub mod convert {
                     actor: h.actor,
                     reason: h.reason,
                     created_at: h.created_at,
+                    source: h.source,
                 })
                 .collect(),
             endpoints: o
@@ -374,6 +375,7 @@ pub mod convert {
                     claims: human(e.effective_dedup_secs),
                     claims_decided: human(e.current.dedup_secs),
                     horizon: human(e.horizon_secs),
+                    below_horizon: e.below_horizon,
                     bodies: human(e.current.body_secs),
                     version: e.current.version,
                     actor: e.current.actor,
@@ -411,6 +413,9 @@ pub mod convert {
             replaces_key_id: k.replaces_key_id,
             last_verified_at: k.last_verified_at,
             verified_count: k.verified_count,
+            failure_count: k.failure_count,
+            last_failure_at: k.last_failure_at,
+            last_failure_reason: k.last_failure_reason,
         }
     }
 
@@ -511,7 +516,14 @@ mod tests {
             quarantine_open: 4,
             outbox: OutboxStats { backlog: 5, oldest_pending_age_secs: Some(6), dead: 7, backlog_points: vec![1, 5], oldest_age_points: vec![0, 6] },
             keys_in_overlap: vec![OverlapKey { key_id: "k".into(), tenant: "t".into(), endpoint: "e".into(), expires_at: Some("x".into()), expires_at_ms: Some(8), replaced_by: None }],
-            failing_endpoints: vec![FailingEndpoint { tenant: "t".into(), endpoint: "e".into(), failures: 2, reasons, accepted_keys: vec!["k".into()] }],
+            failing_endpoints: vec![FailingEndpoint {
+                tenant: "t".into(),
+                endpoint: "e".into(),
+                failures: 2,
+                reasons: reasons.clone(),
+                accepted_keys: vec!["k".into()],
+                by_key: vec![domain::ops::stats::KeyFailureCount { key_id: "k".into(), failures: 2, reasons }],
+            }],
             retry_policies: vec![PolicyState { tenant: "t".into(), policy: "enabled".into(), version: 2 }],
         };
         let json = serde_json::to_value(&view).unwrap();

@@ -19,7 +19,7 @@ pub struct EventView {
     pub event_id: String,
     pub endpoint: String,
     pub event_type: Option<String>,
-    /// `applied` or `quarantined`.
+    /// `applied`, `quarantined` or `stale_transition`.
     pub outcome: String,
     pub key_id: String,
     pub body_sha256: String,
@@ -52,8 +52,10 @@ pub async fn list_events(
         .order_by_desc(inbox_claim::Column::ReceivedAt)
         .limit(limit.clamp(1, 500));
     match status.filter(|s| !s.is_empty()) {
-        Some(s @ ("applied" | "quarantined")) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
-        Some(other) => return Err(DomainError::invalid("invalid_status", format!("status must be applied or quarantined, got {other:?}"))),
+        Some(s @ ("applied" | "quarantined" | "stale_transition")) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
+        Some(other) => {
+            return Err(DomainError::invalid("invalid_status", format!("status must be applied, quarantined or stale_transition, got {other:?}")))
+        }
         None => {}
     }
     let endpoints = endpoint::Entity::find().filter(endpoint::Column::TenantId.eq(&t.id)).all(db).await?;

@@ -294,8 +294,21 @@ test('on-call bulk-releases a backlog and watches it finish', async ({ page, req
   await expect(page.getByText('quarantine.bulk_release.finish', { exact: true })).toBeVisible();
 });
 
-test('the administrator switches a tenant\'s retry policy and rolls it back', async ({ page }, info) => {
+test('the administrator enables retries for a cohort, then switches one tenant off and rolls it back', async ({ page }, info) => {
   await signIn(page, 'root');
+  // New tenants start with retries off (seed 000's rollout order); the
+  // cohort form shows the latest drill run beside the tenants it moves.
+  await page.goto('/tenants');
+  const cohort = page.locator('#cohort');
+  await expect(cohort.getByTestId('cohort-drills')).toContainText('No drill run yet');
+  await expect(cohort.locator('label', { hasText: 'clinic-a' })).toContainText('retries disabled');
+  await cohort.locator('label', { hasText: 'clinic-a' }).getByRole('checkbox').check();
+  await cohort.getByLabel('Policy').selectOption('enabled');
+  await cohort.getByLabel('Reason').fill('cohort 1 of the retries rollout');
+  await shot(page, info, '21a-retry-cohort');
+  await cohort.getByRole('button', { name: 'Apply to cohort' }).click();
+  await expect(page.locator('#cohort label', { hasText: 'clinic-a' })).toContainText('retries enabled');
+  await expect(page.locator('#cohort label', { hasText: 'clinic-b' })).toContainText('retries disabled');
   await page.goto('/tenants/clinic-a');
   const card = page.locator('#retry-policy');
   await expect(card).toContainText('retries enabled');
@@ -306,7 +319,7 @@ test('the administrator switches a tenant\'s retry policy and rolls it back', as
   await page.locator('#retry-policy').getByLabel('Rollback reason').fill('drill over');
   await page.locator('#retry-policy').getByRole('button', { name: 'Roll back' }).click();
   await expect(page.locator('#retry-policy')).toContainText('retries enabled');
-  await expect(page.locator('#retry-policy')).toContainText('rollback to v1: drill over');
+  await expect(page.locator('#retry-policy')).toContainText('rollback to v2: drill over');
   await shot(page, info, '21-retry-policy');
 });
 
@@ -322,7 +335,9 @@ test('the administrator records an endpoint\'s retention, never below the redeli
   await form.getByLabel('Keep claims for').fill('12h');
   await form.getByLabel('Reason').fill('shorter');
   await form.getByRole('button', { name: 'Record decision' }).click();
-  await expect(page.getByText(/below the standard-webhooks redelivery horizon of 1 d/)).toBeVisible();
+  await expect(page.getByText(/below the standard-webhooks redelivery horizon of 2 d/)).toBeVisible();
+  // Each horizon names its source: the sender's published retry schedule.
+  await expect(page.locator('#horizons tr', { hasText: 'standard-webhooks' })).toContainText('27.6 h');
   await page.goto('/retention');
   await form.getByLabel('Endpoint').selectOption('clinic-a/reminders');
   await form.getByLabel('Keep claims for').fill('14d');

@@ -18,6 +18,7 @@ mod m20261202_000008_bulk_releases;
 mod m20261203_000009_evidence;
 mod m20261203_000010_audit_mac;
 mod m20261204_000011_hardening;
+mod m20261204_000012_edge_cases;
 
 pub struct Migrator;
 
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000009_evidence::Migration),
             Box::new(m20261203_000010_audit_mac::Migration),
             Box::new(m20261204_000011_hardening::Migration),
+            Box::new(m20261204_000012_edge_cases::Migration),
         ]
     }
 }

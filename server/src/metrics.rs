@@ -19,6 +19,10 @@ pub struct Metrics {
     purge_last_success: IntGauge,
     claim_batches: IntCounter,
     claim_batched_events: IntCounter,
+    claim_retries: IntCounter,
+    key_failures: IntCounterVec,
+    outbox_attempts: IntCounterVec,
+    outbox_dead: IntCounter,
     drill_webhooks: IntCounterVec,
 }
 
@@ -48,6 +52,23 @@ impl Metrics {
             Opts::new("signet_drill_webhooks_total", "Deliveries made by the drills (synthetic tenant), by outcome; never counted in signet_webhooks_total"),
             &["outcome"],
         )?;
+        let claim_retries =
+            IntCounter::new("signet_claim_retries_total", "Claim attempts repeated after a transient failure or a lost database connection")?;
+        // One series per key that ever failed: bounded by the keys an
+        // endpoint has accepted, never by what requests say.
+        let key_failures = IntCounterVec::new(
+            Opts::new(
+                "signet_key_verification_failures_total",
+                "Verification failures counted under a key: the one named (signet-key-id) or matched, else the endpoint's last to verify",
+            ),
+            &["tenant", "endpoint", "key_id", "reason"],
+        )?;
+        let outbox_attempts = IntCounterVec::new(Opts::new("signet_outbox_send_attempts_total", "Outbox send attempts by result"), &["result"])?;
+        let outbox_dead = IntCounter::new("signet_outbox_dead_total", "Outbox intents that went dead (given up on)")?;
+        registry.register(Box::new(claim_retries.clone()))?;
+        registry.register(Box::new(key_failures.clone()))?;
+        registry.register(Box::new(outbox_attempts.clone()))?;
+        registry.register(Box::new(outbox_dead.clone()))?;
         registry.register(Box::new(drill_webhooks.clone()))?;
         registry.register(Box::new(claim_batches.clone()))?;
         registry.register(Box::new(claim_batched_events.clone()))?;
@@ -71,17 +92,37 @@ impl Metrics {
             purge_last_success,
             claim_batches,
             claim_batched_events,
+            claim_retries,
+            key_failures,
+            outbox_attempts,
+            outbox_dead,
             drill_webhooks,
         })
     }
 
     /// Counts one request. Unknown paths share one label value so probing
-    /// random URLs cannot blow up the label set.
-    pub fn observe(&self, ep: Option<&EndpointCtx>, outcome: &Outcome, elapsed: Duration) {
+    /// random URLs cannot blow up the label set. `key_id` is the key a
+    /// failed verification is counted under (only ever one of the
+    /// endpoint's accepted keys).
+    pub fn observe(&self, ep: Option<&EndpointCtx>, outcome: &Outcome, key_id: Option<&str>, elapsed: Duration) {
         let (tenant, endpoint) = ep.map(|e| (e.tenant_slug.as_str(), e.endpoint_slug.as_str())).unwrap_or(("_unknown", "_unknown"));
         let (label, reason) = outcome.labels();
         self.webhooks.with_label_values(&[tenant, endpoint, label, &reason]).inc();
         self.latency.with_label_values(&[label]).observe(elapsed.as_secs_f64());
+        if let (Some(ep), Some(key), "verification_failed") = (ep, key_id, label) {
+            if ep.keys.iter().any(|k| k.key_id == key) || ep.synthetic {
+                self.key_failures.with_label_values(&[tenant, endpoint, key, &reason]).inc();
+            }
+        }
+    }
+
+    /// One outbox send attempt: `delivered` or `failed`; `dead` when it was
+    /// the last one.
+    pub fn observe_send(&self, delivered: bool, dead: bool) {
+        self.outbox_attempts.with_label_values(&[if delivered { "delivered" } else { "failed" }]).inc();
+        if dead {
+            self.outbox_dead.inc();
+        }
     }
 
     /// Counts one drill delivery (see `http::hooks`).
@@ -135,6 +176,11 @@ impl Metrics {
         for (counter, total) in [(&self.claim_batches, &stats.batches), (&self.claim_batched_events, &stats.events)] {
             counter.inc_by(total.load(Relaxed).saturating_sub(counter.get()));
         }
+    }
+
+    /// Brings the claim-retry counter up to the receiver's own.
+    pub fn sync_retries(&self, total: u64) {
+        self.claim_retries.inc_by(total.saturating_sub(self.claim_retries.get()));
     }
 
     pub fn render(&self) -> String {

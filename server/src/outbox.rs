@@ -152,7 +152,7 @@ impl WorkerHandle {
     }
 }
 
-pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N, cfg: WorkerConfig) -> WorkerHandle {
+pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N, cfg: WorkerConfig, metrics: Arc<crate::metrics::Metrics>) -> WorkerHandle {
     let (stop, mut stopped) = watch::channel(false);
     let faults = Faults::from_env();
     let task = tokio::spawn(async move {
@@ -166,7 +166,7 @@ pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N
             };
             let idle = batch.is_empty();
             for d in batch {
-                deliver(&db, &notifier, &d, &cfg.rule, &faults).await;
+                deliver(&db, &notifier, &d, &cfg.rule, &faults, &metrics).await;
             }
             if *stopped.borrow() {
                 break;
@@ -183,9 +183,10 @@ pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N
     WorkerHandle { stop, task }
 }
 
-async fn deliver<N: Notifier>(db: &DatabaseConnection, notifier: &N, d: &Delivery, rule: &RetryRule, faults: &Faults) {
+async fn deliver<N: Notifier>(db: &DatabaseConnection, notifier: &N, d: &Delivery, rule: &RetryRule, faults: &Faults, metrics: &crate::metrics::Metrics) {
     match notifier.send(d).await {
         Ok(()) => {
+            metrics.observe_send(true, false);
             if let Some(stall) = faults.stall_after_send {
                 tokio::time::sleep(stall).await;
             }
@@ -195,7 +196,10 @@ async fn deliver<N: Notifier>(db: &DatabaseConnection, notifier: &N, d: &Deliver
             }
         }
         Err(f) => match outbox::mark_failed(db, d, &f.message, f.permanent, rule).await {
-            Ok(status) => tracing::warn!(intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message, "notification not delivered"),
+            Ok(status) => {
+                metrics.observe_send(false, status == outbox::DEAD);
+                tracing::warn!(intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message, "notification not delivered")
+            }
             Err(e) => tracing::error!(error = %e, intent = %d.id, "could not record a failed send"),
         },
     }

@@ -72,6 +72,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             lease: Duration::from_millis(args.outbox_lease_ms),
             rule: domain::outbox::RetryRule { base_ms: args.outbox_base_delay_ms, cap_ms: args.outbox_max_delay_ms, max_attempts: args.outbox_max_attempts },
         },
+        hooks.metrics.clone(),
     );
     let purger = (args.purge_interval_secs > 0).then(|| {
         let every = Duration::from_secs(args.purge_interval_secs);

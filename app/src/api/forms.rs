@@ -72,7 +72,7 @@ server_fns!(
     operations::ListQuarantine, operations::QuarantineDetail, operations::RevealQuarantineBody, operations::ReleaseQuarantine,
     operations::DiscardQuarantine, operations::StartBulkRelease, operations::BulkRelease, operations::RecentBulkReleases,
     operations::ResumeBulkRelease, operations::RetryPolicy, operations::SetRetryPolicy, operations::RollbackRetryPolicy,
-    operations::SetRetryPolicyCohort, operations::ListOutbox, operations::RetryOutbox, registry::ListTenants,
+    operations::SetRetryPolicyCohort, operations::CohortContext, operations::ListOutbox, operations::RetryOutbox, registry::ListTenants,
     registry::CreateTenant, registry::LoadTenant, registry::CreateEndpoint, registry::SetEndpointEnabled,
     retention::RetentionOverview, retention::SetRetention, retention::SetHorizon, review::ReviewQueue,
     review::ApprovalHistory, review::ApproveKey, review::RejectKey, session::Whoami, session::SetupOpen, session::Login,

@@ -147,13 +147,39 @@ pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(),
     Ok(())
 }
 
-/// `tenants`: comma-separated slugs, moved together in one transaction.
-#[server(prefix = "/fn", endpoint = "set_retry_policy_cohort")]
-pub async fn set_retry_policy_cohort(tenants: String, policy: String, reason: String) -> Result<(), AppError> {
+/// What an administrator sees beside the cohort form (seed 000: enable
+/// retries only after the drills, for a small cohort): every tenant with its
+/// policy, and the latest drill run.
+#[server(prefix = "/fn", endpoint = "cohort_context", input = GetUrl)]
+pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let slugs = super::split_list(&tenants);
+    p.authorize(domain::auth::Permission::ManageRetryPolicy, domain::auth::Scope::Global).map_err(ssr::to_app_error)?;
+    let tenants = domain::registry::tenants::list(&st.db, &p)
+        .await
+        .map_err(ssr::to_app_error)?
+        .into_iter()
+        .map(|t| crate::dto::CohortTenantDto { retries_enabled: t.retry_policy == domain::ops::retry_policy::ENABLED, slug: t.slug })
+        .collect();
+    let latest = domain::evidence::runs::list(&st.db, &p, 1).await.map_err(ssr::to_app_error)?.into_iter().next();
+    let latest_drills = latest.map(|r| crate::dto::CohortDrillsDto {
+        passed: r.passed,
+        status: r.status,
+        finished_at: r.finished_at.or(Some(r.started_at)),
+        failed: r.drills.iter().filter(|d| !d.passed).map(|d| d.name.clone()).collect(),
+    });
+    Ok(crate::dto::CohortContextDto { tenants, latest_drills })
+}
+
+/// `tenants`: the slugs moved together in one transaction (checkboxes
+/// named `tenants[i]`).
+#[server(prefix = "/fn", endpoint = "set_retry_policy_cohort")]
+pub async fn set_retry_policy_cohort(tenants: Option<Vec<String>>, policy: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let st = ssr::state()?;
+    let p = ssr::principal().await?;
+    let slugs: Vec<String> = tenants.unwrap_or_default().into_iter().filter(|t| !t.trim().is_empty()).collect();
     let n = domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await.map_err(ssr::to_app_error)?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())

@@ -83,6 +83,7 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
             max_body_bytes: e.max_body_bytes,
             enabled: e.enabled,
             created_at: e.created_at,
+            event_key: e.event_key,
         })
         .collect();
     Ok(TenantOverview {

@@ -99,6 +99,18 @@ pub fn KeySummary(key: KeyDto) -> impl IntoView {
             {key.replaces_key_id.clone().map(|r| view! { <dt>"Replaces"</dt><dd><code>{r}</code></dd> })}
             <dt>"Last used"</dt>
             <dd>{last_used}</dd>
+            <dt>"Failed verifications"</dt>
+            <dd data-testid="key-failures">
+                {match &key.last_failure_at {
+                    Some(t) => format!(
+                        "{} counted under this key; the last {} ({})",
+                        key.failure_count,
+                        when(t),
+                        key.last_failure_reason.clone().unwrap_or_default().replace('_', " ")
+                    ),
+                    None => "none".to_owned(),
+                }}
+            </dd>
         </dl>
     }
 }

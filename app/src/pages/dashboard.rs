@@ -20,8 +20,9 @@ use crate::{
 };
 
 /// Label and CSS name of each charted outcome.
-const OUTCOMES: [(&str, &str); 7] = [
+const OUTCOMES: [(&str, &str); 8] = [
     ("applied", "Applied"),
+    ("stale_transition", "Stale transitions (applied nothing)"),
     ("duplicate", "Duplicate acks"),
     ("quarantined", "Quarantined"),
     ("verification_failed", "Verification failures"),
@@ -220,16 +221,29 @@ fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
                     view! { <p class="muted">"None in this window."</p> }.into_any()
                 } else {
                     view! {
-                        <p class="hint">"A failed signature matches no key, so failures are counted per endpoint; check its keys against the provider's settings."</p>
+                        <p class="hint">"Failures are counted per endpoint, and under a key when the request named one (signet-key-id), its signature matched (a timestamp outside the window), or it was the endpoint's last key to verify."</p>
                         <table class="compact">
-                            <thead><tr><th>"Endpoint"</th><th class="num">"Failures"</th><th>"Reasons"</th><th>"Accepted keys"</th></tr></thead>
+                            <thead><tr><th>"Endpoint"</th><th class="num">"Failures"</th><th>"Reasons"</th><th>"Accepted keys · failures by key"</th></tr></thead>
                             <tbody>
                                 {s.failing_endpoints.into_iter().map(|f| view! {
                                     <tr>
                                         <td><a href=format!("/tenants/{}", f.tenant)>{f.tenant.clone()}</a> " / " {f.endpoint}</td>
                                         <td class="num">{f.failures}</td>
                                         <td>{f.reasons.into_iter().map(|r| format!("{} {}", human(&r.reason), r.count)).collect::<Vec<_>>().join(", ")}</td>
-                                        <td>{f.accepted_keys.into_iter().map(|k| view! { <code>{k}</code> " " }).collect_view()}</td>
+                                        <td>
+                                            {f.accepted_keys.into_iter().map(|k| view! { <code>{k}</code> " " }).collect_view()}
+                                            {(!f.by_key.is_empty()).then(|| view! {
+                                                <ul class="by-key" data-testid="failures-by-key">
+                                                    {f.by_key.into_iter().map(|k| view! {
+                                                        <li>
+                                                            <code>{k.key_id}</code> ": " {k.failures} " ("
+                                                            {k.reasons.into_iter().map(|r| format!("{} {}", human(&r.reason), r.count)).collect::<Vec<_>>().join(", ")}
+                                                            ")"
+                                                        </li>
+                                                    }).collect_view()}
+                                                </ul>
+                                            })}
+                                        </td>
                                     </tr>
                                 }).collect_view()}
                             </tbody>

@@ -88,17 +88,22 @@ fn EndpointTable(rows: Vec<RetentionDto>) -> impl IntoView {
                 </thead>
                 <tbody>
                     {rows.into_iter().map(|r| {
-                        let floored = r.claims != r.claims_decided;
+                        let below = r.below_horizon;
                         view! {
-                            <tr>
+                            <tr class:alert=below>
                                 <td><a href=format!("/tenants/{}", r.tenant)>{r.tenant.clone()}</a> " / " <strong>{r.endpoint}</strong></td>
                                 <td>{r.scheme}</td>
                                 <td>
                                     <strong>{r.claims}</strong>
                                     <br/>
-                                    <small class="muted">
-                                        {if floored { format!("decided {}, raised to the horizon", r.claims_decided) } else { format!("horizon {}", r.horizon) }}
-                                    </small>
+                                    {if below {
+                                        view! {
+                                            <span class="badge badge-warning" data-testid="below-horizon">"below the horizon"</span>
+                                            <small class="muted">{format!(" decided {}, less than the {} horizon: kept for the horizon meanwhile; record a new decision", r.claims_decided, r.horizon)}</small>
+                                        }.into_any()
+                                    } else {
+                                        view! { <small class="muted">{format!("horizon {}", r.horizon)}</small> }.into_any()
+                                    }}
                                 </td>
                                 <td><strong>{r.bodies}</strong></td>
                                 <td class="nowrap">"v" {r.version} " · " {r.actor} <br/> <small class="muted">{when(&r.created_at)}</small></td>
@@ -151,12 +156,13 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
 fn HorizonTable(rows: Vec<HorizonDto>) -> impl IntoView {
     view! {
         <table class="compact">
-            <thead><tr><th>"Scheme"</th><th>"Horizon"</th><th>"Decided"</th><th>"Why"</th></tr></thead>
+            <thead><tr><th>"Scheme"</th><th>"Horizon"</th><th>"Source"</th><th>"Decided"</th><th>"Why"</th></tr></thead>
             <tbody>
                 {rows.into_iter().map(|h| view! {
                     <tr>
                         <td>{h.scheme}</td>
                         <td><strong>{h.horizon}</strong></td>
+                        <td class="source">{h.source.unwrap_or_else(|| "—".to_owned())}</td>
                         <td class="nowrap">"v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small></td>
                         <td>{h.reason}</td>
                     </tr>

@@ -6,11 +6,11 @@ use leptos::prelude::*;
 
 use crate::{
     api::{
-        operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort},
+        operations::{cohort_context, RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort},
         AppError,
     },
     components::{format::when, ActionError, FormError, Refresh, Submit},
-    dto::RetryPolicyDto,
+    dto::{CohortContextDto, RetryPolicyDto},
 };
 
 fn meaning(policy: &str) -> &'static str {
@@ -97,34 +97,92 @@ fn PolicyPanel(p: RetryPolicyDto, is_admin: bool) -> impl IntoView {
     }
 }
 
-/// Moves several tenants at once, in one transaction.
+/// Moves several tenants at once, in one transaction. Beside it: the latest
+/// drill run (seed 000: the drills pass before retries are enabled) and
+/// every tenant with its policy now, so the cohort is chosen by looking.
 #[component]
 pub fn CohortForm() -> impl IntoView {
     let action = ServerAction::<SetRetryPolicyCohort>::new();
+    // Re-read after the change (a hydrated post stays on the page).
+    Refresh::after(action);
+    let refresh = use_context::<Refresh>();
+    let context = Resource::new(move || refresh.map(Refresh::get), |_| cohort_context());
     view! {
-        <section class="card">
+        <section class="card" id="cohort">
             <h2>"Retry policy for a cohort"</h2>
-            <p class="hint">"Move several tenants together (all or none), e.g. enable retries for a small cohort first. Each tenant gets a new version you can roll back on its page."</p>
+            <p class="hint">
+                "New tenants start with retries disabled. Seed 000's order: run the drills, then enable retries for a small cohort, then the rest. "
+                "The tenants move together (all or none); each gets a new version you can roll back on its page."
+            </p>
             <ActionError action/>
-            <ActionForm action>
-                <label class="field">
-                    <span>"Tenants"</span>
-                    <input type="text" name="tenants" required placeholder="clinic-a, clinic-b"/>
-                    <small class="hint">"Separate tenants with commas."</small>
-                </label>
-                <label class="field">
-                    <span>"Policy"</span>
-                    <select name="policy">
-                        <option value="enabled">"enabled (transient failure → 503, provider retries)"</option>
-                        <option value="disabled">"disabled (transient failure → quarantine)"</option>
-                    </select>
-                </label>
-                <label class="field">
-                    <span>"Reason"</span>
-                    <input type="text" name="reason" required placeholder="e.g. cohort 1 of the retries rollout"/>
-                </label>
-                <div class="actions"><Submit action label="Apply to cohort"/></div>
-            </ActionForm>
+            <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match context.await {
+                        Ok(c) => view! { <CohortBody c action/> }.into_any(),
+                        Err(error) => view! { <FormError error/> }.into_any(),
+                    }
+                })}
+            </Suspense>
         </section>
+    }
+}
+
+#[component]
+fn CohortBody(c: CohortContextDto, action: ServerAction<SetRetryPolicyCohort>) -> impl IntoView {
+    let drills = match &c.latest_drills {
+        None => view! {
+            <p class="warning" data-testid="cohort-drills">
+                "No drill run yet. " <a href="/evidence">"Run the drills"</a> " before enabling retries for anyone."
+            </p>
+        }
+        .into_any(),
+        Some(d) => {
+            let when_text = d.finished_at.as_deref().map(when).unwrap_or_default();
+            match d.passed {
+                Some(true) => view! {
+                    <p class="notice" data-testid="cohort-drills">"Latest drill run: all drills passed (" {when_text} "). "<a href="/evidence">"Evidence"</a></p>
+                }
+                .into_any(),
+                Some(false) => view! {
+                    <p class="warning" data-testid="cohort-drills">
+                        "Latest drill run FAILED (" {when_text} "): " {d.failed.join(", ")} ". Fix that before enabling retries. " <a href="/evidence">"Evidence"</a>
+                    </p>
+                }
+                .into_any(),
+                None => view! {
+                    <p class="hint" data-testid="cohort-drills">"A drill run is " {d.status.clone()} " (" {when_text} "). " <a href="/evidence">"Follow it"</a></p>
+                }
+                .into_any(),
+            }
+        }
+    };
+    view! {
+        {drills}
+        <ActionForm action>
+            <fieldset class="field cohort-tenants">
+                <legend>"Tenants in the cohort"</legend>
+                {c.tenants.into_iter().enumerate().map(|(i, t)| view! {
+                    <label class="check">
+                        <input type="checkbox" name=format!("tenants[{i}]") value=t.slug.clone()/>
+                        " " <code>{t.slug.clone()}</code> " "
+                        <span class=if t.retries_enabled { "badge badge-enabled" } else { "badge badge-disabled" }>
+                            {if t.retries_enabled { "retries enabled" } else { "retries disabled" }}
+                        </span>
+                    </label>
+                }).collect_view()}
+            </fieldset>
+            <label class="field">
+                <span>"Policy"</span>
+                <select name="policy">
+                    <option value="enabled">"enabled (transient failure → 503, provider retries)"</option>
+                    <option value="disabled">"disabled (transient failure → quarantine)"</option>
+                </select>
+            </label>
+            <label class="field">
+                <span>"Reason"</span>
+                <input type="text" name="reason" required placeholder="e.g. cohort 1 of the retries rollout"/>
+            </label>
+            <div class="actions"><Submit action label="Apply to cohort"/></div>
+        </ActionForm>
     }
 }

@@ -137,6 +137,19 @@ fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: boo
                 <dd>{seconds(ep.tolerance_secs)}</dd>
                 <dt>"Max body"</dt>
                 <dd>{bytes(ep.max_body_bytes)}</dd>
+                <dt>"Events without an id"</dt>
+                <dd data-testid="event-key">
+                    {match &ep.event_key {
+                        Some(fields) => view! {
+                            "identified by the compound key " <code>{fields.join(" + ")}</code>
+                            " (" <code>"signet endpoint event-key"</code> " changes it; every change is versioned and audited)"
+                        }.into_any(),
+                        None => view! {
+                            "quarantined as " <code>"missing_event_id"</code>
+                            " (no compound key: an event is never deduplicated by its body alone)"
+                        }.into_any(),
+                    }}
+                </dd>
                 <dt>"Created"</dt>
                 <dd>{when(&ep.created_at)}</dd>
             </dl>
@@ -204,6 +217,17 @@ fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
         Some(t) => view! { <span class="nowrap">{when(t)}</span> <br/><span class="muted">{key.verified_count} " verified"</span> }.into_any(),
         None => view! { <span class="muted">"never"</span> }.into_any(),
     };
+    // Failed verifications counted under this key (seed 000's
+    // verification log per credential).
+    let last_failure = key.last_failure_at.clone().map(|t| {
+        let reason = key.last_failure_reason.clone().unwrap_or_default().replace('_', " ");
+        view! {
+            <br/>
+            <span class="fail-note" data-testid="key-last-failure">
+                {key.failure_count} " failed · last " {when(&t)} ": " {reason}
+            </span>
+        }
+    });
     let actions = can_manage.then(|| {
         let rotate = (key.status == "active").then(|| view! { <a class="button secondary small" href=format!("/keys/{}/rotate", key.key_id)>"Rotate"</a> });
         let revoke = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring")
@@ -223,7 +247,7 @@ fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
             <td><KeyScope key=key.clone()/></td>
             <td>{key.owner.clone()} <br/><span class="muted">"rotation: " {key.rotation_owner.clone()}</span></td>
             <td><span class="nowrap">{when(&key.created_at)}</span> <br/><span class="muted">"by " {key.created_by.clone()}</span></td>
-            <td>{last_used}</td>
+            <td>{last_used} {last_failure}</td>
             {actions}
         </tr>
     }

@@ -16,6 +16,10 @@ pub struct Model {
     /// Signed timestamps before this (unix s) are refused: set when the
     /// tolerance is raised (see `receiver::cache::EndpointCtx`).
     pub timestamp_floor: Option<i64>,
+    /// JSON array of envelope fields that identify an event when the sender
+    /// gives no id (an explicit compound key; `None`: such events are
+    /// quarantined). Versioned in `event_key_versions`.
+    pub event_id_fields: Option<String>,
     pub max_body_bytes: i64,
     pub enabled: bool,
     pub created_at: i64,

@@ -14,6 +14,8 @@ pub struct Model {
     pub actor: String,
     pub reason: String,
     pub created_at: i64,
+    /// Where the value comes from (the sender's published schedule).
+    pub source: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

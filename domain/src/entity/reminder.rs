@@ -14,6 +14,9 @@ pub struct Model {
     pub send_at: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// When the event that set `status` happened (ms): its `occurred_at`,
+    /// else its signed timestamp. An older `scheduled` applies nothing.
+    pub state_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

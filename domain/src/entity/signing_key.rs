@@ -31,6 +31,11 @@ pub struct Model {
     pub revoked_reason: Option<String>,
     pub last_verified_at: Option<i64>,
     pub verified_count: i64,
+    /// Verification failures attributed to this key (named by
+    /// `signet-key-id`, or the endpoint's last key to verify).
+    pub failure_count: i64,
+    pub last_failure_at: Option<i64>,
+    pub last_failure_reason: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

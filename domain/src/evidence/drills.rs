@@ -199,6 +199,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 event_types: EventTypes::any().to_json(),
                 tolerance_secs: 300,
                 timestamp_floor: None,
+                event_id_fields: None,
                 max_body_bytes: 64 * 1024,
                 enabled: true,
                 created_at: now,
@@ -239,6 +240,9 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 revoked_reason: None,
                 last_verified_at: None,
                 verified_count: 0,
+                failure_count: 0,
+                last_failure_at: None,
+                last_failure_reason: None,
             };
             signing_key::Entity::insert(signing_key::ActiveModel::from(k.clone())).exec_without_returning(&txn).await?;
             created.push("key");
@@ -365,8 +369,11 @@ async fn rows_anywhere(db: &DatabaseConnection, event_id: &str, reminder_id: &st
 }
 
 /// Creates a reminder through the receiver, as setup for a drill.
+/// Creates the drill's reminder, signed two minutes ago: the drill's later
+/// events (signed up to a minute ago) are then newer than its state, as a
+/// provider's would be (older ones apply nothing: `receiver::effects`).
 async fn setup_reminder<T: Transport>(t: &T, fx: &Fixture, c: &mut Checks, reminder_id: &str, at: &str) {
-    let answer = t.deliver(&fx.request(&short_id("drill-setup"), &created(reminder_id, at), 0)).await;
+    let answer = t.deliver(&fx.request(&short_id("drill-setup"), &created(reminder_id, at), 120)).await;
     c.answer("setup.answer", "applied", &answer);
 }
 

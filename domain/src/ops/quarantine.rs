@@ -27,7 +27,7 @@ use crate::{
     entity::{bulk_release_item, endpoint, inbox_claim, quarantine_entry as entry, signing_key, tenant},
     error::{DomainError, DomainResult},
     receiver::{
-        effects::{self, EffectError, Target},
+        effects::{self, Applied, EffectError, Target},
         envelope,
     },
     registry::{tenants, EventTypes},
@@ -384,10 +384,13 @@ pub(super) async fn release_marking(
                 Some(refusal) => refusal,
                 None => {
                 let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
-                match effects::apply(&txn, vault, at, &e.event_id, &env).await {
-                    Ok(()) => {
+                match effects::apply(&txn, vault, at, &e.event_id, &env, claim.received_at).await {
+                    Ok(applied) => {
+                        // A transition the reminder has moved past since:
+                        // released, and recorded as the stale one it is.
+                        let outcome = if applied == Applied::Done { "applied" } else { "stale_transition" };
                         inbox_claim::Entity::update_many()
-                            .col_expr(inbox_claim::Column::Outcome, Expr::value("applied"))
+                            .col_expr(inbox_claim::Column::Outcome, Expr::value(outcome))
                             .filter(inbox_claim::Column::TenantId.eq(&e.tenant_id))
                             .filter(inbox_claim::Column::EndpointId.eq(&e.endpoint_id))
                             .filter(inbox_claim::Column::EventId.eq(&e.event_id))

@@ -47,6 +47,9 @@ pub struct HorizonView {
     pub actor: String,
     pub reason: String,
     pub created_at: String,
+    /// Where the value comes from (the sender's published retry schedule),
+    /// when recorded.
+    pub source: Option<String>,
 }
 
 /// One retention decision for an endpoint.
@@ -77,6 +80,10 @@ pub struct RetentionView {
     pub horizon_secs: i64,
     /// What the purge uses: never less than the current horizon.
     pub effective_dedup_secs: i64,
+    /// The decision keeps claims for less than the scheme's horizon now (the
+    /// horizon was raised since): the purge keeps them for the horizon
+    /// anyway, but the decision on record should be raised, by a person.
+    pub below_horizon: bool,
     pub history: Vec<RetentionVersionView>,
 }
 
@@ -110,6 +117,7 @@ impl From<horizon::Model> for HorizonView {
             actor: h.actor,
             reason: h.reason,
             created_at: clock::rfc3339(h.created_at),
+            source: h.source,
         }
     }
 }
@@ -234,6 +242,7 @@ fn assemble(t: &tenant::Model, e: &endpoint::Model, horizon_secs: i64, rows: Vec
         endpoint: e.slug.clone(),
         scheme: e.scheme.clone(),
         effective_dedup_secs: current.dedup_secs.max(horizon_secs),
+        below_horizon: current.dedup_secs < horizon_secs,
         horizon_secs,
         current,
         history: history.collect(),
@@ -442,6 +451,7 @@ pub async fn set_horizon(db: &DatabaseConnection, principal: &Principal, scheme:
         actor: auth.actor().name().to_owned(),
         reason: reason.clone(),
         created_at: clock::now_ms(),
+        source: None,
     };
     horizon::Entity::insert(horizon::ActiveModel::from(row.clone())).exec_without_returning(&txn).await.map_err(db::conflict_if_unique("concurrent_change", "the horizon was changed at the same moment; reload and try again"))?;
     audit::record(

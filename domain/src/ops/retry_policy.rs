@@ -6,6 +6,11 @@
 //! when and why; rollback appends a version restoring the previous value, so
 //! history is never rewritten. `tenants.retry_policy` mirrors the newest
 //! version for the receiver's endpoint cache (effective within its 5 s TTL).
+//!
+//! Seed 000's rollout order: deploy the claim with delivery retries off, run
+//! the drills, then enable retries for a small cohort. So a new tenant
+//! starts `disabled`, and the console's cohort form shows the latest drill
+//! run beside the tenants it would move.
 
 use sea_orm::{
     sea_query::Expr, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -89,9 +94,9 @@ pub(crate) async fn record_initial<C: ConnectionTrait>(conn: &C, actor: &Actor, 
     version::Entity::insert(version::ActiveModel {
         tenant_id: Set(tenant_id.to_owned()),
         version: Set(1),
-        policy: Set(ENABLED.to_owned()),
+        policy: Set(DISABLED.to_owned()),
         actor: Set(actor.name().to_owned()),
-        reason: Set("initial policy".to_owned()),
+        reason: Set("initial policy: retries stay off until the drills pass and the tenant's cohort is enabled".to_owned()),
         created_at: Set(now),
     })
     .exec_without_returning(conn)

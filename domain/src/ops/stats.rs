@@ -29,7 +29,8 @@ use crate::{
 };
 
 /// The outcomes charted, in display order.
-pub const OUTCOMES: [&str; 7] = ["applied", "duplicate", "quarantined", "verification_failed", "replay", "identity_conflict", "unavailable"];
+pub const OUTCOMES: [&str; 8] =
+    ["applied", "stale_transition", "duplicate", "quarantined", "verification_failed", "replay", "identity_conflict", "unavailable"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -133,6 +134,17 @@ pub struct FailingEndpoint {
     pub failures: i64,
     pub reasons: Vec<ReasonCount>,
     pub accepted_keys: Vec<String>,
+    /// The failures counted under a key (named, matched, or the endpoint's
+    /// last to verify), by key, over the window's hours.
+    pub by_key: Vec<KeyFailureCount>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyFailureCount {
+    pub key_id: String,
+    pub failures: i64,
+    pub reasons: Vec<ReasonCount>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -164,6 +176,43 @@ pub struct StatsView {
     pub keys_in_overlap: Vec<OverlapKey>,
     pub failing_endpoints: Vec<FailingEndpoint>,
     pub retry_policies: Vec<PolicyState>,
+}
+
+/// Verification failures counted under keys since `from_hour`, per endpoint
+/// (summed in the database), most first.
+async fn key_failures(db: &DatabaseConnection, from_hour: i64, tenant_id: Option<&str>) -> DomainResult<HashMap<String, Vec<KeyFailureCount>>> {
+    use crate::entity::key_failure_rollup as kf;
+    let mut q = kf::Entity::find()
+        .select_only()
+        .column(kf::Column::EndpointId)
+        .column(kf::Column::KeyId)
+        .column(kf::Column::Reason)
+        .column_as(Expr::cust("CAST(SUM(count) AS BIGINT)"), "n")
+        .filter(kf::Column::Hour.gte(from_hour))
+        .group_by(kf::Column::EndpointId)
+        .group_by(kf::Column::KeyId)
+        .group_by(kf::Column::Reason);
+    if let Some(t) = tenant_id {
+        q = q.filter(kf::Column::TenantId.eq(t));
+    }
+    let rows: Vec<(String, String, String, i64)> = q.into_tuple().all(db).await?;
+    let mut out: HashMap<String, Vec<KeyFailureCount>> = HashMap::new();
+    for (endpoint, key, reason, n) in rows {
+        let keys = out.entry(endpoint).or_default();
+        let pos = keys.iter().position(|k| k.key_id == key).unwrap_or_else(|| {
+            keys.push(KeyFailureCount { key_id: key.clone(), failures: 0, reasons: Vec::new() });
+            keys.len() - 1
+        });
+        keys[pos].failures += n;
+        keys[pos].reasons.push(ReasonCount { reason, count: n });
+    }
+    for keys in out.values_mut() {
+        keys.sort_by(|a, b| b.failures.cmp(&a.failures));
+        for k in keys.iter_mut() {
+            k.reasons.sort_by(|a, b| b.count.cmp(&a.count));
+        }
+    }
+    Ok(out)
 }
 
 /// (bucket index, outcome, reason, count)
@@ -369,6 +418,7 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
             })
         })
         .collect();
+    let mut per_key = key_failures(db, first * bucket_ms / 3_600_000, tenant_id).await?;
     let mut failing_endpoints: Vec<FailingEndpoint> = failures
         .into_iter()
         .filter_map(|(endpoint_id, by_reason)| {
@@ -381,6 +431,7 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
                 failures: reasons.iter().map(|r| r.count).sum(),
                 reasons,
                 accepted_keys: live_keys.iter().filter(|k| k.endpoint_id == endpoint_id).map(|k| k.id.clone()).collect(),
+                by_key: per_key.remove(&endpoint_id).unwrap_or_default(),
             })
         })
         .collect();

@@ -233,8 +233,8 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
         let key = (job.verified.endpoint().tenant_id.clone(), job.verified.endpoint().endpoint_id.clone(), job.event_id.clone());
         if claimed.contains(&key) {
             let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
-            match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope).await {
-                Ok(()) => outcomes[i] = Some(Outcome::Applied { event_id: job.event_id.clone() }),
+            match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope, job.verified.signed_at()).await {
+                Ok(applied) => outcomes[i] = Some(claim::settled(&txn, &job.verified, &job.event_id, applied).await?),
                 Err(e) => {
                     claim::quarantine_reason(e)?;
                     txn.rollback().await?;

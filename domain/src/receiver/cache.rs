@@ -57,6 +57,9 @@ pub struct EndpointCtx {
     /// that sign a timestamp; for GitHub, whose signature covers the body
     /// alone, the endpoint's dedup retention.
     pub replay_keep_ms: i64,
+    /// The endpoint's compound event key (envelope field paths), for
+    /// senders that give no event id; `None`: such events are quarantined.
+    pub event_key: Option<Vec<String>>,
     pub max_body_bytes: usize,
     /// The tenant's retry policy: `true` = enabled (transient → 503).
     pub retries_enabled: bool,
@@ -216,6 +219,7 @@ async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoin
         tolerance_secs: e.tolerance_secs,
         timestamp_floor: e.timestamp_floor,
         replay_keep_ms,
+        event_key: crate::registry::event_key::parse_stored(e.event_id_fields.as_deref()),
         max_body_bytes: usize::try_from(e.max_body_bytes).unwrap_or(0),
         retries_enabled: t.retry_policy != "disabled",
         synthetic: t.synthetic,

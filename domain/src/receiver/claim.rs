@@ -2,7 +2,7 @@
 //! decisions, the claim, the effect and its outbox intents commit or roll
 //! back together. The primary key on the claim decides duplicates.
 
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, Set, TryInsertResult};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
 use tokio::sync::{Mutex, MutexGuard};
 
 use super::{
@@ -32,6 +32,8 @@ pub(super) struct Checks<'a> {
     pub event_id: &'a str,
     pub envelope: Option<&'a Envelope>,
     pub scope: Result<(), Refusal>,
+    /// Quarantined whatever the effect would do (`missing_event_id`).
+    pub quarantine: Option<&'static str>,
 }
 
 /// The replay record for this signed message, kept as long as the endpoint
@@ -156,15 +158,20 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
         txn.rollback().await?;
         return Ok(Outcome::Refused(refusal));
     }
+    if let Some(reason) = c.quarantine {
+        txn.rollback().await?;
+        return quarantine(r, v, c.event_id, Some(&env.event_type), reason).await;
+    }
     if let Some(existing) = insert_claim(r, &txn, v, c.event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
         txn.commit().await?;
         return Ok(existing);
     }
     let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
-    match effects::apply(&txn, &r.vault, at, c.event_id, env).await {
-        Ok(()) => {
+    match effects::apply(&txn, &r.vault, at, c.event_id, env, v.signed_at()).await {
+        Ok(applied) => {
+            let outcome = settled(&txn, v, c.event_id, applied).await?;
             commit(txn, &r.faults, v.endpoint().synthetic).await?;
-            Ok(Outcome::Applied { event_id: c.event_id.to_owned() })
+            Ok(outcome)
         }
         Err(e) => {
             let reason = quarantine_reason(e)?;
@@ -172,6 +179,23 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
             quarantine(r, v, c.event_id, Some(&env.event_type), reason).await
         }
     }
+}
+
+/// The answer for a claim whose effect ran: applied, or a stale transition,
+/// which the claim (inserted as `applied`) then records as its outcome.
+pub(super) async fn settled(txn: &DatabaseTransaction, v: &Verified, event_id: &str, applied: effects::Applied) -> Result<Outcome, DbErr> {
+    if applied == effects::Applied::Done {
+        return Ok(Outcome::Applied { event_id: event_id.to_owned() });
+    }
+    let ep = v.endpoint();
+    inbox_claim::Entity::update_many()
+        .col_expr(inbox_claim::Column::Outcome, sea_orm::sea_query::Expr::value(ClaimOutcome::StaleTransition.as_str()))
+        .filter(inbox_claim::Column::TenantId.eq(&ep.tenant_id))
+        .filter(inbox_claim::Column::EndpointId.eq(&ep.endpoint_id))
+        .filter(inbox_claim::Column::EventId.eq(event_id))
+        .exec(txn)
+        .await?;
+    Ok(Outcome::StaleTransition { event_id: event_id.to_owned() })
 }
 
 /// Commits a transaction that applied effects, with the fault points around

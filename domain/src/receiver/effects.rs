@@ -1,9 +1,18 @@
 //! The built-in event handlers of the clinic-reminder domain (CONTRACT §3).
 //! They run inside the claim transaction; an effect that cannot apply
 //! returns a quarantine reason and the whole transaction rolls back.
+//!
+//! Reminders follow a small state machine, because events can arrive out of
+//! order (seed 002): `canceled` is terminal, and a `reminder.scheduled` that
+//! happened before the transition it would replace (by the envelope's
+//! `occurred_at`, else the signed timestamp) applies nothing. Creation sets
+//! no transition time, so the first transition always applies. Such an event
+//! is [`Applied::Stale`]: claimed (so retries are duplicates), counted and
+//! listed as `stale_transition`, never silently dropped. Each transition is
+//! one conditional UPDATE, so two racing events cannot both pass the check.
 
 use rand::Rng;
-use sea_orm::{sea_query::Expr, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
+use sea_orm::{sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
 use serde_json::{json, Value};
 
 use super::envelope::Envelope;
@@ -14,6 +23,15 @@ use crate::{
     ids,
     vault::Vault,
 };
+
+/// What an effect did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The effect and its intents were written.
+    Done,
+    /// A transition the reminder's state refuses: nothing was written.
+    Stale,
+}
 
 /// Why an effect did not apply.
 #[derive(Debug)]
@@ -56,11 +74,33 @@ pub struct Target<'a> {
     pub endpoint_id: &'a str,
 }
 
+/// When the event happened (ms): its envelope's `occurred_at`, else
+/// `signed_at` (the signed timestamp, or the receipt time where the scheme
+/// signs none).
+pub fn occurred_at(env: &Envelope, signed_at: i64) -> Result<i64, EffectError> {
+    match &env.occurred_at {
+        Some(text) => clock::parse_rfc3339(text).ok_or(EffectError::Quarantine("invalid_data")),
+        None => Ok(signed_at),
+    }
+}
+
+/// Whether the reminder exists at all (after a transition matched nothing):
+/// `Stale` if it does, else the quarantine reason.
+async fn stale_or_missing<C: ConnectionTrait>(conn: &C, tenant: &str, id: &str) -> Result<Applied, EffectError> {
+    match reminder::Entity::find_by_id((tenant.to_owned(), id.to_owned())).one(conn).await? {
+        Some(_) => Ok(Applied::Stale),
+        None => Err(EffectError::Quarantine("reminder_not_found")),
+    }
+}
+
 /// Applies the event's effect and records its outbox intents, inside the
 /// caller's transaction (the receiver's claim, or a quarantine release).
-pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, event_id: &str, env: &Envelope) -> Result<(), EffectError> {
+/// `signed_at` is when the sender says the event happened (ms), for the
+/// transition rules when the envelope has no `occurred_at`.
+pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, event_id: &str, env: &Envelope, signed_at: i64) -> Result<Applied, EffectError> {
     let now = clock::now_ms();
     let t = at.tenant_id;
+    let happened = occurred_at(env, signed_at)?;
     match env.event_type.as_str() {
         "reminder.created" => {
             let id = text_field(&env.data, "reminder_id")?;
@@ -72,6 +112,10 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
                 send_at: Set(send_at),
                 created_at: Set(now),
                 updated_at: Set(now),
+                // Creation is no transition: the first `scheduled` or
+                // `canceled` applies whenever it happened (it may have been
+                // quarantined until the reminder existed).
+                state_at: Set(None),
             })
             .on_conflict_do_nothing_on([reminder::Column::TenantId, reminder::Column::ReminderId])
             .exec_without_returning(conn)
@@ -85,13 +129,21 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
             let send_at = time_field(&env.data, "send_at")?;
             let mut update = reminder::Entity::update_many()
                 .col_expr(reminder::Column::Status, Expr::value("scheduled"))
+                .col_expr(reminder::Column::StateAt, Expr::value(Some(happened)))
                 .col_expr(reminder::Column::UpdatedAt, Expr::value(now));
             if let Some(at) = send_at {
                 update = update.col_expr(reminder::Column::SendAt, Expr::value(at));
             }
-            let res = update.filter(reminder::Column::TenantId.eq(t)).filter(reminder::Column::ReminderId.eq(id)).exec(conn).await?;
+            // Not after a cancellation (terminal), nor over a newer state.
+            let res = update
+                .filter(reminder::Column::TenantId.eq(t))
+                .filter(reminder::Column::ReminderId.eq(id))
+                .filter(reminder::Column::Status.ne("canceled"))
+                .filter(Condition::any().add(reminder::Column::StateAt.is_null()).add(reminder::Column::StateAt.lte(happened)))
+                .exec(conn)
+                .await?;
             if res.rows_affected == 0 {
-                return Err(EffectError::Quarantine("reminder_not_found"));
+                return stale_or_missing(conn, t, id).await;
             }
             let key = format!("reminder_notice:{}:{event_id}", at.endpoint_id);
             insert_intent(conn, vault, t, "reminder_notice", &key, json!({"reminder_id": id, "event_id": event_id}), now).await?;
@@ -100,13 +152,15 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
             let id = text_field(&env.data, "reminder_id")?;
             let res = reminder::Entity::update_many()
                 .col_expr(reminder::Column::Status, Expr::value("canceled"))
+                .col_expr(reminder::Column::StateAt, Expr::value(Some(happened)))
                 .col_expr(reminder::Column::UpdatedAt, Expr::value(now))
                 .filter(reminder::Column::TenantId.eq(t))
                 .filter(reminder::Column::ReminderId.eq(id))
+                .filter(reminder::Column::Status.ne("canceled"))
                 .exec(conn)
                 .await?;
             if res.rows_affected == 0 {
-                return Err(EffectError::Quarantine("reminder_not_found"));
+                return stale_or_missing(conn, t, id).await;
             }
         }
         "otp.requested" => {
@@ -123,7 +177,7 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
         }
         _ => return Err(EffectError::Quarantine("unknown_event_type")),
     }
-    Ok(())
+    Ok(Applied::Done)
 }
 
 /// Records an outbox intent; at most one per (tenant, idempotency key).

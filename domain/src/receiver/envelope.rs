@@ -1,4 +1,5 @@
-//! Gate 7: the body is a JSON object `{"id"?, "type", "tenant"?, "data"}`.
+//! Gate 7: the body is a JSON object `{"id"?, "type", "tenant"?,
+//! "occurred_at"?, "data"}`.
 //! Parsed only after verification.
 
 use serde::Deserialize;
@@ -11,6 +12,9 @@ pub struct Envelope {
     #[serde(rename = "type")]
     pub event_type: String,
     pub tenant: Option<String>,
+    /// When the event happened (RFC 3339), if the sender says: it orders
+    /// reminder transitions (see `effects`).
+    pub occurred_at: Option<String>,
     pub data: Value,
 }
 

@@ -62,6 +62,8 @@ impl Refusal {
 pub enum ClaimOutcome {
     Applied,
     Quarantined,
+    /// Claimed, but the reminder's state refused the transition.
+    StaleTransition,
 }
 
 impl ClaimOutcome {
@@ -69,10 +71,15 @@ impl ClaimOutcome {
         match self {
             ClaimOutcome::Applied => "applied",
             ClaimOutcome::Quarantined => "quarantined",
+            ClaimOutcome::StaleTransition => "stale_transition",
         }
     }
     pub fn parse(s: &str) -> ClaimOutcome {
-        if s == "applied" { ClaimOutcome::Applied } else { ClaimOutcome::Quarantined }
+        match s {
+            "applied" => ClaimOutcome::Applied,
+            "stale_transition" => ClaimOutcome::StaleTransition,
+            _ => ClaimOutcome::Quarantined,
+        }
     }
 }
 
@@ -81,6 +88,9 @@ impl ClaimOutcome {
 pub enum Outcome {
     /// Committed now.
     Applied { event_id: String },
+    /// Committed now, but the reminder's state refused the transition (an
+    /// older `scheduled`, or anything after `canceled`): nothing changed.
+    StaleTransition { event_id: String },
     /// The claim existed with the same body digest; nothing repeated.
     Duplicate { event_id: String, original: ClaimOutcome },
     /// The claim existed with a different body; nothing overwritten.
@@ -97,7 +107,7 @@ impl Outcome {
     /// The HTTP status of the contract's answer.
     pub fn status(&self) -> u16 {
         match self {
-            Outcome::Applied { .. } | Outcome::Duplicate { .. } => 200,
+            Outcome::Applied { .. } | Outcome::StaleTransition { .. } | Outcome::Duplicate { .. } => 200,
             Outcome::Quarantined { .. } => 202,
             Outcome::IdentityConflict { .. } => 409,
             Outcome::Refused(r) => match r {
@@ -122,6 +132,7 @@ impl Outcome {
         use serde_json::json;
         match self {
             Outcome::Applied { event_id } => json!({"status": "applied", "event_id": event_id}),
+            Outcome::StaleTransition { event_id } => json!({"status": "stale_transition", "event_id": event_id}),
             Outcome::Duplicate { event_id, original } => json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id}),
             Outcome::IdentityConflict { .. } => json!({"error": "identity_conflict"}),
             Outcome::Quarantined { reason, .. } => json!({"status": "quarantined", "reason": reason}),
@@ -134,6 +145,7 @@ impl Outcome {
     pub fn labels(&self) -> (&'static str, String) {
         match self {
             Outcome::Applied { .. } => ("applied", String::new()),
+            Outcome::StaleTransition { .. } => ("stale_transition", String::new()),
             Outcome::Duplicate { .. } => ("duplicate", String::new()),
             Outcome::IdentityConflict { .. } => ("identity_conflict", String::new()),
             Outcome::Quarantined { reason, .. } => ("quarantined", reason.clone()),

@@ -30,6 +30,13 @@ pub struct Receiver {
     write_queue: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Group commit for deliveries expected to apply (see `batch`).
     batcher: Batcher,
+    /// Each endpoint's key that verified last, to count a failed signature
+    /// under it when the request names no key (seed 000's "verification
+    /// logs" per credential).
+    last_verified: std::sync::RwLock<std::collections::HashMap<String, String>>,
+    /// Claim attempts repeated after a transient failure or a lost
+    /// connection (for `/metrics`).
+    claim_retries: std::sync::atomic::AtomicU64,
 }
 
 /// Concurrent claim batches on PostgreSQL: while some commit, the next
@@ -49,12 +56,40 @@ impl Receiver {
         let write_queue = sqlite.then(|| Arc::new(tokio::sync::Mutex::new(())));
         let ctx = batch::Ctx { db: db.clone(), vault: vault.clone(), faults: faults.clone(), write_queue: write_queue.clone() };
         let batcher = Batcher::start(ctx, if sqlite { 1 } else { PG_BATCH_WORKERS });
-        Receiver { db, vault, cache: EndpointCache::new(Duration::from_secs(5)), faults, write_queue, batcher }
+        Receiver {
+            db,
+            vault,
+            cache: EndpointCache::new(Duration::from_secs(5)),
+            faults,
+            write_queue,
+            batcher,
+            last_verified: Default::default(),
+            claim_retries: Default::default(),
+        }
     }
 
     /// Claim batches committed so far and the events they carried.
     pub fn batch_stats(&self) -> &batch::BatchStats {
         &self.batcher.stats
+    }
+
+    /// Claim attempts repeated so far (transient failures, lost connections).
+    pub fn claim_retries(&self) -> u64 {
+        self.claim_retries.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn remember_verified(&self, endpoint_id: &str, key_id: &str) {
+        let known = self.last_verified.read().unwrap_or_else(|p| p.into_inner()).get(endpoint_id).is_some_and(|k| k == key_id);
+        if !known {
+            self.last_verified.write().unwrap_or_else(|p| p.into_inner()).insert(endpoint_id.to_owned(), key_id.to_owned());
+        }
+    }
+
+    /// The key a failed verification is counted under: the one it named or
+    /// matched, else the endpoint's key that verified last.
+    fn attribute(&self, ep: &EndpointCtx, rejected: super::verify::Rejected) -> (Outcome, Option<String>) {
+        let key = rejected.key_id.or_else(|| self.last_verified.read().unwrap_or_else(|p| p.into_inner()).get(&ep.endpoint_id).cloned());
+        (Outcome::Refused(rejected.refusal), key)
     }
 }
 
@@ -84,7 +119,8 @@ pub async fn resolve(r: &Receiver, tenant: &str, endpoint: &str) -> Result<Arc<E
 }
 
 /// Gates 3–9 for a body already read within the limit (gate 2). Returns the
-/// outcome and, when a key verified, its id.
+/// outcome and the key it is counted under: the one that verified, or for a
+/// failed verification the one named, matched or last to verify.
 pub async fn process<H: HeaderSource + ?Sized>(
     r: &Receiver,
     ep: &Arc<EndpointCtx>,
@@ -98,30 +134,39 @@ pub async fn process<H: HeaderSource + ?Sized>(
         Ok(v) => v,
         // Perhaps a key activated a moment ago: the accepted set is read
         // afresh (at most once a second per endpoint) before refusing.
-        Err(refusal @ (Refusal::SignatureMismatch | Refusal::UnknownKey)) => match r.cache.reload_after_mismatch(&r.db, &r.vault, ep).await {
-            Ok(Some(fresh)) => match verify(&fresh, headers, key_hint, body, now) {
-                Ok(v) => v,
-                Err(refusal) => return (Outcome::Refused(refusal), None),
-            },
-            Ok(None) => return (Outcome::Refused(refusal), None),
-            Err(e) => {
-                tracing::warn!(error = %e, "reloading the endpoint's keys after a mismatch failed");
-                return (Outcome::Refused(refusal), None);
+        Err(rejected) if matches!(rejected.refusal, Refusal::SignatureMismatch | Refusal::UnknownKey) => {
+            match r.cache.reload_after_mismatch(&r.db, &r.vault, ep).await {
+                Ok(Some(fresh)) => match verify(&fresh, headers, key_hint, body, now) {
+                    Ok(v) => v,
+                    Err(rejected) => return r.attribute(ep, rejected),
+                },
+                Ok(None) => return r.attribute(ep, rejected),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reloading the endpoint's keys after a mismatch failed");
+                    return r.attribute(ep, rejected);
+                }
             }
-        },
-        Err(refusal) => return (Outcome::Refused(refusal), None),
+        }
+        Err(rejected) => return r.attribute(ep, rejected),
     };
+    r.remember_verified(&ep.endpoint_id, verified.key_id());
     let key_id = Some(verified.key_id().to_owned());
     // Gates 7 and 8 are pure; they are decided here and take effect in
     // contract order, after the replay check, inside the transaction.
     let envelope = envelope::parse(verified.body());
     let scope = check_scope(&verified, envelope.as_ref());
-    let event_id = event_id(&verified, envelope.as_ref());
+    // An event without an id (and no compound key for its endpoint) is kept
+    // in quarantine, claimed under its body digest so a retry of the same
+    // bytes is a duplicate of it; never deduplicated by body as if applied.
+    let (event_id, quarantine) = match event_id(&verified, envelope.as_ref()) {
+        Some(id) => (id, None),
+        None => (format!("sha256:{}", verified.body_digest()), envelope.as_ref().map(|_| "missing_event_id")),
+    };
     // Gates 6 and 9, with the effect, in one transaction: shared with other
     // deliveries when this one is expected to apply, else its own.
     // A drill delivery with a drill fault armed takes the one-event path,
     // where the fault sits, so it never holds up others' shared commit.
-    let alone = ep.synthetic && r.faults.drill.is_armed();
+    let alone = (ep.synthetic && r.faults.drill.is_armed()) || quarantine.is_some();
     let (verified, event_id, envelope, scope, prior) = match (envelope, scope) {
         (Some(envelope), Ok(())) if !alone => match r.batcher.claim(Job { verified, event_id, envelope }).await {
             Some(Reply::Done(outcome)) => return (outcome, key_id),
@@ -136,7 +181,7 @@ pub async fn process<H: HeaderSource + ?Sized>(
         },
         (envelope, scope) => (verified, event_id, envelope, scope, None),
     };
-    let checks = Checks { event_id: &event_id, envelope: envelope.as_ref(), scope };
+    let checks = Checks { event_id: &event_id, envelope: envelope.as_ref(), scope, quarantine };
     (claim_with_retries(r, &verified, &checks, prior).await, key_id)
 }
 
@@ -154,13 +199,17 @@ fn check_scope(v: &Verified, env: Option<&Envelope>) -> Result<(), Refusal> {
 }
 
 /// The event id: the provider's message id header, or (Stripe) the
-/// envelope's `id`. Without either, the body digest stands in, so a retry of
-/// the same bytes is still a duplicate.
-fn event_id(v: &Verified, env: Option<&Envelope>) -> String {
-    v.message_id()
-        .map(str::to_owned)
-        .or_else(|| env.and_then(|e| e.id.clone()))
-        .unwrap_or_else(|| format!("sha256:{}", v.body_digest()))
+/// envelope's `id`, or the endpoint's documented compound key over envelope
+/// fields (`registry::event_key`). `None`: the event has no stable id.
+fn event_id(v: &Verified, env: Option<&Envelope>) -> Option<String> {
+    if let Some(id) = v.message_id() {
+        return Some(id.to_owned());
+    }
+    let env = env?;
+    if let Some(id) = &env.id {
+        return Some(id.clone());
+    }
+    crate::registry::event_key::compound_id(v.endpoint().event_key.as_deref()?, env)
 }
 
 /// The one-event path. `prior` is the error of a failed batch this delivery
@@ -185,11 +234,13 @@ async fn claim_with_retries(r: &Receiver, v: &Verified, c: &Checks<'_>, prior: O
             Ok(outcome) => return outcome,
             Err(e) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => {
                 tracing::info!(error = %e, "the database had closed a pooled connection; retrying on another");
+                r.claim_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 lost += 1;
                 last = Some(e);
             }
             Err(e) if db::is_transient(&e) => {
                 tracing::warn!(attempt, error = %e, "transient failure while claiming; retrying");
+                r.claim_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 last = Some(e);
                 tokio::time::sleep(Duration::from_millis(20 * 2u64.pow(attempt))).await;
                 attempt += 1;

@@ -20,11 +20,13 @@ use sea_orm::{
 use super::{cache::EndpointCtx, outcome::Outcome};
 use crate::{
     clock, db,
-    entity::signing_key,
+    entity::{key_failure_rollup, signing_key},
     error::DomainResult,
 };
 
 type RollupKey = (i64, String, String, &'static str, String);
+/// (hour, key id, tenant id, endpoint id, reason).
+type KeyFailureKey = (i64, String, String, String, String);
 
 /// The rollup outcome that holds latency buckets.
 pub const LATENCY: &str = "latency";
@@ -37,25 +39,53 @@ pub fn latency_bucket(elapsed: Duration) -> String {
     LATENCY_BOUNDS_MS.iter().find(|b| ms <= **b as f64).map_or_else(|| "le_inf".to_owned(), |b| format!("le_{b}"))
 }
 
+/// Failures counted under one key since the last flush: how many, and the
+/// latest one's time and reason.
+#[derive(Default, Clone)]
+struct KeyFailures {
+    count: i64,
+    last_at: i64,
+    last_reason: String,
+}
+
 #[derive(Default)]
 pub struct Telemetry {
     rollups: Mutex<HashMap<RollupKey, i64>>,
     key_uses: Mutex<HashMap<String, (i64, i64)>>,
+    key_failure_rollups: Mutex<HashMap<KeyFailureKey, i64>>,
+    key_failures: Mutex<HashMap<String, KeyFailures>>,
 }
 
 impl Telemetry {
-    /// Counts one request's outcome and latency (and the key that verified it).
+    /// Counts one request's outcome and latency, and the key it is counted
+    /// under (the one that verified, or the one a failed verification is
+    /// attributed to: see `pipeline::process`).
     pub fn record(&self, ep: Option<&EndpointCtx>, outcome: &Outcome, key_id: Option<&str>, elapsed: Duration) {
         let now = clock::now_ms();
         let (label, reason) = outcome.labels();
         let (tenant, endpoint) = ep.map(|e| (e.tenant_id.clone(), e.endpoint_id.clone())).unwrap_or_default();
+        let failed = label == "verification_failed";
+        if let (true, Some(k)) = (failed, key_id) {
+            *self
+                .key_failure_rollups
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((now / 3_600_000, k.to_owned(), tenant.clone(), endpoint.clone(), reason.clone()))
+                .or_default() += 1;
+            let mut failures = self.key_failures.lock().unwrap_or_else(|p| p.into_inner());
+            let f = failures.entry(k.to_owned()).or_default();
+            f.count += 1;
+            if now >= f.last_at {
+                (f.last_at, f.last_reason) = (now, reason.clone());
+            }
+        }
         {
             let mut rollups = self.rollups.lock().unwrap_or_else(|p| p.into_inner());
             let minute = now / 60_000;
             *rollups.entry((minute, tenant.clone(), endpoint.clone(), LATENCY, latency_bucket(elapsed))).or_default() += 1;
             *rollups.entry((minute, tenant, endpoint, label, reason)).or_default() += 1;
         }
-        if let Some(k) = key_id {
+        if let (false, Some(k)) = (failed, key_id) {
             let mut uses = self.key_uses.lock().unwrap_or_else(|p| p.into_inner());
             let e = uses.entry(k.to_owned()).or_default();
             e.0 += 1;
@@ -97,6 +127,9 @@ impl Telemetry {
                 *r.entry(k).or_default() += v;
             }
         }
+        if let Err(e) = self.flush_key_failures(db).await {
+            first_err.get_or_insert(e);
+        }
         if !failed_uses.is_empty() {
             let mut u = self.key_uses.lock().unwrap_or_else(|p| p.into_inner());
             for (k, (n, last)) in failed_uses {
@@ -109,6 +142,67 @@ impl Telemetry {
             Some(e) => Err(e.into()),
             None => Ok(()),
         }
+    }
+}
+
+impl Telemetry {
+    /// Writes the per-key failure counts (hourly rollups and each key's
+    /// latest failure) in one transaction; on failure they are kept whole.
+    async fn flush_key_failures(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
+        let rollups = std::mem::take(&mut *self.key_failure_rollups.lock().unwrap_or_else(|p| p.into_inner()));
+        let failures = std::mem::take(&mut *self.key_failures.lock().unwrap_or_else(|p| p.into_inner()));
+        if rollups.is_empty() && failures.is_empty() {
+            return Ok(());
+        }
+        let result = async {
+            let txn = db::begin_write(db).await?;
+            for ((hour, key, tenant, endpoint, reason), count) in &rollups {
+                let stmt = Query::insert()
+                    .into_table(key_failure_rollup::Entity)
+                    .columns([
+                        key_failure_rollup::Column::Hour,
+                        key_failure_rollup::Column::KeyId,
+                        key_failure_rollup::Column::TenantId,
+                        key_failure_rollup::Column::EndpointId,
+                        key_failure_rollup::Column::Reason,
+                        key_failure_rollup::Column::Count,
+                    ])
+                    .values_panic([(*hour).into(), key.as_str().into(), tenant.as_str().into(), endpoint.as_str().into(), reason.as_str().into(), (*count).into()])
+                    .on_conflict(
+                        OnConflict::columns([key_failure_rollup::Column::Hour, key_failure_rollup::Column::KeyId, key_failure_rollup::Column::Reason])
+                            .value(key_failure_rollup::Column::Count, Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count))
+                            .to_owned(),
+                    )
+                    .to_owned();
+                txn.execute(&stmt).await?;
+            }
+            for (key, f) in &failures {
+                signing_key::Entity::update_many()
+                    .col_expr(signing_key::Column::FailureCount, Expr::col(signing_key::Column::FailureCount).add(f.count))
+                    .col_expr(signing_key::Column::LastFailureAt, Expr::value(Some(f.last_at)))
+                    .col_expr(signing_key::Column::LastFailureReason, Expr::value(Some(f.last_reason.clone())))
+                    .filter(signing_key::Column::Id.eq(key))
+                    .exec(&txn)
+                    .await?;
+            }
+            txn.commit().await
+        }
+        .await;
+        if result.is_err() {
+            let mut r = self.key_failure_rollups.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, v) in rollups {
+                *r.entry(k).or_default() += v;
+            }
+            let mut kf = self.key_failures.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, f) in failures {
+                let e = kf.entry(k).or_default();
+                e.count += f.count;
+                if f.last_at >= e.last_at {
+                    (e.last_at, e.last_reason) = (f.last_at, f.last_reason);
+                }
+            }
+        }
+        result
     }
 }
 

@@ -24,6 +24,9 @@ pub struct Verified {
     message_digest: Option<String>,
     body: bytes::Bytes,
     body_digest: String,
+    /// When the sender signed it (ms); the receipt time for schemes that
+    /// sign no timestamp.
+    signed_at: i64,
 }
 
 impl Verified {
@@ -56,6 +59,19 @@ impl Verified {
     pub fn body_digest(&self) -> &str {
         &self.body_digest
     }
+    /// When the sender signed it (ms), or when it arrived (GitHub).
+    pub fn signed_at(&self) -> i64 {
+        self.signed_at
+    }
+}
+
+/// A delivery refused at gates 3–5, and the key it is counted under when
+/// one is known: the key whose signature matched (a timestamp outside the
+/// window), or the accepted key the `signet-key-id` header named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub refusal: Refusal,
+    pub key_id: Option<String>,
 }
 
 /// Runs gates 3, 4 and 5. `key_hint` is the optional `signet-key-id`
@@ -67,16 +83,28 @@ pub fn verify<H: HeaderSource + ?Sized>(
     key_hint: Option<&str>,
     body: bytes::Bytes,
     now_secs: i64,
-) -> Result<Verified, Refusal> {
+) -> Result<Verified, Rejected> {
+    let named = key_hint.filter(|id| endpoint.keys.iter().any(|k| k.key_id == *id)).map(str::to_owned);
+    let reject = |refusal: Refusal, key_id: Option<String>| Rejected { refusal, key_id };
+    verify_inner(endpoint, headers, key_hint, body, now_secs).map_err(|(refusal, matched)| reject(refusal, matched.or(named)))
+}
+
+fn verify_inner<H: HeaderSource + ?Sized>(
+    endpoint: &Arc<EndpointCtx>,
+    headers: &H,
+    key_hint: Option<&str>,
+    body: bytes::Bytes,
+    now_secs: i64,
+) -> Result<Verified, (Refusal, Option<String>)> {
     // Gate 3.
     let parsed = parse_headers(endpoint.scheme, headers).map_err(|e| match e {
-        HeaderError::Missing => Refusal::SignatureMissing,
-        HeaderError::Malformed => Refusal::SignatureMalformed,
+        HeaderError::Missing => (Refusal::SignatureMissing, None),
+        HeaderError::Malformed => (Refusal::SignatureMalformed, None),
     })?;
     // Gate 4: every accepted key (or only the named one) is tried.
     let candidates: Vec<usize> = match key_hint {
         Some(id) => {
-            let i = endpoint.keys.iter().position(|k| k.key_id == id).ok_or(Refusal::UnknownKey)?;
+            let i = endpoint.keys.iter().position(|k| k.key_id == id).ok_or((Refusal::UnknownKey, None))?;
             vec![i]
         }
         None => (0..endpoint.keys.len()).collect(),
@@ -89,16 +117,17 @@ pub fn verify<H: HeaderSource + ?Sized>(
             }
         }
     }
-    let key_index = matched.ok_or(Refusal::SignatureMismatch)?;
+    let key_index = matched.ok_or((Refusal::SignatureMismatch, None))?;
+    let matched_key = || endpoint.keys.get(key_index).map(|k| k.key_id.clone());
     // Gate 5. After a tolerance was raised, a message that had already left
     // the old window stays out (`EndpointCtx::timestamp_floor`): its replay
     // record may be gone.
     if let Some(ts) = parsed.timestamp {
         if ts < now_secs - endpoint.tolerance_secs || endpoint.timestamp_floor.is_some_and(|floor| ts < floor) {
-            return Err(Refusal::TimestampStale);
+            return Err((Refusal::TimestampStale, matched_key()));
         }
         if ts > now_secs + endpoint.tolerance_secs {
-            return Err(Refusal::TimestampFuture);
+            return Err((Refusal::TimestampFuture, matched_key()));
         }
     }
     let message_digest = match parsed.timestamp {
@@ -122,5 +151,6 @@ pub fn verify<H: HeaderSource + ?Sized>(
         None => None,
     };
     let body_digest = hex::encode(Sha256::digest(&body));
-    Ok(Verified { endpoint: endpoint.clone(), key_index, message_id: parsed.message_id, message_digest, body, body_digest })
+    let signed_at = parsed.timestamp.unwrap_or(now_secs).saturating_mul(1000);
+    Ok(Verified { endpoint: endpoint.clone(), key_index, message_id: parsed.message_id, message_digest, body, body_digest, signed_at })
 }

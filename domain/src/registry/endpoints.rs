@@ -36,6 +36,9 @@ pub struct EndpointView {
     pub max_body_bytes: i64,
     pub enabled: bool,
     pub created_at: String,
+    /// The compound event key for events without an id (envelope fields),
+    /// or `None`: such events are quarantined (`registry::event_key`).
+    pub event_key: Option<Vec<String>>,
 }
 
 fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
@@ -49,6 +52,7 @@ fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
         max_body_bytes: e.max_body_bytes,
         enabled: e.enabled,
         created_at: clock::rfc3339(e.created_at),
+        event_key: super::event_key::parse_stored(e.event_id_fields.as_deref()),
     }
 }
 
@@ -133,6 +137,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug:
         event_types: Set(types.to_json()),
         tolerance_secs: Set(tolerance),
         timestamp_floor: Set(None),
+        event_id_fields: Set(None),
         max_body_bytes: Set(max_body),
         enabled: Set(true),
         created_at: Set(clock::now_ms()),

@@ -118,6 +118,12 @@ pub struct KeyView {
     pub overlap_secs: Option<i64>,
     pub last_verified_at: Option<String>,
     pub verified_count: i64,
+    /// Verification failures counted under this key (it was named by
+    /// `signet-key-id` or matched, or it was the endpoint's last key to
+    /// verify), and the latest one's time and reason.
+    pub failure_count: i64,
+    pub last_failure_at: Option<String>,
+    pub last_failure_reason: Option<String>,
 }
 
 /// A new key and its secret, which the caller shows exactly once.
@@ -226,6 +232,9 @@ fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64
         overlap_secs: k.overlap_secs,
         last_verified_at: clock::rfc3339_opt(k.last_verified_at),
         verified_count: k.verified_count,
+        failure_count: k.failure_count,
+        last_failure_at: clock::rfc3339_opt(k.last_failure_at),
+        last_failure_reason: k.last_failure_reason.clone(),
     }
 }
 
@@ -417,6 +426,9 @@ async fn insert_key<C: ConnectionTrait>(
         revoked_reason: Set(None),
         last_verified_at: Set(None),
         verified_count: Set(0),
+        failure_count: Set(0),
+        last_failure_at: Set(None),
+        last_failure_reason: Set(None),
     }
     .insert(conn)
     .await?;

@@ -5,6 +5,7 @@
 //! tenant is simply not found.
 
 pub mod endpoints;
+pub mod event_key;
 pub mod keys;
 mod scheme;
 pub mod tenants;

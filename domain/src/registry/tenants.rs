@@ -24,6 +24,9 @@ pub struct TenantView {
     pub name: String,
     pub notify_url: Option<String>,
     pub created_at: String,
+    /// `enabled` or `disabled` (new tenants start `disabled`: see
+    /// `ops::retry_policy`).
+    pub retry_policy: String,
 }
 
 impl From<tenant::Model> for TenantView {
@@ -34,6 +37,7 @@ impl From<tenant::Model> for TenantView {
             name: t.name,
             notify_url: t.notify_url,
             created_at: clock::rfc3339(t.created_at),
+            retry_policy: t.retry_policy,
         }
     }
 }
@@ -146,7 +150,9 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         name: Set(name),
         notify_url: Set(notify_url),
         created_at: Set(clock::now_ms()),
-        retry_policy: Set("enabled".into()),
+        // Seed 000's rollout order: retries stay off for a new tenant until
+        // the drills pass and an administrator enables its cohort.
+        retry_policy: Set(crate::ops::retry_policy::DISABLED.into()),
         synthetic: Set(false),
     }
     .insert(&txn)

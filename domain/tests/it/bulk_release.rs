@@ -30,10 +30,6 @@ use crate::{
     support::TestDb,
 };
 
-fn oncall() -> domain::auth::Principal {
-    user(Role::Oncall, None)
-}
-
 async fn send(s: &Setup, body: &[u8], msg: &str) -> Outcome {
     deliver(s, &signed(s, Scheme::StandardWebhooks, body, now_s(), msg), body).await
 }

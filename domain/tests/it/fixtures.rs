@@ -28,6 +28,10 @@ pub fn reviewer() -> Principal {
     user(Role::Reviewer, None)
 }
 
+pub fn oncall() -> Principal {
+    user(Role::Oncall, None)
+}
+
 pub async fn tenant(t: &TestDb, slug: &str) -> TenantView {
     tenants::create(&t.db, &admin(), NewTenant { slug: slug.into(), name: None, notify_url: None })
         .await
@@ -81,4 +85,9 @@ pub async fn audit_entries(t: &TestDb, action: &str) -> Vec<(String, serde_json:
         .into_iter()
         .map(|e| (e.target_id, e.after.as_deref().map_or(serde_json::Value::Null, |a| serde_json::from_str(a).expect("after is JSON"))))
         .collect()
+}
+
+/// Turns the tenant's retry policy on (new tenants start with it off).
+pub async fn enable_retries(t: &TestDb, slug: &str) {
+    domain::ops::retry_policy::set(&t.db, &admin(), slug, "enabled", "test: retries on").await.expect("enable retries");
 }

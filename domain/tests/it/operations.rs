@@ -27,10 +27,6 @@ use crate::{
     support::TestDb,
 };
 
-fn oncall() -> domain::auth::Principal {
-    user(Role::Oncall, None)
-}
-
 fn scheduled(id: &str) -> Vec<u8> {
     json!({"type": "reminder.scheduled", "data": {"reminder_id": id, "phone": "+41 79 555 01 23"}}).to_string().into_bytes()
 }
@@ -182,35 +178,37 @@ db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t
 db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     tenant(t, "clinic-a").await;
     let v = retry_policy::get(&t.db, &reviewer(), "clinic-a").await.unwrap();
-    assert_eq!((v.policy.as_str(), v.version, v.history.len()), ("enabled", 1, 1));
+    // Seed 000's rollout order: a new tenant starts with retries off.
+    assert_eq!((v.policy.as_str(), v.version, v.history.len()), ("disabled", 1, 1));
+    assert!(v.history[0].reason.contains("drills"), "{:?}", v.history[0]);
     let nothing = retry_policy::rollback(&t.db, &admin(), "clinic-a", "why").await;
     assert!(matches!(nothing, Err(DomainError::Conflict { code: "nothing_to_roll_back", .. })));
     for (policy, reason, code) in [("maybe", "x", "invalid_retry_policy"), ("disabled", " ", "reason_required")] {
         let r = retry_policy::set(&t.db, &admin(), "clinic-a", policy, reason).await;
         assert!(matches!(r, Err(DomainError::Invalid { code: c, .. }) if c == code), "{r:?}");
     }
-    assert!(matches!(retry_policy::set(&t.db, &oncall(), "clinic-a", "disabled", "x").await, Err(DomainError::Forbidden)));
+    assert!(matches!(retry_policy::set(&t.db, &oncall(), "clinic-a", "enabled", "x").await, Err(DomainError::Forbidden)));
 
-    let v = retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "incident 42").await.unwrap();
-    assert_eq!((v.policy.as_str(), v.version), ("disabled", 2));
-    assert_eq!((v.history[0].actor.as_str(), v.history[0].reason.as_str()), ("admin-user", "incident 42"));
-    let v = retry_policy::rollback(&t.db, &admin(), "clinic-a", "resolved").await.unwrap();
-    assert_eq!((v.policy.as_str(), v.version), ("enabled", 3));
-    assert_eq!(v.history[0].reason, "rollback to v1: resolved");
+    let v = retry_policy::set(&t.db, &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
+    assert_eq!((v.policy.as_str(), v.version), ("enabled", 2));
+    assert_eq!((v.history[0].actor.as_str(), v.history[0].reason.as_str()), ("admin-user", "cohort 1"));
+    let v = retry_policy::rollback(&t.db, &admin(), "clinic-a", "incident 42").await.unwrap();
+    assert_eq!((v.policy.as_str(), v.version), ("disabled", 3));
+    assert_eq!(v.history[0].reason, "rollback to v1: incident 42");
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
-    assert_eq!(row.retry_policy, "enabled", "the receiver's copy follows the newest version");
+    assert_eq!(row.retry_policy, "disabled", "the receiver's copy follows the newest version");
     assert_eq!(audit_count(t, "retry_policy.set").await, 1);
     assert_eq!(audit_count(t, "retry_policy.rollback").await, 1);
 
     // A cohort moves all or none.
     tenant(t, "clinic-b").await;
-    let partial = retry_policy::set_cohort(&t.db, &admin(), &["clinic-b".into(), "no-such".into()], "disabled", "cohort 1").await;
+    let partial = retry_policy::set_cohort(&t.db, &admin(), &["clinic-b".into(), "no-such".into()], "enabled", "cohort 1").await;
     assert!(matches!(partial, Err(DomainError::NotFound)));
     assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-b").await.unwrap().version, 1);
-    let n = retry_policy::set_cohort(&t.db, &admin(), &["clinic-a".into(), "clinic-b".into()], "disabled", "cohort 1").await.unwrap();
+    let n = retry_policy::set_cohort(&t.db, &admin(), &["clinic-a".into(), "clinic-b".into()], "enabled", "cohort 1").await.unwrap();
     assert_eq!(n, 2);
     for slug in ["clinic-a", "clinic-b"] {
-        assert_eq!(retry_policy::get(&t.db, &admin(), slug).await.unwrap().policy, "disabled");
+        assert_eq!(retry_policy::get(&t.db, &admin(), slug).await.unwrap().policy, "enabled");
     }
 });
 

@@ -73,6 +73,7 @@ db_test!(concurrent_workers_never_lease_the_same_intent, async |t: &TestDb| {
 
 db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
     let tenant = tenant(t, "clinic-a").await;
+    enable_retries(t, "clinic-a").await;
     intents(t, &tenant.id, 1).await;
     let first = outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap();
     assert_eq!(first.len(), 1);

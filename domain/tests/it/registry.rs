@@ -111,6 +111,7 @@ db_test!(database_enforces_key_endpoint_tenant_binding, async |t: &TestDb| {
         event_types: Set("[\"*\"]".into()),
         tolerance_secs: Set(300),
         timestamp_floor: Set(None),
+        event_id_fields: Set(None),
         max_body_bytes: Set(1024),
         enabled: Set(true),
         created_at: Set(0),

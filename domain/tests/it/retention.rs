@@ -41,7 +41,7 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     endpoint(t, "clinic-a", "reminders", None).await;
     let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
     assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (1, 30 * DAY_SECS, 7 * DAY_SECS));
-    assert_eq!(v.horizon_secs, DAY_SECS, "standard-webhooks redelivers for about a day");
+    assert_eq!(v.horizon_secs, 2 * DAY_SECS, "Svix's schedule spans about 27.6 h; the seeded horizon is 2 d");
     assert_eq!(v.current.actor, "admin-user", "the creator accepted the defaults");
 
     let below = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(12 * HOUR_SECS), None, "shorter")).await;
@@ -55,7 +55,7 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     let own = user(Role::ClinicAdmin, Some(&a.id));
     let v = retention::set(&t.db, &own, "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "data minimisation")).await.unwrap();
     assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (2, 2 * DAY_SECS, DAY_SECS));
-    assert_eq!(v.current.horizon_secs, DAY_SECS, "the horizon in force is kept with the decision");
+    assert_eq!(v.current.horizon_secs, 2 * DAY_SECS, "the horizon in force is kept with the decision");
     assert_eq!(v.history.len(), 2);
     let other = user(Role::ClinicAdmin, Some("someone-else"));
     assert!(matches!(retention::set(&t.db, &other, "clinic-a", "reminders", &change(None, None, "x")).await, Err(DomainError::NotFound)));
@@ -87,11 +87,11 @@ db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
 
     retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(5 * DAY_SECS), None, "room for the new horizon")).await.unwrap();
     let h = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now").await.unwrap();
-    assert_eq!((h.version, h.horizon_secs), (2, 3 * DAY_SECS));
+    assert_eq!((h.version, h.horizon_secs), (3, 3 * DAY_SECS));
     let o = retention::overview(&t.db, &reviewer()).await.unwrap();
     let sw = o.horizons.iter().find(|h| h.scheme == "standard-webhooks").unwrap();
-    assert_eq!((sw.version, sw.horizon_secs), (2, 3 * DAY_SECS));
-    assert_eq!(o.horizon_history.iter().filter(|h| h.scheme == "standard-webhooks").count(), 2);
+    assert_eq!((sw.version, sw.horizon_secs), (3, 3 * DAY_SECS));
+    assert_eq!(o.horizon_history.iter().filter(|h| h.scheme == "standard-webhooks").count(), 3);
     assert_eq!(o.endpoints.len(), 1);
     assert_eq!(o.endpoints[0].effective_dedup_secs, 5 * DAY_SECS);
     // Now the floor is 3 days.
@@ -207,8 +207,9 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
 });
 
 db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
-    // Stripe redelivers for 3 days. Even a decision below that on record
-    // (written behind the domain's back) does not let the purge in.
+    // Stripe redelivers for 3 days (horizon 4 d with margin). Even a decision
+    // below that on record (written behind the domain's back) does not let
+    // the purge in.
     setup(t, Scheme::Stripe, None).await;
     let ep = endpoint::Entity::find().filter(endpoint::Column::Slug.eq("hooks")).one(&t.db).await.unwrap().unwrap();
     retention_version::Entity::update_many()
@@ -219,14 +220,14 @@ db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
         .await
         .unwrap();
     let tid = ep.tenant_id.clone();
-    for (id, age) in [("2d", 2 * DAY_SECS), ("3d-minus-1m", 3 * DAY_SECS - 60), ("3d-plus-1m", 3 * DAY_SECS + 60)] {
+    for (id, age) in [("3d", 3 * DAY_SECS), ("4d-minus-1m", 4 * DAY_SECS - 60), ("4d-plus-1m", 4 * DAY_SECS + 60)] {
         old_claim(t, &tid, &ep.id, id, age).await;
     }
     let report = purge::run(&t.db, clock::now_ms(), 100).await.unwrap();
     assert_eq!(report.claims_deleted, 1);
-    assert!(body_of(t, &tid, &ep.id, "2d").await.is_some());
-    assert!(body_of(t, &tid, &ep.id, "3d-minus-1m").await.is_some(), "one minute inside the horizon: kept");
-    assert!(body_of(t, &tid, &ep.id, "3d-plus-1m").await.is_none());
+    assert!(body_of(t, &tid, &ep.id, "3d").await.is_some());
+    assert!(body_of(t, &tid, &ep.id, "4d-minus-1m").await.is_some(), "one minute inside the horizon: kept");
+    assert!(body_of(t, &tid, &ep.id, "4d-plus-1m").await.is_none());
 });
 
 db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
@@ -277,4 +278,36 @@ db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
     let h = signed(&s, Scheme::StandardWebhooks, body.as_bytes(), now_s() + 60, id);
     let o = deliver(&s, &h, body.as_bytes()).await;
     assert!(matches!(o, Outcome::Duplicate { .. }), "{o:?}");
+});
+
+db_test!(seeded_horizons_name_their_source_and_short_decisions_are_flagged, async |t: &TestDb| {
+    let o = retention::overview(&t.db, &admin()).await.unwrap();
+    let by_scheme = |s: &str| o.horizons.iter().find(|h| h.scheme == s).unwrap().clone();
+    let sw = by_scheme("standard-webhooks");
+    assert_eq!(sw.horizon_secs, 2 * DAY_SECS);
+    assert!(sw.source.as_deref().is_some_and(|s| s.contains("27.6 h")), "{sw:?}");
+    assert!(by_scheme("stripe").source.as_deref().is_some_and(|s| s.contains("3 days")));
+    assert!(by_scheme("github").source.as_deref().is_some_and(|s| s.contains("redelivered by hand")));
+    // An endpoint decided at the horizon; the horizon then rises (as a
+    // migration does): the decision is flagged, and left as it was.
+    tenant(t, "clinic-a").await;
+    endpoint(t, "clinic-a", "reminders", None).await;
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "at the horizon")).await.unwrap();
+    assert!(!retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap().below_horizon);
+    domain::entity::redelivery_horizon::Entity::insert(domain::entity::redelivery_horizon::ActiveModel {
+        scheme: Set("standard-webhooks".into()),
+        version: Set(sw.version + 1),
+        horizon_secs: Set(3 * DAY_SECS),
+        actor: Set("system".into()),
+        reason: Set("a later schedule".into()),
+        created_at: Set(clock::now_ms()),
+        source: Set(Some("test".into())),
+    })
+    .exec_without_returning(&t.db)
+    .await
+    .unwrap();
+    let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
+    assert!(v.below_horizon);
+    assert_eq!(v.current.dedup_secs, 2 * DAY_SECS, "not changed silently");
+    assert_eq!(v.effective_dedup_secs, 3 * DAY_SECS, "the purge keeps claims for the horizon meanwhile");
 });

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use domain::{
     auth::Role,
+    crypto::{signature, SigningSecret},
     error::DomainError,
     ops::stats::{self, Window},
     receiver::{self, telemetry::Telemetry},
@@ -122,4 +123,50 @@ db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
         let b = stats::stats(&t.db, &admin(), Some("clinic-b"), window).await.unwrap();
         assert!(b.outbox.backlog_points.iter().all(|p| *p == 0));
     }
+});
+
+db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
+    use domain::entity::signing_key;
+    use sea_orm::EntityTrait;
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let tel = Telemetry::default();
+    let ep = receiver::resolve(&s.r, "clinic-a", "hooks").await.unwrap();
+    let run = |headers: Vec<(String, String)>, body: Vec<u8>, hint: Option<String>| {
+        let (s, tel, ep) = (&s, &tel, ep.clone());
+        async move {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let (outcome, key) = receiver::process(&s.r, &ep, &h[..], hint.as_deref(), bytes::Bytes::from(body)).await;
+            tel.record(Some(&ep), &outcome, key.as_deref(), Duration::from_millis(2));
+            (outcome, key)
+        }
+    };
+    // Before any key verified, a bad signature naming no key counts under none.
+    let body = b"{}".to_vec();
+    let forged = signature::sign(Scheme::StandardWebhooks, &SigningSecret::generate(), &body, now_s(), "m0").unwrap();
+    assert_eq!(run(forged.clone(), body.clone(), None).await.1, None);
+    // Once the key verified, the endpoint's next bad signature counts under it.
+    let good = json!({"type": "reminder.created", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+    let (ok, key) = run(signed(&s, Scheme::StandardWebhooks, &good, now_s(), "m1"), good.clone(), None).await;
+    assert!(matches!(ok, receiver::Outcome::Applied { .. }));
+    assert_eq!(key.as_deref(), Some(s.key_id.as_str()));
+    assert_eq!(run(forged.clone(), body.clone(), None).await.1.as_deref(), Some(s.key_id.as_str()));
+    // A request naming the key, and a matching signature outside the window.
+    assert_eq!(run(forged, body.clone(), Some(s.key_id.clone())).await.1.as_deref(), Some(s.key_id.as_str()));
+    let stale = signed(&s, Scheme::StandardWebhooks, &good, now_s() - 3600, "m2");
+    let (o, k) = run(stale, good, None).await;
+    assert_eq!(o, receiver::Outcome::Refused(receiver::Refusal::TimestampStale));
+    assert_eq!(k.as_deref(), Some(s.key_id.as_str()));
+    tel.flush(&t.db).await.unwrap();
+    let row = signing_key::Entity::find_by_id(s.key_id.clone()).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(row.failure_count, 3);
+    assert_eq!(row.last_failure_reason.as_deref(), Some("stale"));
+    assert!(row.last_failure_at.is_some());
+    assert_eq!(row.verified_count, 1, "failures are not counted as uses");
+    let v = stats::stats(&t.db, &admin(), Some("clinic-a"), Window::Day).await.unwrap();
+    let failing = &v.failing_endpoints[0];
+    assert_eq!(failing.failures, 4);
+    assert_eq!(failing.by_key.len(), 1);
+    assert_eq!((failing.by_key[0].key_id.as_str(), failing.by_key[0].failures), (s.key_id.as_str(), 3));
+    let key = domain::registry::keys::get(&t.db, &admin(), &s.key_id).await.unwrap();
+    assert_eq!((key.failure_count, key.last_failure_reason.as_deref()), (3, Some("stale")));
 });

@@ -75,6 +75,19 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             let es = endpoints::list(&db, p, &tenant).await?;
             emit(json, &es, || es.iter().map(|e| format!("{}\t{}\t{}", e.slug, e.scheme, e.event_types.join(","))).collect::<Vec<_>>().join("\n"));
         }
+        Command::Endpoint(EndpointCmd::EventKey { tenant, endpoint, fields, none, reason }) => {
+            use domain::registry::event_key;
+            let v = if fields.is_some() || none {
+                let reason = reason.ok_or_else(|| CliError::new("reason_required", "a change of the event key needs --reason <text>"))?;
+                event_key::set(&db, p, &tenant, &endpoint, fields, &reason).await?
+            } else {
+                event_key::get(&db, p, &tenant, &endpoint).await?
+            };
+            emit(json, &v, || match &v.fields {
+                Some(f) => format!("{}/{}: events without an id are identified by {}", v.tenant, v.endpoint, f.join(" + ")),
+                None => format!("{}/{}: events without an id are quarantined (missing_event_id)", v.tenant, v.endpoint),
+            });
+        }
         Command::Key(cmd) => key_command(json, &cli.db, &db, p, cmd).await?,
         Command::User(UserCmd::Create { username, role, tenant }) => {
             let role = parse_role(&role)?;
@@ -242,8 +255,13 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
         retention::{self, human, parse_duration, RetentionChange, RetentionView},
     };
     let line = |v: &RetentionView| {
+        let flag = if v.below_horizon {
+            format!("\tBELOW HORIZON: decided {}, raise it (the purge keeps claims for the horizon meanwhile)", human(v.current.dedup_secs))
+        } else {
+            String::new()
+        };
         format!(
-            "{}/{}\t{}\tclaims {} (horizon {})\tbodies {}\tv{} by {}: {}",
+            "{}/{}\t{}\tclaims {} (horizon {})\tbodies {}\tv{} by {}: {}{flag}",
             v.tenant,
             v.endpoint,
             v.scheme,
@@ -270,7 +288,10 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
             let o = retention::overview(db, p).await?;
             emit(json, &o, || {
                 let mut out: Vec<String> =
-                    o.horizons.iter().map(|h| format!("horizon {}\t{}\tv{} by {}: {}", h.scheme, human(h.horizon_secs), h.version, h.actor, h.reason)).collect();
+                    o.horizons.iter().map(|h| {
+                        let source = h.source.as_deref().map(|s| format!("\tsource: {s}")).unwrap_or_default();
+                        format!("horizon {}\t{}\tv{} by {}: {}{source}", h.scheme, human(h.horizon_secs), h.version, h.actor, h.reason)
+                    }).collect();
                 out.extend(o.endpoints.iter().map(line));
                 out.join("\n")
             });

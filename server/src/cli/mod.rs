@@ -133,6 +133,23 @@ pub enum EndpointCmd {
     List {
         tenant: String,
     },
+    /// The compound key for events that carry no id: envelope fields such as
+    /// `type,data.reminder_id,occurred_at`. Without one (the default), such
+    /// events are quarantined as `missing_event_id`. Versioned and audited.
+    EventKey {
+        tenant: String,
+        endpoint: String,
+        /// Comma-separated field paths (`type`, `occurred_at`, `tenant`,
+        /// `data.<name>`); omitted with `--none`, or to show the key.
+        #[arg(long, value_delimiter = ',', conflicts_with = "none")]
+        fields: Option<Vec<String>>,
+        /// Remove the key: events without an id are quarantined again.
+        #[arg(long)]
+        none: bool,
+        /// Why (required for a change).
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

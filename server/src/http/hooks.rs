@@ -92,7 +92,7 @@ async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(St
         return respond(outcome);
     }
     st.telemetry.record(ep.as_deref(), &outcome, key_id.as_deref(), started.elapsed());
-    st.metrics.observe(ep.as_deref(), &outcome, started.elapsed());
+    st.metrics.observe(ep.as_deref(), &outcome, key_id.as_deref(), started.elapsed());
     let (label, reason) = outcome.labels();
     match &outcome {
         Outcome::Applied { .. } | Outcome::Duplicate { .. } => {

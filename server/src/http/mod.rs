@@ -60,6 +60,7 @@ pub fn metrics_router(hooks: &hooks::HookState) -> Router {
             let (metrics, receiver) = (metrics.clone(), receiver.clone());
             async move {
                 metrics.sync_batches(receiver.batch_stats());
+                metrics.sync_retries(receiver.claim_retries());
                 ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
             }
         }),

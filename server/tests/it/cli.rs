@@ -173,14 +173,16 @@ both_engines!(on_call_triage_and_retry_policy_from_the_shell, async |i: &Install
     assert!(!missing_reason.status.success());
     assert_eq!(i.cli_json(&["quarantine", "list"])["total"], 1);
 
-    let set = i.cli_json(&["retry-policy", "set", "clinic-a", "clinic-b", "--policy", "disabled", "--reason", "cohort 1"]);
+    // New tenants start with retries off; a cohort turns them on together.
+    assert_eq!(i.cli_json(&["retry-policy", "show", "clinic-b"])["policy"], "disabled");
+    let set = i.cli_json(&["retry-policy", "set", "clinic-a", "clinic-b", "--policy", "enabled", "--reason", "cohort 1"]);
     assert_eq!(set.as_array().unwrap().len(), 2);
-    assert!(set.as_array().unwrap().iter().all(|v| v["policy"] == "disabled" && v["version"] == 2));
+    assert!(set.as_array().unwrap().iter().all(|v| v["policy"] == "enabled" && v["version"] == 2));
     let back = i.cli_json(&["retry-policy", "rollback", "clinic-b", "--reason", "not yet"]);
-    assert_eq!((back["policy"].as_str(), back["version"].as_i64()), (Some("enabled"), Some(3)));
+    assert_eq!((back["policy"].as_str(), back["version"].as_i64()), (Some("disabled"), Some(3)));
     let bad = i.cli(&["retry-policy", "set", "clinic-a", "--policy", "sometimes", "--reason", "x"], "");
     assert!(!bad.status.success());
-    assert_eq!(i.cli_json(&["retry-policy", "show", "clinic-a"])["policy"], "disabled");
+    assert_eq!(i.cli_json(&["retry-policy", "show", "clinic-a"])["policy"], "enabled");
     let audit = i.cli(&["audit", "verify"], "");
     assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stderr));
 });

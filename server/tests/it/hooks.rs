@@ -29,6 +29,9 @@ struct Hook {
 /// reminder.canceled, a 2 KiB body limit, and an approved key.
 fn setup(i: &Install, scheme: Scheme) -> (String, SigningSecret, String) {
     i.cli_json(&["tenant", "create", "clinic-a"]);
+    // In the enabled cohort: a transient failure answers 503 (new tenants
+    // start with retries off, where it would be quarantined).
+    i.cli_json(&["retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "in the enabled cohort"]);
     i.cli_json(&[
         "endpoint", "create", "clinic-a", "hooks", "--scheme", scheme.as_str(),
         "--event-types", "reminder.created,reminder.canceled,otp.requested", "--max-body-bytes", "2048",
@@ -197,7 +200,14 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     if scheme != Scheme::Github {
         assert!(metrics.contains("reason=\"stale\"") && metrics.contains("reason=\"future\""));
         assert!(metrics.contains("outcome=\"replay\""));
+        // A signature that matched outside the window counts under its key.
+        let per_key = format!("key_id=\"{}\"", h.key_id);
+        assert!(
+            metrics.lines().any(|l| l.starts_with("signet_key_verification_failures_total") && l.contains(&per_key) && l.contains("reason=\"stale\"")),
+            "{metrics}"
+        );
     }
+    assert!(metrics.contains("signet_claim_retries_total "), "{metrics}");
     assert!(metrics.contains("outcome=\"applied\"") && metrics.contains("outcome=\"duplicate\""));
     assert!(metrics.contains("signet_webhook_duration_seconds_bucket"));
     // Every applied event above was claimed through the shared-transaction
@@ -379,7 +389,7 @@ both_engines!(transient_failures_follow_the_tenant_retry_policy, async |i: &Inst
     let policy_url = s.url("/api/v1/tenants/clinic-a/retry-policy");
     let put = c.put(&policy_url).bearer_auth(&token).json(&json!({"policy": "disabled", "reason": "incident"})).send().await.unwrap();
     assert_eq!(put.status(), 200);
-    assert_eq!(put.json::<Value>().await.unwrap()["version"], 2);
+    assert_eq!(put.json::<Value>().await.unwrap()["version"], 3);
     tokio::time::sleep(Duration::from_millis(5200)).await; // the endpoint cache's staleness bound
     let (status, v) = h.post(&c, &h.headers(&body, 0, "d-t"), body.clone()).await;
     assert_eq!((status.as_u16(), v["status"].as_str(), v["reason"].as_str()), (202, Some("quarantined"), Some("transient")));
@@ -387,8 +397,8 @@ both_engines!(transient_failures_follow_the_tenant_retry_policy, async |i: &Inst
     let back = c.post(s.url("/api/v1/tenants/clinic-a/retry-policy/rollback")).bearer_auth(&token).json(&json!({"reason": "over"})).send().await.unwrap();
     assert_eq!(back.status(), 200);
     let v: Value = back.json().await.unwrap();
-    assert_eq!((v["policy"].as_str(), v["version"].as_i64()), (Some("enabled"), Some(3)));
-    assert_eq!(v["history"].as_array().unwrap().len(), 3);
+    assert_eq!((v["policy"].as_str(), v["version"].as_i64()), (Some("enabled"), Some(4)));
+    assert_eq!(v["history"].as_array().unwrap().len(), 4);
     tokio::time::sleep(Duration::from_millis(5200)).await;
     let other = created("r-t2");
     let (status, _) = h.post(&c, &h.headers(&other, 0, "d-t2"), other.clone()).await;

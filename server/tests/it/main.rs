@@ -10,6 +10,7 @@ mod hooks;
 mod limits;
 mod outbox;
 mod rbac;
+mod readme;
 mod retention;
 mod secrecy;
 mod send_tls;

@@ -64,6 +64,9 @@ fn clinic(i: &Install, tenant: &str, notify_url: Option<&str>) -> String {
         args.extend(["--notify-url", u]);
     }
     i.cli_json(&args);
+    // Failed sends are retried only for tenants whose retries are enabled
+    // (new tenants start with them off).
+    i.cli_json(&["retry-policy", "set", tenant, "--policy", "enabled", "--reason", "in the enabled cohort"]);
     i.cli_json(&["endpoint", "create", tenant, "hooks", "--scheme", "standard-webhooks"]);
     i.cli_json(&["key", "provision", tenant, "hooks", "--approve-as", "rita"])["secret"].as_str().unwrap().to_owned()
 }
@@ -180,6 +183,11 @@ both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &
     assert_eq!(dead[0]["last_error"], "relay answered 500 Internal Server Error");
     let seen = sink.seen();
     assert_eq!(seen.len(), 3);
+    // Send attempts and dead intents are counted, not only gauged.
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+    let value = |prefix: &str| metrics.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+    assert_eq!(value("signet_outbox_send_attempts_total{result=\"failed\"}"), Some(3), "{metrics}");
+    assert_eq!(value("signet_outbox_dead_total "), Some(1), "{metrics}");
     assert!(seen.iter().all(|(k, _)| k == dead[0]["id"].as_str().unwrap()));
 
     sink.failures.store(0, Ordering::SeqCst);

@@ -32,7 +32,7 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     let below = i.cli(&["retention", "set", "clinic-a", "hooks", "--dedup", "12h", "--reason", "shorter"], "");
     assert!(!below.status.success());
     let err = String::from_utf8_lossy(&below.stderr);
-    assert!(err.contains("below the standard-webhooks redelivery horizon of 1 d"), "{err}");
+    assert!(err.contains("below the standard-webhooks redelivery horizon of 2 d"), "{err}");
     let bad = i.cli(&["retention", "set", "clinic-a", "hooks", "--dedup", "soon", "--reason", "x"], "");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected a duration"), "bad input gets a clear error");
 
@@ -91,4 +91,54 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     // later, so it is a new signed message rather than a replay).
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(send(i, &url, &secret, "msg_new").contains("duplicate"));
+});
+
+// Issue 13: a horizon raised under an endpoint's decision (as migration
+// 000012 can) is flagged by `retention show` and in the evidence, never
+// changed silently; and the compound event key from the shell.
+both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    i.cli_json(&["retention", "set", "clinic-a", "hooks", "--dedup", "2d", "--body", "1d", "--reason", "at the horizon"]);
+    let text = |args: &[&str]| String::from_utf8_lossy(&i.cli(args, "").stdout).into_owned();
+    assert!(!text(&["retention", "show"]).contains("BELOW HORIZON"));
+    assert!(text(&["retention", "show"]).contains("source: Svix"), "each horizon names its source");
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    let now = domain::clock::now_ms();
+    db.execute_raw(Statement::from_string(
+        db.get_database_backend(),
+        format!(
+            "INSERT INTO redelivery_horizons (scheme, version, horizon_secs, actor, reason, created_at, source) \
+             SELECT scheme, MAX(version) + 1, {}, 'system', 'a longer published schedule', {now}, 'test' FROM redelivery_horizons \
+             WHERE scheme = 'standard-webhooks' GROUP BY scheme",
+            3 * 86_400
+        ),
+    ))
+    .await
+    .unwrap();
+    let shown = text(&["retention", "show", "clinic-a", "hooks"]);
+    assert!(shown.contains("BELOW HORIZON: decided 2 d"), "{shown}");
+    let v = i.cli_json(&["retention", "show", "clinic-a", "hooks"]);
+    assert_eq!((v["below_horizon"].as_bool(), v["current"]["dedup_secs"].as_i64()), (Some(true), Some(2 * 86_400)), "flagged, not changed");
+    let evidence = i.data_dir().join("evidence");
+    let out = i.cli(&["--json", "evidence", "export", "--out", evidence.to_str().unwrap()], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bundle: Value = serde_json::from_str(&std::fs::read_to_string(evidence.join("evidence.json")).unwrap()).unwrap();
+    let findings = bundle["findings"].as_array().unwrap();
+    assert!(findings.iter().any(|f| f["code"] == "retention_below_horizon" && f["subject"] == "clinic-a/hooks"), "{findings:?}");
+
+    // The compound key for events without an id.
+    assert!(text(&["endpoint", "event-key", "clinic-a", "hooks"]).contains("quarantined (missing_event_id)"));
+    let no_reason = i.cli(&["endpoint", "event-key", "clinic-a", "hooks", "--fields", "type,data.reminder_id"], "");
+    assert!(!no_reason.status.success() && String::from_utf8_lossy(&no_reason.stderr).contains("--reason"));
+    let type_only = i.cli(&["endpoint", "event-key", "clinic-a", "hooks", "--fields", "type", "--reason", "x"], "");
+    assert!(String::from_utf8_lossy(&type_only.stderr).contains("at least one data field"), "bad input gets a clear error");
+    let set = i.cli_json(&["endpoint", "event-key", "clinic-a", "hooks", "--fields", "type,data.reminder_id,occurred_at", "--reason", "documented by the sender"]);
+    assert_eq!(set["fields"], serde_json::json!(["type", "data.reminder_id", "occurred_at"]));
+    assert_eq!(i.cli_json(&["endpoint", "list", "clinic-a"])[0]["event_key"], set["fields"]);
+    let removed = i.cli_json(&["endpoint", "event-key", "clinic-a", "hooks", "--none", "--reason", "ids now sent"]);
+    assert!(removed["fields"].is_null());
+    assert_eq!(removed["history"].as_array().unwrap().len(), 2);
+    let audit = i.cli(&["audit", "verify"], "");
+    assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stderr));
 });

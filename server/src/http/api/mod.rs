@@ -32,6 +32,7 @@ pub fn routes() -> Router<AppState> {
         .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}", get(registry::get_endpoint).patch(registry::update_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}/keys", get(keys::list_endpoint_keys).post(keys::provision))
+        .route("/tenants/{tenant}/endpoints/{endpoint}/event-key", get(registry::get_event_key).put(registry::set_event_key))
         .route("/tenants/{tenant}/events", get(events::list_events))
         .route("/tenants/{tenant}/reminders/{reminder_id}", get(events::get_reminder))
         .route("/keys", get(keys::list_keys))
@@ -74,6 +75,7 @@ pub fn routes() -> Router<AppState> {
     paths(
         registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
         registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
+        registry::get_event_key, registry::set_event_key,
         keys::list_endpoint_keys, keys::provision, keys::list_keys, keys::get_key, keys::set_scope,
         keys::approve, keys::reject, keys::rotate, keys::revoke,
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,

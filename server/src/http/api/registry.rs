@@ -8,6 +8,7 @@ use axum::{
 };
 use domain::registry::{
     endpoints::{self, EndpointPatch, EndpointView, NewEndpoint},
+    event_key::{self, EventKeyView},
     tenants::{self, NewTenant, TenantPatch, TenantView},
 };
 
@@ -88,4 +89,35 @@ pub async fn update_endpoint(
         return Err(super::auth::nothing_to_change());
     }
     Ok(Json(endpoints::update(&st.db, &p, &tenant, &endpoint, body).await?))
+}
+
+/// A change to an endpoint's compound event key.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct EventKeyChange {
+    /// Envelope field paths (`type`, `occurred_at`, `tenant`, `data.<name>`),
+    /// or `null` to quarantine events without an id again.
+    pub fields: Option<Vec<String>>,
+    pub reason: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EventKeyView), (status = 404, body = ErrorBody)))]
+pub async fn get_event_key(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+) -> Result<Json<EventKeyView>, ApiError> {
+    Ok(Json(event_key::get(&st.db, &p, &tenant, &endpoint).await?))
+}
+
+#[utoipa::path(put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EventKeyChange,
+    responses((status = 200, body = EventKeyView), (status = 422, body = ErrorBody)))]
+pub async fn set_event_key(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    Path((tenant, endpoint)): Path<(String, String)>,
+    ApiJson(body): ApiJson<EventKeyChange>,
+) -> Result<Json<EventKeyView>, ApiError> {
+    Ok(Json(event_key::set(&st.db, &p, &tenant, &endpoint, body.fields, &body.reason).await?))
 }

@@ -1,0 +1,23 @@
+//! `key_failure_rollups` rows: verification failures per key, reason and
+//! hour (flushed with the other rollups).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "key_failure_rollups")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub hour: i64,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub key_id: String,
+    pub tenant_id: String,
+    pub endpoint_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub reason: String,
+    pub count: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

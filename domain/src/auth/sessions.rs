@@ -52,8 +52,9 @@ pub struct LoginAttempt<'a> {
 }
 
 const BAD_CREDENTIALS: &str = "invalid username or password";
-/// Longer passwords are refused before hashing (argon2 would take them, at
-/// a cost the caller chooses).
+/// Longer passwords are a failed attempt that never reaches the account
+/// throttle table; they are verified against the dummy hash only, so their
+/// cost is the same as any other guess.
 const MAX_PASSWORD_BYTES: usize = 1024;
 /// Device tokens unused for this long are forgotten.
 const DEVICE_TTL_MS: i64 = 180 * 86_400_000;
@@ -62,16 +63,22 @@ const DEVICE_TTL_MS: i64 = 180 * 86_400_000;
 /// rest wait their turn without holding an async worker.
 const HASH_SLOTS: usize = 2;
 
-/// Verifies on the blocking pool, bounded by [`HASH_SLOTS`], so a burst of
-/// sign-ins never stalls the async workers that take webhooks. `None` (no
-/// such user) verifies against a dummy hash at the same cost.
-async fn password_matches(password: &Password, phc: Option<String>) -> bool {
-    VERIFICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+/// Runs one argon2 computation on the blocking pool, at most [`HASH_SLOTS`]
+/// at a time, so a burst of sign-ins or user creations never stalls the
+/// async workers that take webhooks. `None` if the pool is gone.
+pub(crate) async fn on_hash_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
     let slots = SLOTS.get_or_init(|| tokio::sync::Semaphore::new(HASH_SLOTS));
-    let Ok(_slot) = slots.acquire().await else { return false };
+    let _slot = slots.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+/// Verifies on the hash pool. `None` (no such user) verifies against a
+/// dummy hash at the same cost.
+async fn password_matches(password: &Password, phc: Option<String>) -> bool {
+    VERIFICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let password = Password::new(password.expose().to_owned());
-    tokio::task::spawn_blocking(move || match phc {
+    on_hash_pool(move || match phc {
         Some(phc) => verify_password(&password, &phc),
         None => {
             verify_password_dummy(&password);
@@ -106,8 +113,8 @@ fn failure_reason(found: Option<&user::Model>, matches: bool) -> &'static str {
 async fn reserve_all(db: &DatabaseConnection, subjects: &[(&str, throttle::Limit)], now: i64) -> DomainResult<()> {
     for (i, (subject, limit)) in subjects.iter().enumerate() {
         if let Err(wait) = throttle::reserve(db, subject, *limit, now).await? {
-            for (earlier, _) in &subjects[..i] {
-                throttle::release(db, earlier).await?;
+            for (earlier, limit) in &subjects[..i] {
+                throttle::release(db, earlier, *limit).await?;
             }
             tracing::warn!(subject = %subject_kind(subject), "login refused: throttled");
             return Err(DomainError::Throttled { retry_after_secs: (wait + 999) / 1000 });
@@ -144,11 +151,19 @@ pub async fn login(db: &DatabaseConnection, policy: SessionPolicy, attempt: Logi
             .filter(|d| d.user_id == u.id && now - d.last_used_at < DEVICE_TTL_MS),
         _ => None,
     };
+    // The owner's own browser answers for its own failures only: neither
+    // the account's nor the address's (which a proxy makes everyone's).
     let account = match &known_device {
         Some(d) => throttle::device_subject(&d.digest),
         None => throttle::account_subject(username),
     };
-    reserve_all(db, &[(&address, throttle::ADDRESS), (&account, throttle::ACCOUNT)], now).await?;
+    let counts_address = known_device.is_none();
+    let mut subjects = Vec::with_capacity(2);
+    if counts_address {
+        subjects.push((address.as_str(), throttle::ADDRESS));
+    }
+    subjects.push((account.as_str(), throttle::ACCOUNT));
+    reserve_all(db, &subjects, now).await?;
     // Every path costs one argon2 verification: a disabled or unknown
     // account answers no faster than a wrong password for a real one.
     let matches = password_matches(password, found.as_ref().map(|u| u.password_hash.clone())).await;
@@ -172,6 +187,9 @@ pub async fn login(db: &DatabaseConnection, policy: SessionPolicy, attempt: Logi
     active.last_login_at = Set(Some(now));
     active.update(&txn).await?;
     throttle::clear(&txn, &account).await?;
+    if counts_address {
+        throttle::release(&txn, &address, throttle::ADDRESS).await?;
+    }
     let new_device = match &known_device {
         Some(d) => {
             login_device::Entity::update_many()
@@ -325,6 +343,16 @@ mod tests {
             let r = login(&db, SessionPolicy::default(), LoginAttempt { username, password, client_ip: &ip, device: None }, now).await;
             assert_eq!(password_verifications() - before, 1, "{username}: exactly one argon2 verification");
             assert_eq!(r.is_ok(), i == 5, "{username}: {r:?}");
+            // An impossible name or an oversized password never reaches the
+            // account throttle table: only the address counts it.
+            if i == 3 || i == 4 {
+                let subjects: Vec<String> =
+                    crate::entity::login_throttle::Entity::find().all(&db).await.unwrap().into_iter().map(|r| r.subject).collect();
+                assert!(subjects.contains(&format!("ip:{ip}")), "{subjects:?}");
+                let real = crate::entity::login_throttle::Entity::find_by_id("user:real".to_owned()).one(&db).await.unwrap();
+                assert_eq!(real.map(|r| r.failures), Some(1), "only the earlier wrong password counted for the account");
+                assert!(!subjects.iter().any(|s| s.to_ascii_lowercase().contains("not a name")), "{subjects:?}");
+            }
         }
     }
 }

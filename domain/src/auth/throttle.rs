@@ -7,18 +7,22 @@
 //!   guesses therefore cannot all slip in before the first failure is
 //!   recorded; at most [`Limit::max_failures`] are ever evaluated before a
 //!   lock, and the rest answer "too many attempts" without argon2.
-//! - A success clears the count; a failure keeps the reservation as its
-//!   count. A lock begins with the attempt that reaches the limit and grows
+//! - A success clears the account's (or device's) count and takes back its
+//!   own reservation on the address, so successes never count against an
+//!   address; a failure keeps the reservation as its count. A lock begins with the attempt that reaches the limit and grows
 //!   with every further counted attempt (30 s, 1 min, 2 min … at most
 //!   15 min). Attempts refused while locked are not counted, so hammering a
 //!   locked account does not lengthen its lock.
 //! - Subjects: the client's address (IPv6 grouped by /64, since one host
 //!   holds a whole /64), and either the account (`user:`) or, when the
 //!   browser presents a device token this account was signed in with before
-//!   (`device:`), that device. An attacker without the owner's browser can
-//!   lock the account only for browsers it has never been used from: the
-//!   owner's own device is throttled on its own failures alone, so nobody
-//!   can lock the real owner out for good.
+//!   (`device:`), that device alone, without the address: behind a reverse
+//!   proxy every client shares one address, and an attacker's failures
+//!   there must not lock out the owner's own browser. An attacker without
+//!   the owner's browser can lock the account, and the address, only for
+//!   browsers the account has never been used from: the owner's own device
+//!   is throttled on its own failures alone, so nobody can lock the real
+//!   owner out for good.
 
 use std::net::IpAddr;
 
@@ -129,14 +133,24 @@ pub async fn reserve(db: &DatabaseConnection, subject: &str, limit: Limit, now: 
     Ok(Ok(()))
 }
 
-/// Takes back a reservation whose attempt was not evaluated after all
-/// (another subject of the same attempt was locked).
-pub async fn release(db: &DatabaseConnection, subject: &str) -> DomainResult<()> {
+/// Takes back a reservation: its attempt was not evaluated after all
+/// (another subject of the same attempt was locked), or it succeeded and
+/// must not count against a subject that a success does not clear (the
+/// address). A lock that this very reservation set, by reaching the limit,
+/// goes with it: an attempt that is not counted locks nothing.
+pub async fn release<C: ConnectionTrait>(conn: &C, subject: &str, limit: Limit) -> DomainResult<()> {
+    let failures = Expr::col(login_throttle::Column::Failures);
     login_throttle::Entity::update_many()
-        .col_expr(login_throttle::Column::Failures, Expr::col(login_throttle::Column::Failures).sub(1))
+        .col_expr(login_throttle::Column::Failures, failures.clone().sub(1))
+        .col_expr(
+            login_throttle::Column::LockedUntil,
+            Expr::case(failures.sub(1).lt(limit.max_failures), Expr::value(Option::<i64>::None))
+                .finally(Expr::col(login_throttle::Column::LockedUntil))
+                .into(),
+        )
         .filter(login_throttle::Column::Subject.eq(subject))
         .filter(login_throttle::Column::Failures.gt(0))
-        .exec(db)
+        .exec(conn)
         .await?;
     Ok(())
 }

@@ -11,7 +11,7 @@ use super::{Actor, Permission, Principal, Role, Scope};
 use crate::{
     audit::{self, Change},
     clock,
-    crypto::{hash_password, Password},
+    crypto::{hash_password, CryptoError, Password},
     db,
     entity::{session, tenant, user},
     error::{DomainError, DomainResult},
@@ -120,9 +120,23 @@ fn summary(v: &UserView) -> serde_json::Value {
     json!({"username": v.username, "role": v.role, "tenant": v.tenant, "disabled": v.disabled})
 }
 
-async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, new: NewUser) -> DomainResult<UserView> {
+/// A new user checked and with its password hashed (on the hash pool,
+/// outside any transaction: argon2 takes tens of milliseconds and 19 MiB).
+struct Prepared {
+    new: NewUser,
+    password_hash: String,
+}
+
+async fn prepare(new: NewUser) -> DomainResult<Prepared> {
     validate_username(&new.username)?;
     validate_password(&new.password)?;
+    let password = Password::new(new.password.expose().to_owned());
+    let hashed = super::sessions::on_hash_pool(move || hash_password(&password)).await.ok_or(CryptoError::PasswordHash)??;
+    Ok(Prepared { new, password_hash: hashed })
+}
+
+async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, prepared: Prepared) -> DomainResult<UserView> {
+    let Prepared { new, password_hash } = prepared;
     let tenant_id = tenant_id_for(conn, new.role, new.tenant.as_deref()).await?;
     let exists = user::Entity::find().filter(user::Column::Username.eq(&new.username)).count(conn).await?;
     if exists > 0 {
@@ -131,7 +145,7 @@ async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, new: NewUser) 
     let model = user::ActiveModel {
         id: Set(ids::new_id()),
         username: Set(new.username.clone()),
-        password_hash: Set(hash_password(&new.password)?),
+        password_hash: Set(password_hash),
         role: Set(new.role.as_str().to_owned()),
         tenant_id: Set(tenant_id.clone()),
         disabled: Set(false),
@@ -161,8 +175,9 @@ async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, new: NewUser) 
 /// Creates a user (admins and the CLI).
 pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewUser) -> DomainResult<UserView> {
     let auth = principal.authorize(Permission::ManageUsers, Scope::Global)?;
+    let prepared = prepare(new).await?;
     let txn = db::begin_write(db).await?;
-    let v = insert_user(&txn, auth.actor(), new).await?;
+    let v = insert_user(&txn, auth.actor(), prepared).await?;
     txn.commit().await?;
     Ok(v)
 }
@@ -177,6 +192,7 @@ pub async fn any_exist(db: &DatabaseConnection) -> DomainResult<bool> {
 /// first, which serialises two racing bootstraps on both engines, so the
 /// emptiness check below cannot be raced.
 pub async fn bootstrap_admin(db: &DatabaseConnection, username: String, password: Password) -> DomainResult<UserView> {
+    let prepared = prepare(NewUser { username: username.clone(), role: Role::Admin, tenant: None, password }).await?;
     let txn = db::begin_write(db).await?;
     audit::record(
         &txn,
@@ -194,12 +210,7 @@ pub async fn bootstrap_admin(db: &DatabaseConnection, username: String, password
     if user::Entity::find().count(&txn).await? > 0 {
         return Err(DomainError::conflict("already_set_up", "an administrator already exists; sign in instead"));
     }
-    let v = insert_user(
-        &txn,
-        &Actor::System,
-        NewUser { username, role: Role::Admin, tenant: None, password },
-    )
-    .await?;
+    let v = insert_user(&txn, &Actor::System, prepared).await?;
     txn.commit().await?;
     Ok(v)
 }
@@ -227,6 +238,14 @@ pub async fn update(db: &DatabaseConnection, principal: &Principal, username: &s
         .await?
         .ok_or(DomainError::NotFound)?;
     let before = view(&txn, u.clone()).await?;
+    // A role this build does not know signs nobody in (fail closed); an
+    // unrelated change must not quietly turn it into the view's stand-in.
+    if Role::parse(&u.role).is_none() && patch.role.is_none() {
+        return Err(DomainError::conflict(
+            "unknown_role",
+            format!("{username} has a stored role this version does not know ({:?}); set a role explicitly", u.role),
+        ));
+    }
     let role = patch.role.unwrap_or(before.role);
     let tenant_slug = if patch.role.is_some() || patch.tenant.is_some() {
         patch.tenant.clone().or_else(|| if role.is_tenant_bound() { before.tenant.clone() } else { None })

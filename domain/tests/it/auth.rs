@@ -65,6 +65,59 @@ db_test!(user_rules, async |t: &TestDb| {
     assert!(matches!(demote, Err(DomainError::Conflict { code: "last_admin", .. })));
 });
 
+// The last enabled administrator survives two demotions at once: each locks
+// the enabled admin rows before counting them (PostgreSQL `FOR UPDATE`;
+// SQLite's write transaction is exclusive).
+db_test!(two_concurrent_demotions_never_remove_the_last_admin, async |t: &TestDb| {
+    make_user(t, "ada", Role::Admin, None).await;
+    make_user(t, "bob", Role::Admin, None).await;
+    let demote = |name: &'static str| async move { users::update(&t.db, &admin(), name, UserPatch { role: Some(Role::Oncall), ..Default::default() }).await };
+    for round in 0..8 {
+        let (a, b) = tokio::join!(demote("ada"), demote("bob"));
+        let refused = [&a, &b].iter().filter(|r| matches!(r, Err(DomainError::Conflict { code: "last_admin", .. }))).count();
+        assert_eq!(refused, 1, "round {round}: exactly one demotion is refused: {a:?} {b:?}");
+        let admins = user::Entity::find().all(&t.db).await.unwrap().into_iter().filter(|u| u.role == "admin" && !u.disabled).count();
+        assert_eq!(admins, 1, "round {round}");
+        let demoted = if a.is_ok() { "ada" } else { "bob" };
+        users::update(&t.db, &admin(), demoted, UserPatch { role: Some(Role::Admin), ..Default::default() }).await.unwrap();
+    }
+});
+
+// A stored role this build does not know is never rewritten by an
+// unrelated change (which would turn a refused account into a working one).
+db_test!(an_unknown_stored_role_is_never_rewritten_in_passing, async |t: &TestDb| {
+    use sea_orm::{ConnectionTrait, DbBackend, TransactionTrait};
+    make_user(t, "zed", Role::Oncall, None).await;
+    // The schema's CHECK knows this build's roles; a newer build's role
+    // (after a downgrade) is what this stands for, so step around it.
+    let txn = t.db.begin().await.unwrap();
+    let backend = txn.get_database_backend();
+    let checks: Vec<String> = match backend {
+        DbBackend::Postgres => txn
+            .query_all_raw(sea_orm::Statement::from_string(backend, "SELECT conname FROM pg_constraint WHERE conrelid = 'users'::regclass AND contype = 'c'"))
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| format!("ALTER TABLE users DROP CONSTRAINT {}", r.try_get::<String>("", "conname").unwrap()))
+            .collect(),
+        _ => vec!["PRAGMA ignore_check_constraints = ON".to_owned()],
+    };
+    for stmt in checks.iter().map(String::as_str).chain(["UPDATE users SET role = 'superuser' WHERE username = 'zed'"]) {
+        txn.execute_unprepared(stmt).await.unwrap();
+    }
+    if backend == DbBackend::Sqlite {
+        txn.execute_unprepared("PRAGMA ignore_check_constraints = OFF").await.unwrap();
+    }
+    txn.commit().await.unwrap();
+    let toggled = users::update(&t.db, &admin(), "zed", UserPatch { disabled: Some(true), ..Default::default() }).await;
+    assert!(matches!(toggled, Err(DomainError::Conflict { code: "unknown_role", .. })), "{toggled:?}");
+    let row = user::Entity::find().all(&t.db).await.unwrap().into_iter().find(|u| u.username == "zed").unwrap();
+    assert_eq!(row.role, "superuser", "left as it was");
+    assert!(login(t, "zed", GOOD, "10.0.0.1", None, clock::now_ms()).await.is_err(), "and still signs nobody in");
+    let set = users::update(&t.db, &admin(), "zed", UserPatch { role: Some(Role::Reviewer), ..Default::default() }).await.unwrap();
+    assert_eq!(set.role, Role::Reviewer);
+});
+
 db_test!(login_sessions_and_logout, async |t: &TestDb| {
     make_user(t, "root", Role::Admin, None).await;
     let policy = SessionPolicy::default();
@@ -178,6 +231,29 @@ db_test!(an_attacker_cannot_lock_the_owner_out_of_their_own_browser, async |t: &
     let theirs = login(t, "other", GOOD, "10.0.0.5", None, later).await.unwrap().device.unwrap();
     let borrowed = login(t, "root", GOOD, "10.0.0.6", Some(theirs.expose()), later + 1).await;
     assert!(matches!(borrowed, Err(DomainError::Throttled { .. })), "{borrowed:?}");
+});
+
+// Behind a reverse proxy every browser has the proxy's address (forwarding
+// headers are not trusted): successes never count against it, and failures
+// there, which do lock it, never lock out a browser the account signed in
+// from before.
+db_test!(a_shared_address_never_locks_out_the_owners_browser, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    make_user(t, "other", Role::Oncall, None).await;
+    let proxy = "10.4.0.1";
+    let now = clock::now_ms();
+    let device = login(t, "root", GOOD, proxy, None, now).await.unwrap().device.expect("a device token");
+    for i in 0..30 {
+        let r = login(t, "other", GOOD, proxy, None, now + i).await;
+        assert!(r.is_ok(), "sign-in {i}: successes never count against the address: {r:?}");
+    }
+    for i in 0..20 {
+        let _ = login(t, &format!("ghost{i}"), "nope nope nope", proxy, None, now + 100).await;
+    }
+    let stranger = login(t, "other", GOOD, proxy, None, now + 200).await;
+    assert!(matches!(stranger, Err(DomainError::Throttled { .. })), "the address is locked for unknown browsers: {stranger:?}");
+    let owner = login(t, "root", GOOD, proxy, Some(device.expose()), now + 200).await;
+    assert!(owner.is_ok(), "the owner's browser is not: {owner:?}");
 });
 
 db_test!(parallel_guesses_are_counted_before_any_is_evaluated, async |t: &TestDb| {

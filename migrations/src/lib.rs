@@ -19,6 +19,7 @@ mod m20261203_000009_evidence;
 mod m20261203_000010_audit_mac;
 mod m20261204_000011_hardening;
 mod m20261204_000012_edge_cases;
+mod m20261204_000013_scope_author;
 
 pub struct Migrator;
 
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000010_audit_mac::Migration),
             Box::new(m20261204_000011_hardening::Migration),
             Box::new(m20261204_000012_edge_cases::Migration),
+            Box::new(m20261204_000013_scope_author::Migration),
         ]
     }
 }

@@ -36,6 +36,9 @@ pub struct Model {
     pub failure_count: i64,
     pub last_failure_at: Option<i64>,
     pub last_failure_reason: Option<String>,
+    /// Who last changed the key's event types: like its creator, they
+    /// cannot approve it (four eyes).
+    pub scope_changed_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

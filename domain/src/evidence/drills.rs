@@ -243,6 +243,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 failure_count: 0,
                 last_failure_at: None,
                 last_failure_reason: None,
+                scope_changed_by: None,
             };
             signing_key::Entity::insert(signing_key::ActiveModel::from(k.clone())).exec_without_returning(&txn).await?;
             created.push("key");

@@ -429,6 +429,7 @@ async fn insert_key<C: ConnectionTrait>(
         failure_count: Set(0),
         last_failure_at: Set(None),
         last_failure_reason: Set(None),
+        scope_changed_by: Set(None),
     }
     .insert(conn)
     .await?;
@@ -472,19 +473,20 @@ async fn maybe_approve<C: ConnectionTrait>(
     }
 }
 
-/// Four eyes: whoever provisioned or rotated a key (user, token or the CLI's
-/// operator, by the name recorded as its creator) cannot be recorded as its
-/// approver. Provision-and-approve must name another reviewer, and an
+/// Four eyes: whoever provisioned, rotated or last re-scoped a key (user,
+/// token or the CLI's operator, by the name recorded as its creator or
+/// `scope_changed_by`) cannot be recorded as its approver. Provision-and-approve must name another reviewer, and an
 /// approval that names nobody is recorded under the approving caller's own
 /// name, so a creator approving their own key is refused. Admins included.
 fn four_eyes(key: &signing_key::Model, reviewer: &str) -> DomainResult<()> {
-    if reviewer == key.created_by {
-        return Err(DomainError::Refused {
-            code: "self_approval",
-            message: format!("{reviewer} created this key, so another reviewer must approve its scope"),
-        });
-    }
-    Ok(())
+    let authored = if reviewer == key.created_by {
+        "created this key"
+    } else if key.scope_changed_by.as_deref() == Some(reviewer) {
+        "changed this key's scope"
+    } else {
+        return Ok(());
+    };
+    Err(DomainError::Refused { code: "self_approval", message: format!("{reviewer} {authored}, so another reviewer must approve its scope") })
 }
 
 /// Creates a key for an endpoint. The secret is returned once and stored
@@ -739,6 +741,7 @@ pub async fn set_scope(db: &DatabaseConnection, principal: &Principal, key_id: &
     a.event_types = Set(types.to_json());
     a.scope_hash = Set(new_hash);
     a.status = Set("pending_approval".into());
+    a.scope_changed_by = Set(Some(auth.actor().name().to_owned()));
     let key = a.update(&txn).await?;
     let after = view(&key, &l.tenant, &l.endpoint, now);
     audit::record(

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use domain::{
-    auth::Role,
+    auth::{Principal, Role},
     clock,
     entity::signing_key,
     registry::keys::{self, Approval, KeyFilter, KeyStatus, ProvisionRequest},
@@ -155,6 +155,11 @@ db_test!(scope_change_needs_new_approval, async |t: &TestDb| {
     assert_eq!(changed.status, KeyStatus::PendingApproval);
     assert!(!changed.scope_approved);
     assert!(accepted(t, &k.key.key_id).await.is_empty(), "changed scope stops verifying");
+    // Four eyes: whoever changed the scope cannot approve it, admins included.
+    let own = keys::approve(&t.db, &admin(), &k.key.key_id, None, "mine").await;
+    assert!(matches!(own, Err(DomainError::Refused { code: "self_approval", .. })), "{own:?}");
+    let named = keys::approve(&t.db, &Principal::cli(), &k.key.key_id, Some("admin-user"), "as the changer").await;
+    assert!(matches!(named, Err(DomainError::Refused { code: "self_approval", .. })), "{named:?}");
     let again = keys::approve(&t.db, &reviewer(), &k.key.key_id, None, "narrowed").await.unwrap();
     assert!(again.scope_approved);
     assert_eq!(accepted(t, &k.key.key_id).await.len(), 1);

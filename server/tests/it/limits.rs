@@ -112,6 +112,9 @@ both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| 
         ("/api/v1/keys?tenant=clinic-a&tenat=clinic-b", "unknown_field", "tenat"),
         ("/api/v1/tenants/clinic-a/events?limit=ten", "invalid_query", "limit"),
         ("/api/v1/quarantine?tenant=clinic-a&include_bodies=true", "unknown_field", "include_bodies"),
+        // A call that takes no query string at all refuses one just the same.
+        ("/api/v1/tenants/clinic-a?expand=keys", "unknown_field", "expand"),
+        ("/api/v1/tenants?limit=5", "unknown_field", "limit"),
     ] {
         let res = c.get(s.url(path)).bearer_auth(&token).send().await.unwrap();
         assert_eq!(res.status(), 422, "{path}");
@@ -119,6 +122,14 @@ both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| 
         assert_eq!(err["error"], code, "{path}: {err}");
         assert!(err["message"].as_str().unwrap().contains(named), "{path}: {err}");
     }
+
+    // A call that takes no body refuses one: the options it carries would
+    // otherwise be dropped without a word (and no drill run starts).
+    let res = send(reqwest::Method::POST, "/api/v1/drills", serde_json::json!({"only": ["replay"]})).await.unwrap();
+    assert_eq!(res.status(), 422);
+    assert_eq!(res.json::<serde_json::Value>().await.unwrap()["error"], "unexpected_body");
+    let runs: serde_json::Value = c.get(s.url("/api/v1/drills")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(0), "{runs}");
 
     // Server functions take exactly their arguments, as forms and as queries.
     let origin = s.base.trim_end_matches('/').to_owned();
@@ -219,4 +230,50 @@ both_engines!(slow_clients_and_idle_connections_are_cut_off, async |i: &Install|
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let fourth = c.post(s.url("/hooks/clinic-a/hooks")).body("{}").send().await.unwrap();
     assert_ne!(fourth.status(), 503);
+});
+
+// The two limits the test above does not reach: past SIGNET_MAX_CONNECTIONS
+// a new connection waits to be accepted (and is served once one closes),
+// and a request not answered within SIGNET_REQUEST_TIMEOUT_SECS gets 503
+// `timeout` with Retry-After (here a webhook whose claim stalls).
+both_engines!(the_connection_limit_and_the_request_timeout_hold, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let secret = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"])["secret"].as_str().unwrap().to_owned();
+    let s = i.serve_with(&[
+        ("SIGNET_MAX_CONNECTIONS", "3"),
+        ("SIGNET_HEADER_TIMEOUT_SECS", "30"),
+        ("SIGNET_BODY_TIMEOUT_SECS", "1"),
+        ("SIGNET_REQUEST_TIMEOUT_SECS", "2"),
+        ("SIGNET_FAULTS", "stall_effect_ms=8000"),
+    ]);
+    let addr = addr_of(&s);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let url = s.url("/healthz");
+    let waiting = tokio::spawn(async move { reqwest::Client::new().get(url).send().await.map(|r| r.status().as_u16()) });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!waiting.is_finished(), "a fourth connection is not served while three are open");
+    drop(held);
+    let status = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("served once one closes").unwrap().unwrap();
+    assert_eq!(status, 200);
+
+    let body = i.data_dir().join("slow.json");
+    std::fs::write(&body, r#"{"type":"reminder.created","data":{"reminder_id":"r-1","send_at":"2027-01-05T09:00:00Z"}}"#).unwrap();
+    let started = Instant::now();
+    let out = i.cli(
+        &[
+            "--json", "send", &s.url("/hooks/clinic-a/hooks"), "--scheme", "standard-webhooks", "--secret", &secret,
+            "--file", body.to_str().unwrap(), "--event-id", "msg_slow", "--max-attempts", "1",
+        ],
+        "",
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let first = &report["attempts"][0];
+    assert_eq!(first["status"], 503, "{report}");
+    assert!(first["response"].as_str().unwrap().contains("timeout"), "{report}");
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
 });

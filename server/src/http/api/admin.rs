@@ -16,7 +16,7 @@ use domain::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct NewUserBody {
@@ -48,7 +48,7 @@ pub struct AuditQuery {
 }
 
 #[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView]), (status = 403, body = ErrorBody)))]
-pub async fn list_users(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<Vec<UserView>>, ApiError> {
+pub async fn list_users(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<Vec<UserView>>, ApiError> {
     Ok(Json(users::list(&st.db, &p).await?))
 }
 
@@ -57,6 +57,7 @@ pub async fn list_users(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipa
 pub async fn create_user(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     ApiJson(body): ApiJson<NewUserBody>,
 ) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
     let (password, generated) = match body.password {
@@ -76,6 +77,7 @@ pub async fn create_user(
 pub async fn update_user(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(username): Path<String>,
     ApiJson(body): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {

@@ -169,6 +169,40 @@ where
     }
 }
 
+/// For calls that take no query string: any parameter is 422
+/// `unknown_field` (named), as it would be where the call takes some.
+pub struct NoQuery;
+
+impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).next() {
+            Some((name, _)) => Err(ApiError(DomainError::invalid("unknown_field", format!("unknown query parameter `{name}`: this call takes none")))),
+            None => Ok(NoQuery),
+        }
+    }
+}
+
+/// For calls that take no body: a non-empty one is 422 `unexpected_body`,
+/// so a caller who sent options the call does not take is told so.
+pub struct NoBody;
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for NoBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            Ok(NoBody)
+        } else {
+            Err(ApiError(DomainError::invalid("unexpected_body", "this call takes no request body; nothing was changed")))
+        }
+    }
+}
+
 /// Parses a query string as `T`, refusing unknown parameters.
 pub fn strict_query<T: serde::de::DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let mut unknown = Vec::new();

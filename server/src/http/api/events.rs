@@ -8,7 +8,7 @@ use axum::{
 use domain::events::{self, EventView, ReminderView};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiQuery, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiPrincipal, ApiQuery, ErrorBody, NoQuery};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct EventQuery {
@@ -33,6 +33,7 @@ pub async fn list_events(
 pub async fn get_reminder(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, reminder_id)): Path<(String, String)>,
 ) -> Result<Json<ReminderView>, ApiError> {
     Ok(Json(events::get_reminder(&st.db, &p, &tenant, &reminder_id).await?))

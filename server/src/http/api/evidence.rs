@@ -17,7 +17,7 @@ use domain::evidence::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery};
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StartedRun {
@@ -28,7 +28,7 @@ pub struct StartedRun {
     responses((status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
               (status = 409, body = ErrorBody, description = "a drill run is already in progress"),
               (status = 403, body = ErrorBody)))]
-pub async fn start_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
+pub async fn start_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, _: NoBody) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
     let run = runs::start(&st.db, &p).await?;
     st.drills.spawn(p, run.run_id.clone());
     Ok((StatusCode::ACCEPTED, Json(StartedRun { run_id: run.run_id })))
@@ -49,7 +49,7 @@ pub async fn list_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincip
 
 #[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(("run_id" = String, Path)),
     responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress"), (status = 404, body = ErrorBody)))]
-pub async fn get_drill(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(run_id): Path<String>) -> Result<Json<DrillRunView>, ApiError> {
+pub async fn get_drill(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(run_id): Path<String>) -> Result<Json<DrillRunView>, ApiError> {
     Ok(Json(runs::get(&st.db, &p, &run_id).await?))
 }
 
@@ -113,7 +113,7 @@ pub async fn list_exports(State(st): State<AppState>, ApiPrincipal(p): ApiPrinci
 
 #[utoipa::path(post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
     responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment"), (status = 403, body = ErrorBody)))]
-pub async fn sign_off(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiJson(body): ApiJson<NewSignoff>) -> Result<(StatusCode, Json<SignoffView>), ApiError> {
+pub async fn sign_off(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, ApiJson(body): ApiJson<NewSignoff>) -> Result<(StatusCode, Json<SignoffView>), ApiError> {
     Ok((StatusCode::CREATED, Json(signoff::sign_off(&st.db, &p, &body).await?)))
 }
 
@@ -133,7 +133,7 @@ pub struct PublicKeyBody {
 
 #[utoipa::path(get, path = "/api/v1/evidence/public-key", tag = "evidence",
     responses((status = 200, body = PublicKeyBody), (status = 403, body = ErrorBody)))]
-pub async fn public_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<PublicKeyBody>, ApiError> {
+pub async fn public_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<PublicKeyBody>, ApiError> {
     // Anyone who may read evidence may learn the key that signs it.
     export::scoped_tenant_id(&st.db, &p, None).await?;
     let signer = domain::service_keys::evidence_signer(&st.db, &st.vault).await?;

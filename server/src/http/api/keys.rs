@@ -13,7 +13,7 @@ use domain::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody, OptionalJson};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery, OptionalJson};
 
 /// A new key with its secret: the only time the secret is shown.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -103,6 +103,7 @@ fn approval(p: &Principal, approve: bool, reviewer: Option<String>, comment: Opt
 pub async fn list_endpoint_keys(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
 ) -> Result<Json<Vec<KeyView>>, ApiError> {
     domain::registry::endpoints::get(&st.db, &p, &tenant, &endpoint).await?;
@@ -116,6 +117,7 @@ pub async fn list_endpoint_keys(
 pub async fn provision(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
     OptionalJson(body): OptionalJson<ProvisionBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
@@ -135,7 +137,7 @@ pub async fn list_keys(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal
 
 #[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)),
     responses((status = 200, body = KeyView), (status = 404, body = ErrorBody)))]
-pub async fn get_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(key_id): Path<String>) -> Result<Json<KeyView>, ApiError> {
+pub async fn get_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(key_id): Path<String>) -> Result<Json<KeyView>, ApiError> {
     Ok(Json(keys::get(&st.db, &p, &key_id).await?))
 }
 
@@ -145,6 +147,7 @@ pub async fn get_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, 
 pub async fn set_scope(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(key_id): Path<String>,
     ApiJson(body): ApiJson<ScopeBody>,
 ) -> Result<Json<KeyView>, ApiError> {
@@ -156,6 +159,7 @@ pub async fn set_scope(
 pub async fn approve(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(key_id): Path<String>,
     OptionalJson(body): OptionalJson<DecisionBody>,
 ) -> Result<Json<KeyView>, ApiError> {
@@ -168,6 +172,7 @@ pub async fn approve(
 pub async fn reject(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(key_id): Path<String>,
     OptionalJson(body): OptionalJson<DecisionBody>,
 ) -> Result<Json<KeyView>, ApiError> {
@@ -180,6 +185,7 @@ pub async fn reject(
 pub async fn rotate(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(key_id): Path<String>,
     OptionalJson(body): OptionalJson<RotateBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
@@ -193,6 +199,7 @@ pub async fn rotate(
 pub async fn revoke(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(key_id): Path<String>,
     ApiJson(body): ApiJson<RevokeBody>,
 ) -> Result<Json<KeyView>, ApiError> {

@@ -15,7 +15,7 @@ use domain::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiQuery, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ReasonBody {
@@ -69,6 +69,7 @@ pub async fn get_quarantine(
 pub async fn release(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<QuarantineView>, ApiError> {
@@ -80,6 +81,7 @@ pub async fn release(
 pub async fn discard(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<QuarantineView>, ApiError> {
@@ -103,6 +105,7 @@ pub struct BulkReleaseBody {
 pub async fn start_bulk_release(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     ApiJson(body): ApiJson<BulkReleaseBody>,
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
     let job = bulk_release::start(&st.db, &p, &body.filter, &body.reason).await?;
@@ -112,13 +115,13 @@ pub async fn start_bulk_release(
 
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine",
     responses((status = 200, body = Vec<BulkReleaseView>, description = "the latest 20, newest first")))]
-pub async fn list_bulk_releases(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<Vec<BulkReleaseView>>, ApiError> {
+pub async fn list_bulk_releases(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<Vec<BulkReleaseView>>, ApiError> {
     Ok(Json(bulk_release::recent(&st.db, &p, 20, st.bulk_stale_ms).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(("id" = String, Path)),
     responses((status = 200, body = BulkReleaseView), (status = 404, body = ErrorBody)))]
-pub async fn get_bulk_release(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(id): Path<String>) -> Result<Json<BulkReleaseView>, ApiError> {
+pub async fn get_bulk_release(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(id): Path<String>) -> Result<Json<BulkReleaseView>, ApiError> {
     Ok(Json(bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?))
 }
 
@@ -128,7 +131,9 @@ pub async fn get_bulk_release(State(st): State<AppState>, ApiPrincipal(p): ApiPr
 pub async fn resume_bulk_release(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(id): Path<String>,
+    _: NoBody,
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
     Ok((axum::http::StatusCode::ACCEPTED, Json(bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await?)))
 }
@@ -145,6 +150,7 @@ pub struct PolicyBody {
 pub async fn get_retry_policy(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(tenant): Path<String>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
     Ok(Json(retry_policy::get(&st.db, &p, &tenant).await?))
@@ -155,6 +161,7 @@ pub async fn get_retry_policy(
 pub async fn set_retry_policy(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(tenant): Path<String>,
     ApiJson(body): ApiJson<PolicyBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
@@ -166,6 +173,7 @@ pub async fn set_retry_policy(
 pub async fn rollback_retry_policy(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(tenant): Path<String>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
@@ -192,6 +200,6 @@ pub async fn list_outbox(
 
 #[utoipa::path(post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
     responses((status = 200, body = OutboxView), (status = 409, body = ErrorBody, description = "the intent is not dead")))]
-pub async fn retry_outbox(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(id): Path<String>) -> Result<Json<OutboxView>, ApiError> {
+pub async fn retry_outbox(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(id): Path<String>, _: NoBody) -> Result<Json<OutboxView>, ApiError> {
     Ok(Json(outbox::retry(&st.db, &p, &id).await?))
 }

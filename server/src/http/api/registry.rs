@@ -12,10 +12,10 @@ use domain::registry::{
     tenants::{self, NewTenant, TenantPatch, TenantView},
 };
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 
 #[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
-pub async fn list_tenants(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<Vec<TenantView>>, ApiError> {
+pub async fn list_tenants(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<Vec<TenantView>>, ApiError> {
     Ok(Json(tenants::list(&st.db, &p).await?))
 }
 
@@ -24,6 +24,7 @@ pub async fn list_tenants(State(st): State<AppState>, ApiPrincipal(p): ApiPrinci
 pub async fn create_tenant(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     ApiJson(body): ApiJson<NewTenant>,
 ) -> Result<(StatusCode, Json<TenantView>), ApiError> {
     Ok((StatusCode::CREATED, Json(tenants::create(&st.db, &p, body).await?)))
@@ -31,7 +32,7 @@ pub async fn create_tenant(
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)),
     responses((status = 200, body = TenantView), (status = 404, body = ErrorBody)))]
-pub async fn get_tenant(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(tenant): Path<String>) -> Result<Json<TenantView>, ApiError> {
+pub async fn get_tenant(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(tenant): Path<String>) -> Result<Json<TenantView>, ApiError> {
     Ok(Json(tenants::get(&st.db, &p, &tenant).await?))
 }
 
@@ -40,6 +41,7 @@ pub async fn get_tenant(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipa
 pub async fn update_tenant(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(tenant): Path<String>,
     ApiJson(body): ApiJson<TenantPatch>,
 ) -> Result<Json<TenantView>, ApiError> {
@@ -51,7 +53,7 @@ pub async fn update_tenant(
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)),
     responses((status = 200, body = [EndpointView]), (status = 404, body = ErrorBody)))]
-pub async fn list_endpoints(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, Path(tenant): Path<String>) -> Result<Json<Vec<EndpointView>>, ApiError> {
+pub async fn list_endpoints(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(tenant): Path<String>) -> Result<Json<Vec<EndpointView>>, ApiError> {
     Ok(Json(endpoints::list(&st.db, &p, &tenant).await?))
 }
 
@@ -60,6 +62,7 @@ pub async fn list_endpoints(State(st): State<AppState>, ApiPrincipal(p): ApiPrin
 pub async fn create_endpoint(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(tenant): Path<String>,
     ApiJson(body): ApiJson<NewEndpoint>,
 ) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
@@ -71,6 +74,7 @@ pub async fn create_endpoint(
 pub async fn get_endpoint(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
 ) -> Result<Json<EndpointView>, ApiError> {
     Ok(Json(endpoints::get(&st.db, &p, &tenant, &endpoint).await?))
@@ -82,6 +86,7 @@ pub async fn get_endpoint(
 pub async fn update_endpoint(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
     ApiJson(body): ApiJson<EndpointPatch>,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -105,6 +110,7 @@ pub struct EventKeyChange {
 pub async fn get_event_key(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
 ) -> Result<Json<EventKeyView>, ApiError> {
     Ok(Json(event_key::get(&st.db, &p, &tenant, &endpoint).await?))
@@ -116,6 +122,7 @@ pub async fn get_event_key(
 pub async fn set_event_key(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
     ApiJson(body): ApiJson<EventKeyChange>,
 ) -> Result<Json<EventKeyView>, ApiError> {

@@ -9,11 +9,11 @@ use axum::{
 use domain::ops::retention::{self, HorizonView, RetentionChange, RetentionOverview, RetentionView};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 
 #[utoipa::path(get, path = "/api/v1/retention", tag = "retention",
     responses((status = 200, body = RetentionOverview)))]
-pub async fn overview(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal) -> Result<Json<RetentionOverview>, ApiError> {
+pub async fn overview(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<RetentionOverview>, ApiError> {
     Ok(Json(retention::overview(&st.db, &p).await?))
 }
 
@@ -23,6 +23,7 @@ pub async fn overview(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal)
 pub async fn get_retention(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
 ) -> Result<Json<RetentionView>, ApiError> {
     Ok(Json(retention::get(&st.db, &p, &tenant, &endpoint).await?))
@@ -34,6 +35,7 @@ pub async fn get_retention(
 pub async fn set_retention(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
     ApiJson(change): ApiJson<RetentionChange>,
 ) -> Result<Json<RetentionView>, ApiError> {
@@ -52,6 +54,7 @@ pub struct HorizonBody {
 pub async fn set_horizon(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
     Path(scheme): Path<String>,
     ApiJson(body): ApiJson<HorizonBody>,
 ) -> Result<Json<HorizonView>, ApiError> {

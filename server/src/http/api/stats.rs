@@ -8,7 +8,7 @@ use axum::{
 use domain::ops::stats::{self, StatsView, Window};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiQuery, ApiPrincipal, ErrorBody};
+use super::auth::{ApiError, ApiPrincipal, ApiQuery, ErrorBody};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct StatsQuery {

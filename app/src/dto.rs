@@ -689,6 +689,7 @@ pub struct KekOverviewDto {
     pub retired: Vec<RetiredKekDto>,
     pub stale_rows: u64,
     pub latest_rewrap: Option<RewrapDto>,
+    pub counted: bool,
 }
 
 /// A tenant as the cohort form lists it.

@@ -182,6 +182,18 @@ pub struct KekOverview {
     /// Rows under a version other than the newest.
     pub stale_rows: u64,
     pub latest_rewrap: Option<RewrapView>,
+    /// `false`: the rows were not counted (a page polling a running rewrap,
+    /// see [`Counting`]); `rows`, `total_rows` and `stale_rows` are then 0.
+    pub counted: bool,
+}
+
+/// Whether [`overview`] counts rows: counting reads every sealed table, too
+/// much to repeat every second beside a running rewrap, whose own progress
+/// says how far it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counting {
+    Always,
+    NotWhileRewrapping,
 }
 
 fn authorize(principal: &Principal) -> DomainResult<Authorized> {
@@ -210,11 +222,13 @@ pub async fn counts<C: ConnectionTrait>(conn: &C) -> DomainResult<BTreeMap<(Stri
 }
 
 /// Every version with its rows, the retired ones, and the latest job.
-pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainResult<KekOverview> {
+pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: Counting) -> DomainResult<KekOverview> {
     authorize(principal)?;
     let versions = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(db).await?;
     let newest = versions.last().map(|v| v.version as u32);
-    let counts = counts(db).await?;
+    let latest = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.map(|j| view(j, clock::now_ms()));
+    let counted = counting == Counting::Always || !latest.as_ref().is_some_and(|j| j.status == RUNNING);
+    let counts = if counted { counts(db).await? } else { BTreeMap::new() };
     let mut stale_rows = 0;
     let views = versions
         .iter()
@@ -227,7 +241,7 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainR
             if !is_newest {
                 stale_rows += total_rows;
             }
-            KekVersionView { version, created_at: clock::rfc3339(v.created_at), newest: is_newest, rows, total_rows, retirable: !is_newest && total_rows == 0 }
+            KekVersionView { version, created_at: clock::rfc3339(v.created_at), newest: is_newest, rows, total_rows, retirable: counted && !is_newest && total_rows == 0 }
         })
         .collect();
     let retired = kek_retirement::Entity::find()
@@ -242,8 +256,7 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainR
             retired_by: r.retired_by,
         })
         .collect();
-    let latest = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?;
-    Ok(KekOverview { versions: views, retired, stale_rows, latest_rewrap: latest.map(|j| view(j, clock::now_ms())) })
+    Ok(KekOverview { versions: views, retired, stale_rows, latest_rewrap: latest, counted })
 }
 
 fn view(j: job::Model, now: i64) -> RewrapView {

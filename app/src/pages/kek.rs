@@ -88,7 +88,9 @@ fn Overview(o: KekOverviewDto) -> impl IntoView {
         <section class="card" id="versions">
             <h2>"Versions"</h2>
             <p class="hint">
-                {if stale == 0 {
+                {if !o.counted {
+                    "Rows are counted again when the rewrap ends (counting reads every sealed table); its progress is below.".to_owned()
+                } else if stale == 0 {
                     format!("Every sealed row is under version {newest}, the newest.")
                 } else {
                     format!("{stale} sealed rows are still under older versions than {newest}.")
@@ -106,7 +108,7 @@ fn Overview(o: KekOverviewDto) -> impl IntoView {
                         </tr>
                     </thead>
                     <tbody>
-                        {o.versions.into_iter().map(|v| view! { <VersionRow v running/> }).collect_view()}
+                        {o.versions.into_iter().map(|v| view! { <VersionRow v running counted=o.counted/> }).collect_view()}
                     </tbody>
                 </table>
             </div>
@@ -134,7 +136,7 @@ fn Overview(o: KekOverviewDto) -> impl IntoView {
 }
 
 #[component]
-fn VersionRow(v: KekVersionDto, running: bool) -> impl IntoView {
+fn VersionRow(v: KekVersionDto, running: bool, counted: bool) -> impl IntoView {
     let state = if v.newest {
         view! { <span class="badge badge-active">"newest"</span> }.into_any()
     } else if v.retirable && !running {
@@ -156,8 +158,11 @@ fn VersionRow(v: KekVersionDto, running: bool) -> impl IntoView {
         <tr data-version=v.version.to_string()>
             <td><strong>"v" {v.version}</strong></td>
             <td class="nowrap">{when(&v.created_at)}</td>
-            {SOURCES.map(|(key, _)| view! { <td class="num">{v.rows.get(key).copied().unwrap_or(0)}</td> })}
-            <td class="num"><strong>{v.total_rows}</strong></td>
+            {SOURCES.map(|(key, _)| {
+                let n = counted.then(|| v.rows.get(key).copied().unwrap_or(0).to_string()).unwrap_or_else(|| "…".to_owned());
+                view! { <td class="num">{n}</td> }
+            })}
+            <td class="num"><strong>{if counted { v.total_rows.to_string() } else { "…".to_owned() }}</strong></td>
             <td>{state}</td>
         </tr>
     }

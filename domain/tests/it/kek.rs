@@ -107,14 +107,14 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
     assert_eq!(retired.version, 1);
     assert!(kek_version::Entity::find_by_id(1).one(&t.db).await.unwrap().is_none(), "the key itself is gone");
     assert!(matches!(kek::retire(&t.db, &t.vault, &admin(), 1).await, Err(DomainError::Conflict { code: "kek_retired", .. })));
-    let o = kek::overview(&t.db, &admin()).await.unwrap();
+    let o = kek::overview(&t.db, &admin(), kek::Counting::Always).await.unwrap();
     assert_eq!(o.versions.len(), 1);
     assert_eq!(o.retired.len(), 1);
     assert_eq!(o.stale_rows, 0);
     assert_eq!(everything_opens(t).await, sealed);
     // Only administrators manage KEKs.
     for who in [reviewer(), user(domain::auth::Role::Oncall, None)] {
-        assert!(matches!(kek::overview(&t.db, &who).await, Err(DomainError::Forbidden)));
+        assert!(matches!(kek::overview(&t.db, &who, kek::Counting::Always).await, Err(DomainError::Forbidden)));
         assert!(matches!(kek::rotate(&t.db, &t.vault, &who).await, Err(DomainError::Forbidden)));
     }
 });
@@ -144,6 +144,13 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
     // A second start while it runs is refused; a rotation resumes rather
     // than adding a version.
     assert!(matches!(kek::start_rewrap(&t.db, &t.vault, &admin()).await, Err(DomainError::Conflict { code: "rewrap_in_progress", .. })));
+    // A page polling the running job counts no rows (that reads every
+    // sealed table); asked outright, the rows are counted.
+    let polled = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping).await.unwrap();
+    assert!(!polled.counted && polled.versions.iter().all(|v| v.total_rows == 0 && !v.retirable), "{polled:?}");
+    assert_eq!(polled.latest_rewrap.map(|j| j.rewrapped), Some(after_one.rewrapped));
+    let asked = kek::overview(&t.db, &admin(), kek::Counting::Always).await.unwrap();
+    assert!(asked.counted && asked.stale_rows > 0, "{asked:?}");
     kek_rewrap::Entity::update_many()
         .col_expr(kek_rewrap::Column::UpdatedAt, sea_orm::sea_query::Expr::value(0i64))
         .filter(kek_rewrap::Column::Id.eq(&job.id))

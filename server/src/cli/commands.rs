@@ -466,7 +466,7 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
             emit(json, &done, || format!("resealed {} rows under KEK version {} ({} read)", done.rewrapped, done.target_version, done.scanned));
         }
         KekCmd::Status => {
-            let o = kek::overview(db, p).await?;
+            let o = kek::overview(db, p, kek::Counting::Always).await?;
             emit(json, &o, || {
                 let mut lines: Vec<String> = o
                     .versions

@@ -417,9 +417,11 @@ pub(super) async fn release_marking(
 }
 
 /// Gate 8 again, at release: the key that verified the event still exists
-/// for this endpoint and its scope (as it stands now) permits the type, and
-/// an envelope tenant is this tenant. An event quarantined before gate 8
-/// ran, or whose key's scope narrowed since, does not apply by release.
+/// for this endpoint, has not been revoked (a revocation says the key is not
+/// trusted, so neither is what it signed), and its scope (as it stands now)
+/// permits the type; an envelope tenant is this tenant. An event quarantined
+/// before gate 8 ran, or whose key's scope narrowed or key was revoked
+/// since, does not apply by release (it can still be discarded).
 async fn scope_refusal<C: ConnectionTrait>(
     conn: &C,
     e: &entry::Model,
@@ -427,6 +429,9 @@ async fn scope_refusal<C: ConnectionTrait>(
     env: &envelope::Envelope,
 ) -> DomainResult<Option<&'static str>> {
     let key = signing_key::Entity::find_by_id(claim.key_id.clone()).one(conn).await?;
+    if key.as_ref().is_some_and(|k| k.status == "revoked") {
+        return Ok(Some("key_revoked"));
+    }
     let permitted = key.is_some_and(|k| {
         k.tenant_id == e.tenant_id && k.endpoint_id == e.endpoint_id && EventTypes::from_json(&k.event_types).permits(&env.event_type)
     });

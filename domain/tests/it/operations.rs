@@ -265,4 +265,12 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     assert_eq!(entry.last_release_error.as_deref(), Some("event_type_not_permitted"));
     let applied = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_early")).one(&t.db).await.unwrap().unwrap();
     assert_ne!(applied.outcome, "applied");
+    // The scope is approved again, then the key is revoked (say it leaked):
+    // what it signed is not released either.
+    domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id, &["reminder.created".to_owned(), "reminder.scheduled".to_owned()]).await.unwrap();
+    domain::registry::keys::approve(&t.db, &reviewer(), &s.key_id, None, "widened back").await.unwrap();
+    domain::registry::keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
+    let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try again").await;
+    assert!(matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("key_revoked")), "{refused:?}");
+    assert_eq!(quarantine::get(&t.db, &admin(), &id).await.unwrap().status, "open");
 });

@@ -123,14 +123,17 @@ impl DbArgs {
         if let Some(u) = self.database_url.as_deref().filter(|u| !u.is_empty()) {
             if let Some(file) = sqlite_file(u) {
                 create_private_file(&file).map_err(|e| ConfigError::DataDir(file.clone(), e))?;
+                warn_if_readable_by_others(&file, "the SQLite database");
             }
             return Ok(u.to_owned());
         }
         private_dir(&self.data_dir).map_err(|e| ConfigError::DataDir(self.data_dir.clone(), e))?;
+        warn_if_readable_by_others(&self.data_dir, "the data directory");
         let file = self.data_dir.join("signet.db");
         // Created here, owner-only, before SQLite opens it (its -wal and -shm
         // files take the database file's permissions).
         create_private_file(&file).map_err(|e| ConfigError::DataDir(file.clone(), e))?;
+        warn_if_readable_by_others(&file, "the SQLite database");
         Ok(format!("sqlite://{}?mode=rwc", file.display()))
     }
 
@@ -165,21 +168,25 @@ impl DbArgs {
 
 fn read_key_file(path: &Path) -> Result<MasterKey, ConfigError> {
     let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| ConfigError::ReadKey(path.to_owned(), e))?);
-    warn_if_readable_by_others(path);
+    warn_if_readable_by_others(path, "the master key file");
     MasterKey::from_base64(&text).map_err(|_| ConfigError::BadKey(path.display().to_string()))
 }
 
+/// What Signet creates is owner-only, but what already exists keeps the
+/// permissions its operator gave it (an upgrade never chmods); say so when
+/// others can read it.
 #[cfg(unix)]
-fn warn_if_readable_by_others(path: &Path) {
+fn warn_if_readable_by_others(path: &Path, what: &str) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.permissions().mode() & 0o077 != 0 {
-            tracing::warn!(path = %path.display(), "master key file is readable by group or others; chmod 600 it");
+            let fix = if meta.is_dir() { "chmod 700" } else { "chmod 600" };
+            tracing::warn!(path = %path.display(), "{what} is readable by group or others; {fix} it");
         }
     }
 }
 #[cfg(not(unix))]
-fn warn_if_readable_by_others(_: &Path) {}
+fn warn_if_readable_by_others(_: &Path, _: &str) {}
 
 /// The file a `sqlite://<path>?mode=rwc` URL lets SQLite create, so it can be
 /// created owner-only first (`None` for other URLs and in-memory databases).

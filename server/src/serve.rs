@@ -10,6 +10,14 @@ use leptos::prelude::LeptosOptions;
 use crate::config::{DbArgs, ServeArgs};
 
 pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
+    // The request timeout answers first otherwise, and the body timeout
+    // would be a setting that never takes effect.
+    if args.body_timeout_secs >= args.request_timeout_secs {
+        return Err(format!(
+            "SIGNET_BODY_TIMEOUT_SECS ({}) must be shorter than SIGNET_REQUEST_TIMEOUT_SECS ({})",
+            args.body_timeout_secs, args.request_timeout_secs
+        ));
+    }
     let url = db_args.url().map_err(|e| e.to_string())?;
     let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;

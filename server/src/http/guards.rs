@@ -69,6 +69,9 @@ pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
 /// form and JSON body Signet takes is far smaller; webhooks (`/hooks`) have
 /// their own limit, enforced while reading.
 pub const CONTROL_BODY_LIMIT: usize = 64 * 1024;
+/// A declared over-limit body up to this size is read and dropped before
+/// the 413 (see `control_body_limit`).
+const DRAIN_LIMIT: usize = 1024 * 1024;
 
 /// Reads a `/fn/*` or `/api/v1/*` body up to [`CONTROL_BODY_LIMIT`] before
 /// any handler sees it: a declared or streamed body over the limit gets 413
@@ -80,6 +83,12 @@ pub async fn control_body_limit(req: Request<Body>, next: Next) -> Response {
     }
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > CONTROL_BODY_LIMIT as u64) {
+        // Read (and drop) a modest body first, so its sender gets to read
+        // the 413 instead of a connection reset mid-upload; a larger one is
+        // not worth reading and the connection simply closes.
+        if declared.is_some_and(|n| n <= DRAIN_LIMIT as u64) {
+            let _ = axum::body::to_bytes(req.into_body(), DRAIN_LIMIT).await;
+        }
         return too_large();
     }
     let (parts, body) = req.into_parts();

@@ -1,6 +1,6 @@
 //! `signet send` against an https receiver: a real TLS listener with a
 //! certificate from a private CA the sender is told to trust. The receiver
-//! asks for an hour's pause (`Retry-After: 3600`), then answers with a 1 MiB
+//! asks for an hour's pause (`Retry-After: 3600`), then answers with a 64 MiB
 //! body: the sender waits at most its own cap and reads a few KiB.
 
 use std::{
@@ -15,12 +15,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::BIN;
 
-/// A TLS receiver on loopback: its CA certificate (PEM), its port, and the
-/// requests it saw (head and body), in order.
+/// A TLS receiver on loopback: its CA certificate (PEM), its port, the
+/// requests it saw (head and body), in order, and for each whether its
+/// whole answer was taken (false: the sender hung up part-way).
 struct Receiver {
     ca_pem: String,
     port: u16,
     seen: Arc<Mutex<Vec<String>>>,
+    answered_fully: Arc<Mutex<Vec<bool>>>,
 }
 
 async fn https_receiver(answers: Vec<String>) -> Receiver {
@@ -40,6 +42,8 @@ async fn https_receiver(answers: Vec<String>) -> Receiver {
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
+    let answered_fully = Arc::new(Mutex::new(Vec::new()));
+    let fully = answered_fully.clone();
     tokio::spawn(async move {
         let mut answers = answers.into_iter();
         loop {
@@ -60,11 +64,11 @@ async fn https_receiver(answers: Vec<String>) -> Receiver {
             }
             log.lock().unwrap().push(String::from_utf8_lossy(&got).into_owned());
             let Some(answer) = answers.next() else { return };
-            let _ = tls.write_all(answer.as_bytes()).await;
-            let _ = tls.shutdown().await;
+            let complete = tls.write_all(answer.as_bytes()).await.is_ok() && tls.shutdown().await.is_ok();
+            fully.lock().unwrap().push(complete);
         }
     });
-    Receiver { ca_pem: ca.pem(), port, seen }
+    Receiver { ca_pem: ca.pem(), port, seen, answered_fully }
 }
 
 fn send(url: &str, extra: &[&str], secret: &SigningSecret, dir: &std::path::Path) -> (std::process::Output, Duration) {
@@ -83,7 +87,9 @@ fn send(url: &str, extra: &[&str], secret: &SigningSecret, dir: &std::path::Path
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_speaks_tls_caps_retry_after_and_reads_a_bounded_answer() {
-    let huge = "x".repeat(1024 * 1024);
+    // Far more than socket buffers hold: a sender that read it all would let
+    // the receiver finish writing it.
+    let huge = "x".repeat(64 * 1024 * 1024);
     let answers = vec![
         "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3600\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_owned(),
         format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{huge}", huge.len()),
@@ -104,6 +110,14 @@ async fn send_speaks_tls_caps_retry_after_and_reads_a_bounded_answer() {
     assert!(took < Duration::from_secs(20), "{took:?}");
     assert_eq!(attempts[1]["status"], 200);
     assert!(attempts[1]["response"].as_str().unwrap().len() <= 300, "only a bounded part of the answer is kept");
+    for _ in 0..50 {
+        if r.answered_fully.lock().unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fully = r.answered_fully.lock().unwrap().clone();
+    assert_eq!(fully, vec![true, false], "the sender stopped reading the 64 MiB answer part-way");
     // Both requests came over TLS, signed.
     let seen = r.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);

@@ -40,17 +40,25 @@ for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && 
 run() {
   LOADGEN_SECRET=$secret target/release/loadgen --url "http://127.0.0.1:$PORT/hooks/bench/hooks" --concurrency 16 --seconds "$SECS" --rate "$RATE"
 }
+# One table row from loadgen's JSON report: run label, sign-ins per second.
+row() {
+  python3 - "$@" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['verified_per_sec']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} |")
+PY
+}
 echo "| run | sign-ins per s | webhooks per s | p50 ms | p99 ms |"
 echo "|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
   echo "==> round $round: webhooks alone" >&2
   line=$(run)
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"| {sys.argv[2]} alone | 0 | {r[\"verified_per_sec\"]:.0f} | {r[\"p50_ms\"]:.1f} | {r[\"p99_ms\"]:.1f} |")' "$line" "$round"
+  row "$line" "$round alone" 0
   echo "==> round $round: webhooks with $LOGINS sign-ins per second" >&2
   python3 bench/login_driver.py "127.0.0.1" "$PORT" "bench-user" "$PASSWORD" "$LOGINS" "$((SECS + 1))" > "$data/logins.txt" &
   driver=$!
   sleep 0.5
   line=$(run)
   wait "$driver"
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"| {sys.argv[2]} with sign-ins | {sys.argv[3]} | {r[\"verified_per_sec\"]:.0f} | {r[\"p50_ms\"]:.1f} | {r[\"p99_ms\"]:.1f} |")' "$line" "$round" "$(cat "$data/logins.txt")"
+  row "$line" "$round with sign-ins" "$(cat "$data/logins.txt")"
 done

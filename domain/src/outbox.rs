@@ -168,14 +168,19 @@ pub async fn mark_sent(db: &DatabaseConnection, id: &str) -> DomainResult<()> {
     Ok(())
 }
 
+/// What [`mark_failed`] returns when this worker's lease had lapsed and
+/// another worker owns the intent now: nothing was recorded.
+pub const LEASE_LOST: &str = "lease_lost";
+
 /// Records a failed send: back to `pending` after a backoff, or `dead` when
 /// the failure is permanent, the attempts are used up, or the tenant's
-/// retry policy is disabled. Returns the new status.
+/// retry policy is disabled. Returns the new status ([`LEASE_LOST`] if the
+/// intent was no longer this worker's).
 pub async fn mark_failed(db: &DatabaseConnection, d: &Delivery, error: &str, permanent: bool, rule: &RetryRule) -> DomainResult<&'static str> {
     let dead = permanent || !d.retries_enabled || d.attempts >= rule.max_attempts;
     let status = if dead { DEAD } else { PENDING };
     let error: String = error.chars().take(500).collect();
-    intent::Entity::update_many()
+    let res = intent::Entity::update_many()
         .col_expr(intent::Column::Status, Expr::value(status))
         .col_expr(intent::Column::NextAttemptAt, Expr::value(clock::now_ms() + if dead { 0 } else { rule.delay_ms(d.attempts) }))
         .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
@@ -184,7 +189,7 @@ pub async fn mark_failed(db: &DatabaseConnection, d: &Delivery, error: &str, per
         .filter(intent::Column::Status.eq(SENDING))
         .exec(db)
         .await?;
-    Ok(status)
+    Ok(if res.rows_affected == 1 { status } else { LEASE_LOST })
 }
 
 /// An intent as on-call sees it: metadata, never the payload.

@@ -142,11 +142,15 @@ test('the clinic admin rotates and then revokes', async ({ page, browser }, info
   await shot(page, info, '13-overlap');
 
   await page.goto(`/keys/${newKey}/revoke`);
+  // The key's own verification log: nothing has failed under it.
+  await expect(page.getByTestId('key-failures')).toHaveText('none');
   await page.getByLabel(/Reason/).fill('rotation test complete');
   await shot(page, info, '14-revoke-confirm');
   await page.getByRole('button', { name: 'Revoke key' }).click();
   await expect(page).toHaveURL(/\/tenants\/clinic-a/);
   await expect(page.locator('tr', { hasText: newKey })).toContainText('revoked');
+  // Events without an id: quarantined until the endpoint opts in to a key.
+  await expect(page.getByTestId('event-key')).toContainText('missing_event_id');
   await shot(page, info, '15-revoked');
   await page.goto('/audit');
   await expect(page.getByText('key.revoke').first()).toBeVisible();
@@ -428,6 +432,12 @@ test('on-call cannot open the sign-off evidence', async ({ page }, info) => {
   await page.goto('/evidence');
   await expect(page.getByText(/role does not allow/i)).toBeVisible();
   await shot(page, info, '29-evidence-oncall');
+});
+
+test('the cohort form shows the latest drill run beside the tenants', async ({ page }) => {
+  await signIn(page, 'root');
+  await page.goto('/tenants');
+  await expect(page.locator('#cohort').getByTestId('cohort-drills')).toContainText('all drills passed');
 });
 
 test('a crafted sign-in link shows none of its text and cannot send the user off-site', async ({ page, baseURL }) => {

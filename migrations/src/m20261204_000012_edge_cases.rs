@@ -1,7 +1,8 @@
 //! The seeds' edge cases (issue 13):
 //! - `redelivery_horizons.source`: where each horizon comes from, and new
 //!   versions set from the senders' published retry schedules with margin
-//!   (never lowering one an administrator raised);
+//!   (never lowering one an administrator raised), extending the GitHub
+//!   replay records held by the raise;
 //! - `endpoints.event_id_fields` and `event_key_versions`: an explicit,
 //!   versioned compound event key for senders without stable event ids;
 //! - `reminders.state_at`: when the event that set the reminder's status
@@ -82,6 +83,25 @@ impl MigrationTrait for Migration {
         let conn = m.get_connection();
         let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for (scheme, secs, source) in HORIZONS {
+            let before = conn
+                .query_one_raw(sea_orm_migration::sea_orm::Statement::from_string(
+                    conn.get_database_backend(),
+                    format!("SELECT horizon_secs FROM redelivery_horizons WHERE scheme = '{scheme}' ORDER BY version DESC LIMIT 1"),
+                ))
+                .await?
+                .map(|row| row.try_get::<i64>("", "horizon_secs"))
+                .transpose()?;
+            // GitHub's replay records (one per signed body) are kept for the
+            // dedup retention, which the horizon floors: a raise extends the
+            // ones held, so no body becomes acceptable again in between.
+            if let Some(old) = before.filter(|old| scheme == "github" && *old < secs) {
+                conn.execute_unprepared(&format!(
+                    "UPDATE replay_records SET expires_at = expires_at + {} \
+                     WHERE endpoint_id IN (SELECT id FROM endpoints WHERE scheme = 'github')",
+                    (secs - old) * 1000
+                ))
+                .await?;
+            }
             // A new version only where the horizon in force is shorter: one an
             // administrator raised further stays as it is.
             conn.execute_unprepared(&format!(

@@ -162,7 +162,7 @@ fn HorizonTable(rows: Vec<HorizonDto>) -> impl IntoView {
                     <tr>
                         <td>{h.scheme}</td>
                         <td><strong>{h.horizon}</strong></td>
-                        <td class="source">{h.source.unwrap_or_else(|| "—".to_owned())}</td>
+                        <td class="source">{h.source.unwrap_or_else(|| "an administrator's decision (see why)".to_owned())}</td>
                         <td class="nowrap">"v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small></td>
                         <td>{h.reason}</td>
                     </tr>

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use sea_orm::{
     sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    QueryFilter, QueryOrder, QuerySelect, Set, TryInsertResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -30,7 +30,7 @@ use crate::{
         effects::{self, Applied, EffectError, Target},
         envelope,
     },
-    registry::{tenants, EventTypes},
+    registry::{event_key, tenants, EventTypes},
     vault::Vault,
 };
 
@@ -380,23 +380,37 @@ pub(super) async fn release_marking(
         Err(err) => return Err(err),
         Ok(body) => match envelope::parse(&body) {
             None => "malformed_envelope",
-            Some(env) => match scope_refusal(&txn, &e, &claim, &env).await? {
-                Some(refusal) => refusal,
-                None => {
+            Some(env) => match scope_refusal(&txn, &e, &claim, &env).await?.map_or(claim_compound_id(&txn, &e, &claim, &env).await?, Err) {
+                Err(refusal) => refusal,
+                Ok(compound_id) => {
                 let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
                 match effects::apply(&txn, vault, at, &e.event_id, &env, claim.received_at).await {
                     Ok(applied) => {
                         // A transition the reminder has moved past since:
                         // released, and recorded as the stale one it is.
                         let outcome = if applied == Applied::Done { "applied" } else { "stale_transition" };
+                        // The entry's claim, and the compound-key claim a
+                        // missing-id release took (see `claim_compound_id`).
                         inbox_claim::Entity::update_many()
                             .col_expr(inbox_claim::Column::Outcome, Expr::value(outcome))
                             .filter(inbox_claim::Column::TenantId.eq(&e.tenant_id))
                             .filter(inbox_claim::Column::EndpointId.eq(&e.endpoint_id))
-                            .filter(inbox_claim::Column::EventId.eq(&e.event_id))
+                            .filter(inbox_claim::Column::EventId.is_in(std::iter::once(e.event_id.clone()).chain(compound_id)))
                             .exec(&txn)
                             .await?;
-                        audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, json!({"status": RELEASED, "note": reason}))).await?;
+                        if applied == Applied::Stale {
+                            // Resolved, but say so: nothing was applied.
+                            entry::Entity::update_many()
+                                .col_expr(
+                                    entry::Column::ResolutionNote,
+                                    Expr::value(format!("{reason} (stale transition: the reminder had moved past it, nothing applied)")),
+                                )
+                                .filter(entry::Column::Id.eq(id))
+                                .exec(&txn)
+                                .await?;
+                        }
+                        let after = json!({"status": RELEASED, "outcome": outcome, "note": reason});
+                        audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
                         if let Some(it) = mark {
                             super::bulk_release::record_in(&txn, it, super::bulk_release::OUT_RELEASED, None).await?;
                         }
@@ -445,6 +459,36 @@ async fn scope_refusal<C: ConnectionTrait>(
         }
     }
     Ok(None)
+}
+
+/// An event quarantined for want of an id, released while its endpoint has
+/// a compound key that identifies it: the release also claims that id (in
+/// the same transaction), so the event applies once whichever comes first,
+/// this release or the sender's redelivery under the key. A claim already
+/// there means it did come: `applied_under_event_key`, nothing applies.
+/// `Ok(Some(id))`: the id claimed; `Ok(None)`: no compound key applies.
+async fn claim_compound_id<C: ConnectionTrait>(
+    conn: &C,
+    e: &entry::Model,
+    claim: &inbox_claim::Model,
+    env: &envelope::Envelope,
+) -> DomainResult<Result<Option<String>, &'static str>> {
+    if e.reason != "missing_event_id" {
+        return Ok(Ok(None));
+    }
+    let fields = endpoint::Entity::find_by_id(e.endpoint_id.clone()).one(conn).await?.and_then(|ep| event_key::parse_stored(ep.event_id_fields.as_deref()));
+    let Some(id) = fields.and_then(|f| event_key::compound_id(&f, env)) else { return Ok(Ok(None)) };
+    let inserted = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
+        event_id: Set(id.clone()),
+        outcome: Set("applied".to_owned()),
+        body_ciphertext: Set(None),
+        kek_version: Set(None),
+        ..inbox_claim::ActiveModel::from(claim.clone())
+    })
+    .on_conflict_do_nothing()
+    .exec_without_returning(conn)
+    .await?;
+    Ok(if matches!(inserted, TryInsertResult::Inserted(n) if n > 0) { Ok(Some(id)) } else { Err("applied_under_event_key") })
 }
 
 async fn record_failed_release(db: &DatabaseConnection, auth: &crate::auth::Authorized, e: &entry::Model, failure: &str, note: &str) -> DomainResult<()> {

@@ -100,7 +100,9 @@ async fn stale_or_missing<C: ConnectionTrait>(conn: &C, tenant: &str, id: &str) 
 pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, event_id: &str, env: &Envelope, signed_at: i64) -> Result<Applied, EffectError> {
     let now = clock::now_ms();
     let t = at.tenant_id;
-    let happened = occurred_at(env, signed_at)?;
+    // Only transitions are ordered: a bad `occurred_at` on another type is
+    // no reason to refuse it.
+    let happened = || occurred_at(env, signed_at);
     match env.event_type.as_str() {
         "reminder.created" => {
             let id = text_field(&env.data, "reminder_id")?;
@@ -127,6 +129,7 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
         "reminder.scheduled" => {
             let id = text_field(&env.data, "reminder_id")?;
             let send_at = time_field(&env.data, "send_at")?;
+            let happened = happened()?;
             let mut update = reminder::Entity::update_many()
                 .col_expr(reminder::Column::Status, Expr::value("scheduled"))
                 .col_expr(reminder::Column::StateAt, Expr::value(Some(happened)))
@@ -150,6 +153,7 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
         }
         "reminder.canceled" => {
             let id = text_field(&env.data, "reminder_id")?;
+            let happened = happened()?;
             let res = reminder::Entity::update_many()
                 .col_expr(reminder::Column::Status, Expr::value("canceled"))
                 .col_expr(reminder::Column::StateAt, Expr::value(Some(happened)))

@@ -86,10 +86,16 @@ impl Receiver {
     }
 
     /// The key a failed verification is counted under: the one it named or
-    /// matched, else the endpoint's key that verified last.
+    /// matched, else the endpoint's key that verified last; only ever one of
+    /// the keys `ep` (the set it was verified against) accepts. A request
+    /// naming a key outside that set is counted under none.
     fn attribute(&self, ep: &EndpointCtx, rejected: super::verify::Rejected) -> (Outcome, Option<String>) {
-        let key = rejected.key_id.or_else(|| self.last_verified.read().unwrap_or_else(|p| p.into_inner()).get(&ep.endpoint_id).cloned());
-        (Outcome::Refused(rejected.refusal), key)
+        let last = || self.last_verified.read().unwrap_or_else(|p| p.into_inner()).get(&ep.endpoint_id).cloned();
+        let key = match rejected.refusal {
+            Refusal::UnknownKey => None,
+            _ => rejected.key_id.or_else(last),
+        };
+        (Outcome::Refused(rejected.refusal), key.filter(|k| ep.keys.iter().any(|a| a.key_id == *k)))
     }
 }
 
@@ -138,7 +144,7 @@ pub async fn process<H: HeaderSource + ?Sized>(
             match r.cache.reload_after_mismatch(&r.db, &r.vault, ep).await {
                 Ok(Some(fresh)) => match verify(&fresh, headers, key_hint, body, now) {
                     Ok(v) => v,
-                    Err(rejected) => return r.attribute(ep, rejected),
+                    Err(rejected) => return r.attribute(&fresh, rejected),
                 },
                 Ok(None) => return r.attribute(ep, rejected),
                 Err(e) => {
@@ -156,11 +162,14 @@ pub async fn process<H: HeaderSource + ?Sized>(
     let envelope = envelope::parse(verified.body());
     let scope = check_scope(&verified, envelope.as_ref());
     // An event without an id (and no compound key for its endpoint) is kept
-    // in quarantine, claimed under its body digest so a retry of the same
-    // bytes is a duplicate of it; never deduplicated by body as if applied.
-    let (event_id, quarantine) = match event_id(&verified, envelope.as_ref()) {
-        Some(id) => (id, None),
-        None => (format!("sha256:{}", verified.body_digest()), envelope.as_ref().map(|_| "missing_event_id")),
+    // in quarantine, claimed under its signed message: the very same request
+    // again is a replay (gate 6), and a re-signed copy is an entry of its own,
+    // because identical bodies can be two events (seed 002); on-call decides.
+    // A body that is no envelope at all keeps its body digest as its id.
+    let (event_id, quarantine) = match (event_id(&verified, envelope.as_ref()), &envelope) {
+        (Some(id), _) => (id, None),
+        (None, Some(_)) => (format!("message:{}", verified.message_digest().unwrap_or(verified.body_digest())), Some("missing_event_id")),
+        (None, None) => (format!("sha256:{}", verified.body_digest()), None),
     };
     // Gates 6 and 9, with the effect, in one transaction: shared with other
     // deliveries when this one is expected to apply, else its own.

@@ -177,10 +177,13 @@ impl Telemetry {
                 txn.execute(&stmt).await?;
             }
             for (key, f) in &failures {
+                // Another instance may have written a later failure already.
+                let newer = Expr::col(signing_key::Column::LastFailureAt).is_null().or(Expr::col(signing_key::Column::LastFailureAt).lt(f.last_at));
+                let latest = |mine: sea_orm::Value, column: signing_key::Column| Expr::case(newer.clone(), Expr::value(mine)).finally(Expr::col(column));
                 signing_key::Entity::update_many()
                     .col_expr(signing_key::Column::FailureCount, Expr::col(signing_key::Column::FailureCount).add(f.count))
-                    .col_expr(signing_key::Column::LastFailureAt, Expr::value(Some(f.last_at)))
-                    .col_expr(signing_key::Column::LastFailureReason, Expr::value(Some(f.last_reason.clone())))
+                    .col_expr(signing_key::Column::LastFailureAt, latest(Some(f.last_at).into(), signing_key::Column::LastFailureAt).into())
+                    .col_expr(signing_key::Column::LastFailureReason, latest(Some(f.last_reason.clone()).into(), signing_key::Column::LastFailureReason).into())
                     .filter(signing_key::Column::Id.eq(key))
                     .exec(&txn)
                     .await?;

@@ -274,3 +274,55 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     assert!(matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("key_revoked")), "{refused:?}");
     assert_eq!(quarantine::get(&t.db, &admin(), &id).await.unwrap().status, "open");
 });
+
+// A `scheduled` quarantined until its reminder exists, released after the
+// reminder was cancelled: resolved, but recorded as the stale transition it
+// is (claim, entry note, audit), with no notice minted.
+db_test!(releasing_a_transition_the_reminder_moved_past_applies_nothing_and_says_so, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    assert!(matches!(send(&s, &scheduled("r-1"), "msg_early").await, Outcome::Quarantined { .. }));
+    assert!(matches!(send(&s, &created("r-1"), "msg_created").await, Outcome::Applied { .. }));
+    let cancel = json!({"type": "reminder.canceled", "data": {"reminder_id": "r-1"}}).to_string().into_bytes();
+    assert!(matches!(send(&s, &cancel, "msg_cancel").await, Outcome::Applied { .. }));
+    let id = entry_id(t, "msg_early").await;
+    let released = quarantine::release(&t.db, &t.vault, &oncall(), &id, "reminder exists now").await.unwrap();
+    assert_eq!(released.status, "released");
+    assert!(released.resolution_note.as_deref().is_some_and(|n| n.contains("stale transition")), "{released:?}");
+    let claim = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_early")).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(claim.outcome, "stale_transition");
+    assert_eq!(domain::entity::outbox_intent::Entity::find().count(&t.db).await.unwrap(), 0, "no notice for a cancelled reminder");
+    let audited = audit_entries(t, "quarantine.release").await;
+    assert_eq!(audited.last().map(|(_, after)| after["outcome"].clone()), Some(json!("stale_transition")));
+});
+
+// An event quarantined for want of an id applies once even when its
+// endpoint opts in to a compound key afterwards: whichever comes first, the
+// release or the sender's redelivery under the key, the other applies
+// nothing.
+db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once, async |t: &TestDb| {
+    let s = setup(t, Scheme::Stripe, None).await;
+    let body = |id: &str| json!({"type": "reminder.created", "occurred_at": "2027-01-01T08:00:00Z", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+    let post = |b: Vec<u8>, ts: i64| {
+        let s = &s;
+        async move { deliver(s, &signed(s, Scheme::Stripe, &b, ts, ""), &b).await }
+    };
+    assert!(matches!(post(body("r-1"), now_s()).await, Outcome::Quarantined { .. }));
+    assert!(matches!(post(body("r-2"), now_s()).await, Outcome::Quarantined { .. }));
+    let fields = vec!["type".to_owned(), "data.reminder_id".to_owned(), "occurred_at".to_owned()];
+    domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields), "documented by the sender").await.unwrap();
+    let s = Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let post = |b: Vec<u8>, ts: i64| {
+        let s = &s;
+        async move { deliver(s, &signed(s, Scheme::Stripe, &b, ts, ""), &b).await }
+    };
+    let entries = quarantine::list(&t.db, &admin(), &QuarantineFilter::default()).await.unwrap().items;
+    let entry = |rid: &str| entries.iter().find(|q| q.reason == "missing_event_id" && q.body_sha256.as_deref() == Some(&domain::crypto::sha256_hex(&body(rid)))).unwrap().id.clone();
+    // r-1: the redelivery under the key comes first; the release then applies nothing.
+    assert!(matches!(post(body("r-1"), now_s() + 1).await, Outcome::Applied { .. }));
+    let refused = quarantine::release(&t.db, &t.vault, &oncall(), &entry("r-1"), "the cause is fixed").await;
+    assert!(matches!(&refused, Err(DomainError::Conflict { message, .. }) if message.contains("applied_under_event_key")), "{refused:?}");
+    // r-2: the release comes first; the redelivery is then a duplicate.
+    quarantine::release(&t.db, &t.vault, &oncall(), &entry("r-2"), "the cause is fixed").await.unwrap();
+    assert!(matches!(post(body("r-2"), now_s() + 1).await, Outcome::Duplicate { .. }));
+    assert_eq!(domain::entity::reminder::Entity::find().count(&t.db).await.unwrap(), 2, "each reminder created once");
+});

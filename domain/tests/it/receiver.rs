@@ -590,9 +590,12 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     let o = deliver(&s, &signed(&s, Scheme::Stripe, &b1, now_s(), ""), &b1).await;
     assert!(matches!(&o, Outcome::Quarantined { reason, .. } if reason == "missing_event_id"), "{o:?}");
     assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 0, "never applied on a body hash");
-    // A retry of the same bytes is a duplicate of that quarantined event.
-    let again = deliver(&s, &signed(&s, Scheme::Stripe, &b1, now_s() + 1, ""), &b1).await;
-    assert!(matches!(again, Outcome::Duplicate { original: ClaimOutcome::Quarantined, .. }), "{again:?}");
+    // The same request again is a replay; the same bytes signed anew are
+    // kept as an event of their own (identical bodies can be two events).
+    let h1 = signed(&s, Scheme::Stripe, &b1, now_s() + 1, "");
+    assert!(matches!(deliver(&s, &h1, &b1).await, Outcome::Quarantined { .. }));
+    assert_eq!(deliver(&s, &h1, &b1).await, Outcome::Refused(Refusal::Replay));
+    assert_eq!(quarantine_entry::Entity::find().count(&t.db).await.unwrap(), 2, "each copy is kept for on-call to decide");
     // The endpoint opts in to a documented compound key.
     let fields = vec!["type".to_owned(), "data.reminder_id".to_owned(), "occurred_at".to_owned()];
     let key = domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields.clone()), "the sender documents these as unique").await.unwrap();

@@ -384,6 +384,10 @@ both_engines!(transient_failures_follow_the_tenant_retry_policy, async |i: &Inst
     assert_eq!(res.json::<Value>().await.unwrap()["error"], "unavailable");
     let db = db(i).await;
     assert_eq!(count(&db, "inbox_claims").await, 0, "nothing claimed on 503");
+    // The attempts repeated before giving up are counted.
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+    let retries: u64 = metrics.lines().find_map(|l| l.strip_prefix("signet_claim_retries_total ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    assert!(retries >= 2, "three attempts, two of them repeats: {metrics}");
     // An administrator switches retries off through the API (a new version)...
     let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let policy_url = s.url("/api/v1/tenants/clinic-a/retry-policy");

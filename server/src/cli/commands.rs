@@ -436,7 +436,7 @@ fn rewrap_progress() -> impl FnMut(&domain::kek::RewrapView) {
     move |v| {
         if last.elapsed() >= std::time::Duration::from_millis(500) || !v.is_running() {
             last = std::time::Instant::now();
-            eprintln!("{}: {} of about {} rows read, {} resealed under v{}", v.source, v.scanned, v.total, v.rewrapped, v.target_version);
+            eprintln!("{}: {} of about {} rows resealed under v{} ({} read)", v.source, v.rewrapped, v.total, v.target_version, v.scanned);
         }
     }
 }

@@ -102,11 +102,14 @@ where
         if !json {
             return Err(ApiError(DomainError::invalid("invalid_body", "send the body as Content-Type: application/json")));
         }
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))?;
-        strict_json(&bytes).map(ApiJson)
+        strict_json(&body_bytes(req, state).await?).map(ApiJson)
     }
+}
+
+/// The whole body (already bounded by `guards::control_body_limit`), or
+/// our error format when it cannot be read.
+async fn body_bytes<S: Send + Sync>(req: axum::extract::Request, state: &S) -> Result<axum::body::Bytes, ApiError> {
+    <axum::body::Bytes as axum::extract::FromRequest<S>>::from_request(req, state).await.map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))
 }
 
 /// A `PATCH` naming no field: refused, so the caller does not read the 200
@@ -142,9 +145,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))?;
+        let bytes = body_bytes(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
@@ -192,10 +193,7 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for NoBody {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        if body_bytes(req, state).await?.iter().all(u8::is_ascii_whitespace) {
             Ok(NoBody)
         } else {
             Err(ApiError(DomainError::invalid("unexpected_body", "this call takes no request body; nothing was changed")))

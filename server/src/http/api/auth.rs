@@ -185,19 +185,20 @@ impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
     }
 }
 
-/// For calls that take no body: a non-empty one is 422 `unexpected_body`,
-/// so a caller who sent options the call does not take is told so.
+/// For calls that take no body: none, or an empty JSON object (what many
+/// clients send with a POST), is fine; a field is 422 `unknown_field`
+/// (named), as anywhere else, so options the call does not take are never
+/// dropped without a word.
 pub struct NoBody;
+
+#[derive(serde::Deserialize, Default)]
+struct Empty {}
 
 impl<S: Send + Sync> axum::extract::FromRequest<S> for NoBody {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        if body_bytes(req, state).await?.iter().all(u8::is_ascii_whitespace) {
-            Ok(NoBody)
-        } else {
-            Err(ApiError(DomainError::invalid("unexpected_body", "this call takes no request body; nothing was changed")))
-        }
+        OptionalJson::<Empty>::from_request(req, state).await.map(|_| NoBody)
     }
 }
 

@@ -14,10 +14,11 @@ pub mod pages;
 pub mod ssr;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
+    SsrMode,
     components::{Route, Router, Routes},
-    path, SsrMode,
+    path,
 };
 
 use crate::pages::*;

@@ -9,13 +9,13 @@ use std::{
 
 use axum::extract::FromRef;
 use domain::{
-    auth::{
-        sessions::{Activity, SessionPolicy},
-        Principal,
-    },
-    crypto::{sha256_hex, SigningSecret},
-    vault::Vault,
     DomainError,
+    auth::{
+        Principal,
+        sessions::{Activity, SessionPolicy},
+    },
+    crypto::{SigningSecret, sha256_hex},
+    vault::Vault,
 };
 use http::{header, request::Parts};
 use leptos::prelude::*;
@@ -33,11 +33,7 @@ pub const SECURE_SESSION_COOKIE: &str = "__Host-signet_session";
 
 /// The session cookie's name for this deployment.
 pub fn session_cookie_name(secure: bool) -> &'static str {
-    if secure {
-        SECURE_SESSION_COOKIE
-    } else {
-        SESSION_COOKIE
-    }
+    if secure { SECURE_SESSION_COOKIE } else { SESSION_COOKIE }
 }
 
 /// Whether cookies are `Secure`: always, unless the public URL is
@@ -45,7 +41,10 @@ pub fn session_cookie_name(secure: bool) -> &'static str {
 pub fn cookies_secure(public_url: &str) -> bool {
     let Some(rest) = public_url.strip_prefix("http://") else { return true };
     let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = host.rsplit_once(':').filter(|(h, port)| !h.is_empty() && port.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h);
+    let host = host
+        .rsplit_once(':')
+        .filter(|(h, port)| !h.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(host, |(h, _)| h);
     !matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
 
@@ -105,7 +104,12 @@ impl RevealStore {
         items.retain(|_, r| r.created.elapsed() < Self::TTL);
         items.insert(
             handle.clone(),
-            Reveal { session_digest: sha256_hex(session_token.as_bytes()), key_id: key_id.to_owned(), secret, created: Instant::now() },
+            Reveal {
+                session_digest: sha256_hex(session_token.as_bytes()),
+                key_id: key_id.to_owned(),
+                secret,
+                created: Instant::now(),
+            },
         );
         handle
     }
@@ -116,7 +120,10 @@ impl RevealStore {
     pub fn take(&self, session_token: &str, handle: &str) -> Option<(String, SigningSecret)> {
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
         let mine = items.get(handle).is_some_and(|r| {
-            domain::crypto::constant_time_eq(r.session_digest.as_bytes(), sha256_hex(session_token.as_bytes()).as_bytes())
+            domain::crypto::constant_time_eq(
+                r.session_digest.as_bytes(),
+                sha256_hex(session_token.as_bytes()).as_bytes(),
+            )
         });
         if !mine {
             return None;
@@ -141,7 +148,9 @@ impl SetupToken {
     }
     pub fn matches(&self, token: &str) -> bool {
         let guard = self.digest.lock().unwrap_or_else(|p| p.into_inner());
-        guard.as_deref().is_some_and(|d| domain::crypto::constant_time_eq(d.as_bytes(), sha256_hex(token.as_bytes()).as_bytes()))
+        guard
+            .as_deref()
+            .is_some_and(|d| domain::crypto::constant_time_eq(d.as_bytes(), sha256_hex(token.as_bytes()).as_bytes()))
     }
     pub fn consume(&self) {
         *self.digest.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -244,7 +253,8 @@ pub fn set_device_cookie(token: &str, secure: bool) {
         .same_site(cookie::SameSite::Strict)
         .secure(secure)
         .max_age(cookie::time::Duration::days(DEVICE_COOKIE_DAYS));
-    if let (Some(res), Ok(v)) = (use_context::<ResponseOptions>(), http::HeaderValue::from_str(&c.build().to_string())) {
+    if let (Some(res), Ok(v)) = (use_context::<ResponseOptions>(), http::HeaderValue::from_str(&c.build().to_string()))
+    {
         res.append_header(header::SET_COOKIE, v);
     }
 }
@@ -253,7 +263,9 @@ pub fn set_device_cookie(token: &str, secure: bool) {
 /// not trust forwarding headers).
 pub fn client_ip() -> String {
     parts()
-        .and_then(|p| p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string()))
+        .and_then(|p| {
+            p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string())
+        })
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
@@ -304,7 +316,8 @@ pub fn set_session_cookie(token: Option<&str>, secure: bool, max_age_secs: i64) 
     } else {
         c.max_age(cookie::time::Duration::ZERO)
     };
-    if let (Some(res), Ok(v)) = (use_context::<ResponseOptions>(), http::HeaderValue::from_str(&c.build().to_string())) {
+    if let (Some(res), Ok(v)) = (use_context::<ResponseOptions>(), http::HeaderValue::from_str(&c.build().to_string()))
+    {
         res.append_header(header::SET_COOKIE, v);
     }
 }
@@ -312,7 +325,11 @@ pub fn set_session_cookie(token: Option<&str>, secure: bool, max_age_secs: i64) 
 pub mod convert {
     //! Domain views → browser DTOs.
 
-    use domain::{audit::AuditView, auth::users::UserView, registry::keys::{ApprovalView, KeyView}};
+    use domain::{
+        audit::AuditView,
+        auth::users::UserView,
+        registry::keys::{ApprovalView, KeyView},
+    };
 
     use crate::dto;
 
@@ -344,7 +361,13 @@ pub mod convert {
             history: r
                 .history
                 .into_iter()
-                .map(|v| dto::PolicyVersionDto { version: v.version, policy: v.policy, actor: v.actor, reason: v.reason, created_at: v.created_at })
+                .map(|v| dto::PolicyVersionDto {
+                    version: v.version,
+                    policy: v.policy,
+                    actor: v.actor,
+                    reason: v.reason,
+                    created_at: v.created_at,
+                })
                 .collect(),
         }
     }
@@ -389,7 +412,9 @@ pub mod convert {
     /// A domain view into its browser mirror of field for field the same
     /// shape (the round-trip tests below check that no field is lost).
     pub fn mirror<T: serde::Serialize, U: serde::de::DeserializeOwned>(v: T) -> Result<U, crate::api::AppError> {
-        serde_json::to_value(v).and_then(serde_json::from_value).map_err(|e| crate::api::AppError::new("internal", &format!("view conversion: {e}")))
+        serde_json::to_value(v)
+            .and_then(serde_json::from_value)
+            .map_err(|e| crate::api::AppError::new("internal", &format!("view conversion: {e}")))
     }
 
     pub fn key(k: KeyView) -> dto::KeyDto {
@@ -473,10 +498,20 @@ pub mod convert {
 pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
     let st = state()?;
     let tenant = match &p.tenant_id {
-        Some(id) => domain::registry::tenants::list(&st.db, p).await.map_err(to_app_error)?.into_iter().find(|t| &t.id == id).map(|t| t.slug),
+        Some(id) => domain::registry::tenants::list(&st.db, p)
+            .await
+            .map_err(to_app_error)?
+            .into_iter()
+            .find(|t| &t.id == id)
+            .map(|t| t.slug),
         None => None,
     };
-    Ok(dto::Me { username: p.actor.name().to_owned(), role: p.role.as_str().to_owned(), role_label: p.role.label().to_owned(), tenant })
+    Ok(dto::Me {
+        username: p.actor.name().to_owned(),
+        role: p.role.as_str().to_owned(),
+        role_label: p.role.label().to_owned(),
+        tenant,
+    })
 }
 
 /// A strict Content-Security-Policy for rendered pages: scripts run only
@@ -497,7 +532,9 @@ pub fn set_page_csp() {
 
 #[cfg(test)]
 mod tests {
-    use domain::ops::stats::{FailingEndpoint, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount, StatsView};
+    use domain::ops::stats::{
+        FailingEndpoint, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount, StatsView,
+    };
 
     /// The browser mirror of the dashboard figures loses no field.
     #[test]
@@ -511,11 +548,35 @@ mod tests {
             end: "e".into(),
             now_ms: 9,
             bucket_starts: vec!["a".into(), "b".into()],
-            series: vec![OutcomeSeries { outcome: "applied".into(), total: 3, points: vec![1, 2], reasons: reasons.clone() }],
-            latency: LatencyStats { samples: 3, p50_ms: Some(1.5), p99_ms: None, p50_points: vec![Some(1.0), None], p99_points: vec![None, Some(2.0)] },
+            series: vec![OutcomeSeries {
+                outcome: "applied".into(),
+                total: 3,
+                points: vec![1, 2],
+                reasons: reasons.clone(),
+            }],
+            latency: LatencyStats {
+                samples: 3,
+                p50_ms: Some(1.5),
+                p99_ms: None,
+                p50_points: vec![Some(1.0), None],
+                p99_points: vec![None, Some(2.0)],
+            },
             quarantine_open: 4,
-            outbox: OutboxStats { backlog: 5, oldest_pending_age_secs: Some(6), dead: 7, backlog_points: vec![1, 5], oldest_age_points: vec![0, 6] },
-            keys_in_overlap: vec![OverlapKey { key_id: "k".into(), tenant: "t".into(), endpoint: "e".into(), expires_at: Some("x".into()), expires_at_ms: Some(8), replaced_by: None }],
+            outbox: OutboxStats {
+                backlog: 5,
+                oldest_pending_age_secs: Some(6),
+                dead: 7,
+                backlog_points: vec![1, 5],
+                oldest_age_points: vec![0, 6],
+            },
+            keys_in_overlap: vec![OverlapKey {
+                key_id: "k".into(),
+                tenant: "t".into(),
+                endpoint: "e".into(),
+                expires_at: Some("x".into()),
+                expires_at_ms: Some(8),
+                replaced_by: None,
+            }],
             failing_endpoints: vec![FailingEndpoint {
                 tenant: "t".into(),
                 endpoint: "e".into(),

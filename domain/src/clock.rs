@@ -1,7 +1,7 @@
 //! Time as unix milliseconds (what the schema stores) and its RFC 3339 form
 //! (what people and APIs read).
 
-use time::{format_description::well_known::Rfc3339, OffsetDateTime};
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 pub fn now_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
@@ -21,9 +21,7 @@ pub fn rfc3339_opt(ms: Option<i64>) -> Option<String> {
 
 /// Parses RFC 3339 into unix milliseconds.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
-    OffsetDateTime::parse(text, &Rfc3339)
-        .ok()
-        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+    OffsetDateTime::parse(text, &Rfc3339).ok().map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::{
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr, SqliteTransactionMode,
+    TransactionOptions, TransactionTrait,
     sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
-    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 
 /// The PostgreSQL pool's size.
@@ -117,7 +117,7 @@ fn statement_error(err: &DbErr) -> Option<&sea_orm::sqlx::Error> {
 
 /// The error [`is_lost_connection`] recognises (for the fault points).
 pub fn lost_connection_error() -> DbErr {
-    use sea_orm::{sqlx, RuntimeErr};
+    use sea_orm::{RuntimeErr, sqlx};
     let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection lost before the answer arrived");
     DbErr::Query(RuntimeErr::SqlxError(std::sync::Arc::new(sqlx::Error::Io(io))))
 }
@@ -130,6 +130,9 @@ pub fn is_unique_violation(err: &DbErr) -> bool {
 
 /// For `map_err` on an insert: a unique violation becomes this conflict
 /// (the constraint said no), anything else stays a database error.
-pub fn conflict_if_unique(code: &'static str, message: impl Into<String>) -> impl FnOnce(DbErr) -> crate::error::DomainError {
+pub fn conflict_if_unique(
+    code: &'static str,
+    message: impl Into<String>,
+) -> impl FnOnce(DbErr) -> crate::error::DomainError {
     move |e| if is_unique_violation(&e) { crate::error::DomainError::conflict(code, message) } else { e.into() }
 }

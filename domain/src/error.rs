@@ -54,7 +54,9 @@ impl DomainError {
             DomainError::NotFound => "not_found",
             DomainError::Forbidden => "forbidden",
             DomainError::Unauthenticated => "unauthenticated",
-            DomainError::Invalid { code, .. } | DomainError::Conflict { code, .. } | DomainError::Refused { code, .. } => code,
+            DomainError::Invalid { code, .. }
+            | DomainError::Conflict { code, .. }
+            | DomainError::Refused { code, .. } => code,
             DomainError::Throttled { .. } => "throttled",
             DomainError::Db(_) | DomainError::Crypto(_) => "internal",
         }
@@ -62,9 +64,7 @@ impl DomainError {
     /// What may be shown to the caller: never a database or vault detail.
     pub fn public_message(&self) -> String {
         match self {
-            DomainError::Db(_) | DomainError::Crypto(_) => {
-                "internal error; the server log has details".to_owned()
-            }
+            DomainError::Db(_) | DomainError::Crypto(_) => "internal error; the server log has details".to_owned(),
             other => other.to_string(),
         }
     }

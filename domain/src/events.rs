@@ -54,13 +54,15 @@ pub async fn list_events(
     match status.filter(|s| !s.is_empty()) {
         Some(s @ ("applied" | "quarantined" | "stale_transition")) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
         Some(other) => {
-            return Err(DomainError::invalid("invalid_status", format!("status must be applied, quarantined or stale_transition, got {other:?}")))
+            return Err(DomainError::invalid(
+                "invalid_status",
+                format!("status must be applied, quarantined or stale_transition, got {other:?}"),
+            ));
         }
         None => {}
     }
     let endpoints = endpoint::Entity::find().filter(endpoint::Column::TenantId.eq(&t.id)).all(db).await?;
-    Ok(q
-        .all(db)
+    Ok(q.all(db)
         .await?
         .into_iter()
         .map(|c| EventView {
@@ -75,7 +77,12 @@ pub async fn list_events(
         .collect())
 }
 
-pub async fn get_reminder(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, reminder_id: &str) -> DomainResult<ReminderView> {
+pub async fn get_reminder(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    reminder_id: &str,
+) -> DomainResult<ReminderView> {
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
     let r = reminder::Entity::find_by_id((t.id, reminder_id.to_owned())).one(db).await?.ok_or(DomainError::NotFound)?;

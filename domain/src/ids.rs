@@ -7,10 +7,7 @@ pub fn validate_slug(kind: &str, slug: &str) -> Result<(), DomainError> {
     if is_slug(slug) {
         Ok(())
     } else {
-        Err(DomainError::invalid(
-            "invalid_slug",
-            format!("{kind} must match [a-z0-9][a-z0-9-]{{0,62}}, got {slug:?}"),
-        ))
+        Err(DomainError::invalid("invalid_slug", format!("{kind} must match [a-z0-9][a-z0-9-]{{0,62}}, got {slug:?}")))
     }
 }
 

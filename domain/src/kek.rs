@@ -20,8 +20,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use sea_orm::{
-    sea_query::{Alias, Expr, ExprTrait, Order, Query},
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QueryResult, Set,
+    sea_query::{Alias, Expr, ExprTrait, Order, Query},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -30,7 +30,7 @@ use crate::{
     audit::{self, Change},
     auth::{Authorized, Permission, Principal, Scope},
     clock,
-    crypto::{kek_version_of, Aad, CryptoError},
+    crypto::{Aad, CryptoError, kek_version_of},
     db,
     entity::{kek_retirement, kek_rewrap as job, kek_version},
     error::{DomainError, DomainResult},
@@ -226,7 +226,8 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: 
     authorize(principal)?;
     let versions = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(db).await?;
     let newest = versions.last().map(|v| v.version as u32);
-    let latest = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.map(|j| view(j, clock::now_ms()));
+    let latest =
+        job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.map(|j| view(j, clock::now_ms()));
     let counted = counting == Counting::Always || !latest.as_ref().is_some_and(|j| j.status == RUNNING);
     let counts = if counted { counts(db).await? } else { BTreeMap::new() };
     let mut stale_rows = 0;
@@ -234,14 +235,23 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: 
         .iter()
         .map(|v| {
             let version = v.version as u32;
-            let rows: BTreeMap<String, u64> =
-                SOURCES.iter().map(|s| (s.name.to_owned(), counts.get(&(s.name.to_owned(), version)).copied().unwrap_or(0))).collect();
+            let rows: BTreeMap<String, u64> = SOURCES
+                .iter()
+                .map(|s| (s.name.to_owned(), counts.get(&(s.name.to_owned(), version)).copied().unwrap_or(0)))
+                .collect();
             let total_rows = rows.values().sum();
             let is_newest = Some(version) == newest;
             if !is_newest {
                 stale_rows += total_rows;
             }
-            KekVersionView { version, created_at: clock::rfc3339(v.created_at), newest: is_newest, rows, total_rows, retirable: counted && !is_newest && total_rows == 0 }
+            KekVersionView {
+                version,
+                created_at: clock::rfc3339(v.created_at),
+                newest: is_newest,
+                rows,
+                total_rows,
+                retirable: counted && !is_newest && total_rows == 0,
+            }
         })
         .collect();
     let retired = kek_retirement::Entity::find()
@@ -260,7 +270,11 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: 
 }
 
 fn view(j: job::Model, now: i64) -> RewrapView {
-    let status = if j.status == RUNNING && now - j.updated_at > STALE_AFTER_MS { INTERRUPTED.to_owned() } else { j.status.clone() };
+    let status = if j.status == RUNNING && now - j.updated_at > STALE_AFTER_MS {
+        INTERRUPTED.to_owned()
+    } else {
+        j.status.clone()
+    };
     RewrapView {
         id: j.id,
         target_version: j.target_version as u32,
@@ -289,7 +303,9 @@ fn open_err(e: crate::vault::VaultOpenError) -> DomainError {
     match e {
         VaultOpenError::Db(d) => DomainError::Db(d),
         VaultOpenError::Crypto(c) => DomainError::Crypto(c),
-        VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
+        VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => {
+            DomainError::Crypto(CryptoError::Unauthentic)
+        }
     }
 }
 
@@ -312,7 +328,11 @@ pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principa
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j).await.map(|rewrap| Rotation { kek_version: rewrap.target_version, added_version: false, rewrap });
+        return resume_job(db, &auth, j).await.map(|rewrap| Rotation {
+            kek_version: rewrap.target_version,
+            added_version: false,
+            rewrap,
+        });
     }
     let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;
     let stale: u64 = counts(db).await?.iter().filter(|((_, v), _)| *v != newest).map(|(_, n)| n).sum();
@@ -321,12 +341,20 @@ pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principa
         let next = newest + 1;
         let wrapped = vault.wrap_new_kek(next)?;
         let txn = db::begin_write(db).await?;
-        kek_version::Entity::insert(kek_version::ActiveModel { version: Set(next as i32), wrapped_key: Set(wrapped), created_at: Set(clock::now_ms()) })
-            .exec(&txn)
-            .await
-            .map_err(db::conflict_if_unique("rotation_in_progress", "another KEK rotation added a version at the same time; run it again"))?;
+        kek_version::Entity::insert(kek_version::ActiveModel {
+            version: Set(next as i32),
+            wrapped_key: Set(wrapped),
+            created_at: Set(clock::now_ms()),
+        })
+        .exec(&txn)
+        .await
+        .map_err(db::conflict_if_unique(
+            "rotation_in_progress",
+            "another KEK rotation added a version at the same time; run it again",
+        ))?;
         let version = next.to_string();
-        let change = kek_change("kek.rotate", &version, Some(json!({"kek_version": newest})), json!({"kek_version": next}));
+        let change =
+            kek_change("kek.rotate", &version, Some(json!({"kek_version": newest})), json!({"kek_version": next}));
         audit::record(&txn, auth.actor(), change).await?;
         txn.commit().await?;
         vault.refresh(db).await.map_err(open_err)?;
@@ -367,7 +395,12 @@ async fn resume_job(db: &DatabaseConnection, auth: &Authorized, j: job::Model) -
     match view(j.clone(), clock::now_ms()).status.as_str() {
         INTERRUPTED | FAILED => {}
         FINISHED => return Err(DomainError::conflict("rewrap_finished", "this rewrap has finished")),
-        _ => return Err(DomainError::conflict("rewrap_in_progress", "a KEK rewrap is running; wait for it or resume it once it reads as interrupted")),
+        _ => {
+            return Err(DomainError::conflict(
+                "rewrap_in_progress",
+                "a KEK rewrap is running; wait for it or resume it once it reads as interrupted",
+            ));
+        }
     }
     let txn = db::begin_write(db).await?;
     let taken = job::Entity::update_many()
@@ -386,7 +419,8 @@ async fn resume_job(db: &DatabaseConnection, auth: &Authorized, j: job::Model) -
         return Err(DomainError::conflict("rewrap_in_progress", "someone else resumed this rewrap"));
     }
     let version = j.target_version.to_string();
-    let change = kek_change("kek.rewrap.resume", &version, None, json!({"job": j.id, "source": j.source, "scanned": j.scanned}));
+    let change =
+        kek_change("kek.rewrap.resume", &version, None, json!({"job": j.id, "source": j.source, "scanned": j.scanned}));
     audit::record(&txn, auth.actor(), change).await?;
     txn.commit().await?;
     let j = job::Entity::find_by_id(j.id).one(db).await?.ok_or(DomainError::NotFound)?;
@@ -418,21 +452,36 @@ async fn create_job(db: &DatabaseConnection, auth: &Authorized, target: u32) -> 
     .await
     .map_err(db::conflict_if_unique("rewrap_in_progress", "a KEK rewrap is already running"))?;
     let version = target.to_string();
-    audit::record(&txn, auth.actor(), kek_change("kek.rewrap.start", &version, None, json!({"job": id, "rows_to_rewrap": total}))).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        kek_change("kek.rewrap.start", &version, None, json!({"job": id, "rows_to_rewrap": total})),
+    )
+    .await?;
     txn.commit().await?;
     let j = job::Entity::find_by_id(id).one(db).await?.ok_or(DomainError::NotFound)?;
     Ok(view(j, now))
 }
 
 /// An audit entry about KEK version `version` (its decimal text).
-fn kek_change<'a>(action: &'a str, version: &'a str, before: Option<serde_json::Value>, after: serde_json::Value) -> Change<'a> {
+fn kek_change<'a>(
+    action: &'a str,
+    version: &'a str,
+    before: Option<serde_json::Value>,
+    after: serde_json::Value,
+) -> Change<'a> {
     Change { action, target_kind: "kek", target_id: version, tenant_id: None, before, after: Some(after) }
 }
 
 /// Runs the job to its end as its current runner, calling `progress` after
 /// every window. Stops early (without failing the job) if another runner
 /// took it over. A failure is recorded on the job (`failed`, resumable).
-pub async fn run(db: &DatabaseConnection, vault: &Vault, id: &str, mut progress: impl FnMut(&RewrapView)) -> DomainResult<RewrapView> {
+pub async fn run(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    id: &str,
+    mut progress: impl FnMut(&RewrapView),
+) -> DomainResult<RewrapView> {
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
     let runner = j.runner.clone();
     loop {
@@ -476,7 +525,13 @@ pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, id: String) {
 /// of the current source after the cursor, reseals those under another
 /// version, and moves the cursor, all in one transaction. `None` when
 /// `runner` no longer owns the job.
-pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str, window: u64) -> DomainResult<Option<RewrapView>> {
+pub async fn step(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    id: &str,
+    runner: &str,
+    window: u64,
+) -> DomainResult<Option<RewrapView>> {
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
     if j.runner != runner || j.status != RUNNING {
         return Ok(None);
@@ -485,7 +540,12 @@ pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str
         return finish(db, &j).await.map(Some);
     };
     let source = &SOURCES[pos];
-    let cursor: Option<Vec<String>> = j.cursor.as_deref().map(serde_json::from_str).transpose().map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))?;
+    let cursor: Option<Vec<String>> = j
+        .cursor
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))?;
     let txn = db::begin_write(db).await?;
     // The window: the next WINDOW rows after the cursor, with what a reseal
     // needs, in one index range scan. (Selecting the stale rows by a second
@@ -497,7 +557,10 @@ pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str
     for c in source.pk.iter().chain(source.extra) {
         q.column(Alias::new(*c));
     }
-    q.column(Alias::new(source.column)).column(Alias::new("kek_version")).from(Alias::new(source.table)).limit(std::cmp::max(window, 1));
+    q.column(Alias::new(source.column))
+        .column(Alias::new("kek_version"))
+        .from(Alias::new(source.table))
+        .limit(std::cmp::max(window, 1));
     for c in source.pk {
         q.order_by(Alias::new(*c), Order::Asc);
     }
@@ -505,7 +568,9 @@ pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str
         q.and_where(key_tuple(source).gt(value_tuple(after)));
     }
     let rows = txn.query_all(&q).await?;
-    let Some(last) = rows.last().map(|r| source.pk.iter().map(|c| text(r, c)).collect::<Result<Vec<_>, _>>()).transpose()? else {
+    let Some(last) =
+        rows.last().map(|r| source.pk.iter().map(|c| text(r, c)).collect::<Result<Vec<_>, _>>()).transpose()?
+    else {
         // This source is done: on to the next.
         let next = SOURCES.get(pos + 1).map_or(DONE, |s| s.name);
         job::Entity::update_many()
@@ -517,11 +582,16 @@ pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str
             .exec(&txn)
             .await?;
         txn.commit().await?;
-        return Ok(Some(view(job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?, clock::now_ms())));
+        return Ok(Some(view(
+            job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?,
+            clock::now_ms(),
+        )));
     };
     let mut rewrapped = 0i64;
     for row in &rows {
-        let Some(old) = row.try_get::<Option<i32>>("", "kek_version")?.filter(|v| *v != target as i32) else { continue };
+        let Some(old) = row.try_get::<Option<i32>>("", "kek_version")?.filter(|v| *v != target as i32) else {
+            continue;
+        };
         let Some(sealed) = row.try_get::<Option<Vec<u8>>>("", source.column)? else { continue };
         let aad = (source.aad)(row)?;
         let Some(resealed) = ring.rewrap(&aad, &sealed)? else { continue };
@@ -537,7 +607,10 @@ pub async fn step(db: &DatabaseConnection, vault: &Vault, id: &str, runner: &str
         rewrapped += txn.execute(&update).await?.rows_affected() as i64;
     }
     let moved = job::Entity::update_many()
-        .col_expr(job::Column::Cursor, Expr::value(Some(serde_json::to_string(&last).map_err(|e| DbErr::Custom(e.to_string()))?)))
+        .col_expr(
+            job::Column::Cursor,
+            Expr::value(Some(serde_json::to_string(&last).map_err(|e| DbErr::Custom(e.to_string()))?)),
+        )
         .col_expr(job::Column::Scanned, Expr::col(job::Column::Scanned).add(rows.len() as i64))
         .col_expr(job::Column::Rewrapped, Expr::col(job::Column::Rewrapped).add(rewrapped))
         .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
@@ -569,7 +642,8 @@ async fn finish(db: &DatabaseConnection, j: &job::Model) -> DomainResult<RewrapV
     if done.rows_affected > 0 {
         let after = json!({"job": j.id, "scanned": j.scanned, "rewrapped": j.rewrapped});
         let version = j.target_version.to_string();
-        audit::record(&txn, &crate::auth::Actor::System, kek_change("kek.rewrap.finish", &version, None, after)).await?;
+        audit::record(&txn, &crate::auth::Actor::System, kek_change("kek.rewrap.finish", &version, None, after))
+            .await?;
     }
     txn.commit().await?;
     let j = job::Entity::find_by_id(j.id.clone()).one(db).await?.ok_or(DomainError::NotFound)?;
@@ -579,7 +653,12 @@ async fn finish(db: &DatabaseConnection, j: &job::Model) -> DomainResult<RewrapV
 /// Takes a KEK version out of the ring for good. Refused while any row of
 /// any source still uses it, for the newest version, and until the newest
 /// has been in the ring long enough for every instance to have loaded it.
-pub async fn retire(db: &DatabaseConnection, vault: &Vault, principal: &Principal, version: u32) -> DomainResult<RetiredView> {
+pub async fn retire(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    version: u32,
+) -> DomainResult<RetiredView> {
     let auth = authorize(principal)?;
     let txn = db::begin_write(db).await?;
     let all = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(&txn).await?;
@@ -591,12 +670,18 @@ pub async fn retire(db: &DatabaseConnection, vault: &Vault, principal: &Principa
     };
     let newest = all.last().ok_or(CryptoError::EmptyKeyring)?;
     if newest.version == row.version {
-        return Err(DomainError::conflict("kek_newest", format!("KEK version {version} is the newest: rotate first (signet kek rotate)")));
+        return Err(DomainError::conflict(
+            "kek_newest",
+            format!("KEK version {version} is the newest: rotate first (signet kek rotate)"),
+        ));
     }
     if clock::now_ms() - newest.created_at < RETIRE_AFTER_NEWEST_MS {
         return Err(DomainError::conflict(
             "kek_rotated_recently",
-            format!("KEK version {} was added less than a minute ago; an instance may not have loaded it yet. Try again shortly", newest.version),
+            format!(
+                "KEK version {} was added less than a minute ago; an instance may not have loaded it yet. Try again shortly",
+                newest.version
+            ),
         ));
     }
     let in_use: Vec<String> = counts(&txn)
@@ -622,8 +707,18 @@ pub async fn retire(db: &DatabaseConnection, vault: &Vault, principal: &Principa
     .exec_without_returning(&txn)
     .await?;
     let target = version.to_string();
-    audit::record(&txn, auth.actor(), kek_change("kek.retire", &target, Some(json!({"kek_version": version})), json!({"retired": true}))).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        kek_change("kek.retire", &target, Some(json!({"kek_version": version})), json!({"retired": true})),
+    )
+    .await?;
     txn.commit().await?;
     vault.refresh(db).await.map_err(open_err)?;
-    Ok(RetiredView { version, created_at: clock::rfc3339(row.created_at), retired_at: clock::rfc3339(now), retired_by: auth.actor().name().to_owned() })
+    Ok(RetiredView {
+        version,
+        created_at: clock::rfc3339(row.created_at),
+        retired_at: clock::rfc3339(now),
+        retired_by: auth.actor().name().to_owned(),
+    })
 }

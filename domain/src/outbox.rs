@@ -12,11 +12,11 @@
 
 use rand::Rng;
 use sea_orm::{
-    sea_query::{Expr, ExprTrait, LockBehavior, LockType},
     ColumnTrait, Condition, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait, LockBehavior, LockType},
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::{
     audit::{self, Change},
@@ -71,7 +71,12 @@ pub struct Delivery {
 
 /// Leases up to `limit` due intents (pending and due, or sending with an
 /// expired lease) for `lease_ms`.
-pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lease_ms: i64) -> DomainResult<Vec<Delivery>> {
+pub async fn claim_batch(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    limit: u64,
+    lease_ms: i64,
+) -> DomainResult<Vec<Delivery>> {
     let now = clock::now_ms();
     let due = Condition::any()
         .add(Condition::all().add(intent::Column::Status.eq(PENDING)).add(intent::Column::NextAttemptAt.lte(now)))
@@ -80,7 +85,16 @@ pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lea
     // sent anywhere.
     let due = Condition::all().add(due).add(crate::registry::tenants::not_synthetic_tenant(intent::Column::TenantId));
     // A plain read first: an idle worker never takes SQLite's write lock.
-    if intent::Entity::find().select_only().column(intent::Column::Id).filter(due.clone()).limit(1).into_tuple::<String>().one(db).await?.is_none() {
+    if intent::Entity::find()
+        .select_only()
+        .column(intent::Column::Id)
+        .filter(due.clone())
+        .limit(1)
+        .into_tuple::<String>()
+        .one(db)
+        .await?
+        .is_none()
+    {
         return Ok(Vec::new());
     }
     let txn = db::begin_write(db).await?;
@@ -104,7 +118,8 @@ pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lea
     txn.commit().await?;
 
     let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
-    let tenants: Vec<tenant::Model> = tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids)).all(db).await?;
+    let tenants: Vec<tenant::Model> =
+        tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids)).all(db).await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         // One intent that cannot be opened (a missing KEK version, a damaged
@@ -114,7 +129,9 @@ pub async fn claim_batch(db: &DatabaseConnection, vault: &Vault, limit: u64, lea
             None => Err("its tenant no longer exists".to_owned()),
             Some(t) => match vault.open(db, &Aad::outbox_payload(&r.tenant_id, &r.id), &r.payload_ciphertext).await {
                 Err(e) => Err(format!("the payload cannot be decrypted: {e}")),
-                Ok(plain) => serde_json::from_slice::<Value>(&plain).map(|p| (t, p)).map_err(|_| "the sealed payload is not JSON".to_owned()),
+                Ok(plain) => serde_json::from_slice::<Value>(&plain)
+                    .map(|p| (t, p))
+                    .map_err(|_| "the sealed payload is not JSON".to_owned()),
             },
         };
         let (t, payload) = match opened {
@@ -176,13 +193,22 @@ pub const LEASE_LOST: &str = "lease_lost";
 /// the failure is permanent, the attempts are used up, or the tenant's
 /// retry policy is disabled. Returns the new status ([`LEASE_LOST`] if the
 /// intent was no longer this worker's).
-pub async fn mark_failed(db: &DatabaseConnection, d: &Delivery, error: &str, permanent: bool, rule: &RetryRule) -> DomainResult<&'static str> {
+pub async fn mark_failed(
+    db: &DatabaseConnection,
+    d: &Delivery,
+    error: &str,
+    permanent: bool,
+    rule: &RetryRule,
+) -> DomainResult<&'static str> {
     let dead = permanent || !d.retries_enabled || d.attempts >= rule.max_attempts;
     let status = if dead { DEAD } else { PENDING };
     let error: String = error.chars().take(500).collect();
     let res = intent::Entity::update_many()
         .col_expr(intent::Column::Status, Expr::value(status))
-        .col_expr(intent::Column::NextAttemptAt, Expr::value(clock::now_ms() + if dead { 0 } else { rule.delay_ms(d.attempts) }))
+        .col_expr(
+            intent::Column::NextAttemptAt,
+            Expr::value(clock::now_ms() + if dead { 0 } else { rule.delay_ms(d.attempts) }),
+        )
         .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
         .col_expr(intent::Column::LastError, Expr::value(error))
         .filter(intent::Column::Id.eq(&d.id))
@@ -225,7 +251,13 @@ fn view(r: intent::Model, slug: String) -> OutboxView {
 }
 
 /// Newest first, at most `limit` (1–500).
-pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: Option<&str>, status: Option<&str>, limit: u64) -> DomainResult<Vec<OutboxView>> {
+pub async fn list(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: Option<&str>,
+    status: Option<&str>,
+    limit: u64,
+) -> DomainResult<Vec<OutboxView>> {
     let mut q = intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, 500));
     match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => {
@@ -244,7 +276,12 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: O
     }
     match status.filter(|s| !s.is_empty()) {
         Some(s @ (PENDING | SENDING | SENT | DEAD)) => q = q.filter(intent::Column::Status.eq(s)),
-        Some(other) => return Err(DomainError::invalid("invalid_status", format!("status must be pending, sending, sent or dead, got {other:?}"))),
+        Some(other) => {
+            return Err(DomainError::invalid(
+                "invalid_status",
+                format!("status must be pending, sending, sent or dead, got {other:?}"),
+            ));
+        }
         None => {}
     }
     let rows = q.all(db).await?;
@@ -277,7 +314,10 @@ pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> 
         .exec(&txn)
         .await?;
     if res.rows_affected != 1 {
-        return Err(DomainError::conflict("not_dead", format!("only dead intents can be retried by hand; this one is {}", r.status)));
+        return Err(DomainError::conflict(
+            "not_dead",
+            format!("only dead intents can be retried by hand; this one is {}", r.status),
+        ));
     }
     audit::record(
         &txn,

@@ -24,7 +24,11 @@ pub fn aad(row: &service_key::Model) -> Aad {
 }
 
 /// The row's key material, opened.
-pub async fn open(db: &DatabaseConnection, vault: &Vault, row: &service_key::Model) -> DomainResult<Zeroizing<Vec<u8>>> {
+pub async fn open(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    row: &service_key::Model,
+) -> DomainResult<Zeroizing<Vec<u8>>> {
     vault.open(db, &aad(row), &row.ciphertext).await
 }
 
@@ -58,8 +62,11 @@ pub async fn insert<C: ConnectionTrait>(
 /// The deployment's evidence-signing key, generated on first use. The
 /// stored public key must match the sealed seed: a row whose public half was
 /// swapped is refused.
-pub async fn evidence_signer(db: &DatabaseConnection, vault: &Vault) -> DomainResult<crate::crypto::service::EvidenceSigner> {
-    use crate::crypto::{service::EvidenceSigner, CryptoError};
+pub async fn evidence_signer(
+    db: &DatabaseConnection,
+    vault: &Vault,
+) -> DomainResult<crate::crypto::service::EvidenceSigner> {
+    use crate::crypto::{CryptoError, service::EvidenceSigner};
     if find(db, EVIDENCE_SIGNING).await?.is_none() {
         let (signer, seed) = EvidenceSigner::generate();
         if insert(db, vault, EVIDENCE_SIGNING, &seed, Some(signer.public_key_base64()), String::new()).await? {

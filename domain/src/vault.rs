@@ -11,8 +11,7 @@ use sea_orm::{DatabaseConnection, EntityTrait, PaginatorTrait, QueryOrder, Set};
 use zeroize::Zeroizing;
 
 use crate::{
-    audit,
-    clock,
+    audit, clock,
     crypto::{Aad, CryptoError, Kek, Keyring, MasterKey},
     entity::kek_version,
     error::{DomainError, DomainResult},
@@ -108,13 +107,20 @@ impl Vault {
 
     /// Opens, refreshing the ring once if the ciphertext names a KEK version
     /// another instance added since.
-    pub async fn open(&self, db: &DatabaseConnection, aad: &Aad, ciphertext: &[u8]) -> DomainResult<Zeroizing<Vec<u8>>> {
+    pub async fn open(
+        &self,
+        db: &DatabaseConnection,
+        aad: &Aad,
+        ciphertext: &[u8],
+    ) -> DomainResult<Zeroizing<Vec<u8>>> {
         match self.ring().open(aad, ciphertext) {
             Err(CryptoError::UnknownKekVersion(_)) => {
                 self.refresh(db).await.map_err(|e| match e {
                     VaultOpenError::Db(d) => DomainError::Db(d),
                     VaultOpenError::Crypto(c) => DomainError::Crypto(c),
-                    VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => DomainError::Crypto(CryptoError::Unauthentic),
+                    VaultOpenError::WrongMasterKey(_) | VaultOpenError::AuditKey(_) => {
+                        DomainError::Crypto(CryptoError::Unauthentic)
+                    }
                 })?;
                 Ok(self.ring().open(aad, ciphertext)?)
             }

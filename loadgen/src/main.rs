@@ -16,10 +16,10 @@ use std::{
 use bytes::Bytes;
 use clap::Parser;
 use domain::{
-    crypto::{signature, SigningSecret},
+    crypto::{SigningSecret, signature},
     registry::Scheme,
 };
-use http::{header, Request, Uri};
+use http::{Request, Uri, header};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -53,7 +53,9 @@ struct Sent {
 }
 
 fn body(id: &str, size: usize) -> Vec<u8> {
-    let head = format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"{id}","send_at":"2027-01-05T09:00:00Z","pad":""#);
+    let head = format!(
+        r#"{{"type":"reminder.created","data":{{"reminder_id":"{id}","send_at":"2027-01-05T09:00:00Z","pad":""#
+    );
     let tail = r#""}}"#;
     let pad = size.saturating_sub(head.len() + tail.len());
     format!("{head}{}{tail}", "x".repeat(pad)).into_bytes()
@@ -70,16 +72,25 @@ async fn connect(authority: &str) -> Option<SendRequest<Full<Bytes>>> {
 }
 
 /// Sends one signed request; the answer's status and contract status word.
-async fn send(conn: &mut Option<SendRequest<Full<Bytes>>>, uri: &Uri, headers: &[(String, String)], body: Bytes) -> String {
+async fn send(
+    conn: &mut Option<SendRequest<Full<Bytes>>>,
+    uri: &Uri,
+    headers: &[(String, String)],
+    body: Bytes,
+) -> String {
     if conn.as_ref().is_none_or(|c| c.is_closed()) {
         *conn = connect(uri.authority().map_or("", |a| a.as_str())).await;
     }
     let Some(sender) = conn.as_mut() else { return "error".to_owned() };
-    let mut req = Request::post(uri.path()).header(header::HOST, uri.authority().map_or("", |a| a.as_str())).header(header::CONTENT_TYPE, "application/json");
+    let mut req = Request::post(uri.path())
+        .header(header::HOST, uri.authority().map_or("", |a| a.as_str()))
+        .header(header::CONTENT_TYPE, "application/json");
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    let Ok(res) = sender.send_request(req.body(Full::new(body)).expect("request")).await else { return "error".to_owned() };
+    let Ok(res) = sender.send_request(req.body(Full::new(body)).expect("request")).await else {
+        return "error".to_owned();
+    };
     let status = res.status().as_u16();
     let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
@@ -115,7 +126,8 @@ async fn main() {
                     }
                     next += iv;
                 }
-                let dup = rand::thread_rng().gen_bool(dup_ratio) && history.front().is_some_and(|s| s.at.elapsed() >= Duration::from_secs(1));
+                let dup = rand::thread_rng().gen_bool(dup_ratio)
+                    && history.front().is_some_and(|s| s.at.elapsed() >= Duration::from_secs(1));
                 let (id, bytes, fresh) = match dup {
                     true => {
                         let s = history.pop_front().expect("checked");
@@ -154,7 +166,11 @@ async fn main() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     lat.sort();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .unwrap_or(0.0)
+    };
     let verified = statuses.iter().filter(|(k, _)| k.starts_with("200")).map(|(_, v)| v).sum::<u64>();
     println!(
         "{}",

@@ -61,7 +61,11 @@ pub const EXPECTED: &[Expected] = &[
     Expected {
         id: "key_endpoint_same_tenant",
         table: "signing_keys",
-        kind: ExpectedKind::ForeignKey { columns: &["endpoint_id", "tenant_id"], ref_table: "endpoints", ref_columns: &["id", "tenant_id"] },
+        kind: ExpectedKind::ForeignKey {
+            columns: &["endpoint_id", "tenant_id"],
+            ref_table: "endpoints",
+            ref_columns: &["id", "tenant_id"],
+        },
         guarantees: "a key belongs to an endpoint of its own tenant: the key → endpoint → tenant binding",
     },
     Expected {

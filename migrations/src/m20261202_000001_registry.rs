@@ -179,10 +179,10 @@ impl MigrationTrait for Migration {
                 .col(string(Endpoints::Id).primary_key())
                 .col(string(Endpoints::TenantId))
                 .col(string(Endpoints::Slug))
-                .col(string(Endpoints::Scheme).check(one_of(
-                    Endpoints::Scheme,
-                    &["standard-webhooks", "stripe", "github"],
-                )))
+                .col(
+                    string(Endpoints::Scheme)
+                        .check(one_of(Endpoints::Scheme, &["standard-webhooks", "stripe", "github"])),
+                )
                 .col(text(Endpoints::EventTypes))
                 .col(big_integer(Endpoints::ToleranceSecs))
                 .col(big_integer(Endpoints::MaxBodyBytes))
@@ -296,10 +296,7 @@ impl MigrationTrait for Migration {
                 .if_not_exists()
                 .col(string(KeyApprovals::Id).primary_key())
                 .col(string(KeyApprovals::KeyId))
-                .col(string(KeyApprovals::Decision).check(one_of(
-                    KeyApprovals::Decision,
-                    &["approved", "rejected"],
-                )))
+                .col(string(KeyApprovals::Decision).check(one_of(KeyApprovals::Decision, &["approved", "rejected"])))
                 .col(string(KeyApprovals::Reviewer))
                 .col(text(KeyApprovals::Comment))
                 .col(string(KeyApprovals::ScopeHash))
@@ -315,11 +312,7 @@ impl MigrationTrait for Migration {
         )
         .await?;
         m.create_index(
-            Index::create()
-                .name("ix_approvals_key")
-                .table(KeyApprovals::Table)
-                .col(KeyApprovals::KeyId)
-                .to_owned(),
+            Index::create().name("ix_approvals_key").table(KeyApprovals::Table).col(KeyApprovals::KeyId).to_owned(),
         )
         .await?;
 
@@ -478,8 +471,7 @@ impl MigrationTrait for Migration {
             Endpoints::Table.into_iden(),
             Tenants::Table.into_iden(),
         ] {
-            m.drop_table(Table::drop().table(table).if_exists().to_owned())
-                .await?;
+            m.drop_table(Table::drop().table(table).if_exists().to_owned()).await?;
         }
         Ok(())
     }

@@ -89,10 +89,7 @@ enum EventRollups {
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.alter_table(
-            Table::alter()
-                .table(Tenants::Table)
-                .add_column(string(Tenants::RetryPolicy).default("enabled"))
-                .to_owned(),
+            Table::alter().table(Tenants::Table).add_column(string(Tenants::RetryPolicy).default("enabled")).to_owned(),
         )
         .await?;
 
@@ -113,10 +110,7 @@ impl MigrationTrait for Migration {
                 .col(blob_null(InboxClaims::BodyCiphertext))
                 .col(integer_null(InboxClaims::KekVersion))
                 .primary_key(
-                    Index::create()
-                        .col(InboxClaims::TenantId)
-                        .col(InboxClaims::EndpointId)
-                        .col(InboxClaims::EventId),
+                    Index::create().col(InboxClaims::TenantId).col(InboxClaims::EndpointId).col(InboxClaims::EventId),
                 )
                 .to_owned(),
         )
@@ -137,11 +131,7 @@ impl MigrationTrait for Migration {
                 .col(string(ReplayRecords::EndpointId))
                 .col(string(ReplayRecords::MessageDigest))
                 .col(big_integer(ReplayRecords::ExpiresAt))
-                .primary_key(
-                    Index::create()
-                        .col(ReplayRecords::EndpointId)
-                        .col(ReplayRecords::MessageDigest),
-                )
+                .primary_key(Index::create().col(ReplayRecords::EndpointId).col(ReplayRecords::MessageDigest))
                 .to_owned(),
         )
         .await?;
@@ -156,11 +146,7 @@ impl MigrationTrait for Migration {
                 .col(big_integer(Reminders::SendAt))
                 .col(big_integer(Reminders::CreatedAt))
                 .col(big_integer(Reminders::UpdatedAt))
-                .primary_key(
-                    Index::create()
-                        .col(Reminders::TenantId)
-                        .col(Reminders::ReminderId),
-                )
+                .primary_key(Index::create().col(Reminders::TenantId).col(Reminders::ReminderId))
                 .to_owned(),
         )
         .await?;

@@ -47,11 +47,7 @@ impl MigrationTrait for Migration {
                 .col(string(RetryPolicyVersions::Actor))
                 .col(string(RetryPolicyVersions::Reason))
                 .col(big_integer(RetryPolicyVersions::CreatedAt))
-                .primary_key(
-                    Index::create()
-                        .col(RetryPolicyVersions::TenantId)
-                        .col(RetryPolicyVersions::Version),
-                )
+                .primary_key(Index::create().col(RetryPolicyVersions::TenantId).col(RetryPolicyVersions::Version))
                 .foreign_key(
                     ForeignKey::create()
                         .from(RetryPolicyVersions::Table, RetryPolicyVersions::TenantId)
@@ -78,7 +74,9 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        for col in [Quarantine::ResolvedAt, Quarantine::ResolvedBy, Quarantine::ResolutionNote, Quarantine::LastReleaseError] {
+        for col in
+            [Quarantine::ResolvedAt, Quarantine::ResolvedBy, Quarantine::ResolutionNote, Quarantine::LastReleaseError]
+        {
             m.alter_table(Table::alter().table(Quarantine::Table).drop_column(col).to_owned()).await?;
         }
         m.drop_table(Table::drop().table(RetryPolicyVersions::Table).if_exists().to_owned()).await

@@ -19,9 +19,13 @@ enum OutboxIntents {
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         for col in [OutboxIntents::LeaseUntil, OutboxIntents::DeliveredAt] {
-            m.alter_table(Table::alter().table(OutboxIntents::Table).add_column(big_integer_null(col)).to_owned()).await?;
+            m.alter_table(Table::alter().table(OutboxIntents::Table).add_column(big_integer_null(col)).to_owned())
+                .await?;
         }
-        m.alter_table(Table::alter().table(OutboxIntents::Table).add_column(string_null(OutboxIntents::LastError)).to_owned()).await
+        m.alter_table(
+            Table::alter().table(OutboxIntents::Table).add_column(string_null(OutboxIntents::LastError)).to_owned(),
+        )
+        .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {

@@ -95,7 +95,8 @@ impl MigrationTrait for Migration {
         // The senders' documented redelivery horizons as version 1, and the
         // defaults (30 d dedup, 7 d body) for endpoints that exist already.
         let conn = m.get_connection();
-        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for (scheme, secs, why) in [
             ("standard-webhooks", DAY, "Standard Webhooks retries for about a day"),
             ("stripe", 3 * DAY, "Stripe retries live-mode events for up to 3 days"),
@@ -128,7 +129,11 @@ impl MigrationTrait for Migration {
         )
         .await?;
         m.create_index(
-            Index::create().name("ix_replay_expires").table(ReplayRecords::Table).col(ReplayRecords::ExpiresAt).to_owned(),
+            Index::create()
+                .name("ix_replay_expires")
+                .table(ReplayRecords::Table)
+                .col(ReplayRecords::ExpiresAt)
+                .to_owned(),
         )
         .await
     }

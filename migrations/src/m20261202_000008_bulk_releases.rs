@@ -64,8 +64,15 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(Index::create().name("ix_bulk_releases_created").table(BulkReleases::Table).col(BulkReleases::CreatedAt).if_not_exists().to_owned())
-            .await?;
+        m.create_index(
+            Index::create()
+                .name("ix_bulk_releases_created")
+                .table(BulkReleases::Table)
+                .col(BulkReleases::CreatedAt)
+                .if_not_exists()
+                .to_owned(),
+        )
+        .await?;
         m.create_table(
             Table::create()
                 .table(BulkReleaseItems::Table)

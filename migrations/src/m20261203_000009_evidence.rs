@@ -76,7 +76,10 @@ impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         // The drill tenant is ordinary rows with this flag: hidden from
         // tenant lists, metrics, rollups, gauges and the outbox worker.
-        m.alter_table(Table::alter().table(Tenants::Table).add_column(boolean(Tenants::Synthetic).default(false)).to_owned()).await?;
+        m.alter_table(
+            Table::alter().table(Tenants::Table).add_column(boolean(Tenants::Synthetic).default(false)).to_owned(),
+        )
+        .await?;
         m.create_table(
             Table::create()
                 .table(ServiceKeys::Table)
@@ -111,8 +114,15 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(Index::create().name("ix_drill_runs_started").table(DrillRuns::Table).col(DrillRuns::StartedAt).if_not_exists().to_owned())
-            .await?;
+        m.create_index(
+            Index::create()
+                .name("ix_drill_runs_started")
+                .table(DrillRuns::Table)
+                .col(DrillRuns::StartedAt)
+                .if_not_exists()
+                .to_owned(),
+        )
+        .await?;
         // At most one run in progress: drills share the drill tenant and its
         // fault points. Both engines support partial unique indexes.
         m.get_connection()
@@ -136,7 +146,12 @@ impl MigrationTrait for Migration {
         )
         .await?;
         m.create_index(
-            Index::create().name("ix_evidence_exports_created").table(EvidenceExports::Table).col(EvidenceExports::CreatedAt).if_not_exists().to_owned(),
+            Index::create()
+                .name("ix_evidence_exports_created")
+                .table(EvidenceExports::Table)
+                .col(EvidenceExports::CreatedAt)
+                .if_not_exists()
+                .to_owned(),
         )
         .await?;
         m.create_table(
@@ -151,12 +166,23 @@ impl MigrationTrait for Migration {
                 .col(string(EvidenceSignoffs::Actor))
                 .col(string(EvidenceSignoffs::ActorKind))
                 .col(big_integer(EvidenceSignoffs::At))
-                .foreign_key(ForeignKey::create().from(EvidenceSignoffs::Table, EvidenceSignoffs::Digest).to(EvidenceExports::Table, EvidenceExports::Digest))
+                .foreign_key(
+                    ForeignKey::create()
+                        .from(EvidenceSignoffs::Table, EvidenceSignoffs::Digest)
+                        .to(EvidenceExports::Table, EvidenceExports::Digest),
+                )
                 .to_owned(),
         )
         .await?;
-        m.create_index(Index::create().name("ix_evidence_signoffs_at").table(EvidenceSignoffs::Table).col(EvidenceSignoffs::At).if_not_exists().to_owned())
-            .await
+        m.create_index(
+            Index::create()
+                .name("ix_evidence_signoffs_at")
+                .table(EvidenceSignoffs::Table)
+                .col(EvidenceSignoffs::At)
+                .if_not_exists()
+                .to_owned(),
+        )
+        .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {

@@ -48,8 +48,12 @@ const SQLITE_UP: [&str; 2] = [
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table(AuditLog::Table).add_column(string(AuditLog::Alg).default("sha256")).to_owned()).await?;
-        m.alter_table(Table::alter().table(AuditHead::Table).add_column(string_null(AuditHead::KeyId)).to_owned()).await?;
+        m.alter_table(
+            Table::alter().table(AuditLog::Table).add_column(string(AuditLog::Alg).default("sha256")).to_owned(),
+        )
+        .await?;
+        m.alter_table(Table::alter().table(AuditHead::Table).add_column(string_null(AuditHead::KeyId)).to_owned())
+            .await?;
         let conn = m.get_connection();
         match m.get_database_backend() {
             DbBackend::Postgres => {

@@ -74,9 +74,15 @@ enum Users {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table(Endpoints::Table).add_column(big_integer_null(Endpoints::TimestampFloor)).to_owned()).await?;
         m.alter_table(
-            Table::alter().table(LoginThrottle::Table).rename_column(LoginThrottle::WindowStartedAt, LoginThrottle::LastAttemptAt).to_owned(),
+            Table::alter().table(Endpoints::Table).add_column(big_integer_null(Endpoints::TimestampFloor)).to_owned(),
+        )
+        .await?;
+        m.alter_table(
+            Table::alter()
+                .table(LoginThrottle::Table)
+                .rename_column(LoginThrottle::WindowStartedAt, LoginThrottle::LastAttemptAt)
+                .to_owned(),
         )
         .await?;
         m.create_table(
@@ -97,8 +103,15 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(Index::create().name("ix_login_devices_user").table(LoginDevices::Table).col(LoginDevices::UserId).if_not_exists().to_owned())
-            .await?;
+        m.create_index(
+            Index::create()
+                .name("ix_login_devices_user")
+                .table(LoginDevices::Table)
+                .col(LoginDevices::UserId)
+                .if_not_exists()
+                .to_owned(),
+        )
+        .await?;
         m.create_table(
             Table::create()
                 .table(KekRewraps::Table)
@@ -143,7 +156,10 @@ impl MigrationTrait for Migration {
         m.drop_table(Table::drop().table(KekRewraps::Table).if_exists().to_owned()).await?;
         m.drop_table(Table::drop().table(LoginDevices::Table).if_exists().to_owned()).await?;
         m.alter_table(
-            Table::alter().table(LoginThrottle::Table).rename_column(LoginThrottle::LastAttemptAt, LoginThrottle::WindowStartedAt).to_owned(),
+            Table::alter()
+                .table(LoginThrottle::Table)
+                .rename_column(LoginThrottle::LastAttemptAt, LoginThrottle::WindowStartedAt)
+                .to_owned(),
         )
         .await?;
         m.alter_table(Table::alter().table(Endpoints::Table).drop_column(Endpoints::TimestampFloor).to_owned()).await

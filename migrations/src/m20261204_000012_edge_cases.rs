@@ -73,15 +73,26 @@ const HORIZONS: [(&str, i64, &str); 3] = [
         "Svix (Standard Webhooks) retries immediately, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h: about 27.6 h from the first attempt; 2 d leaves margin",
     ),
     ("stripe", 4 * DAY, "Stripe retries live-mode events for up to 3 days with exponential backoff; 4 d leaves margin"),
-    ("github", 4 * DAY, "GitHub never retries on its own; a failed delivery can be redelivered by hand for 3 days; 4 d leaves margin"),
+    (
+        "github",
+        4 * DAY,
+        "GitHub never retries on its own; a failed delivery can be redelivered by hand for 3 days; 4 d leaves margin",
+    ),
 ];
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table(RedeliveryHorizons::Table).add_column(text_null(RedeliveryHorizons::Source)).to_owned()).await?;
+        m.alter_table(
+            Table::alter()
+                .table(RedeliveryHorizons::Table)
+                .add_column(text_null(RedeliveryHorizons::Source))
+                .to_owned(),
+        )
+        .await?;
         let conn = m.get_connection();
-        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for (scheme, secs, source) in HORIZONS {
             let before = conn
                 .query_one_raw(sea_orm_migration::sea_orm::Statement::from_string(
@@ -113,7 +124,10 @@ impl MigrationTrait for Migration {
             ))
             .await?;
         }
-        m.alter_table(Table::alter().table(Endpoints::Table).add_column(text_null(Endpoints::EventIdFields)).to_owned()).await?;
+        m.alter_table(
+            Table::alter().table(Endpoints::Table).add_column(text_null(Endpoints::EventIdFields)).to_owned(),
+        )
+        .await?;
         m.create_table(
             Table::create()
                 .table(EventKeyVersions::Table)
@@ -128,10 +142,28 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.alter_table(Table::alter().table(Reminders::Table).add_column(big_integer_null(Reminders::StateAt)).to_owned()).await?;
-        m.alter_table(Table::alter().table(SigningKeys::Table).add_column(big_integer(SigningKeys::FailureCount).default(0)).to_owned()).await?;
-        m.alter_table(Table::alter().table(SigningKeys::Table).add_column(big_integer_null(SigningKeys::LastFailureAt)).to_owned()).await?;
-        m.alter_table(Table::alter().table(SigningKeys::Table).add_column(string_null(SigningKeys::LastFailureReason)).to_owned()).await?;
+        m.alter_table(
+            Table::alter().table(Reminders::Table).add_column(big_integer_null(Reminders::StateAt)).to_owned(),
+        )
+        .await?;
+        m.alter_table(
+            Table::alter()
+                .table(SigningKeys::Table)
+                .add_column(big_integer(SigningKeys::FailureCount).default(0))
+                .to_owned(),
+        )
+        .await?;
+        m.alter_table(
+            Table::alter()
+                .table(SigningKeys::Table)
+                .add_column(big_integer_null(SigningKeys::LastFailureAt))
+                .to_owned(),
+        )
+        .await?;
+        m.alter_table(
+            Table::alter().table(SigningKeys::Table).add_column(string_null(SigningKeys::LastFailureReason)).to_owned(),
+        )
+        .await?;
         m.create_table(
             Table::create()
                 .table(KeyFailureRollups::Table)
@@ -142,7 +174,12 @@ impl MigrationTrait for Migration {
                 .col(string(KeyFailureRollups::EndpointId))
                 .col(string(KeyFailureRollups::Reason))
                 .col(big_integer(KeyFailureRollups::Count))
-                .primary_key(Index::create().col(KeyFailureRollups::Hour).col(KeyFailureRollups::KeyId).col(KeyFailureRollups::Reason))
+                .primary_key(
+                    Index::create()
+                        .col(KeyFailureRollups::Hour)
+                        .col(KeyFailureRollups::KeyId)
+                        .col(KeyFailureRollups::Reason),
+                )
                 .to_owned(),
         )
         .await
@@ -156,7 +193,12 @@ impl MigrationTrait for Migration {
         m.alter_table(Table::alter().table(Reminders::Table).drop_column(Reminders::StateAt).to_owned()).await?;
         m.drop_table(Table::drop().table(EventKeyVersions::Table).if_exists().to_owned()).await?;
         m.alter_table(Table::alter().table(Endpoints::Table).drop_column(Endpoints::EventIdFields).to_owned()).await?;
-        m.get_connection().execute_unprepared("DELETE FROM redelivery_horizons WHERE reason LIKE '%(migration 000012)'").await?;
-        m.alter_table(Table::alter().table(RedeliveryHorizons::Table).drop_column(RedeliveryHorizons::Source).to_owned()).await
+        m.get_connection()
+            .execute_unprepared("DELETE FROM redelivery_horizons WHERE reason LIKE '%(migration 000012)'")
+            .await?;
+        m.alter_table(
+            Table::alter().table(RedeliveryHorizons::Table).drop_column(RedeliveryHorizons::Source).to_owned(),
+        )
+        .await
     }
 }

@@ -16,10 +16,14 @@ enum SigningKeys {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table(SigningKeys::Table).add_column(string_null(SigningKeys::ScopeChangedBy)).to_owned()).await
+        m.alter_table(
+            Table::alter().table(SigningKeys::Table).add_column(string_null(SigningKeys::ScopeChangedBy)).to_owned(),
+        )
+        .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table(SigningKeys::Table).drop_column(SigningKeys::ScopeChangedBy).to_owned()).await
+        m.alter_table(Table::alter().table(SigningKeys::Table).drop_column(SigningKeys::ScopeChangedBy).to_owned())
+            .await
     }
 }

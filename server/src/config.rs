@@ -167,7 +167,8 @@ impl DbArgs {
 }
 
 fn read_key_file(path: &Path) -> Result<MasterKey, ConfigError> {
-    let text = zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| ConfigError::ReadKey(path.to_owned(), e))?);
+    let text =
+        zeroize::Zeroizing::new(std::fs::read_to_string(path).map_err(|e| ConfigError::ReadKey(path.to_owned(), e))?);
     warn_if_readable_by_others(path, "the master key file");
     MasterKey::from_base64(&text).map_err(|_| ConfigError::BadKey(path.display().to_string()))
 }

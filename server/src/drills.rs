@@ -13,8 +13,8 @@ use domain::{
         runs::{self, DrillSpawner},
     },
     receiver::{
-        faults::{DrillFault, DrillFaults, Faults},
         Receiver,
+        faults::{DrillFault, DrillFaults, Faults},
     },
     vault::Vault,
 };
@@ -43,7 +43,11 @@ pub struct ChildEnv {
 
 impl ChildEnv {
     pub fn from_args(args: &DbArgs) -> Result<ChildEnv, String> {
-        Ok(ChildEnv { database_url: args.url().map_err(|e| e.to_string())?, data_dir: args.data_dir.clone(), master_key_file: args.master_key_file.clone() })
+        Ok(ChildEnv {
+            database_url: args.url().map_err(|e| e.to_string())?,
+            data_dir: args.data_dir.clone(),
+            master_key_file: args.master_key_file.clone(),
+        })
     }
 }
 
@@ -54,7 +58,8 @@ impl HttpTransport {
     }
 
     fn post(&self, req: &DrillRequest) -> reqwest::RequestBuilder {
-        let mut r = self.client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
+        let mut r =
+            self.client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
         for (k, v) in &req.headers {
             r = r.header(k, v);
         }
@@ -156,7 +161,9 @@ pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), Stri
     let reached = Arc::new(tokio::sync::Notify::new());
     faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
     let receiver = Arc::new(Receiver::with_faults(db, vault, faults));
-    let ep = domain::receiver::resolve(&receiver, &req.tenant, &req.endpoint).await.map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
+    let ep = domain::receiver::resolve(&receiver, &req.tenant, &req.endpoint)
+        .await
+        .map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
     if !ep.synthetic {
         return Err("drill children only deliver to the drill tenant".into());
     }

@@ -13,8 +13,8 @@
 
 use std::{convert::Infallible, future::Future, sync::Arc, time::Duration};
 
-use axum::{extract::ConnectInfo, Router};
-use hyper::{body::Incoming, Request};
+use axum::{Router, extract::ConnectInfo};
+use hyper::{Request, body::Incoming};
 use hyper_util::{
     rt::{TokioIo, TokioTimer},
     server::graceful::GracefulShutdown,
@@ -58,7 +58,9 @@ pub async fn serve(listener: TcpListener, router: Router, limits: ConnLimits, sh
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(remote));
             let router = router.clone();
-            async move { Ok::<_, Infallible>(router.oneshot(req.map(axum::body::Body::new)).await.unwrap_or_else(|e| match e {})) }
+            async move {
+                Ok::<_, Infallible>(router.oneshot(req.map(axum::body::Body::new)).await.unwrap_or_else(|e| match e {}))
+            }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read).keep_alive(true);

@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use domain::receiver::{cache::EndpointCtx, Outcome};
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use domain::receiver::{Outcome, cache::EndpointCtx};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 
 pub struct Metrics {
@@ -40,20 +42,37 @@ impl Metrics {
         )?;
         let quarantine_open = IntGauge::new("signet_quarantine_open", "Quarantined events awaiting triage")?;
         let outbox_pending = IntGauge::new("signet_outbox_pending", "Outbox intents not yet delivered")?;
-        let outbox_oldest_age = IntGauge::new("signet_outbox_oldest_pending_age_seconds", "Age of the oldest pending outbox intent")?;
-        let purged = IntCounterVec::new(Opts::new("signet_retention_purged_total", "Rows removed or cleared by the retention purge"), &["kind"])?;
-        let purge_runs = IntCounterVec::new(Opts::new("signet_retention_purge_runs_total", "Retention purge runs by result"), &["result"])?;
-        let purge_last_success =
-            IntGauge::new("signet_retention_last_success_timestamp_seconds", "When the retention purge last completed (Unix time)")?;
-        let claim_batches = IntCounter::new("signet_claim_batches_total", "Shared claim transactions committed (group commit)")?;
-        let claim_batched_events =
-            IntCounter::new("signet_claim_batched_events_total", "Events claimed in shared transactions; divided by batches, events per commit")?;
+        let outbox_oldest_age =
+            IntGauge::new("signet_outbox_oldest_pending_age_seconds", "Age of the oldest pending outbox intent")?;
+        let purged = IntCounterVec::new(
+            Opts::new("signet_retention_purged_total", "Rows removed or cleared by the retention purge"),
+            &["kind"],
+        )?;
+        let purge_runs = IntCounterVec::new(
+            Opts::new("signet_retention_purge_runs_total", "Retention purge runs by result"),
+            &["result"],
+        )?;
+        let purge_last_success = IntGauge::new(
+            "signet_retention_last_success_timestamp_seconds",
+            "When the retention purge last completed (Unix time)",
+        )?;
+        let claim_batches =
+            IntCounter::new("signet_claim_batches_total", "Shared claim transactions committed (group commit)")?;
+        let claim_batched_events = IntCounter::new(
+            "signet_claim_batched_events_total",
+            "Events claimed in shared transactions; divided by batches, events per commit",
+        )?;
         let drill_webhooks = IntCounterVec::new(
-            Opts::new("signet_drill_webhooks_total", "Deliveries made by the drills (synthetic tenant), by outcome; never counted in signet_webhooks_total"),
+            Opts::new(
+                "signet_drill_webhooks_total",
+                "Deliveries made by the drills (synthetic tenant), by outcome; never counted in signet_webhooks_total",
+            ),
             &["outcome"],
         )?;
-        let claim_retries =
-            IntCounter::new("signet_claim_retries_total", "Claim attempts repeated after a transient failure or a lost database connection")?;
+        let claim_retries = IntCounter::new(
+            "signet_claim_retries_total",
+            "Claim attempts repeated after a transient failure or a lost database connection",
+        )?;
         // One series per key that ever failed: bounded by the keys an
         // endpoint has accepted, never by what requests say.
         let key_failures = IntCounterVec::new(
@@ -63,7 +82,10 @@ impl Metrics {
             ),
             &["tenant", "endpoint", "key_id", "reason"],
         )?;
-        let outbox_attempts = IntCounterVec::new(Opts::new("signet_outbox_send_attempts_total", "Outbox send attempts by result"), &["result"])?;
+        let outbox_attempts = IntCounterVec::new(
+            Opts::new("signet_outbox_send_attempts_total", "Outbox send attempts by result"),
+            &["result"],
+        )?;
         let outbox_dead = IntCounter::new("signet_outbox_dead_total", "Outbox intents that went dead (given up on)")?;
         registry.register(Box::new(claim_retries.clone()))?;
         registry.register(Box::new(key_failures.clone()))?;
@@ -105,7 +127,8 @@ impl Metrics {
     /// failed verification is counted under (only ever one of the
     /// endpoint's accepted keys).
     pub fn observe(&self, ep: Option<&EndpointCtx>, outcome: &Outcome, key_id: Option<&str>, elapsed: Duration) {
-        let (tenant, endpoint) = ep.map(|e| (e.tenant_slug.as_str(), e.endpoint_slug.as_str())).unwrap_or(("_unknown", "_unknown"));
+        let (tenant, endpoint) =
+            ep.map(|e| (e.tenant_slug.as_str(), e.endpoint_slug.as_str())).unwrap_or(("_unknown", "_unknown"));
         let (label, reason) = outcome.labels();
         self.webhooks.with_label_values(&[tenant, endpoint, label, &reason]).inc();
         self.latency.with_label_values(&[label]).observe(elapsed.as_secs_f64());

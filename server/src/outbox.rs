@@ -37,20 +37,28 @@ pub struct HttpRelay {
 
 impl HttpRelay {
     pub fn new(timeout: Duration) -> Result<Self, reqwest::Error> {
-        Ok(HttpRelay { client: reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build()? })
+        Ok(HttpRelay {
+            client: reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build()?,
+        })
     }
 
     async fn post(&self, url: &str, d: &Delivery) -> Result<(), SendFailure> {
         // Stored before the https-or-loopback rule: refused, not used.
         if !domain::registry::tenants::notify_url_allowed(url) {
-            return Err(SendFailure { message: "the tenant's notify URL is not https:// (or http:// to loopback); fix it and retry".into(), permanent: true });
+            return Err(SendFailure {
+                message: "the tenant's notify URL is not https:// (or http:// to loopback); fix it and retry".into(),
+                permanent: true,
+            });
         }
         let res = self.client.post(url).header("Idempotency-Key", &d.id).json(&message(d)).send().await;
         match res {
             Ok(r) if r.status().is_success() => Ok(()),
             // A timeout or a dropped connection is an uncertain outcome: retried
             // with the same key, never a new one.
-            Err(e) => Err(SendFailure { message: format!("relay unreachable or timed out: {}", without_url(&e)), permanent: false }),
+            Err(e) => Err(SendFailure {
+                message: format!("relay unreachable or timed out: {}", without_url(&e)),
+                permanent: false,
+            }),
             Ok(r) => {
                 let s = r.status();
                 let retryable = s.is_server_error() || matches!(s.as_u16(), 408 | 409 | 425 | 429);
@@ -104,7 +112,10 @@ impl FileSink {
             f.write_all(line.as_bytes()).await?;
             f.flush().await
         };
-        write.await.map_err(|e| SendFailure { message: format!("cannot write {}: {e}", self.path.display()), permanent: false })
+        write.await.map_err(|e| SendFailure {
+            message: format!("cannot write {}: {e}", self.path.display()),
+            permanent: false,
+        })
     }
 }
 
@@ -152,7 +163,13 @@ impl WorkerHandle {
     }
 }
 
-pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N, cfg: WorkerConfig, metrics: Arc<crate::metrics::Metrics>) -> WorkerHandle {
+pub fn spawn<N: Notifier>(
+    db: DatabaseConnection,
+    vault: Arc<Vault>,
+    notifier: N,
+    cfg: WorkerConfig,
+    metrics: Arc<crate::metrics::Metrics>,
+) -> WorkerHandle {
     let (stop, mut stopped) = watch::channel(false);
     let faults = Faults::from_env();
     let task = tokio::spawn(async move {
@@ -183,7 +200,14 @@ pub fn spawn<N: Notifier>(db: DatabaseConnection, vault: Arc<Vault>, notifier: N
     WorkerHandle { stop, task }
 }
 
-async fn deliver<N: Notifier>(db: &DatabaseConnection, notifier: &N, d: &Delivery, rule: &RetryRule, faults: &Faults, metrics: &crate::metrics::Metrics) {
+async fn deliver<N: Notifier>(
+    db: &DatabaseConnection,
+    notifier: &N,
+    d: &Delivery,
+    rule: &RetryRule,
+    faults: &Faults,
+    metrics: &crate::metrics::Metrics,
+) {
     match notifier.send(d).await {
         Ok(()) => {
             metrics.observe_send(true, false);

@@ -26,13 +26,23 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
 
     // Bound first: drills started from the console or the API deliver to
     // this very listener.
-    let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.addr));
     let receiver = Arc::new(domain::receiver::Receiver::new(db.clone(), vault.clone()));
-    let loopback = if local.ip().is_unspecified() { SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port()) } else { local };
-    let transport = crate::drills::HttpTransport::new(format!("http://{loopback}"), receiver.faults.drill.clone(), crate::drills::ChildEnv::from_args(&db_args)?)?;
-    let drills = Arc::new(crate::drills::ServeSpawner { db: db.clone(), vault: vault.clone(), transport: Arc::new(transport) });
+    let loopback = if local.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port())
+    } else {
+        local
+    };
+    let transport = crate::drills::HttpTransport::new(
+        format!("http://{loopback}"),
+        receiver.faults.drill.clone(),
+        crate::drills::ChildEnv::from_args(&db_args)?,
+    )?;
+    let drills =
+        Arc::new(crate::drills::ServeSpawner { db: db.clone(), vault: vault.clone(), transport: Arc::new(transport) });
     let leptos_options = LeptosOptions::builder()
         .output_name("signet")
         .site_root(args.site_root.clone())
@@ -56,7 +66,9 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     if !domain::auth::users::any_exist(&db).await.map_err(|e| e.to_string())? {
         let token = state.setup.mint();
         // Printed, not logged: a one-time bootstrap credential for the operator.
-        println!("No users exist yet. Create the first administrator (link valid until it is used or the server restarts):");
+        println!(
+            "No users exist yet. Create the first administrator (link valid until it is used or the server restarts):"
+        );
         println!("  {}/setup?token={token}", public_url.trim_end_matches('/'));
         println!("Or from a shell: signet user create <name> --role admin");
     }
@@ -69,7 +81,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         unknown_log: Arc::default(),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
-    let notifier = crate::outbox::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms)).map_err(|e| format!("outbox relay: {e}"))?;
+    let notifier = crate::outbox::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms))
+        .map_err(|e| format!("outbox relay: {e}"))?;
     let worker = crate::outbox::spawn(
         db.clone(),
         vault.clone(),
@@ -78,7 +91,11 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             poll: Duration::from_millis(args.outbox_poll_ms),
             batch: 32,
             lease: Duration::from_millis(args.outbox_lease_ms),
-            rule: domain::outbox::RetryRule { base_ms: args.outbox_base_delay_ms, cap_ms: args.outbox_max_delay_ms, max_attempts: args.outbox_max_attempts },
+            rule: domain::outbox::RetryRule {
+                base_ms: args.outbox_base_delay_ms,
+                cap_ms: args.outbox_max_delay_ms,
+                max_attempts: args.outbox_max_attempts,
+            },
         },
         hooks.metrics.clone(),
     );
@@ -93,8 +110,9 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
         hooks_in_flight: args.max_in_flight as usize,
     };
-    let metrics_listener =
-        tokio::net::TcpListener::bind(args.metrics_addr).await.map_err(|e| format!("cannot listen for /metrics on {}: {e}", args.metrics_addr))?;
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| format!("cannot listen for /metrics on {}: {e}", args.metrics_addr))?;
     let metrics_local = metrics_listener.local_addr().map_err(|e| e.to_string())?;
     let metrics_router = crate::http::metrics_router(&hooks);
     let router = crate::http::router(state, hooks, limits);
@@ -107,7 +125,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         header_read: Duration::from_secs(args.header_timeout_secs),
         max_connections: args.max_connections as usize,
     };
-    let metrics_server = tokio::spawn(crate::listen::serve(metrics_listener, metrics_router, conn_limits, std::future::pending()));
+    let metrics_server =
+        tokio::spawn(crate::listen::serve(metrics_listener, metrics_router, conn_limits, std::future::pending()));
     crate::listen::serve(listener, router, conn_limits, shutdown_signal()).await;
     metrics_server.abort();
     background.abort();

@@ -22,7 +22,13 @@ pub async fn audit_log(
     let p = ssr::principal().await?;
     let visible = tenants::list(&st.db, &p).await.map_err(ssr::to_app_error)?;
     let tenant_id = match tenant.as_deref().filter(|t| !t.is_empty()) {
-        Some(slug) => Some(visible.iter().find(|t| t.slug == slug).map(|t| t.id.clone()).ok_or_else(|| AppError::new("not_found", "no such tenant"))?),
+        Some(slug) => Some(
+            visible
+                .iter()
+                .find(|t| t.slug == slug)
+                .map(|t| t.id.clone())
+                .ok_or_else(|| AppError::new("not_found", "no such tenant"))?,
+        ),
         None => None,
     };
     let since_ms = match since.as_deref().unwrap_or("") {

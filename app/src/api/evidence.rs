@@ -16,7 +16,7 @@ fn scope(tenant: Option<String>) -> Option<String> {
 #[server(prefix = "/fn", endpoint = "evidence_page", input = GetUrl)]
 pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, AppError> {
     use domain::{
-        auth::{role_allows, Permission},
+        auth::{Permission, role_allows},
         evidence::{export, runs, signoff},
     };
 
@@ -29,7 +29,9 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     let (bundle, since) = match exports.first() {
         Some(latest) => {
             let b = export::stored(&st.db, &p, &latest.digest).await.map_err(ssr::to_app_error)?;
-            let since = signoff::since_last_approval(&st.db, &p, tenant.as_deref(), &b.evidence).await.map_err(ssr::to_app_error)?;
+            let since = signoff::since_last_approval(&st.db, &p, tenant.as_deref(), &b.evidence)
+                .await
+                .map_err(ssr::to_app_error)?;
             let dto = crate::dto::BundleDto {
                 digest: b.digest.clone(),
                 actor: latest.actor.clone(),
@@ -43,7 +45,12 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     };
     let signoffs = signoff::list(&st.db, &p, tenant.as_deref(), 50).await.map_err(ssr::to_app_error)?;
     let tenants = if p.tenant_filter().is_none() {
-        domain::registry::tenants::list(&st.db, &p).await.map_err(ssr::to_app_error)?.into_iter().map(|t| t.slug).collect()
+        domain::registry::tenants::list(&st.db, &p)
+            .await
+            .map_err(ssr::to_app_error)?
+            .into_iter()
+            .map(|t| t.slug)
+            .collect()
     } else {
         Vec::new()
     };
@@ -80,7 +87,10 @@ pub async fn start_drills(tenant: Option<String>) -> Result<(), AppError> {
     let p = ssr::principal().await?;
     let run = domain::evidence::runs::start(&st.db, &p).await.map_err(ssr::to_app_error)?;
     st.drills.spawn(p, run.run_id.clone());
-    leptos_axum::redirect(&with_query("/evidence", &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("run", &run.run_id)]));
+    leptos_axum::redirect(&with_query(
+        "/evidence",
+        &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("run", &run.run_id)],
+    ));
     Ok(())
 }
 
@@ -91,22 +101,43 @@ pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let tenant = scope(tenant);
-    let b = domain::evidence::export::export(&st.db, &st.vault, &p, tenant.as_deref(), domain::evidence::export::Via::Console)
-        .await
-        .map_err(ssr::to_app_error)?;
-    leptos_axum::redirect(&with_query("/evidence", &[("tenant", tenant.as_deref().unwrap_or("")), ("exported", &b.digest)]));
+    let b = domain::evidence::export::export(
+        &st.db,
+        &st.vault,
+        &p,
+        tenant.as_deref(),
+        domain::evidence::export::Via::Console,
+    )
+    .await
+    .map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&with_query(
+        "/evidence",
+        &[("tenant", tenant.as_deref().unwrap_or("")), ("exported", &b.digest)],
+    ));
     Ok(())
 }
 
 /// Approves or rejects the bundle with this digest.
 #[server(prefix = "/fn", endpoint = "sign_off_evidence")]
-pub async fn sign_off_evidence(tenant: Option<String>, digest: String, decision: String, comment: String) -> Result<(), AppError> {
+pub async fn sign_off_evidence(
+    tenant: Option<String>,
+    digest: String,
+    decision: String,
+    comment: String,
+) -> Result<(), AppError> {
     use crate::{components::format::with_query, ssr};
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let s = domain::evidence::signoff::sign_off(&st.db, &p, &domain::evidence::signoff::NewSignoff { digest, decision, comment })
-        .await
-        .map_err(ssr::to_app_error)?;
-    leptos_axum::redirect(&with_query("/evidence", &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", &s.decision)]));
+    let s = domain::evidence::signoff::sign_off(
+        &st.db,
+        &p,
+        &domain::evidence::signoff::NewSignoff { digest, decision, comment },
+    )
+    .await
+    .map_err(ssr::to_app_error)?;
+    leptos_axum::redirect(&with_query(
+        "/evidence",
+        &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", &s.decision)],
+    ));
     Ok(())
 }

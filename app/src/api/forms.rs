@@ -46,7 +46,12 @@ impl<'de> de::Deserializer<'de> for FieldNames<'_> {
         Err(Stop)
     }
 
-    fn deserialize_struct<V: Visitor<'de>>(self, _: &'static str, fields: &'static [&'static str], _: V) -> Result<V::Value, Stop> {
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Stop> {
         *self.0 = fields;
         Err(Stop)
     }
@@ -67,16 +72,59 @@ macro_rules! server_fns {
 }
 
 server_fns!(
-    audit::AuditLog, kek::KekOverview, kek::RotateKek, kek::StartRewrap, kek::ResumeRewrap, kek::RetireKek, evidence::EvidencePage, evidence::DrillRun, evidence::StartDrills, evidence::ExportEvidence,
-    evidence::SignOffEvidence, keys::ProvisionKey, keys::RotateKey, keys::RevokeKey, keys::GetKey, keys::RevealSecret,
-    operations::ListQuarantine, operations::QuarantineDetail, operations::RevealQuarantineBody, operations::ReleaseQuarantine,
-    operations::DiscardQuarantine, operations::StartBulkRelease, operations::BulkRelease, operations::RecentBulkReleases,
-    operations::ResumeBulkRelease, operations::RetryPolicy, operations::SetRetryPolicy, operations::RollbackRetryPolicy,
-    operations::SetRetryPolicyCohort, operations::CohortContext, operations::ListOutbox, operations::RetryOutbox, registry::ListTenants,
-    registry::CreateTenant, registry::LoadTenant, registry::CreateEndpoint, registry::SetEndpointEnabled,
-    retention::RetentionOverview, retention::SetRetention, retention::SetHorizon, review::ReviewQueue,
-    review::ApprovalHistory, review::ApproveKey, review::RejectKey, session::Whoami, session::SetupOpen, session::Login,
-    session::Logout, session::SetupAdmin, stats::DashboardStats, users::ListUsers, users::CreateUser, users::UpdateUser,
+    audit::AuditLog,
+    kek::KekOverview,
+    kek::RotateKek,
+    kek::StartRewrap,
+    kek::ResumeRewrap,
+    kek::RetireKek,
+    evidence::EvidencePage,
+    evidence::DrillRun,
+    evidence::StartDrills,
+    evidence::ExportEvidence,
+    evidence::SignOffEvidence,
+    keys::ProvisionKey,
+    keys::RotateKey,
+    keys::RevokeKey,
+    keys::GetKey,
+    keys::RevealSecret,
+    operations::ListQuarantine,
+    operations::QuarantineDetail,
+    operations::RevealQuarantineBody,
+    operations::ReleaseQuarantine,
+    operations::DiscardQuarantine,
+    operations::StartBulkRelease,
+    operations::BulkRelease,
+    operations::RecentBulkReleases,
+    operations::ResumeBulkRelease,
+    operations::RetryPolicy,
+    operations::SetRetryPolicy,
+    operations::RollbackRetryPolicy,
+    operations::SetRetryPolicyCohort,
+    operations::CohortContext,
+    operations::ListOutbox,
+    operations::RetryOutbox,
+    registry::ListTenants,
+    registry::CreateTenant,
+    registry::LoadTenant,
+    registry::CreateEndpoint,
+    registry::SetEndpointEnabled,
+    retention::RetentionOverview,
+    retention::SetRetention,
+    retention::SetHorizon,
+    review::ReviewQueue,
+    review::ApprovalHistory,
+    review::ApproveKey,
+    review::RejectKey,
+    session::Whoami,
+    session::SetupOpen,
+    session::Login,
+    session::Logout,
+    session::SetupAdmin,
+    stats::DashboardStats,
+    users::ListUsers,
+    users::CreateUser,
+    users::UpdateUser,
 );
 
 /// Every server function's path with its fields, built once.
@@ -101,8 +149,10 @@ mod tests {
 
     #[test]
     fn every_server_function_is_listed_with_its_fields() {
-        let registered: std::collections::BTreeSet<String> =
-            server_fn::axum::server_fn_paths().map(|(path, _)| path.to_owned()).filter(|p| p.starts_with("/fn/")).collect();
+        let registered: std::collections::BTreeSet<String> = server_fn::axum::server_fn_paths()
+            .map(|(path, _)| path.to_owned())
+            .filter(|p| p.starts_with("/fn/"))
+            .collect();
         let listed: std::collections::BTreeSet<String> = ALL.keys().map(|p| (*p).to_owned()).collect();
         assert_eq!(registered, listed, "a server function is missing from forms::server_fns!");
         assert_eq!(ALL["/fn/login"], &["username", "password", "next"]);

@@ -7,7 +7,11 @@ use super::AppError;
 use crate::dto::{KeyDto, RevealDto};
 
 #[cfg(feature = "ssr")]
-fn approval_for(p: &domain::auth::Principal, approve_as: &Option<String>, what: &str) -> domain::registry::keys::Approval {
+fn approval_for(
+    p: &domain::auth::Principal,
+    approve_as: &Option<String>,
+    what: &str,
+) -> domain::registry::keys::Approval {
     use domain::registry::keys::Approval;
     match approve_as.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
         // The domain refuses a reviewer who is the creator (four eyes).
@@ -21,7 +25,11 @@ fn approval_for(p: &domain::auth::Principal, approve_as: &Option<String>, what: 
 
 /// Sends the browser to the reveal page for a freshly created secret.
 #[cfg(feature = "ssr")]
-fn redirect_to_reveal(st: &crate::ssr::AppState, key_id: &str, secret: domain::crypto::SigningSecret) -> Result<(), AppError> {
+fn redirect_to_reveal(
+    st: &crate::ssr::AppState,
+    key_id: &str,
+    secret: domain::crypto::SigningSecret,
+) -> Result<(), AppError> {
     let token = crate::ssr::session_token().ok_or_else(|| AppError::new("unauthenticated", "sign in again"))?;
     let handle = st.reveals.put(&token, key_id, secret);
     leptos_axum::redirect(&format!("/keys/{key_id}/secret?reveal={handle}"));
@@ -51,14 +59,19 @@ pub async fn provision_key(
         event_types: event_types.as_deref().map(split_list).filter(|l| !l.is_empty()),
     };
     let approval = approval_for(&p, &approve_as, "provisioning");
-    let created = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await.map_err(ssr::to_app_error)?;
+    let created =
+        keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await.map_err(ssr::to_app_error)?;
     redirect_to_reveal(&st, &created.key.key_id, created.secret)
 }
 
 /// `overlap_hours`: how long the old key keeps working once the new one is
 /// active (default 24, at most 168).
 #[server(prefix = "/fn", endpoint = "rotate_key")]
-pub async fn rotate_key(key_id: String, overlap_hours: Option<String>, approve_as: Option<String>) -> Result<(), AppError> {
+pub async fn rotate_key(
+    key_id: String,
+    overlap_hours: Option<String>,
+    approve_as: Option<String>,
+) -> Result<(), AppError> {
     use crate::ssr;
     use domain::registry::keys;
     let st = ssr::state()?;
@@ -107,7 +120,9 @@ pub async fn reveal_secret(key_id: String, reveal: String) -> Result<Option<Reve
     let k = domain::registry::keys::get(&st.db, &p, &key_id).await.map_err(ssr::to_app_error)?;
     let Some(token) = ssr::session_token() else { return Ok(None) };
     match st.reveals.take(&token, &reveal) {
-        Some((id, secret)) if id == key_id => Ok(Some(RevealDto { key: ssr::convert::key(k), secret: secret.expose().to_owned() })),
+        Some((id, secret)) if id == key_id => {
+            Ok(Some(RevealDto { key: ssr::convert::key(k), secret: secret.expose().to_owned() }))
+        }
         _ => Ok(None),
     }
 }

@@ -18,7 +18,7 @@ pub mod stats;
 pub mod users;
 
 use serde::{Deserialize, Serialize};
-use server_fn::{codec::JsonEncoding, error::FromServerFnError, ServerFnError};
+use server_fn::{ServerFnError, codec::JsonEncoding, error::FromServerFnError};
 
 /// The error every server function returns: a stable code and a message
 /// fit to show the user.
@@ -58,6 +58,8 @@ pub fn split_list(text: &str) -> Vec<String> {
 pub fn parse_opt_i64(field: &str, text: &Option<String>) -> Result<Option<i64>, AppError> {
     match text.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => Ok(None),
-        Some(s) => s.parse().map(Some).map_err(|_| AppError::new("invalid_number", &format!("{field} must be a whole number"))),
+        Some(s) => {
+            s.parse().map(Some).map_err(|_| AppError::new("invalid_number", &format!("{field} must be a whole number")))
+        }
     }
 }

@@ -7,7 +7,13 @@ use super::AppError;
 use crate::dto::{BulkReleaseDto, QuarantineDto, QuarantineListDto, RetryPolicyDto, RevealedBodyDto};
 
 #[cfg(feature = "ssr")]
-fn filter(tenant: Option<String>, endpoint: Option<String>, reason: Option<String>, status: Option<String>, age: Option<String>) -> domain::ops::quarantine::QuarantineFilter {
+fn filter(
+    tenant: Option<String>,
+    endpoint: Option<String>,
+    reason: Option<String>,
+    status: Option<String>,
+    age: Option<String>,
+) -> domain::ops::quarantine::QuarantineFilter {
     domain::ops::quarantine::QuarantineFilter { tenant, endpoint, reason, status, age, limit: Some(200) }
 }
 
@@ -22,7 +28,9 @@ pub async fn list_quarantine(
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let list = domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age)).await.map_err(ssr::to_app_error)?;
+    let list = domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age))
+        .await
+        .map_err(ssr::to_app_error)?;
     Ok(QuarantineListDto {
         total: list.total,
         by_reason: list.by_reason.into_iter().map(|c| (c.reason, c.count)).collect(),
@@ -45,7 +53,9 @@ pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBodyDto, AppEr
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let b = domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await.map_err(ssr::to_app_error)?;
+    let b = domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction)
+        .await
+        .map_err(ssr::to_app_error)?;
     Ok(RevealedBodyDto { json: b.json, text: b.text, redacted_fields: b.redacted_fields, size_bytes: b.size_bytes })
 }
 
@@ -97,7 +107,9 @@ pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseD
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::polled_principal(auto).await?;
-    ssr::convert::mirror(domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?)
+    ssr::convert::mirror(
+        domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?,
+    )
 }
 
 /// The latest few bulk releases the caller may see, newest first.
@@ -106,7 +118,9 @@ pub async fn recent_bulk_releases() -> Result<Vec<BulkReleaseDto>, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    ssr::convert::mirror(domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?)
+    ssr::convert::mirror(
+        domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?,
+    )
 }
 
 #[server(prefix = "/fn", endpoint = "resume_bulk_release")]
@@ -160,7 +174,10 @@ pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> 
         .await
         .map_err(ssr::to_app_error)?
         .into_iter()
-        .map(|t| crate::dto::CohortTenantDto { retries_enabled: t.retry_policy == domain::ops::retry_policy::ENABLED, slug: t.slug })
+        .map(|t| crate::dto::CohortTenantDto {
+            retries_enabled: t.retry_policy == domain::ops::retry_policy::ENABLED,
+            slug: t.slug,
+        })
         .collect();
     let latest = domain::evidence::runs::list(&st.db, &p, 1).await.map_err(ssr::to_app_error)?.into_iter().next();
     let latest_drills = latest.map(|r| crate::dto::CohortDrillsDto {
@@ -175,22 +192,31 @@ pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> 
 /// `tenants`: the slugs moved together in one transaction (checkboxes
 /// named `tenants[i]`).
 #[server(prefix = "/fn", endpoint = "set_retry_policy_cohort")]
-pub async fn set_retry_policy_cohort(tenants: Option<Vec<String>>, policy: String, reason: String) -> Result<(), AppError> {
+pub async fn set_retry_policy_cohort(
+    tenants: Option<Vec<String>>,
+    policy: String,
+    reason: String,
+) -> Result<(), AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let slugs: Vec<String> = tenants.unwrap_or_default().into_iter().filter(|t| !t.trim().is_empty()).collect();
-    let n = domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await.map_err(ssr::to_app_error)?;
+    let n =
+        domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await.map_err(ssr::to_app_error)?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())
 }
 
 #[server(prefix = "/fn", endpoint = "list_outbox", input = GetUrl)]
-pub async fn list_outbox(tenant: Option<String>, status: Option<String>) -> Result<Vec<crate::dto::OutboxDto>, AppError> {
+pub async fn list_outbox(
+    tenant: Option<String>,
+    status: Option<String>,
+) -> Result<Vec<crate::dto::OutboxDto>, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let items = domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await.map_err(ssr::to_app_error)?;
+    let items =
+        domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await.map_err(ssr::to_app_error)?;
     Ok(items
         .into_iter()
         .map(|o| crate::dto::OutboxDto {

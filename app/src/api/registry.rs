@@ -25,7 +25,15 @@ pub async fn list_tenants() -> Result<Vec<TenantDto>, AppError> {
                 _ => {}
             }
         }
-        out.push(TenantDto { slug: t.slug, name: t.name, notify_url: t.notify_url, created_at: t.created_at, endpoint_count, active_keys, pending_keys });
+        out.push(TenantDto {
+            slug: t.slug,
+            name: t.name,
+            notify_url: t.notify_url,
+            created_at: t.created_at,
+            endpoint_count,
+            active_keys,
+            pending_keys,
+        });
     }
     Ok(out)
 }
@@ -87,7 +95,15 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
         })
         .collect();
     Ok(TenantOverview {
-        tenant: TenantDto { slug: t.slug, name: t.name, notify_url: t.notify_url, created_at: t.created_at, endpoint_count, active_keys, pending_keys },
+        tenant: TenantDto {
+            slug: t.slug,
+            name: t.name,
+            notify_url: t.notify_url,
+            created_at: t.created_at,
+            endpoint_count,
+            active_keys,
+            pending_keys,
+        },
         endpoints,
         can_manage,
         now_ms: domain::clock::now_ms(),
@@ -106,7 +122,10 @@ pub async fn create_endpoint(
 ) -> Result<(), AppError> {
     use super::{parse_opt_i64, split_list};
     use crate::ssr;
-    use domain::registry::{endpoints::{self, NewEndpoint}, Scheme};
+    use domain::registry::{
+        Scheme,
+        endpoints::{self, NewEndpoint},
+    };
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let scheme = Scheme::parse(scheme.trim()).map_err(ssr::to_app_error)?;

@@ -18,12 +18,13 @@ pub async fn retention_overview() -> Result<RetentionOverviewDto, AppError> {
 /// `30d` or `36h` (empty keeps the current value).
 #[server(prefix = "/fn", endpoint = "set_retention")]
 pub async fn set_retention(target: String, dedup: String, body: String, reason: String) -> Result<(), AppError> {
-    use domain::ops::retention::{self, parse_duration, RetentionChange};
+    use domain::ops::retention::{self, RetentionChange, parse_duration};
 
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let (tenant, endpoint) = target.split_once('/').ok_or_else(|| AppError::new("invalid_endpoint", "choose an endpoint"))?;
+    let (tenant, endpoint) =
+        target.split_once('/').ok_or_else(|| AppError::new("invalid_endpoint", "choose an endpoint"))?;
     let duration = |text: &str| match text.trim() {
         "" => Ok(None),
         t => parse_duration(t).map(Some).map_err(ssr::to_app_error),

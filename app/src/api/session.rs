@@ -33,9 +33,7 @@ pub async fn setup_open() -> Result<bool, AppError> {
 pub fn safe_next(next: Option<String>) -> String {
     match next {
         Some(n)
-            if n.starts_with('/')
-                && !n[1..].starts_with('/')
-                && !n.chars().any(|c| c.is_control() || c == '\\') =>
+            if n.starts_with('/') && !n[1..].starts_with('/') && !n.chars().any(|c| c.is_control() || c == '\\') =>
         {
             n
         }
@@ -50,7 +48,12 @@ pub async fn login(username: String, password: String, next: Option<String>) -> 
     let st = ssr::state()?;
     let password = Password::new(password);
     let (ip, device) = (ssr::client_ip(), ssr::device_token());
-    let attempt = sessions::LoginAttempt { username: username.trim(), password: &password, client_ip: &ip, device: device.as_deref() };
+    let attempt = sessions::LoginAttempt {
+        username: username.trim(),
+        password: &password,
+        client_ip: &ip,
+        device: device.as_deref(),
+    };
     let ok = sessions::login(&st.db, st.sessions, attempt, clock::now_ms()).await.map_err(ssr::to_app_error)?;
     ssr::set_session_cookie(Some(ok.token.expose()), st.secure_cookies, st.sessions.absolute_ms / 1000);
     if let Some(device) = &ok.device {

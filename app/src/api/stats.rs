@@ -9,13 +9,19 @@ use crate::dto::StatsDto;
 /// `tenant`: a slug or empty for every visible tenant; `window`: 1h, 24h,
 /// 7d; `auto`: the page's own refresh, which never keeps a session alive.
 #[server(prefix = "/fn", endpoint = "dashboard_stats", input = GetUrl)]
-pub async fn dashboard_stats(tenant: Option<String>, window: Option<String>, auto: Option<bool>) -> Result<StatsDto, AppError> {
+pub async fn dashboard_stats(
+    tenant: Option<String>,
+    window: Option<String>,
+    auto: Option<bool>,
+) -> Result<StatsDto, AppError> {
     use domain::ops::stats::{self, Window};
 
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::polled_principal(auto).await?;
     let window = Window::parse(window.as_deref()).map_err(ssr::to_app_error)?;
-    let view = stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await.map_err(ssr::to_app_error)?;
+    let view = stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window)
+        .await
+        .map_err(ssr::to_app_error)?;
     ssr::convert::mirror(view)
 }

@@ -16,9 +16,20 @@ pub async fn list_users() -> Result<Vec<UserDto>, AppError> {
 }
 
 #[server(prefix = "/fn", endpoint = "create_user")]
-pub async fn create_user(username: String, role: String, tenant: Option<String>, password: String) -> Result<(), AppError> {
+pub async fn create_user(
+    username: String,
+    role: String,
+    tenant: Option<String>,
+    password: String,
+) -> Result<(), AppError> {
     use crate::ssr;
-    use domain::{auth::{users::{self, NewUser}, Role}, crypto::Password};
+    use domain::{
+        auth::{
+            Role,
+            users::{self, NewUser},
+        },
+        crypto::Password,
+    };
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let role = Role::parse(&role).ok_or_else(|| AppError::new("invalid_role", "choose a role"))?;
@@ -41,9 +52,17 @@ pub async fn create_user(username: String, role: String, tenant: Option<String>,
 /// Changes a user's role/tenant (`role` empty: unchanged) or enables and
 /// disables the account (`disabled`: "true"/"false").
 #[server(prefix = "/fn", endpoint = "update_user")]
-pub async fn update_user(username: String, role: Option<String>, tenant: Option<String>, disabled: Option<String>) -> Result<(), AppError> {
+pub async fn update_user(
+    username: String,
+    role: Option<String>,
+    tenant: Option<String>,
+    disabled: Option<String>,
+) -> Result<(), AppError> {
     use crate::ssr;
-    use domain::auth::{users::{self, UserPatch}, Role};
+    use domain::auth::{
+        Role,
+        users::{self, UserPatch},
+    };
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let role = match role.as_deref().map(str::trim).filter(|r| !r.is_empty()) {

@@ -99,7 +99,12 @@ pub fn StackedBars(
 
 /// p50 and p99 latency per bucket (gaps where nothing arrived).
 #[component]
-pub fn LatencyLines(p50: Vec<Option<f64>>, p99: Vec<Option<f64>>, #[prop(into)] left_label: String, #[prop(into)] right_label: String) -> impl IntoView {
+pub fn LatencyLines(
+    p50: Vec<Option<f64>>,
+    p99: Vec<Option<f64>>,
+    #[prop(into)] left_label: String,
+    #[prop(into)] right_label: String,
+) -> impl IntoView {
     let n = p50.len().max(1);
     let max = nice_max(p99.iter().chain(p50.iter()).flatten().fold(0.0f64, |a, b| a.max(*b)));
     let plot_h = H - TOP - BOTTOM;

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
-use server_fn::{error::ServerFnUrlError, ServerFn};
+use server_fn::{ServerFn, error::ServerFnUrlError};
 
 use super::format::sentence;
 use crate::api::AppError;

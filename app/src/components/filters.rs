@@ -23,7 +23,12 @@ pub fn TenantSelect(tenants: Vec<String>, selected: String) -> impl IntoView {
 
 /// A select of fixed `(value, label)` options.
 #[component]
-pub fn Choice(label: &'static str, name: &'static str, options: &'static [(&'static str, &'static str)], selected: String) -> impl IntoView {
+pub fn Choice(
+    label: &'static str,
+    name: &'static str,
+    options: &'static [(&'static str, &'static str)],
+    selected: String,
+) -> impl IntoView {
     view! {
         <label class="field">
             <span>{label}</span>
@@ -44,4 +49,3 @@ pub fn FilterActions(clear: &'static str) -> impl IntoView {
         </div>
     }
 }
-

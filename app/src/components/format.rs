@@ -90,7 +90,8 @@ pub fn nonempty(text: &str) -> Option<String> {
 /// `path?k=v&…` with the values encoded; pairs with an empty value are left
 /// out (and so is the `?` when none remain).
 pub fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
-    let parts: Vec<String> = pairs.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}", query_value(v))).collect();
+    let parts: Vec<String> =
+        pairs.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}", query_value(v))).collect();
     if parts.is_empty() { path.to_owned() } else { format!("{path}?{}", parts.join("&")) }
 }
 
@@ -113,7 +114,10 @@ mod tests {
         assert_eq!(bytes(1000), "1000 bytes");
         assert_eq!(sentence("not found"), "Not found");
         assert_eq!(query_value("/tenants/a b?x=1"), "%2Ftenants%2Fa%20b%3Fx%3D1");
-        assert_eq!(with_query("/audit", &[("actor", ""), ("since", "1h"), ("tenant", "a b")]), "/audit?since=1h&tenant=a%20b");
+        assert_eq!(
+            with_query("/audit", &[("actor", ""), ("since", "1h"), ("tenant", "a b")]),
+            "/audit?since=1h&tenant=a%20b"
+        );
         assert_eq!(with_query("/audit", &[("actor", "")]), "/audit");
         assert_eq!(nonempty("  "), None);
     }

@@ -34,7 +34,8 @@ pub fn EventTypes(types: Vec<String>) -> impl IntoView {
 pub fn KeyScope(key: KeyDto) -> impl IntoView {
     let live = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring");
     let flag = (live && !key.scope_approved).then(|| {
-        let text = if key.status == "pending_approval" { "awaiting approval" } else { "scope not approved: not verifying" };
+        let text =
+            if key.status == "pending_approval" { "awaiting approval" } else { "scope not approved: not verifying" };
         view! { <span class="flag">{text}</span> }
     });
     view! {

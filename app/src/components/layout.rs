@@ -9,7 +9,7 @@ use super::{
     format::query_value,
 };
 use crate::{
-    api::session::{whoami, Logout},
+    api::session::{Logout, whoami},
     dto::Me,
 };
 
@@ -64,7 +64,11 @@ where
 fn TopBar(me: Me) -> impl IntoView {
     let path = use_location().pathname.get_untracked();
     let current = move |prefix: &str| {
-        let here = if prefix == "/tenants" { path.starts_with("/tenants") || path.starts_with("/keys") } else { path.starts_with(prefix) };
+        let here = if prefix == "/tenants" {
+            path.starts_with("/tenants") || path.starts_with("/keys")
+        } else {
+            path.starts_with(prefix)
+        };
         here.then_some("page")
     };
     let tenants = match (&me.role[..], &me.tenant) {

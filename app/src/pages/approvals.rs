@@ -4,10 +4,10 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::review::{approval_history, review_queue, ApproveKey, RejectKey},
+    api::review::{ApproveKey, RejectKey, approval_history, review_queue},
     components::{
-        format::when, ActionError, EventTypes, FormError, KeySummary, Layout, Notice, Refresh, ReturnedError, StatusBadge,
-        Submit,
+        ActionError, EventTypes, FormError, KeySummary, Layout, Notice, Refresh, ReturnedError, StatusBadge, Submit,
+        format::when,
     },
     dto::{ApprovalDto, KeyDto, ReviewItemDto},
 };

@@ -7,9 +7,9 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::{audit::audit_log, registry::list_tenants},
     components::{
+        FormError, Layout,
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
-        FormError, Layout,
     },
     dto::{AuditDto, AuditPage as AuditPageDto},
 };
@@ -26,7 +26,16 @@ struct Filters {
 impl Filters {
     /// This view's URL, optionally paged to entries before `before`.
     fn href(&self, before: &str) -> String {
-        with_query("/audit", &[("actor", &self.actor), ("action", &self.action), ("tenant", &self.tenant), ("since", &self.since), ("before", before)])
+        with_query(
+            "/audit",
+            &[
+                ("actor", &self.actor),
+                ("action", &self.action),
+                ("tenant", &self.tenant),
+                ("since", &self.since),
+                ("before", before),
+            ],
+        )
     }
 }
 
@@ -44,7 +53,9 @@ pub fn AuditPage() -> impl IntoView {
     let before = Memo::new(move |_| query.with(|q| q.get("before").and_then(|b| b.parse::<i64>().ok())));
     let page = Resource::new(
         move || (filters.get(), before.get()),
-        |(f, before)| audit_log(nonempty(&f.actor), nonempty(&f.action), nonempty(&f.tenant), nonempty(&f.since), before),
+        |(f, before)| {
+            audit_log(nonempty(&f.actor), nonempty(&f.action), nonempty(&f.tenant), nonempty(&f.since), before)
+        },
     );
     let tenants = Resource::new(|| (), |_| list_tenants());
     view! {
@@ -75,7 +86,8 @@ pub fn AuditPage() -> impl IntoView {
 
 #[component]
 fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
-    const SINCE: &[(&str, &str)] = &[("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
+    const SINCE: &[(&str, &str)] =
+        &[("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
     view! {
         <form method="get" action="/audit" class="filters card">
             <label class="field">
@@ -102,7 +114,9 @@ fn AuditEntries(page: AuditPageDto, filters: Filters, paged: bool) -> impl IntoV
             view! { <p class="chain chain-broken" role="alert">"Hash chain BROKEN — run " <code>"signet audit verify"</code> " on the server."</p> }.into_any()
         }
     });
-    let older = page.next_before.map(|seq| view! { <a class="button secondary" href=filters.href(&seq.to_string())>"Older entries →"</a> });
+    let older = page
+        .next_before
+        .map(|seq| view! { <a class="button secondary" href=filters.href(&seq.to_string())>"Older entries →"</a> });
     let newest = paged.then(|| view! { <a class="button secondary" href=filters.href("")>"← Newest"</a> });
     let table = if page.entries.is_empty() {
         view! {

@@ -3,7 +3,6 @@
 //! 2 s without JavaScript), what still fails, and a resume button when its
 //! runner stopped.
 
-
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
@@ -11,9 +10,9 @@ use super::quarantine::reason_label;
 use crate::{
     api::operations::{ResumeBulkRelease, bulk_release},
     components::{
-        poll::every_second_while,
         ActionError, Layout, LoadError, Refresh, ReturnedError, Submit,
         format::{when, with_query},
+        poll::every_second_while,
     },
     dto::{BulkReleaseDto, Me},
 };
@@ -30,7 +29,10 @@ pub fn BulkReleasePage() -> impl IntoView {
     // Polls and the meta refresh (`?auto=1`) never keep a session alive.
     let query = leptos_router::hooks::use_query_map();
     let auto = move || query.with_untracked(|q| q.get("auto").is_some_and(|a| a == "1"));
-    let job = Resource::new(move || (id(), tick.get(), refresh.get()), move |(id, n, _)| bulk_release(id, Some(n > 0 || auto())));
+    let job = Resource::new(
+        move || (id(), tick.get(), refresh.get()),
+        move |(id, n, _)| bulk_release(id, Some(n > 0 || auto())),
+    );
     Effect::new(move |_| {
         if let Some(Ok(j)) = job.get() {
             live.set(j.is_running());

@@ -12,9 +12,9 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::stats::dashboard_stats,
     components::{
+        Countdown, FormError, Layout,
         chart::{LatencyLines, Series, ShareBar, StackedBars},
         format::{duration, when, with_query},
-        Countdown, FormError, Layout,
     },
     dto::{Me, ReasonCountDto, StatsDto},
 };
@@ -105,7 +105,10 @@ fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
     let reasons = |o: &str| s.series.iter().find(|x| x.outcome == o).map(|x| x.reasons.clone()).unwrap_or_default();
     let quarantine_href = with_query("/quarantine", &[("tenant", &tenant)]);
     let p = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1} ms"));
-    let oldest = s.outbox.oldest_pending_age_secs.map_or("none waiting".to_owned(), |a| format!("oldest {}", duration(a * 1000)));
+    let oldest = s
+        .outbox
+        .oldest_pending_age_secs
+        .map_or("none waiting".to_owned(), |a| format!("oldest {}", duration(a * 1000)));
     let series: Vec<Series> = OUTCOMES
         .iter()
         .map(|(name, label)| Series {

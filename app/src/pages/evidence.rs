@@ -6,19 +6,18 @@
 //! Reviewers and admins see every tenant (or the whole deployment); a
 //! clinic admin its own tenant; on-call is refused by every call.
 
-
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::evidence::{drill_run, evidence_page, ExportEvidence, SignOffEvidence, StartDrills},
+    api::evidence::{ExportEvidence, SignOffEvidence, StartDrills, drill_run, evidence_page},
     components::{
-        poll::every_second_while,
-        format::{seconds, when, when_or},
-        filters::TenantSelect,
         ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit,
+        filters::TenantSelect,
+        format::{seconds, when, when_or},
+        poll::every_second_while,
     },
-    dto::{BundleDto, DrillRunDto, EvidenceDto, EvidencePageDto, Me, SinceApprovalDto, SignoffDto},
+    dto::{BundleDto, DrillRunDto, EvidenceDto, EvidencePageDto, Me, SignoffDto, SinceApprovalDto},
 };
 
 #[component]
@@ -151,10 +150,13 @@ fn LiveRun(run: DrillRunDto) -> impl IntoView {
     let id = run.run_id.clone();
     let live = RwSignal::new(run.is_running());
     let tick = every_second_while(live);
-    let fresh = Resource::new(move || tick.get(), move |n| {
-        let id = id.clone();
-        async move { if n == 0 { None } else { Some(drill_run(id, Some(true)).await) } }
-    });
+    let fresh = Resource::new(
+        move || tick.get(),
+        move |n| {
+            let id = id.clone();
+            async move { if n == 0 { None } else { Some(drill_run(id, Some(true)).await) } }
+        },
+    );
     let initial = run.clone();
     let refresh = use_context::<Refresh>();
     Effect::new(move |_| {
@@ -189,7 +191,15 @@ fn LiveRun(run: DrillRunDto) -> impl IntoView {
 fn RunView(run: DrillRunDto) -> impl IntoView {
     let (class, text) = verdict(&run);
     let percent = if run.total == 0 { 0 } else { run.done * 100 / run.total };
-    let names = ["concurrent_duplicates", "interrupted_before_commit", "lost_ack", "unknown_tenant", "invalid_signature", "replay", "identity_conflict"];
+    let names = [
+        "concurrent_duplicates",
+        "interrupted_before_commit",
+        "lost_ack",
+        "unknown_tenant",
+        "invalid_signature",
+        "replay",
+        "identity_conflict",
+    ];
     view! {
         <div class="drill-run" data-run-id=run.run_id.clone() data-status=run.status.clone()>
             <p role="status" aria-live="polite">
@@ -296,7 +306,11 @@ fn Summary(e: EvidenceDto) -> impl IntoView {
     let present = e.constraints.iter().filter(|c| c.present).count();
     let drills = match &e.drills.latest {
         None => "none".to_owned(),
-        Some(r) => format!("{}{}", if r.passed == Some(true) { "passed" } else { "FAILED" }, if e.drills.stale { " (stale)" } else { "" }),
+        Some(r) => format!(
+            "{}{}",
+            if r.passed == Some(true) { "passed" } else { "FAILED" },
+            if e.drills.stale { " (stale)" } else { "" }
+        ),
     };
     view! {
         <dl class="stats tiles">
@@ -331,7 +345,11 @@ fn Findings(e: EvidenceDto) -> impl IntoView {
 fn Sections(e: EvidenceDto) -> impl IntoView {
     let m = e.metrics.clone();
     let reasons = |rs: &[crate::dto::ReasonCountDto]| {
-        if rs.is_empty() { "none".to_owned() } else { rs.iter().map(|r| format!("{} {}", r.reason, r.count)).collect::<Vec<_>>().join(", ") }
+        if rs.is_empty() {
+            "none".to_owned()
+        } else {
+            rs.iter().map(|r| format!("{} {}", r.reason, r.count)).collect::<Vec<_>>().join(", ")
+        }
     };
     view! {
         <h3>"Credentials"</h3>
@@ -542,4 +560,3 @@ fn History(signoffs: Vec<SignoffDto>) -> impl IntoView {
         </section>
     }
 }
-

@@ -3,19 +3,24 @@
 //! under it (in the background, with live progress), retire the old one
 //! once nothing uses it. Administrators only.
 
-
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::kek::{kek_overview, ResumeRewrap, RetireKek, RotateKek, StartRewrap},
-    components::{format::when, poll::every_second_while, ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit},
+    api::kek::{ResumeRewrap, RetireKek, RotateKek, StartRewrap, kek_overview},
+    components::{
+        ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when, poll::every_second_while,
+    },
     dto::{KekOverviewDto, KekVersionDto, RewrapDto},
 };
 
 /// The sealed columns, as the page names them.
-const SOURCES: [(&str, &str); 4] =
-    [("signing_keys", "Signing keys"), ("service_keys", "Service keys"), ("outbox_payloads", "Outbox payloads"), ("event_bodies", "Event bodies")];
+const SOURCES: [(&str, &str); 4] = [
+    ("signing_keys", "Signing keys"),
+    ("service_keys", "Service keys"),
+    ("outbox_payloads", "Outbox payloads"),
+    ("event_bodies", "Event bodies"),
+];
 
 #[component]
 pub fn KekPage() -> impl IntoView {
@@ -65,8 +70,11 @@ fn Overview(o: KekOverviewDto) -> impl IntoView {
     let rewrap = ServerAction::<StartRewrap>::new();
     Refresh::after(rotate);
     Refresh::after(rewrap);
-    let (rotate_label, rotate_kind) =
-        if stale > 0 { ("Rotate (resumes resealing first)", "secondary") } else { ("Rotate: add a version and reseal everything", "primary") };
+    let (rotate_label, rotate_kind) = if stale > 0 {
+        ("Rotate (resumes resealing first)", "secondary")
+    } else {
+        ("Rotate: add a version and reseal everything", "primary")
+    };
     let actions = (!running).then(|| {
         view! {
             <ActionError action=rotate/>
@@ -170,8 +178,16 @@ fn VersionRow(v: KekVersionDto, running: bool, counted: bool) -> impl IntoView {
 
 fn status_text(j: &RewrapDto) -> String {
     match j.status.as_str() {
-        "running" => format!("Resealing under version {}: {} of {} rows done (now: {}).", j.target_version, j.rewrapped, j.total, source_label(&j.source)),
-        "finished" => format!("Done: {} rows resealed under version {} ({} read).", j.rewrapped, j.target_version, j.scanned),
+        "running" => format!(
+            "Resealing under version {}: {} of {} rows done (now: {}).",
+            j.target_version,
+            j.rewrapped,
+            j.total,
+            source_label(&j.source)
+        ),
+        "finished" => {
+            format!("Done: {} rows resealed under version {} ({} read).", j.rewrapped, j.target_version, j.scanned)
+        }
         "interrupted" => format!(
             "Interrupted after {} of {}: the process running it stopped reporting. Nothing is lost; resume to reseal the rest.",
             j.rewrapped, j.total

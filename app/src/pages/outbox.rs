@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::operations::{list_outbox, RetryOutbox},
-    components::{format::when, ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit},
+    api::operations::{RetryOutbox, list_outbox},
+    components::{ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when},
     dto::OutboxDto,
 };
 
@@ -15,7 +15,10 @@ pub fn OutboxPage() -> impl IntoView {
     let query = use_query_map();
     let refresh = Refresh::provide();
     let status = Memo::new(move |_| query.with(|q| q.get("status").unwrap_or_default()));
-    let items = Resource::new(move || (status.get(), refresh.get()), |(s, _)| list_outbox(None, Some(s).filter(|s| !s.is_empty())));
+    let items = Resource::new(
+        move || (status.get(), refresh.get()),
+        |(s, _)| list_outbox(None, Some(s).filter(|s| !s.is_empty())),
+    );
     view! {
         <Layout
             title="Outbox"

@@ -8,13 +8,13 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::{
-        operations::{list_quarantine, recent_bulk_releases, StartBulkRelease},
+        operations::{StartBulkRelease, list_quarantine, recent_bulk_releases},
         registry::list_tenants,
     },
     components::{
+        ActionError, FormError, Layout, ReturnedError, Submit,
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
-        ActionError, FormError, Layout, ReturnedError, Submit,
     },
     dto::{BulkReleaseDto, Me, QuarantineDto, QuarantineListDto},
     pages::bulk_release::{filter_text, status_label},
@@ -33,7 +33,16 @@ struct Filters {
 impl Filters {
     /// This view's URL with `reason` in place of the current one.
     fn href(&self, reason: &str) -> String {
-        with_query("/quarantine", &[("tenant", &self.tenant), ("endpoint", &self.endpoint), ("status", &self.status), ("age", &self.age), ("reason", reason)])
+        with_query(
+            "/quarantine",
+            &[
+                ("tenant", &self.tenant),
+                ("endpoint", &self.endpoint),
+                ("status", &self.status),
+                ("age", &self.age),
+                ("reason", reason),
+            ],
+        )
     }
 }
 
@@ -56,7 +65,15 @@ pub fn QuarantinePage() -> impl IntoView {
     });
     let list = Resource::new(
         move || filters.get(),
-        |f| list_quarantine(nonempty(&f.tenant), nonempty(&f.endpoint), nonempty(&f.reason), nonempty(&f.status), nonempty(&f.age)),
+        |f| {
+            list_quarantine(
+                nonempty(&f.tenant),
+                nonempty(&f.endpoint),
+                nonempty(&f.reason),
+                nonempty(&f.status),
+                nonempty(&f.age),
+            )
+        },
     );
     let tenants = Resource::new(|| (), |_| list_tenants());
     let jobs = Resource::new(|| (), |_| recent_bulk_releases());
@@ -119,8 +136,10 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseDto>) -> impl IntoView {
 
 #[component]
 fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
-    const AGES: &[(&str, &str)] = &[("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
-    const STATUSES: &[(&str, &str)] = &[("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
+    const AGES: &[(&str, &str)] =
+        &[("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
+    const STATUSES: &[(&str, &str)] =
+        &[("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
     view! {
         <form method="get" action="/quarantine" class="filters card">
             <TenantSelect tenants selected=filters.tenant.clone()/>
@@ -157,7 +176,11 @@ fn Listing(list: QuarantineListDto, filters: Filters, me: Me) -> impl IntoView {
     let shown = list.items.len() as u64;
     let more = (list.total > shown).then(|| view! { <p class="hint">"Showing the newest " {shown} " of " {list.total} ". Narrow the filters to see the rest."</p> });
     let table = if list.items.is_empty() {
-        let msg = if open_view { "Nothing is waiting in quarantine for these filters." } else { "No events match these filters." };
+        let msg = if open_view {
+            "Nothing is waiting in quarantine for these filters."
+        } else {
+            "No events match these filters."
+        };
         view! {
             <div class="empty">
                 <p class="empty-title">{if open_view { "Quarantine is empty" } else { "No events" }}</p>
@@ -186,7 +209,8 @@ fn Listing(list: QuarantineListDto, filters: Filters, me: Me) -> impl IntoView {
         }
         .into_any()
     };
-    let bulk = (me.can_triage() && open_view && list.total > 0).then(|| view! { <BulkRelease filters=filters.clone() total=list.total/> });
+    let bulk = (me.can_triage() && open_view && list.total > 0)
+        .then(|| view! { <BulkRelease filters=filters.clone() total=list.total/> });
     view! {
         {counts}
         {table}

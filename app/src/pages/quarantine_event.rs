@@ -7,8 +7,8 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::quarantine::reason_label;
 use crate::{
-    api::operations::{quarantine_detail, reveal_quarantine_body, DiscardQuarantine, ReleaseQuarantine},
-    components::{format::when, ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit},
+    api::operations::{DiscardQuarantine, ReleaseQuarantine, quarantine_detail, reveal_quarantine_body},
+    components::{ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit, format::when},
     dto::{Me, QuarantineDto},
 };
 
@@ -50,7 +50,11 @@ fn Detail(q: QuarantineDto, me: Me, done: Option<String>, show_body: bool) -> im
     let can_triage = me.can_triage();
     let self_href = format!("/quarantine/{}", q.id);
     let done_notice = done.map(|d| {
-        let text = if d == "released" { "Released: the event applied and is now recorded as applied." } else { "Discarded: the event stays claimed (provider retries remain duplicates) and will not apply." };
+        let text = if d == "released" {
+            "Released: the event applied and is now recorded as applied."
+        } else {
+            "Discarded: the event stays claimed (provider retries remain duplicates) and will not apply."
+        };
         view! { <Notice>{text}</Notice> }
     });
     let resolution = (!open).then(|| view! {

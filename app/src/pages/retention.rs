@@ -7,8 +7,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::retention::{retention_overview, SetHorizon, SetRetention},
-    components::{format::when, ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit},
+    api::retention::{SetHorizon, SetRetention, retention_overview},
+    components::{ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when},
     dto::{HorizonDto, Me, RetentionDto, RetentionOverviewDto},
 };
 
@@ -50,8 +50,12 @@ pub fn RetentionPage() -> impl IntoView {
 
 #[component]
 fn Overview(o: RetentionOverviewDto, me: Me) -> impl IntoView {
-    let manageable: Vec<String> =
-        o.endpoints.iter().filter(|e| me.can_manage_tenant(&e.tenant)).map(|e| format!("{}/{}", e.tenant, e.endpoint)).collect();
+    let manageable: Vec<String> = o
+        .endpoints
+        .iter()
+        .filter(|e| me.can_manage_tenant(&e.tenant))
+        .map(|e| format!("{}/{}", e.tenant, e.endpoint))
+        .collect();
     let schemes: Vec<String> = o.horizons.iter().map(|h| h.scheme.clone()).collect();
     view! {
         <section class="card" id="endpoints">

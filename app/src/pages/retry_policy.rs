@@ -6,10 +6,10 @@ use leptos::prelude::*;
 
 use crate::{
     api::{
-        operations::{cohort_context, RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort},
         AppError,
+        operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort, cohort_context},
     },
-    components::{format::when, ActionError, FormError, Refresh, Submit},
+    components::{ActionError, FormError, Refresh, Submit, format::when},
     dto::{CohortContextDto, RetryPolicyDto},
 };
 

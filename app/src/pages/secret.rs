@@ -6,8 +6,8 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
     api::{
-        keys::{get_key, reveal_secret},
         AppError,
+        keys::{get_key, reveal_secret},
     },
     components::{KeySummary, Layout, LoadError, StatusBadge},
     dto::{KeyDto, RevealDto},
@@ -116,7 +116,7 @@ mod clipboard {
 
     #[cfg(feature = "hydrate")]
     mod js {
-        use leptos::wasm_bindgen::{prelude::wasm_bindgen, JsValue};
+        use leptos::wasm_bindgen::{JsValue, prelude::wasm_bindgen};
 
         #[wasm_bindgen(wasm_bindgen = leptos::wasm_bindgen)]
         extern "C" {

@@ -6,7 +6,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::session::{setup_open, SetupAdmin},
+    api::session::{SetupAdmin, setup_open},
     components::{ActionError, FormError, ReturnedError, Submit},
 };
 

@@ -6,16 +6,17 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
     api::{
+        AppError,
         keys::ProvisionKey,
         operations::retry_policy,
-        registry::{load_tenant, CreateEndpoint, SetEndpointEnabled},
-        AppError,
+        registry::{CreateEndpoint, SetEndpointEnabled, load_tenant},
     },
     components::{
+        ActionError, Countdown, EventTypes, KeyScope, Layout, LoadError, Notice, Refresh, ReturnedError, StatusBadge,
+        Submit,
         format::{bytes, is_any_type, seconds, when},
-        ActionError, Countdown, EventTypes, KeyScope, Layout, LoadError, Notice, Refresh, ReturnedError, StatusBadge, Submit,
     },
-    dto::{EndpointDto, KeyDto, Me, RetryPolicyDto, TenantOverview, SCHEMES},
+    dto::{EndpointDto, KeyDto, Me, RetryPolicyDto, SCHEMES, TenantOverview},
 };
 
 #[component]
@@ -54,13 +55,22 @@ pub fn TenantPage() -> impl IntoView {
 }
 
 #[component]
-fn TenantDetail(ov: TenantOverview, me: Me, revoked: Option<String>, policy: Result<RetryPolicyDto, AppError>) -> impl IntoView {
+fn TenantDetail(
+    ov: TenantOverview,
+    me: Me,
+    revoked: Option<String>,
+    policy: Result<RetryPolicyDto, AppError>,
+) -> impl IntoView {
     let t = ov.tenant;
     let can_manage = ov.can_manage;
     let is_admin = me.is_admin();
     let now_ms = ov.now_ms;
     let endpoints = if ov.endpoints.is_empty() {
-        let hint = if can_manage { "Create one below to start receiving webhooks." } else { "Nobody has created an endpoint here yet." };
+        let hint = if can_manage {
+            "Create one below to start receiving webhooks."
+        } else {
+            "Nobody has created an endpoint here yet."
+        };
         view! {
             <div class="empty">
                 <p class="empty-title">"No endpoints yet"</p>
@@ -164,7 +174,8 @@ fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: boo
 fn EndpointToggle(tenant: String, endpoint: String, enabled: bool) -> impl IntoView {
     let action = ServerAction::<SetEndpointEnabled>::new();
     Refresh::after(action);
-    let (label, kind) = if enabled { ("Disable endpoint", "danger-outline small") } else { ("Enable endpoint", "secondary small") };
+    let (label, kind) =
+        if enabled { ("Disable endpoint", "danger-outline small") } else { ("Enable endpoint", "secondary small") };
     view! {
         <div class="toggle">
             <ActionForm action>

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::{
-    api::registry::{list_tenants, CreateTenant},
+    api::registry::{CreateTenant, list_tenants},
     components::{ActionError, FormError, Layout, Refresh, ReturnedError, Submit},
     dto::TenantDto,
 };

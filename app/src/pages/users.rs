@@ -4,9 +4,11 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::users::{list_users, CreateUser, UpdateUser},
-    components::{format::when_or, format::when, ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit},
-    dto::{UserDto, ROLES},
+    api::users::{CreateUser, UpdateUser, list_users},
+    components::{
+        ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when, format::when_or,
+    },
+    dto::{ROLES, UserDto},
 };
 
 #[component]

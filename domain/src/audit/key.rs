@@ -19,10 +19,10 @@ use std::{
     sync::{Arc, OnceLock, RwLock},
 };
 
-use sea_orm::{sea_query::Expr, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, sea_query::Expr};
 
 use crate::{
-    crypto::{service::MacKey, CryptoError},
+    crypto::{CryptoError, service::MacKey},
     db,
     entity::{audit_entry, audit_head},
     error::{DomainError, DomainResult},
@@ -45,7 +45,10 @@ pub struct ChainKey {
 
 impl std::fmt::Debug for ChainKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChainKey").field("key_id", &self.key_id).field("since_seq", &self.since_seq).finish_non_exhaustive()
+        f.debug_struct("ChainKey")
+            .field("key_id", &self.key_id)
+            .field("since_seq", &self.since_seq)
+            .finish_non_exhaustive()
     }
 }
 
@@ -85,7 +88,12 @@ pub async fn load(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Arc<Ch
     let row = service_keys::find(db, AUDIT_MAC).await?.ok_or(CryptoError::MissingServiceKey("audit MAC"))?;
     let since_seq = parse_binding(&row.binding).ok_or(CryptoError::Malformed)?;
     let opened = service_keys::open(db, vault, &row).await?;
-    let key = Arc::new(ChainKey { key_id: row.key_id.clone(), since_seq, created_at: row.created_at, mac: MacKey::from_opened(&opened)? });
+    let key = Arc::new(ChainKey {
+        key_id: row.key_id.clone(),
+        since_seq,
+        created_at: row.created_at,
+        mac: MacKey::from_opened(&opened)?,
+    });
     loaded().write().unwrap_or_else(|p| p.into_inner()).insert(row.key_id, key.clone());
     Ok(key)
 }
@@ -94,7 +102,11 @@ pub async fn load(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Arc<Ch
 /// number is exact even while others append.
 async fn create(db: &DatabaseConnection, vault: &Vault) -> DomainResult<()> {
     let txn = db::begin_write(db).await?;
-    audit_head::Entity::update_many().col_expr(audit_head::Column::Seq, Expr::col(audit_head::Column::Seq)).filter(audit_head::Column::Id.eq(1)).exec(&txn).await?;
+    audit_head::Entity::update_many()
+        .col_expr(audit_head::Column::Seq, Expr::col(audit_head::Column::Seq))
+        .filter(audit_head::Column::Id.eq(1))
+        .exec(&txn)
+        .await?;
     if service_keys::find(&txn, AUDIT_MAC).await?.is_some() {
         txn.rollback().await?;
         return Ok(());
@@ -105,17 +117,24 @@ async fn create(db: &DatabaseConnection, vault: &Vault) -> DomainResult<()> {
     if keyed > 0 {
         return Err(DomainError::conflict(
             "audit_key_missing",
-            format!("the audit log has {keyed} keyed entries but its MAC key is gone from the database; restore the database from a backup"),
+            format!(
+                "the audit log has {keyed} keyed entries but its MAC key is gone from the database; restore the database from a backup"
+            ),
         ));
     }
-    let head = audit_head::Entity::find_by_id(1).one(&txn).await?.ok_or(CryptoError::MissingServiceKey("audit head"))?;
+    let head =
+        audit_head::Entity::find_by_id(1).one(&txn).await?.ok_or(CryptoError::MissingServiceKey("audit head"))?;
     let (_, bytes) = MacKey::generate();
     if !service_keys::insert(&txn, vault, AUDIT_MAC, &bytes, None, binding(head.seq + 1)).await? {
         txn.rollback().await?;
         return Ok(());
     }
     let row = service_keys::find(&txn, AUDIT_MAC).await?.ok_or(CryptoError::MissingServiceKey("audit MAC"))?;
-    audit_head::Entity::update_many().col_expr(audit_head::Column::KeyId, Expr::value(row.key_id)).filter(audit_head::Column::Id.eq(1)).exec(&txn).await?;
+    audit_head::Entity::update_many()
+        .col_expr(audit_head::Column::KeyId, Expr::value(row.key_id))
+        .filter(audit_head::Column::Id.eq(1))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     if head.seq > 0 {
         tracing::warn!(

@@ -17,9 +17,8 @@
 pub mod key;
 
 use sea_orm::{
-    sea_query::ExprTrait,
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, sea_query::ExprTrait,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -27,7 +26,7 @@ use serde_json::Value;
 use crate::{
     auth::{Actor, Permission, Principal, Scope},
     clock,
-    crypto::{sha256_hex, CryptoError},
+    crypto::{CryptoError, sha256_hex},
     entity::{audit_entry, audit_head},
     error::{DomainError, DomainResult},
     service_keys::{self, AUDIT_MAC},
@@ -112,8 +111,17 @@ fn insertable(e: audit_entry::Model) -> audit_entry::ActiveModel {
 /// A canonical JSON array of every field but the link itself.
 fn canonical(e: &audit_entry::Model) -> String {
     serde_json::json!([
-        e.seq, e.at, e.actor_kind, e.actor, e.action, e.target_kind, e.target_id, e.tenant_id,
-        e.before, e.after, e.prev_hash
+        e.seq,
+        e.at,
+        e.actor_kind,
+        e.actor,
+        e.action,
+        e.target_kind,
+        e.target_id,
+        e.tenant_id,
+        e.before,
+        e.after,
+        e.prev_hash
     ])
     .to_string()
 }
@@ -206,7 +214,10 @@ pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> 
                 e.alg == key::KEYED && chain_key.verify_hex(keyed_input(e).as_bytes(), &e.hash)
             };
             if !intact {
-                return Ok(report(count, broken("contents do not match the entry's keyed link (altered or re-chained)".into())));
+                return Ok(report(
+                    count,
+                    broken("contents do not match the entry's keyed link (altered or re-chained)".into()),
+                ));
             }
             expected_prev = e.hash.clone();
             expected_seq += 1;
@@ -214,7 +225,9 @@ pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> 
         }
     }
     if head_seq != count || head_hash != expected_prev {
-        let reason = format!("the chain ends at entry {count} but the head records entry {head_seq}: entries were removed from the end");
+        let reason = format!(
+            "the chain ends at entry {count} but the head records entry {head_seq}: entries were removed from the end"
+        );
         return Ok(report(count, Some(BrokenEntry { seq: count + 1, reason })));
     }
     Ok(report(count, None))
@@ -252,7 +265,9 @@ pub async fn matches_checkpoint(db: &DatabaseConnection, cp: &Checkpoint) -> Dom
     }
     Ok(match audit_entry::Entity::find_by_id(cp.seq).one(db).await? {
         None => Err(format!("entry {} of the checkpoint is gone from the chain", cp.seq)),
-        Some(e) if e.hash != cp.head => Err(format!("entry {} no longer has the link the checkpoint recorded: the chain was rewritten", cp.seq)),
+        Some(e) if e.hash != cp.head => {
+            Err(format!("entry {} no longer has the link the checkpoint recorded: the chain was rewritten", cp.seq))
+        }
         Some(_) => Ok(()),
     })
 }
@@ -308,7 +323,11 @@ pub struct AuditFilter {
 }
 
 /// Newest first. Clinic admins see only their tenant's entries.
-pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &AuditFilter) -> DomainResult<Vec<AuditView>> {
+pub async fn list(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    filter: &AuditFilter,
+) -> DomainResult<Vec<AuditView>> {
     let scope = match principal.tenant_filter() {
         Some(t) => Scope::Tenant(t),
         None => Scope::Global,

@@ -7,7 +7,7 @@ pub mod throttle;
 pub mod tokens;
 pub mod users;
 
-pub use policy::{role_allows, Permission, Role};
+pub use policy::{Permission, Role, role_allows};
 pub use principal::{Actor, Authorized, Principal, Scope};
 
 /// The principal as it stands now. Work that runs on after the request that

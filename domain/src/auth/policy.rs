@@ -140,10 +140,23 @@ pub fn role_allows(role: Role, permission: Permission) -> bool {
     match role {
         Role::Admin => true,
         Role::Reviewer => {
-            matches!(permission, ReadRegistry | ReviewKeys | ReadAudit | ReadEvents | RunDrills | ExportEvidence | SignOffEvidence)
+            matches!(
+                permission,
+                ReadRegistry | ReviewKeys | ReadAudit | ReadEvents | RunDrills | ExportEvidence | SignOffEvidence
+            )
         }
         Role::ClinicAdmin => {
-            matches!(permission, ReadRegistry | ManageEndpoints | ManageKeys | ReadAudit | ReadEvents | ManageRetention | RunDrills | ExportEvidence)
+            matches!(
+                permission,
+                ReadRegistry
+                    | ManageEndpoints
+                    | ManageKeys
+                    | ReadAudit
+                    | ReadEvents
+                    | ManageRetention
+                    | RunDrills
+                    | ExportEvidence
+            )
         }
         Role::Oncall => matches!(permission, ReadRegistry | ReadAudit | ReadEvents | TriageEvents | RevealBodies),
     }

@@ -2,15 +2,21 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::{role_allows, Permission, Role};
+use super::policy::{Permission, Role, role_allows};
 use crate::error::DomainError;
 
 /// The actor recorded in the audit log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Actor {
-    User { id: String, username: String },
-    Token { id: String, name: String },
+    User {
+        id: String,
+        username: String,
+    },
+    Token {
+        id: String,
+        name: String,
+    },
     /// The operator CLI acting directly on the database.
     Cli,
     /// Signet itself (expiry sweeps, bootstrap).
@@ -77,11 +83,7 @@ impl Authorized {
             (None, Some(_)) => false,
             (Some(_), None) => false,
         };
-        if self.permission == permission && tenant_ok {
-            Ok(())
-        } else {
-            Err(DomainError::Forbidden)
-        }
+        if self.permission == permission && tenant_ok { Ok(()) } else { Err(DomainError::Forbidden) }
     }
 }
 
@@ -91,11 +93,19 @@ impl Principal {
     /// read as some other role or as "every tenant".
     pub fn checked(actor: Actor, role: &str, tenant_id: Option<String>) -> Result<Principal, DomainError> {
         let Some(parsed) = Role::parse(role) else {
-            tracing::error!(actor_kind = actor.kind(), actor = actor.name(), "refused a principal whose stored role is unknown");
+            tracing::error!(
+                actor_kind = actor.kind(),
+                actor = actor.name(),
+                "refused a principal whose stored role is unknown"
+            );
             return Err(DomainError::Unauthenticated);
         };
         if parsed.is_tenant_bound() && tenant_id.is_none() {
-            tracing::error!(actor_kind = actor.kind(), actor = actor.name(), "refused a clinic-admin principal bound to no tenant");
+            tracing::error!(
+                actor_kind = actor.kind(),
+                actor = actor.name(),
+                "refused a clinic-admin principal bound to no tenant"
+            );
             return Err(DomainError::Unauthenticated);
         }
         Ok(Principal { actor, role: parsed, tenant_id })
@@ -165,18 +175,9 @@ mod tests {
     fn other_tenant_is_not_found_and_missing_role_is_forbidden() {
         let p = clinic("a");
         assert!(p.authorize(Permission::ManageKeys, Scope::Tenant("a")).is_ok());
-        assert!(matches!(
-            p.authorize(Permission::ManageKeys, Scope::Tenant("b")),
-            Err(DomainError::NotFound)
-        ));
-        assert!(matches!(
-            p.authorize(Permission::ReviewKeys, Scope::Tenant("a")),
-            Err(DomainError::Forbidden)
-        ));
-        assert!(matches!(
-            p.authorize(Permission::ManageTenants, Scope::Global),
-            Err(DomainError::Forbidden)
-        ));
+        assert!(matches!(p.authorize(Permission::ManageKeys, Scope::Tenant("b")), Err(DomainError::NotFound)));
+        assert!(matches!(p.authorize(Permission::ReviewKeys, Scope::Tenant("a")), Err(DomainError::Forbidden)));
+        assert!(matches!(p.authorize(Permission::ManageTenants, Scope::Global), Err(DomainError::Forbidden)));
     }
 
     #[test]

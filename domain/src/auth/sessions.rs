@@ -4,10 +4,10 @@
 
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 
-use super::{throttle, Actor, Principal};
+use super::{Actor, Principal, throttle};
 use crate::{
     audit::{self, Change},
-    crypto::{random_token, sha256_hex, verify_password, verify_password_dummy, Password, RandomToken},
+    crypto::{Password, RandomToken, random_token, sha256_hex, verify_password, verify_password_dummy},
     db,
     entity::{login_device, session, user},
     error::{DomainError, DomainResult},
@@ -128,7 +128,12 @@ async fn reserve_all(db: &DatabaseConnection, subjects: &[(&str, throttle::Limit
 /// attempt costs one argon2 verification, whether the account exists, is
 /// disabled or is real. Failures are audited (user, address, reason; never
 /// the password).
-pub async fn login(db: &DatabaseConnection, policy: SessionPolicy, attempt: LoginAttempt<'_>, now: i64) -> DomainResult<LoginSuccess> {
+pub async fn login(
+    db: &DatabaseConnection,
+    policy: SessionPolicy,
+    attempt: LoginAttempt<'_>,
+    now: i64,
+) -> DomainResult<LoginSuccess> {
     let LoginAttempt { username, password, client_ip, device } = attempt;
     let address = throttle::address_subject(client_ip);
     // No stored username can fail validation, so such a name is a wrong
@@ -206,9 +211,14 @@ pub async fn login(db: &DatabaseConnection, policy: SessionPolicy, attempt: Logi
                 .exec(&txn)
                 .await?;
             let t = random_token("");
-            login_device::ActiveModel { digest: Set(t.digest().to_owned()), user_id: Set(u.id.clone()), created_at: Set(now), last_used_at: Set(now) }
-                .insert(&txn)
-                .await?;
+            login_device::ActiveModel {
+                digest: Set(t.digest().to_owned()),
+                user_id: Set(u.id.clone()),
+                created_at: Set(now),
+                last_used_at: Set(now),
+            }
+            .insert(&txn)
+            .await?;
             Some(t)
         }
     };
@@ -221,7 +231,12 @@ pub async fn login(db: &DatabaseConnection, policy: SessionPolicy, attempt: Logi
 /// Audits and logs a failed sign-in: the name tried (only when it is a
 /// valid username, so no attacker text reaches the log), the address and
 /// why. Never the password.
-async fn record_failure(db: &DatabaseConnection, username: Option<&str>, address: &str, reason: &str) -> DomainResult<()> {
+async fn record_failure(
+    db: &DatabaseConnection,
+    username: Option<&str>,
+    address: &str,
+    reason: &str,
+) -> DomainResult<()> {
     let target = username.unwrap_or("(not a valid username)");
     tracing::info!(username = %target, address = %address, reason, "login failed");
     let txn = db::begin_write(db).await?;
@@ -239,8 +254,19 @@ async fn record_failure(db: &DatabaseConnection, username: Option<&str>, address
 }
 
 /// Audits a sign-in or sign-out as the user themself.
-async fn record_session_event<C: sea_orm::ConnectionTrait>(conn: &C, u: &user::Model, action: &str) -> DomainResult<()> {
-    let change = Change { action, target_kind: "user", target_id: &u.username, tenant_id: u.tenant_id.as_deref(), before: None, after: None };
+async fn record_session_event<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    u: &user::Model,
+    action: &str,
+) -> DomainResult<()> {
+    let change = Change {
+        action,
+        target_kind: "user",
+        target_id: &u.username,
+        tenant_id: u.tenant_id.as_deref(),
+        before: None,
+        after: None,
+    };
     let actor = Actor::User { id: u.id.clone(), username: u.username.clone() };
     audit::record(conn, &actor, change).await.map(|_| ())
 }
@@ -269,7 +295,13 @@ pub enum Activity {
 
 /// Resolves a session cookie to its principal, enforcing both timeouts.
 /// Only [`Activity::User`] requests move the idle timer.
-pub async fn authenticate(db: &DatabaseConnection, policy: SessionPolicy, token: &str, now: i64, activity: Activity) -> DomainResult<Principal> {
+pub async fn authenticate(
+    db: &DatabaseConnection,
+    policy: SessionPolicy,
+    token: &str,
+    now: i64,
+    activity: Activity,
+) -> DomainResult<Principal> {
     let digest = sha256_hex(token.as_bytes());
     let Some(s) = session::Entity::find_by_id(digest.clone()).one(db).await? else {
         return Err(DomainError::Unauthenticated);
@@ -313,7 +345,7 @@ pub async fn logout(db: &DatabaseConnection, token: &str) -> DomainResult<()> {
 mod tests {
     use super::*;
     use crate::{
-        auth::{users, Role},
+        auth::{Role, users},
         crypto::MasterKey,
         vault::Vault,
     };
@@ -327,7 +359,12 @@ mod tests {
         let _vault = Vault::load(&db, MasterKey::generate().0).await.unwrap();
         let good = Password::new("correct horse battery".into());
         for (name, role) in [("real", Role::Oncall), ("gone", Role::Oncall)] {
-            let new = users::NewUser { username: name.into(), role, tenant: None, password: Password::new(good.expose().into()) };
+            let new = users::NewUser {
+                username: name.into(),
+                role,
+                tenant: None,
+                password: Password::new(good.expose().into()),
+            };
             users::create(&db, &Principal::cli(), new).await.unwrap();
         }
         let patch = users::UserPatch { disabled: Some(true), ..Default::default() };
@@ -335,22 +372,46 @@ mod tests {
         let wrong = Password::new("not the password".into());
         let long = Password::new("x".repeat(2000));
         let now = crate::clock::now_ms();
-        for (i, (username, password)) in
-            [("real", &wrong), ("nobody", &wrong), ("gone", &good), ("Not A Name!", &wrong), ("real", &long), ("real", &good)].into_iter().enumerate()
+        for (i, (username, password)) in [
+            ("real", &wrong),
+            ("nobody", &wrong),
+            ("gone", &good),
+            ("Not A Name!", &wrong),
+            ("real", &long),
+            ("real", &good),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let ip = format!("10.1.0.{i}");
             let before = password_verifications();
-            let r = login(&db, SessionPolicy::default(), LoginAttempt { username, password, client_ip: &ip, device: None }, now).await;
+            let r = login(
+                &db,
+                SessionPolicy::default(),
+                LoginAttempt { username, password, client_ip: &ip, device: None },
+                now,
+            )
+            .await;
             assert_eq!(password_verifications() - before, 1, "{username}: exactly one argon2 verification");
             assert_eq!(r.is_ok(), i == 5, "{username}: {r:?}");
             // An impossible name or an oversized password never reaches the
             // account throttle table: only the address counts it.
             if i == 3 || i == 4 {
-                let subjects: Vec<String> =
-                    crate::entity::login_throttle::Entity::find().all(&db).await.unwrap().into_iter().map(|r| r.subject).collect();
+                let subjects: Vec<String> = crate::entity::login_throttle::Entity::find()
+                    .all(&db)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| r.subject)
+                    .collect();
                 assert!(subjects.contains(&format!("ip:{ip}")), "{subjects:?}");
-                let real = crate::entity::login_throttle::Entity::find_by_id("user:real".to_owned()).one(&db).await.unwrap();
-                assert_eq!(real.map(|r| r.failures), Some(1), "only the earlier wrong password counted for the account");
+                let real =
+                    crate::entity::login_throttle::Entity::find_by_id("user:real".to_owned()).one(&db).await.unwrap();
+                assert_eq!(
+                    real.map(|r| r.failures),
+                    Some(1),
+                    "only the earlier wrong password counted for the account"
+                );
                 assert!(!subjects.iter().any(|s| s.to_ascii_lowercase().contains("not a name")), "{subjects:?}");
             }
         }

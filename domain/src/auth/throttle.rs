@@ -27,8 +27,8 @@
 use std::net::IpAddr;
 
 use sea_orm::{
-    sea_query::{Expr, ExprTrait, OnConflict, Query},
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryTrait, Set,
+    sea_query::{Expr, ExprTrait, OnConflict, Query},
 };
 
 use crate::{db, entity::login_throttle, error::DomainResult};
@@ -115,7 +115,10 @@ pub async fn reserve(db: &DatabaseConnection, subject: &str, limit: Limit, now: 
     )
     .into_query();
     stmt.returning(Query::returning().columns([login_throttle::Column::Failures, login_throttle::Column::LockedUntil]));
-    let row = txn.query_one(&stmt).await?.ok_or_else(|| sea_orm::DbErr::RecordNotFound("login_throttle upsert returned nothing".into()))?;
+    let row = txn
+        .query_one(&stmt)
+        .await?
+        .ok_or_else(|| sea_orm::DbErr::RecordNotFound("login_throttle upsert returned nothing".into()))?;
     let failures: i32 = row.try_get("", "failures")?;
     let locked_until: Option<i64> = row.try_get("", "locked_until")?;
     if let Some(until) = locked_until.filter(|u| *u > now) {

@@ -1,9 +1,7 @@
 //! API tokens for `/api/v1` (`Authorization: Bearer sgt_…`). Stored as
 //! SHA-256 digests, scoped by role and tenant, revocable.
 
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -11,7 +9,7 @@ use super::{Actor, Permission, Principal, Role, Scope};
 use crate::{
     audit::{self, Change},
     clock,
-    crypto::{random_token, sha256_hex, RandomToken},
+    crypto::{RandomToken, random_token, sha256_hex},
     db,
     entity::{api_token, tenant},
     error::{DomainError, DomainResult},

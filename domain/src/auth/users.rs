@@ -1,8 +1,8 @@
 //! User accounts. Passwords are argon2id hashes; views never carry them.
 
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -11,7 +11,7 @@ use super::{Actor, Permission, Principal, Role, Scope};
 use crate::{
     audit::{self, Change},
     clock,
-    crypto::{hash_password, CryptoError, Password},
+    crypto::{CryptoError, Password, hash_password},
     db,
     entity::{session, tenant, user},
     error::{DomainError, DomainResult},
@@ -131,7 +131,8 @@ async fn prepare(new: NewUser) -> DomainResult<Prepared> {
     validate_username(&new.username)?;
     validate_password(&new.password)?;
     let password = Password::new(new.password.expose().to_owned());
-    let hashed = super::sessions::on_hash_pool(move || hash_password(&password)).await.ok_or(CryptoError::PasswordHash)??;
+    let hashed =
+        super::sessions::on_hash_pool(move || hash_password(&password)).await.ok_or(CryptoError::PasswordHash)??;
     Ok(Prepared { new, password_hash: hashed })
 }
 
@@ -229,7 +230,12 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal) -> DomainResul
 /// Changes role, tenant binding or the disabled flag. Disabling ends the
 /// user's sessions at once. The last enabled admin cannot be demoted or
 /// disabled.
-pub async fn update(db: &DatabaseConnection, principal: &Principal, username: &str, patch: UserPatch) -> DomainResult<UserView> {
+pub async fn update(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    username: &str,
+    patch: UserPatch,
+) -> DomainResult<UserView> {
     let auth = principal.authorize(Permission::ManageUsers, Scope::Global)?;
     let txn = db::begin_write(db).await?;
     let u = user::Entity::find()
@@ -263,7 +269,8 @@ pub async fn update(db: &DatabaseConnection, principal: &Principal, username: &s
         // concurrent demotions (of the last two) see each other: the second
         // waits, then counts one. SQLite's write transaction is already
         // exclusive.
-        let mut q = user::Entity::find().filter(user::Column::Role.eq("admin")).filter(user::Column::Disabled.eq(false));
+        let mut q =
+            user::Entity::find().filter(user::Column::Role.eq("admin")).filter(user::Column::Disabled.eq(false));
         if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
             q = q.lock_exclusive();
         }

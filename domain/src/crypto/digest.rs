@@ -3,7 +3,7 @@
 //! Tokens are 32 random bytes; only their SHA-256 digest is ever stored, so a
 //! database leak does not yield usable sessions or tokens.
 
-use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -39,10 +39,7 @@ impl RandomToken {
 
 impl std::fmt::Debug for RandomToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RandomToken")
-            .field("plaintext", &"<redacted>")
-            .field("digest", &self.digest)
-            .finish()
+        f.debug_struct("RandomToken").field("plaintext", &"<redacted>").field("digest", &self.digest).finish()
     }
 }
 
@@ -61,10 +58,7 @@ mod tests {
 
     #[test]
     fn sha256_known_answer() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     #[test]

@@ -20,10 +20,10 @@ pub mod service;
 pub mod signature;
 mod vault;
 
-pub use digest::{constant_time_eq, random_token, sha256_hex, RandomToken};
-pub use password::{hash_password, verify_password, verify_password_dummy, Password};
+pub use digest::{RandomToken, constant_time_eq, random_token, sha256_hex};
+pub use password::{Password, hash_password, verify_password, verify_password_dummy};
 pub use secret::SigningSecret;
-pub use vault::{kek_version_of, Aad, Kek, Keyring, MasterKey, CIPHERTEXT_FORMAT_V1};
+pub use vault::{Aad, CIPHERTEXT_FORMAT_V1, Kek, Keyring, MasterKey, kek_version_of};
 
 /// Errors from sealing and opening. They deliberately carry no key bytes
 /// and no plaintext.

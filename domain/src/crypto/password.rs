@@ -2,8 +2,8 @@
 //! (19 MiB memory, 2 iterations, 1 lane).
 
 use argon2::{
-    password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
     Algorithm, Argon2, Params, Version,
+    password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString, rand_core::OsRng},
 };
 use std::sync::OnceLock;
 use zeroize::Zeroizing;

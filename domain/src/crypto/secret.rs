@@ -2,7 +2,7 @@
 //! scheme. How the secret string becomes HMAC key bytes is per scheme
 //! (CONTRACT §3) and lives with the verifiers.
 
-use base64::{engine::general_purpose::STANDARD, Engine};
+use base64::{Engine, engine::general_purpose::STANDARD};
 use rand::RngCore;
 use zeroize::Zeroizing;
 

@@ -2,8 +2,8 @@
 //! key (HMAC-SHA256). Both are generated here, stored sealed in the vault
 //! (`service_keys`), and exist in memory only inside these types.
 
-use base64::{engine::general_purpose::STANDARD, Engine};
-use ed25519_dalek::{pkcs8::DecodePublicKey, Signature, Signer, SigningKey, VerifyingKey};
+use base64::{Engine, engine::general_purpose::STANDARD};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey, pkcs8::DecodePublicKey};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
@@ -40,7 +40,8 @@ impl MacKey {
     /// Lowercase hex HMAC-SHA256 of `data`.
     pub fn mac_hex(&self, data: &[u8]) -> String {
         // HMAC accepts keys of any length, so this cannot fail.
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
         m.update(data);
         hex::encode(m.finalize().into_bytes())
     }

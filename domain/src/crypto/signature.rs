@@ -11,7 +11,7 @@
 //! Nothing here requires the body to be UTF-8, and nothing here panics on
 //! hostile input.
 
-use base64::{engine::general_purpose::STANDARD, Engine};
+use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
@@ -196,7 +196,13 @@ pub fn verify_with_key(p: &ParsedSignature, body: &[u8], key: &[u8]) -> bool {
 /// Signature headers for a request, as a provider sends them. `timestamp`
 /// is unix seconds (ignored by GitHub); `message_id` is the webhook id or
 /// GitHub delivery id.
-pub fn sign(scheme: Scheme, secret: &SigningSecret, body: &[u8], timestamp: i64, message_id: &str) -> Option<Vec<(String, String)>> {
+pub fn sign(
+    scheme: Scheme,
+    secret: &SigningSecret,
+    body: &[u8],
+    timestamp: i64,
+    message_id: &str,
+) -> Option<Vec<(String, String)>> {
     let key = hmac_key(scheme, secret)?;
     let parsed = ParsedSignature {
         scheme,
@@ -260,7 +266,10 @@ mod tests {
         let h = [
             ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"),
             ("webhook-timestamp", "1614265330"),
-            ("webhook-signature", "v1a,ignored v1,bm90IHRoZSByaWdodCBzaWduYXR1cmUgYXQgYWxsISE= v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+            (
+                "webhook-signature",
+                "v1a,ignored v1,bm90IHRoZSByaWdodCBzaWduYXR1cmUgYXQgYWxsISE= v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+            ),
         ];
         let p = parse_headers(Scheme::StandardWebhooks, &h[..]).unwrap();
         assert_eq!(p.macs.len(), 2, "v1a entries are ignored");
@@ -278,7 +287,8 @@ mod tests {
         let body = br#"{"id":"evt_1","type":"reminder.created"}"#;
         let signed = sign(Scheme::Stripe, &s, body, 1700000000, "").unwrap();
         let v1 = signed[0].1.split("v1=").nth(1).unwrap().to_owned();
-        let header = format!("t=1700000000,v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39,v1={v1}");
+        let header =
+            format!("t=1700000000,v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39,v1={v1}");
         let h = [("Stripe-Signature", header.as_str())];
         let p = parse_headers(Scheme::Stripe, &h[..]).unwrap();
         assert_eq!(p.macs.len(), 1);
@@ -307,7 +317,9 @@ mod tests {
         assert_eq!(stripe("t=1,v0=abc"), Err(Malformed), "only v0");
         assert_eq!(stripe("t=1,v1=zz"), Err(Malformed));
         assert_eq!(stripe("garbage"), Err(Malformed));
-        let gh = |sig: &str| parse_headers(Scheme::Github, &[("X-Hub-Signature-256", sig), ("X-GitHub-Delivery", "d")][..]).map(|_| ());
+        let gh = |sig: &str| {
+            parse_headers(Scheme::Github, &[("X-Hub-Signature-256", sig), ("X-GitHub-Delivery", "d")][..]).map(|_| ())
+        };
         assert_eq!(gh("sha1=abc"), Err(Malformed));
         assert_eq!(gh(&format!("sha256={}", "0".repeat(63))), Err(Malformed));
         assert_eq!(parse_headers(Scheme::Github, &[("X-Hub-Signature-256", "sha256=00")][..]), Err(Missing));

@@ -13,10 +13,10 @@
 //! [`Aad`], so neither the header nor the row binding can be altered.
 
 use aes_gcm::{
-    aead::{Aead, KeyInit, Payload},
     Aes256Gcm, Nonce,
+    aead::{Aead, KeyInit, Payload},
 };
-use base64::{engine::general_purpose::STANDARD, Engine};
+use base64::{Engine, engine::general_purpose::STANDARD};
 use rand::RngCore;
 use std::collections::BTreeMap;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
@@ -69,15 +69,8 @@ impl MasterKey {
     /// Parses base64 of exactly 32 bytes (surrounding whitespace allowed, as
     /// in a key file with a trailing newline).
     pub fn from_base64(encoded: &str) -> Result<Self, CryptoError> {
-        let raw = Zeroizing::new(
-            STANDARD
-                .decode(encoded.trim())
-                .map_err(|_| CryptoError::BadMasterKey)?,
-        );
-        let bytes: [u8; 32] = raw
-            .as_slice()
-            .try_into()
-            .map_err(|_| CryptoError::BadMasterKey)?;
+        let raw = Zeroizing::new(STANDARD.decode(encoded.trim()).map_err(|_| CryptoError::BadMasterKey)?);
+        let bytes: [u8; 32] = raw.as_slice().try_into().map_err(|_| CryptoError::BadMasterKey)?;
         Ok(MasterKey(KeyBytes(bytes)))
     }
 
@@ -91,7 +84,7 @@ impl MasterKey {
 
     /// Seals a KEK for storage in the `kek_versions` table.
     pub fn wrap_kek(&self, version: u32, kek: &Kek) -> Result<Vec<u8>, CryptoError> {
-        seal_raw(&self.0, MASTER_VERSION, &Aad::kek(version), &kek.0 .0)
+        seal_raw(&self.0, MASTER_VERSION, &Aad::kek(version), &kek.0.0)
     }
 
     /// Opens a stored KEK. Fails with [`CryptoError::Unauthentic`] when this
@@ -102,10 +95,7 @@ impl MasterKey {
             return Err(CryptoError::Malformed);
         }
         let plain = open_raw(&self.0, &Aad::kek(version), wrapped)?;
-        let bytes: [u8; 32] = plain
-            .as_slice()
-            .try_into()
-            .map_err(|_| CryptoError::Malformed)?;
+        let bytes: [u8; 32] = plain.as_slice().try_into().map_err(|_| CryptoError::Malformed)?;
         Ok(Kek(KeyBytes(bytes)))
     }
 }
@@ -167,9 +157,7 @@ pub struct Keyring {
 
 impl std::fmt::Debug for Keyring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keyring")
-            .field("versions", &self.keks.keys().collect::<Vec<_>>())
-            .finish()
+        f.debug_struct("Keyring").field("versions", &self.keks.keys().collect::<Vec<_>>()).finish()
     }
 }
 
@@ -197,10 +185,7 @@ impl Keyring {
     /// Opens a ciphertext sealed under any version in the ring.
     pub fn open(&self, aad: &Aad, ciphertext: &[u8]) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
         let (version, _) = parse(ciphertext)?;
-        let kek = self
-            .keks
-            .get(&version)
-            .ok_or(CryptoError::UnknownKekVersion(version))?;
+        let kek = self.keks.get(&version).ok_or(CryptoError::UnknownKekVersion(version))?;
         open_raw(&kek.0, aad, ciphertext)
     }
 
@@ -305,10 +290,7 @@ mod tests {
         let t13 = cipher.encrypt(nonce, &b""[..]).unwrap();
         assert_eq!(hex::encode(t13), "530f8afbc74536b9a963b4f1c4cb738b");
         let t14 = cipher.encrypt(nonce, &[0u8; 16][..]).unwrap();
-        assert_eq!(
-            hex::encode(t14),
-            "cea7403d4d606b6e074ec5d3baf39d18d0d1c8a799996bf0265b98b5d48ab919"
-        );
+        assert_eq!(hex::encode(t14), "cea7403d4d606b6e074ec5d3baf39d18d0d1c8a799996bf0265b98b5d48ab919");
     }
 
     /// Signet's format with a fixed key and nonce: pins the layout and the
@@ -404,7 +386,7 @@ mod tests {
         let kek = Kek::generate();
         let wrapped = master.wrap_kek(3, &kek).unwrap();
         let opened = again.unwrap_kek(3, &wrapped).unwrap();
-        assert_eq!(opened.0 .0, kek.0 .0);
+        assert_eq!(opened.0.0, kek.0.0);
         assert_eq!(master.unwrap_kek(4, &wrapped).err(), Some(CryptoError::Unauthentic));
         let (other, _) = MasterKey::generate();
         assert_eq!(other.unwrap_kek(3, &wrapped).err(), Some(CryptoError::Unauthentic));

@@ -23,7 +23,10 @@ pub struct Model {
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("service_key::Model").field("purpose", &self.purpose).field("key_id", &self.key_id).finish_non_exhaustive()
+        f.debug_struct("service_key::Model")
+            .field("purpose", &self.purpose)
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
     }
 }
 

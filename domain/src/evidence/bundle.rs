@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     audit::{self, BrokenEntry, Checkpoint},
-    auth::{role_allows, Permission, Principal, Role, Scope},
+    auth::{Permission, Principal, Role, Scope, role_allows},
     clock,
     entity::{api_token, audit_entry, key_approval, signing_key, tenant, user},
     error::DomainResult,
@@ -216,16 +216,27 @@ fn finding(severity: &str, code: &str, subject: impl Into<String>, message: impl
 
 /// The tenant a bundle is limited to: the one asked for, or a clinic
 /// admin's own.
-async fn scope_tenant(db: &DatabaseConnection, principal: &Principal, slug: Option<&str>) -> DomainResult<Option<tenant::Model>> {
+async fn scope_tenant(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    slug: Option<&str>,
+) -> DomainResult<Option<tenant::Model>> {
     Ok(match (slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
-        (None, Some(own)) => Some(tenant::Entity::find_by_id(own.to_owned()).one(db).await?.ok_or(crate::DomainError::NotFound)?),
+        (None, Some(own)) => {
+            Some(tenant::Entity::find_by_id(own.to_owned()).one(db).await?.ok_or(crate::DomainError::NotFound)?)
+        }
         (None, None) => None,
     })
 }
 
 /// Reads everything for the bundle. `tenant`: limit every section to it.
-pub async fn collect(db: &DatabaseConnection, vault: &Vault, principal: &Principal, tenant: Option<&str>) -> DomainResult<Evidence> {
+pub async fn collect(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    tenant: Option<&str>,
+) -> DomainResult<Evidence> {
     let scope = scope_tenant(db, principal, tenant).await?;
     principal.authorize(Permission::ExportEvidence, scope.as_ref().map_or(Scope::Global, |t| Scope::Tenant(&t.id)))?;
     let now = clock::now_ms();
@@ -248,7 +259,11 @@ pub async fn collect(db: &DatabaseConnection, vault: &Vault, principal: &Princip
         head_hash: chain.head_hash,
         keyed_since_seq: chain.keyed_since_seq,
         first_broken: chain.first_broken,
-        checkpoint: SignedCheckpoint { signature: signer.sign_base64(&cp.signed_bytes()), public_key: signer.public_key_base64(), checkpoint: cp },
+        checkpoint: SignedCheckpoint {
+            signature: signer.sign_base64(&cp.signed_bytes()),
+            public_key: signer.public_key_base64(),
+            checkpoint: cp,
+        },
     };
     let mut e = Evidence {
         format: "signet-evidence/1".into(),
@@ -274,11 +289,22 @@ pub async fn collect(db: &DatabaseConnection, vault: &Vault, principal: &Princip
     Ok(e)
 }
 
-async fn credentials(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, now: i64) -> DomainResult<Vec<CredentialRow>> {
-    let views = keys::list(db, principal, &keys::KeyFilter { tenant: tenant.map(str::to_owned), ..Default::default() }).await?;
+async fn credentials(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant: Option<&str>,
+    now: i64,
+) -> DomainResult<Vec<CredentialRow>> {
+    let views =
+        keys::list(db, principal, &keys::KeyFilter { tenant: tenant.map(str::to_owned), ..Default::default() }).await?;
     let ids: Vec<String> = views.iter().map(|k| k.key_id.clone()).collect();
-    let rows: BTreeMap<String, signing_key::Model> =
-        signing_key::Entity::find().filter(signing_key::Column::Id.is_in(ids.clone())).all(db).await?.into_iter().map(|k| (k.id.clone(), k)).collect();
+    let rows: BTreeMap<String, signing_key::Model> = signing_key::Entity::find()
+        .filter(signing_key::Column::Id.is_in(ids.clone()))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|k| (k.id.clone(), k))
+        .collect();
     // The approval in force: the newest `approved` decision per key.
     let mut approvals: BTreeMap<String, key_approval::Model> = BTreeMap::new();
     for a in key_approval::Entity::find()
@@ -316,7 +342,9 @@ async fn credentials(db: &DatabaseConnection, principal: &Principal, tenant: Opt
             })
         })
         .collect();
-    out.sort_by(|a, b| (&a.tenant, &a.endpoint, &a.created_at, &a.key_id).cmp(&(&b.tenant, &b.endpoint, &b.created_at, &b.key_id)));
+    out.sort_by(|a, b| {
+        (&a.tenant, &a.endpoint, &a.created_at, &a.key_id).cmp(&(&b.tenant, &b.endpoint, &b.created_at, &b.key_id))
+    });
     Ok(out)
 }
 
@@ -325,19 +353,30 @@ fn permissions_of(role: Role) -> Vec<String> {
 }
 
 async fn access(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> DomainResult<Vec<RoleAccess>> {
-    let slugs: BTreeMap<String, String> = tenant::Entity::find().all(db).await?.into_iter().map(|t| (t.id, t.slug)).collect();
+    let slugs: BTreeMap<String, String> =
+        tenant::Entity::find().all(db).await?.into_iter().map(|t| (t.id, t.slug)).collect();
     let visible = |tenant_id: &Option<String>| match (scope, tenant_id) {
         (None, _) | (_, None) => true,
         (Some(s), Some(t)) => &s.id == t,
     };
     let mut holders: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
-    for u in user::Entity::find().filter(user::Column::Disabled.eq(false)).order_by_asc(user::Column::Username).all(db).await? {
+    for u in user::Entity::find()
+        .filter(user::Column::Disabled.eq(false))
+        .order_by_asc(user::Column::Username)
+        .all(db)
+        .await?
+    {
         if visible(&u.tenant_id) {
             let tenant = u.tenant_id.as_ref().and_then(|t| slugs.get(t).cloned());
             holders.entry(u.role.clone()).or_default().push(Holder { kind: "user".into(), name: u.username, tenant });
         }
     }
-    for t in api_token::Entity::find().filter(api_token::Column::RevokedAt.is_null()).order_by_asc(api_token::Column::Name).all(db).await? {
+    for t in api_token::Entity::find()
+        .filter(api_token::Column::RevokedAt.is_null())
+        .order_by_asc(api_token::Column::Name)
+        .all(db)
+        .await?
+    {
         if visible(&t.tenant_id) {
             let tenant = t.tenant_id.as_ref().and_then(|id| slugs.get(id).cloned());
             holders.entry(t.role.clone()).or_default().push(Holder { kind: "token".into(), name: t.name, tenant });
@@ -345,7 +384,11 @@ async fn access(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> Domai
     }
     Ok(Role::ALL
         .iter()
-        .map(|r| RoleAccess { role: r.as_str().into(), permissions: permissions_of(*r), holders: holders.remove(r.as_str()).unwrap_or_default() })
+        .map(|r| RoleAccess {
+            role: r.as_str().into(),
+            permissions: permissions_of(*r),
+            holders: holders.remove(r.as_str()).unwrap_or_default(),
+        })
         .collect())
 }
 
@@ -372,7 +415,11 @@ async fn drill_evidence(db: &DatabaseConnection, now: i64) -> DomainResult<Drill
     Ok(DrillEvidence { stale: !reasons.is_empty(), stale_reasons: reasons, latest })
 }
 
-async fn retention_evidence(db: &DatabaseConnection, principal: &Principal, scope: Option<&tenant::Model>) -> DomainResult<RetentionEvidence> {
+async fn retention_evidence(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    scope: Option<&tenant::Model>,
+) -> DomainResult<RetentionEvidence> {
     let o = retention::overview(db, principal).await?;
     let endpoints = o
         .endpoints
@@ -405,7 +452,8 @@ async fn retry_evidence(
         .iter()
         .filter(|a| a.permissions.iter().any(|p| p == Permission::ManageRetryPolicy.as_str()))
         .flat_map(|a| {
-            std::iter::once(format!("role {}", a.role)).chain(a.holders.iter().map(|h| format!("{} {}", h.kind, h.name)))
+            std::iter::once(format!("role {}", a.role))
+                .chain(a.holders.iter().map(|h| format!("{} {}", h.kind, h.name)))
         })
         .collect();
     let mut out = Vec::new();
@@ -414,12 +462,22 @@ async fn retry_evidence(
             continue;
         }
         let v = retry_policy::get(db, principal, &t.slug).await?;
-        out.push(RetryPolicyEvidence { tenant: v.tenant, policy: v.policy, version: v.version, history: v.history, may_roll_back: who.clone() });
+        out.push(RetryPolicyEvidence {
+            tenant: v.tenant,
+            policy: v.policy,
+            version: v.version,
+            history: v.history,
+            may_roll_back: who.clone(),
+        });
     }
     Ok(out)
 }
 
-async fn metrics_evidence(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>) -> DomainResult<MetricsEvidence> {
+async fn metrics_evidence(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant: Option<&str>,
+) -> DomainResult<MetricsEvidence> {
     let s = stats::stats(db, principal, tenant, Window::Week).await?;
     let series = |o: &str| s.series.iter().find(|x| x.outcome == o);
     Ok(MetricsEvidence {
@@ -442,14 +500,22 @@ async fn metrics_evidence(db: &DatabaseConnection, principal: &Principal, tenant
 pub fn findings(e: &Evidence) -> Vec<Finding> {
     let mut out = Vec::new();
     for c in e.constraints.iter().filter(|c| !c.present) {
-        out.push(finding("critical", "constraint_missing", &c.id, format!("{} on {} is not enforced by the database: {}", c.kind, c.table, c.guarantees)));
+        out.push(finding(
+            "critical",
+            "constraint_missing",
+            &c.id,
+            format!("{} on {} is not enforced by the database: {}", c.kind, c.table, c.guarantees),
+        ));
     }
     if !e.audit.chain_verified {
-        let why = e.audit.first_broken.as_ref().map_or_else(String::new, |b| format!(" at entry {}: {}", b.seq, b.reason));
+        let why =
+            e.audit.first_broken.as_ref().map_or_else(String::new, |b| format!(" at entry {}: {}", b.seq, b.reason));
         out.push(finding("critical", "audit_chain_broken", "audit", format!("the audit chain does not verify{why}")));
     }
     match &e.drills.latest {
-        None => out.push(finding("warning", "drills_missing", "drills", "no drill run has finished on this deployment")),
+        None => {
+            out.push(finding("warning", "drills_missing", "drills", "no drill run has finished on this deployment"))
+        }
         Some(run) => {
             for d in run.drills.iter().filter(|d| !d.passed) {
                 out.push(finding("critical", "drill_failed", &d.name, d.failures.join("; ")));
@@ -458,7 +524,12 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 out.push(finding("critical", "drill_failed", "drills", err.clone()));
             }
             if run.drills.len() < DRILL_NAMES.len() && run.error.is_none() {
-                out.push(finding("critical", "drill_failed", "drills", format!("only {} of {} drills ran", run.drills.len(), DRILL_NAMES.len())));
+                out.push(finding(
+                    "critical",
+                    "drill_failed",
+                    "drills",
+                    format!("only {} of {} drills ran", run.drills.len(), DRILL_NAMES.len()),
+                ));
             }
             if e.drills.stale {
                 out.push(finding("warning", "drills_stale", "drills", e.drills.stale_reasons.join("; ")));
@@ -471,7 +542,10 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 "warning",
                 "key_past_rotation_age",
                 &k.key_id,
-                format!("{}/{}: key is {} days old (rotate at {MAX_KEY_AGE_DAYS}); rotation owner {}", k.tenant, k.endpoint, k.age_days, k.rotation_owner),
+                format!(
+                    "{}/{}: key is {} days old (rotate at {MAX_KEY_AGE_DAYS}); rotation owner {}",
+                    k.tenant, k.endpoint, k.age_days, k.rotation_owner
+                ),
             ));
         }
     }
@@ -500,6 +574,8 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
             ));
         }
     }
-    out.sort_by(|a, b| (a.severity != "critical", &a.code, &a.subject).cmp(&(b.severity != "critical", &b.code, &b.subject)));
+    out.sort_by(|a, b| {
+        (a.severity != "critical", &a.code, &a.subject).cmp(&(b.severity != "critical", &b.code, &b.subject))
+    });
     out
 }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use migrations::expected::{Expected, ExpectedKind, EXPECTED};
+use migrations::expected::{EXPECTED, Expected, ExpectedKind};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value as DbValue};
 use serde::{Deserialize, Serialize};
 
@@ -66,12 +66,15 @@ fn compare(e: &Expected, f: &Found) -> ConstraintRow {
         ExpectedKind::ForeignKey { columns, ref_table, ref_columns } => {
             // Pairs (from → to) must match as a set: column order inside a
             // composite key is not part of the rule.
-            let want: BTreeSet<(String, String)> = columns.iter().zip(ref_columns).map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
+            let want: BTreeSet<(String, String)> =
+                columns.iter().zip(ref_columns).map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
             let by = f
                 .foreign
                 .iter()
                 .filter(|(_, from, to_table, to)| {
-                    to_table == ref_table && from.len() == want.len() && from.iter().cloned().zip(to.iter().cloned()).collect::<BTreeSet<_>>() == want
+                    to_table == ref_table
+                        && from.len() == want.len()
+                        && from.iter().cloned().zip(to.iter().cloned()).collect::<BTreeSet<_>>() == want
                 })
                 .map(|(n, ..)| n.clone())
                 .collect();
@@ -80,7 +83,11 @@ fn compare(e: &Expected, f: &Found) -> ConstraintRow {
         ExpectedKind::AppendOnly => {
             let refuses_update = f.triggers.iter().any(|(_, u, _)| *u);
             let refuses_delete = f.triggers.iter().any(|(_, _, d)| *d);
-            let by = if refuses_update && refuses_delete { f.triggers.iter().map(|(n, ..)| n.clone()).collect() } else { Vec::new() };
+            let by = if refuses_update && refuses_delete {
+                f.triggers.iter().map(|(n, ..)| n.clone()).collect()
+            } else {
+                Vec::new()
+            };
             ("append_only", &[][..], None, by)
         }
     };
@@ -124,7 +131,12 @@ async fn postgres(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
                WHERE con.conrelid = to_regclass($1) AND con.contype = 'f' AND con.convalidated";
     for r in rows(db, sql, vec![table.into()]).await? {
         let split = |s: String| s.split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect::<Vec<_>>();
-        f.foreign.push((r.try_get("", "name")?, split(r.try_get("", "cols")?), r.try_get("", "ref_table")?, split(r.try_get("", "ref_cols")?)));
+        f.foreign.push((
+            r.try_get("", "name")?,
+            split(r.try_get("", "cols")?),
+            r.try_get("", "ref_table")?,
+            split(r.try_get("", "ref_cols")?),
+        ));
     }
     // Enabled row triggers firing BEFORE UPDATE / DELETE whose function
     // raises unconditionally (the migration's `signet_audit_append_only`).
@@ -156,9 +168,11 @@ async fn sqlite(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
     if !pk.is_empty() {
         f.unique.push(("PRIMARY KEY".to_owned(), pk));
     }
-    let indexes = rows(db, &format!("SELECT name, \"unique\" AS uniq, partial FROM pragma_index_list({t})"), vec![]).await?;
+    let indexes =
+        rows(db, &format!("SELECT name, \"unique\" AS uniq, partial FROM pragma_index_list({t})"), vec![]).await?;
     for ix in indexes {
-        let (name, uniq, partial): (String, i64, i64) = (ix.try_get("", "name")?, ix.try_get("", "uniq")?, ix.try_get("", "partial")?);
+        let (name, uniq, partial): (String, i64, i64) =
+            (ix.try_get("", "name")?, ix.try_get("", "uniq")?, ix.try_get("", "partial")?);
         if uniq == 0 || partial != 0 {
             continue;
         }
@@ -178,7 +192,8 @@ async fn sqlite(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
     // SQLite keeps a trigger's SQL: a BEFORE trigger that raises ABORT.
     let sql = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?";
     for r in rows(db, sql, vec![table.into()]).await? {
-        let (name, text): (String, String) = (r.try_get("", "name")?, r.try_get::<Option<String>>("", "sql")?.unwrap_or_default());
+        let (name, text): (String, String) =
+            (r.try_get("", "name")?, r.try_get::<Option<String>>("", "sql")?.unwrap_or_default());
         let upper = text.to_ascii_uppercase();
         if upper.contains("BEFORE") && upper.contains("RAISE(ABORT") {
             f.triggers.push((name, upper.contains("BEFORE UPDATE"), upper.contains("BEFORE DELETE")));

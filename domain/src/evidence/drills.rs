@@ -13,24 +13,22 @@
 
 use std::{future::Future, pin::Pin, time::Instant};
 
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::{
     audit::{self, Change},
     auth::Actor,
     clock,
-    crypto::{sha256_hex, signature, SigningSecret},
+    crypto::{SigningSecret, sha256_hex, signature},
     db,
     entity::{endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
     error::DomainResult,
     ids,
     ops::{retention, retry_policy},
     receiver::faults::{DrillFault, DrillFaults},
-    registry::{keys, EventTypes, Scheme},
+    registry::{EventTypes, Scheme, keys},
     vault::Vault,
 };
 
@@ -43,8 +41,15 @@ pub const DRILL_ENDPOINT: &str = "drill";
 pub const DRILL_PREFIX: &str = "_drill";
 
 /// Every drill, in the order they run.
-pub const DRILL_NAMES: [&str; 7] =
-    ["concurrent_duplicates", "interrupted_before_commit", "lost_ack", "unknown_tenant", "invalid_signature", "replay", "identity_conflict"];
+pub const DRILL_NAMES: [&str; 7] = [
+    "concurrent_duplicates",
+    "interrupted_before_commit",
+    "lost_ack",
+    "unknown_tenant",
+    "invalid_signature",
+    "replay",
+    "identity_conflict",
+];
 
 /// Concurrent deliveries in `concurrent_duplicates`.
 const CONCURRENT: usize = 32;
@@ -90,7 +95,11 @@ pub trait Transport: Sync {
     fn deliver(&self, req: &DrillRequest) -> impl Future<Output = Result<Answer, String>> + Send;
     /// Posts, waits for `committed`, then drops the connection without
     /// reading the answer. Returns what `committed` said.
-    fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> impl Future<Output = Result<bool, String>> + Send + 'a;
+    fn deliver_then_drop<'a>(
+        &'a self,
+        req: &'a DrillRequest,
+        committed: Until<'a>,
+    ) -> impl Future<Output = Result<bool, String>> + Send + 'a;
     /// Delivers in another process whose receiver holds the claim
     /// transaction open before COMMIT (after the effect), and kills that
     /// process there with SIGKILL. Returns a description of what was killed.
@@ -217,7 +226,8 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
             let secret = SigningSecret::generate();
             let types = EventTypes::any();
             let scope = keys::scope_hash(&t, &e, &types);
-            let (sealed, kek) = vault.seal(&crate::crypto::Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+            let (sealed, kek) =
+                vault.seal(&crate::crypto::Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
             let k = signing_key::Model {
                 id: key_id,
                 tenant_id: t.id.clone(),
@@ -274,11 +284,17 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
 /// other tenant): each run starts from an empty drill tenant.
 pub async fn clear(db: &DatabaseConnection, fx: &Fixture) -> DomainResult<()> {
     let txn = db::begin_write(db).await?;
-    quarantine_entry::Entity::delete_many().filter(quarantine_entry::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
+    quarantine_entry::Entity::delete_many()
+        .filter(quarantine_entry::Column::TenantId.eq(&fx.tenant_id))
+        .exec(&txn)
+        .await?;
     inbox_claim::Entity::delete_many().filter(inbox_claim::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
     outbox_intent::Entity::delete_many().filter(outbox_intent::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
     reminder::Entity::delete_many().filter(reminder::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
-    replay_record::Entity::delete_many().filter(replay_record::Column::EndpointId.eq(&fx.endpoint_id)).exec(&txn).await?;
+    replay_record::Entity::delete_many()
+        .filter(replay_record::Column::EndpointId.eq(&fx.endpoint_id))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     Ok(())
 }
@@ -308,14 +324,28 @@ impl Fixture {
         self.request_to(DRILL_TENANT, event_id, envelope, age_secs, &self.secret)
     }
 
-    fn request_to(&self, tenant: &str, event_id: &str, envelope: &Value, age_secs: i64, secret: &SigningSecret) -> DrillRequest {
+    fn request_to(
+        &self,
+        tenant: &str,
+        event_id: &str,
+        envelope: &Value,
+        age_secs: i64,
+        secret: &SigningSecret,
+    ) -> DrillRequest {
         self.signed_at(tenant, event_id, envelope, clock::now_ms() / 1000 - age_secs, secret)
     }
 
     /// Signed at exactly `ts` (Unix seconds): deliveries that must differ
     /// take their timestamps from one reading of the clock, or two made
     /// across a second boundary could come out identical (a true replay).
-    fn signed_at(&self, tenant: &str, event_id: &str, envelope: &Value, ts: i64, secret: &SigningSecret) -> DrillRequest {
+    fn signed_at(
+        &self,
+        tenant: &str,
+        event_id: &str,
+        envelope: &Value,
+        ts: i64,
+        secret: &SigningSecret,
+    ) -> DrillRequest {
         let body = envelope.to_string().into_bytes();
         let headers = signature::sign(Scheme::StandardWebhooks, secret, &body, ts, event_id).unwrap_or_default();
         DrillRequest { tenant: tenant.to_owned(), endpoint: DRILL_ENDPOINT.to_owned(), headers, body }
@@ -363,8 +393,12 @@ async fn observe(db: &DatabaseConnection, fx: &Fixture, event_id: &str, reminder
 /// intents keyed by the event, reminders.
 async fn rows_anywhere(db: &DatabaseConnection, event_id: &str, reminder_id: &str) -> DomainResult<u64> {
     let claims = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq(event_id)).count(db).await?;
-    let quarantined = quarantine_entry::Entity::find().filter(quarantine_entry::Column::EventId.eq(event_id)).count(db).await?;
-    let intents = outbox_intent::Entity::find().filter(outbox_intent::Column::IdempotencyKey.ends_with(format!(":{event_id}"))).count(db).await?;
+    let quarantined =
+        quarantine_entry::Entity::find().filter(quarantine_entry::Column::EventId.eq(event_id)).count(db).await?;
+    let intents = outbox_intent::Entity::find()
+        .filter(outbox_intent::Column::IdempotencyKey.ends_with(format!(":{event_id}")))
+        .count(db)
+        .await?;
     let reminders = reminder::Entity::find().filter(reminder::Column::ReminderId.eq(reminder_id)).count(db).await?;
     Ok(claims + quarantined + intents + reminders)
 }
@@ -407,14 +441,20 @@ pub async fn run_one<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T,
 /// 32 concurrent deliveries of one event, each signed at its own moment
 /// (re-signed, as a provider's retries are): one claim, one reminder
 /// transition, one outbox intent, every other delivery a duplicate.
-async fn concurrent_duplicates<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c: &mut Checks) -> DomainResult<()> {
+async fn concurrent_duplicates<T: Transport>(
+    db: &DatabaseConnection,
+    fx: &Fixture,
+    t: &T,
+    c: &mut Checks,
+) -> DomainResult<()> {
     let r = short_id("drill-r");
     let ((first, _), (second, second_ms)) = (send_at(1), send_at(2));
     setup_reminder(t, fx, c, &r, &first).await;
     let event = short_id("drill-evt");
     let now = clock::now_ms() / 1000;
-    let reqs: Vec<DrillRequest> =
-        (0..CONCURRENT as i64).map(|i| fx.signed_at(DRILL_TENANT, &event, &scheduled(&r, &second), now - i, &fx.secret)).collect();
+    let reqs: Vec<DrillRequest> = (0..CONCURRENT as i64)
+        .map(|i| fx.signed_at(DRILL_TENANT, &event, &scheduled(&r, &second), now - i, &fx.secret))
+        .collect();
     let answers = futures_util::future::join_all(reqs.iter().map(|q| t.deliver(q))).await;
     let count = |code: &str| answers.iter().filter(|a| a.as_ref().is_ok_and(|a| a.code() == code)).count() as u64;
     let (applied, duplicate) = (count("applied"), count("duplicate"));
@@ -443,7 +483,12 @@ async fn concurrent_duplicates<T: Transport>(db: &DatabaseConnection, fx: &Fixtu
 
 /// A child process applies the effect and is killed before COMMIT; the
 /// database must hold nothing of it. The provider's retry then applies once.
-async fn interrupted_before_commit<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c: &mut Checks) -> DomainResult<()> {
+async fn interrupted_before_commit<T: Transport>(
+    db: &DatabaseConnection,
+    fx: &Fixture,
+    t: &T,
+    c: &mut Checks,
+) -> DomainResult<()> {
     let r = short_id("drill-r");
     let ((first, first_ms), (second, second_ms)) = (send_at(1), send_at(2));
     setup_reminder(t, fx, c, &r, &first).await;
@@ -498,7 +543,11 @@ async fn lost_ack<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c:
     }
     let retry = t.deliver(&fx.request(&event, &envelope, 0)).await;
     c.answer("retry.answer", "duplicate", &retry);
-    c.want("retry.original", "applied", retry.as_ref().ok().and_then(|a| a.body.get("original").cloned()).unwrap_or(Value::Null));
+    c.want(
+        "retry.original",
+        "applied",
+        retry.as_ref().ok().and_then(|a| a.body.get("original").cloned()).unwrap_or(Value::Null),
+    );
     let o = observe(db, fx, &event, &r).await?;
     c.want("claims", 1, o.claims);
     c.want("reminder.transitioned", true, o.send_at == Some(second_ms));
@@ -508,7 +557,12 @@ async fn lost_ack<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c:
 
 /// A correctly signed delivery to a tenant that does not exist: 404 and no
 /// row anywhere.
-async fn unknown_tenant<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c: &mut Checks) -> DomainResult<()> {
+async fn unknown_tenant<T: Transport>(
+    db: &DatabaseConnection,
+    fx: &Fixture,
+    t: &T,
+    c: &mut Checks,
+) -> DomainResult<()> {
     let (r, event) = (short_id("drill-r"), short_id("drill-evt"));
     let missing = format!("{DRILL_PREFIX}-missing-{}", uuid::Uuid::new_v4().simple());
     let answer = t.deliver(&fx.request_to(&missing, &event, &created(&r, &send_at(1).0), 0, &fx.secret)).await;
@@ -519,7 +573,12 @@ async fn unknown_tenant<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: 
 }
 
 /// A delivery signed with a key the endpoint never issued: 401, no rows.
-async fn invalid_signature<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c: &mut Checks) -> DomainResult<()> {
+async fn invalid_signature<T: Transport>(
+    db: &DatabaseConnection,
+    fx: &Fixture,
+    t: &T,
+    c: &mut Checks,
+) -> DomainResult<()> {
     let (r, event) = (short_id("drill-r"), short_id("drill-evt"));
     let wrong = SigningSecret::generate();
     let answer = t.deliver(&fx.request_to(DRILL_TENANT, &event, &created(&r, &send_at(1).0), 0, &wrong)).await;
@@ -545,7 +604,12 @@ async fn replay<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c: &
 
 /// The same event id with another body: 409 and the stored digest is
 /// unchanged.
-async fn identity_conflict<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c: &mut Checks) -> DomainResult<()> {
+async fn identity_conflict<T: Transport>(
+    db: &DatabaseConnection,
+    fx: &Fixture,
+    t: &T,
+    c: &mut Checks,
+) -> DomainResult<()> {
     let (r, other, event) = (short_id("drill-r"), short_id("drill-r"), short_id("drill-evt"));
     let original = fx.request(&event, &created(&r, &send_at(1).0), 1);
     let first = t.deliver(&original).await;

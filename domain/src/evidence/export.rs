@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{
     bundle::{self, Evidence},
     html,
-    manifest::{Manifest, EVIDENCE_HTML, EVIDENCE_JSON, MANIFEST_JSON, MANIFEST_SIG},
+    manifest::{EVIDENCE_HTML, EVIDENCE_JSON, MANIFEST_JSON, MANIFEST_SIG, Manifest},
 };
 use crate::{
     audit::{self, Change},
@@ -82,10 +82,17 @@ pub struct ExportView {
 }
 
 /// Collects, renders, signs and records a bundle.
-pub async fn export(db: &DatabaseConnection, vault: &Vault, principal: &Principal, tenant: Option<&str>, via: Via) -> DomainResult<Bundle> {
+pub async fn export(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    tenant: Option<&str>,
+    via: Via,
+) -> DomainResult<Bundle> {
     let evidence = bundle::collect(db, vault, principal, tenant).await?;
     let signer = service_keys::evidence_signer(db, vault).await?;
-    let mut evidence_json = serde_json::to_string_pretty(&evidence).map_err(|e| DomainError::invalid("internal", e.to_string()))?;
+    let mut evidence_json =
+        serde_json::to_string_pretty(&evidence).map_err(|e| DomainError::invalid("internal", e.to_string()))?;
     evidence_json.push('\n');
     let evidence_html = html::render(&evidence, &sha256_hex(evidence_json.as_bytes()));
     let manifest = Manifest::new(
@@ -101,7 +108,8 @@ pub async fn export(db: &DatabaseConnection, vault: &Vault, principal: &Principa
         Some(slug) => tenant::Entity::find().filter(tenant::Column::Slug.eq(slug)).one(db).await?.map(|t| t.id),
         None => None,
     };
-    let auth = principal.authorize(Permission::ExportEvidence, tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
+    let auth =
+        principal.authorize(Permission::ExportEvidence, tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
     let critical = evidence.findings.iter().filter(|f| f.severity == "critical").count();
     let txn = db::begin_write(db).await?;
     evidence_export::Entity::insert(evidence_export::ActiveModel {
@@ -139,7 +147,11 @@ pub async fn export(db: &DatabaseConnection, vault: &Vault, principal: &Principa
 }
 
 /// An export the caller may see, by digest.
-pub(crate) async fn find(db: &DatabaseConnection, principal: &Principal, digest: &str) -> DomainResult<evidence_export::Model> {
+pub(crate) async fn find(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    digest: &str,
+) -> DomainResult<evidence_export::Model> {
     let row = evidence_export::Entity::find_by_id(digest.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
     match (&row.tenant_id, principal.tenant_filter()) {
         // A tenant-bound caller sees only its own tenant's bundles.
@@ -192,9 +204,15 @@ pub async fn stored(db: &DatabaseConnection, principal: &Principal, digest: &str
 
 /// Exports the caller may see, newest first; `tenant`: only bundles limited
 /// to that tenant (`None`: deployment-wide bundles, or a clinic admin's own).
-pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, limit: u64) -> DomainResult<Vec<ExportView>> {
+pub async fn list(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant: Option<&str>,
+    limit: u64,
+) -> DomainResult<Vec<ExportView>> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
-    let mut q = evidence_export::Entity::find().order_by_desc(evidence_export::Column::CreatedAt).limit(limit.clamp(1, 200));
+    let mut q =
+        evidence_export::Entity::find().order_by_desc(evidence_export::Column::CreatedAt).limit(limit.clamp(1, 200));
     q = match &tenant_id {
         Some(t) => q.filter(evidence_export::Column::TenantId.eq(t)),
         None => q.filter(evidence_export::Column::TenantId.is_null()),
@@ -207,7 +225,11 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant: Option
 }
 
 /// The tenant id a listing is limited to, authorized.
-pub async fn scoped_tenant_id(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>) -> DomainResult<Option<String>> {
+pub async fn scoped_tenant_id(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant: Option<&str>,
+) -> DomainResult<Option<String>> {
     let id = match (tenant.filter(|t| !t.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => Some(crate::registry::tenants::find(db, principal, slug).await?.id),
         (None, Some(own)) => Some(own.to_owned()),

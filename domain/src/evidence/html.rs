@@ -97,7 +97,11 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         if drills_ok && !e.drills.stale { "ok" } else { "bad" },
         match &e.drills.latest {
             None => "none".to_owned(),
-            Some(r) => format!("{}{}", if r.passed == Some(true) { "passed" } else { "FAILED" }, if e.drills.stale { " (stale)" } else { "" }),
+            Some(r) => format!(
+                "{}{}",
+                if r.passed == Some(true) { "passed" } else { "FAILED" },
+                if e.drills.stale { " (stale)" } else { "" }
+            ),
         },
         if e.audit.chain_verified { "ok" } else { "bad" },
         if e.audit.chain_verified { "verified" } else { "BROKEN" },
@@ -110,7 +114,14 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         h.push_str("<ul class=\"findings\">\n");
         for f in &e.findings {
             let class = if f.severity == "critical" { "bad" } else { "warn" };
-            let _ = writeln!(h, "<li><span class=\"{class}\">{}</span> <code>{}</code> {}: {}</li>", esc(&f.severity), esc(&f.code), esc(&f.subject), esc(&f.message));
+            let _ = writeln!(
+                h,
+                "<li><span class=\"{class}\">{}</span> <code>{}</code> {}: {}</li>",
+                esc(&f.severity),
+                esc(&f.code),
+                esc(&f.subject),
+                esc(&f.message)
+            );
         }
         h.push_str("</ul>\n");
     }
@@ -130,7 +141,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
             esc(&k.owner),
             esc(&k.rotation_owner),
             opt(&k.approved_by),
-            k.approved_at.as_deref().map(|a| format!("<br><span class=\"muted\">{}</span>", esc(a))).unwrap_or_default(),
+            k.approved_at
+                .as_deref()
+                .map(|a| format!("<br><span class=\"muted\">{}</span>", esc(a)))
+                .unwrap_or_default(),
             esc(&k.scope_hash),
             if k.scope_approved { "" } else { " <span class=\"bad\">(not the approved scope)</span>" },
             k.kek_version,
@@ -147,9 +161,22 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         let holders: Vec<String> = a
             .holders
             .iter()
-            .map(|x| format!("{} {}{}", esc(&x.kind), esc(&x.name), x.tenant.as_deref().map(|t| format!(" ({})", esc(t))).unwrap_or_default()))
+            .map(|x| {
+                format!(
+                    "{} {}{}",
+                    esc(&x.kind),
+                    esc(&x.name),
+                    x.tenant.as_deref().map(|t| format!(" ({})", esc(t))).unwrap_or_default()
+                )
+            })
             .collect();
-        let _ = writeln!(h, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&a.role), esc(&a.permissions.join(", ")), if holders.is_empty() { "–".into() } else { holders.join("<br>") });
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&a.role),
+            esc(&a.permissions.join(", ")),
+            if holders.is_empty() { "–".into() } else { holders.join("<br>") }
+        );
     }
     h.push_str("</tbody></table>\n");
 
@@ -186,13 +213,24 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 esc(&r.engine),
                 esc(&r.started_at),
                 opt(&r.finished_at),
-                if r.passed == Some(true) { "<span class=\"ok\">all passed</span>" } else { "<span class=\"bad\">FAILED</span>" },
-                if e.drills.stale { format!(" · <span class=\"warn\">stale: {}</span>", esc(&e.drills.stale_reasons.join("; "))) } else { String::new() },
+                if r.passed == Some(true) {
+                    "<span class=\"ok\">all passed</span>"
+                } else {
+                    "<span class=\"bad\">FAILED</span>"
+                },
+                if e.drills.stale {
+                    format!(" · <span class=\"warn\">stale: {}</span>", esc(&e.drills.stale_reasons.join("; ")))
+                } else {
+                    String::new()
+                },
             );
             h.push_str("<table><thead><tr><th>Drill</th><th>Result</th><th>Expected</th><th>Observed</th><th>Time</th></tr></thead><tbody>\n");
             for d in &r.drills {
                 let list = |m: &serde_json::Map<String, serde_json::Value>| {
-                    m.iter().map(|(k, v)| format!("{}: {}", esc(k), esc(&v.to_string()))).collect::<Vec<_>>().join("<br>")
+                    m.iter()
+                        .map(|(k, v)| format!("{}: {}", esc(k), esc(&v.to_string())))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
                 };
                 let _ = writeln!(
                     h,
@@ -243,15 +281,39 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
 
     h.push_str("<h2>Retry policy (the rollback switch)</h2>\n<table><thead><tr><th>Tenant</th><th>Now</th><th>History (newest first)</th><th>May roll back</th></tr></thead><tbody>\n");
     for p in &e.retry_policy {
-        let hist: Vec<String> =
-            p.history.iter().map(|v| format!("v{} {} by {} at {}: {}", v.version, esc(&v.policy), esc(&v.actor), esc(&v.created_at), esc(&v.reason))).collect();
-        let _ = writeln!(h, "<tr><td>{}</td><td>{} (v{})</td><td>{}</td><td>{}</td></tr>", esc(&p.tenant), esc(&p.policy), p.version, hist.join("<br>"), esc(&p.may_roll_back.join(", ")));
+        let hist: Vec<String> = p
+            .history
+            .iter()
+            .map(|v| {
+                format!(
+                    "v{} {} by {} at {}: {}",
+                    v.version,
+                    esc(&v.policy),
+                    esc(&v.actor),
+                    esc(&v.created_at),
+                    esc(&v.reason)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{} (v{})</td><td>{}</td><td>{}</td></tr>",
+            esc(&p.tenant),
+            esc(&p.policy),
+            p.version,
+            hist.join("<br>"),
+            esc(&p.may_roll_back.join(", "))
+        );
     }
     h.push_str("</tbody></table>\n");
 
     let m = &e.metrics;
     let reasons = |rs: &[crate::ops::stats::ReasonCount]| {
-        if rs.is_empty() { "none".to_owned() } else { rs.iter().map(|r| format!("{} {}", esc(&r.reason), r.count)).collect::<Vec<_>>().join(", ") }
+        if rs.is_empty() {
+            "none".to_owned()
+        } else {
+            rs.iter().map(|r| format!("{} {}", esc(&r.reason), r.count)).collect::<Vec<_>>().join(", ")
+        }
     };
     let _ = write!(
         h,
@@ -302,6 +364,9 @@ mod tests {
 
     #[test]
     fn escapes_markup_and_quotes() {
-        assert_eq!(esc(r#"<script>alert("x")</script> & 'y'"#), "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;");
+        assert_eq!(
+            esc(r#"<script>alert("x")</script> & 'y'"#),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
     }
 }

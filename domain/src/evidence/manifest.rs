@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::{
-    service::{verify_signature, SignatureCheck},
+    service::{SignatureCheck, verify_signature},
     sha256_hex,
 };
 
@@ -52,7 +52,10 @@ impl Manifest {
             tenant: tenant.map(str::to_owned),
             algorithm: "ed25519".into(),
             public_key: public_key.into(),
-            files: files.iter().map(|(n, b)| ManifestFile { name: (*n).into(), sha256: sha256_hex(b), bytes: b.len() as u64 }).collect(),
+            files: files
+                .iter()
+                .map(|(n, b)| ManifestFile { name: (*n).into(), sha256: sha256_hex(b), bytes: b.len() as u64 })
+                .collect(),
         }
     }
 
@@ -142,16 +145,18 @@ pub fn verify(files: &BTreeMap<String, Vec<u8>>, public_key: Option<&str>) -> Ve
         (_, None, _) | (_, _, None) => "not checked".to_owned(),
         // Exactly base64 and one newline, as written: any other byte in the
         // file is tampering too.
-        (Some(sig), Some(m), Some(k)) => match verify_signature(&k, m, String::from_utf8_lossy(sig.strip_suffix(b"\n").unwrap_or(sig)).as_ref()) {
-            Ok(()) => "ok".to_owned(),
-            Err(e) => {
-                problems.push(match &e {
-                    SignatureCheck::Mismatch => format!("{MANIFEST_SIG} does not verify: {e}"),
-                    other => format!("{MANIFEST_SIG}: {other}"),
-                });
-                e.to_string()
+        (Some(sig), Some(m), Some(k)) => {
+            match verify_signature(&k, m, String::from_utf8_lossy(sig.strip_suffix(b"\n").unwrap_or(sig)).as_ref()) {
+                Ok(()) => "ok".to_owned(),
+                Err(e) => {
+                    problems.push(match &e {
+                        SignatureCheck::Mismatch => format!("{MANIFEST_SIG} does not verify: {e}"),
+                        other => format!("{MANIFEST_SIG}: {other}"),
+                    });
+                    e.to_string()
+                }
             }
-        },
+        }
     };
     VerifyReport { ok: problems.is_empty(), digest, files: checks, signature, signer: signer.into(), problems }
 }

@@ -3,13 +3,13 @@
 //! [`STALE_MS`]) reads as `interrupted`, and no longer blocks a new run.
 
 use sea_orm::{
-    sea_query::Expr, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::drills::{self, DrillResult, Transport, DRILL_NAMES};
+use super::drills::{self, DRILL_NAMES, DrillResult, Transport};
 use crate::{
     audit::{self, Change},
     auth::{Permission, Principal, Scope},
@@ -50,7 +50,8 @@ pub struct DrillRunView {
 
 fn view(m: drill_run::Model, now: i64) -> DrillRunView {
     let drills: Vec<DrillResult> = serde_json::from_str(&m.results).unwrap_or_default();
-    let status = if m.status == "running" && now - m.updated_at > STALE_MS { "interrupted".to_owned() } else { m.status };
+    let status =
+        if m.status == "running" && now - m.updated_at > STALE_MS { "interrupted".to_owned() } else { m.status };
     DrillRunView {
         run_id: m.id,
         passed: m.passed,
@@ -81,7 +82,10 @@ fn scope(principal: &Principal) -> Scope<'_> {
 /// saw, and a later schema change makes a run stale.
 pub async fn schema_version<C: ConnectionTrait>(conn: &C) -> DomainResult<String> {
     let row = conn
-        .query_one_raw(sea_orm::Statement::from_string(conn.get_database_backend(), "SELECT MAX(version) AS v FROM seaql_migrations"))
+        .query_one_raw(sea_orm::Statement::from_string(
+            conn.get_database_backend(),
+            "SELECT MAX(version) AS v FROM seaql_migrations",
+        ))
         .await?;
     Ok(row.and_then(|r| r.try_get::<Option<String>>("", "v").ok().flatten()).unwrap_or_default())
 }
@@ -102,7 +106,10 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
     let txn = db::begin_write(db).await?;
     drill_run::Entity::update_many()
         .col_expr(drill_run::Column::Status, Expr::value("interrupted"))
-        .col_expr(drill_run::Column::Error, Expr::value("the process running this drill run stopped before it finished"))
+        .col_expr(
+            drill_run::Column::Error,
+            Expr::value("the process running this drill run stopped before it finished"),
+        )
         .filter(drill_run::Column::Status.eq("running"))
         .filter(drill_run::Column::UpdatedAt.lt(now - STALE_MS))
         .exec(&txn)
@@ -124,11 +131,21 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
     }
     .insert(&txn)
     .await
-    .map_err(db::conflict_if_unique("drill_run_in_progress", "a drill run is already in progress; wait for it to finish"))?;
+    .map_err(db::conflict_if_unique(
+        "drill_run_in_progress",
+        "a drill run is already in progress; wait for it to finish",
+    ))?;
     audit::record(
         &txn,
         auth.actor(),
-        Change { action: "drill.start", target_kind: "drill_run", target_id: &model.id, tenant_id: None, before: None, after: None },
+        Change {
+            action: "drill.start",
+            target_kind: "drill_run",
+            target_id: &model.id,
+            tenant_id: None,
+            before: None,
+            after: None,
+        },
     )
     .await?;
     txn.commit().await?;
@@ -138,7 +155,13 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
 /// Runs every drill for a started run, storing each result as it finishes,
 /// then the verdict (audited as `drill.finish`). Errors that stop the run
 /// (the fixture cannot be made) are stored on the run.
-pub async fn execute<T: Transport>(db: &DatabaseConnection, vault: &Vault, principal: &Principal, run_id: &str, transport: &T) -> DomainResult<DrillRunView> {
+pub async fn execute<T: Transport>(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    run_id: &str,
+    transport: &T,
+) -> DomainResult<DrillRunView> {
     let auth = principal.authorize(Permission::RunDrills, scope(principal))?;
     let mut results: Vec<DrillResult> = Vec::new();
     let fixture = match drills::fixture(db, vault).await {
@@ -166,7 +189,10 @@ pub async fn execute<T: Transport>(db: &DatabaseConnection, vault: &Vault, princ
     drill_run::Entity::update_many()
         .col_expr(drill_run::Column::Status, Expr::value("finished"))
         .col_expr(drill_run::Column::Passed, Expr::value(passed))
-        .col_expr(drill_run::Column::Results, Expr::value(serde_json::to_string(&results).unwrap_or_else(|_| "[]".into())))
+        .col_expr(
+            drill_run::Column::Results,
+            Expr::value(serde_json::to_string(&results).unwrap_or_else(|_| "[]".into())),
+        )
         .col_expr(drill_run::Column::Error, Expr::value(error.clone()))
         .col_expr(drill_run::Column::UpdatedAt, Expr::value(now))
         .col_expr(drill_run::Column::FinishedAt, Expr::value(now))
@@ -194,7 +220,10 @@ pub async fn execute<T: Transport>(db: &DatabaseConnection, vault: &Vault, princ
 
 async fn progress(db: &DatabaseConnection, run_id: &str, results: &[DrillResult]) -> DomainResult<()> {
     drill_run::Entity::update_many()
-        .col_expr(drill_run::Column::Results, Expr::value(serde_json::to_string(results).unwrap_or_else(|_| "[]".into())))
+        .col_expr(
+            drill_run::Column::Results,
+            Expr::value(serde_json::to_string(results).unwrap_or_else(|_| "[]".into())),
+        )
         .col_expr(drill_run::Column::UpdatedAt, Expr::value(clock::now_ms()))
         .filter(drill_run::Column::Id.eq(run_id))
         .exec(db)
@@ -203,7 +232,12 @@ async fn progress(db: &DatabaseConnection, run_id: &str, results: &[DrillResult]
 }
 
 /// Starts a run and executes it to the end (the CLI's `drill run`).
-pub async fn run<T: Transport>(db: &DatabaseConnection, vault: &Vault, principal: &Principal, transport: &T) -> DomainResult<DrillRunView> {
+pub async fn run<T: Transport>(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    transport: &T,
+) -> DomainResult<DrillRunView> {
     let started = start(db, principal).await?;
     execute(db, vault, principal, &started.run_id, transport).await
 }
@@ -218,14 +252,22 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, run_id: &str) -
 pub async fn list(db: &DatabaseConnection, principal: &Principal, limit: u64) -> DomainResult<Vec<DrillRunView>> {
     principal.authorize(Permission::RunDrills, scope(principal))?;
     let now = clock::now_ms();
-    let rows = drill_run::Entity::find().order_by_desc(drill_run::Column::StartedAt).limit(limit.clamp(1, 200)).all(db).await?;
+    let rows = drill_run::Entity::find()
+        .order_by_desc(drill_run::Column::StartedAt)
+        .limit(limit.clamp(1, 200))
+        .all(db)
+        .await?;
     Ok(rows.into_iter().map(|m| view(m, now)).collect())
 }
 
 /// The newest finished run (for the evidence), whoever started it.
 pub(crate) async fn latest_finished(db: &DatabaseConnection) -> DomainResult<Option<DrillRunView>> {
     let now = clock::now_ms();
-    let row = drill_run::Entity::find().filter(drill_run::Column::Status.eq("finished")).order_by_desc(drill_run::Column::StartedAt).one(db).await?;
+    let row = drill_run::Entity::find()
+        .filter(drill_run::Column::Status.eq("finished"))
+        .order_by_desc(drill_run::Column::StartedAt)
+        .one(db)
+        .await?;
     Ok(row.map(|m| view(m, now)))
 }
 

@@ -72,27 +72,42 @@ async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResu
 pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewSignoff) -> DomainResult<SignoffView> {
     let decision = match new.decision.trim() {
         d @ (APPROVED | REJECTED) => d,
-        other => return Err(DomainError::invalid("invalid_decision", format!("decision must be approved or rejected, got {other:?}"))),
+        other => {
+            return Err(DomainError::invalid(
+                "invalid_decision",
+                format!("decision must be approved or rejected, got {other:?}"),
+            ));
+        }
     };
     let comment = new.comment.trim();
     if comment.is_empty() {
-        return Err(DomainError::invalid("comment_required", "a sign-off needs a comment: what was reviewed, and why this decision"));
+        return Err(DomainError::invalid(
+            "comment_required",
+            "a sign-off needs a comment: what was reviewed, and why this decision",
+        ));
     }
     if comment.chars().count() > MAX_COMMENT {
-        return Err(DomainError::invalid("comment_too_long", format!("the comment must be at most {MAX_COMMENT} characters")));
+        return Err(DomainError::invalid(
+            "comment_too_long",
+            format!("the comment must be at most {MAX_COMMENT} characters"),
+        ));
     }
     let digest = new.digest.trim().to_ascii_lowercase();
     if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(DomainError::invalid("invalid_digest", "digest must be the 64-hex-digit SHA-256 of manifest.json"));
     }
     let Some(export) = evidence_export::Entity::find_by_id(digest.clone()).one(db).await? else {
-        return Err(DomainError::invalid("unknown_digest", format!("no exported bundle has the digest {digest}; export one and sign off on its digest")));
+        return Err(DomainError::invalid(
+            "unknown_digest",
+            format!("no exported bundle has the digest {digest}; export one and sign off on its digest"),
+        ));
     };
     // Another tenant's bundle is not found, like any resource of theirs.
     if principal.tenant_filter().is_some_and(|own| export.tenant_id.as_deref() != Some(own)) {
         return Err(DomainError::NotFound);
     }
-    let auth = principal.authorize(Permission::SignOffEvidence, export.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
+    let auth = principal
+        .authorize(Permission::SignOffEvidence, export.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
     let model = evidence_signoff::Model {
         id: ids::new_id(),
         digest: digest.clone(),
@@ -104,7 +119,9 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
         at: clock::now_ms(),
     };
     let txn = db::begin_write(db).await?;
-    evidence_signoff::Entity::insert(evidence_signoff::ActiveModel::from(model.clone())).exec_without_returning(&txn).await?;
+    evidence_signoff::Entity::insert(evidence_signoff::ActiveModel::from(model.clone()))
+        .exec_without_returning(&txn)
+        .await?;
     audit::record(
         &txn,
         auth.actor(),
@@ -124,7 +141,12 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
 
 /// Decisions on bundles of this scope (`tenant`, or deployment-wide),
 /// newest first.
-pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, limit: u64) -> DomainResult<Vec<SignoffView>> {
+pub async fn list(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant: Option<&str>,
+    limit: u64,
+) -> DomainResult<Vec<SignoffView>> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
     let mut q = evidence_signoff::Entity::find().order_by_desc(evidence_signoff::Column::At).limit(limit.clamp(1, 200));
     q = match &tenant_id {
@@ -160,16 +182,26 @@ pub struct SinceApproval {
 }
 
 /// Compares `current` with the bundle of the last approval in its scope.
-pub async fn since_last_approval(db: &DatabaseConnection, principal: &Principal, tenant: Option<&str>, current: &Evidence) -> DomainResult<SinceApproval> {
+pub async fn since_last_approval(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant: Option<&str>,
+    current: &Evidence,
+) -> DomainResult<SinceApproval> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
-    let mut q = evidence_signoff::Entity::find().filter(evidence_signoff::Column::Decision.eq(APPROVED)).order_by_desc(evidence_signoff::Column::At);
+    let mut q = evidence_signoff::Entity::find()
+        .filter(evidence_signoff::Column::Decision.eq(APPROVED))
+        .order_by_desc(evidence_signoff::Column::At);
     q = match &tenant_id {
         Some(t) => q.filter(evidence_signoff::Column::TenantId.eq(t)),
         None => q.filter(evidence_signoff::Column::TenantId.is_null()),
     };
     let Some(approval) = q.one(db).await? else { return Ok(SinceApproval { approval: None, differences: Vec::new() }) };
     let approved = export::stored(db, principal, &approval.digest).await?;
-    Ok(SinceApproval { differences: differences(&approved.evidence, current), approval: Some(view(db, approval).await?) })
+    Ok(SinceApproval {
+        differences: differences(&approved.evidence, current),
+        approval: Some(view(db, approval).await?),
+    })
 }
 
 /// Keys, constraints, retention and retry policy, side by side.
@@ -196,7 +228,10 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
     };
     compare(&mut out, "credentials", cred(before), cred(after));
     let cons = |e: &Evidence| -> BTreeMap<String, String> {
-        e.constraints.iter().map(|c| (c.id.clone(), if c.present { "present".into() } else { "MISSING".into() })).collect()
+        e.constraints
+            .iter()
+            .map(|c| (c.id.clone(), if c.present { "present".into() } else { "MISSING".into() }))
+            .collect()
     };
     compare(&mut out, "constraints", cons(before), cons(after));
     let ret = |e: &Evidence| -> BTreeMap<String, String> {
@@ -212,16 +247,28 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
                 );
                 (format!("{}/{}", r.tenant, r.endpoint), v)
             })
-            .chain(e.retention.horizons.iter().map(|h| (format!("horizon {}", h.scheme), crate::ops::retention::human(h.horizon_secs))))
+            .chain(
+                e.retention
+                    .horizons
+                    .iter()
+                    .map(|h| (format!("horizon {}", h.scheme), crate::ops::retention::human(h.horizon_secs))),
+            )
             .collect()
     };
     compare(&mut out, "retention", ret(before), ret(after));
-    let pol = |e: &Evidence| -> BTreeMap<String, String> { e.retry_policy.iter().map(|p| (p.tenant.clone(), format!("{} (v{})", p.policy, p.version))).collect() };
+    let pol = |e: &Evidence| -> BTreeMap<String, String> {
+        e.retry_policy.iter().map(|p| (p.tenant.clone(), format!("{} (v{})", p.policy, p.version))).collect()
+    };
     compare(&mut out, "retry_policy", pol(before), pol(after));
     out
 }
 
-fn compare(out: &mut Vec<Difference>, section: &str, before: BTreeMap<String, String>, mut after: BTreeMap<String, String>) {
+fn compare(
+    out: &mut Vec<Difference>,
+    section: &str,
+    before: BTreeMap<String, String>,
+    mut after: BTreeMap<String, String>,
+) {
     for (subject, b) in before {
         match after.remove(&subject) {
             Some(a) if a == b => {}

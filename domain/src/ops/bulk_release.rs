@@ -16,7 +16,8 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    Set,
     sea_query::{Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
@@ -98,7 +99,12 @@ pub struct BulkFailure {
 
 /// Snapshots the open entries matching `f` and records the job; nothing is
 /// released until a runner picks it up ([`spawn`]).
-pub async fn start(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter, reason: &str) -> DomainResult<BulkReleaseView> {
+pub async fn start(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    f: &QuarantineFilter,
+    reason: &str,
+) -> DomainResult<BulkReleaseView> {
     let reason = require_reason(reason)?;
     // Authorize the triage itself before looking: an empty match must not
     // make a caller without the right look successful.
@@ -158,7 +164,8 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal, f: &Quarantin
         item::Entity::insert_many(rows).exec_without_returning(&txn).await?;
     }
     let after = json!({"filter": f, "total": entries.len(), "reason": reason});
-    audit::record(&txn, auth.actor(), job_change("quarantine.bulk_release.start", &id, tenant_id.as_deref(), after)).await?;
+    audit::record(&txn, auth.actor(), job_change("quarantine.bulk_release.start", &id, tenant_id.as_deref(), after))
+        .await?;
     txn.commit().await?;
     get(db, principal, &id, DEFAULT_STALE_AFTER_MS).await
 }
@@ -198,7 +205,14 @@ pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, jo
 /// Processes every pending entry, then marks the job finished. Stops quietly
 /// once another runner has taken the job over. `stall` is a test fault
 /// point (a pause after each entry).
-async fn run(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, runner: &str, stall: Option<Duration>) -> DomainResult<()> {
+async fn run(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    job_id: &str,
+    runner: &str,
+    stall: Option<Duration>,
+) -> DomainResult<()> {
     loop {
         let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
         if j.runner != runner || j.status != RUNNING {
@@ -216,7 +230,13 @@ async fn run(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_
 /// Releases up to `max` pending entries of the job, recording each outcome
 /// as it goes; returns how many it processed (0: none pending). [`spawn`]
 /// repeats this; tests call it to stop a job midway.
-pub async fn step(db: &DatabaseConnection, vault: &Vault, principal: &Principal, job_id: &str, max: u64) -> DomainResult<u64> {
+pub async fn step(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    job_id: &str,
+    max: u64,
+) -> DomainResult<u64> {
     let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
     step_with(db, vault, principal, &j, max, None).await
 }
@@ -225,7 +245,14 @@ pub async fn step(db: &DatabaseConnection, vault: &Vault, principal: &Principal,
 /// (busy, serialization, deadlock, connection) before the job stops.
 const TRANSIENT_ATTEMPTS: u32 = 3;
 
-async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal, j: &job::Model, max: u64, stall: Option<Duration>) -> DomainResult<u64> {
+async fn step_with(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    j: &job::Model,
+    max: u64,
+    stall: Option<Duration>,
+) -> DomainResult<u64> {
     let pending = item::Entity::find()
         .filter(item::Column::JobId.eq(&j.id))
         .filter(item::Column::Outcome.is_null())
@@ -239,7 +266,9 @@ async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal
             match quarantine::release_marking(db, vault, principal, &it.entry_id, &j.reason, Some(it)).await {
                 // Recorded in the release's own transaction.
                 Ok(()) => break None,
-                Err(DomainError::Conflict { code: "already_resolved", .. }) => break Some((OUT_ALREADY_RESOLVED, None)),
+                Err(DomainError::Conflict { code: "already_resolved", .. }) => {
+                    break Some((OUT_ALREADY_RESOLVED, None));
+                }
                 Err(DomainError::Db(e)) if db::is_transient(&e) => {
                     if attempt >= TRANSIENT_ATTEMPTS {
                         return Err(e.into());
@@ -272,7 +301,12 @@ async fn step_with(db: &DatabaseConnection, vault: &Vault, principal: &Principal
 
 /// Stores one entry's outcome and counts it, unless another runner already
 /// did; either way the job's heartbeat moves.
-pub(super) async fn record_in(txn: &DatabaseTransaction, it: &item::Model, outcome: &str, error: Option<String>) -> DomainResult<()> {
+pub(super) async fn record_in(
+    txn: &DatabaseTransaction,
+    it: &item::Model,
+    outcome: &str,
+    error: Option<String>,
+) -> DomainResult<()> {
     let marked = item::Entity::update_many()
         .col_expr(item::Column::Outcome, Expr::value(outcome))
         .col_expr(item::Column::Error, Expr::value(error))
@@ -288,7 +322,9 @@ pub(super) async fn record_in(txn: &DatabaseTransaction, it: &item::Model, outco
             OUT_ALREADY_RESOLVED => job::Column::AlreadyResolved,
             _ => job::Column::StillFailing,
         };
-        update = update.col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1)).col_expr(counter, Expr::col(counter).add(1));
+        update = update
+            .col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1))
+            .col_expr(counter, Expr::col(counter).add(1));
     }
     update.filter(job::Column::Id.eq(&it.job_id)).exec(txn).await?;
     Ok(())
@@ -300,7 +336,12 @@ pub async fn finish(db: &DatabaseConnection, principal: &Principal, job_id: &str
 }
 
 /// [`finish`], only while `runner` (if given) still owns the job.
-async fn finish_as(db: &DatabaseConnection, principal: &Principal, job_id: &str, runner: Option<&str>) -> DomainResult<()> {
+async fn finish_as(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    job_id: &str,
+    runner: Option<&str>,
+) -> DomainResult<()> {
     let txn = db::begin_write(db).await?;
     let now = clock::now_ms();
     let mut update = job::Entity::update_many()
@@ -316,7 +357,12 @@ async fn finish_as(db: &DatabaseConnection, principal: &Principal, job_id: &str,
     if done.rows_affected == 1 {
         let j = job::Entity::find_by_id(job_id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
         let after = json!({"total": j.total, "released": j.released, "still_failing": j.still_failing, "already_resolved": j.already_resolved});
-        audit::record(&txn, &principal.actor, job_change("quarantine.bulk_release.finish", job_id, j.tenant_id.as_deref(), after)).await?;
+        audit::record(
+            &txn,
+            &principal.actor,
+            job_change("quarantine.bulk_release.finish", job_id, j.tenant_id.as_deref(), after),
+        )
+        .await?;
     }
     txn.commit().await?;
     Ok(())
@@ -324,7 +370,13 @@ async fn finish_as(db: &DatabaseConnection, principal: &Principal, job_id: &str,
 
 /// Takes over an interrupted (or failed) job and runs the rest of it.
 /// Entries already processed are not touched again.
-pub async fn resume(db: &DatabaseConnection, vault: &Arc<Vault>, principal: &Principal, job_id: &str, stale_ms: i64) -> DomainResult<BulkReleaseView> {
+pub async fn resume(
+    db: &DatabaseConnection,
+    vault: &Arc<Vault>,
+    principal: &Principal,
+    job_id: &str,
+    stale_ms: i64,
+) -> DomainResult<BulkReleaseView> {
     let j = find(db, principal, job_id).await?;
     let auth = principal.authorize(Permission::TriageEvents, scope_of(&j))?;
     match status_of(&j, clock::now_ms(), stale_ms) {
@@ -354,14 +406,24 @@ pub async fn resume(db: &DatabaseConnection, vault: &Arc<Vault>, principal: &Pri
         return Err(DomainError::conflict("bulk_release_running", "someone else resumed this bulk release"));
     }
     let after = json!({"processed": j.processed, "total": j.total});
-    audit::record(&txn, auth.actor(), job_change("quarantine.bulk_release.resume", job_id, j.tenant_id.as_deref(), after)).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        job_change("quarantine.bulk_release.resume", job_id, j.tenant_id.as_deref(), after),
+    )
+    .await?;
     txn.commit().await?;
     spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned());
     get(db, principal, job_id, stale_ms).await
 }
 
 /// One job with its still-failing entries.
-pub async fn get(db: &DatabaseConnection, principal: &Principal, job_id: &str, stale_ms: i64) -> DomainResult<BulkReleaseView> {
+pub async fn get(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    job_id: &str,
+    stale_ms: i64,
+) -> DomainResult<BulkReleaseView> {
     let j = find(db, principal, job_id).await?;
     let failed = item::Entity::find()
         .filter(item::Column::JobId.eq(job_id))
@@ -380,7 +442,11 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, job_id: &str, s
         .collect();
     let failures = failed
         .into_iter()
-        .map(|i| BulkFailure { event_id: event_ids.get(&i.entry_id).cloned().unwrap_or_default(), id: i.entry_id, error: i.error.unwrap_or_default() })
+        .map(|i| BulkFailure {
+            event_id: event_ids.get(&i.entry_id).cloned().unwrap_or_default(),
+            id: i.entry_id,
+            error: i.error.unwrap_or_default(),
+        })
         .collect();
     let mut v = view(j, clock::now_ms(), stale_ms);
     v.failures = failures;
@@ -388,7 +454,12 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, job_id: &str, s
 }
 
 /// The latest jobs the caller may see, newest first.
-pub async fn recent(db: &DatabaseConnection, principal: &Principal, limit: u64, stale_ms: i64) -> DomainResult<Vec<BulkReleaseView>> {
+pub async fn recent(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    limit: u64,
+    stale_ms: i64,
+) -> DomainResult<Vec<BulkReleaseView>> {
     let mut cond = Condition::all();
     match principal.tenant_filter() {
         Some(own) => {
@@ -400,7 +471,12 @@ pub async fn recent(db: &DatabaseConnection, principal: &Principal, limit: u64, 
         }
     }
     let now = clock::now_ms();
-    let rows = job::Entity::find().filter(cond).order_by_desc(job::Column::CreatedAt).limit(limit.clamp(1, 50)).all(db).await?;
+    let rows = job::Entity::find()
+        .filter(cond)
+        .order_by_desc(job::Column::CreatedAt)
+        .limit(limit.clamp(1, 50))
+        .all(db)
+        .await?;
     Ok(rows.into_iter().map(|j| view(j, now, stale_ms)).collect())
 }
 
@@ -445,6 +521,11 @@ fn view(j: job::Model, now: i64, stale_ms: i64) -> BulkReleaseView {
     }
 }
 
-fn job_change<'a>(action: &'a str, job_id: &'a str, tenant_id: Option<&'a str>, after: serde_json::Value) -> Change<'a> {
+fn job_change<'a>(
+    action: &'a str,
+    job_id: &'a str,
+    tenant_id: Option<&'a str>,
+    after: serde_json::Value,
+) -> Change<'a> {
     Change { action, target_kind: "bulk_release", target_id: job_id, tenant_id, before: None, after: Some(after) }
 }

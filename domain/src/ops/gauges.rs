@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use sea_orm::{
-    sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect,
+    sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
 };
 
 use crate::{db, entity::outbox_intent, error::DomainResult, outbox};
@@ -44,7 +44,8 @@ pub async fn sample(db: &DatabaseConnection, now_ms: i64) -> DomainResult<()> {
     values.push((String::new(), OUTBOX_OLDEST_AGE_SECS, if total > 0 { age(oldest_all) } else { 0 }));
 
     let txn = db::begin_write(db).await?;
-    let keep_higher = Expr::cust("CASE WHEN excluded.value > gauge_samples.value THEN excluded.value ELSE gauge_samples.value END");
+    let keep_higher =
+        Expr::cust("CASE WHEN excluded.value > gauge_samples.value THEN excluded.value ELSE gauge_samples.value END");
     for (unit, bucket) in [("minute", now_ms / 60_000), ("hour", now_ms / 3_600_000)] {
         for (tenant, name, value) in &values {
             let cols = ["unit", "bucket", "tenant_id", "name"].map(Alias::new);
@@ -52,7 +53,16 @@ pub async fn sample(db: &DatabaseConnection, now_ms: i64) -> DomainResult<()> {
                 .into_table(Alias::new(TABLE))
                 .columns(cols.iter().cloned().chain([Alias::new("value")]))
                 .values_panic([unit.into(), bucket.into(), tenant.as_str().into(), (*name).into(), (*value).into()])
-                .on_conflict(OnConflict::columns([Alias::new("unit"), Alias::new("tenant_id"), Alias::new("bucket"), Alias::new("name")]).value(Alias::new("value"), keep_higher.clone()).to_owned())
+                .on_conflict(
+                    OnConflict::columns([
+                        Alias::new("unit"),
+                        Alias::new("tenant_id"),
+                        Alias::new("bucket"),
+                        Alias::new("name"),
+                    ])
+                    .value(Alias::new("value"), keep_higher.clone())
+                    .to_owned(),
+                )
                 .to_owned();
             txn.execute(&stmt).await?;
         }
@@ -76,9 +86,11 @@ pub async fn series(
         .and_where(Expr::col(Alias::new("unit")).eq(unit))
         .and_where(Expr::col(Alias::new("tenant_id")).eq(tenant_id.unwrap_or("")))
         .and_where(Expr::col(Alias::new("bucket")).gte(first));
-    let mut out: HashMap<String, Vec<i64>> = [OUTBOX_BACKLOG, OUTBOX_OLDEST_AGE_SECS].into_iter().map(|g| (g.to_owned(), vec![0; n])).collect();
+    let mut out: HashMap<String, Vec<i64>> =
+        [OUTBOX_BACKLOG, OUTBOX_OLDEST_AGE_SECS].into_iter().map(|g| (g.to_owned(), vec![0; n])).collect();
     for row in db.query_all(&q).await? {
-        let (bucket, name, value): (i64, String, i64) = (row.try_get("", "bucket")?, row.try_get("", "name")?, row.try_get("", "value")?);
+        let (bucket, name, value): (i64, String, i64) =
+            (row.try_get("", "bucket")?, row.try_get("", "name")?, row.try_get("", "value")?);
         if let (Some(points), Ok(i)) = (out.get_mut(&name), usize::try_from(bucket - first)) {
             if let Some(p) = points.get_mut(i) {
                 *p = value;

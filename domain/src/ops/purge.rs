@@ -19,8 +19,8 @@
 //! candidate.
 
 use sea_orm::{
-    sea_query::{Expr, LockBehavior, LockType, Query},
     ColumnTrait, Condition, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QuerySelect,
+    sea_query::{Expr, LockBehavior, LockType, Query},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -30,7 +30,9 @@ use crate::{
     audit::{self, Change},
     auth::Actor,
     db,
-    entity::{endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay},
+    entity::{
+        endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay,
+    },
     error::DomainResult,
 };
 

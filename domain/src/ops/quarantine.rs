@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 
 use sea_orm::{
-    sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set, TryInsertResult,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    Set, TryInsertResult, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -30,7 +30,7 @@ use crate::{
         effects::{self, Applied, EffectError, Target},
         envelope,
     },
-    registry::{event_key, tenants, EventTypes},
+    registry::{EventTypes, event_key, tenants},
     vault::Vault,
 };
 
@@ -125,7 +125,11 @@ pub(super) fn nonempty(v: &Option<String>) -> Option<&str> {
 
 /// The filter except its reason, as a condition, after authorizing the
 /// caller to read what it covers (the counts by reason ignore the reason).
-pub(super) async fn scope_condition(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<Condition> {
+pub(super) async fn scope_condition(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    f: &QuarantineFilter,
+) -> DomainResult<Condition> {
     let mut c = Condition::all();
     match nonempty(&f.tenant) {
         Some(slug) => {
@@ -159,7 +163,12 @@ pub(super) async fn scope_condition(db: &DatabaseConnection, principal: &Princip
     match nonempty(&f.status).unwrap_or(OPEN) {
         "all" => {}
         s @ (OPEN | RELEASED | DISCARDED) => c = c.add(entry::Column::Status.eq(s)),
-        other => return Err(DomainError::invalid("invalid_status", format!("status must be open, released, discarded or all, got {other:?}"))),
+        other => {
+            return Err(DomainError::invalid(
+                "invalid_status",
+                format!("status must be open, released, discarded or all, got {other:?}"),
+            ));
+        }
     }
     if let Some(age) = nonempty(&f.age) {
         c = c.add(entry::Column::CreatedAt.gte(clock::now_ms() - age_ms(age)?));
@@ -175,7 +184,11 @@ pub(super) fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
     }
 }
 
-pub async fn list(db: &DatabaseConnection, principal: &Principal, f: &QuarantineFilter) -> DomainResult<QuarantineList> {
+pub async fn list(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    f: &QuarantineFilter,
+) -> DomainResult<QuarantineList> {
     let limit = f.limit.unwrap_or(100).clamp(1, MAX_BATCH);
     let scope = scope_condition(db, principal, f).await?;
     let by_reason: Vec<ReasonCount> = entry::Entity::find()
@@ -196,7 +209,12 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, f: &Quarantine
         Some(r) => by_reason.iter().find(|c| c.reason == r).map_or(0, |c| c.count),
         None => by_reason.iter().map(|c| c.count).sum(),
     };
-    let rows = entry::Entity::find().filter(with_reason(scope, f)).order_by_desc(entry::Column::CreatedAt).limit(limit).all(db).await?;
+    let rows = entry::Entity::find()
+        .filter(with_reason(scope, f))
+        .order_by_desc(entry::Column::CreatedAt)
+        .limit(limit)
+        .all(db)
+        .await?;
     Ok(QuarantineList { total, by_reason, items: views(db, rows).await? })
 }
 
@@ -207,10 +225,20 @@ async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>) -> DomainR
         return Ok(Vec::new());
     }
     let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
-    let slugs: HashMap<String, String> =
-        tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids.clone())).all(conn).await?.into_iter().map(|t| (t.id, t.slug)).collect();
-    let endpoints: HashMap<String, String> =
-        endpoint::Entity::find().filter(endpoint::Column::TenantId.is_in(tenant_ids)).all(conn).await?.into_iter().map(|e| (e.id, e.slug)).collect();
+    let slugs: HashMap<String, String> = tenant::Entity::find()
+        .filter(tenant::Column::Id.is_in(tenant_ids.clone()))
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t.slug))
+        .collect();
+    let endpoints: HashMap<String, String> = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.is_in(tenant_ids))
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|e| (e.id, e.slug))
+        .collect();
     let mut any = Condition::any();
     for r in &rows {
         any = any.add(
@@ -278,7 +306,11 @@ async fn claim_of<C: ConnectionTrait>(conn: &C, e: &entry::Model) -> DomainResul
         .ok_or_else(|| DomainError::conflict("claim_missing", "the event's claim is no longer stored"))
 }
 
-async fn open_body(db: &DatabaseConnection, vault: &Vault, claim: &inbox_claim::Model) -> DomainResult<zeroize::Zeroizing<Vec<u8>>> {
+async fn open_body(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    claim: &inbox_claim::Model,
+) -> DomainResult<zeroize::Zeroizing<Vec<u8>>> {
     let sealed = claim
         .body_ciphertext
         .as_deref()
@@ -299,19 +331,35 @@ fn audit_change<'a>(action: &'a str, e: &'a entry::Model, after: serde_json::Val
 
 /// Decrypts the body for an on-call engineer or admin, redacted, and
 /// records that it was seen.
-pub async fn reveal_body(db: &DatabaseConnection, vault: &Vault, principal: &Principal, id: &str, redaction: &Redaction) -> DomainResult<RevealedBody> {
+pub async fn reveal_body(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    id: &str,
+    redaction: &Redaction,
+) -> DomainResult<RevealedBody> {
     let e = find(db, principal, id).await?;
     let auth = principal.authorize(Permission::RevealBodies, Scope::Tenant(&e.tenant_id))?;
     let claim = claim_of(db, &e).await?;
     let body = open_body(db, vault, &claim).await?;
     let txn = db::begin_write(db).await?;
-    audit::record(&txn, auth.actor(), audit_change("quarantine.reveal_body", &e, json!({"redacted_fields": redaction.fields()}))).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        audit_change("quarantine.reveal_body", &e, json!({"redacted_fields": redaction.fields()})),
+    )
+    .await?;
     txn.commit().await?;
     let size_bytes = body.len() as u64;
     Ok(match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(mut v) => {
             redaction.apply(&mut v);
-            RevealedBody { json: true, text: serde_json::to_string_pretty(&v).unwrap_or_default(), redacted_fields: redaction.fields().to_vec(), size_bytes }
+            RevealedBody {
+                json: true,
+                text: serde_json::to_string_pretty(&v).unwrap_or_default(),
+                redacted_fields: redaction.fields().to_vec(),
+                size_bytes,
+            }
         }
         // Nothing in it can be found and masked, so none of it is shown (it
         // may be health data in any format).
@@ -333,7 +381,13 @@ fn already_resolved(e: &entry::Model) -> DomainError {
 
 /// Moves an open entry to `status` inside `conn`; false when it was not open
 /// (another triage won).
-async fn resolve<C: ConnectionTrait>(conn: &C, id: &str, status: &str, actor: &Actor, note: &str) -> DomainResult<bool> {
+async fn resolve<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    status: &str,
+    actor: &Actor,
+    note: &str,
+) -> DomainResult<bool> {
     let res = entry::Entity::update_many()
         .col_expr(entry::Column::Status, Expr::value(status))
         .col_expr(entry::Column::ResolvedAt, Expr::value(clock::now_ms()))
@@ -347,7 +401,13 @@ async fn resolve<C: ConnectionTrait>(conn: &C, id: &str, status: &str, actor: &A
 }
 
 /// Re-runs the handler; on success the event is applied, exactly once.
-pub async fn release(db: &DatabaseConnection, vault: &Vault, principal: &Principal, id: &str, reason: &str) -> DomainResult<QuarantineView> {
+pub async fn release(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    id: &str,
+    reason: &str,
+) -> DomainResult<QuarantineView> {
     release_marking(db, vault, principal, id, reason, None).await?;
     get(db, principal, id).await
 }
@@ -380,27 +440,33 @@ pub(super) async fn release_marking(
         Err(err) => return Err(err),
         Ok(body) => match envelope::parse(&body) {
             None => "malformed_envelope",
-            Some(env) => match scope_refusal(&txn, &e, &claim, &env).await?.map_or(claim_compound_id(&txn, &e, &claim, &env).await?, Err) {
+            Some(env) => match scope_refusal(&txn, &e, &claim, &env)
+                .await?
+                .map_or(claim_compound_id(&txn, &e, &claim, &env).await?, Err)
+            {
                 Err(refusal) => refusal,
                 Ok(compound_id) => {
-                let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
-                match effects::apply(&txn, vault, at, &e.event_id, &env, claim.received_at).await {
-                    Ok(applied) => {
-                        // A transition the reminder has moved past since:
-                        // released, and recorded as the stale one it is.
-                        let outcome = if applied == Applied::Done { "applied" } else { "stale_transition" };
-                        // The entry's claim, and the compound-key claim a
-                        // missing-id release took (see `claim_compound_id`).
-                        inbox_claim::Entity::update_many()
-                            .col_expr(inbox_claim::Column::Outcome, Expr::value(outcome))
-                            .filter(inbox_claim::Column::TenantId.eq(&e.tenant_id))
-                            .filter(inbox_claim::Column::EndpointId.eq(&e.endpoint_id))
-                            .filter(inbox_claim::Column::EventId.is_in(std::iter::once(e.event_id.clone()).chain(compound_id)))
-                            .exec(&txn)
-                            .await?;
-                        if applied == Applied::Stale {
-                            // Resolved, but say so: nothing was applied.
-                            entry::Entity::update_many()
+                    let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
+                    match effects::apply(&txn, vault, at, &e.event_id, &env, claim.received_at).await {
+                        Ok(applied) => {
+                            // A transition the reminder has moved past since:
+                            // released, and recorded as the stale one it is.
+                            let outcome = if applied == Applied::Done { "applied" } else { "stale_transition" };
+                            // The entry's claim, and the compound-key claim a
+                            // missing-id release took (see `claim_compound_id`).
+                            inbox_claim::Entity::update_many()
+                                .col_expr(inbox_claim::Column::Outcome, Expr::value(outcome))
+                                .filter(inbox_claim::Column::TenantId.eq(&e.tenant_id))
+                                .filter(inbox_claim::Column::EndpointId.eq(&e.endpoint_id))
+                                .filter(
+                                    inbox_claim::Column::EventId
+                                        .is_in(std::iter::once(e.event_id.clone()).chain(compound_id)),
+                                )
+                                .exec(&txn)
+                                .await?;
+                            if applied == Applied::Stale {
+                                // Resolved, but say so: nothing was applied.
+                                entry::Entity::update_many()
                                 .col_expr(
                                     entry::Column::ResolutionNote,
                                     Expr::value(format!("{reason} (stale transition: the reminder had moved past it, nothing applied)")),
@@ -408,26 +474,30 @@ pub(super) async fn release_marking(
                                 .filter(entry::Column::Id.eq(id))
                                 .exec(&txn)
                                 .await?;
+                            }
+                            let after = json!({"status": RELEASED, "outcome": outcome, "note": reason});
+                            audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
+                            if let Some(it) = mark {
+                                super::bulk_release::record_in(&txn, it, super::bulk_release::OUT_RELEASED, None)
+                                    .await?;
+                            }
+                            txn.commit().await?;
+                            return Ok(());
                         }
-                        let after = json!({"status": RELEASED, "outcome": outcome, "note": reason});
-                        audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
-                        if let Some(it) = mark {
-                            super::bulk_release::record_in(&txn, it, super::bulk_release::OUT_RELEASED, None).await?;
-                        }
-                        txn.commit().await?;
-                        return Ok(());
+                        Err(EffectError::Quarantine(why)) => why,
+                        Err(EffectError::Db(err)) => return Err(err.into()),
+                        Err(EffectError::Crypto(err)) => return Err(err.into()),
                     }
-                    Err(EffectError::Quarantine(why)) => why,
-                    Err(EffectError::Db(err)) => return Err(err.into()),
-                    Err(EffectError::Crypto(err)) => return Err(err.into()),
-                }
                 }
             },
         },
     };
     txn.rollback().await?;
     record_failed_release(db, &auth, &e, failure, &reason).await?;
-    Err(DomainError::conflict("release_failed", format!("the event still cannot apply ({failure}); it stays in quarantine")))
+    Err(DomainError::conflict(
+        "release_failed",
+        format!("the event still cannot apply ({failure}); it stays in quarantine"),
+    ))
 }
 
 /// Gate 8 again, at release: the key that verified the event still exists
@@ -447,7 +517,9 @@ async fn scope_refusal<C: ConnectionTrait>(
         return Ok(Some("key_revoked"));
     }
     let permitted = key.is_some_and(|k| {
-        k.tenant_id == e.tenant_id && k.endpoint_id == e.endpoint_id && EventTypes::from_json(&k.event_types).permits(&env.event_type)
+        k.tenant_id == e.tenant_id
+            && k.endpoint_id == e.endpoint_id
+            && EventTypes::from_json(&k.event_types).permits(&env.event_type)
     });
     if !permitted {
         return Ok(Some("event_type_not_permitted"));
@@ -476,7 +548,10 @@ async fn claim_compound_id<C: ConnectionTrait>(
     if e.reason != "missing_event_id" {
         return Ok(Ok(None));
     }
-    let fields = endpoint::Entity::find_by_id(e.endpoint_id.clone()).one(conn).await?.and_then(|ep| event_key::parse_stored(ep.event_id_fields.as_deref()));
+    let fields = endpoint::Entity::find_by_id(e.endpoint_id.clone())
+        .one(conn)
+        .await?
+        .and_then(|ep| event_key::parse_stored(ep.event_id_fields.as_deref()));
     let Some(id) = fields.and_then(|f| event_key::compound_id(&f, env)) else { return Ok(Ok(None)) };
     let inserted = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
         event_id: Set(id.clone()),
@@ -488,10 +563,20 @@ async fn claim_compound_id<C: ConnectionTrait>(
     .on_conflict_do_nothing()
     .exec_without_returning(conn)
     .await?;
-    Ok(if matches!(inserted, TryInsertResult::Inserted(n) if n > 0) { Ok(Some(id)) } else { Err("applied_under_event_key") })
+    Ok(if matches!(inserted, TryInsertResult::Inserted(n) if n > 0) {
+        Ok(Some(id))
+    } else {
+        Err("applied_under_event_key")
+    })
 }
 
-async fn record_failed_release(db: &DatabaseConnection, auth: &crate::auth::Authorized, e: &entry::Model, failure: &str, note: &str) -> DomainResult<()> {
+async fn record_failed_release(
+    db: &DatabaseConnection,
+    auth: &crate::auth::Authorized,
+    e: &entry::Model,
+    failure: &str,
+    note: &str,
+) -> DomainResult<()> {
     let txn = db::begin_write(db).await?;
     entry::Entity::update_many()
         .col_expr(entry::Column::LastReleaseError, Expr::value(failure))
@@ -499,14 +584,24 @@ async fn record_failed_release(db: &DatabaseConnection, auth: &crate::auth::Auth
         .filter(entry::Column::Status.eq(OPEN))
         .exec(&txn)
         .await?;
-    audit::record(&txn, auth.actor(), audit_change("quarantine.release_failed", e, json!({"status": OPEN, "error": failure, "note": note}))).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        audit_change("quarantine.release_failed", e, json!({"status": OPEN, "error": failure, "note": note})),
+    )
+    .await?;
     txn.commit().await?;
     Ok(())
 }
 
 /// Gives up on the event, with a reason. Its claim stays, so provider
 /// retries remain duplicates.
-pub async fn discard(db: &DatabaseConnection, principal: &Principal, id: &str, reason: &str) -> DomainResult<QuarantineView> {
+pub async fn discard(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    id: &str,
+    reason: &str,
+) -> DomainResult<QuarantineView> {
     let reason = require_reason(reason)?;
     let e = find(db, principal, id).await?;
     let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&e.tenant_id))?;
@@ -515,7 +610,12 @@ pub async fn discard(db: &DatabaseConnection, principal: &Principal, id: &str, r
         txn.rollback().await?;
         return Err(already_resolved(&find(db, principal, id).await?));
     }
-    audit::record(&txn, auth.actor(), audit_change("quarantine.discard", &e, json!({"status": DISCARDED, "note": reason}))).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        audit_change("quarantine.discard", &e, json!({"status": DISCARDED, "note": reason})),
+    )
+    .await?;
     txn.commit().await?;
     get(db, principal, id).await
 }

@@ -5,8 +5,19 @@
 use serde_json::Value;
 
 pub const DEFAULT_FIELDS: &[&str] = &[
-    "name", "first_name", "last_name", "patient_name", "patient", "phone", "email", "dob", "date_of_birth",
-    "address", "notes", "code", "ssn",
+    "name",
+    "first_name",
+    "last_name",
+    "patient_name",
+    "patient",
+    "phone",
+    "email",
+    "dob",
+    "date_of_birth",
+    "address",
+    "notes",
+    "code",
+    "ssn",
 ];
 
 pub const MASK: &str = "[redacted]";
@@ -25,7 +36,9 @@ impl Default for Redaction {
 
 impl Redaction {
     pub fn new<'a>(fields: impl IntoIterator<Item = &'a str>) -> Self {
-        Redaction { fields: fields.into_iter().map(|f| f.trim().to_ascii_lowercase()).filter(|f| !f.is_empty()).collect() }
+        Redaction {
+            fields: fields.into_iter().map(|f| f.trim().to_ascii_lowercase()).filter(|f| !f.is_empty()).collect(),
+        }
     }
 
     /// From a comma-separated list; `None` keeps the default.

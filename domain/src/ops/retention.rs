@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use sea_orm::{
-    sea_query::Expr, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -24,7 +24,7 @@ use crate::{
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
     receiver::replay,
-    registry::{endpoints, Scheme},
+    registry::{Scheme, endpoints},
 };
 
 pub const HOUR_SECS: i64 = 3_600;
@@ -151,7 +151,12 @@ pub fn human(secs: i64) -> String {
 /// Parses "30d", "36h", "1d 12h", "90m", "45s" (units d, h, m, s; at least
 /// one term) into seconds.
 pub fn parse_duration(text: &str) -> DomainResult<i64> {
-    let bad = || DomainError::invalid("invalid_duration", format!("expected a duration such as 30d, 36h or 1d 12h, got {text:?}"));
+    let bad = || {
+        DomainError::invalid(
+            "invalid_duration",
+            format!("expected a duration such as 30d, 36h or 1d 12h, got {text:?}"),
+        )
+    };
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     if compact.is_empty() {
         return Err(bad());
@@ -212,7 +217,9 @@ async fn horizon_of<C: ConnectionTrait>(conn: &C, scheme: &str) -> DomainResult<
         .order_by_desc(horizon::Column::Version)
         .one(conn)
         .await?
-        .ok_or_else(|| DomainError::conflict("horizon_missing", format!("no redelivery horizon is recorded for {scheme}")))
+        .ok_or_else(|| {
+            DomainError::conflict("horizon_missing", format!("no redelivery horizon is recorded for {scheme}"))
+        })
 }
 
 async fn history<C: ConnectionTrait>(conn: &C, endpoint_id: &str) -> DomainResult<Vec<version::Model>> {
@@ -232,11 +239,19 @@ pub async fn current_decisions<C: ConnectionTrait>(conn: &C) -> DomainResult<Has
     Ok(out)
 }
 
-fn assemble(t: &tenant::Model, e: &endpoint::Model, horizon_secs: i64, rows: Vec<version::Model>) -> DomainResult<RetentionView> {
+fn assemble(
+    t: &tenant::Model,
+    e: &endpoint::Model,
+    horizon_secs: i64,
+    rows: Vec<version::Model>,
+) -> DomainResult<RetentionView> {
     let mut history = rows.into_iter().map(RetentionVersionView::from);
-    let current = history
-        .next()
-        .ok_or_else(|| DomainError::conflict("retention_missing", format!("no retention decision is recorded for {}/{}", t.slug, e.slug)))?;
+    let current = history.next().ok_or_else(|| {
+        DomainError::conflict(
+            "retention_missing",
+            format!("no retention decision is recorded for {}/{}", t.slug, e.slug),
+        )
+    })?;
     Ok(RetentionView {
         tenant: t.slug.clone(),
         endpoint: e.slug.clone(),
@@ -250,7 +265,12 @@ fn assemble(t: &tenant::Model, e: &endpoint::Model, horizon_secs: i64, rows: Vec
 }
 
 /// One endpoint's retention with its full history.
-pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<RetentionView> {
+pub async fn get(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+) -> DomainResult<RetentionView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     let h = horizon_of(db, &e.scheme).await?;
@@ -262,11 +282,9 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &s
 
 /// Every visible endpoint's current decision and the horizons.
 pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainResult<RetentionOverview> {
-    principal.authorize(
-        Permission::ReadRegistry,
-        principal.tenant_filter().map_or(Scope::Global, Scope::Tenant),
-    )?;
-    let mut tenants_q = tenant::Entity::find().filter(tenant::Column::Synthetic.eq(false)).order_by_asc(tenant::Column::Slug);
+    principal.authorize(Permission::ReadRegistry, principal.tenant_filter().map_or(Scope::Global, Scope::Tenant))?;
+    let mut tenants_q =
+        tenant::Entity::find().filter(tenant::Column::Synthetic.eq(false)).order_by_asc(tenant::Column::Slug);
     if let Some(own) = principal.tenant_filter() {
         tenants_q = tenants_q.filter(tenant::Column::Id.eq(own));
     }
@@ -312,7 +330,10 @@ fn check_dedup(dedup: i64, horizon: &horizon::Model) -> DomainResult<i64> {
         ));
     }
     if dedup > MAX_RETENTION_SECS {
-        return Err(DomainError::invalid("retention_too_long", format!("dedup retention must be at most {}", human(MAX_RETENTION_SECS))));
+        return Err(DomainError::invalid(
+            "retention_too_long",
+            format!("dedup retention must be at most {}", human(MAX_RETENTION_SECS)),
+        ));
     }
     Ok(dedup)
 }
@@ -324,7 +345,11 @@ fn check_body(body: i64, dedup: i64) -> DomainResult<i64> {
     if body > dedup {
         return Err(DomainError::invalid(
             "body_outlives_claim",
-            format!("body retention {} exceeds dedup retention {}: a body is deleted with its claim", human(body), human(dedup)),
+            format!(
+                "body retention {} exceeds dedup retention {}: a body is deleted with its claim",
+                human(body),
+                human(dedup)
+            ),
         ));
     }
     Ok(body)
@@ -332,7 +357,13 @@ fn check_body(body: i64, dedup: i64) -> DomainResult<i64> {
 
 /// Records version 1 (the defaults) for an endpoint being created, inside
 /// its transaction.
-pub(crate) async fn record_initial<C: ConnectionTrait>(conn: &C, actor: &Actor, endpoint_id: &str, scheme: Scheme, now: i64) -> DomainResult<()> {
+pub(crate) async fn record_initial<C: ConnectionTrait>(
+    conn: &C,
+    actor: &Actor,
+    endpoint_id: &str,
+    scheme: Scheme,
+    now: i64,
+) -> DomainResult<()> {
     let h = horizon_of(conn, scheme.as_str()).await?;
     version::Entity::insert(version::ActiveModel {
         endpoint_id: Set(endpoint_id.to_owned()),
@@ -371,8 +402,10 @@ pub async fn set(
     let h = horizon_of(&txn, &e.scheme).await?;
     let rows = history(&txn, &e.id).await?;
     let before = rows.first().cloned();
-    let dedup = check_dedup(change.dedup_secs.or(before.as_ref().map(|b| b.dedup_secs)).unwrap_or(DEFAULT_DEDUP_SECS), &h)?;
-    let body = check_body(change.body_secs.or(before.as_ref().map(|b| b.body_secs)).unwrap_or(DEFAULT_BODY_SECS), dedup)?;
+    let dedup =
+        check_dedup(change.dedup_secs.or(before.as_ref().map(|b| b.dedup_secs)).unwrap_or(DEFAULT_DEDUP_SECS), &h)?;
+    let body =
+        check_body(change.body_secs.or(before.as_ref().map(|b| b.body_secs)).unwrap_or(DEFAULT_BODY_SECS), dedup)?;
     let next = before.as_ref().map_or(1, |b| b.version + 1);
     let kept_before = effective_dedup_secs(&txn, &e.id, &e.scheme).await?;
     version::Entity::insert(version::ActiveModel {
@@ -412,7 +445,13 @@ pub async fn set(
 /// Changes a scheme's redelivery horizon (admin only; a new version,
 /// audited). Refused while any endpoint of the scheme keeps claims for less
 /// than the new horizon: those decisions must be raised first, on record.
-pub async fn set_horizon(db: &DatabaseConnection, principal: &Principal, scheme: &str, horizon_secs: i64, reason: &str) -> DomainResult<HorizonView> {
+pub async fn set_horizon(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    scheme: &str,
+    horizon_secs: i64,
+    reason: &str,
+) -> DomainResult<HorizonView> {
     let scheme = Scheme::parse(scheme)?;
     let reason = require_reason(reason)?;
     if !(MIN_HORIZON_SECS..=MAX_HORIZON_SECS).contains(&horizon_secs) {
@@ -429,7 +468,10 @@ pub async fn set_horizon(db: &DatabaseConnection, principal: &Principal, scheme:
     let mut short: Vec<String> = Vec::new();
     for e in &eps {
         if decisions.get(&e.id).is_some_and(|d| d.dedup_secs < horizon_secs) {
-            let slug = tenant::Entity::find_by_id(&e.tenant_id).one(&txn).await?.map_or_else(|| e.tenant_id.clone(), |t| t.slug);
+            let slug = tenant::Entity::find_by_id(&e.tenant_id)
+                .one(&txn)
+                .await?
+                .map_or_else(|| e.tenant_id.clone(), |t| t.slug);
             short.push(format!("{slug}/{}", e.slug));
         }
     }
@@ -453,7 +495,9 @@ pub async fn set_horizon(db: &DatabaseConnection, principal: &Principal, scheme:
         created_at: clock::now_ms(),
         source: None,
     };
-    horizon::Entity::insert(horizon::ActiveModel::from(row.clone())).exec_without_returning(&txn).await.map_err(db::conflict_if_unique("concurrent_change", "the horizon was changed at the same moment; reload and try again"))?;
+    horizon::Entity::insert(horizon::ActiveModel::from(row.clone())).exec_without_returning(&txn).await.map_err(
+        db::conflict_if_unique("concurrent_change", "the horizon was changed at the same moment; reload and try again"),
+    )?;
     audit::record(
         &txn,
         auth.actor(),

@@ -13,7 +13,7 @@
 //! run beside the tenants it would move.
 
 use sea_orm::{
-    sea_query::Expr, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -35,7 +35,10 @@ fn validate(policy: &str) -> DomainResult<&'static str> {
     match policy.trim() {
         ENABLED => Ok(ENABLED),
         DISABLED => Ok(DISABLED),
-        other => Err(DomainError::invalid("invalid_retry_policy", format!("retry policy must be enabled or disabled, got {other:?}"))),
+        other => Err(DomainError::invalid(
+            "invalid_retry_policy",
+            format!("retry policy must be enabled or disabled, got {other:?}"),
+        )),
     }
 }
 
@@ -61,7 +64,13 @@ pub struct RetryPolicyView {
 
 impl From<version::Model> for PolicyVersionView {
     fn from(v: version::Model) -> Self {
-        PolicyVersionView { version: v.version, policy: v.policy, actor: v.actor, reason: v.reason, created_at: clock::rfc3339(v.created_at) }
+        PolicyVersionView {
+            version: v.version,
+            policy: v.policy,
+            actor: v.actor,
+            reason: v.reason,
+            created_at: clock::rfc3339(v.created_at),
+        }
     }
 }
 
@@ -90,13 +99,20 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &s
 }
 
 /// Records version 1 for a tenant being created (inside its transaction).
-pub(crate) async fn record_initial<C: ConnectionTrait>(conn: &C, actor: &Actor, tenant_id: &str, now: i64) -> DomainResult<()> {
+pub(crate) async fn record_initial<C: ConnectionTrait>(
+    conn: &C,
+    actor: &Actor,
+    tenant_id: &str,
+    now: i64,
+) -> DomainResult<()> {
     version::Entity::insert(version::ActiveModel {
         tenant_id: Set(tenant_id.to_owned()),
         version: Set(1),
         policy: Set(DISABLED.to_owned()),
         actor: Set(actor.name().to_owned()),
-        reason: Set("initial policy: retries stay off until the drills pass and the tenant's cohort is enabled".to_owned()),
+        reason: Set(
+            "initial policy: retries stay off until the drills pass and the tenant's cohort is enabled".to_owned()
+        ),
         created_at: Set(now),
     })
     .exec_without_returning(conn)
@@ -162,7 +178,13 @@ async fn append<C: ConnectionTrait>(
 }
 
 /// Sets one tenant's policy.
-pub async fn set(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, policy: &str, reason: &str) -> DomainResult<RetryPolicyView> {
+pub async fn set(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    policy: &str,
+    reason: &str,
+) -> DomainResult<RetryPolicyView> {
     set_cohort(db, principal, &[tenant_slug.to_owned()], policy, reason).await?;
     get(db, principal, tenant_slug).await
 }
@@ -170,7 +192,13 @@ pub async fn set(db: &DatabaseConnection, principal: &Principal, tenant_slug: &s
 /// Moves several tenants to `policy` in one transaction: all or none.
 /// Returns how many tenants changed (a tenant already on `policy` still gets
 /// a version, so the decision is on record).
-pub async fn set_cohort(db: &DatabaseConnection, principal: &Principal, tenant_slugs: &[String], policy: &str, reason: &str) -> DomainResult<usize> {
+pub async fn set_cohort(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slugs: &[String],
+    policy: &str,
+    reason: &str,
+) -> DomainResult<usize> {
     let policy = validate(policy)?;
     let reason = require_reason(reason)?;
     if tenant_slugs.is_empty() {
@@ -187,7 +215,12 @@ pub async fn set_cohort(db: &DatabaseConnection, principal: &Principal, tenant_s
 }
 
 /// Restores the value of the version before the newest one.
-pub async fn rollback(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, reason: &str) -> DomainResult<RetryPolicyView> {
+pub async fn rollback(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    reason: &str,
+) -> DomainResult<RetryPolicyView> {
     let reason = require_reason(reason)?;
     let txn = db::begin_write(db).await?;
     let t = tenants::find(&txn, principal, tenant_slug).await?;

@@ -10,8 +10,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect,
     sea_query::{Alias, Expr, ExprTrait, Query},
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use serde::{Deserialize, Serialize};
 
@@ -19,9 +20,7 @@ use super::{gauges, quarantine::OPEN};
 use crate::{
     auth::{Permission, Principal, Scope},
     clock,
-    entity::{
-        endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant,
-    },
+    entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
     outbox,
     receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
@@ -29,8 +28,16 @@ use crate::{
 };
 
 /// The outcomes charted, in display order.
-pub const OUTCOMES: [&str; 8] =
-    ["applied", "stale_transition", "duplicate", "quarantined", "verification_failed", "replay", "identity_conflict", "unavailable"];
+pub const OUTCOMES: [&str; 8] = [
+    "applied",
+    "stale_transition",
+    "duplicate",
+    "quarantined",
+    "verification_failed",
+    "replay",
+    "identity_conflict",
+    "unavailable",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
@@ -45,7 +52,9 @@ impl Window {
             "" | "24h" => Ok(Window::Day),
             "1h" => Ok(Window::Hour),
             "7d" => Ok(Window::Week),
-            other => Err(DomainError::invalid("invalid_window", format!("window must be 1h, 24h or 7d, got {other:?}"))),
+            other => {
+                Err(DomainError::invalid("invalid_window", format!("window must be 1h, 24h or 7d, got {other:?}")))
+            }
         }
     }
 
@@ -180,7 +189,11 @@ pub struct StatsView {
 
 /// Verification failures counted under keys since `from_hour`, per endpoint
 /// (summed in the database), most first.
-async fn key_failures(db: &DatabaseConnection, from_hour: i64, tenant_id: Option<&str>) -> DomainResult<HashMap<String, Vec<KeyFailureCount>>> {
+async fn key_failures(
+    db: &DatabaseConnection,
+    from_hour: i64,
+    tenant_id: Option<&str>,
+) -> DomainResult<HashMap<String, Vec<KeyFailureCount>>> {
     use crate::entity::key_failure_rollup as kf;
     let mut q = kf::Entity::find()
         .select_only()
@@ -253,17 +266,35 @@ async fn sum_rollups(
 }
 
 /// Counts per bucket, outcome and reason, summed over endpoints.
-async fn rollup_rows(db: &DatabaseConnection, window: Window, first: i64, tenant_id: Option<&str>) -> DomainResult<Vec<Row>> {
+async fn rollup_rows(
+    db: &DatabaseConnection,
+    window: Window,
+    first: i64,
+    tenant_id: Option<&str>,
+) -> DomainResult<Vec<Row>> {
     let time_col = table(window).1;
     let rows = sum_rollups(db, window, first, tenant_id, None, &["bucket", "outcome", "reason"]).await?;
     rows.iter()
-        .map(|r| Ok((r.try_get::<i64>("", time_col)? - first, r.try_get("", "outcome")?, r.try_get("", "reason")?, r.try_get("", "n")?)))
+        .map(|r| {
+            Ok((
+                r.try_get::<i64>("", time_col)? - first,
+                r.try_get("", "outcome")?,
+                r.try_get("", "reason")?,
+                r.try_get("", "n")?,
+            ))
+        })
         .collect()
 }
 
 /// Verification failures per endpoint and reason over the window.
-async fn failure_rows(db: &DatabaseConnection, window: Window, first: i64, tenant_id: Option<&str>) -> DomainResult<Vec<(String, String, i64)>> {
-    let rows = sum_rollups(db, window, first, tenant_id, Some("verification_failed"), &["endpoint_id", "reason"]).await?;
+async fn failure_rows(
+    db: &DatabaseConnection,
+    window: Window,
+    first: i64,
+    tenant_id: Option<&str>,
+) -> DomainResult<Vec<(String, String, i64)>> {
+    let rows =
+        sum_rollups(db, window, first, tenant_id, Some("verification_failed"), &["endpoint_id", "reason"]).await?;
     rows.iter().map(|r| Ok((r.try_get("", "endpoint_id")?, r.try_get("", "reason")?, r.try_get("", "n")?))).collect()
 }
 
@@ -295,14 +326,20 @@ pub fn quantile(hist: &HashMap<String, i64>, q: f64) -> Option<f64> {
 }
 
 /// The dashboard for one tenant (`Some(slug)`) or every visible tenant.
-pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: Option<&str>, window: Window) -> DomainResult<StatsView> {
+pub async fn stats(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: Option<&str>,
+    window: Window,
+) -> DomainResult<StatsView> {
     // A clinic admin always sees its own tenant only.
     let scope_tenant: Option<tenant::Model> = match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
         (None, Some(own)) => Some(tenant::Entity::find_by_id(own).one(db).await?.ok_or(DomainError::NotFound)?),
         (None, None) => None,
     };
-    principal.authorize(Permission::ReadEvents, scope_tenant.as_ref().map_or(Scope::Global, |t| Scope::Tenant(&t.id)))?;
+    principal
+        .authorize(Permission::ReadEvents, scope_tenant.as_ref().map_or(Scope::Global, |t| Scope::Tenant(&t.id)))?;
     let tenant_id = scope_tenant.as_ref().map(|t| t.id.as_str());
 
     let now = clock::now_ms();
@@ -337,8 +374,12 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         .iter()
         .map(|o| {
             let pts = points.remove(o).unwrap_or_default();
-            let mut rs: Vec<ReasonCount> =
-                reasons.remove(o).unwrap_or_default().into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
+            let mut rs: Vec<ReasonCount> = reasons
+                .remove(o)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(reason, count)| ReasonCount { reason, count })
+                .collect();
             rs.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
             OutcomeSeries { outcome: (*o).to_owned(), total: pts.iter().sum(), points: pts, reasons: rs }
         })
@@ -360,12 +401,19 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
 
     let visible_tenants: Vec<tenant::Model> = match &scope_tenant {
         Some(t) => vec![t.clone()],
-        None => tenant::Entity::find().filter(tenant::Column::Synthetic.eq(false)).order_by_asc(tenant::Column::Slug).all(db).await?,
+        None => {
+            tenant::Entity::find()
+                .filter(tenant::Column::Synthetic.eq(false))
+                .order_by_asc(tenant::Column::Slug)
+                .all(db)
+                .await?
+        }
     };
     let slug_of: HashMap<&str, &str> = visible_tenants.iter().map(|t| (t.id.as_str(), t.slug.as_str())).collect();
 
     let mut open_q = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq(OPEN));
-    let mut backlog_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.is_in([outbox::PENDING, outbox::SENDING]));
+    let mut backlog_q =
+        outbox_intent::Entity::find().filter(outbox_intent::Column::Status.is_in([outbox::PENDING, outbox::SENDING]));
     let mut dead_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq(outbox::DEAD));
     if let Some(t) = tenant_id {
         open_q = open_q.filter(quarantine_entry::Column::TenantId.eq(t));
@@ -379,7 +427,8 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         dead_q = dead_q.filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
     }
     let oldest = backlog_q.clone().order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
-    let mut sampled = gauges::series(db, if window == Window::Hour { "minute" } else { "hour" }, first, n, tenant_id).await?;
+    let mut sampled =
+        gauges::series(db, if window == Window::Hour { "minute" } else { "hour" }, first, n, tenant_id).await?;
     let outbox = OutboxStats {
         backlog: backlog_q.count(db).await?,
         oldest_pending_age_secs: oldest.map(|o| Ord::max(now - o.created_at, 0) / 1000),
@@ -393,7 +442,8 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
     if let Some(t) = tenant_id {
         endpoints_q = endpoints_q.filter(endpoint::Column::TenantId.eq(t));
     }
-    let endpoints: HashMap<String, endpoint::Model> = endpoints_q.all(db).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
+    let endpoints: HashMap<String, endpoint::Model> =
+        endpoints_q.all(db).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
     let mut keys_q = signing_key::Entity::find().filter(signing_key::Column::Status.is_in(["active", "retiring"]));
     match tenant_id {
         Some(t) => keys_q = keys_q.filter(signing_key::Column::TenantId.eq(t)),
@@ -401,7 +451,9 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
     }
     let live_keys = keys_q.order_by_asc(signing_key::Column::CreatedAt).all(db).await?;
     let name = |endpoint_id: &str| {
-        endpoints.get(endpoint_id).map(|e| (slug_of.get(e.tenant_id.as_str()).copied().unwrap_or("?").to_owned(), e.slug.clone()))
+        endpoints
+            .get(endpoint_id)
+            .map(|e| (slug_of.get(e.tenant_id.as_str()).copied().unwrap_or("?").to_owned(), e.slug.clone()))
     };
     let keys_in_overlap = live_keys
         .iter()
@@ -414,7 +466,10 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
                 endpoint,
                 expires_at: clock::rfc3339_opt(k.expires_at),
                 expires_at_ms: k.expires_at,
-                replaced_by: live_keys.iter().find(|n| n.replaces_key_id.as_deref() == Some(k.id.as_str())).map(|n| n.id.clone()),
+                replaced_by: live_keys
+                    .iter()
+                    .find(|n| n.replaces_key_id.as_deref() == Some(k.id.as_str()))
+                    .map(|n| n.id.clone()),
             })
         })
         .collect();
@@ -423,14 +478,19 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         .into_iter()
         .filter_map(|(endpoint_id, by_reason)| {
             let (tenant, endpoint) = name(&endpoint_id)?;
-            let mut reasons: Vec<ReasonCount> = by_reason.into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
+            let mut reasons: Vec<ReasonCount> =
+                by_reason.into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
             reasons.sort_by(|a, b| b.count.cmp(&a.count));
             Some(FailingEndpoint {
                 tenant,
                 endpoint,
                 failures: reasons.iter().map(|r| r.count).sum(),
                 reasons,
-                accepted_keys: live_keys.iter().filter(|k| k.endpoint_id == endpoint_id).map(|k| k.id.clone()).collect(),
+                accepted_keys: live_keys
+                    .iter()
+                    .filter(|k| k.endpoint_id == endpoint_id)
+                    .map(|k| k.id.clone())
+                    .collect(),
                 by_key: per_key.remove(&endpoint_id).unwrap_or_default(),
             })
         })
@@ -449,7 +509,11 @@ pub async fn stats(db: &DatabaseConnection, principal: &Principal, tenant_slug: 
         .collect();
     let retry_policies = visible_tenants
         .iter()
-        .map(|t| PolicyState { tenant: t.slug.clone(), policy: t.retry_policy.clone(), version: versions.get(&t.id).copied().unwrap_or(0) })
+        .map(|t| PolicyState {
+            tenant: t.slug.clone(),
+            policy: t.retry_policy.clone(),
+            version: versions.get(&t.id).copied().unwrap_or(0),
+        })
         .collect();
 
     Ok(StatsView {
@@ -476,7 +540,8 @@ mod tests {
 
     #[test]
     fn quantiles_interpolate_within_buckets() {
-        let h: HashMap<String, i64> = [("le_1".to_owned(), 50), ("le_2".to_owned(), 49), ("le_inf".to_owned(), 1)].into_iter().collect();
+        let h: HashMap<String, i64> =
+            [("le_1".to_owned(), 50), ("le_2".to_owned(), 49), ("le_inf".to_owned(), 1)].into_iter().collect();
         assert_eq!(quantile(&h, 0.5), Some(1.0));
         let p99 = quantile(&h, 0.99).unwrap();
         assert!((p99 - 2.0).abs() < 1e-9, "{p99}");

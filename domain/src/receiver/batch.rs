@@ -18,20 +18,19 @@
 use std::{
     collections::HashSet,
     sync::{
-        atomic::{AtomicU64, Ordering},
         Arc,
+        atomic::{AtomicU64, Ordering},
     },
 };
 
 use sea_orm::{
-    sea_query::{OnConflict, Query},
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryTrait,
+    sea_query::{OnConflict, Query},
 };
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{
-    claim,
-    effects,
+    claim, effects,
     envelope::Envelope,
     faults::Faults,
     outcome::{ClaimOutcome, Outcome},
@@ -220,7 +219,11 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
     // signature leaves the id out, a duplicate of the same id).
     let fresh = record_messages(&txn, jobs).await?;
     for (i, job) in jobs.iter().enumerate() {
-        if job.verified.message_digest().is_some_and(|d| !fresh.contains(&(job.verified.endpoint().endpoint_id.clone(), d.to_owned()))) {
+        if job
+            .verified
+            .message_digest()
+            .is_some_and(|d| !fresh.contains(&(job.verified.endpoint().endpoint_id.clone(), d.to_owned())))
+        {
             outcomes[i] = Some(claim::replayed(&txn, &job.verified, &job.event_id).await?);
         }
     }
@@ -230,7 +233,11 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
     let claimed = insert_claims(ctx, &txn, &open.iter().map(|i| jobs[*i]).collect::<Vec<_>>()).await?;
     for &i in &open {
         let job = jobs[i];
-        let key = (job.verified.endpoint().tenant_id.clone(), job.verified.endpoint().endpoint_id.clone(), job.event_id.clone());
+        let key = (
+            job.verified.endpoint().tenant_id.clone(),
+            job.verified.endpoint().endpoint_id.clone(),
+            job.event_id.clone(),
+        );
         if claimed.contains(&key) {
             let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
             match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope, job.verified.signed_at()).await {
@@ -259,9 +266,15 @@ async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<Has
         return Ok(HashSet::new());
     }
     let mut stmt = replay_record::Entity::insert_many(rows)
-        .on_conflict(OnConflict::columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]).do_nothing().to_owned())
+        .on_conflict(
+            OnConflict::columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
+                .do_nothing()
+                .to_owned(),
+        )
         .into_query();
-    stmt.returning(Query::returning().columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]));
+    stmt.returning(
+        Query::returning().columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]),
+    );
     let mut fresh = HashSet::new();
     for row in txn.query_all(&stmt).await? {
         fresh.insert((row.try_get::<String>("", "endpoint_id")?, row.try_get::<String>("", "message_digest")?));
@@ -271,20 +284,32 @@ async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<Has
 
 /// Inserts the jobs' claims (outcome `applied`) in one statement; returns
 /// the (tenant, endpoint, event id) keys that were new.
-async fn insert_claims(ctx: &Ctx, txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<HashSet<(String, String, String)>, DbErr> {
+async fn insert_claims(
+    ctx: &Ctx,
+    txn: &DatabaseTransaction,
+    jobs: &[&Job],
+) -> Result<HashSet<(String, String, String)>, DbErr> {
     if jobs.is_empty() {
         return Ok(HashSet::new());
     }
     let rows = jobs
         .iter()
-        .map(|j| claim::claim_row(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied))
+        .map(|j| {
+            claim::claim_row(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let cols = [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
-    let mut stmt = inbox_claim::Entity::insert_many(rows).on_conflict(OnConflict::columns(cols).do_nothing().to_owned()).into_query();
+    let mut stmt = inbox_claim::Entity::insert_many(rows)
+        .on_conflict(OnConflict::columns(cols).do_nothing().to_owned())
+        .into_query();
     stmt.returning(Query::returning().columns(cols));
     let mut claimed = HashSet::new();
     for row in txn.query_all(&stmt).await? {
-        claimed.insert((row.try_get::<String>("", "tenant_id")?, row.try_get::<String>("", "endpoint_id")?, row.try_get::<String>("", "event_id")?));
+        claimed.insert((
+            row.try_get::<String>("", "tenant_id")?,
+            row.try_get::<String>("", "endpoint_id")?,
+            row.try_get::<String>("", "event_id")?,
+        ));
     }
     Ok(claimed)
 }

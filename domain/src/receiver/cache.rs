@@ -7,8 +7,8 @@
 use std::{
     collections::HashMap,
     sync::{
-        atomic::{AtomicU64, Ordering},
         Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -23,7 +23,7 @@ use crate::{
     error::DomainResult,
     ids,
     ops::retention,
-    registry::{keys, EventTypes, Scheme},
+    registry::{EventTypes, Scheme, keys},
     vault::Vault,
 };
 
@@ -108,7 +108,13 @@ impl EndpointCache {
     }
 
     /// The enabled endpoint at `/hooks/{tenant}/{endpoint}`, or `None`.
-    pub async fn get(&self, db: &DatabaseConnection, vault: &Vault, tenant: &str, endpoint: &str) -> DomainResult<Option<Arc<EndpointCtx>>> {
+    pub async fn get(
+        &self,
+        db: &DatabaseConnection,
+        vault: &Vault,
+        tenant: &str,
+        endpoint: &str,
+    ) -> DomainResult<Option<Arc<EndpointCtx>>> {
         if !ids::could_be_endpoint(tenant, endpoint) {
             return Ok(None);
         }
@@ -129,7 +135,12 @@ impl EndpointCache {
     /// instance) verifies at once. At most once per
     /// [`MISMATCH_RELOAD_EVERY`] per endpoint, so bad signatures cannot turn
     /// into a query each; `None` when it is not due (or the endpoint is gone).
-    pub async fn reload_after_mismatch(&self, db: &DatabaseConnection, vault: &Vault, ep: &EndpointCtx) -> DomainResult<Option<Arc<EndpointCtx>>> {
+    pub async fn reload_after_mismatch(
+        &self,
+        db: &DatabaseConnection,
+        vault: &Vault,
+        ep: &EndpointCtx,
+    ) -> DomainResult<Option<Arc<EndpointCtx>>> {
         let key = (ep.tenant_slug.clone(), ep.endpoint_slug.clone());
         let now = Instant::now();
         {
@@ -144,7 +155,13 @@ impl EndpointCache {
         self.load_into(db, vault, key, Some(now)).await
     }
 
-    async fn load_into(&self, db: &DatabaseConnection, vault: &Vault, key: (String, String), forced: Option<Instant>) -> DomainResult<Option<Arc<EndpointCtx>>> {
+    async fn load_into(
+        &self,
+        db: &DatabaseConnection,
+        vault: &Vault,
+        key: (String, String),
+        forced: Option<Instant>,
+    ) -> DomainResult<Option<Arc<EndpointCtx>>> {
         self.loads.fetch_add(1, Ordering::Relaxed);
         let loaded = load(db, vault, &key.0, &key.1).await?.map(Arc::new);
         let now = Instant::now();
@@ -184,7 +201,12 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<Option<EndpointCtx>> {
+async fn load(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+) -> DomainResult<Option<EndpointCtx>> {
     let Some(t) = tenant::Entity::find().filter(tenant::Column::Slug.eq(tenant_slug)).one(db).await? else {
         return Ok(None);
     };
@@ -206,7 +228,9 @@ async fn load(db: &DatabaseConnection, vault: &Vault, tenant_slug: &str, endpoin
     for k in keys::accepted_key_rows(db, &e.id, clock::now_ms()).await? {
         let secret = keys::open_secret(db, vault, &k).await?;
         match hmac_key(scheme, &secret) {
-            Some(hmac_key) => cached.push(CachedKey { key_id: k.id.clone(), hmac_key, scope: EventTypes::from_json(&k.event_types) }),
+            Some(hmac_key) => {
+                cached.push(CachedKey { key_id: k.id.clone(), hmac_key, scope: EventTypes::from_json(&k.event_types) })
+            }
             None => tracing::error!(key_id = %k.id, "stored secret cannot be used with the endpoint's scheme"),
         }
     }

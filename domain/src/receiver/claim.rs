@@ -2,13 +2,15 @@
 //! decisions, the claim, the effect and its outbox intents commit or roll
 //! back together. The primary key on the claim decides duplicates.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult,
+};
 use tokio::sync::{Mutex, MutexGuard};
 
 use super::{
     effects::{self, EffectError},
-    faults::{DrillFault, Faults},
     envelope::Envelope,
+    faults::{DrillFault, Faults},
     outcome::{ClaimOutcome, Outcome, Refusal},
     pipeline::Receiver,
     verify::Verified,
@@ -108,7 +110,11 @@ async fn insert_claim(
     outcome: ClaimOutcome,
 ) -> Result<Option<Outcome>, DbErr> {
     let res = inbox_claim::Entity::insert(claim_row(&r.vault, v, event_id, event_type, outcome)?)
-        .on_conflict_do_nothing_on([inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId])
+        .on_conflict_do_nothing_on([
+            inbox_claim::Column::TenantId,
+            inbox_claim::Column::EndpointId,
+            inbox_claim::Column::EventId,
+        ])
         .exec_without_returning(txn)
         .await?;
     if inserted(res) {
@@ -126,9 +132,17 @@ pub(super) async fn conflicted(txn: &DatabaseTransaction, v: &Verified, event_id
 /// This request's verdict against the claim already stored for its event id,
 /// if there is one: a duplicate when the bodies match, else an identity
 /// conflict.
-pub(super) async fn existing(conn: &impl ConnectionTrait, v: &Verified, event_id: &str) -> Result<Option<Outcome>, DbErr> {
+pub(super) async fn existing(
+    conn: &impl ConnectionTrait,
+    v: &Verified,
+    event_id: &str,
+) -> Result<Option<Outcome>, DbErr> {
     let ep = v.endpoint();
-    let Some(claim) = inbox_claim::Entity::find_by_id((ep.tenant_id.clone(), ep.endpoint_id.clone(), event_id.to_owned())).one(conn).await? else {
+    let Some(claim) =
+        inbox_claim::Entity::find_by_id((ep.tenant_id.clone(), ep.endpoint_id.clone(), event_id.to_owned()))
+            .one(conn)
+            .await?
+    else {
         return Ok(None);
     };
     Ok(Some(if claim.body_digest == v.body_digest() {
@@ -183,7 +197,12 @@ pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Resul
 
 /// The answer for a claim whose effect ran: applied, or a stale transition,
 /// which the claim (inserted as `applied`) then records as its outcome.
-pub(super) async fn settled(txn: &DatabaseTransaction, v: &Verified, event_id: &str, applied: effects::Applied) -> Result<Outcome, DbErr> {
+pub(super) async fn settled(
+    txn: &DatabaseTransaction,
+    v: &Verified,
+    event_id: &str,
+    applied: effects::Applied,
+) -> Result<Outcome, DbErr> {
     if applied == effects::Applied::Done {
         return Ok(Outcome::Applied { event_id: event_id.to_owned() });
     }
@@ -246,7 +265,13 @@ pub(super) async fn write_turn(queue: Option<&Mutex<()>>) -> Option<MutexGuard<'
 /// Records an authenticated event that cannot apply: replay record, claim
 /// (outcome `quarantined`, so retries are duplicates) and the quarantine
 /// entry, in their own transaction.
-pub(super) async fn quarantine(r: &Receiver, v: &Verified, event_id: &str, event_type: Option<&str>, reason: &str) -> Result<Outcome, DbErr> {
+pub(super) async fn quarantine(
+    r: &Receiver,
+    v: &Verified,
+    event_id: &str,
+    event_type: Option<&str>,
+    reason: &str,
+) -> Result<Outcome, DbErr> {
     let txn = db::begin_write(&r.db).await?;
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
@@ -273,4 +298,3 @@ pub(super) async fn quarantine(r: &Receiver, v: &Verified, event_id: &str, event
     txn.commit().await?;
     Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason: reason.to_owned() })
 }
-

@@ -12,8 +12,10 @@
 //! one conditional UPDATE, so two racing events cannot both pass the check.
 
 use rand::Rng;
-use sea_orm::{sea_query::Expr, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult};
-use serde_json::{json, Value};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult, sea_query::Expr,
+};
+use serde_json::{Value, json};
 
 use super::envelope::Envelope;
 use crate::{
@@ -97,7 +99,14 @@ async fn stale_or_missing<C: ConnectionTrait>(conn: &C, tenant: &str, id: &str) 
 /// caller's transaction (the receiver's claim, or a quarantine release).
 /// `signed_at` is when the sender says the event happened (ms), for the
 /// transition rules when the envelope has no `occurred_at`.
-pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, event_id: &str, env: &Envelope, signed_at: i64) -> Result<Applied, EffectError> {
+pub async fn apply<C: ConnectionTrait>(
+    conn: &C,
+    vault: &Vault,
+    at: Target<'_>,
+    event_id: &str,
+    env: &Envelope,
+    signed_at: i64,
+) -> Result<Applied, EffectError> {
     let now = clock::now_ms();
     let t = at.tenant_id;
     // Only transitions are ordered: a bad `occurred_at` on another type is
@@ -142,14 +151,27 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
                 .filter(reminder::Column::TenantId.eq(t))
                 .filter(reminder::Column::ReminderId.eq(id))
                 .filter(reminder::Column::Status.ne("canceled"))
-                .filter(Condition::any().add(reminder::Column::StateAt.is_null()).add(reminder::Column::StateAt.lte(happened)))
+                .filter(
+                    Condition::any()
+                        .add(reminder::Column::StateAt.is_null())
+                        .add(reminder::Column::StateAt.lte(happened)),
+                )
                 .exec(conn)
                 .await?;
             if res.rows_affected == 0 {
                 return stale_or_missing(conn, t, id).await;
             }
             let key = format!("reminder_notice:{}:{event_id}", at.endpoint_id);
-            insert_intent(conn, vault, t, "reminder_notice", &key, json!({"reminder_id": id, "event_id": event_id}), now).await?;
+            insert_intent(
+                conn,
+                vault,
+                t,
+                "reminder_notice",
+                &key,
+                json!({"reminder_id": id, "event_id": event_id}),
+                now,
+            )
+            .await?;
         }
         "reminder.canceled" => {
             let id = text_field(&env.data, "reminder_id")?;
@@ -177,7 +199,16 @@ pub async fn apply<C: ConnectionTrait>(conn: &C, vault: &Vault, at: Target<'_>, 
             // the unique key and mints nothing.
             let code = format!("{:06}", rand::rngs::OsRng.gen_range(0..1_000_000u32));
             let key = format!("otp:{request}");
-            insert_intent(conn, vault, t, "otp", &key, json!({"otp_request_id": request, "channel": channel, "code": code}), now).await?;
+            insert_intent(
+                conn,
+                vault,
+                t,
+                "otp",
+                &key,
+                json!({"otp_request_id": request, "channel": channel, "code": code}),
+                now,
+            )
+            .await?;
         }
         _ => return Err(EffectError::Quarantine("unknown_event_type")),
     }
@@ -196,7 +227,9 @@ async fn insert_intent<C: ConnectionTrait>(
     now: i64,
 ) -> Result<bool, EffectError> {
     let id = ids::new_id();
-    let (sealed, kek_version) = vault.seal(&Aad::outbox_payload(tenant_id, &id), payload.to_string().as_bytes()).map_err(EffectError::Crypto)?;
+    let (sealed, kek_version) = vault
+        .seal(&Aad::outbox_payload(tenant_id, &id), payload.to_string().as_bytes())
+        .map_err(EffectError::Crypto)?;
     let res = outbox_intent::Entity::insert(outbox_intent::ActiveModel {
         id: Set(id),
         tenant_id: Set(tenant_id.to_owned()),

@@ -41,7 +41,15 @@ mod tests {
         assert!(parse(br#"{"type":"reminder.created","data":{}}"#).is_some());
         let e = parse(br#"{"id":"evt_1","type":"x","tenant":"clinic-a","data":{"a":1}}"#);
         assert_eq!(e.as_ref().and_then(|e| e.id.as_deref()), Some("evt_1"));
-        for bad in [&b"not json"[..], b"[]", b"{}", br#"{"type":"x"}"#, br#"{"type":1,"data":{}}"#, br#"{"type":"x","data":{},"id":5}"#, &[0xff, 0xfe]] {
+        for bad in [
+            &b"not json"[..],
+            b"[]",
+            b"{}",
+            br#"{"type":"x"}"#,
+            br#"{"type":1,"data":{}}"#,
+            br#"{"type":"x","data":{},"id":5}"#,
+            &[0xff, 0xfe],
+        ] {
             assert!(parse(bad).is_none(), "{:?}", String::from_utf8_lossy(bad));
         }
     }

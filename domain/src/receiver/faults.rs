@@ -11,8 +11,8 @@
 
 use std::{
     sync::{
-        atomic::{AtomicU32, Ordering},
         Arc,
+        atomic::{AtomicU32, Ordering},
     },
     time::Duration,
 };
@@ -80,11 +80,17 @@ impl Faults {
                 Some(("transient", v)) => f.transient = v == "1",
                 Some(("stall_after_send_ms", v)) => f.stall_after_send = v.parse().ok().map(Duration::from_millis),
                 Some(("stall_bulk_entry_ms", v)) => f.stall_bulk_entry = v.parse().ok().map(Duration::from_millis),
-                Some(("lost_commit_answers", v)) => f.lost_commit_answers = Arc::new(AtomicU32::new(v.parse().unwrap_or(0))),
+                Some(("lost_commit_answers", v)) => {
+                    f.lost_commit_answers = Arc::new(AtomicU32::new(v.parse().unwrap_or(0)))
+                }
                 _ => {}
             }
         }
-        if f.stall_effect.is_some() || f.stall_after_commit.is_some() || f.transient || f.stall_after_send.is_some() || f.stall_bulk_entry.is_some()
+        if f.stall_effect.is_some()
+            || f.stall_after_commit.is_some()
+            || f.transient
+            || f.stall_after_send.is_some()
+            || f.stall_bulk_entry.is_some()
             || f.lost_commit_answers.load(Ordering::Relaxed) > 0
         {
             tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");

@@ -29,4 +29,4 @@ pub mod verify;
 
 pub use batch::BatchStats;
 pub use outcome::{ClaimOutcome, Outcome, Refusal};
-pub use pipeline::{process, resolve, Receiver};
+pub use pipeline::{Receiver, process, resolve};

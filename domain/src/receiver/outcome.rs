@@ -133,7 +133,9 @@ impl Outcome {
         match self {
             Outcome::Applied { event_id } => json!({"status": "applied", "event_id": event_id}),
             Outcome::StaleTransition { event_id } => json!({"status": "stale_transition", "event_id": event_id}),
-            Outcome::Duplicate { event_id, original } => json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id}),
+            Outcome::Duplicate { event_id, original } => {
+                json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id})
+            }
             Outcome::IdentityConflict { .. } => json!({"error": "identity_conflict"}),
             Outcome::Quarantined { reason, .. } => json!({"status": "quarantined", "reason": reason}),
             Outcome::Refused(r) => json!({"error": r.code()}),

@@ -13,7 +13,7 @@ use super::{
     envelope::{self, Envelope},
     faults::Faults,
     outcome::{Outcome, Refusal},
-    verify::{verify, Verified},
+    verify::{Verified, verify},
 };
 use crate::{clock, crypto::signature::HeaderSource, db, error::DomainError, vault::Vault};
 
@@ -54,7 +54,12 @@ impl Receiver {
     pub fn with_faults(db: DatabaseConnection, vault: Arc<Vault>, faults: Faults) -> Self {
         let sqlite = db.get_database_backend() == sea_orm::DbBackend::Sqlite;
         let write_queue = sqlite.then(|| Arc::new(tokio::sync::Mutex::new(())));
-        let ctx = batch::Ctx { db: db.clone(), vault: vault.clone(), faults: faults.clone(), write_queue: write_queue.clone() };
+        let ctx = batch::Ctx {
+            db: db.clone(),
+            vault: vault.clone(),
+            faults: faults.clone(),
+            write_queue: write_queue.clone(),
+        };
         let batcher = Batcher::start(ctx, if sqlite { 1 } else { PG_BATCH_WORKERS });
         Receiver {
             db,
@@ -79,9 +84,13 @@ impl Receiver {
     }
 
     fn remember_verified(&self, endpoint_id: &str, key_id: &str) {
-        let known = self.last_verified.read().unwrap_or_else(|p| p.into_inner()).get(endpoint_id).is_some_and(|k| k == key_id);
+        let known =
+            self.last_verified.read().unwrap_or_else(|p| p.into_inner()).get(endpoint_id).is_some_and(|k| k == key_id);
         if !known {
-            self.last_verified.write().unwrap_or_else(|p| p.into_inner()).insert(endpoint_id.to_owned(), key_id.to_owned());
+            self.last_verified
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(endpoint_id.to_owned(), key_id.to_owned());
         }
     }
 
@@ -168,7 +177,10 @@ pub async fn process<H: HeaderSource + ?Sized>(
     // A body that is no envelope at all keeps its body digest as its id.
     let (event_id, quarantine) = match (event_id(&verified, envelope.as_ref()), &envelope) {
         (Some(id), _) => (id, None),
-        (None, Some(_)) => (format!("message:{}", verified.message_digest().unwrap_or(verified.body_digest())), Some("missing_event_id")),
+        (None, Some(_)) => (
+            format!("message:{}", verified.message_digest().unwrap_or(verified.body_digest())),
+            Some("missing_event_id"),
+        ),
         (None, None) => (format!("sha256:{}", verified.body_digest()), None),
     };
     // Gates 6 and 9, with the effect, in one transaction: shared with other

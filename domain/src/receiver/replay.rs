@@ -8,7 +8,10 @@
 //! in the same transaction as the change, so no message becomes acceptable
 //! again while the record that refuses it is still expected to exist.
 
-use sea_orm::{sea_query::{Expr, ExprTrait}, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter,
+    sea_query::{Expr, ExprTrait},
+};
 
 use crate::entity::replay_record;
 

@@ -13,8 +13,8 @@
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use sea_orm::{
-    sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter,
+    sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
 };
 
 use super::{cache::EndpointCtx, outcome::Outcome};
@@ -82,7 +82,9 @@ impl Telemetry {
         {
             let mut rollups = self.rollups.lock().unwrap_or_else(|p| p.into_inner());
             let minute = now / 60_000;
-            *rollups.entry((minute, tenant.clone(), endpoint.clone(), LATENCY, latency_bucket(elapsed))).or_default() += 1;
+            *rollups
+                .entry((minute, tenant.clone(), endpoint.clone(), LATENCY, latency_bucket(elapsed)))
+                .or_default() += 1;
             *rollups.entry((minute, tenant, endpoint, label, reason)).or_default() += 1;
         }
         if let (false, Some(k)) = (failed, key_id) {
@@ -167,23 +169,50 @@ impl Telemetry {
                         key_failure_rollup::Column::Reason,
                         key_failure_rollup::Column::Count,
                     ])
-                    .values_panic([(*hour).into(), key.as_str().into(), tenant.as_str().into(), endpoint.as_str().into(), reason.as_str().into(), (*count).into()])
+                    .values_panic([
+                        (*hour).into(),
+                        key.as_str().into(),
+                        tenant.as_str().into(),
+                        endpoint.as_str().into(),
+                        reason.as_str().into(),
+                        (*count).into(),
+                    ])
                     .on_conflict(
-                        OnConflict::columns([key_failure_rollup::Column::Hour, key_failure_rollup::Column::KeyId, key_failure_rollup::Column::Reason])
-                            .value(key_failure_rollup::Column::Count, Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count))
-                            .to_owned(),
+                        OnConflict::columns([
+                            key_failure_rollup::Column::Hour,
+                            key_failure_rollup::Column::KeyId,
+                            key_failure_rollup::Column::Reason,
+                        ])
+                        .value(
+                            key_failure_rollup::Column::Count,
+                            Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count),
+                        )
+                        .to_owned(),
                     )
                     .to_owned();
                 txn.execute(&stmt).await?;
             }
             for (key, f) in &failures {
                 // Another instance may have written a later failure already.
-                let newer = Expr::col(signing_key::Column::LastFailureAt).is_null().or(Expr::col(signing_key::Column::LastFailureAt).lt(f.last_at));
-                let latest = |mine: sea_orm::Value, column: signing_key::Column| Expr::case(newer.clone(), Expr::value(mine)).finally(Expr::col(column));
+                let newer = Expr::col(signing_key::Column::LastFailureAt)
+                    .is_null()
+                    .or(Expr::col(signing_key::Column::LastFailureAt).lt(f.last_at));
+                let latest = |mine: sea_orm::Value, column: signing_key::Column| {
+                    Expr::case(newer.clone(), Expr::value(mine)).finally(Expr::col(column))
+                };
                 signing_key::Entity::update_many()
-                    .col_expr(signing_key::Column::FailureCount, Expr::col(signing_key::Column::FailureCount).add(f.count))
-                    .col_expr(signing_key::Column::LastFailureAt, latest(Some(f.last_at).into(), signing_key::Column::LastFailureAt).into())
-                    .col_expr(signing_key::Column::LastFailureReason, latest(Some(f.last_reason.clone()).into(), signing_key::Column::LastFailureReason).into())
+                    .col_expr(
+                        signing_key::Column::FailureCount,
+                        Expr::col(signing_key::Column::FailureCount).add(f.count),
+                    )
+                    .col_expr(
+                        signing_key::Column::LastFailureAt,
+                        latest(Some(f.last_at).into(), signing_key::Column::LastFailureAt).into(),
+                    )
+                    .col_expr(
+                        signing_key::Column::LastFailureReason,
+                        latest(Some(f.last_reason.clone()).into(), signing_key::Column::LastFailureReason).into(),
+                    )
                     .filter(signing_key::Column::Id.eq(key))
                     .exec(&txn)
                     .await?;
@@ -210,7 +239,8 @@ impl Telemetry {
 }
 
 /// The rollup tables and their time column, in minutes per unit.
-pub(crate) const ROLLUP_TABLES: [(&str, &str, i64); 2] = [("event_rollups", "minute", 1), ("event_rollups_hourly", "hour", 60)];
+pub(crate) const ROLLUP_TABLES: [(&str, &str, i64); 2] =
+    [("event_rollups", "minute", 1), ("event_rollups_hourly", "hour", 60)];
 
 async fn write_rollups(db: &DatabaseConnection, rollups: &HashMap<RollupKey, i64>) -> Result<(), sea_orm::DbErr> {
     let txn = db::begin_write(db).await?;
@@ -223,13 +253,27 @@ async fn write_rollups(db: &DatabaseConnection, rollups: &HashMap<RollupKey, i64
 }
 
 /// `count = count + delta` for one rollup row, inserting it if new.
-async fn add_to(txn: &DatabaseTransaction, table: &str, time_col: &str, bucket: i64, key: &RollupKey, count: i64) -> Result<(), sea_orm::DbErr> {
+async fn add_to(
+    txn: &DatabaseTransaction,
+    table: &str,
+    time_col: &str,
+    bucket: i64,
+    key: &RollupKey,
+    count: i64,
+) -> Result<(), sea_orm::DbErr> {
     let (_, tenant, endpoint, outcome, reason) = key;
     let cols = [time_col, "tenant_id", "endpoint_id", "outcome", "reason"].map(Alias::new);
     let stmt = Query::insert()
         .into_table(Alias::new(table))
         .columns(cols.iter().cloned().chain([Alias::new("count")]))
-        .values_panic([bucket.into(), tenant.as_str().into(), endpoint.as_str().into(), (*outcome).into(), reason.as_str().into(), count.into()])
+        .values_panic([
+            bucket.into(),
+            tenant.as_str().into(),
+            endpoint.as_str().into(),
+            (*outcome).into(),
+            reason.as_str().into(),
+            count.into(),
+        ])
         .on_conflict(
             OnConflict::columns(cols)
                 .value(Alias::new("count"), Expr::col((Alias::new(table), Alias::new("count"))).add(count))

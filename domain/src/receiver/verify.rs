@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::{cache::EndpointCtx, outcome::Refusal};
 use crate::{
-    crypto::signature::{parse_headers, verify_with_key, HeaderError, HeaderSource},
+    crypto::signature::{HeaderError, HeaderSource, parse_headers, verify_with_key},
     registry::Scheme,
 };
 
@@ -86,7 +86,8 @@ pub fn verify<H: HeaderSource + ?Sized>(
 ) -> Result<Verified, Rejected> {
     let named = key_hint.filter(|id| endpoint.keys.iter().any(|k| k.key_id == *id)).map(str::to_owned);
     let reject = |refusal: Refusal, key_id: Option<String>| Rejected { refusal, key_id };
-    verify_inner(endpoint, headers, key_hint, body, now_secs).map_err(|(refusal, matched)| reject(refusal, matched.or(named)))
+    verify_inner(endpoint, headers, key_hint, body, now_secs)
+        .map_err(|(refusal, matched)| reject(refusal, matched.or(named)))
 }
 
 fn verify_inner<H: HeaderSource + ?Sized>(
@@ -152,5 +153,13 @@ fn verify_inner<H: HeaderSource + ?Sized>(
     };
     let body_digest = hex::encode(Sha256::digest(&body));
     let signed_at = parsed.timestamp.unwrap_or(now_secs).saturating_mul(1000);
-    Ok(Verified { endpoint: endpoint.clone(), key_index, message_id: parsed.message_id, message_digest, body, body_digest, signed_at })
+    Ok(Verified {
+        endpoint: endpoint.clone(),
+        key_index,
+        message_id: parsed.message_id,
+        message_digest,
+        body,
+        body_digest,
+        signed_at,
+    })
 }

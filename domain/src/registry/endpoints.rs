@@ -2,13 +2,12 @@
 //! the event types they may send, a timestamp tolerance and a body limit.
 
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{tenants, validate_event_types, EventTypes, Scheme};
+use super::{EventTypes, Scheme, tenants, validate_event_types};
 use crate::{
     audit::{self, Change},
     auth::{Permission, Principal, Scope},
@@ -118,7 +117,12 @@ pub async fn find<C: ConnectionTrait>(
     Ok((t, e))
 }
 
-pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, new: NewEndpoint) -> DomainResult<EndpointView> {
+pub async fn create(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    new: NewEndpoint,
+) -> DomainResult<EndpointView> {
     ids::validate_slug("endpoint", &new.slug)?;
     let types = match &new.event_types {
         Some(list) => validate_event_types(list)?,
@@ -144,7 +148,10 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug:
     }
     .insert(&txn)
     .await
-    .map_err(db::conflict_if_unique("endpoint_exists", format!("endpoint {:?} already exists in {tenant_slug}", new.slug)))?;
+    .map_err(db::conflict_if_unique(
+        "endpoint_exists",
+        format!("endpoint {:?} already exists in {tenant_slug}", new.slug),
+    ))?;
     crate::ops::retention::record_initial(&txn, auth.actor(), &model.id, new.scheme, model.created_at).await?;
     let v = view(model, &t.slug);
     audit::record(
@@ -164,7 +171,11 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, tenant_slug:
     Ok(v)
 }
 
-pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str) -> DomainResult<Vec<EndpointView>> {
+pub async fn list(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+) -> DomainResult<Vec<EndpointView>> {
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     let rows = endpoint::Entity::find()
@@ -175,7 +186,12 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, tenant_slug: &
     Ok(rows.into_iter().map(|e| view(e, &t.slug)).collect())
 }
 
-pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<EndpointView> {
+pub async fn get(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+) -> DomainResult<EndpointView> {
     let (t, e) = find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     Ok(view(e, &t.slug))
@@ -214,7 +230,10 @@ pub async fn update(
         if let Some(k) = live.iter().find(|k| !types.covers(&EventTypes::from_json(&k.event_types))) {
             return Err(DomainError::conflict(
                 "key_scope_outside_endpoint",
-                format!("key {} is scoped to types this change removes; rotate it with a narrower scope or revoke it first", k.id),
+                format!(
+                    "key {} is scoped to types this change removes; rotate it with a narrower scope or revoke it first",
+                    k.id
+                ),
             ));
         }
         active.event_types = Set(types.to_json());

@@ -11,7 +11,7 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::endpoints;
@@ -60,7 +60,9 @@ pub fn parse_stored(stored: Option<&str>) -> Option<Vec<String>> {
 /// A field path: `type`, `occurred_at`, `tenant`, or `data.` followed by
 /// one to three names of `[A-Za-z0-9_-]`.
 fn valid_path(path: &str) -> bool {
-    let name = |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let name = |s: &str| {
+        !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
     match path {
         "type" | "occurred_at" | "tenant" => true,
         _ => path.strip_prefix("data.").is_some_and(|rest| {
@@ -76,7 +78,10 @@ pub fn validate(fields: &[String]) -> DomainResult<Vec<String>> {
     let fields: Vec<String> = fields.iter().map(|f| f.trim().to_owned()).collect();
     let distinct: std::collections::HashSet<&String> = fields.iter().collect();
     if fields.is_empty() || fields.len() > MAX_FIELDS || distinct.len() != fields.len() {
-        return Err(DomainError::invalid("invalid_event_key", format!("a compound key names 1–{MAX_FIELDS} distinct fields")));
+        return Err(DomainError::invalid(
+            "invalid_event_key",
+            format!("a compound key names 1–{MAX_FIELDS} distinct fields"),
+        ));
     }
     if let Some(bad) = fields.iter().find(|f| !valid_path(f)) {
         return Err(DomainError::invalid(
@@ -85,7 +90,10 @@ pub fn validate(fields: &[String]) -> DomainResult<Vec<String>> {
         ));
     }
     if !fields.iter().any(|f| f.starts_with("data.")) {
-        return Err(DomainError::invalid("invalid_event_key", "a compound key needs at least one data field: the type alone identifies no event"));
+        return Err(DomainError::invalid(
+            "invalid_event_key",
+            "a compound key needs at least one data field: the type alone identifies no event",
+        ));
     }
     Ok(fields)
 }
@@ -151,10 +159,20 @@ async fn history<C: ConnectionTrait>(conn: &C, endpoint_id: &str) -> DomainResul
 }
 
 /// An endpoint's compound key and its history.
-pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str, endpoint_slug: &str) -> DomainResult<EventKeyView> {
+pub async fn get(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+) -> DomainResult<EventKeyView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
-    Ok(EventKeyView { tenant: t.slug, endpoint: e.slug, fields: parse_stored(e.event_id_fields.as_deref()), history: history(db, &e.id).await? })
+    Ok(EventKeyView {
+        tenant: t.slug,
+        endpoint: e.slug,
+        fields: parse_stored(e.event_id_fields.as_deref()),
+        history: history(db, &e.id).await?,
+    })
 }
 
 /// Sets (or with `None` removes) an endpoint's compound key: a new version,
@@ -228,15 +246,23 @@ mod tests {
     #[test]
     fn keys_name_envelope_fields_and_identify_events_by_their_values() {
         let fields = validate(&["type".into(), "data.reminder_id".into(), "occurred_at".into()]).unwrap();
-        let a = env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","data":{"reminder_id":"r-1"}}"#);
+        let a =
+            env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","data":{"reminder_id":"r-1"}}"#);
         assert_eq!(compound_id(&fields, &a).as_deref(), Some("key:reminder.scheduled|r-1|2027-01-05T09:00:00Z"));
         // The same values are the same event; another value is another one.
-        let b = env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","data":{"reminder_id":"r-1","extra":1}}"#);
+        let b = env(
+            r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","data":{"reminder_id":"r-1","extra":1}}"#,
+        );
         assert_eq!(compound_id(&fields, &a), compound_id(&fields, &b));
-        let c = env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T10:00:00Z","data":{"reminder_id":"r-1"}}"#);
+        let c =
+            env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T10:00:00Z","data":{"reminder_id":"r-1"}}"#);
         assert_ne!(compound_id(&fields, &a), compound_id(&fields, &c));
         // A missing, empty or structured field: no id.
-        for bad in [r#"{"type":"x","data":{"reminder_id":"r-1"}}"#, r#"{"type":"x","occurred_at":"t","data":{"reminder_id":""}}"#, r#"{"type":"x","occurred_at":"t","data":{"reminder_id":{"a":1}}}"#] {
+        for bad in [
+            r#"{"type":"x","data":{"reminder_id":"r-1"}}"#,
+            r#"{"type":"x","occurred_at":"t","data":{"reminder_id":""}}"#,
+            r#"{"type":"x","occurred_at":"t","data":{"reminder_id":{"a":1}}}"#,
+        ] {
             assert_eq!(compound_id(&fields, &env(bad)), None, "{bad}");
         }
         // Separators in values cannot make two events collide.
@@ -249,7 +275,14 @@ mod tests {
 
     #[test]
     fn only_documented_field_paths_are_accepted() {
-        for bad in [vec![], vec!["type".to_owned()], vec!["id".into(), "data.x".into()], vec!["data.".into()], vec!["data.a b".into()], vec!["data.x".into(), "data.x".into()]] {
+        for bad in [
+            vec![],
+            vec!["type".to_owned()],
+            vec!["id".into(), "data.x".into()],
+            vec!["data.".into()],
+            vec!["data.a b".into()],
+            vec!["data.x".into(), "data.x".into()],
+        ] {
             assert!(validate(&bad).is_err(), "{bad:?}");
         }
         assert!(validate(&["data.a.b.c".into()]).is_ok());

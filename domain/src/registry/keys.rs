@@ -19,18 +19,18 @@
 //! two-retiring-keys limit or both replace one key.
 
 use sea_orm::{
-    sea_query::Expr, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{validate_event_types, EventTypes, Scheme};
+use super::{EventTypes, Scheme, validate_event_types};
 use crate::{
     audit::{self, Change},
     auth::{Actor, Authorized, Permission, Principal, Scope},
     clock,
-    crypto::{sha256_hex, Aad, SigningSecret},
+    crypto::{Aad, SigningSecret, sha256_hex},
     db,
     entity::{endpoint, key_approval, signing_key, tenant},
     error::{DomainError, DomainResult},
@@ -288,8 +288,13 @@ async fn load<C: ConnectionTrait>(conn: &C, principal: &Principal, key_id: &str)
     if !principal.can_see_tenant(&key.tenant_id) {
         return Err(DomainError::NotFound);
     }
-    let tenant = tenant::Entity::find_by_id(key.tenant_id.clone()).one(conn).await?.filter(|t| !t.synthetic).ok_or(DomainError::NotFound)?;
-    let endpoint = endpoint::Entity::find_by_id(key.endpoint_id.clone()).one(conn).await?.ok_or(DomainError::NotFound)?;
+    let tenant = tenant::Entity::find_by_id(key.tenant_id.clone())
+        .one(conn)
+        .await?
+        .filter(|t| !t.synthetic)
+        .ok_or(DomainError::NotFound)?;
+    let endpoint =
+        endpoint::Entity::find_by_id(key.endpoint_id.clone()).one(conn).await?.ok_or(DomainError::NotFound)?;
     Ok(Loaded { key, tenant, endpoint })
 }
 
@@ -344,7 +349,12 @@ async fn record_approval<C: ConnectionTrait>(
 
 /// Makes a pending key active under its current (just approved) scope. If it
 /// replaces a still-active key, that key starts retiring now.
-async fn activate<C: ConnectionTrait>(conn: &C, actor: &Actor, l: &Loaded, now: i64) -> DomainResult<signing_key::Model> {
+async fn activate<C: ConnectionTrait>(
+    conn: &C,
+    actor: &Actor,
+    l: &Loaded,
+    now: i64,
+) -> DomainResult<signing_key::Model> {
     if let Some(old_id) = &l.key.replaces_key_id {
         if let Some(old) = signing_key::Entity::find_by_id(old_id.clone()).one(conn).await? {
             if old.status == "active" {
@@ -373,7 +383,9 @@ async fn activate<C: ConnectionTrait>(conn: &C, actor: &Actor, l: &Loaded, now: 
                         target_id: &old.id,
                         tenant_id: Some(&l.tenant.id),
                         before: Some(summary(&before)),
-                        after: Some(json!({"status": after.status, "expires_at": after.expires_at, "replaced_by": l.key.id})),
+                        after: Some(
+                            json!({"status": after.status, "expires_at": after.expires_at, "replaced_by": l.key.id}),
+                        ),
                     },
                 )
                 .await?;
@@ -486,7 +498,10 @@ fn four_eyes(key: &signing_key::Model, reviewer: &str) -> DomainResult<()> {
     } else {
         return Ok(());
     };
-    Err(DomainError::Refused { code: "self_approval", message: format!("{reviewer} {authored}, so another reviewer must approve its scope") })
+    Err(DomainError::Refused {
+        code: "self_approval",
+        message: format!("{reviewer} {authored}, so another reviewer must approve its scope"),
+    })
 }
 
 /// Creates a key for an endpoint. The secret is returned once and stored
@@ -518,7 +533,8 @@ pub async fn provision(
     }
     let owner = validate_person("owner", req.owner.as_deref().unwrap_or(auth.actor().name()))?;
     let rotation_owner = validate_person("rotation owner", req.rotation_owner.as_deref().unwrap_or(&owner))?;
-    let (key, secret) = insert_key(&txn, vault, &t, &e, &types, owner, rotation_owner, auth.actor().name(), None, now).await?;
+    let (key, secret) =
+        insert_key(&txn, vault, &t, &e, &types, owner, rotation_owner, auth.actor().name(), None, now).await?;
     audit::record(
         &txn,
         auth.actor(),
@@ -539,10 +555,17 @@ pub async fn provision(
 }
 
 /// A key awaiting review, loaded and locked for a reviewer's decision.
-async fn load_pending<C: ConnectionTrait>(conn: &C, principal: &Principal, key_id: &str) -> DomainResult<(Loaded, Authorized)> {
+async fn load_pending<C: ConnectionTrait>(
+    conn: &C,
+    principal: &Principal,
+    key_id: &str,
+) -> DomainResult<(Loaded, Authorized)> {
     let (l, auth) = load_for_change(conn, principal, key_id, Permission::ReviewKeys).await?;
     if l.key.status != "pending_approval" {
-        return Err(DomainError::conflict("not_pending", format!("key {key_id} is {}, not pending approval", l.key.status)));
+        return Err(DomainError::conflict(
+            "not_pending",
+            format!("key {key_id} is {}, not pending approval", l.key.status),
+        ));
     }
     Ok((l, auth))
 }
@@ -624,10 +647,16 @@ pub async fn rotate(
     let txn = db::begin_write(db).await?;
     let (old, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
     if old.key.status != "active" {
-        return Err(DomainError::conflict("not_active", format!("only an active key can be rotated; {key_id} is {}", old.key.status)));
+        return Err(DomainError::conflict(
+            "not_active",
+            format!("only an active key can be rotated; {key_id} is {}", old.key.status),
+        ));
     }
     if !old.key.approved_scope_hash.as_deref().is_some_and(|h| h == old.key.scope_hash) {
-        return Err(DomainError::conflict("scope_not_approved", "the key's current scope is not approved; get it approved first"));
+        return Err(DomainError::conflict(
+            "scope_not_approved",
+            "the key's current scope is not approved; get it approved first",
+        ));
     }
     let pending = signing_key::Entity::find()
         .filter(signing_key::Column::ReplacesKeyId.eq(key_id))
@@ -680,7 +709,12 @@ pub async fn rotate(
 }
 
 /// Revokes a key immediately. A reason is required.
-pub async fn revoke(db: &DatabaseConnection, principal: &Principal, key_id: &str, reason: &str) -> DomainResult<KeyView> {
+pub async fn revoke(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    key_id: &str,
+    reason: &str,
+) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let reason = validate_comment("reason", reason, true)?;
     let txn = db::begin_write(db).await?;
@@ -716,7 +750,12 @@ pub async fn revoke(db: &DatabaseConnection, principal: &Principal, key_id: &str
 /// Changes a key's event types (within the endpoint's). The key returns to
 /// `pending_approval` and stops verifying until a reviewer approves the new
 /// scope.
-pub async fn set_scope(db: &DatabaseConnection, principal: &Principal, key_id: &str, event_types: &[String]) -> DomainResult<KeyView> {
+pub async fn set_scope(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    key_id: &str,
+    event_types: &[String],
+) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let types = validate_event_types(event_types)?;
     let txn = db::begin_write(db).await?;
@@ -776,10 +815,9 @@ async fn views_for(db: &DatabaseConnection, keys: Vec<signing_key::Model>, now: 
                 endpoints.push(e);
             }
         }
-        let (Some(t), Some(e)) = (
-            tenants.iter().find(|t| t.id == k.tenant_id),
-            endpoints.iter().find(|e| e.id == k.endpoint_id),
-        ) else {
+        let (Some(t), Some(e)) =
+            (tenants.iter().find(|t| t.id == k.tenant_id), endpoints.iter().find(|e| e.id == k.endpoint_id))
+        else {
             continue;
         };
         out.push(view(&k, t, e, now));
@@ -845,7 +883,12 @@ fn approval_view(a: key_approval::Model) -> ApprovalView {
 
 /// Reviewer decisions, newest first; for one key or across what the caller
 /// may see.
-pub async fn approval_history(db: &DatabaseConnection, principal: &Principal, key_id: Option<&str>, limit: u64) -> DomainResult<Vec<ApprovalView>> {
+pub async fn approval_history(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    key_id: Option<&str>,
+    limit: u64,
+) -> DomainResult<Vec<ApprovalView>> {
     let mut q = key_approval::Entity::find().order_by_desc(key_approval::Column::DecidedAt).limit(limit.clamp(1, 500));
     if let Some(id) = key_id {
         let l = load(db, principal, id).await?;
@@ -871,13 +914,17 @@ pub async fn approval_history(db: &DatabaseConnection, principal: &Principal, ke
 /// key they replace and their decision history.
 pub async fn review_queue(db: &DatabaseConnection, principal: &Principal) -> DomainResult<Vec<ReviewItem>> {
     let now = clock::now_ms();
-    let pending = list(db, principal, &KeyFilter { status: Some(KeyStatus::PendingApproval), ..Default::default() }).await?;
+    let pending =
+        list(db, principal, &KeyFilter { status: Some(KeyStatus::PendingApproval), ..Default::default() }).await?;
     let mut out = Vec::with_capacity(pending.len());
     for key in pending.into_iter().rev() {
         let l = load(db, principal, &key.key_id).await?;
         let scope = scope_value(&l.tenant, &l.endpoint, &EventTypes::from_json(&l.key.event_types));
         let replaces = match &l.key.replaces_key_id {
-            Some(id) => signing_key::Entity::find_by_id(id.clone()).one(db).await?.map(|k| view(&k, &l.tenant, &l.endpoint, now)),
+            Some(id) => signing_key::Entity::find_by_id(id.clone())
+                .one(db)
+                .await?
+                .map(|k| view(&k, &l.tenant, &l.endpoint, now)),
             None => None,
         };
         let history = approval_history(db, principal, Some(&key.key_id), 50).await?;
@@ -926,7 +973,11 @@ pub async fn sweep_expired(db: &DatabaseConnection, now: i64) -> DomainResult<u6
 
 /// The accepted key set of an endpoint at `now`: active keys plus retiring
 /// keys inside their overlap, each only while its scope is the approved one.
-pub async fn accepted_key_rows<C: ConnectionTrait>(conn: &C, endpoint_id: &str, now: i64) -> DomainResult<Vec<signing_key::Model>> {
+pub async fn accepted_key_rows<C: ConnectionTrait>(
+    conn: &C,
+    endpoint_id: &str,
+    now: i64,
+) -> DomainResult<Vec<signing_key::Model>> {
     let rows = signing_key::Entity::find()
         .filter(signing_key::Column::EndpointId.eq(endpoint_id))
         .filter(signing_key::Column::Status.is_in(["active", "retiring"]))
@@ -942,9 +993,12 @@ pub async fn accepted_key_rows<C: ConnectionTrait>(conn: &C, endpoint_id: &str, 
 }
 
 /// Opens a key's sealed secret (for the receiver's verifier only).
-pub async fn open_secret(db: &DatabaseConnection, vault: &Vault, key: &signing_key::Model) -> DomainResult<SigningSecret> {
-    let plain = vault
-        .open(db, &Aad::signing_key(&key.tenant_id, &key.endpoint_id, &key.id), &key.secret_ciphertext)
-        .await?;
+pub async fn open_secret(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    key: &signing_key::Model,
+) -> DomainResult<SigningSecret> {
+    let plain =
+        vault.open(db, &Aad::signing_key(&key.tenant_id, &key.endpoint_id, &key.id), &key.secret_ciphertext).await?;
     SigningSecret::from_opened(plain).ok_or(DomainError::Crypto(crate::crypto::CryptoError::Malformed))
 }

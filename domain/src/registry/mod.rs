@@ -10,4 +10,4 @@ pub mod keys;
 mod scheme;
 pub mod tenants;
 
-pub use scheme::{validate_event_types, EventTypes, Scheme};
+pub use scheme::{EventTypes, Scheme, validate_event_types};

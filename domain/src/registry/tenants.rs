@@ -1,8 +1,7 @@
 //! Tenants are clinics. Slugs are the public names in URLs and the CLI.
 
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -73,12 +72,17 @@ fn validate_notify_url(url: &str) -> DomainResult<Option<String>> {
     if url.is_empty() {
         return Ok(None);
     }
-    let well_formed = url.len() <= 2048 && !url.chars().any(|c| c.is_whitespace() || c.is_control()) && url_host(url).is_some_and(|h| !h.is_empty());
+    let well_formed = url.len() <= 2048
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+        && url_host(url).is_some_and(|h| !h.is_empty());
     if !well_formed {
         return Err(DomainError::invalid("invalid_notify_url", "notify URL must be an absolute https:// URL"));
     }
     if url_authority(url).is_some_and(|a| a.contains('@')) {
-        return Err(DomainError::invalid("invalid_notify_url", "notify URL must not carry credentials (user:password@): they would be stored and audited"));
+        return Err(DomainError::invalid(
+            "invalid_notify_url",
+            "notify URL must not carry credentials (user:password@): they would be stored and audited",
+        ));
     }
     if !notify_url_allowed(url) {
         return Err(DomainError::invalid(
@@ -195,7 +199,12 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, slug: &str) -> 
     Ok(t.into())
 }
 
-pub async fn update(db: &DatabaseConnection, principal: &Principal, slug: &str, patch: TenantPatch) -> DomainResult<TenantView> {
+pub async fn update(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    slug: &str,
+    patch: TenantPatch,
+) -> DomainResult<TenantView> {
     let txn = db::begin_write(db).await?;
     let t = find(&txn, principal, slug).await?;
     let auth = principal.authorize(Permission::ManageTenants, Scope::Tenant(&t.id))?;
@@ -236,7 +245,11 @@ pub async fn update(db: &DatabaseConnection, principal: &Principal, slug: &str, 
 pub fn not_synthetic_tenant(col: impl sea_orm::ColumnTrait) -> sea_orm::sea_query::SimpleExpr {
     use sea_orm::sea_query::{Expr, ExprTrait, Query};
     Expr::col(col).not_in_subquery(
-        Query::select().column(tenant::Column::Id).from(tenant::Entity).and_where(tenant::Column::Synthetic.eq(true)).to_owned(),
+        Query::select()
+            .column(tenant::Column::Id)
+            .from(tenant::Entity)
+            .and_where(tenant::Column::Synthetic.eq(true))
+            .to_owned(),
     )
 }
 
@@ -246,7 +259,14 @@ mod tests {
 
     #[test]
     fn notify_urls_are_https_or_loopback_http() {
-        for ok in ["https://relay.example/notify", "https://relay.example:8443/x?y=1", "http://127.0.0.1:9000/n", "http://localhost/n", "http://[::1]:8080/", "http://127.8.9.10"] {
+        for ok in [
+            "https://relay.example/notify",
+            "https://relay.example:8443/x?y=1",
+            "http://127.0.0.1:9000/n",
+            "http://localhost/n",
+            "http://[::1]:8080/",
+            "http://127.8.9.10",
+        ] {
             assert_eq!(validate_notify_url(ok).unwrap().as_deref(), Some(ok), "{ok}");
         }
         assert_eq!(validate_notify_url("  ").unwrap(), None);

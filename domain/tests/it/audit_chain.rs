@@ -72,7 +72,8 @@ db_test!(concurrent_appends_never_fork_the_chain, async |t: &TestDb| {
     for i in 0..24 {
         let db = db.clone();
         handles.push(tokio::spawn(async move {
-            tenants::create(&db, &admin(), NewTenant { slug: format!("clinic-{i}"), name: None, notify_url: None }).await
+            tenants::create(&db, &admin(), NewTenant { slug: format!("clinic-{i}"), name: None, notify_url: None })
+                .await
         }));
     }
     for h in handles {
@@ -88,10 +89,12 @@ db_test!(clinic_admin_reads_only_its_tenant_audit, async |t: &TestDb| {
     let b = tenant(t, "clinic-b").await;
     let a_id = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
     let ca = user(Role::ClinicAdmin, Some(&a_id));
-    let seen = audit::list(&t.db, &ca, &AuditFilter { tenant_id: Some(b.id.clone()), ..Default::default() }).await.unwrap();
+    let seen =
+        audit::list(&t.db, &ca, &AuditFilter { tenant_id: Some(b.id.clone()), ..Default::default() }).await.unwrap();
     assert!(seen.iter().all(|e| e.tenant_id.as_deref() == Some(a_id.as_str())));
     assert!(seen.iter().any(|e| e.target_id == k.key.key_id));
-    let filtered = audit::list(&t.db, &admin(), &AuditFilter { action: Some("key.".into()), ..Default::default() }).await.unwrap();
+    let filtered =
+        audit::list(&t.db, &admin(), &AuditFilter { action: Some("key.".into()), ..Default::default() }).await.unwrap();
     assert!(filtered.iter().all(|e| e.action.starts_with("key.")));
     assert_eq!(filtered.len(), 2);
 });
@@ -121,7 +124,17 @@ db_test!(an_edit_rechained_with_plain_sha256_fails_verification, async |t: &Test
         }
         e.prev_hash = prev.clone();
         let canonical = serde_json::json!([
-            e.seq, e.at, e.actor_kind, e.actor, e.action, e.target_kind, e.target_id, e.tenant_id, e.before, e.after, e.prev_hash
+            e.seq,
+            e.at,
+            e.actor_kind,
+            e.actor,
+            e.action,
+            e.target_kind,
+            e.target_id,
+            e.tenant_id,
+            e.before,
+            e.after,
+            e.prev_hash
         ]);
         e.hash = domain::crypto::sha256_hex(canonical.to_string().as_bytes());
         prev = e.hash.clone();
@@ -143,13 +156,20 @@ db_test!(an_edit_rechained_with_plain_sha256_fails_verification, async |t: &Test
     assert_eq!(report.first_broken.unwrap().seq, 1, "every keyed link is now wrong, from the first");
     // Relabelling the entries as pre-key (plain) entries does not help: the
     // key's sealed binding says where keying began.
-    audit_entry::Entity::update_many().col_expr(audit_entry::Column::Alg, sea_orm::sea_query::Expr::value("sha256")).exec(&t.db).await.unwrap();
+    audit_entry::Entity::update_many()
+        .col_expr(audit_entry::Column::Alg, sea_orm::sea_query::Expr::value("sha256"))
+        .exec(&t.db)
+        .await
+        .unwrap();
     assert!(!audit::verify_chain(&t.db).await.unwrap().ok);
 });
 
 db_test!(removing_the_audit_key_is_detected_and_never_replaced_silently, async |t: &TestDb| {
     active_key(t).await;
-    domain::entity::service_key::Entity::delete_by_id(domain::service_keys::AUDIT_MAC.to_owned()).exec(&t.db).await.unwrap();
+    domain::entity::service_key::Entity::delete_by_id(domain::service_keys::AUDIT_MAC.to_owned())
+        .exec(&t.db)
+        .await
+        .unwrap();
     let report = audit::verify_chain(&t.db).await.unwrap();
     assert!(!report.ok);
     assert!(report.first_broken.unwrap().reason.contains("key is missing"));
@@ -164,7 +184,9 @@ db_test!(a_signed_checkpoint_catches_a_replaced_chain, async |t: &TestDb| {
     assert_eq!(cp.seq, 4);
     assert_eq!(audit::matches_checkpoint(&t.db, &cp).await.unwrap(), Ok(()));
     // More entries later: the checkpoint is still part of the chain.
-    tenants::create(&t.db, &admin(), NewTenant { slug: "clinic-z".into(), name: None, notify_url: None }).await.unwrap();
+    tenants::create(&t.db, &admin(), NewTenant { slug: "clinic-z".into(), name: None, notify_url: None })
+        .await
+        .unwrap();
     assert_eq!(audit::matches_checkpoint(&t.db, &cp).await.unwrap(), Ok(()));
     as_database_owner(t).await;
     audit_entry::Entity::update_many()

@@ -1,14 +1,14 @@
 use domain::{
+    DomainError,
     auth::{
+        Principal, Role,
         sessions::{self, Activity, SessionPolicy},
         tokens,
         users::{self, NewUser, UserPatch},
-        Principal, Role,
     },
     clock,
     crypto::Password,
     entity::{session, user},
-    DomainError,
 };
 use sea_orm::EntityTrait;
 
@@ -20,9 +20,22 @@ fn pw(s: &str) -> Password {
 
 const GOOD: &str = "correct horse battery";
 
-async fn login(t: &TestDb, user: &str, password: &str, ip: &str, device: Option<&str>, now: i64) -> Result<sessions::LoginSuccess, DomainError> {
+async fn login(
+    t: &TestDb,
+    user: &str,
+    password: &str,
+    ip: &str,
+    device: Option<&str>,
+    now: i64,
+) -> Result<sessions::LoginSuccess, DomainError> {
     let password = pw(password);
-    sessions::login(&t.db, SessionPolicy::default(), sessions::LoginAttempt { username: user, password: &password, client_ip: ip, device }, now).await
+    sessions::login(
+        &t.db,
+        SessionPolicy::default(),
+        sessions::LoginAttempt { username: user, password: &password, client_ip: ip, device },
+        now,
+    )
+    .await
 }
 
 async fn authenticate(t: &TestDb, token: &str, now: i64) -> Result<domain::auth::Principal, DomainError> {
@@ -30,9 +43,13 @@ async fn authenticate(t: &TestDb, token: &str, now: i64) -> Result<domain::auth:
 }
 
 async fn make_user(t: &TestDb, name: &str, role: Role, tenant: Option<&str>) {
-    users::create(&t.db, &Principal::cli(), NewUser { username: name.into(), role, tenant: tenant.map(Into::into), password: pw(GOOD) })
-        .await
-        .unwrap();
+    users::create(
+        &t.db,
+        &Principal::cli(),
+        NewUser { username: name.into(), role, tenant: tenant.map(Into::into), password: pw(GOOD) },
+    )
+    .await
+    .unwrap();
 }
 
 db_test!(bootstrap_only_once, async |t: &TestDb| {
@@ -48,12 +65,27 @@ db_test!(bootstrap_only_once, async |t: &TestDb| {
 
 db_test!(user_rules, async |t: &TestDb| {
     tenant(t, "clinic-a").await;
-    let bad = users::create(&t.db, &Principal::cli(), NewUser { username: "ca".into(), role: Role::ClinicAdmin, tenant: None, password: pw(GOOD) }).await;
+    let bad = users::create(
+        &t.db,
+        &Principal::cli(),
+        NewUser { username: "ca".into(), role: Role::ClinicAdmin, tenant: None, password: pw(GOOD) },
+    )
+    .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_required", .. })));
-    let bad = users::create(&t.db, &Principal::cli(), NewUser { username: "rv".into(), role: Role::Reviewer, tenant: Some("clinic-a".into()), password: pw(GOOD) }).await;
+    let bad = users::create(
+        &t.db,
+        &Principal::cli(),
+        NewUser { username: "rv".into(), role: Role::Reviewer, tenant: Some("clinic-a".into()), password: pw(GOOD) },
+    )
+    .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_not_allowed", .. })));
     make_user(t, "alice", Role::ClinicAdmin, Some("clinic-a")).await;
-    let dup = users::create(&t.db, &Principal::cli(), NewUser { username: "alice".into(), role: Role::Oncall, tenant: None, password: pw(GOOD) }).await;
+    let dup = users::create(
+        &t.db,
+        &Principal::cli(),
+        NewUser { username: "alice".into(), role: Role::Oncall, tenant: None, password: pw(GOOD) },
+    )
+    .await;
     assert!(matches!(dup, Err(DomainError::Conflict { code: "username_taken", .. })));
     let listed = users::list(&t.db, &admin()).await.unwrap();
     assert_eq!(listed[0].tenant.as_deref(), Some("clinic-a"));
@@ -61,7 +93,8 @@ db_test!(user_rules, async |t: &TestDb| {
     assert!(matches!(users::list(&t.db, &reviewer()).await, Err(DomainError::Forbidden)));
     // The last admin cannot be demoted.
     make_user(t, "root", Role::Admin, None).await;
-    let demote = users::update(&t.db, &admin(), "root", UserPatch { role: Some(Role::Oncall), ..Default::default() }).await;
+    let demote =
+        users::update(&t.db, &admin(), "root", UserPatch { role: Some(Role::Oncall), ..Default::default() }).await;
     assert!(matches!(demote, Err(DomainError::Conflict { code: "last_admin", .. })));
 });
 
@@ -71,15 +104,26 @@ db_test!(user_rules, async |t: &TestDb| {
 db_test!(two_concurrent_demotions_never_remove_the_last_admin, async |t: &TestDb| {
     make_user(t, "ada", Role::Admin, None).await;
     make_user(t, "bob", Role::Admin, None).await;
-    let demote = |name: &'static str| async move { users::update(&t.db, &admin(), name, UserPatch { role: Some(Role::Oncall), ..Default::default() }).await };
+    let demote = |name: &'static str| async move {
+        users::update(&t.db, &admin(), name, UserPatch { role: Some(Role::Oncall), ..Default::default() }).await
+    };
     for round in 0..8 {
         let (a, b) = tokio::join!(demote("ada"), demote("bob"));
-        let refused = [&a, &b].iter().filter(|r| matches!(r, Err(DomainError::Conflict { code: "last_admin", .. }))).count();
+        let refused =
+            [&a, &b].iter().filter(|r| matches!(r, Err(DomainError::Conflict { code: "last_admin", .. }))).count();
         assert_eq!(refused, 1, "round {round}: exactly one demotion is refused: {a:?} {b:?}");
-        let admins = user::Entity::find().all(&t.db).await.unwrap().into_iter().filter(|u| u.role == "admin" && !u.disabled).count();
+        let admins = user::Entity::find()
+            .all(&t.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|u| u.role == "admin" && !u.disabled)
+            .count();
         assert_eq!(admins, 1, "round {round}");
         let demoted = if a.is_ok() { "ada" } else { "bob" };
-        users::update(&t.db, &admin(), demoted, UserPatch { role: Some(Role::Admin), ..Default::default() }).await.unwrap();
+        users::update(&t.db, &admin(), demoted, UserPatch { role: Some(Role::Admin), ..Default::default() })
+            .await
+            .unwrap();
     }
 });
 
@@ -94,7 +138,10 @@ db_test!(an_unknown_stored_role_is_never_rewritten_in_passing, async |t: &TestDb
     let backend = txn.get_database_backend();
     let checks: Vec<String> = match backend {
         DbBackend::Postgres => txn
-            .query_all_raw(sea_orm::Statement::from_string(backend, "SELECT conname FROM pg_constraint WHERE conrelid = 'users'::regclass AND contype = 'c'"))
+            .query_all_raw(sea_orm::Statement::from_string(
+                backend,
+                "SELECT conname FROM pg_constraint WHERE conrelid = 'users'::regclass AND contype = 'c'",
+            ))
             .await
             .unwrap()
             .iter()
@@ -102,7 +149,8 @@ db_test!(an_unknown_stored_role_is_never_rewritten_in_passing, async |t: &TestDb
             .collect(),
         _ => vec!["PRAGMA ignore_check_constraints = ON".to_owned()],
     };
-    for stmt in checks.iter().map(String::as_str).chain(["UPDATE users SET role = 'superuser' WHERE username = 'zed'"]) {
+    for stmt in checks.iter().map(String::as_str).chain(["UPDATE users SET role = 'superuser' WHERE username = 'zed'"])
+    {
         txn.execute_unprepared(stmt).await.unwrap();
     }
     if backend == DbBackend::Sqlite {
@@ -114,7 +162,9 @@ db_test!(an_unknown_stored_role_is_never_rewritten_in_passing, async |t: &TestDb
     let row = user::Entity::find().all(&t.db).await.unwrap().into_iter().find(|u| u.username == "zed").unwrap();
     assert_eq!(row.role, "superuser", "left as it was");
     assert!(login(t, "zed", GOOD, "10.0.0.1", None, clock::now_ms()).await.is_err(), "and still signs nobody in");
-    let set = users::update(&t.db, &admin(), "zed", UserPatch { role: Some(Role::Reviewer), ..Default::default() }).await.unwrap();
+    let set = users::update(&t.db, &admin(), "zed", UserPatch { role: Some(Role::Reviewer), ..Default::default() })
+        .await
+        .unwrap();
     assert_eq!(set.role, Role::Reviewer);
 });
 
@@ -161,7 +211,9 @@ db_test!(background_refreshes_never_keep_a_session_alive, async |t: &TestDb| {
         at += 60_000;
         sessions::authenticate(&t.db, policy, idle.token.expose(), at, Activity::Background).await.unwrap();
     }
-    let after = sessions::authenticate(&t.db, policy, idle.token.expose(), now + policy.idle_ms + 1, Activity::Background).await;
+    let after =
+        sessions::authenticate(&t.db, policy, idle.token.expose(), now + policy.idle_ms + 1, Activity::Background)
+            .await;
     assert!(matches!(after, Err(DomainError::Unauthenticated)), "the idle timeout ends it: {after:?}");
     // The same refreshes with the person at work keep it.
     let busy = login(t, "root", GOOD, "10.0.0.1", None, now).await.unwrap();
@@ -212,7 +264,8 @@ db_test!(an_attacker_cannot_lock_the_owner_out_of_their_own_browser, async |t: &
     // Someone else hammers the account from many addresses for an hour.
     for minute in 0..60 {
         for i in 0..3 {
-            let _ = login(t, "root", "guess guess guess", &format!("10.7.{minute}.{i}"), None, now + minute * 60_000).await;
+            let _ =
+                login(t, "root", "guess guess guess", &format!("10.7.{minute}.{i}"), None, now + minute * 60_000).await;
         }
     }
     let later = now + 60 * 60_000;
@@ -251,7 +304,10 @@ db_test!(a_shared_address_never_locks_out_the_owners_browser, async |t: &TestDb|
         let _ = login(t, &format!("ghost{i}"), "nope nope nope", proxy, None, now + 100).await;
     }
     let stranger = login(t, "other", GOOD, proxy, None, now + 200).await;
-    assert!(matches!(stranger, Err(DomainError::Throttled { .. })), "the address is locked for unknown browsers: {stranger:?}");
+    assert!(
+        matches!(stranger, Err(DomainError::Throttled { .. })),
+        "the address is locked for unknown browsers: {stranger:?}"
+    );
     let owner = login(t, "root", GOOD, proxy, Some(device.expose()), now + 200).await;
     assert!(owner.is_ok(), "the owner's browser is not: {owner:?}");
 });
@@ -259,7 +315,8 @@ db_test!(a_shared_address_never_locks_out_the_owners_browser, async |t: &TestDb|
 db_test!(parallel_guesses_are_counted_before_any_is_evaluated, async |t: &TestDb| {
     make_user(t, "root", Role::Admin, None).await;
     let now = clock::now_ms();
-    let tries = (0..50).map(|i| async move { login(t, "root", "wrong password!", &format!("10.3.0.{i}"), None, now).await });
+    let tries =
+        (0..50).map(|i| async move { login(t, "root", "wrong password!", &format!("10.3.0.{i}"), None, now).await });
     let results = futures_util::future::join_all(tries).await;
     let evaluated = results.iter().filter(|r| matches!(r, Err(DomainError::Invalid { .. }))).count();
     let refused = results.iter().filter(|r| matches!(r, Err(DomainError::Throttled { .. }))).count();
@@ -293,7 +350,13 @@ db_test!(failed_logins_are_audited_without_the_password, async |t: &TestDb| {
     let entries = audit_entries(t, "session.login_failed").await;
     let seen: Vec<(String, String, String)> = entries
         .iter()
-        .map(|(target, after)| (target.clone(), after["address"].as_str().unwrap_or("").to_owned(), after["reason"].as_str().unwrap_or("").to_owned()))
+        .map(|(target, after)| {
+            (
+                target.clone(),
+                after["address"].as_str().unwrap_or("").to_owned(),
+                after["reason"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect();
     assert!(seen.contains(&("root".into(), "10.0.0.1".into(), "wrong_password".into())), "{seen:?}");
     assert!(seen.contains(&("nobody".into(), "10.0.0.2".into(), "unknown_user".into())), "{seen:?}");

@@ -8,8 +8,8 @@ use std::time::Duration;
 use domain::{
     DomainError,
     auth::{
-        users::{self, NewUser},
         Role,
+        users::{self, NewUser},
     },
     crypto::Password,
     entity::{audit_entry, bulk_release as job, bulk_release_item as item, inbox_claim, outbox_intent},
@@ -51,11 +51,17 @@ async fn create_reminders(s: &Setup, ids: std::ops::Range<usize>) {
 }
 
 fn not_found_filter() -> QuarantineFilter {
-    QuarantineFilter { tenant: Some("clinic-a".into()), reason: Some("reminder_not_found".into()), ..Default::default() }
+    QuarantineFilter {
+        tenant: Some("clinic-a".into()),
+        reason: Some("reminder_not_found".into()),
+        ..Default::default()
+    }
 }
 
 async fn entry_of(t: &TestDb, event_id: &str) -> quarantine::QuarantineView {
-    let all = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() }).await.unwrap();
+    let all = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
+        .await
+        .unwrap();
     all.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
 }
 
@@ -66,10 +72,23 @@ async fn audit_count(t: &TestDb, action: &str) -> u64 {
 /// A real on-call user: spawned runners re-read their principal from the
 /// database each round.
 async fn stored_oncall(t: &TestDb, name: &str) -> domain::auth::Principal {
-    let u = users::create(&t.db, &admin(), NewUser { username: name.into(), role: Role::Oncall, tenant: None, password: Password::new("a long enough password".into()) })
-        .await
-        .unwrap();
-    domain::auth::Principal { actor: domain::auth::Actor::User { id: u.id, username: u.username }, role: Role::Oncall, tenant_id: None }
+    let u = users::create(
+        &t.db,
+        &admin(),
+        NewUser {
+            username: name.into(),
+            role: Role::Oncall,
+            tenant: None,
+            password: Password::new("a long enough password".into()),
+        },
+    )
+    .await
+    .unwrap();
+    domain::auth::Principal {
+        actor: domain::auth::Actor::User { id: u.id, username: u.username },
+        role: Role::Oncall,
+        tenant_id: None,
+    }
 }
 
 async fn drain(t: &TestDb, job_id: &str) {
@@ -80,7 +99,9 @@ async fn drain(t: &TestDb, job_id: &str) {
 db_test!(progress_is_reported_entry_by_entry_with_each_outcome, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     quarantine_updates(&s, 6).await;
-    assert!(matches!(send(&s, b"not json", "junk").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope"));
+    assert!(
+        matches!(send(&s, b"not json", "junk").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope")
+    );
     create_reminders(&s, 0..4).await;
 
     let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "reminders backfilled").await.unwrap();
@@ -106,10 +127,21 @@ db_test!(progress_is_reported_entry_by_entry_with_each_outcome, async |t: &TestD
     let failed_events: Vec<&str> = done.failures.iter().map(|f| f.event_id.as_str()).collect();
     assert_eq!(failed_events, vec!["upd-4", "upd-5"]);
     assert!(failed.iter().all(|e| e.contains("reminder_not_found")), "{failed:?}");
-    for (event, status) in [("upd-0", "released"), ("upd-3", "released"), ("upd-4", "open"), ("upd-5", "open"), ("upd-6", "open"), ("junk", "open")] {
+    for (event, status) in [
+        ("upd-0", "released"),
+        ("upd-3", "released"),
+        ("upd-4", "open"),
+        ("upd-5", "open"),
+        ("upd-6", "open"),
+        ("junk", "open"),
+    ] {
         assert_eq!(entry_of(t, event).await.status, status, "{event}");
     }
-    assert_eq!(entry_of(t, "upd-1").await.resolution_note.as_deref(), Some("reminders backfilled"), "the reason is on each event");
+    assert_eq!(
+        entry_of(t, "upd-1").await.resolution_note.as_deref(),
+        Some("reminders backfilled"),
+        "the reason is on each event"
+    );
     // One effect per applied update: a reminder notice each.
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 4);
     assert_eq!(audit_count(t, "quarantine.bulk_release.start").await, 1);
@@ -144,12 +176,19 @@ db_test!(refuses_empty_matches_and_callers_outside_their_rights, async |t: &Test
     let clinic_b = user(Role::ClinicAdmin, Some(&b_id));
     assert!(bulk_release::get(&t.db, &clinic_a, &a.id, STALE).await.is_ok());
     assert!(matches!(bulk_release::get(&t.db, &clinic_b, &a.id, STALE).await, Err(DomainError::NotFound)));
-    assert!(matches!(bulk_release::get(&t.db, &clinic_a, &all.id, STALE).await, Err(DomainError::NotFound)), "an all-tenant job is not a clinic's");
-    let seen: Vec<String> = bulk_release::recent(&t.db, &clinic_a, 10, STALE).await.unwrap().into_iter().map(|j| j.id).collect();
+    assert!(
+        matches!(bulk_release::get(&t.db, &clinic_a, &all.id, STALE).await, Err(DomainError::NotFound)),
+        "an all-tenant job is not a clinic's"
+    );
+    let seen: Vec<String> =
+        bulk_release::recent(&t.db, &clinic_a, 10, STALE).await.unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(seen, vec![a.id.clone()]);
     assert!(bulk_release::recent(&t.db, &clinic_b, 10, STALE).await.unwrap().is_empty());
     let still_running = bulk_release::resume(&t.db, &t.vault, &oncall(), &a.id, STALE).await;
-    assert!(matches!(still_running, Err(DomainError::Conflict { code: "bulk_release_running", .. })), "{still_running:?}");
+    assert!(
+        matches!(still_running, Err(DomainError::Conflict { code: "bulk_release_running", .. })),
+        "{still_running:?}"
+    );
 });
 
 db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
@@ -160,7 +199,9 @@ db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
     let mut runners = Vec::new();
     for _ in 0..4 {
         let (db, vault, id) = (t.db.clone(), t.vault.clone(), j.id.clone());
-        runners.push(tokio::spawn(async move { while bulk_release::step(&db, &vault, &oncall(), &id, 2).await.unwrap() > 0 {} }));
+        runners.push(tokio::spawn(async move {
+            while bulk_release::step(&db, &vault, &oncall(), &id, 2).await.unwrap() > 0 {}
+        }));
     }
     for r in runners {
         r.await.unwrap();
@@ -172,7 +213,12 @@ db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
     // released an entry, it counts as released, never as someone else's.
     assert_eq!((done.released, done.already_resolved), (12, 0));
     assert_eq!(done.still_failing, 0);
-    let pending = item::Entity::find().filter(item::Column::JobId.eq(&j.id)).filter(item::Column::Outcome.is_null()).count(&t.db).await.unwrap();
+    let pending = item::Entity::find()
+        .filter(item::Column::JobId.eq(&j.id))
+        .filter(item::Column::Outcome.is_null())
+        .count(&t.db)
+        .await
+        .unwrap();
     assert_eq!(pending, 0);
     // Exactly one effect per entry, whichever runner released it.
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 12);
@@ -194,14 +240,23 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
         .unwrap();
     let stuck = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
     assert_eq!((stuck.status.as_str(), stuck.processed), ("interrupted", 2));
-    assert!(matches!(bulk_release::resume(&t.db, &t.vault, &reviewer(), &j.id, STALE).await, Err(DomainError::Forbidden)));
+    assert!(matches!(
+        bulk_release::resume(&t.db, &t.vault, &reviewer(), &j.id, STALE).await,
+        Err(DomainError::Forbidden)
+    ));
 
     // Two engineers click Resume at once: one takes the job over.
     let (one, two) = (stored_oncall(t, "otto").await, stored_oncall(t, "olga").await);
-    let (a, b) = tokio::join!(bulk_release::resume(&t.db, &t.vault, &one, &j.id, STALE), bulk_release::resume(&t.db, &t.vault, &two, &j.id, STALE));
+    let (a, b) = tokio::join!(
+        bulk_release::resume(&t.db, &t.vault, &one, &j.id, STALE),
+        bulk_release::resume(&t.db, &t.vault, &two, &j.id, STALE)
+    );
     let (won, lost): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(|r| r.is_ok());
     assert_eq!(won.len(), 1, "one resume wins: {lost:?}");
-    assert!(lost.iter().all(|r| matches!(r, Err(DomainError::Conflict { code: "bulk_release_running", .. }))), "{lost:?}");
+    assert!(
+        lost.iter().all(|r| matches!(r, Err(DomainError::Conflict { code: "bulk_release_running", .. }))),
+        "{lost:?}"
+    );
     let mut done = won.into_iter().next().unwrap().unwrap();
     assert_eq!(done.status, "running");
     for _ in 0..200 {
@@ -243,7 +298,9 @@ db_test!(a_runner_stops_when_its_user_is_disabled, async |t: &TestDb| {
     create_reminders(&s, 0..2).await;
     let otto = stored_oncall(t, "otto").await;
     let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
-    users::update(&t.db, &admin(), "otto", users::UserPatch { disabled: Some(true), ..Default::default() }).await.unwrap();
+    users::update(&t.db, &admin(), "otto", users::UserPatch { disabled: Some(true), ..Default::default() })
+        .await
+        .unwrap();
     bulk_release::spawn(t.db.clone(), t.vault.clone(), otto, j.id.clone());
     let mut seen = j;
     for _ in 0..200 {

@@ -7,26 +7,30 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use domain::{
+    DomainError,
     auth::Role,
     entity::{inbox_claim, outbox_intent, reminder},
     evidence::{
-        drills::{Answer, DrillRequest, Transport, Until, DRILL_NAMES, DRILL_TENANT},
+        drills::{Answer, DRILL_NAMES, DRILL_TENANT, DrillRequest, Transport, Until},
         export::{self, Via},
         manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
         runs,
         signoff::{self, NewSignoff},
     },
     receiver::{
-        self,
+        self, Receiver,
         faults::{DrillFault, DrillFaults, Faults},
-        Receiver,
     },
     registry::{keys, tenants},
-    DomainError,
 };
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
 
-use crate::{db_test, fixtures::*, receiver::{created, deliver, now_s, setup, signed}, support::TestDb};
+use crate::{
+    db_test,
+    fixtures::*,
+    receiver::{created, deliver, now_s, setup, signed},
+    support::TestDb,
+};
 
 /// Deliveries straight into an in-process receiver (the server tests drive
 /// the real binary over HTTP and kill a real child process).
@@ -38,7 +42,11 @@ struct InProcess {
 
 impl InProcess {
     fn new(t: &TestDb) -> InProcess {
-        InProcess { db: t.db.clone(), vault: t.vault.clone(), r: Arc::new(Receiver::with_faults(t.db.clone(), t.vault.clone(), Faults::default())) }
+        InProcess {
+            db: t.db.clone(),
+            vault: t.vault.clone(),
+            r: Arc::new(Receiver::with_faults(t.db.clone(), t.vault.clone(), Faults::default())),
+        }
     }
 }
 
@@ -76,7 +84,9 @@ impl Transport for InProcess {
         let r = Arc::new(Receiver::with_faults(self.db.clone(), self.vault.clone(), faults));
         let req = req.clone();
         let task = tokio::spawn(async move { run_in(&r, req).await });
-        tokio::time::timeout(std::time::Duration::from_secs(20), reached.notified()).await.map_err(|_| "never held".to_owned())?;
+        tokio::time::timeout(std::time::Duration::from_secs(20), reached.notified())
+            .await
+            .map_err(|_| "never held".to_owned())?;
         task.abort();
         let _ = task.await;
         Ok("task aborted while holding the transaction".into())
@@ -100,18 +110,30 @@ db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb
     assert_eq!(run.actor, "reviewer-user");
     let listed = runs::list(&t.db, &reviewer(), 5).await.unwrap();
     assert_eq!(listed[0].run_id, run.run_id);
-    let actions: Vec<String> =
-        domain::audit::list(&t.db, &admin(), &Default::default()).await.unwrap().into_iter().map(|e| e.action).collect();
+    let actions: Vec<String> = domain::audit::list(&t.db, &admin(), &Default::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
     assert!(actions.contains(&"drill.start".to_owned()) && actions.contains(&"drill.finish".to_owned()), "{actions:?}");
     // A second run reuses the fixture and starts from an empty drill tenant.
     let again = runs::run(&t.db, &t.vault, &admin(), &transport).await.unwrap();
-    assert_eq!(again.passed, Some(true), "{:?}", again.drills.iter().flat_map(|d| d.failures.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        again.passed,
+        Some(true),
+        "{:?}",
+        again.drills.iter().flat_map(|d| d.failures.clone()).collect::<Vec<_>>()
+    );
 });
 
 db_test!(drills_leave_real_tenants_untouched_and_the_drill_tenant_hidden, async |t: &TestDb| {
     let s = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
     let body = created("r-real");
-    assert!(matches!(deliver(&s, &signed(&s, domain::registry::Scheme::StandardWebhooks, &body, now_s(), "evt-real"), &body).await, domain::receiver::Outcome::Applied { .. }));
+    assert!(matches!(
+        deliver(&s, &signed(&s, domain::registry::Scheme::StandardWebhooks, &body, now_s(), "evt-real"), &body).await,
+        domain::receiver::Outcome::Applied { .. }
+    ));
     let count = |db: sea_orm::DatabaseConnection| async move {
         (
             inbox_claim::Entity::find().count(&db).await.unwrap(),
@@ -125,9 +147,12 @@ db_test!(drills_leave_real_tenants_untouched_and_the_drill_tenant_hidden, async 
     let drill = domain::evidence::drills::drill_tenant_id(&t.db).await.unwrap().unwrap();
     // Every new row belongs to the drill tenant.
     use sea_orm::{ColumnTrait, QueryFilter};
-    let real_claims = inbox_claim::Entity::find().filter(inbox_claim::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
-    let real_reminders = reminder::Entity::find().filter(reminder::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
-    let real_intents = outbox_intent::Entity::find().filter(outbox_intent::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
+    let real_claims =
+        inbox_claim::Entity::find().filter(inbox_claim::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
+    let real_reminders =
+        reminder::Entity::find().filter(reminder::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
+    let real_intents =
+        outbox_intent::Entity::find().filter(outbox_intent::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
     assert_eq!((real_claims, real_reminders, real_intents), before);
     // Hidden from listings and lookups, and its intents are never sent.
     let listed: Vec<String> = tenants::list(&t.db, &admin()).await.unwrap().into_iter().map(|t| t.slug).collect();
@@ -216,7 +241,10 @@ db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
     let mut resigned = good.clone();
     resigned.insert(MANIFEST_SIG.into(), stranger.sign_base64(&good[MANIFEST_JSON]).into_bytes());
     assert!(!manifest::verify(&resigned, Some(&key)).ok, "a signature by another key must not verify");
-    assert!(!manifest::verify(&good, Some(&stranger.public_key_base64())).ok, "another deployment's key must not verify it");
+    assert!(
+        !manifest::verify(&good, Some(&stranger.public_key_base64())).ok,
+        "another deployment's key must not verify it"
+    );
     // The stored export gives back exactly the signed bytes.
     let stored = export::stored(&t.db, &reviewer(), &b.digest).await.unwrap();
     assert_eq!(files(&stored), good);
@@ -225,11 +253,24 @@ db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
 db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb| {
     let k = active_key(t).await;
     let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap();
-    let new = |digest: &str, decision: &str| NewSignoff { digest: digest.into(), decision: decision.into(), comment: "reviewed the bundle".into() };
+    let new = |digest: &str, decision: &str| NewSignoff {
+        digest: digest.into(),
+        decision: decision.into(),
+        comment: "reviewed the bundle".into(),
+    };
     let never = "ab".repeat(32);
-    assert_eq!(signoff::sign_off(&t.db, &reviewer(), &new(&never, "approved")).await.unwrap_err().code(), "unknown_digest");
-    assert!(matches!(signoff::sign_off(&t.db, &user(Role::Oncall, None), &new(&b.digest, "approved")).await, Err(DomainError::Forbidden)));
-    assert_eq!(signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "maybe")).await.unwrap_err().code(), "invalid_decision");
+    assert_eq!(
+        signoff::sign_off(&t.db, &reviewer(), &new(&never, "approved")).await.unwrap_err().code(),
+        "unknown_digest"
+    );
+    assert!(matches!(
+        signoff::sign_off(&t.db, &user(Role::Oncall, None), &new(&b.digest, "approved")).await,
+        Err(DomainError::Forbidden)
+    ));
+    assert_eq!(
+        signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "maybe")).await.unwrap_err().code(),
+        "invalid_decision"
+    );
     let empty = NewSignoff { comment: "  ".into(), ..new(&b.digest, "approved") };
     assert_eq!(signoff::sign_off(&t.db, &reviewer(), &empty).await.unwrap_err().code(), "comment_required");
     let s = signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "approved")).await.unwrap();
@@ -242,7 +283,10 @@ db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb
     let since = signoff::since_last_approval(&t.db, &reviewer(), None, &later.evidence).await.unwrap();
     assert_eq!(since.approval.unwrap().digest, b.digest);
     let d = since.differences.iter().find(|d| d.section == "credentials" && d.subject == k.key.key_id).unwrap();
-    assert!(d.approved.as_deref().unwrap().contains("active") && d.now.as_deref().unwrap().contains("revoked"), "{d:?}");
+    assert!(
+        d.approved.as_deref().unwrap().contains("active") && d.now.as_deref().unwrap().contains("revoked"),
+        "{d:?}"
+    );
     let history = signoff::list(&t.db, &reviewer(), None, 10).await.unwrap();
     assert_eq!(history.len(), 1);
 });
@@ -256,7 +300,10 @@ db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
     assert_eq!(own.evidence.tenant.as_deref(), Some("clinic-a"));
     assert!(own.evidence.credentials.iter().all(|c| c.tenant == "clinic-a"));
     assert!(own.evidence.retry_policy.iter().all(|p| p.tenant == "clinic-a"));
-    assert!(matches!(export::export(&t.db, &t.vault, &ca, Some("clinic-b"), Via::Api).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        export::export(&t.db, &t.vault, &ca, Some("clinic-b"), Via::Api).await,
+        Err(DomainError::NotFound)
+    ));
     let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap();
     assert!(matches!(export::stored(&t.db, &ca, &global.digest).await, Err(DomainError::NotFound)));
     // Clinic admins cannot sign off.

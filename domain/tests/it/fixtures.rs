@@ -3,10 +3,10 @@
 use domain::{
     auth::{Actor, Principal, Role},
     registry::{
+        Scheme,
         endpoints::{self, NewEndpoint},
         keys::{self, Approval, ProvisionRequest, ProvisionedKey},
         tenants::{self, NewTenant, TenantView},
-        Scheme,
     },
 };
 
@@ -83,7 +83,12 @@ pub async fn audit_entries(t: &TestDb, action: &str) -> Vec<(String, serde_json:
         .await
         .expect("audit entries")
         .into_iter()
-        .map(|e| (e.target_id, e.after.as_deref().map_or(serde_json::Value::Null, |a| serde_json::from_str(a).expect("after is JSON"))))
+        .map(|e| {
+            (
+                e.target_id,
+                e.after.as_deref().map_or(serde_json::Value::Null, |a| serde_json::from_str(a).expect("after is JSON")),
+            )
+        })
         .collect()
 }
 

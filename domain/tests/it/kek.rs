@@ -2,16 +2,16 @@
 //! and a version is retired only once nothing uses it.
 
 use domain::{
+    DomainError,
     crypto::{Aad, MasterKey},
     entity::{inbox_claim, kek_rewrap, kek_version, outbox_intent, service_key, signing_key},
     kek,
     receiver::Outcome,
     registry::{
-        keys::{self, Approval, ProvisionRequest},
         Scheme,
+        keys::{self, Approval, ProvisionRequest},
     },
     vault::Vault,
-    DomainError,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
@@ -63,12 +63,22 @@ async fn by_version(t: &TestDb) -> std::collections::BTreeMap<u32, u64> {
 async fn fill(t: &TestDb) -> usize {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     for i in 0..5 {
-        keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending).await.unwrap();
+        keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending)
+            .await
+            .unwrap();
         let body = created(&format!("r-{i}"));
-        assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &format!("m{i}")), &body).await, Outcome::Applied { .. }));
+        assert!(matches!(
+            deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &format!("m{i}")), &body).await,
+            Outcome::Applied { .. }
+        ));
     }
-    let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-1", "channel": "sms"}}).to_string().into_bytes();
-    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "m-otp"), &otp).await, Outcome::Applied { .. }));
+    let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-1", "channel": "sms"}})
+        .to_string()
+        .into_bytes();
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "m-otp"), &otp).await,
+        Outcome::Applied { .. }
+    ));
     domain::service_keys::evidence_signer(&t.db, &t.vault).await.unwrap();
     everything_opens(t).await
 }
@@ -102,11 +112,17 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
     let early = kek::retire(&t.db, &t.vault, &admin(), 1).await;
     assert!(matches!(early, Err(DomainError::Conflict { code: "kek_rotated_recently", .. })), "{early:?}");
     age_versions(t).await;
-    assert!(matches!(kek::retire(&t.db, &t.vault, &admin(), 2).await, Err(DomainError::Conflict { code: "kek_newest", .. })));
+    assert!(matches!(
+        kek::retire(&t.db, &t.vault, &admin(), 2).await,
+        Err(DomainError::Conflict { code: "kek_newest", .. })
+    ));
     let retired = kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
     assert_eq!(retired.version, 1);
     assert!(kek_version::Entity::find_by_id(1).one(&t.db).await.unwrap().is_none(), "the key itself is gone");
-    assert!(matches!(kek::retire(&t.db, &t.vault, &admin(), 1).await, Err(DomainError::Conflict { code: "kek_retired", .. })));
+    assert!(matches!(
+        kek::retire(&t.db, &t.vault, &admin(), 1).await,
+        Err(DomainError::Conflict { code: "kek_retired", .. })
+    ));
     let o = kek::overview(&t.db, &admin(), kek::Counting::Always).await.unwrap();
     assert_eq!(o.versions.len(), 1);
     assert_eq!(o.retired.len(), 1);
@@ -125,7 +141,9 @@ db_test!(a_version_that_still_seals_rows_cannot_be_retired, async |t: &TestDb| {
     age_versions(t).await;
     // The rewrap has not run: version 1 still seals everything.
     match kek::retire(&t.db, &t.vault, &admin(), 1).await {
-        Err(DomainError::Conflict { code: "kek_in_use", message }) => assert!(message.contains("event_bodies"), "{message}"),
+        Err(DomainError::Conflict { code: "kek_in_use", message }) => {
+            assert!(message.contains("event_bodies"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     assert!(kek_version::Entity::find_by_id(1).one(&t.db).await.unwrap().is_some());
@@ -143,7 +161,10 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
     assert!(after_one.rewrapped > 0 && after_one.rewrapped < sealed as u64, "{after_one:?}");
     // A second start while it runs is refused; a rotation resumes rather
     // than adding a version.
-    assert!(matches!(kek::start_rewrap(&t.db, &t.vault, &admin()).await, Err(DomainError::Conflict { code: "rewrap_in_progress", .. })));
+    assert!(matches!(
+        kek::start_rewrap(&t.db, &t.vault, &admin()).await,
+        Err(DomainError::Conflict { code: "rewrap_in_progress", .. })
+    ));
     // A page polling the running job counts no rows (that reads every
     // sealed table); asked outright, the rows are counted.
     let polled = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping).await.unwrap();
@@ -176,10 +197,21 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
 db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: &TestDb| {
     fill(t).await;
     let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
-    let s = crate::receiver::Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), ..setup_again(t).await };
+    let s = crate::receiver::Setup {
+        r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())),
+        ..setup_again(t).await
+    };
     let body = created("r-late");
-    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-late"), &body).await, Outcome::Applied { .. }));
-    let late = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("m-late")).one(&t.db).await.unwrap().unwrap();
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-late"), &body).await,
+        Outcome::Applied { .. }
+    ));
+    let late = inbox_claim::Entity::find()
+        .filter(inbox_claim::Column::EventId.eq("m-late"))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(late.kek_version, Some(2));
     kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert_eq!(by_version(t).await.keys().copied().collect::<Vec<_>>(), vec![2]);
@@ -198,7 +230,11 @@ async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
     )
     .await
     .unwrap();
-    crate::receiver::Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), secret: k.secret, key_id: k.key.key_id }
+    crate::receiver::Setup {
+        r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())),
+        secret: k.secret,
+        key_id: k.key.key_id,
+    }
 }
 
 db_test!(small_windows_walk_composite_keys_without_gaps, async |t: &TestDb| {

@@ -1,11 +1,11 @@
 use std::sync::Arc;
 
 use domain::{
+    DomainError,
     auth::{Principal, Role},
     clock,
     entity::signing_key,
     registry::keys::{self, Approval, KeyFilter, KeyStatus, ProvisionRequest},
-    DomainError,
 };
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, Statement};
 
@@ -13,12 +13,7 @@ use crate::{db_test, fixtures::*, support::TestDb};
 
 async fn accepted(t: &TestDb, key_id: &str) -> Vec<String> {
     let row = signing_key::Entity::find_by_id(key_id.to_owned()).one(&t.db).await.unwrap().unwrap();
-    keys::accepted_key_rows(&t.db, &row.endpoint_id, clock::now_ms())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|k| k.id)
-        .collect()
+    keys::accepted_key_rows(&t.db, &row.endpoint_id, clock::now_ms()).await.unwrap().into_iter().map(|k| k.id).collect()
 }
 
 db_test!(provision_pending_then_approve, async |t: &TestDb| {
@@ -31,7 +26,11 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
         &ca,
         "clinic-a",
         "reminders",
-        ProvisionRequest { owner: Some("dr-ops".into()), rotation_owner: None, event_types: Some(vec!["otp.requested".into()]) },
+        ProvisionRequest {
+            owner: Some("dr-ops".into()),
+            rotation_owner: None,
+            event_types: Some(vec!["otp.requested".into()]),
+        },
         Approval::Pending,
     )
     .await
@@ -46,16 +45,33 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
     // A clinic admin may not approve its own key, nor ask for instant approval.
     let denied = keys::approve(&t.db, &ca, &p.key.key_id, None, "").await;
     assert!(matches!(denied, Err(DomainError::Forbidden)));
-    let instant = keys::provision(&t.db, &t.vault, &ca, "clinic-a", "reminders", ProvisionRequest::default(),
-        Approval::ApproveAs { reviewer: "me".into(), comment: String::new() }).await;
+    let instant = keys::provision(
+        &t.db,
+        &t.vault,
+        &ca,
+        "clinic-a",
+        "reminders",
+        ProvisionRequest::default(),
+        Approval::ApproveAs { reviewer: "me".into(), comment: String::new() },
+    )
+    .await;
     assert!(matches!(instant, Err(DomainError::Forbidden)));
 
     // Scope wider than the endpoint is refused.
-    let wide = keys::provision(&t.db, &t.vault, &ca, "clinic-a", "reminders",
-        ProvisionRequest { event_types: Some(vec!["reminder.canceled".into()]), ..Default::default() }, Approval::Pending).await;
+    let wide = keys::provision(
+        &t.db,
+        &t.vault,
+        &ca,
+        "clinic-a",
+        "reminders",
+        ProvisionRequest { event_types: Some(vec!["reminder.canceled".into()]), ..Default::default() },
+        Approval::Pending,
+    )
+    .await;
     assert!(matches!(wide, Err(DomainError::Invalid { code: "scope_exceeds_endpoint", .. })));
 
-    let approved = keys::approve(&t.db, &reviewer(), &p.key.key_id, None, "scope matches the reminder integration").await.unwrap();
+    let approved =
+        keys::approve(&t.db, &reviewer(), &p.key.key_id, None, "scope matches the reminder integration").await.unwrap();
     assert_eq!(approved.status, KeyStatus::Active);
     assert!(approved.scope_approved);
     assert_eq!(accepted(t, &p.key.key_id).await, [p.key.key_id.clone()]);
@@ -71,7 +87,17 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
 db_test!(reject_needs_a_comment, async |t: &TestDb| {
     tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
-    let p = keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "reminders", ProvisionRequest::default(), Approval::Pending).await.unwrap();
+    let p = keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        ProvisionRequest::default(),
+        Approval::Pending,
+    )
+    .await
+    .unwrap();
     let bare = keys::reject(&t.db, &reviewer(), &p.key.key_id, None, "  ").await;
     assert!(matches!(bare, Err(DomainError::Invalid { code: "reason_required", .. })));
     let r = keys::reject(&t.db, &reviewer(), &p.key.key_id, None, "wildcard scope is too broad").await.unwrap();
@@ -82,7 +108,16 @@ db_test!(reject_needs_a_comment, async |t: &TestDb| {
 db_test!(rotation_keeps_old_key_until_replacement_is_active, async |t: &TestDb| {
     let k = active_key(t).await;
     let old = k.key.key_id.clone();
-    let new = keys::rotate(&t.db, &t.vault, &user(Role::ClinicAdmin, Some(&tenant_id(t).await)), &old, Some(3600), Approval::Pending).await.unwrap();
+    let new = keys::rotate(
+        &t.db,
+        &t.vault,
+        &user(Role::ClinicAdmin, Some(&tenant_id(t).await)),
+        &old,
+        Some(3600),
+        Approval::Pending,
+    )
+    .await
+    .unwrap();
     assert_eq!(new.key.status, KeyStatus::PendingApproval);
     assert_eq!(new.key.replaces_key_id.as_deref(), Some(old.as_str()));
     assert_ne!(new.secret.expose(), k.secret.expose());
@@ -178,9 +213,15 @@ db_test!(other_tenant_keys_are_not_found, async |t: &TestDb| {
     let cb = user(Role::ClinicAdmin, Some(&b.id));
     assert!(matches!(keys::get(&t.db, &cb, &k.key.key_id).await, Err(DomainError::NotFound)));
     assert!(matches!(keys::revoke(&t.db, &cb, &k.key.key_id, "x").await, Err(DomainError::NotFound)));
-    assert!(matches!(keys::rotate(&t.db, &t.vault, &cb, &k.key.key_id, None, Approval::Pending).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        keys::rotate(&t.db, &t.vault, &cb, &k.key.key_id, None, Approval::Pending).await,
+        Err(DomainError::NotFound)
+    ));
     assert!(keys::list(&t.db, &cb, &KeyFilter::default()).await.unwrap().is_empty());
-    assert!(matches!(keys::list(&t.db, &cb, &KeyFilter { tenant: Some("clinic-a".into()), ..Default::default() }).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        keys::list(&t.db, &cb, &KeyFilter { tenant: Some("clinic-a".into()), ..Default::default() }).await,
+        Err(DomainError::NotFound)
+    ));
 });
 
 db_test!(secret_is_sealed_and_bound_to_its_row, async |t: &TestDb| {
@@ -193,8 +234,19 @@ db_test!(secret_is_sealed_and_bound_to_its_row, async |t: &TestDb| {
     let listed = serde_json::to_string(&keys::list(&t.db, &admin(), &KeyFilter::default()).await.unwrap()).unwrap();
     assert!(!listed.contains(&secret));
     // The ciphertext copied onto another key row does not open there.
-    let other = keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "reminders", ProvisionRequest::default(), Approval::Pending).await.unwrap();
-    let mut moved: signing_key::ActiveModel = signing_key::Entity::find_by_id(other.key.key_id.clone()).one(&t.db).await.unwrap().unwrap().into();
+    let other = keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        ProvisionRequest::default(),
+        Approval::Pending,
+    )
+    .await
+    .unwrap();
+    let mut moved: signing_key::ActiveModel =
+        signing_key::Entity::find_by_id(other.key.key_id.clone()).one(&t.db).await.unwrap().unwrap().into();
     moved.secret_ciphertext = Set(row.secret_ciphertext.clone());
     let moved = moved.update(&t.db).await.unwrap();
     assert!(keys::open_secret(&t.db, &t.vault, &moved).await.is_err());
@@ -216,8 +268,17 @@ pub async fn assert_no_plaintext(t: &TestDb, needle: &str) {
         let dump_sql = if t.is_postgres() {
             format!("SELECT CAST(t AS TEXT) AS dump FROM \"{table}\" t")
         } else {
-            let cols = t.db.query_all_raw(Statement::from_string(backend, format!("SELECT name FROM pragma_table_info('{table}')"))).await.unwrap();
-            let parts: Vec<String> = cols.iter().map(|c| format!("COALESCE(CAST(\"{}\" AS TEXT), '')", c.try_get::<String>("", "name").unwrap())).collect();
+            let cols =
+                t.db.query_all_raw(Statement::from_string(
+                    backend,
+                    format!("SELECT name FROM pragma_table_info('{table}')"),
+                ))
+                .await
+                .unwrap();
+            let parts: Vec<String> = cols
+                .iter()
+                .map(|c| format!("COALESCE(CAST(\"{}\" AS TEXT), '')", c.try_get::<String>("", "name").unwrap()))
+                .collect();
             format!("SELECT {} AS dump FROM \"{table}\"", parts.join(" || '|' || "))
         };
         for r in t.db.query_all_raw(Statement::from_string(backend, dump_sql)).await.unwrap() {
@@ -247,6 +308,9 @@ db_test!(concurrent_rotations_of_one_key_create_one_replacement, async |t: &Test
         }
     }
     assert_eq!(ok, 1, "exactly one rotation wins");
-    let pending = keys::list(&t.db, &admin(), &KeyFilter { status: Some(KeyStatus::PendingApproval), ..Default::default() }).await.unwrap();
+    let pending =
+        keys::list(&t.db, &admin(), &KeyFilter { status: Some(KeyStatus::PendingApproval), ..Default::default() })
+            .await
+            .unwrap();
     assert_eq!(pending.len(), 1);
 });

@@ -6,16 +6,16 @@
 use std::sync::Arc;
 
 use domain::{
+    DomainError,
     auth::Role,
     entity::{audit_entry, inbox_claim, outbox_intent, tenant},
     ops::{
         quarantine::{self, QuarantineFilter},
-        redact::{Redaction, MASK},
+        redact::{MASK, Redaction},
         retry_policy,
     },
     receiver::{ClaimOutcome, Outcome},
     registry::Scheme,
-    DomainError,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
@@ -23,12 +23,14 @@ use serde_json::json;
 use crate::{
     db_test,
     fixtures::*,
-    receiver::{created, deliver, now_s, setup, signed, Setup},
+    receiver::{Setup, created, deliver, now_s, setup, signed},
     support::TestDb,
 };
 
 fn scheduled(id: &str) -> Vec<u8> {
-    json!({"type": "reminder.scheduled", "data": {"reminder_id": id, "phone": "+41 79 555 01 23"}}).to_string().into_bytes()
+    json!({"type": "reminder.scheduled", "data": {"reminder_id": id, "phone": "+41 79 555 01 23"}})
+        .to_string()
+        .into_bytes()
 }
 
 async fn send(s: &Setup, body: &[u8], msg: &str) -> Outcome {
@@ -42,7 +44,9 @@ async fn resend(s: &Setup, body: &[u8], msg: &str) -> Outcome {
 
 /// The id of the only quarantine entry for `event_id`.
 async fn entry_id(t: &TestDb, event_id: &str) -> String {
-    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() }).await.unwrap();
+    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
+        .await
+        .unwrap();
     l.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
 }
 
@@ -70,7 +74,9 @@ db_test!(release_applies_exactly_once_under_concurrent_clicks, async |t: &TestDb
     let mut tasks = Vec::new();
     for i in 0..8 {
         let (db, vault, id) = (t.db.clone(), t.vault.clone(), id.clone());
-        tasks.push(tokio::spawn(async move { quarantine::release(&db, &vault, &oncall(), &id, &format!("click {i}")).await }));
+        tasks.push(tokio::spawn(async move {
+            quarantine::release(&db, &vault, &oncall(), &id, &format!("click {i}")).await
+        }));
     }
     let mut released = 0;
     for task in tasks {
@@ -86,7 +92,12 @@ db_test!(release_applies_exactly_once_under_concurrent_clicks, async |t: &TestDb
     assert_eq!(released, 1, "exactly one release wins");
     // One effect: the reminder notice intent exists once; the claim is applied.
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 1);
-    let claim = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_sched")).one(&t.db).await.unwrap().unwrap();
+    let claim = inbox_claim::Entity::find()
+        .filter(inbox_claim::Column::EventId.eq("msg_sched"))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(claim.outcome, "applied");
     assert_eq!(audit_count(t, "quarantine.release").await, 1);
     let q = quarantine::get(&t.db, &admin(), &id).await.unwrap();
@@ -121,26 +132,41 @@ db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
     send(&s, &scheduled("r-1"), "m1").await;
     send(&s, &scheduled("r-2"), "m2").await;
     let junk = b"not json at all";
-    assert!(matches!(send(&s, junk, "m3").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope"));
+    assert!(
+        matches!(send(&s, junk, "m3").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope")
+    );
 
     let all = quarantine::list(&t.db, &oncall(), &QuarantineFilter::default()).await.unwrap();
     assert_eq!(all.total, 3);
     let counts: Vec<(String, u64)> = all.by_reason.iter().map(|c| (c.reason.clone(), c.count)).collect();
     assert_eq!(counts, vec![("malformed_envelope".into(), 1), ("reminder_not_found".into(), 2)]);
-    let f = QuarantineFilter { tenant: Some("clinic-a".into()), endpoint: Some("hooks".into()), reason: Some("reminder_not_found".into()), age: Some("1h".into()), ..Default::default() };
+    let f = QuarantineFilter {
+        tenant: Some("clinic-a".into()),
+        endpoint: Some("hooks".into()),
+        reason: Some("reminder_not_found".into()),
+        age: Some("1h".into()),
+        ..Default::default()
+    };
     let some = quarantine::list(&t.db, &reviewer(), &f).await.unwrap();
     assert_eq!((some.total, some.items.len()), (2, 2));
     assert_eq!(some.by_reason.len(), 2, "counts ignore the reason filter");
-    assert!(some.items.iter().all(|q| q.tenant == "clinic-a" && q.endpoint == "hooks" && q.event_type.as_deref() == Some("reminder.scheduled")));
-    let bad = quarantine::list(&t.db, &oncall(), &QuarantineFilter { age: Some("2w".into()), ..Default::default() }).await;
+    assert!(some.items.iter().all(|q| q.tenant == "clinic-a"
+        && q.endpoint == "hooks"
+        && q.event_type.as_deref() == Some("reminder.scheduled")));
+    let bad =
+        quarantine::list(&t.db, &oncall(), &QuarantineFilter { age: Some("2w".into()), ..Default::default() }).await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_age", .. })));
-    let bad = quarantine::list(&t.db, &oncall(), &QuarantineFilter { endpoint: Some("hooks".into()), ..Default::default() }).await;
+    let bad =
+        quarantine::list(&t.db, &oncall(), &QuarantineFilter { endpoint: Some("hooks".into()), ..Default::default() })
+            .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_required", .. })));
 
     // Another clinic's admin sees nothing of clinic-a, by filter or by id.
     let other = user(Role::ClinicAdmin, Some(&b.id));
     assert_eq!(quarantine::list(&t.db, &other, &QuarantineFilter::default()).await.unwrap().total, 0);
-    let by_filter = quarantine::list(&t.db, &other, &QuarantineFilter { tenant: Some("clinic-a".into()), ..Default::default() }).await;
+    let by_filter =
+        quarantine::list(&t.db, &other, &QuarantineFilter { tenant: Some("clinic-a".into()), ..Default::default() })
+            .await;
     assert!(matches!(by_filter, Err(DomainError::NotFound)));
     let id = entry_id(t, "m1").await;
     assert!(matches!(quarantine::get(&t.db, &other, &id).await, Err(DomainError::NotFound)));
@@ -152,7 +178,10 @@ db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t
     let id = entry_id(t, "m1").await;
     let redaction = Redaction::default();
     for who in [reviewer()] {
-        assert!(matches!(quarantine::reveal_body(&t.db, &t.vault, &who, &id, &redaction).await, Err(DomainError::Forbidden)));
+        assert!(matches!(
+            quarantine::reveal_body(&t.db, &t.vault, &who, &id, &redaction).await,
+            Err(DomainError::Forbidden)
+        ));
     }
     assert_eq!(audit_count(t, "quarantine.reveal_body").await, 0);
     let body = quarantine::reveal_body(&t.db, &t.vault, &oncall(), &id, &redaction).await.unwrap();
@@ -161,7 +190,12 @@ db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t
     assert!(!body.text.contains("555"), "the phone number is redacted");
     assert_eq!(audit_count(t, "quarantine.reveal_body").await, 1);
     // The audit entry names the event, never its content.
-    let e = audit_entry::Entity::find().filter(audit_entry::Column::Action.eq("quarantine.reveal_body")).one(&t.db).await.unwrap().unwrap();
+    let e = audit_entry::Entity::find()
+        .filter(audit_entry::Column::Action.eq("quarantine.reveal_body"))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(e.actor, "oncall-user");
     assert!(!format!("{:?}{:?}", e.before, e.after).contains("555"));
     // A body that is not JSON cannot be redacted, so none of it is shown.
@@ -187,7 +221,10 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
         let r = retry_policy::set(&t.db, &admin(), "clinic-a", policy, reason).await;
         assert!(matches!(r, Err(DomainError::Invalid { code: c, .. }) if c == code), "{r:?}");
     }
-    assert!(matches!(retry_policy::set(&t.db, &oncall(), "clinic-a", "enabled", "x").await, Err(DomainError::Forbidden)));
+    assert!(matches!(
+        retry_policy::set(&t.db, &oncall(), "clinic-a", "enabled", "x").await,
+        Err(DomainError::Forbidden)
+    ));
 
     let v = retry_policy::set(&t.db, &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
     assert_eq!((v.policy.as_str(), v.version), ("enabled", 2));
@@ -202,10 +239,13 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
 
     // A cohort moves all or none.
     tenant(t, "clinic-b").await;
-    let partial = retry_policy::set_cohort(&t.db, &admin(), &["clinic-b".into(), "no-such".into()], "enabled", "cohort 1").await;
+    let partial =
+        retry_policy::set_cohort(&t.db, &admin(), &["clinic-b".into(), "no-such".into()], "enabled", "cohort 1").await;
     assert!(matches!(partial, Err(DomainError::NotFound)));
     assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-b").await.unwrap().version, 1);
-    let n = retry_policy::set_cohort(&t.db, &admin(), &["clinic-a".into(), "clinic-b".into()], "enabled", "cohort 1").await.unwrap();
+    let n = retry_policy::set_cohort(&t.db, &admin(), &["clinic-a".into(), "clinic-b".into()], "enabled", "cohort 1")
+        .await
+        .unwrap();
     assert_eq!(n, 2);
     for slug in ["clinic-a", "clinic-b"] {
         assert_eq!(retry_policy::get(&t.db, &admin(), slug).await.unwrap().policy, "enabled");
@@ -219,7 +259,9 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
     for i in 0..8 {
         let db = db.clone();
         let policy = if i % 2 == 0 { "disabled" } else { "enabled" };
-        tasks.push(tokio::spawn(async move { retry_policy::set(&db, &admin(), "clinic-a", policy, &format!("change {i}")).await }));
+        tasks.push(tokio::spawn(async move {
+            retry_policy::set(&db, &admin(), "clinic-a", policy, &format!("change {i}")).await
+        }));
     }
     for task in tasks {
         task.await.unwrap().expect("every change lands");
@@ -236,12 +278,16 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
 // release to apply.
 db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created"])).await;
-    retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "keep events through a database incident").await.unwrap();
+    retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "keep events through a database incident")
+        .await
+        .unwrap();
     let faults = domain::receiver::faults::Faults { transient: true, ..Default::default() };
     let s = Setup { r: Arc::new(domain::receiver::Receiver::with_faults(t.db.clone(), t.vault.clone(), faults)), ..s };
     let out = send(&s, &scheduled("r-1"), "msg_out_of_scope").await;
     assert_eq!(out, Outcome::Refused(domain::receiver::Refusal::EventTypeNotPermitted));
-    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() }).await.unwrap();
+    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
+        .await
+        .unwrap();
     assert!(l.items.is_empty(), "nothing quarantined");
     // An in-scope event on the same path is still kept (quarantined as transient).
     let kept = send(&s, &created("r-2"), "msg_in_scope").await;
@@ -259,19 +305,37 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id, &["reminder.created".to_owned()]).await.unwrap();
     let id = entry_id(t, "msg_early").await;
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try").await;
-    assert!(matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("event_type_not_permitted")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("event_type_not_permitted")),
+        "{refused:?}"
+    );
     let entry = quarantine::get(&t.db, &admin(), &id).await.unwrap();
     assert_eq!(entry.status, "open");
     assert_eq!(entry.last_release_error.as_deref(), Some("event_type_not_permitted"));
-    let applied = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_early")).one(&t.db).await.unwrap().unwrap();
+    let applied = inbox_claim::Entity::find()
+        .filter(inbox_claim::Column::EventId.eq("msg_early"))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_ne!(applied.outcome, "applied");
     // The scope is approved again, then the key is revoked (say it leaked):
     // what it signed is not released either.
-    domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id, &["reminder.created".to_owned(), "reminder.scheduled".to_owned()]).await.unwrap();
+    domain::registry::keys::set_scope(
+        &t.db,
+        &admin(),
+        &s.key_id,
+        &["reminder.created".to_owned(), "reminder.scheduled".to_owned()],
+    )
+    .await
+    .unwrap();
     domain::registry::keys::approve(&t.db, &reviewer(), &s.key_id, None, "widened back").await.unwrap();
     domain::registry::keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try again").await;
-    assert!(matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("key_revoked")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("key_revoked")),
+        "{refused:?}"
+    );
     assert_eq!(quarantine::get(&t.db, &admin(), &id).await.unwrap().status, "open");
 });
 
@@ -288,9 +352,18 @@ db_test!(releasing_a_transition_the_reminder_moved_past_applies_nothing_and_says
     let released = quarantine::release(&t.db, &t.vault, &oncall(), &id, "reminder exists now").await.unwrap();
     assert_eq!(released.status, "released");
     assert!(released.resolution_note.as_deref().is_some_and(|n| n.contains("stale transition")), "{released:?}");
-    let claim = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("msg_early")).one(&t.db).await.unwrap().unwrap();
+    let claim = inbox_claim::Entity::find()
+        .filter(inbox_claim::Column::EventId.eq("msg_early"))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(claim.outcome, "stale_transition");
-    assert_eq!(domain::entity::outbox_intent::Entity::find().count(&t.db).await.unwrap(), 0, "no notice for a cancelled reminder");
+    assert_eq!(
+        domain::entity::outbox_intent::Entity::find().count(&t.db).await.unwrap(),
+        0,
+        "no notice for a cancelled reminder"
+    );
     let audited = audit_entries(t, "quarantine.release").await;
     assert_eq!(audited.last().map(|(_, after)| after["outcome"].clone()), Some(json!("stale_transition")));
 });
@@ -301,7 +374,9 @@ db_test!(releasing_a_transition_the_reminder_moved_past_applies_nothing_and_says
 // nothing.
 db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once, async |t: &TestDb| {
     let s = setup(t, Scheme::Stripe, None).await;
-    let body = |id: &str| json!({"type": "reminder.created", "occurred_at": "2027-01-01T08:00:00Z", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+    let body = |id: &str| {
+        json!({"type": "reminder.created", "occurred_at": "2027-01-01T08:00:00Z", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
+    };
     let post = |b: Vec<u8>, ts: i64| {
         let s = &s;
         async move { deliver(s, &signed(s, Scheme::Stripe, &b, ts, ""), &b).await }
@@ -309,18 +384,33 @@ db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once
     assert!(matches!(post(body("r-1"), now_s()).await, Outcome::Quarantined { .. }));
     assert!(matches!(post(body("r-2"), now_s()).await, Outcome::Quarantined { .. }));
     let fields = vec!["type".to_owned(), "data.reminder_id".to_owned(), "occurred_at".to_owned()];
-    domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields), "documented by the sender").await.unwrap();
+    domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields), "documented by the sender")
+        .await
+        .unwrap();
     let s = Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), ..s };
     let post = |b: Vec<u8>, ts: i64| {
         let s = &s;
         async move { deliver(s, &signed(s, Scheme::Stripe, &b, ts, ""), &b).await }
     };
     let entries = quarantine::list(&t.db, &admin(), &QuarantineFilter::default()).await.unwrap().items;
-    let entry = |rid: &str| entries.iter().find(|q| q.reason == "missing_event_id" && q.body_sha256.as_deref() == Some(&domain::crypto::sha256_hex(&body(rid)))).unwrap().id.clone();
+    let entry = |rid: &str| {
+        entries
+            .iter()
+            .find(|q| {
+                q.reason == "missing_event_id"
+                    && q.body_sha256.as_deref() == Some(&domain::crypto::sha256_hex(&body(rid)))
+            })
+            .unwrap()
+            .id
+            .clone()
+    };
     // r-1: the redelivery under the key comes first; the release then applies nothing.
     assert!(matches!(post(body("r-1"), now_s() + 1).await, Outcome::Applied { .. }));
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &entry("r-1"), "the cause is fixed").await;
-    assert!(matches!(&refused, Err(DomainError::Conflict { message, .. }) if message.contains("applied_under_event_key")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(DomainError::Conflict { message, .. }) if message.contains("applied_under_event_key")),
+        "{refused:?}"
+    );
     // r-2: the release comes first; the redelivery is then a duplicate.
     quarantine::release(&t.db, &t.vault, &oncall(), &entry("r-2"), "the cause is fixed").await.unwrap();
     assert!(matches!(post(body("r-2"), now_s() + 1).await, Outcome::Duplicate { .. }));

@@ -19,7 +19,8 @@ use crate::{db_test, fixtures::*, support::TestDb};
 async fn intents(t: &TestDb, tenant_id: &str, n: usize) {
     for i in 0..n {
         let id = format!("int_{i:04}");
-        let (sealed, kek) = t.vault.seal(&Aad::outbox_payload(tenant_id, &id), json!({"n": i}).to_string().as_bytes()).unwrap();
+        let (sealed, kek) =
+            t.vault.seal(&Aad::outbox_payload(tenant_id, &id), json!({"n": i}).to_string().as_bytes()).unwrap();
         outbox_intent::Entity::insert(outbox_intent::ActiveModel {
             id: Set(id),
             tenant_id: Set(tenant_id.to_owned()),
@@ -55,7 +56,11 @@ db_test!(concurrent_workers_never_lease_the_same_intent, async |t: &TestDb| {
                     break mine;
                 }
                 for d in batch {
-                    assert_eq!(d.payload["n"].as_u64().map(|n| format!("int_{n:04}")), Some(d.id.clone()), "payload opens with its own AAD");
+                    assert_eq!(
+                        d.payload["n"].as_u64().map(|n| format!("int_{n:04}")),
+                        Some(d.id.clone()),
+                        "payload opens with its own AAD"
+                    );
                     outbox::mark_sent(&db, &d.id).await.unwrap();
                     mine.push(d.id);
                 }
@@ -83,11 +88,17 @@ db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
     assert_eq!((again.len(), again[0].id.as_str(), again[0].attempts), (1, first[0].id.as_str(), 2));
     assert_eq!(again[0].payload, first[0].payload);
     // Failures back off, then die after the last attempt.
-    assert_eq!(outbox::mark_failed(&t.db, &again[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(), "pending");
+    assert_eq!(
+        outbox::mark_failed(&t.db, &again[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(),
+        "pending"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     let third = outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap();
     assert_eq!(third[0].attempts, 3);
-    assert_eq!(outbox::mark_failed(&t.db, &third[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(), "dead");
+    assert_eq!(
+        outbox::mark_failed(&t.db, &third[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(),
+        "dead"
+    );
     assert!(outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap().is_empty());
     // A late mark from the crashed first worker changes nothing.
     outbox::mark_sent(&t.db, &first[0].id).await.unwrap();

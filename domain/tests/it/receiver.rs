@@ -4,16 +4,15 @@
 use std::sync::Arc;
 
 use domain::{
-    clock,
-    crypto::{signature, SigningSecret},
+    DomainError, clock,
+    crypto::{SigningSecret, signature},
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record},
-    receiver::{self, faults::Faults, ClaimOutcome, Outcome, Receiver, Refusal},
+    receiver::{self, ClaimOutcome, Outcome, Receiver, Refusal, faults::Faults},
     registry::{
+        Scheme,
         endpoints::{self, NewEndpoint},
         keys::{self, Approval, ProvisionRequest},
-        Scheme,
     },
-    DomainError,
 };
 use sea_orm::{EntityTrait, PaginatorTrait};
 use serde_json::json;
@@ -42,7 +41,10 @@ pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) 
         &admin(),
         "clinic-a",
         "hooks",
-        ProvisionRequest { event_types: types.map(|ts| ts.into_iter().map(str::to_owned).collect()), ..Default::default() },
+        ProvisionRequest {
+            event_types: types.map(|ts| ts.into_iter().map(str::to_owned).collect()),
+            ..Default::default()
+        },
         Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() },
     )
     .await
@@ -68,7 +70,9 @@ pub(crate) fn now_s() -> i64 {
 }
 
 pub(crate) fn created(id: &str) -> Vec<u8> {
-    json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
+    json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}})
+        .to_string()
+        .into_bytes()
 }
 
 db_test!(applies_once_and_duplicates_repeat_nothing, async |t: &TestDb| {
@@ -95,7 +99,8 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created"])).await;
     let body = created("r-1");
     let good = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "msg_1");
-    let wrong_secret = signature::sign(Scheme::StandardWebhooks, &SigningSecret::generate(), &body, now_s(), "msg_1").unwrap();
+    let wrong_secret =
+        signature::sign(Scheme::StandardWebhooks, &SigningSecret::generate(), &body, now_s(), "msg_1").unwrap();
     assert_eq!(deliver(&s, &wrong_secret, &body).await, Outcome::Refused(Refusal::SignatureMismatch));
     assert_eq!(deliver(&s, &good[..2], &body).await, Outcome::Refused(Refusal::SignatureMissing));
     let mut bad = good.clone();
@@ -105,7 +110,8 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     assert_eq!(deliver(&s, &stale, &body).await, Outcome::Refused(Refusal::TimestampStale));
     let future = signed(&s, Scheme::StandardWebhooks, &body, now_s() + 310, "msg_1");
     assert_eq!(deliver(&s, &future, &body).await, Outcome::Refused(Refusal::TimestampFuture));
-    let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}}).to_string().into_bytes();
+    let otp =
+        json!({"type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}}).to_string().into_bytes();
     let h = signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "msg_2");
     assert_eq!(deliver(&s, &h, &otp).await, Outcome::Refused(Refusal::EventTypeNotPermitted));
     let foreign = json!({"type": "reminder.created", "tenant": "clinic-b", "data": {"reminder_id": "x", "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
@@ -120,8 +126,14 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
     assert_eq!(key.as_deref(), Some(s.key_id.as_str()));
     // Unknown endpoint.
-    assert!(matches!(receiver::resolve(&s.r, "clinic-a", "nope").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
-    assert!(matches!(receiver::resolve(&s.r, "nobody", "hooks").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
+    assert!(matches!(
+        receiver::resolve(&s.r, "clinic-a", "nope").await,
+        Err(Outcome::Refused(Refusal::UnknownEndpoint))
+    ));
+    assert!(matches!(
+        receiver::resolve(&s.r, "nobody", "hooks").await,
+        Err(Outcome::Refused(Refusal::UnknownEndpoint))
+    ));
     // Only the one good delivery left anything behind.
     assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
     assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1);
@@ -132,9 +144,17 @@ db_test!(poison_events_go_to_quarantine_and_retries_are_duplicates, async |t: &T
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     for (id, body, reason) in [
         ("m1", b"not json at all".to_vec(), "malformed_envelope"),
-        ("m2", json!({"type": "reminder.canceled", "data": {"reminder_id": "missing"}}).to_string().into_bytes(), "reminder_not_found"),
+        (
+            "m2",
+            json!({"type": "reminder.canceled", "data": {"reminder_id": "missing"}}).to_string().into_bytes(),
+            "reminder_not_found",
+        ),
         ("m3", json!({"type": "invoice.paid", "data": {}}).to_string().into_bytes(), "unknown_event_type"),
-        ("m4", json!({"type": "reminder.created", "data": {"reminder_id": "r"}}).to_string().into_bytes(), "invalid_data"),
+        (
+            "m4",
+            json!({"type": "reminder.created", "data": {"reminder_id": "r"}}).to_string().into_bytes(),
+            "invalid_data",
+        ),
     ] {
         let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), id), &body).await;
         assert_eq!(o, Outcome::Quarantined { event_id: id.into(), reason: reason.into() });
@@ -163,10 +183,16 @@ db_test!(github_bodies_resent_under_a_new_delivery_id_are_replays, async |t: &Te
     // The same on the one-event path (a quarantined body): the first is kept,
     // its redelivery is a duplicate, a new id for it is a replay.
     let poison = b"not json".to_vec();
-    assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p1"), &poison).await, Outcome::Quarantined { .. }));
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p1"), &poison).await,
+        Outcome::Quarantined { .. }
+    ));
     let again = deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p1"), &poison).await;
     assert_eq!(again, Outcome::Duplicate { event_id: "p1".into(), original: ClaimOutcome::Quarantined });
-    assert_eq!(deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p2"), &poison).await, Outcome::Refused(Refusal::Replay));
+    assert_eq!(
+        deliver(&s, &signed(&s, Scheme::Github, &poison, 0, "p2"), &poison).await,
+        Outcome::Refused(Refusal::Replay)
+    );
     // Nothing was applied twice; the replay record lasts the dedup retention.
     assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 2);
     let kept = domain::entity::replay_record::Entity::find().all(&t.db).await.unwrap();
@@ -256,7 +282,10 @@ db_test!(many_distinct_events_on_sixteen_workers_all_apply, async |t: &TestDb| {
 db_test!(revocation_takes_effect_within_the_cache_ttl, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let body = created("r-1");
-    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await, Outcome::Applied { .. }));
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await,
+        Outcome::Applied { .. }
+    ));
     keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
     let body2 = created("r-2");
@@ -371,7 +400,10 @@ db_test!(deliveries_that_queue_share_a_claim_transaction, async |t: &TestDb| {
     assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 48);
     assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 48);
     let stats = s.r.batch_stats();
-    let (batches, events) = (stats.batches.load(std::sync::atomic::Ordering::Relaxed), stats.events.load(std::sync::atomic::Ordering::Relaxed));
+    let (batches, events) = (
+        stats.batches.load(std::sync::atomic::Ordering::Relaxed),
+        stats.events.load(std::sync::atomic::Ordering::Relaxed),
+    );
     assert_eq!(events, 48);
     assert!(batches < 48 / 2, "48 queued deliveries took {batches} transactions");
 });
@@ -395,7 +427,9 @@ db_test!(a_poison_event_in_a_shared_transaction_quarantines_alone, async |t: &Te
     for task in tasks {
         match task.await.unwrap() {
             Outcome::Applied { .. } => applied += 1,
-            Outcome::Quarantined { event_id, reason } => assert_eq!((event_id.as_str(), reason.as_str()), ("m3", "reminder_not_found")),
+            Outcome::Quarantined { event_id, reason } => {
+                assert_eq!((event_id.as_str(), reason.as_str()), ("m3", "reminder_not_found"))
+            }
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -414,7 +448,11 @@ db_test!(a_message_and_its_replay_queued_together_apply_once, async |t: &TestDb|
     let body = created("r-1");
     let h = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1");
     let resigned = signed(&s, Scheme::StandardWebhooks, &body, now_s() + 1, "m1");
-    let same = [spawn_delivery(&s, body.clone(), h.clone()), spawn_delivery(&s, body.clone(), h), spawn_delivery(&s, body, resigned)];
+    let same = [
+        spawn_delivery(&s, body.clone(), h.clone()),
+        spawn_delivery(&s, body.clone(), h),
+        spawn_delivery(&s, body, resigned),
+    ];
     for task in first {
         assert!(matches!(task.await.unwrap(), Outcome::Applied { .. }));
     }
@@ -500,10 +538,20 @@ db_test!(a_key_activated_a_moment_ago_verifies_at_once, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let body = created("r-1");
     // The receiver has the endpoint cached with the first key only.
-    assert!(matches!(deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await, Outcome::Applied { .. }));
-    let rotated = keys::rotate(&t.db, &t.vault, &admin(), &s.key_id, None, Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() })
-        .await
-        .unwrap();
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await,
+        Outcome::Applied { .. }
+    ));
+    let rotated = keys::rotate(
+        &t.db,
+        &t.vault,
+        &admin(),
+        &s.key_id,
+        None,
+        Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() },
+    )
+    .await
+    .unwrap();
     let fresh = Setup { r: s.r.clone(), secret: rotated.secret, key_id: rotated.key.key_id };
     let b2 = created("r-2");
     let o = deliver(&fresh, &signed(&fresh, Scheme::StandardWebhooks, &b2, now_s(), "m2"), &b2).await;
@@ -537,7 +585,10 @@ db_test!(late_and_post_cancel_transitions_apply_nothing_and_say_so, async |t: &T
     };
     let created = json!({"type": "reminder.created", "occurred_at": "2027-01-01T08:00:00Z", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}});
     assert!(matches!(send(created.to_string().into_bytes(), "e1").await, Outcome::Applied { .. }));
-    assert!(matches!(send(reminder_event("reminder.scheduled", "r-1", "2027-01-01T10:00:00Z"), "e2").await, Outcome::Applied { .. }));
+    assert!(matches!(
+        send(reminder_event("reminder.scheduled", "r-1", "2027-01-01T10:00:00Z"), "e2").await,
+        Outcome::Applied { .. }
+    ));
     // A `scheduled` that happened before the state it would replace arrives late.
     let late = send(reminder_event("reminder.scheduled", "r-1", "2027-01-01T09:00:00Z"), "e3").await;
     assert_eq!(late, Outcome::StaleTransition { event_id: "e3".into() });
@@ -545,20 +596,33 @@ db_test!(late_and_post_cancel_transitions_apply_nothing_and_say_so, async |t: &T
     assert_eq!(late.body()["status"], "stale_transition");
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 1, "no notice for the stale one");
     // Canceled is terminal: a newer `scheduled` after it applies nothing either.
-    assert!(matches!(send(reminder_event("reminder.canceled", "r-1", "2027-01-01T11:00:00Z"), "e4").await, Outcome::Applied { .. }));
+    assert!(matches!(
+        send(reminder_event("reminder.canceled", "r-1", "2027-01-01T11:00:00Z"), "e4").await,
+        Outcome::Applied { .. }
+    ));
     let revived = send(reminder_event("reminder.scheduled", "r-1", "2027-01-01T12:00:00Z"), "e5").await;
     assert_eq!(revived, Outcome::StaleTransition { event_id: "e5".into() });
     assert_eq!(reminder_status(t, "r-1").await, "canceled");
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 1, "a cancelled reminder mints no notice");
-    assert_eq!(send(reminder_event("reminder.canceled", "r-1", "2027-01-01T13:00:00Z"), "e6").await, Outcome::StaleTransition { event_id: "e6".into() });
+    assert_eq!(
+        send(reminder_event("reminder.canceled", "r-1", "2027-01-01T13:00:00Z"), "e6").await,
+        Outcome::StaleTransition { event_id: "e6".into() }
+    );
     // Recorded as their own outcome: a retry is a duplicate of it.
     let body = reminder_event("reminder.scheduled", "r-1", "2027-01-01T12:00:00Z");
     let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() + 1, "e5"), &body).await;
     assert_eq!(again, Outcome::Duplicate { event_id: "e5".into(), original: ClaimOutcome::StaleTransition });
-    let stale = inbox_claim::Entity::find().all(&t.db).await.unwrap().into_iter().filter(|c| c.outcome == "stale_transition").count();
+    let stale = inbox_claim::Entity::find()
+        .all(&t.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.outcome == "stale_transition")
+        .count();
     assert_eq!(stale, 3);
     // Visible to on-call: the events list filters by that outcome.
-    let listed = domain::events::list_events(&t.db, &oncall(), "clinic-a", Some("stale_transition"), 100).await.unwrap();
+    let listed =
+        domain::events::list_events(&t.db, &oncall(), "clinic-a", Some("stale_transition"), 100).await.unwrap();
     let mut ids: Vec<&str> = listed.iter().map(|e| e.event_id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["e3", "e5", "e6"]);
@@ -595,14 +659,33 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     let h1 = signed(&s, Scheme::Stripe, &b1, now_s() + 1, "");
     assert!(matches!(deliver(&s, &h1, &b1).await, Outcome::Quarantined { .. }));
     assert_eq!(deliver(&s, &h1, &b1).await, Outcome::Refused(Refusal::Replay));
-    assert_eq!(quarantine_entry::Entity::find().count(&t.db).await.unwrap(), 2, "each copy is kept for on-call to decide");
+    assert_eq!(
+        quarantine_entry::Entity::find().count(&t.db).await.unwrap(),
+        2,
+        "each copy is kept for on-call to decide"
+    );
     // The endpoint opts in to a documented compound key.
     let fields = vec!["type".to_owned(), "data.reminder_id".to_owned(), "occurred_at".to_owned()];
-    let key = domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields.clone()), "the sender documents these as unique").await.unwrap();
+    let key = domain::registry::event_key::set(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        "hooks",
+        Some(fields.clone()),
+        "the sender documents these as unique",
+    )
+    .await
+    .unwrap();
     assert_eq!(key.fields.as_ref(), Some(&fields));
     assert_eq!(key.history.len(), 1);
-    assert!(matches!(domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields.clone()), "again").await, Err(DomainError::Invalid { code: "nothing_to_change", .. })));
-    assert!(matches!(domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "").await, Err(DomainError::Invalid { .. })));
+    assert!(matches!(
+        domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields.clone()), "again").await,
+        Err(DomainError::Invalid { code: "nothing_to_change", .. })
+    ));
+    assert!(matches!(
+        domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "").await,
+        Err(DomainError::Invalid { .. })
+    ));
     let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
     let b2 = body("r-2", "2027-01-01T08:00:00Z");
     let applied = deliver(&s, &signed(&s, Scheme::Stripe, &b2, now_s(), ""), &b2).await;
@@ -610,7 +693,9 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     let dup = deliver(&s, &signed(&s, Scheme::Stripe, &b2, now_s() + 1, ""), &b2).await;
     assert!(matches!(dup, Outcome::Duplicate { original: ClaimOutcome::Applied, .. }), "{dup:?}");
     // The key is versioned and audited; removing it quarantines again.
-    let removed = domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "sender now sends ids").await.unwrap();
+    let removed = domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "sender now sends ids")
+        .await
+        .unwrap();
     assert_eq!(removed.fields, None);
     assert_eq!(removed.history.iter().map(|v| v.version).collect::<Vec<_>>(), vec![2, 1]);
     assert_eq!(audit_entries(t, "endpoint.event_key").await.len(), 2);
@@ -628,7 +713,11 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
 // `scheduled` that applied.
 db_test!(racing_transitions_end_in_the_state_the_rules_give, async |t: &TestDb| {
     let first = setup(t, Scheme::StandardWebhooks, None).await;
-    let second = Arc::new(Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), secret: SigningSecret::parse(first.secret.expose()).unwrap(), key_id: first.key_id.clone() });
+    let second = Arc::new(Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())),
+        secret: SigningSecret::parse(first.secret.expose()).unwrap(),
+        key_id: first.key_id.clone(),
+    });
     let first = Arc::new(first);
     for round in 0..6 {
         let id = format!("r-{round}");
@@ -652,7 +741,9 @@ db_test!(racing_transitions_end_in_the_state_the_rules_give, async |t: &TestDb| 
         for (kind, minute, task) in tasks {
             match (kind, task.await.unwrap()) {
                 ("scheduled", Outcome::Applied { .. }) => scheduled_applied += 1,
-                ("scheduled", Outcome::StaleTransition { .. }) => assert!(with_cancel || minute < 8, "the newest `scheduled` always applies"),
+                ("scheduled", Outcome::StaleTransition { .. }) => {
+                    assert!(with_cancel || minute < 8, "the newest `scheduled` always applies")
+                }
                 ("canceled", Outcome::Applied { .. }) => {}
                 (kind, other) => panic!("round {round}: {kind} answered {other:?}"),
             }
@@ -663,9 +754,16 @@ db_test!(racing_transitions_end_in_the_state_the_rules_give, async |t: &TestDb| 
         if with_cancel {
             assert_eq!(row.status, "canceled", "round {round}: a `scheduled` applied over the cancellation");
         } else {
-            assert_eq!((row.status.as_str(), row.state_at), ("scheduled", Some(newest)), "round {round}: the state is not the newest `scheduled`");
+            assert_eq!(
+                (row.status.as_str(), row.state_at),
+                ("scheduled", Some(newest)),
+                "round {round}: the state is not the newest `scheduled`"
+            );
         }
         let notices = outbox_intent::Entity::find().count(&t.db).await.unwrap() - notices_before;
-        assert_eq!(notices, scheduled_applied, "round {round}: one notice per applied `scheduled`, none for a stale one");
+        assert_eq!(
+            notices, scheduled_applied,
+            "round {round}: one notice per applied `scheduled`, none for a stale one"
+        );
     }
 });

@@ -1,13 +1,13 @@
 use domain::{
+    DomainError,
     auth::Role,
     db,
     entity::{endpoint, signing_key},
     registry::{
+        Scheme,
         endpoints::{self, EndpointPatch, NewEndpoint},
         tenants::{self, NewTenant, TenantPatch},
-        Scheme,
     },
-    DomainError,
 };
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 
@@ -19,12 +19,23 @@ db_test!(migrations_are_idempotent, async |t: &TestDb| {
 });
 
 db_test!(tenant_slugs_are_validated_and_unique, async |t: &TestDb| {
-    let bad = tenants::create(&t.db, &admin(), NewTenant { slug: "Clinic A".into(), name: None, notify_url: None }).await;
+    let bad =
+        tenants::create(&t.db, &admin(), NewTenant { slug: "Clinic A".into(), name: None, notify_url: None }).await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_slug", .. })));
     tenant(t, "clinic-a").await;
-    let dup = tenants::create(&t.db, &admin(), NewTenant { slug: "clinic-a".into(), name: Some("Other".into()), notify_url: None }).await;
+    let dup = tenants::create(
+        &t.db,
+        &admin(),
+        NewTenant { slug: "clinic-a".into(), name: Some("Other".into()), notify_url: None },
+    )
+    .await;
     assert!(matches!(dup, Err(DomainError::Conflict { code: "tenant_exists", .. })), "{dup:?}");
-    let url = tenants::create(&t.db, &admin(), NewTenant { slug: "x".into(), name: None, notify_url: Some("ftp://nope".into()) }).await;
+    let url = tenants::create(
+        &t.db,
+        &admin(),
+        NewTenant { slug: "x".into(), name: None, notify_url: Some("ftp://nope".into()) },
+    )
+    .await;
     assert!(matches!(url, Err(DomainError::Invalid { code: "invalid_notify_url", .. })));
     // The stored tenant was not touched by the failed duplicate.
     assert_eq!(tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().name, "clinic-a");
@@ -44,7 +55,13 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
         &t.db,
         &ca,
         "clinic-b",
-        NewEndpoint { slug: "evil".into(), scheme: Scheme::Github, event_types: None, tolerance_secs: None, max_body_bytes: None },
+        NewEndpoint {
+            slug: "evil".into(),
+            scheme: Scheme::Github,
+            event_types: None,
+            tolerance_secs: None,
+            max_body_bytes: None,
+        },
     )
     .await;
     assert!(matches!(create, Err(DomainError::NotFound)));
@@ -57,7 +74,14 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
     for role in [Role::Reviewer, Role::Oncall] {
         let p = user(role, None);
         assert_eq!(tenants::list(&t.db, &p).await.unwrap().len(), 2);
-        let e = endpoints::update(&t.db, &p, "clinic-a", "hooks", EndpointPatch { enabled: Some(false), ..Default::default() }).await;
+        let e = endpoints::update(
+            &t.db,
+            &p,
+            "clinic-a",
+            "hooks",
+            EndpointPatch { enabled: Some(false), ..Default::default() },
+        )
+        .await;
         assert!(matches!(e, Err(DomainError::Forbidden)), "{role}");
     }
 });
@@ -71,7 +95,13 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
         &t.db,
         &admin(),
         "clinic-a",
-        NewEndpoint { slug: "hooks".into(), scheme: Scheme::Stripe, event_types: None, tolerance_secs: None, max_body_bytes: None },
+        NewEndpoint {
+            slug: "hooks".into(),
+            scheme: Scheme::Stripe,
+            event_types: None,
+            tolerance_secs: None,
+            max_body_bytes: None,
+        },
     )
     .await;
     assert!(matches!(dup, Err(DomainError::Conflict { code: "endpoint_exists", .. })), "{dup:?}");
@@ -81,7 +111,13 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
         &t.db,
         &admin(),
         "clinic-a",
-        NewEndpoint { slug: "x".into(), scheme: Scheme::Stripe, event_types: None, tolerance_secs: Some(0), max_body_bytes: None },
+        NewEndpoint {
+            slug: "x".into(),
+            scheme: Scheme::Stripe,
+            event_types: None,
+            tolerance_secs: Some(0),
+            max_body_bytes: None,
+        },
     )
     .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_tolerance", .. })));
@@ -142,7 +178,10 @@ db_test!(narrowing_endpoint_types_refused_while_keys_use_them, async |t: &TestDb
         &admin(),
         "clinic-a",
         "reminders",
-        EndpointPatch { event_types: Some(vec!["reminder.created".into(), "otp.requested".into(), "reminder.canceled".into()]), ..Default::default() },
+        EndpointPatch {
+            event_types: Some(vec!["reminder.created".into(), "otp.requested".into(), "reminder.canceled".into()]),
+            ..Default::default()
+        },
     )
     .await
     .unwrap();

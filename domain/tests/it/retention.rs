@@ -9,11 +9,13 @@ use domain::{
     audit::{self, AuditFilter},
     auth::Role,
     clock,
-    entity::{endpoint, event_rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version},
+    entity::{
+        endpoint, event_rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version,
+    },
     error::DomainError,
     ops::{
         purge,
-        retention::{self, RetentionChange, DAY_SECS, HOUR_SECS},
+        retention::{self, DAY_SECS, HOUR_SECS, RetentionChange},
     },
     receiver::Outcome,
     registry::Scheme,
@@ -44,27 +46,48 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     assert_eq!(v.horizon_secs, 2 * DAY_SECS, "Svix's schedule spans about 27.6 h; the seeded horizon is 2 d");
     assert_eq!(v.current.actor, "admin-user", "the creator accepted the defaults");
 
-    let below = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(12 * HOUR_SECS), None, "shorter")).await;
+    let below =
+        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(12 * HOUR_SECS), None, "shorter")).await;
     assert_eq!(below.map_err(code).unwrap_err(), "below_redelivery_horizon");
-    let outlives = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(3 * DAY_SECS), "x")).await;
+    let outlives =
+        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(3 * DAY_SECS), "x"))
+            .await;
     assert_eq!(outlives.map_err(code).unwrap_err(), "body_outlives_claim");
-    let no_reason = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), None, " ")).await;
+    let no_reason =
+        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), None, " ")).await;
     assert_eq!(no_reason.map_err(code).unwrap_err(), "reason_required");
 
     // A clinic admin decides for its own endpoints only; on-call cannot.
     let own = user(Role::ClinicAdmin, Some(&a.id));
-    let v = retention::set(&t.db, &own, "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "data minimisation")).await.unwrap();
+    let v = retention::set(
+        &t.db,
+        &own,
+        "clinic-a",
+        "reminders",
+        &change(Some(2 * DAY_SECS), Some(DAY_SECS), "data minimisation"),
+    )
+    .await
+    .unwrap();
     assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (2, 2 * DAY_SECS, DAY_SECS));
     assert_eq!(v.current.horizon_secs, 2 * DAY_SECS, "the horizon in force is kept with the decision");
     assert_eq!(v.history.len(), 2);
     let other = user(Role::ClinicAdmin, Some("someone-else"));
-    assert!(matches!(retention::set(&t.db, &other, "clinic-a", "reminders", &change(None, None, "x")).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        retention::set(&t.db, &other, "clinic-a", "reminders", &change(None, None, "x")).await,
+        Err(DomainError::NotFound)
+    ));
     let oncall = user(Role::Oncall, None);
-    assert!(matches!(retention::set(&t.db, &oncall, "clinic-a", "reminders", &change(None, None, "x")).await, Err(DomainError::Forbidden)));
+    assert!(matches!(
+        retention::set(&t.db, &oncall, "clinic-a", "reminders", &change(None, None, "x")).await,
+        Err(DomainError::Forbidden)
+    ));
     // Nothing refused was recorded.
     assert_eq!(retention_version::Entity::find().count(&t.db).await.unwrap(), 2);
 
-    let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.set".into()), ..Default::default() }).await.unwrap();
+    let entries =
+        audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.set".into()), ..Default::default() })
+            .await
+            .unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].actor, "clinic-admin-user");
 });
@@ -72,21 +95,41 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
 db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short")).await.unwrap();
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
+        .await
+        .unwrap();
 
-    let too_high = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now").await;
+    let too_high =
+        retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now").await;
     let err = too_high.unwrap_err();
     assert_eq!(err.code(), "retention_below_new_horizon");
     assert!(err.public_message().contains("clinic-a/reminders"), "names the endpoint to fix: {}", err.public_message());
     assert!(matches!(
-        retention::set_horizon(&t.db, &user(Role::ClinicAdmin, Some(&a.id)), "standard-webhooks", 2 * DAY_SECS, "x").await,
+        retention::set_horizon(&t.db, &user(Role::ClinicAdmin, Some(&a.id)), "standard-webhooks", 2 * DAY_SECS, "x")
+            .await,
         Err(DomainError::Forbidden)
     ));
-    assert_eq!(retention::set_horizon(&t.db, &admin(), "standard-webhooks", 60, "x").await.map_err(code).unwrap_err(), "invalid_horizon");
-    assert_eq!(retention::set_horizon(&t.db, &admin(), "smtp", DAY_SECS, "x").await.map_err(code).unwrap_err(), "invalid_scheme");
+    assert_eq!(
+        retention::set_horizon(&t.db, &admin(), "standard-webhooks", 60, "x").await.map_err(code).unwrap_err(),
+        "invalid_horizon"
+    );
+    assert_eq!(
+        retention::set_horizon(&t.db, &admin(), "smtp", DAY_SECS, "x").await.map_err(code).unwrap_err(),
+        "invalid_scheme"
+    );
 
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(5 * DAY_SECS), None, "room for the new horizon")).await.unwrap();
-    let h = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now").await.unwrap();
+    retention::set(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        &change(Some(5 * DAY_SECS), None, "room for the new horizon"),
+    )
+    .await
+    .unwrap();
+    let h = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now")
+        .await
+        .unwrap();
     assert_eq!((h.version, h.horizon_secs), (3, 3 * DAY_SECS));
     let o = retention::overview(&t.db, &reviewer()).await.unwrap();
     let sw = o.horizons.iter().find(|h| h.scheme == "standard-webhooks").unwrap();
@@ -146,7 +189,9 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
     let ep = endpoint::Entity::find().one(&t.db).await.unwrap().unwrap();
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short")).await.unwrap();
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
+        .await
+        .unwrap();
     let (tid, eid) = (a.id.as_str(), ep.id.as_str());
     old_claim(t, tid, eid, "fresh", DAY_SECS - HOUR_SECS).await;
     old_claim(t, tid, eid, "body-expired", DAY_SECS + HOUR_SECS).await;
@@ -185,24 +230,40 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     let report = purge::run(&t.db, clock::now_ms(), 2).await.unwrap();
     assert_eq!(
         report,
-        purge::PurgeReport { claims_deleted: 2, quarantine_deleted: 1, bodies_cleared: 1, replay_deleted: 1, minute_rollups_deleted: 1 },
+        purge::PurgeReport {
+            claims_deleted: 2,
+            quarantine_deleted: 1,
+            bodies_cleared: 1,
+            replay_deleted: 1,
+            minute_rollups_deleted: 1
+        },
         "batches of 2 still finish the work"
     );
     assert_eq!(body_of(t, tid, eid, "fresh").await, Some(Some(vec![1, 2, 3])), "inside body retention: untouched");
     assert_eq!(body_of(t, tid, eid, "body-expired").await, Some(None), "claim kept, body cleared");
     assert_eq!(body_of(t, tid, eid, "claim-expired").await, None, "past dedup retention: deleted");
-    assert_eq!(body_of(t, tid, eid, "open-quarantine").await, Some(Some(vec![1, 2, 3])), "open quarantine keeps claim and body");
+    assert_eq!(
+        body_of(t, tid, eid, "open-quarantine").await,
+        Some(Some(vec![1, 2, 3])),
+        "open quarantine keeps claim and body"
+    );
     assert_eq!(body_of(t, tid, eid, "released").await, None);
     assert_eq!(qentry::Entity::find().count(&t.db).await.unwrap(), 1, "only the open entry remains");
     assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1, "the live replay record stays");
     assert_eq!(event_rollup::Entity::find().count(&t.db).await.unwrap(), 1, "the current minute's rollup stays");
 
-    let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() }).await.unwrap();
+    let entries =
+        audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() })
+            .await
+            .unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].actor, "system");
     // Nothing left to do: no second audit entry.
     assert!(purge::run(&t.db, clock::now_ms(), 2).await.unwrap().is_empty());
-    let entries = audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() }).await.unwrap();
+    let entries =
+        audit::list(&t.db, &admin(), &AuditFilter { action: Some("retention.purge".into()), ..Default::default() })
+            .await
+            .unwrap();
     assert_eq!(entries.len(), 1);
 });
 
@@ -256,7 +317,9 @@ db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
         workers.push(tokio::spawn(async move {
             for i in 0..13 {
                 let id = format!("msg_{w}_{i}");
-                let body = json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+                let body =
+                    json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}})
+                        .to_string();
                 let h = signed(&s, Scheme::StandardWebhooks, body.as_bytes(), now_s(), &id);
                 let o = deliver(&s, &h, body.as_bytes()).await;
                 assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
@@ -267,12 +330,14 @@ db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
         w.await.unwrap();
     }
     assert_eq!(purger.await.unwrap(), 600, "every old claim purged");
-    let left: Vec<claim::Model> = claim::Entity::find().filter(claim::Column::EndpointId.eq(&ep.id)).all(&t.db).await.unwrap();
+    let left: Vec<claim::Model> =
+        claim::Entity::find().filter(claim::Column::EndpointId.eq(&ep.id)).all(&t.db).await.unwrap();
     assert_eq!(left.len(), 16 * 13, "every new claim is still there");
     assert!(left.iter().all(|c| c.event_id.starts_with("msg_") && c.body_ciphertext.is_some()));
     // And each still answers its redelivery as a duplicate.
     let id = "msg_7_3";
-    let body = json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+    let body =
+        json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
     // A timestamp ahead of every original's (inside the tolerance): a new
     // signature, so not a replay, however slowly the intake above ran.
     let h = signed(&s, Scheme::StandardWebhooks, body.as_bytes(), now_s() + 60, id);
@@ -292,7 +357,15 @@ db_test!(seeded_horizons_name_their_source_and_short_decisions_are_flagged, asyn
     // migration does): the decision is flagged, and left as it was.
     tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "at the horizon")).await.unwrap();
+    retention::set(
+        &t.db,
+        &admin(),
+        "clinic-a",
+        "reminders",
+        &change(Some(2 * DAY_SECS), Some(DAY_SECS), "at the horizon"),
+    )
+    .await
+    .unwrap();
     assert!(!retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap().below_horizon);
     domain::entity::redelivery_horizon::Entity::insert(domain::entity::redelivery_horizon::ActiveModel {
         scheme: Set("standard-webhooks".into()),

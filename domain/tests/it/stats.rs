@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use domain::{
     auth::Role,
-    crypto::{signature, SigningSecret},
+    crypto::{SigningSecret, signature},
     error::DomainError,
     ops::stats::{self, Window},
     receiver::{self, telemetry::Telemetry},
@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::{
     db_test,
     fixtures::*,
-    receiver::{deliver, now_s, setup, signed, Setup},
+    receiver::{Setup, deliver, now_s, setup, signed},
     support::TestDb,
 };
 
@@ -24,7 +24,9 @@ use crate::{
 async fn deliver_counted(s: &Setup, tel: &Telemetry, body: &str, id: &str, tamper: bool) {
     let mut h = signed(s, Scheme::StandardWebhooks, body.as_bytes(), now_s(), id);
     if tamper {
-        h.iter_mut().filter(|(k, _)| k == "webhook-signature").for_each(|(_, v)| *v = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into());
+        h.iter_mut()
+            .filter(|(k, _)| k == "webhook-signature")
+            .for_each(|(_, v)| *v = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into());
     }
     let outcome = deliver(s, &h, body.as_bytes()).await;
     let ep = receiver::resolve(&s.r, "clinic-a", "hooks").await.ok();
@@ -40,7 +42,8 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
         deliver_counted(&s, &tel, &body, &format!("msg_{i}"), false).await;
     }
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let dup = json!({"type": "reminder.created", "data": {"reminder_id": "r-0", "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+    let dup = json!({"type": "reminder.created", "data": {"reminder_id": "r-0", "send_at": "2027-01-05T09:00:00Z"}})
+        .to_string();
     deliver_counted(&s, &tel, &dup, "msg_0", false).await;
     deliver_counted(&s, &tel, &dup, "msg_bad", true).await;
     let missing = json!({"type": "reminder.canceled", "data": {"reminder_id": "r-missing"}}).to_string();
@@ -50,10 +53,21 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
     for window in [Window::Hour, Window::Day, Window::Week] {
         let v = stats::stats(&t.db, &admin(), Some("clinic-a"), window).await.unwrap();
         let total = |o: &str| v.series.iter().find(|s| s.outcome == o).unwrap().total;
-        assert_eq!((total("applied"), total("duplicate"), total("verification_failed"), total("quarantined")), (3, 1, 1, 1), "{window:?}");
+        assert_eq!(
+            (total("applied"), total("duplicate"), total("verification_failed"), total("quarantined")),
+            (3, 1, 1, 1),
+            "{window:?}"
+        );
         let q = v.series.iter().find(|s| s.outcome == "quarantined").unwrap();
         assert_eq!(q.reasons[0].reason, "reminder_not_found");
-        assert_eq!(v.series[0].points.len(), match window { Window::Hour => 60, Window::Day => 24, Window::Week => 168 });
+        assert_eq!(
+            v.series[0].points.len(),
+            match window {
+                Window::Hour => 60,
+                Window::Day => 24,
+                Window::Week => 168,
+            }
+        );
         // The newest buckets hold them (the clock may just have entered the next one).
         assert_eq!(v.series[0].points.iter().rev().take(2).sum::<i64>(), 3);
         assert_eq!(v.latency.samples, 6);
@@ -145,7 +159,9 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     let forged = signature::sign(Scheme::StandardWebhooks, &SigningSecret::generate(), &body, now_s(), "m0").unwrap();
     assert_eq!(run(forged.clone(), body.clone(), None).await.1, None);
     // Once the key verified, the endpoint's next bad signature counts under it.
-    let good = json!({"type": "reminder.created", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+    let good = json!({"type": "reminder.created", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}})
+        .to_string()
+        .into_bytes();
     let (ok, key) = run(signed(&s, Scheme::StandardWebhooks, &good, now_s(), "m1"), good.clone(), None).await;
     assert!(matches!(ok, receiver::Outcome::Applied { .. }));
     assert_eq!(key.as_deref(), Some(s.key_id.as_str()));

@@ -37,7 +37,9 @@ impl TestDb {
                 if std::env::var("SIGNET_REQUIRE_PG").is_ok_and(|v| v == "1") {
                     panic!("PostgreSQL is required (SIGNET_REQUIRE_PG=1) but unreachable at {admin_url}: {e}");
                 }
-                eprintln!("SKIPPED (PostgreSQL unreachable at {admin_url}): set SIGNET_TEST_PG_URL to run the PostgreSQL half");
+                eprintln!(
+                    "SKIPPED (PostgreSQL unreachable at {admin_url}): set SIGNET_TEST_PG_URL to run the PostgreSQL half"
+                );
                 return None;
             }
         };

@@ -13,9 +13,9 @@ use domain::{
     clock,
     ops::stats::{self, Window},
     registry::{
+        Scheme,
         endpoints::{self, NewEndpoint},
         tenants::{self, NewTenant},
-        Scheme,
     },
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
@@ -58,7 +58,10 @@ async fn exec(db: &DatabaseConnection, sql: String) {
 fn series(backend: DbBackend, count: i64) -> String {
     match backend {
         DbBackend::Postgres => format!("SELECT generate_series(0, {}) AS n", count - 1),
-        _ => format!("WITH RECURSIVE s(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n < {}) SELECT n FROM s", count - 1),
+        _ => format!(
+            "WITH RECURSIVE s(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n < {}) SELECT n FROM s",
+            count - 1
+        ),
     }
 }
 
@@ -73,7 +76,13 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
                 db,
                 &p,
                 &slug,
-                NewEndpoint { slug: format!("hooks-{e}"), scheme: Scheme::StandardWebhooks, event_types: None, tolerance_secs: None, max_body_bytes: None },
+                NewEndpoint {
+                    slug: format!("hooks-{e}"),
+                    scheme: Scheme::StandardWebhooks,
+                    event_types: None,
+                    tolerance_secs: None,
+                    max_body_bytes: None,
+                },
             )
             .await
             .expect("endpoint");
@@ -86,7 +95,10 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
                 &slug,
                 &format!("hooks-{e}"),
                 domain::registry::keys::ProvisionRequest { owner: Some("bench-team".into()), ..Default::default() },
-                domain::registry::keys::Approval::ApproveAs { reviewer: "bench-reviewer".into(), comment: "bench".into() },
+                domain::registry::keys::Approval::ApproveAs {
+                    reviewer: "bench-reviewer".into(),
+                    comment: "bench".into(),
+                },
             )
             .await
             .expect("key");
@@ -94,7 +106,12 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
         slugs.push(slug);
     }
     let b = db.get_database_backend();
-    exec(db, "CREATE TABLE bench_endpoints AS SELECT ROW_NUMBER() OVER (ORDER BY id) - 1 AS i, id, tenant_id FROM endpoints".into()).await;
+    exec(
+        db,
+        "CREATE TABLE bench_endpoints AS SELECT ROW_NUMBER() OVER (ORDER BY id) - 1 AS i, id, tenant_id FROM endpoints"
+            .into(),
+    )
+    .await;
     let n_ep = args.tenants * ENDPOINTS_PER_TENANT;
     let now = clock::now_ms();
     let span_ms = DAYS * 86_400_000;
@@ -142,7 +159,9 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
         .join(" UNION ALL ")
     };
     // Two days of minute rollups (what the purge keeps) and 30 days of hourly ones.
-    for (table, time_col, ms_per_bucket, buckets) in [("event_rollups", "minute", 60_000, 2 * 1440), ("event_rollups_hourly", "hour", 3_600_000, DAYS * 24)] {
+    for (table, time_col, ms_per_bucket, buckets) in
+        [("event_rollups", "minute", 60_000, 2 * 1440), ("event_rollups_hourly", "hour", 3_600_000, DAYS * 24)]
+    {
         let first = now / ms_per_bucket - buckets + 1;
         eprintln!("seeding {table} ({buckets} buckets x {n_ep} endpoints)…");
         exec(
@@ -169,8 +188,8 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
 /// Seals a 1 KiB body (with the event's AAD, as the receiver does) into
 /// every claim received since `since`, in transactions of 2000 rows.
 async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, since: i64) {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
     use domain::entity::inbox_claim as claim;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
     let started = Instant::now();
     let body = vec![b'x'; 1024];
     let mut after: Option<(String, String, String)> = None;
@@ -179,7 +198,11 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
         let mut q = claim::Entity::find().filter(claim::Column::ReceivedAt.gte(since));
         if let Some((t, e, ev)) = &after {
             use sea_orm::sea_query::{Expr, ExprTrait};
-            let key = Expr::tuple([Expr::col(claim::Column::TenantId), Expr::col(claim::Column::EndpointId), Expr::col(claim::Column::EventId)]);
+            let key = Expr::tuple([
+                Expr::col(claim::Column::TenantId),
+                Expr::col(claim::Column::EndpointId),
+                Expr::col(claim::Column::EventId),
+            ]);
             q = q.filter(key.gt(Expr::tuple([Expr::val(t.clone()), Expr::val(e.clone()), Expr::val(ev.clone())])));
         }
         let rows: Vec<(String, String, String)> = q
@@ -227,7 +250,10 @@ async fn main() {
     let db = domain::db::connect(&args.database_url).await.expect("connect");
     domain::db::migrate(&db).await.expect("migrate");
     let master = match &args.master_key_file {
-        Some(path) => domain::crypto::MasterKey::from_base64(&std::fs::read_to_string(path).expect("read the master key file")).expect("master key"),
+        Some(path) => {
+            domain::crypto::MasterKey::from_base64(&std::fs::read_to_string(path).expect("read the master key file"))
+                .expect("master key")
+        }
         None => domain::crypto::MasterKey::generate().0,
     };
     // Every change is audited, and the audit chain's key lives in the vault.

@@ -3,13 +3,13 @@
 use std::io::Read;
 
 use domain::{
-    auth::{tokens, users, Principal, Role},
+    auth::{Principal, Role, tokens, users},
     crypto::Password,
     registry::{
+        Scheme,
         endpoints::{self, NewEndpoint},
         keys::{self, Approval, KeyFilter, ProvisionRequest, ProvisionedKey},
         tenants::{self, NewTenant},
-        Scheme,
     },
     vault::Vault,
 };
@@ -17,8 +17,9 @@ use sea_orm::DatabaseConnection;
 use serde_json::json;
 
 use super::{
-    output::{emit, CliError},
-    Cli, Command, DrillCmd, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetentionCmd, RetryPolicyCmd, TenantCmd, TokenCmd, UserCmd,
+    Cli, Command, DrillCmd, EndpointCmd, KekCmd, KeyCmd, QuarantineCmd, RetentionCmd, RetryPolicyCmd, TenantCmd,
+    TokenCmd, UserCmd,
+    output::{CliError, emit},
 };
 use crate::config::{DbArgs, ServeArgs};
 
@@ -27,8 +28,32 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
     let command = cli.command.unwrap_or_else(|| Command::Serve(default_serve_args()));
     let command = match command {
         Command::Serve(args) => return crate::serve::run(cli.db, args).await.map_err(|e| CliError::new("serve", e)),
-        Command::Send { url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms, ca_cert } => {
-            return send(json, url, scheme, secret, file, event_id, github_event, max_attempts, base_delay_ms, max_delay_ms, ca_cert).await;
+        Command::Send {
+            url,
+            scheme,
+            secret,
+            file,
+            event_id,
+            github_event,
+            max_attempts,
+            base_delay_ms,
+            max_delay_ms,
+            ca_cert,
+        } => {
+            return send(
+                json,
+                url,
+                scheme,
+                secret,
+                file,
+                event_id,
+                github_event,
+                max_attempts,
+                base_delay_ms,
+                max_delay_ms,
+                ca_cert,
+            )
+            .await;
         }
         other => other,
     };
@@ -60,31 +85,58 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             let ts = tenants::list(&db, p).await?;
             emit(json, &ts, || ts.iter().map(|t| format!("{}\t{}", t.slug, t.name)).collect::<Vec<_>>().join("\n"));
         }
-        Command::Endpoint(EndpointCmd::Create { tenant, endpoint, scheme, event_types, tolerance_secs, max_body_bytes }) => {
+        Command::Endpoint(EndpointCmd::Create {
+            tenant,
+            endpoint,
+            scheme,
+            event_types,
+            tolerance_secs,
+            max_body_bytes,
+        }) => {
             let scheme = Scheme::parse(&scheme)?;
             let e = endpoints::create(
                 &db,
                 p,
                 &tenant,
-                NewEndpoint { slug: endpoint, scheme, event_types, tolerance_secs: Some(tolerance_secs), max_body_bytes: Some(max_body_bytes) },
+                NewEndpoint {
+                    slug: endpoint,
+                    scheme,
+                    event_types,
+                    tolerance_secs: Some(tolerance_secs),
+                    max_body_bytes: Some(max_body_bytes),
+                },
             )
             .await?;
-            emit(json, &e, || format!("created endpoint {}/{} ({}); receive at /hooks/{}/{}", e.tenant, e.slug, e.scheme, e.tenant, e.slug));
+            emit(json, &e, || {
+                format!(
+                    "created endpoint {}/{} ({}); receive at /hooks/{}/{}",
+                    e.tenant, e.slug, e.scheme, e.tenant, e.slug
+                )
+            });
         }
         Command::Endpoint(EndpointCmd::List { tenant }) => {
             let es = endpoints::list(&db, p, &tenant).await?;
-            emit(json, &es, || es.iter().map(|e| format!("{}\t{}\t{}", e.slug, e.scheme, e.event_types.join(","))).collect::<Vec<_>>().join("\n"));
+            emit(json, &es, || {
+                es.iter()
+                    .map(|e| format!("{}\t{}\t{}", e.slug, e.scheme, e.event_types.join(",")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
         }
         Command::Endpoint(EndpointCmd::EventKey { tenant, endpoint, fields, none, reason }) => {
             use domain::registry::event_key;
             let v = if fields.is_some() || none {
-                let reason = reason.ok_or_else(|| CliError::new("reason_required", "a change of the event key needs --reason <text>"))?;
+                let reason = reason.ok_or_else(|| {
+                    CliError::new("reason_required", "a change of the event key needs --reason <text>")
+                })?;
                 event_key::set(&db, p, &tenant, &endpoint, fields, &reason).await?
             } else {
                 event_key::get(&db, p, &tenant, &endpoint).await?
             };
             emit(json, &v, || match &v.fields {
-                Some(f) => format!("{}/{}: events without an id are identified by {}", v.tenant, v.endpoint, f.join(" + ")),
+                Some(f) => {
+                    format!("{}/{}: events without an id are identified by {}", v.tenant, v.endpoint, f.join(" + "))
+                }
                 None => format!("{}/{}: events without an id are quarantined (missing_event_id)", v.tenant, v.endpoint),
             });
         }
@@ -92,16 +144,28 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::User(UserCmd::Create { username, role, tenant }) => {
             let role = parse_role(&role)?;
             let (password, generated) = read_password_from_stdin()?;
-            let u = users::create(&db, p, users::NewUser { username, role, tenant, password: Password::new(password.to_string()) }).await?;
+            let u = users::create(
+                &db,
+                p,
+                users::NewUser { username, role, tenant, password: Password::new(password.to_string()) },
+            )
+            .await?;
             let out = json!({"user": u, "password": generated.as_deref()});
             emit(json, &out, || match &generated {
-                Some(pw) => format!("created {} ({}). Generated password, shown once: {}", u.username, u.role, pw.as_str()),
+                Some(pw) => {
+                    format!("created {} ({}). Generated password, shown once: {}", u.username, u.role, pw.as_str())
+                }
                 None => format!("created {} ({})", u.username, u.role),
             });
         }
         Command::User(UserCmd::List) => {
             let us = users::list(&db, p).await?;
-            emit(json, &us, || us.iter().map(|u| format!("{}\t{}\t{}", u.username, u.role, u.tenant.as_deref().unwrap_or("-"))).collect::<Vec<_>>().join("\n"));
+            emit(json, &us, || {
+                us.iter()
+                    .map(|u| format!("{}\t{}\t{}", u.username, u.role, u.tenant.as_deref().unwrap_or("-")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
         }
         Command::Token(TokenCmd::Create { name, role, tenant }) => {
             let role = parse_role(&role)?;
@@ -115,7 +179,20 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         }
         Command::Token(TokenCmd::List) => {
             let ts = tokens::list(&db, p).await?;
-            emit(json, &ts, || ts.iter().map(|t| format!("{}\t{}\t{}\t{}", t.id, t.name, t.role, if t.revoked_at.is_some() { "revoked" } else { "active" })).collect::<Vec<_>>().join("\n"));
+            emit(json, &ts, || {
+                ts.iter()
+                    .map(|t| {
+                        format!(
+                            "{}\t{}\t{}\t{}",
+                            t.id,
+                            t.name,
+                            t.role,
+                            if t.revoked_at.is_some() { "revoked" } else { "active" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
         }
         Command::Kek(cmd) => kek(json, &cli.db, &db, p, cmd).await?,
         Command::Quarantine(cmd) => quarantine(json, &cli.db, &db, p, cmd).await?,
@@ -124,7 +201,6 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
     }
     Ok(())
 }
-
 
 #[allow(clippy::too_many_arguments)]
 async fn send(
@@ -140,18 +216,26 @@ async fn send(
     max_delay_ms: u64,
     ca_cert: Option<std::path::PathBuf>,
 ) -> Result<(), CliError> {
-    use super::send::{run, SendArgs};
+    use super::send::{SendArgs, run};
     let ca_pem = match &ca_cert {
-        Some(path) => Some(std::fs::read(path).map_err(|e| CliError::new("ca_cert", format!("cannot read {}: {e}", path.display())))?),
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| CliError::new("ca_cert", format!("cannot read {}: {e}", path.display())))?,
+        ),
         None => None,
     };
     let scheme = Scheme::parse(&scheme)?;
-    let secret = domain::crypto::SigningSecret::parse(&secret).ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
+    let secret = domain::crypto::SigningSecret::parse(&secret)
+        .ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
     let body = match &file {
-        Some(path) => std::fs::read(path).map_err(|e| CliError::new("file", format!("cannot read {}: {e}", path.display())))?,
+        Some(path) => {
+            std::fs::read(path).map_err(|e| CliError::new("file", format!("cannot read {}: {e}", path.display())))?
+        }
         None => {
             let mut buf = Vec::new();
-            std::io::stdin().read_to_end(&mut buf).map_err(|e| CliError::new("stdin", format!("cannot read the body from stdin: {e}")))?;
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| CliError::new("stdin", format!("cannot read the body from stdin: {e}")))?;
             buf
         }
     };
@@ -200,15 +284,29 @@ fn default_serve_args() -> ServeArgs {
     Only::parse_from(["signet"]).serve
 }
 
-async fn quarantine(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, cmd: QuarantineCmd) -> Result<(), CliError> {
+async fn quarantine(
+    json: bool,
+    args: &DbArgs,
+    db: &DatabaseConnection,
+    p: &Principal,
+    cmd: QuarantineCmd,
+) -> Result<(), CliError> {
     use domain::ops::quarantine::{self, QuarantineFilter};
-    let done = |v: &quarantine::QuarantineView| format!("{} {} ({}/{} {})", v.status, v.id, v.tenant, v.endpoint, v.event_id);
+    let done =
+        |v: &quarantine::QuarantineView| format!("{} {} ({}/{} {})", v.status, v.id, v.tenant, v.endpoint, v.event_id);
     match cmd {
         QuarantineCmd::List { tenant, reason, status } => {
-            let l = quarantine::list(db, p, &QuarantineFilter { tenant, reason, status, limit: Some(500), ..Default::default() }).await?;
+            let l = quarantine::list(
+                db,
+                p,
+                &QuarantineFilter { tenant, reason, status, limit: Some(500), ..Default::default() },
+            )
+            .await?;
             emit(json, &l, || {
                 let mut lines = vec![format!("{} matching", l.total)];
-                lines.extend(l.items.iter().map(|q| format!("{}  {}  {}/{}  {}  {}", q.quarantined_at, q.id, q.tenant, q.endpoint, q.event_id, q.reason)));
+                lines.extend(l.items.iter().map(|q| {
+                    format!("{}  {}  {}/{}  {}  {}", q.quarantined_at, q.id, q.tenant, q.endpoint, q.event_id, q.reason)
+                }));
                 lines.join("\n")
             });
         }
@@ -227,7 +325,8 @@ async fn quarantine(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Prin
 
 async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetryPolicyCmd) -> Result<(), CliError> {
     use domain::ops::retry_policy;
-    let show = |v: &retry_policy::RetryPolicyView| format!("{}: retries {} (version {})", v.tenant, v.policy, v.version);
+    let show =
+        |v: &retry_policy::RetryPolicyView| format!("{}: retries {} (version {})", v.tenant, v.policy, v.version);
     match cmd {
         RetryPolicyCmd::Show { tenant } => {
             let v = retry_policy::get(db, p, &tenant).await?;
@@ -252,11 +351,14 @@ async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: R
 async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetentionCmd) -> Result<(), CliError> {
     use domain::ops::{
         purge,
-        retention::{self, human, parse_duration, RetentionChange, RetentionView},
+        retention::{self, RetentionChange, RetentionView, human, parse_duration},
     };
     let line = |v: &RetentionView| {
         let flag = if v.below_horizon {
-            format!("\tBELOW HORIZON: decided {}, raise it (the purge keeps claims for the horizon meanwhile)", human(v.current.dedup_secs))
+            format!(
+                "\tBELOW HORIZON: decided {}, raise it (the purge keeps claims for the horizon meanwhile)",
+                human(v.current.dedup_secs)
+            )
         } else {
             String::new()
         };
@@ -279,7 +381,15 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
             emit(json, &v, || {
                 let mut out = vec![line(&v)];
                 out.extend(v.history.iter().skip(1).map(|h| {
-                    format!("  v{} {}: claims {} bodies {} by {}: {}", h.version, h.created_at, human(h.dedup_secs), human(h.body_secs), h.actor, h.reason)
+                    format!(
+                        "  v{} {}: claims {} bodies {} by {}: {}",
+                        h.version,
+                        h.created_at,
+                        human(h.dedup_secs),
+                        human(h.body_secs),
+                        h.actor,
+                        h.reason
+                    )
                 }));
                 out.join("\n")
             });
@@ -287,11 +397,21 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
         RetentionCmd::Show { tenant: None, endpoint: None } => {
             let o = retention::overview(db, p).await?;
             emit(json, &o, || {
-                let mut out: Vec<String> =
-                    o.horizons.iter().map(|h| {
+                let mut out: Vec<String> = o
+                    .horizons
+                    .iter()
+                    .map(|h| {
                         let source = h.source.as_deref().map(|s| format!("\tsource: {s}")).unwrap_or_default();
-                        format!("horizon {}\t{}\tv{} by {}: {}{source}", h.scheme, human(h.horizon_secs), h.version, h.actor, h.reason)
-                    }).collect();
+                        format!(
+                            "horizon {}\t{}\tv{} by {}: {}{source}",
+                            h.scheme,
+                            human(h.horizon_secs),
+                            h.version,
+                            h.actor,
+                            h.reason
+                        )
+                    })
+                    .collect();
                 out.extend(o.endpoints.iter().map(line));
                 out.join("\n")
             });
@@ -310,14 +430,20 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
         }
         RetentionCmd::Horizon { scheme, duration, reason } => {
             let h = retention::set_horizon(db, p, &scheme, parse_duration(&duration)?, &reason).await?;
-            emit(json, &h, || format!("{} redelivery horizon is now {} (version {})", h.scheme, human(h.horizon_secs), h.version));
+            emit(json, &h, || {
+                format!("{} redelivery horizon is now {} (version {})", h.scheme, human(h.horizon_secs), h.version)
+            });
         }
         RetentionCmd::Purge => {
             let r = purge::run(db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await?;
             emit(json, &r, || {
                 format!(
                     "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, {} minute rollups",
-                    r.claims_deleted, r.quarantine_deleted, r.bodies_cleared, r.replay_deleted, r.minute_rollups_deleted
+                    r.claims_deleted,
+                    r.quarantine_deleted,
+                    r.bodies_cleared,
+                    r.replay_deleted,
+                    r.minute_rollups_deleted
                 )
             });
         }
@@ -338,14 +464,18 @@ pub(super) async fn open_vault(args: &DbArgs, db: &DatabaseConnection) -> Result
 }
 
 fn parse_role(text: &str) -> Result<Role, CliError> {
-    Role::parse(text).ok_or_else(|| CliError::new("invalid_role", format!("role must be admin, reviewer, clinic-admin or oncall, got {text:?}")))
+    Role::parse(text).ok_or_else(|| {
+        CliError::new("invalid_role", format!("role must be admin, reviewer, clinic-admin or oncall, got {text:?}"))
+    })
 }
 
 /// Reads a password from stdin; empty stdin means "generate one".
 fn read_password_from_stdin() -> Result<(zeroize::Zeroizing<String>, Option<zeroize::Zeroizing<String>>), CliError> {
     let mut buf = zeroize::Zeroizing::new(String::new());
     if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        std::io::stdin().read_to_string(&mut buf).map_err(|e| CliError::new("stdin", format!("cannot read password from stdin: {e}")))?;
+        std::io::stdin()
+            .read_to_string(&mut buf)
+            .map_err(|e| CliError::new("stdin", format!("cannot read password from stdin: {e}")))?;
     }
     let trimmed = zeroize::Zeroizing::new(buf.trim_end_matches(['\r', '\n']).to_owned());
     if trimmed.is_empty() {
@@ -372,7 +502,13 @@ fn approval_from(approve_as: Option<String>, what: &str) -> Approval {
     }
 }
 
-async fn key_command(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, cmd: KeyCmd) -> Result<(), CliError> {
+async fn key_command(
+    json: bool,
+    args: &DbArgs,
+    db: &DatabaseConnection,
+    p: &Principal,
+    cmd: KeyCmd,
+) -> Result<(), CliError> {
     match cmd {
         KeyCmd::Provision { tenant, endpoint, owner, rotation_owner, event_types, approve_as } => {
             let vault = open_vault(args, db).await?;
@@ -390,7 +526,8 @@ async fn key_command(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Pri
         }
         KeyCmd::Rotate { key_id, overlap_secs, approve_as } => {
             let vault = open_vault(args, db).await?;
-            let k = keys::rotate(db, &vault, p, &key_id, Some(overlap_secs), approval_from(approve_as, "rotation")).await?;
+            let k =
+                keys::rotate(db, &vault, p, &key_id, Some(overlap_secs), approval_from(approve_as, "rotation")).await?;
             emit(json, &key_json(&k), || secret_text(&k));
         }
         KeyCmd::Approve { key_id, reviewer, comment } => {
@@ -402,7 +539,9 @@ async fn key_command(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Pri
             emit(json, &k, || format!("rejected {}", k.key_id));
         }
         KeyCmd::Revoke { key_id, reason } => {
-            let reason = reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| CliError::new("reason_required", "revocation needs a reason: --reason <text>"))?;
+            let reason = reason
+                .filter(|r| !r.trim().is_empty())
+                .ok_or_else(|| CliError::new("reason_required", "revocation needs a reason: --reason <text>"))?;
             let k = keys::revoke(db, p, &key_id, &reason).await?;
             emit(json, &k, || format!("revoked {} ({})", k.key_id, reason));
         }
@@ -410,7 +549,16 @@ async fn key_command(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Pri
             let ks = keys::list(db, p, &KeyFilter { tenant, ..Default::default() }).await?;
             emit(json, &ks, || {
                 ks.iter()
-                    .map(|k| format!("{}\t{}/{}\t{}\t{}", k.key_id, k.tenant, k.endpoint, k.status, k.expires_at.as_deref().unwrap_or("-")))
+                    .map(|k| {
+                        format!(
+                            "{}\t{}/{}\t{}\t{}",
+                            k.key_id,
+                            k.tenant,
+                            k.endpoint,
+                            k.status,
+                            k.expires_at.as_deref().unwrap_or("-")
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             });
@@ -436,7 +584,10 @@ fn rewrap_progress() -> impl FnMut(&domain::kek::RewrapView) {
     move |v| {
         if last.elapsed() >= std::time::Duration::from_millis(500) || !v.is_running() {
             last = std::time::Instant::now();
-            eprintln!("{}: {} of about {} rows resealed under v{} ({} read)", v.source, v.rewrapped, v.total, v.target_version, v.scanned);
+            eprintln!(
+                "{}: {} of about {} rows resealed under v{} ({} read)",
+                v.source, v.rewrapped, v.total, v.target_version, v.scanned
+            );
         }
     }
 }
@@ -463,7 +614,12 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
             let vault = open_vault(args, db).await?;
             let job = kek::start_rewrap(db, &vault, p).await?;
             let done = kek::run(db, &vault, &job.id, rewrap_progress()).await?;
-            emit(json, &done, || format!("resealed {} rows under KEK version {} ({} read)", done.rewrapped, done.target_version, done.scanned));
+            emit(json, &done, || {
+                format!(
+                    "resealed {} rows under KEK version {} ({} read)",
+                    done.rewrapped, done.target_version, done.scanned
+                )
+            });
         }
         KekCmd::Status => {
             let o = kek::overview(db, p, kek::Counting::Always).await?;
@@ -473,10 +629,18 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
                     .iter()
                     .map(|v| {
                         let rows: Vec<String> = v.rows.iter().map(|(k, n)| format!("{k} {n}")).collect();
-                        format!("v{}{}\t{}\t{}", v.version, if v.newest { " (newest)" } else { "" }, v.created_at, rows.join(", "))
+                        format!(
+                            "v{}{}\t{}\t{}",
+                            v.version,
+                            if v.newest { " (newest)" } else { "" },
+                            v.created_at,
+                            rows.join(", ")
+                        )
                     })
                     .collect();
-                lines.extend(o.retired.iter().map(|r| format!("v{} retired {} by {}", r.version, r.retired_at, r.retired_by)));
+                lines.extend(
+                    o.retired.iter().map(|r| format!("v{} retired {} by {}", r.version, r.retired_at, r.retired_by)),
+                );
                 if let Some(j) = &o.latest_rewrap {
                     lines.push(format!("latest rewrap: {} ({} resealed, {} read)", j.status, j.rewrapped, j.scanned));
                 }

@@ -11,15 +11,15 @@ use domain::{
         export::{self, Via},
         manifest, runs,
     },
-    receiver::{faults::Faults, telemetry::Telemetry, Receiver},
+    receiver::{Receiver, faults::Faults, telemetry::Telemetry},
     vault::Vault,
 };
 use sea_orm::DatabaseConnection;
 use serde_json::json;
 
 use super::{
-    output::{emit, CliError},
     AuditCmd, DrillCmd, EvidenceCmd,
+    output::{CliError, emit},
 };
 use crate::{
     config::DbArgs,
@@ -30,7 +30,14 @@ fn need(vault: Option<Vault>) -> Result<Vault, CliError> {
     vault.ok_or_else(|| CliError::new("vault", "this command needs the vault"))
 }
 
-pub async fn drill(json: bool, args: &DbArgs, db: &DatabaseConnection, vault: Option<Vault>, p: &Principal, cmd: DrillCmd) -> Result<(), CliError> {
+pub async fn drill(
+    json: bool,
+    args: &DbArgs,
+    db: &DatabaseConnection,
+    vault: Option<Vault>,
+    p: &Principal,
+    cmd: DrillCmd,
+) -> Result<(), CliError> {
     match cmd {
         DrillCmd::Run => {
             let vault = Arc::new(need(vault)?);
@@ -48,7 +55,10 @@ pub async fn drill(json: bool, args: &DbArgs, db: &DatabaseConnection, vault: Op
                             Some(false) => "FAILED",
                             None => r.status.as_str(),
                         };
-                        format!("{}  {}  {}  {}/{} drills  by {}", r.started_at, r.run_id, verdict, r.done, r.total, r.actor)
+                        format!(
+                            "{}  {}  {}  {}/{} drills  by {}",
+                            r.started_at, r.run_id, verdict, r.done, r.total, r.actor
+                        )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -61,7 +71,12 @@ pub async fn drill(json: bool, args: &DbArgs, db: &DatabaseConnection, vault: Op
 
 /// Runs every drill through an in-process receiver listening on a loopback
 /// port: real HTTP, the real `/hooks` handler, this process's drill faults.
-async fn run_drills(args: &DbArgs, db: &DatabaseConnection, vault: &Arc<Vault>, p: &Principal) -> Result<runs::DrillRunView, CliError> {
+async fn run_drills(
+    args: &DbArgs,
+    db: &DatabaseConnection,
+    vault: &Arc<Vault>,
+    p: &Principal,
+) -> Result<runs::DrillRunView, CliError> {
     let faults = Faults::default();
     let hooks = crate::http::hooks::HookState {
         receiver: Arc::new(Receiver::with_faults(db.clone(), vault.clone(), faults.clone())),
@@ -70,12 +85,18 @@ async fn run_drills(args: &DbArgs, db: &DatabaseConnection, vault: &Arc<Vault>, 
         body_read: std::time::Duration::from_secs(30),
         unknown_log: Arc::default(),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| CliError::new("listen", format!("cannot open a loopback port for the drills: {e}")))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| CliError::new("listen", format!("cannot open a loopback port for the drills: {e}")))?;
     let addr = listener.local_addr().map_err(|e| CliError::new("listen", e.to_string()))?;
     let router = axum::Router::new().nest_service("/hooks", crate::http::hooks::routes(hooks));
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    let transport = HttpTransport::new(format!("http://{addr}"), faults.drill.clone(), ChildEnv::from_args(args).map_err(|e| CliError::new("config", e))?)
-        .map_err(|e| CliError::new("http", e))?;
+    let transport = HttpTransport::new(
+        format!("http://{addr}"),
+        faults.drill.clone(),
+        ChildEnv::from_args(args).map_err(|e| CliError::new("config", e))?,
+    )
+    .map_err(|e| CliError::new("http", e))?;
     let run = runs::run(db, vault, p, &transport).await;
     server.abort();
     Ok(run?)
@@ -88,11 +109,20 @@ fn describe_run(r: &runs::DrillRunView) -> String {
         r.engine,
         match r.passed {
             Some(true) => "all passed".to_owned(),
-            _ => format!("{} of {} FAILED", r.drills.iter().filter(|d| !d.passed).count() + usize::from(r.error.is_some()), r.total),
+            _ => format!(
+                "{} of {} FAILED",
+                r.drills.iter().filter(|d| !d.passed).count() + usize::from(r.error.is_some()),
+                r.total
+            ),
         }
     )];
     for d in &r.drills {
-        lines.push(format!("  {:<26} {:<6} {:>6} ms", d.name, if d.passed { "passed" } else { "FAILED" }, d.duration_ms));
+        lines.push(format!(
+            "  {:<26} {:<6} {:>6} ms",
+            d.name,
+            if d.passed { "passed" } else { "FAILED" },
+            d.duration_ms
+        ));
         for f in &d.failures {
             lines.push(format!("      {f}"));
         }
@@ -107,12 +137,28 @@ fn fail_unless_passed(r: &runs::DrillRunView) -> Result<(), CliError> {
     if r.passed == Some(true) {
         return Ok(());
     }
-    let failed: Vec<String> = r.drills.iter().filter(|d| !d.passed).map(|d| format!("{} ({})", d.name, d.failures.first().map_or("failed", String::as_str))).collect();
-    let what = if failed.is_empty() { r.error.clone().unwrap_or_else(|| "the run did not finish".into()) } else { failed.join(", ") };
+    let failed: Vec<String> = r
+        .drills
+        .iter()
+        .filter(|d| !d.passed)
+        .map(|d| format!("{} ({})", d.name, d.failures.first().map_or("failed", String::as_str)))
+        .collect();
+    let what = if failed.is_empty() {
+        r.error.clone().unwrap_or_else(|| "the run did not finish".into())
+    } else {
+        failed.join(", ")
+    };
     Err(CliError::new("drills_failed", format!("drills failed: {what}")))
 }
 
-pub async fn evidence(json: bool, args: &DbArgs, db: &DatabaseConnection, vault: Option<Vault>, p: &Principal, cmd: EvidenceCmd) -> Result<(), CliError> {
+pub async fn evidence(
+    json: bool,
+    args: &DbArgs,
+    db: &DatabaseConnection,
+    vault: Option<Vault>,
+    p: &Principal,
+    cmd: EvidenceCmd,
+) -> Result<(), CliError> {
     let vault = Arc::new(need(vault)?);
     match cmd {
         EvidenceCmd::Export { out, tenant, run_drills: with_drills, force } => {
@@ -121,7 +167,8 @@ pub async fn evidence(json: bool, args: &DbArgs, db: &DatabaseConnection, vault:
             let bundle = export::export(db, &vault, p, tenant.as_deref(), Via::Cli).await?;
             for (name, bytes) in bundle.files() {
                 let path = out.join(name);
-                std::fs::write(&path, bytes).map_err(|e| CliError::new("write", format!("cannot write {}: {e}", path.display())))?;
+                std::fs::write(&path, bytes)
+                    .map_err(|e| CliError::new("write", format!("cannot write {}: {e}", path.display())))?;
             }
             let critical = bundle.evidence.findings.iter().filter(|f| f.severity == "critical").count();
             let report = json!({
@@ -132,7 +179,12 @@ pub async fn evidence(json: bool, args: &DbArgs, db: &DatabaseConnection, vault:
                 "drills_passed": run.as_ref().and_then(|r| r.passed),
             });
             emit(json, &report, || {
-                let mut lines = vec![format!("wrote {} ({} files); manifest digest {}", out.display(), manifest::FILES.len(), bundle.digest)];
+                let mut lines = vec![format!(
+                    "wrote {} ({} files); manifest digest {}",
+                    out.display(),
+                    manifest::FILES.len(),
+                    bundle.digest
+                )];
                 for f in &bundle.evidence.findings {
                     lines.push(format!("  {}: {} {}: {}", f.severity, f.code, f.subject, f.message));
                 }
@@ -145,15 +197,24 @@ pub async fn evidence(json: bool, args: &DbArgs, db: &DatabaseConnection, vault:
         }
         EvidenceCmd::Verify { dir, public_key } => {
             let key = match &public_key {
-                Some(path) => Some(std::fs::read_to_string(path).map_err(|e| CliError::new("public_key", format!("cannot read {}: {e}", path.display())))?),
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .map_err(|e| CliError::new("public_key", format!("cannot read {}: {e}", path.display())))?,
+                ),
                 None => None,
             };
             let report = manifest::verify(&read_bundle(&dir)?, key.as_deref());
             emit(json, &report, || {
-                let mut lines: Vec<String> = report.files.iter().map(|f| format!("{:<14} {}", f.name, f.status)).collect();
-                lines.push(format!("signature      {} (checked against the {} public key)", report.signature, report.signer));
+                let mut lines: Vec<String> =
+                    report.files.iter().map(|f| format!("{:<14} {}", f.name, f.status)).collect();
+                lines.push(format!(
+                    "signature      {} (checked against the {} public key)",
+                    report.signature, report.signer
+                ));
                 if report.signer == "manifest" {
-                    lines.push("note: pass --public-key (from `signet evidence public-key`) to check who signed it".into());
+                    lines.push(
+                        "note: pass --public-key (from `signet evidence public-key`) to check who signed it".into(),
+                    );
                 }
                 lines.join("\n")
             });
@@ -161,15 +222,25 @@ pub async fn evidence(json: bool, args: &DbArgs, db: &DatabaseConnection, vault:
                 None => Ok(()),
                 Some(first) => Err(CliError::new(
                     "evidence_invalid",
-                    if report.problems.len() > 1 { format!("{first} (and {} more problems)", report.problems.len() - 1) } else { first.clone() },
+                    if report.problems.len() > 1 {
+                        format!("{first} (and {} more problems)", report.problems.len() - 1)
+                    } else {
+                        first.clone()
+                    },
                 )),
             }
         }
         EvidenceCmd::PublicKey { pem } => {
             let signer = domain::service_keys::evidence_signer(db, &vault).await?;
             let b64 = signer.public_key_base64();
-            let text = if pem { domain::crypto::service::public_key_pem(&b64).map_err(|e| CliError::new("public_key", e.to_string()))? } else { b64.clone() };
-            emit(json, &json!({"algorithm": "ed25519", "public_key": b64, "pem": pem.then_some(text.clone())}), || text.trim_end().to_owned());
+            let text = if pem {
+                domain::crypto::service::public_key_pem(&b64).map_err(|e| CliError::new("public_key", e.to_string()))?
+            } else {
+                b64.clone()
+            };
+            emit(json, &json!({"algorithm": "ed25519", "public_key": b64, "pem": pem.then_some(text.clone())}), || {
+                text.trim_end().to_owned()
+            });
             Ok(())
         }
     }
@@ -179,37 +250,55 @@ pub async fn evidence(json: bool, args: &DbArgs, db: &DatabaseConnection, vault:
 fn prepare_dir(out: &Path, force: bool) -> Result<(), CliError> {
     if out.exists() {
         if !out.is_dir() {
-            return Err(CliError::new("out_not_a_directory", format!("{} exists and is not a directory", out.display())));
+            return Err(CliError::new(
+                "out_not_a_directory",
+                format!("{} exists and is not a directory", out.display()),
+            ));
         }
-        let non_empty = std::fs::read_dir(out).map_err(|e| CliError::new("out", format!("cannot read {}: {e}", out.display())))?.next().is_some();
+        let non_empty = std::fs::read_dir(out)
+            .map_err(|e| CliError::new("out", format!("cannot read {}: {e}", out.display())))?
+            .next()
+            .is_some();
         if non_empty && !force {
-            return Err(CliError::new("out_not_empty", format!("{} is not empty; pass --force to overwrite the bundle's files in it", out.display())));
+            return Err(CliError::new(
+                "out_not_empty",
+                format!("{} is not empty; pass --force to overwrite the bundle's files in it", out.display()),
+            ));
         }
     }
     std::fs::create_dir_all(out).map_err(|e| CliError::new("out", format!("cannot create {}: {e}", out.display())))?;
     // Fail before exporting (an export is recorded) if nothing can be written.
     let probe = out.join(".signet-write-test");
-    std::fs::write(&probe, b"").map_err(|e| CliError::new("out_not_writable", format!("cannot write to {}: {e}", out.display())))?;
+    std::fs::write(&probe, b"")
+        .map_err(|e| CliError::new("out_not_writable", format!("cannot write to {}: {e}", out.display())))?;
     std::fs::remove_file(&probe).ok();
     Ok(())
 }
 
 /// Every regular file in `dir` (a bundle has no subdirectories).
 fn read_bundle(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, CliError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| CliError::new("bundle", format!("cannot read {}: {e}", dir.display())))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| CliError::new("bundle", format!("cannot read {}: {e}", dir.display())))?;
     let mut files = BTreeMap::new();
     for entry in entries {
         let entry = entry.map_err(|e| CliError::new("bundle", format!("cannot read {}: {e}", dir.display())))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
         if !path.is_file() {
-            return Err(CliError::new("evidence_invalid", format!("{name} in {} is not a file; a bundle holds only its four files", dir.display())));
+            return Err(CliError::new(
+                "evidence_invalid",
+                format!("{name} in {} is not a file; a bundle holds only its four files", dir.display()),
+            ));
         }
         // Bundles are small; a huge file is not part of one.
         if entry.metadata().map(|m| m.len()).unwrap_or(0) > 64 * 1024 * 1024 {
             return Err(CliError::new("evidence_invalid", format!("{name} is larger than any bundle file")));
         }
-        files.insert(name, std::fs::read(&path).map_err(|e| CliError::new("bundle", format!("cannot read {}: {e}", path.display())))?);
+        files.insert(
+            name,
+            std::fs::read(&path)
+                .map_err(|e| CliError::new("bundle", format!("cannot read {}: {e}", path.display())))?,
+        );
     }
     Ok(files)
 }
@@ -219,16 +308,26 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
     match cmd {
         AuditCmd::Verify { checkpoint, public_key } => {
             let report = audit::verify_chain(db).await?;
-            let mut problems: Vec<String> = report.first_broken.iter().map(|b| format!("audit chain broken at entry {}: {}", b.seq, b.reason)).collect();
+            let mut problems: Vec<String> = report
+                .first_broken
+                .iter()
+                .map(|b| format!("audit chain broken at entry {}: {}", b.seq, b.reason))
+                .collect();
             let mut checked = None;
             if let Some(path) = checkpoint {
-                let text = std::fs::read_to_string(&path).map_err(|e| CliError::new("checkpoint", format!("cannot read {}: {e}", path.display())))?;
-                let cp: SignedCheckpoint = serde_json::from_str(&text).map_err(|e| CliError::new("checkpoint", format!("{} is not a signed checkpoint: {e}", path.display())))?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| CliError::new("checkpoint", format!("cannot read {}: {e}", path.display())))?;
+                let cp: SignedCheckpoint = serde_json::from_str(&text).map_err(|e| {
+                    CliError::new("checkpoint", format!("{} is not a signed checkpoint: {e}", path.display()))
+                })?;
                 let key = match public_key {
-                    Some(p) => std::fs::read_to_string(&p).map_err(|e| CliError::new("public_key", format!("cannot read {}: {e}", p.display())))?,
+                    Some(p) => std::fs::read_to_string(&p)
+                        .map_err(|e| CliError::new("public_key", format!("cannot read {}: {e}", p.display())))?,
                     None => domain::service_keys::evidence_signer(db, &vault).await?.public_key_base64(),
                 };
-                if let Err(e) = domain::crypto::service::verify_signature(&key, &cp.checkpoint.signed_bytes(), &cp.signature) {
+                if let Err(e) =
+                    domain::crypto::service::verify_signature(&key, &cp.checkpoint.signed_bytes(), &cp.signature)
+                {
                     problems.push(format!("the checkpoint's signature does not verify: {e}"));
                 } else if let Err(why) = audit::matches_checkpoint(db, &cp.checkpoint).await? {
                     problems.push(why);
@@ -245,7 +344,11 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
                     "audit chain intact: {} entries, keyed since entry {}{}",
                     report.entries,
                     report.keyed_since_seq.map_or_else(|| "–".into(), |s| s.to_string()),
-                    if out["checkpoint"].is_null() { String::new() } else { "; the signed checkpoint is still part of it".into() }
+                    if out["checkpoint"].is_null() {
+                        String::new()
+                    } else {
+                        "; the signed checkpoint is still part of it".into()
+                    }
                 ),
                 Some(p) => format!("audit chain BROKEN: {p}"),
             });
@@ -257,7 +360,11 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
         AuditCmd::Checkpoint => {
             let signer = domain::service_keys::evidence_signer(db, &vault).await?;
             let cp = audit::checkpoint(db).await?;
-            let signed = SignedCheckpoint { signature: signer.sign_base64(&cp.signed_bytes()), public_key: signer.public_key_base64(), checkpoint: cp };
+            let signed = SignedCheckpoint {
+                signature: signer.sign_base64(&cp.signed_bytes()),
+                public_key: signer.public_key_base64(),
+                checkpoint: cp,
+            };
             // A document to keep: JSON either way.
             let _ = json;
             println!("{}", serde_json::to_string_pretty(&signed).unwrap_or_default());

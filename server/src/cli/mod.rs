@@ -14,7 +14,11 @@ use clap::{Parser, Subcommand};
 use crate::config::{DbArgs, ServeArgs};
 
 #[derive(Parser, Debug)]
-#[command(name = "signet", version, about = "Receive webhooks safely: scoped keys, verified intake, exactly-once effects.")]
+#[command(
+    name = "signet",
+    version,
+    about = "Receive webhooks safely: scoped keys, verified intake, exactly-once effects."
+)]
 pub struct Cli {
     /// Print exactly one JSON value on stdout.
     #[arg(long, global = true)]

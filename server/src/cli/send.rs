@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use domain::{
-    crypto::{signature, SigningSecret},
+    crypto::{SigningSecret, signature},
     registry::Scheme,
 };
 use rand::Rng;
@@ -82,7 +82,8 @@ async fn bounded_text(mut res: reqwest::Response) -> String {
 fn client(ca_pem: Option<&[u8]>) -> Result<reqwest::Client, CliError> {
     let mut b = reqwest::Client::builder().timeout(Duration::from_secs(30)).redirect(reqwest::redirect::Policy::none());
     if let Some(pem) = ca_pem {
-        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| CliError::new("ca_cert", format!("not a PEM certificate bundle: {e}")))?;
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| CliError::new("ca_cert", format!("not a PEM certificate bundle: {e}")))?;
         if certs.is_empty() {
             return Err(CliError::new("ca_cert", "the CA file holds no PEM certificate"));
         }
@@ -98,9 +99,14 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
     let mut attempts = Vec::new();
     for attempt in 1..=args.max_attempts.max(1) {
         let ts = time_now();
-        let headers = signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id)
-            .ok_or_else(|| CliError::new("invalid_secret", "this secret cannot sign for this scheme (standard-webhooks needs whsec_<base64>)"))?;
-        let mut req = client.post(&args.url).header(reqwest::header::CONTENT_TYPE, "application/json").body(args.body.clone());
+        let headers = signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id).ok_or_else(|| {
+            CliError::new(
+                "invalid_secret",
+                "this secret cannot sign for this scheme (standard-webhooks needs whsec_<base64>)",
+            )
+        })?;
+        let mut req =
+            client.post(&args.url).header(reqwest::header::CONTENT_TYPE, "application/json").body(args.body.clone());
         for (k, v) in &headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -123,12 +129,24 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
                     let jitter = backoff(args.base_delay, args.max_delay, attempt - 1);
                     ("retry", Some(wait_hint.map(|w| w.max(jitter)).unwrap_or(jitter)))
                 };
-                Attempt { attempt, status: Some(status), response: text, next, wait_ms: wait.map(|w| w.as_millis() as u64) }
+                Attempt {
+                    attempt,
+                    status: Some(status),
+                    response: text,
+                    next,
+                    wait_ms: wait.map(|w| w.as_millis() as u64),
+                }
             }
             Err(e) => {
                 let next = if last { "give_up" } else { "retry" };
                 let wait = (!last).then(|| backoff(args.base_delay, args.max_delay, attempt - 1));
-                Attempt { attempt, status: None, response: format!("request failed: {e}"), next, wait_ms: wait.map(|w| w.as_millis() as u64) }
+                Attempt {
+                    attempt,
+                    status: None,
+                    response: format!("request failed: {e}"),
+                    next,
+                    wait_ms: wait.map(|w| w.as_millis() as u64),
+                }
             }
         };
         progress(&record);

@@ -6,15 +6,15 @@
 use app::ssr::AppState;
 use axum::{
     extract::{Path, Query, State},
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use domain::{
-    evidence::{export, manifest},
     DomainError,
+    evidence::{export, manifest},
 };
 
-use super::api::{evidence::html_response, ApiError};
+use super::api::{ApiError, evidence::html_response};
 
 #[derive(serde::Deserialize)]
 pub struct Download {
@@ -22,10 +22,24 @@ pub struct Download {
     download: Option<String>,
 }
 
-pub async fn file(State(st): State<AppState>, headers: HeaderMap, Path((digest, name)): Path<(String, String)>, Query(q): Query<Download>) -> Response {
+pub async fn file(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path((digest, name)): Path<(String, String)>,
+    Query(q): Query<Download>,
+) -> Response {
     let token = app::ssr::session_token_in(&headers, st.secure_cookies);
     let principal = match token {
-        Some(t) => domain::auth::sessions::authenticate(&st.db, st.sessions, &t, domain::clock::now_ms(), domain::auth::sessions::Activity::User).await,
+        Some(t) => {
+            domain::auth::sessions::authenticate(
+                &st.db,
+                st.sessions,
+                &t,
+                domain::clock::now_ms(),
+                domain::auth::sessions::Activity::User,
+            )
+            .await
+        }
         None => Err(DomainError::Unauthenticated),
     };
     let principal = match principal {
@@ -44,7 +58,9 @@ pub async fn file(State(st): State<AppState>, headers: HeaderMap, Path((digest, 
         res
     };
     match name.as_str() {
-        manifest::EVIDENCE_HTML => html_response(bundle.evidence_html, q.download.is_some().then_some(manifest::EVIDENCE_HTML)),
+        manifest::EVIDENCE_HTML => {
+            html_response(bundle.evidence_html, q.download.is_some().then_some(manifest::EVIDENCE_HTML))
+        }
         manifest::EVIDENCE_JSON => attachment("application/json", bundle.evidence_json),
         manifest::MANIFEST_JSON => attachment("application/json", bundle.manifest_json),
         manifest::MANIFEST_SIG => attachment("text/plain; charset=utf-8", format!("{}\n", bundle.signature)),

@@ -6,7 +6,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use http::{header, HeaderValue, Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode, header};
 
 /// Server functions under `/fn/` authenticate with the session cookie, so a
 /// state-changing call must come from our own pages: its `Origin` must name
@@ -46,7 +46,8 @@ pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
     // Rendered pages set their own nonce-based policy (app::ssr::set_page_csp);
     // everything else (JSON, assets, errors) gets one that runs no script.
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
-        let html = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
+        let html =
+            h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
         let policy = if html {
             // A console page whose own nonce policy did not reach the
             // response (seen rarely in the no-JavaScript journeys, cause not
@@ -81,7 +82,8 @@ pub async fn control_body_limit(req: Request<Body>, next: Next) -> Response {
     if !(path.starts_with("/fn/") || path.starts_with("/api/v1/")) {
         return next.run(req).await;
     }
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > CONTROL_BODY_LIMIT as u64) {
         // Read (and drop) a modest body first, so its sender gets to read
         // the 413 instead of a connection reset mid-upload; a larger one is
@@ -100,14 +102,18 @@ pub async fn control_body_limit(req: Request<Body>, next: Next) -> Response {
                 StatusCode::BAD_REQUEST,
                 axum::Json(serde_json::json!({"error": "bad_body", "message": "the request body could not be read"})),
             )
-                .into_response()
+                .into_response();
         }
     };
     // Server functions take exactly their arguments: a form field or query
     // parameter they do not declare is refused, as `/api/v1` refuses
     // unknown JSON fields (`app::api::forms`).
     if path_is_fn(&parts.uri) {
-        let form = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        let form = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
         let unknown = app::api::forms::unknown_field(parts.uri.path(), parts.uri.query().unwrap_or("").as_bytes())
             .or_else(|| form.then(|| app::api::forms::unknown_field(parts.uri.path(), &bytes)).flatten());
         if let Some(name) = unknown {
@@ -153,7 +159,8 @@ fn too_large() -> Response {
 pub async fn hsts(on: bool, req: Request<Body>, next: Next) -> Response {
     let mut res = next.run(req).await;
     if on {
-        res.headers_mut().insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
+        res.headers_mut()
+            .insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000; includeSubDomains"));
     }
     res
 }

@@ -5,17 +5,17 @@
 use std::{sync::Arc, time::Instant};
 
 use axum::{
+    Json, Router,
     body::Body,
     extract::{Path, State},
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::post,
-    Json, Router,
 };
 use domain::{
     crypto::signature::HeaderSource,
     evidence::drills::DRILL_PREFIX,
-    receiver::{self, cache::EndpointCtx, telemetry::Telemetry, Outcome, Receiver, Refusal},
+    receiver::{self, Outcome, Receiver, Refusal, cache::EndpointCtx, telemetry::Telemetry},
 };
 
 use crate::metrics::Metrics;
@@ -80,7 +80,12 @@ impl HeaderSource for Headers<'_> {
     }
 }
 
-async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(String, String)>, headers: HeaderMap, body: Body) -> Response {
+async fn receive(
+    State(st): State<HookState>,
+    Path((tenant, endpoint)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let started = Instant::now();
     let (outcome, ep, key_id) = run(&st, &tenant, &endpoint, &headers, body).await;
     // Drill traffic (the synthetic tenant, and the unknown-tenant drill's
@@ -116,7 +121,13 @@ async fn receive(State(st): State<HookState>, Path((tenant, endpoint)): Path<(St
 }
 
 /// Gate 1, gate 2 (the body limit, enforced while reading), then gates 3–9.
-async fn run(st: &HookState, tenant: &str, endpoint: &str, headers: &HeaderMap, body: Body) -> (Outcome, Option<Arc<EndpointCtx>>, Option<String>) {
+async fn run(
+    st: &HookState,
+    tenant: &str,
+    endpoint: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> (Outcome, Option<Arc<EndpointCtx>>, Option<String>) {
     let ep = match receiver::resolve(&st.receiver, tenant, endpoint).await {
         Ok(ep) => ep,
         Err(o) => return (o, None, None),
@@ -145,9 +156,15 @@ enum BodyError {
 /// Gate 2: reads the body, keeping at most `limit` bytes in memory. A
 /// declared `Content-Length` over the limit is refused without keeping
 /// anything; a streamed body is refused as soon as it crosses the limit.
-async fn read_limited(body: Body, limit: usize, headers: &HeaderMap, within: std::time::Duration) -> Result<bytes::Bytes, BodyError> {
+async fn read_limited(
+    body: Body,
+    limit: usize,
+    headers: &HeaderMap,
+    within: std::time::Duration,
+) -> Result<bytes::Bytes, BodyError> {
     use http_body_util::BodyExt;
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let mut too_large = declared.is_some_and(|n| n > limit as u64);
     let mut kept = bytes::BytesMut::new();
     let mut seen = 0usize;

@@ -2,8 +2,13 @@
 
 use std::{sync::Arc, time::Duration};
 
-use axum::{extract::Request, middleware::Next, response::{IntoResponse, Response}, Json};
-use http::{header, HeaderValue, StatusCode};
+use axum::{
+    Json,
+    extract::Request,
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use http::{HeaderValue, StatusCode, header};
 use tokio::sync::Semaphore;
 
 /// Answers 503 with `Retry-After` when a request is not answered within
@@ -42,7 +47,8 @@ pub async fn hooks_in_flight(limit: InFlight, req: Request, next: Next) -> Respo
 }
 
 fn unavailable(code: &str, message: &str) -> Response {
-    let mut res = (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"error": code, "message": message}))).into_response();
+    let mut res =
+        (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"error": code, "message": message}))).into_response();
     res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     res
 }

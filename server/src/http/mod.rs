@@ -7,9 +7,9 @@ mod guards;
 pub mod hooks;
 mod limits;
 
-use app::{shell, ssr::AppState, App};
-use axum::{routing::get, Router};
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use app::{App, shell, ssr::AppState};
+use axum::{Router, routing::get};
+use leptos_axum::{LeptosRoutes, generate_route_list};
 
 /// Request-level limits (`serve`'s flags; see `limits`).
 #[derive(Debug, Clone, Copy)]

@@ -39,7 +39,8 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
     let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
     let secret = key["secret"].as_str().unwrap().to_owned();
-    let token = i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
     let stale = ("SIGNET_BULK_STALE_SECS", "2");
 
     let mut s = i.serve_with(&[stale, ("SIGNET_FAULTS", "stall_bulk_entry_ms=400")]);
@@ -47,10 +48,17 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
     // Updates that arrive before their reminders are quarantined; then the
     // reminders arrive, so a release applies them.
     for n in 0..EVENTS {
-        i.send_event(&url, &secret, &format!("upd-{n}"), &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-{n}"}}}}"#));
+        i.send_event(
+            &url,
+            &secret,
+            &format!("upd-{n}"),
+            &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-{n}"}}}}"#),
+        );
     }
     for n in 0..EVENTS {
-        let created = format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"r-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#);
+        let created = format!(
+            r#"{{"type":"reminder.created","data":{{"reminder_id":"r-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#
+        );
         i.send_event(&url, &secret, &format!("new-{n}"), &created);
     }
     let res = s
@@ -76,7 +84,13 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
     let stuck = wait_job(&s, &token, &id, |j| j["status"] == "interrupted").await;
     let before = stuck["processed"].as_u64().unwrap();
     assert!((2..EVENTS).contains(&before), "killed midway: {stuck}");
-    let res = s.client().post(s.url(&format!("/api/v1/quarantine/bulk-releases/{id}/resume"))).bearer_auth(&token).send().await.unwrap();
+    let res = s
+        .client()
+        .post(s.url(&format!("/api/v1/quarantine/bulk-releases/{id}/resume")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), StatusCode::ACCEPTED);
     let done = wait_job(&s, &token, &id, |j| j["status"] == "finished").await;
     assert_eq!(done["processed"].as_u64(), Some(EVENTS));
@@ -93,7 +107,8 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
     assert_eq!(notices, EVENTS, "{outbox}");
     let audit = get(&s, &token, "/api/v1/audit?action=quarantine.bulk_release.&limit=200").await;
     let actions: Vec<&str> = audit.as_array().unwrap().iter().filter_map(|e| e["action"].as_str()).collect();
-    for action in ["quarantine.bulk_release.start", "quarantine.bulk_release.resume", "quarantine.bulk_release.finish"] {
+    for action in ["quarantine.bulk_release.start", "quarantine.bulk_release.resume", "quarantine.bulk_release.finish"]
+    {
         assert_eq!(actions.iter().filter(|a| **a == action).count(), 1, "{action} in {actions:?}");
     }
 });

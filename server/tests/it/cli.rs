@@ -7,7 +7,16 @@ use crate::{both_engines, support::Install};
 both_engines!(json_output_and_key_lifecycle, async |i: &Install| {
     let t = i.cli_json(&["tenant", "create", "clinic-a", "--name", "Clinic A"]);
     assert_eq!(t["slug"], "clinic-a");
-    let e = i.cli_json(&["endpoint", "create", "clinic-a", "reminders", "--scheme", "stripe", "--event-types", "reminder.created,otp.requested"]);
+    let e = i.cli_json(&[
+        "endpoint",
+        "create",
+        "clinic-a",
+        "reminders",
+        "--scheme",
+        "stripe",
+        "--event-types",
+        "reminder.created,otp.requested",
+    ]);
     assert_eq!(e["scheme"], "stripe");
     assert_eq!(e["tolerance_secs"], 300);
     assert_eq!(e["max_body_bytes"], 1048576);
@@ -83,7 +92,10 @@ both_engines!(revoke_requires_a_reason, async |i: &Install| {
 
 both_engines!(users_and_tokens, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
-    let given = i.cli_json_stdin(&["user", "create", "alice", "--role", "clinic-admin", "--tenant", "clinic-a"], "a long enough password\n");
+    let given = i.cli_json_stdin(
+        &["user", "create", "alice", "--role", "clinic-admin", "--tenant", "clinic-a"],
+        "a long enough password\n",
+    );
     assert_eq!(given["user"]["role"], "clinic-admin");
     assert!(given["password"].is_null(), "a given password is never echoed");
     let generated = i.cli_json(&["user", "create", "root", "--role", "admin"]);
@@ -154,7 +166,21 @@ both_engines!(on_call_triage_and_retry_policy_from_the_shell, async |i: &Install
     let send = |body: &str, id: &str| {
         let file = i.data_dir().join(format!("{id}.json"));
         std::fs::write(&file, body).unwrap();
-        let out = i.cli(&["send", &s.url("/hooks/clinic-a/hooks"), "--scheme", "standard-webhooks", "--secret", key["secret"].as_str().unwrap(), "--file", file.to_str().unwrap(), "--event-id", id], "");
+        let out = i.cli(
+            &[
+                "send",
+                &s.url("/hooks/clinic-a/hooks"),
+                "--scheme",
+                "standard-webhooks",
+                "--secret",
+                key["secret"].as_str().unwrap(),
+                "--file",
+                file.to_str().unwrap(),
+                "--event-id",
+                id,
+            ],
+            "",
+        );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     send(r#"{"type":"reminder.canceled","data":{"reminder_id":"r-1"}}"#, "e-1");
@@ -162,7 +188,8 @@ both_engines!(on_call_triage_and_retry_policy_from_the_shell, async |i: &Install
     let list = i.cli_json(&["quarantine", "list", "--tenant", "clinic-a"]);
     assert_eq!(list["total"], 2);
     assert_eq!(list["by_reason"][0]["reason"], "reminder_not_found");
-    let ids: Vec<String> = list["items"].as_array().unwrap().iter().map(|q| q["id"].as_str().unwrap().to_owned()).collect();
+    let ids: Vec<String> =
+        list["items"].as_array().unwrap().iter().map(|q| q["id"].as_str().unwrap().to_owned()).collect();
     // Release still fails (the reminder does not exist): non-zero, one line, entry stays open.
     let out = i.cli(&["--json", "quarantine", "release", &ids[0], "--reason", "try"], "");
     assert!(!out.status.success());
@@ -175,7 +202,8 @@ both_engines!(on_call_triage_and_retry_policy_from_the_shell, async |i: &Install
 
     // New tenants start with retries off; a cohort turns them on together.
     assert_eq!(i.cli_json(&["retry-policy", "show", "clinic-b"])["policy"], "disabled");
-    let set = i.cli_json(&["retry-policy", "set", "clinic-a", "clinic-b", "--policy", "enabled", "--reason", "cohort 1"]);
+    let set =
+        i.cli_json(&["retry-policy", "set", "clinic-a", "clinic-b", "--policy", "enabled", "--reason", "cohort 1"]);
     assert_eq!(set.as_array().unwrap().len(), 2);
     assert!(set.as_array().unwrap().iter().all(|v| v["policy"] == "enabled" && v["version"] == 2));
     let back = i.cli_json(&["retry-policy", "rollback", "clinic-b", "--reason", "not yet"]);

@@ -5,7 +5,7 @@
 
 use std::{path::Path, time::Duration};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::{both_engines, support::Install};
 
@@ -40,8 +40,10 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
     let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
     let secret = key["secret"].as_str().unwrap().to_owned();
-    let token = i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
-    let oncall = i.cli_json(&["token", "create", "--name", "otto", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let oncall =
+        i.cli_json(&["token", "create", "--name", "otto", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
     let s = i.serve();
     let url = s.url("/hooks/clinic-a/hooks");
     // Real traffic for clinic-a on four connections during the whole run.
@@ -69,7 +71,11 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
         })
         .collect();
     let api = reqwest::Client::new();
-    assert_eq!(api.post(s.url("/api/v1/drills")).bearer_auth(&oncall).send().await.unwrap().status(), 403, "on-call cannot run drills");
+    assert_eq!(
+        api.post(s.url("/api/v1/drills")).bearer_auth(&oncall).send().await.unwrap().status(),
+        403,
+        "on-call cannot run drills"
+    );
     let started = api.post(s.url("/api/v1/drills")).bearer_auth(&token).send().await.unwrap();
     assert_eq!(started.status(), 202);
     let run_id = started.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_owned();
@@ -77,7 +83,15 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
     assert_eq!(second.status(), 409, "one run at a time");
     let mut seen_running = false;
     let run = loop {
-        let r: Value = api.get(s.url(&format!("/api/v1/drills/{run_id}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+        let r: Value = api
+            .get(s.url(&format!("/api/v1/drills/{run_id}")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if r["passed"].is_null() {
             seen_running = true;
             assert!(r["done"].as_u64().unwrap() <= 7);
@@ -94,14 +108,31 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
     // Real tenants' figures: every live event applied once; the drills are
     // counted apart.
     tokio::time::sleep(Duration::from_millis(5500)).await;
-    let events: Value = api.get(s.url("/api/v1/tenants/clinic-a/events?limit=500")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let events: Value = api
+        .get(s.url("/api/v1/tenants/clinic-a/events?limit=500"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(events.as_array().unwrap().len(), 160);
     let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
     assert!(!metrics.contains("tenant=\"_drill"), "drill traffic must not appear as a tenant");
     assert!(metrics.contains("signet_drill_webhooks_total"), "drill traffic has its own counter");
-    assert!(metrics.lines().any(|l| l.starts_with("signet_webhooks_total") && l.contains("tenant=\"clinic-a\"") && l.contains("outcome=\"applied\"") && l.ends_with(" 160")), "{metrics}");
-    let stats: Value = api.get(s.url("/api/v1/stats?window=1h")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
-    let applied = stats["series"].as_array().unwrap().iter().find(|x| x["outcome"] == "applied").unwrap()["total"].as_i64().unwrap();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("signet_webhooks_total")
+            && l.contains("tenant=\"clinic-a\"")
+            && l.contains("outcome=\"applied\"")
+            && l.ends_with(" 160")),
+        "{metrics}"
+    );
+    let stats: Value =
+        api.get(s.url("/api/v1/stats?window=1h")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let applied = stats["series"].as_array().unwrap().iter().find(|x| x["outcome"] == "applied").unwrap()["total"]
+        .as_i64()
+        .unwrap();
     assert_eq!(applied, 160, "the dashboard counts only real traffic");
 });
 
@@ -121,11 +152,22 @@ both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Instal
     let out = work.path().join("bundle");
     let exported = i.cli_json(&["evidence", "export", "--out", out.to_str().unwrap(), "--run-drills"]);
     assert_eq!(exported["drills_passed"], true, "{exported}");
-    let mut names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, ["evidence.html", "evidence.json", "manifest.json", "manifest.sig"]);
     let evidence: Value = serde_json::from_slice(&std::fs::read(out.join("evidence.json")).unwrap()).unwrap();
-    for key in ["generated_at", "deployment", "credentials", "constraints", "drills", "retention", "retry_policy", "metrics", "audit"] {
+    for key in [
+        "generated_at",
+        "deployment",
+        "credentials",
+        "constraints",
+        "drills",
+        "retention",
+        "retry_policy",
+        "metrics",
+        "audit",
+    ] {
         assert!(evidence.get(key).is_some(), "evidence.json lacks {key}");
     }
     assert_eq!(evidence["credentials"][0]["tenant"], "clinic-a");
@@ -134,7 +176,13 @@ both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Instal
     assert_eq!(evidence["drills"]["latest"]["passed"], true);
     assert_eq!(evidence["audit"]["chain_verified"], true);
     let html = std::fs::read_to_string(out.join("evidence.html")).unwrap();
-    assert!(html.contains("@media print") && !html.contains("<script") && !html.contains("http://") && !html.contains("https://"), "self-contained, printable, no external assets");
+    assert!(
+        html.contains("@media print")
+            && !html.contains("<script")
+            && !html.contains("http://")
+            && !html.contains("https://"),
+        "self-contained, printable, no external assets"
+    );
     let key = write_key(work.path(), i);
     let ok = i.cli(&["--json", "evidence", "verify", out.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
     assert!(ok.status.success(), "{}", stderr(&ok));
@@ -162,13 +210,21 @@ both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Instal
     std::fs::copy(out.join("evidence.html"), tampered.join("evidence.html")).unwrap();
     std::fs::write(tampered.join("extra.txt"), "x").unwrap();
     let extra = i.cli(&["evidence", "verify", tampered.to_str().unwrap()], "");
-    assert!(!extra.status.success() && stderr(&extra).contains("extra.txt is not part of the bundle"), "{}", stderr(&extra));
+    assert!(
+        !extra.status.success() && stderr(&extra).contains("extra.txt is not part of the bundle"),
+        "{}",
+        stderr(&extra)
+    );
     std::fs::remove_file(tampered.join("extra.txt")).unwrap();
     let other = work.path().join("other");
     i.cli_json(&["evidence", "export", "--out", other.to_str().unwrap()]);
     std::fs::copy(other.join("manifest.sig"), tampered.join("manifest.sig")).unwrap();
     let swapped = i.cli(&["evidence", "verify", tampered.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
-    assert!(!swapped.status.success() && stderr(&swapped).contains("manifest.sig does not verify"), "{}", stderr(&swapped));
+    assert!(
+        !swapped.status.success() && stderr(&swapped).contains("manifest.sig does not verify"),
+        "{}",
+        stderr(&swapped)
+    );
 
     // Bad input: a non-empty directory, an unwritable path, a missing bundle.
     let again = i.cli(&["evidence", "export", "--out", out.to_str().unwrap()], "");
@@ -188,26 +244,48 @@ both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Instal
     let printed = i.cli(&["audit", "checkpoint"], "");
     assert!(printed.status.success(), "{}", stderr(&printed));
     std::fs::write(&cp, &printed.stdout).unwrap();
-    let verified = i.cli(&["audit", "verify", "--checkpoint", cp.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
+    let verified =
+        i.cli(&["audit", "verify", "--checkpoint", cp.to_str().unwrap(), "--public-key", key.to_str().unwrap()], "");
     assert!(verified.status.success(), "{}", stderr(&verified));
 });
 
 both_engines!(sign_off_through_the_api_and_console_downloads, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
-    let reviewer = i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let reviewer =
+        i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
     let s = i.serve();
     let api = reqwest::Client::new();
-    let b: Value = api.get(s.url("/api/v1/evidence")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    let b: Value =
+        api.get(s.url("/api/v1/evidence")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
     let digest = b["digest"].as_str().unwrap();
     assert_eq!(digest.len(), 64);
-    let bad = api.post(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).json(&json!({"digest": "cd".repeat(32), "decision": "approved", "comment": "x"})).send().await.unwrap();
+    let bad = api
+        .post(s.url("/api/v1/evidence/signoffs"))
+        .bearer_auth(&reviewer)
+        .json(&json!({"digest": "cd".repeat(32), "decision": "approved", "comment": "x"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 422);
     assert_eq!(bad.json::<Value>().await.unwrap()["error"], "unknown_digest");
-    let unknown_field = api.post(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).json(&json!({"digest": digest, "decision": "approved", "comment": "x", "extra": 1})).send().await.unwrap();
+    let unknown_field = api
+        .post(s.url("/api/v1/evidence/signoffs"))
+        .bearer_auth(&reviewer)
+        .json(&json!({"digest": digest, "decision": "approved", "comment": "x", "extra": 1}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(unknown_field.status(), 422);
-    let ok = api.post(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).json(&json!({"digest": digest, "decision": "approved", "comment": "reviewed"})).send().await.unwrap();
+    let ok = api
+        .post(s.url("/api/v1/evidence/signoffs"))
+        .bearer_auth(&reviewer)
+        .json(&json!({"digest": digest, "decision": "approved", "comment": "reviewed"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 201);
-    let history: Value = api.get(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    let history: Value =
+        api.get(s.url("/api/v1/evidence/signoffs")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
     assert_eq!(history[0]["digest"], digest);
     // The printable page: its own policy lets its one style block in, no script.
     let html = api.get(s.url("/api/v1/evidence.html")).bearer_auth(&reviewer).send().await.unwrap();

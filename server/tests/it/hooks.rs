@@ -6,12 +6,12 @@
 use std::{sync::Arc, time::Duration};
 
 use domain::{
-    crypto::{signature, SigningSecret},
+    crypto::{SigningSecret, signature},
     registry::Scheme,
 };
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::{
     both_engines,
@@ -33,11 +33,32 @@ fn setup(i: &Install, scheme: Scheme) -> (String, SigningSecret, String) {
     // start with retries off, where it would be quarantined).
     i.cli_json(&["retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "in the enabled cohort"]);
     i.cli_json(&[
-        "endpoint", "create", "clinic-a", "hooks", "--scheme", scheme.as_str(),
-        "--event-types", "reminder.created,reminder.canceled,otp.requested", "--max-body-bytes", "2048",
+        "endpoint",
+        "create",
+        "clinic-a",
+        "hooks",
+        "--scheme",
+        scheme.as_str(),
+        "--event-types",
+        "reminder.created,reminder.canceled,otp.requested",
+        "--max-body-bytes",
+        "2048",
     ]);
-    let k = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita", "--event-types", "reminder.created,reminder.canceled"]);
-    (k["key_id"].as_str().unwrap().to_owned(), SigningSecret::parse(k["secret"].as_str().unwrap()).unwrap(), scheme.as_str().to_owned())
+    let k = i.cli_json(&[
+        "key",
+        "provision",
+        "clinic-a",
+        "hooks",
+        "--approve-as",
+        "rita",
+        "--event-types",
+        "reminder.created,reminder.canceled",
+    ]);
+    (
+        k["key_id"].as_str().unwrap().to_owned(),
+        SigningSecret::parse(k["secret"].as_str().unwrap()).unwrap(),
+        scheme.as_str().to_owned(),
+    )
 }
 
 fn now() -> i64 {
@@ -143,12 +164,19 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     // Gate 5 (schemes with a signed timestamp).
     if scheme != Scheme::Github {
         for ts in [now() - 310, now() + 310] {
-            expect(h.post(&c, &h.headers(&body, ts, "d-1"), body.clone()).await, 401, "error", "timestamp_outside_window");
+            expect(
+                h.post(&c, &h.headers(&body, ts, "d-1"), body.clone()).await,
+                401,
+                "error",
+                "timestamp_outside_window",
+            );
         }
     }
     // Gate 8 (before anything is applied): type not permitted by the key's
     // scope, and a tenant named in the payload that is not the path's.
-    let otp = json!({"id": "evt_otp", "type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}}).to_string().into_bytes();
+    let otp = json!({"id": "evt_otp", "type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}})
+        .to_string()
+        .into_bytes();
     expect(h.deliver(&c, otp, "d-otp").await, 403, "error", "event_type_not_permitted");
     let foreign = json!({"id": "evt_f", "type": "reminder.created", "tenant": "clinic-b", "data": {"reminder_id": "f", "send_at": "2027-01-05T09:00:00Z"}})
         .to_string()
@@ -179,7 +207,8 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     let junk = b"\xff\xfe not json".to_vec();
     let q = h.deliver(&c, junk.clone(), "d-junk").await;
     expect(q, 202, "status", "quarantined");
-    let missing = json!({"id": "evt_c", "type": "reminder.canceled", "data": {"reminder_id": "nope"}}).to_string().into_bytes();
+    let missing =
+        json!({"id": "evt_c", "type": "reminder.canceled", "data": {"reminder_id": "nope"}}).to_string().into_bytes();
     let q = h.deliver(&c, missing.clone(), "d-c").await;
     expect(q.clone(), 202, "status", "quarantined");
     assert_eq!(q.1["reason"], "reminder_not_found");
@@ -189,7 +218,16 @@ async fn gate_table(i: &Install, scheme: Scheme) {
 
     // Metrics count every refusal with its reason.
     let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
-    for reason in ["missing", "malformed", "mismatch", "unknown_key", "too_large", "type_not_permitted", "tenant_mismatch", "unknown_endpoint"] {
+    for reason in [
+        "missing",
+        "malformed",
+        "mismatch",
+        "unknown_key",
+        "too_large",
+        "type_not_permitted",
+        "tenant_mismatch",
+        "unknown_endpoint",
+    ] {
         assert!(metrics.contains(&format!("reason=\"{reason}\"")), "{reason} missing from /metrics");
     }
     // Only there: the public address does not list tenants to anyone.
@@ -203,7 +241,9 @@ async fn gate_table(i: &Install, scheme: Scheme) {
         // A signature that matched outside the window counts under its key.
         let per_key = format!("key_id=\"{}\"", h.key_id);
         assert!(
-            metrics.lines().any(|l| l.starts_with("signet_key_verification_failures_total") && l.contains(&per_key) && l.contains("reason=\"stale\"")),
+            metrics.lines().any(|l| l.starts_with("signet_key_verification_failures_total")
+                && l.contains(&per_key)
+                && l.contains("reason=\"stale\"")),
             "{metrics}"
         );
     }
@@ -212,7 +252,8 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     assert!(metrics.contains("signet_webhook_duration_seconds_bucket"));
     // Every applied event above was claimed through the shared-transaction
     // queue, so the group-commit counters have moved.
-    let counter = |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok()).unwrap_or(0);
+    let counter =
+        |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok()).unwrap_or(0);
     assert!(counter("signet_claim_batches_total ") >= 1, "{metrics}");
     assert!(counter("signet_claim_batched_events_total ") >= counter("signet_claim_batches_total "));
     // Nothing secret or from a body in the log.
@@ -337,7 +378,8 @@ both_engines!(crash_before_commit_leaves_nothing_and_the_retry_applies_once, asy
     drop(s);
     // The provider retries (re-signed) against the restarted server.
     let s = i.serve();
-    let h = Hook { secret, key_id: String::new(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
+    let h =
+        Hook { secret, key_id: String::new(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
     let c = reqwest::Client::new();
     let (status, v) = h.post(&c, &h.headers(&body, now() + 1, "msg_crash"), body.clone()).await;
     assert_eq!((status.as_u16(), v["status"].as_str()), (200, Some("applied")));
@@ -349,7 +391,8 @@ both_engines!(crash_before_commit_leaves_nothing_and_the_retry_applies_once, asy
 both_engines!(lost_ack_retry_is_a_duplicate_with_one_effect, async |i: &Install| {
     let (_, secret, _) = setup(i, Scheme::StandardWebhooks);
     let s = i.serve_with(&[("SIGNET_FAULTS", "stall_after_commit_ms=3000")]);
-    let h = Hook { secret, key_id: String::new(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
+    let h =
+        Hook { secret, key_id: String::new(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
     let body = created("r-ack");
     // The client gives up before the answer arrives (the commit already happened).
     let impatient = reqwest::Client::builder().timeout(Duration::from_millis(700)).build().unwrap();
@@ -386,19 +429,39 @@ both_engines!(transient_failures_follow_the_tenant_retry_policy, async |i: &Inst
     assert_eq!(count(&db, "inbox_claims").await, 0, "nothing claimed on 503");
     // The attempts repeated before giving up are counted.
     let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
-    let retries: u64 = metrics.lines().find_map(|l| l.strip_prefix("signet_claim_retries_total ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let retries: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("signet_claim_retries_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
     assert!(retries >= 2, "three attempts, two of them repeats: {metrics}");
     // An administrator switches retries off through the API (a new version)...
-    let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let policy_url = s.url("/api/v1/tenants/clinic-a/retry-policy");
-    let put = c.put(&policy_url).bearer_auth(&token).json(&json!({"policy": "disabled", "reason": "incident"})).send().await.unwrap();
+    let put = c
+        .put(&policy_url)
+        .bearer_auth(&token)
+        .json(&json!({"policy": "disabled", "reason": "incident"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(put.status(), 200);
     assert_eq!(put.json::<Value>().await.unwrap()["version"], 3);
     tokio::time::sleep(Duration::from_millis(5200)).await; // the endpoint cache's staleness bound
     let (status, v) = h.post(&c, &h.headers(&body, 0, "d-t"), body.clone()).await;
-    assert_eq!((status.as_u16(), v["status"].as_str(), v["reason"].as_str()), (202, Some("quarantined"), Some("transient")));
+    assert_eq!(
+        (status.as_u16(), v["status"].as_str(), v["reason"].as_str()),
+        (202, Some("quarantined"), Some("transient"))
+    );
     // ...and the rollback restores the 503 for the next event.
-    let back = c.post(s.url("/api/v1/tenants/clinic-a/retry-policy/rollback")).bearer_auth(&token).json(&json!({"reason": "over"})).send().await.unwrap();
+    let back = c
+        .post(s.url("/api/v1/tenants/clinic-a/retry-policy/rollback"))
+        .bearer_auth(&token)
+        .json(&json!({"reason": "over"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(back.status(), 200);
     let v: Value = back.json().await.unwrap();
     assert_eq!((v["policy"].as_str(), v["version"].as_i64()), (Some("enabled"), Some(4)));
@@ -416,7 +479,22 @@ both_engines!(send_signs_retries_and_stops_correctly, async |i: &Install| {
     let file = i.data_dir().join("body.json");
     std::fs::write(&file, created("r-send")).unwrap();
     let f = file.to_str().unwrap();
-    let ok = i.cli(&["--json", "send", &url, "--scheme", "standard-webhooks", "--secret", secret.expose(), "--file", f, "--event-id", "msg_send"], "");
+    let ok = i.cli(
+        &[
+            "--json",
+            "send",
+            &url,
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            secret.expose(),
+            "--file",
+            f,
+            "--event-id",
+            "msg_send",
+        ],
+        "",
+    );
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let report: Value = serde_json::from_slice(&ok.stdout).unwrap();
     assert_eq!(report["delivered"], true);
@@ -425,11 +503,39 @@ both_engines!(send_signs_retries_and_stops_correctly, async |i: &Install| {
     // duplicate, still 2xx. (Within the same second it would be the same
     // signed message: a replay.)
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let again = i.cli(&["--json", "send", &url, "--scheme", "standard-webhooks", "--secret", secret.expose(), "--file", f, "--event-id", "msg_send"], "");
+    let again = i.cli(
+        &[
+            "--json",
+            "send",
+            &url,
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            secret.expose(),
+            "--file",
+            f,
+            "--event-id",
+            "msg_send",
+        ],
+        "",
+    );
     let report: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert!(report["attempts"][0]["response"].as_str().unwrap().contains("duplicate"));
     // A wrong secret is a non-retryable 401: one attempt, non-zero exit.
-    let wrong = i.cli(&["--json", "send", &url, "--scheme", "standard-webhooks", "--secret", SigningSecret::generate().expose(), "--file", f], "");
+    let wrong = i.cli(
+        &[
+            "--json",
+            "send",
+            &url,
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            SigningSecret::generate().expose(),
+            "--file",
+            f,
+        ],
+        "",
+    );
     assert!(!wrong.status.success());
     let report: Value = serde_json::from_slice(&wrong.stdout).unwrap();
     assert_eq!(report["attempts"].as_array().unwrap().len(), 1);
@@ -440,7 +546,21 @@ both_engines!(send_signs_retries_and_stops_correctly, async |i: &Install| {
     let url = s.url("/hooks/clinic-a/hooks");
     let started = std::time::Instant::now();
     let busy = i.cli(
-        &["--json", "send", &url, "--scheme", "standard-webhooks", "--secret", secret.expose(), "--file", f, "--max-attempts", "2", "--base-delay-ms", "10"],
+        &[
+            "--json",
+            "send",
+            &url,
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            secret.expose(),
+            "--file",
+            f,
+            "--max-attempts",
+            "2",
+            "--base-delay-ms",
+            "10",
+        ],
         "",
     );
     assert!(!busy.status.success());
@@ -454,7 +574,26 @@ both_engines!(send_signs_retries_and_stops_correctly, async |i: &Install| {
     assert!(progress.contains("attempt 1: 503") && progress.contains("attempt 2: 503"), "{progress}");
     // Connection refused (nothing listening) is retried too.
     drop(s);
-    let refused = i.cli(&["--json", "send", &url, "--scheme", "standard-webhooks", "--secret", secret.expose(), "--file", f, "--max-attempts", "3", "--base-delay-ms", "10", "--max-delay-ms", "50"], "");
+    let refused = i.cli(
+        &[
+            "--json",
+            "send",
+            &url,
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            secret.expose(),
+            "--file",
+            f,
+            "--max-attempts",
+            "3",
+            "--base-delay-ms",
+            "10",
+            "--max-delay-ms",
+            "50",
+        ],
+        "",
+    );
     let report: Value = serde_json::from_slice(&refused.stdout).unwrap();
     assert_eq!(report["attempts"].as_array().unwrap().len(), 3);
     assert!(report["attempts"][0]["status"].is_null());
@@ -529,7 +668,10 @@ both_engines!(rollups_and_key_usage_are_written_in_batches, async |i: &Install| 
     assert_eq!(sum("applied", "").await, 3);
     assert_eq!(sum("verification_failed", "mismatch").await, 2);
     let row = db
-        .query_one_raw(Statement::from_string(db.get_database_backend(), format!("SELECT verified_count, last_verified_at FROM signing_keys WHERE id = '{}'", h.key_id)))
+        .query_one_raw(Statement::from_string(
+            db.get_database_backend(),
+            format!("SELECT verified_count, last_verified_at FROM signing_keys WHERE id = '{}'", h.key_id),
+        ))
         .await
         .unwrap()
         .unwrap();
@@ -537,10 +679,21 @@ both_engines!(rollups_and_key_usage_are_written_in_batches, async |i: &Install| 
     assert!(row.try_get::<Option<i64>>("", "last_verified_at").unwrap().is_some());
     // The dashboard API reads the same rollups, hourly ones included, with
     // latency rolled up beside them.
-    let token = i.cli_json(&["token", "create", "--name", "dash", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "dash", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
     for window in ["1h", "24h", "7d"] {
-        let v: Value = c.get(s.url(&format!("/api/v1/stats?tenant=clinic-a&window={window}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
-        let total = |o: &str| v["series"].as_array().unwrap().iter().find(|x| x["outcome"] == o).unwrap()["total"].as_i64().unwrap();
+        let v: Value = c
+            .get(s.url(&format!("/api/v1/stats?tenant=clinic-a&window={window}")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let total = |o: &str| {
+            v["series"].as_array().unwrap().iter().find(|x| x["outcome"] == o).unwrap()["total"].as_i64().unwrap()
+        };
         assert_eq!((total("applied"), total("verification_failed")), (3, 2), "{window}: {v}");
         assert_eq!(v["latency"]["samples"], 5, "{window}");
         assert!(v["latency"]["p99_ms"].as_f64().is_some());
@@ -571,7 +724,8 @@ both_engines!(a_key_rotated_by_the_cli_verifies_at_once, async |i: &Install| {
     let (key_id, secret, _) = setup(i, Scheme::StandardWebhooks);
     let s = i.serve();
     let c = reqwest::Client::new();
-    let old = Hook { secret, key_id: key_id.clone(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
+    let old =
+        Hook { secret, key_id: key_id.clone(), scheme: Scheme::StandardWebhooks, url: s.url("/hooks/clinic-a/hooks") };
     // The server has the endpoint's keys cached.
     assert_eq!(old.deliver(&c, created("r-1"), "m1").await.0, StatusCode::OK);
     let rotated = i.cli_json(&["key", "rotate", &key_id, "--approve-as", "rita"]);

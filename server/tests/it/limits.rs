@@ -66,12 +66,16 @@ both_engines!(oversized_control_bodies_answer_413, async |i: &Install| {
 both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
-    let token = i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let s = i.serve();
     let c = reqwest::Client::new();
-    let send = |method: reqwest::Method, path: &str, body: serde_json::Value| c.request(method, s.url(path)).bearer_auth(&token).json(&body).send();
+    let send = |method: reqwest::Method, path: &str, body: serde_json::Value| {
+        c.request(method, s.url(path)).bearer_auth(&token).json(&body).send()
+    };
     let endpoint = "/api/v1/tenants/clinic-a/endpoints/hooks";
-    let before: serde_json::Value = c.get(s.url(endpoint)).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let before: serde_json::Value =
+        c.get(s.url(endpoint)).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
 
     let res = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"dedup_retention_secs": 60})).await.unwrap();
     assert_eq!(res.status(), 422);
@@ -79,20 +83,29 @@ both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| 
     assert_eq!(err["error"], "unknown_field");
     assert!(err["message"].as_str().unwrap().contains("dedup_retention_secs"), "{err}");
 
-    let res = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": false, "tolerance": 5})).await.unwrap();
+    let res =
+        send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": false, "tolerance": 5})).await.unwrap();
     assert_eq!(res.status(), 422, "a known field does not carry an unknown one through");
 
     let res = send(reqwest::Method::PATCH, endpoint, serde_json::json!({})).await.unwrap();
     assert_eq!(res.status(), 422);
     assert_eq!(res.json::<serde_json::Value>().await.unwrap()["error"], "nothing_to_change");
 
-    let after: serde_json::Value = c.get(s.url(endpoint)).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let after: serde_json::Value =
+        c.get(s.url(endpoint)).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
     assert_eq!(before, after, "refused requests changed nothing");
 
     // Optional bodies are strict too: no key is provisioned.
-    let res = send(reqwest::Method::POST, &format!("{endpoint}/keys"), serde_json::json!({"owner": "ops", "scopes": ["all"]})).await.unwrap();
+    let res = send(
+        reqwest::Method::POST,
+        &format!("{endpoint}/keys"),
+        serde_json::json!({"owner": "ops", "scopes": ["all"]}),
+    )
+    .await
+    .unwrap();
     assert_eq!(res.status(), 422);
-    let keys: serde_json::Value = c.get(s.url(&format!("{endpoint}/keys"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let keys: serde_json::Value =
+        c.get(s.url(&format!("{endpoint}/keys"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
     assert_eq!(keys.as_array().unwrap().len(), 0, "{keys}");
     // A PATCH repeating the stored values changes nothing, so it is refused.
     for same in [serde_json::json!({"enabled": true}), serde_json::json!({"tolerance_secs": 300, "enabled": true})] {
@@ -100,7 +113,9 @@ both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| 
         assert_eq!(res.status(), 422, "{same}");
         assert_eq!(res.json::<serde_json::Value>().await.unwrap()["error"], "nothing_to_change", "{same}");
     }
-    let res = send(reqwest::Method::PATCH, "/api/v1/tenants/clinic-a", serde_json::json!({"name": "clinic-a"})).await.unwrap();
+    let res = send(reqwest::Method::PATCH, "/api/v1/tenants/clinic-a", serde_json::json!({"name": "clinic-a"}))
+        .await
+        .unwrap();
     assert_eq!(res.status(), 422);
     // And a correct request still works.
     let ok = send(reqwest::Method::PATCH, endpoint, serde_json::json!({"enabled": false})).await.unwrap();
@@ -130,7 +145,8 @@ both_engines!(unknown_fields_and_empty_patches_are_refused, async |i: &Install| 
     let err: serde_json::Value = res.json().await.unwrap();
     assert_eq!(err["error"], "unknown_field");
     assert!(err["message"].as_str().unwrap().contains("only"), "{err}");
-    let runs: serde_json::Value = c.get(s.url("/api/v1/drills")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let runs: serde_json::Value =
+        c.get(s.url("/api/v1/drills")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
     assert_eq!(runs.as_array().map(Vec::len), Some(0), "{runs}");
 
     // Server functions take exactly their arguments, as forms and as queries.
@@ -180,7 +196,11 @@ async fn until_closed(conn: &mut tokio::net::TcpStream, within: Duration) -> (St
 both_engines!(slow_clients_and_idle_connections_are_cut_off, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
-    let s = i.serve_with(&[("SIGNET_HEADER_TIMEOUT_SECS", "1"), ("SIGNET_BODY_TIMEOUT_SECS", "1"), ("SIGNET_MAX_IN_FLIGHT", "2")]);
+    let s = i.serve_with(&[
+        ("SIGNET_HEADER_TIMEOUT_SECS", "1"),
+        ("SIGNET_BODY_TIMEOUT_SECS", "1"),
+        ("SIGNET_MAX_IN_FLIGHT", "2"),
+    ]);
     let addr = addr_of(&s);
 
     // A slow-header client: half a request head, then silence.
@@ -241,7 +261,10 @@ both_engines!(slow_clients_and_idle_connections_are_cut_off, async |i: &Install|
 both_engines!(the_connection_limit_and_the_request_timeout_hold, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
-    let secret = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"])["secret"].as_str().unwrap().to_owned();
+    let secret = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"])["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let s = i.serve_with(&[
         ("SIGNET_MAX_CONNECTIONS", "3"),
         ("SIGNET_HEADER_TIMEOUT_SECS", "30"),
@@ -256,24 +279,42 @@ both_engines!(the_connection_limit_and_the_request_timeout_hold, async |i: &Inst
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let url = s.url("/healthz");
-    let waiting = tokio::spawn(async move { reqwest::Client::new().get(url).send().await.map(|r| r.status().as_u16()) });
+    let waiting =
+        tokio::spawn(async move { reqwest::Client::new().get(url).send().await.map(|r| r.status().as_u16()) });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!waiting.is_finished(), "a fourth connection is not served while three are open");
     drop(held);
-    let status = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("served once one closes").unwrap().unwrap();
+    let status =
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("served once one closes").unwrap().unwrap();
     assert_eq!(status, 200);
 
     let body = i.data_dir().join("slow.json");
-    std::fs::write(&body, r#"{"type":"reminder.created","data":{"reminder_id":"r-1","send_at":"2027-01-05T09:00:00Z"}}"#).unwrap();
+    std::fs::write(
+        &body,
+        r#"{"type":"reminder.created","data":{"reminder_id":"r-1","send_at":"2027-01-05T09:00:00Z"}}"#,
+    )
+    .unwrap();
     let started = Instant::now();
     let out = i.cli(
         &[
-            "--json", "send", &s.url("/hooks/clinic-a/hooks"), "--scheme", "standard-webhooks", "--secret", &secret,
-            "--file", body.to_str().unwrap(), "--event-id", "msg_slow", "--max-attempts", "1",
+            "--json",
+            "send",
+            &s.url("/hooks/clinic-a/hooks"),
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            &secret,
+            "--file",
+            body.to_str().unwrap(),
+            "--event-id",
+            "msg_slow",
+            "--max-attempts",
+            "1",
         ],
         "",
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let first = &report["attempts"][0];
     assert_eq!(first["status"], 503, "{report}");
     assert!(first["response"].as_str().unwrap().contains("timeout"), "{report}");

@@ -5,13 +5,13 @@
 
 use std::{
     sync::{
-        atomic::{AtomicUsize, Ordering},
         Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
 };
 
-use axum::{extract::State, http::HeaderMap, routing::post, Router};
+use axum::{Router, extract::State, http::HeaderMap, routing::post};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -77,7 +77,8 @@ fn otp(i: &Install, s: &Server, tenant: &str, secret: &str, request: &str, event
 }
 
 async fn outbox(s: &Server, token: &str, query: &str) -> Vec<Value> {
-    let res = reqwest::Client::new().get(s.url(&format!("/api/v1/outbox{query}"))).bearer_auth(token).send().await.unwrap();
+    let res =
+        reqwest::Client::new().get(s.url(&format!("/api/v1/outbox{query}"))).bearer_auth(token).send().await.unwrap();
     assert_eq!(res.status(), 200);
     res.json::<Vec<Value>>().await.unwrap()
 }
@@ -100,7 +101,8 @@ both_engines!(each_intent_is_delivered_once_with_its_idempotency_key, async |i: 
     let url = sink.start().await;
     let a = clinic(i, "clinic-a", Some(&url));
     let b = clinic(i, "clinic-b", None);
-    let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let s = i.serve_with(&FAST);
     for n in 1..=3 {
         otp(i, &s, "clinic-a", &a, &format!("otp-{n}"), &format!("evt-{n}"));
@@ -126,7 +128,10 @@ both_engines!(each_intent_is_delivered_once_with_its_idempotency_key, async |i: 
     let file = std::fs::read_to_string(i.data_dir().join("notifications.jsonl")).unwrap();
     let lines: Vec<Value> = file.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 1);
-    assert_eq!((lines[0]["tenant"].as_str(), lines[0]["payload"]["otp_request_id"].as_str()), (Some("clinic-b"), Some("otp-b")));
+    assert_eq!(
+        (lines[0]["tenant"].as_str(), lines[0]["payload"]["otp_request_id"].as_str()),
+        (Some("clinic-b"), Some("otp-b"))
+    );
     // The file sink records the intent, never the one-time code.
     let code = &lines[0]["payload"]["code"];
     assert!(code.as_str().is_some_and(|c| c.starts_with("(withheld")), "{code}");
@@ -146,7 +151,8 @@ both_engines!(a_crash_between_send_and_mark_resends_with_the_same_key, async |i:
     let sink = Sink::default();
     let url = sink.start().await;
     let a = clinic(i, "clinic-a", Some(&url));
-    let token = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let lease = ("SIGNET_OUTBOX_LEASE_MS", "1500");
     let mut s = i.serve_with(&[FAST[0], lease, ("SIGNET_FAULTS", "stall_after_send_ms=60000")]);
     otp(i, &s, "clinic-a", &a, "otp-crash", "evt-crash");
@@ -168,9 +174,12 @@ both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &
     sink.failures.store(1000, Ordering::SeqCst);
     let url = sink.start().await;
     let a = clinic(i, "clinic-a", Some(&url));
-    let admin = i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
-    let oncall = i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
-    let reviewer = i.cli_json(&["token", "create", "--name", "rev", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let admin =
+        i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let oncall =
+        i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    let reviewer =
+        i.cli_json(&["token", "create", "--name", "rev", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
     let s = i.serve_with(&[
         FAST[0],
         ("SIGNET_OUTBOX_MAX_ATTEMPTS", "3"),
@@ -185,7 +194,9 @@ both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &
     assert_eq!(seen.len(), 3);
     // Send attempts and dead intents are counted, not only gauged.
     let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
-    let value = |prefix: &str| metrics.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+    let value = |prefix: &str| {
+        metrics.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
     assert_eq!(value("signet_outbox_send_attempts_total{result=\"failed\"}"), Some(3), "{metrics}");
     assert_eq!(value("signet_outbox_dead_total "), Some(1), "{metrics}");
     assert!(seen.iter().all(|(k, _)| k == dead[0]["id"].as_str().unwrap()));
@@ -202,6 +213,7 @@ both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &
     assert_eq!(sink.seen()[3].0, id, "the manual retry keeps the key");
     let again = c.post(s.url(&format!("/api/v1/outbox/{id}/retry"))).bearer_auth(&oncall).send().await.unwrap();
     assert_eq!(again.status(), 409);
-    let audit: Value = c.get(s.url("/api/v1/audit?action=outbox.")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    let audit: Value =
+        c.get(s.url("/api/v1/audit?action=outbox.")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
     assert!(audit.to_string().contains("outbox.retry"), "{audit}");
 });

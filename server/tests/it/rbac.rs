@@ -10,7 +10,7 @@ use std::{
 
 use reqwest::{Client, Method, StatusCode};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::{
     both_engines,
@@ -104,82 +104,411 @@ fn json_req(method: Method, path: String, body: Value) -> (Method, String, Body)
 
 fn server_fn_cases() -> Vec<Case> {
     vec![
-        Case { name: "list_tenants", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_tenants".into()) },
-        Case { name: "create_tenant", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, n| form("/fn/create_tenant", vec![("slug", format!("t-{n}")), ("name", "T".into())]) },
-        Case { name: "load_tenant", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/load_tenant?slug=clinic-a".into()) },
-        Case { name: "create_endpoint", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, n| form("/fn/create_endpoint", vec![("tenant", "clinic-a".into()), ("slug", format!("e-{n}")), ("scheme", "github".into())]) },
-        Case { name: "set_endpoint_enabled", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/set_endpoint_enabled", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into()), ("enabled", "true".into())]) },
-        Case { name: "provision_key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/provision_key", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into())]) },
-        Case { name: "rotate_key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
-            build: |id, _| form("/fn/rotate_key", vec![("key_id", id.into()), ("overlap_hours", "1".into())]) },
-        Case { name: "revoke_key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
-            build: |id, _| form("/fn/revoke_key", vec![("key_id", id.into()), ("reason", "matrix test".into())]) },
-        Case { name: "get_key", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey, build: |id, _| get(format!("/fn/get_key?key_id={id}")) },
-        Case { name: "reveal_secret", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
-            build: |id, _| form("/fn/reveal_secret", vec![("key_id", id.into()), ("reveal", "not-a-handle".into())]) },
-        Case { name: "review_queue", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/review_queue".into()) },
-        Case { name: "approval_history", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/approval_history".into()) },
-        Case { name: "approve_key", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
-            build: |id, _| form("/fn/approve_key", vec![("key_id", id.into()), ("comment", "ok".into())]) },
-        Case { name: "reject_key", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
-            build: |id, _| form("/fn/reject_key", vec![("key_id", id.into()), ("comment", "too broad".into())]) },
-        Case { name: "list_users", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_users".into()) },
-        Case { name: "create_user", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, n| form("/fn/create_user", vec![("username", format!("u{n}")), ("role", "oncall".into()), ("password", PASSWORD.into())]) },
-        Case { name: "update_user", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/update_user", vec![("username", "carl".into()), ("disabled", "false".into())]) },
-        Case { name: "audit_log", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/audit_log".into()) },
-        Case { name: "list_quarantine", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_quarantine".into()) },
-        Case { name: "quarantine_detail", allowed: READERS, tenant_scoped: true, fresh: Fresh::Quarantined, build: |id, _| get(format!("/fn/quarantine_detail?id={id}")) },
-        Case { name: "reveal_quarantine_body", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |id, _| form("/fn/reveal_quarantine_body", vec![("id", id.into())]) },
-        Case { name: "release_quarantine", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |id, _| form("/fn/release_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
-        Case { name: "discard_quarantine", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |id, _| form("/fn/discard_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]) },
-        Case { name: "start_bulk_release", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |_, _| form("/fn/start_bulk_release", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())]) },
-        Case { name: "bulk_release", allowed: READERS, tenant_scoped: true, fresh: Fresh::BulkRelease, build: |id, _| get(format!("/fn/bulk_release?id={id}")) },
-        Case { name: "recent_bulk_releases", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/recent_bulk_releases".into()) },
-        Case { name: "resume_bulk_release", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::InterruptedBulkRelease,
-            build: |id, _| form("/fn/resume_bulk_release", vec![("id", id.into())]) },
-        Case { name: "list_outbox", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/list_outbox".into()) },
-        Case { name: "retry_outbox", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::DeadIntent, build: |id, _| form("/fn/retry_outbox", vec![("id", id.into())]) },
-        Case { name: "retry_policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/retry_policy?tenant=clinic-a".into()) },
-        Case { name: "set_retry_policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/set_retry_policy", vec![("tenant", "clinic-a".into()), ("policy", "disabled".into()), ("reason", "matrix".into())]) },
+        Case {
+            name: "list_tenants",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/list_tenants".into()),
+        },
+        Case {
+            name: "create_tenant",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, n| form("/fn/create_tenant", vec![("slug", format!("t-{n}")), ("name", "T".into())]),
+        },
+        Case {
+            name: "load_tenant",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/load_tenant?slug=clinic-a".into()),
+        },
+        Case {
+            name: "create_endpoint",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, n| {
+                form(
+                    "/fn/create_endpoint",
+                    vec![("tenant", "clinic-a".into()), ("slug", format!("e-{n}")), ("scheme", "github".into())],
+                )
+            },
+        },
+        Case {
+            name: "set_endpoint_enabled",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form(
+                    "/fn/set_endpoint_enabled",
+                    vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into()), ("enabled", "true".into())],
+                )
+            },
+        },
+        Case {
+            name: "provision_key",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/provision_key", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into())]),
+        },
+        Case {
+            name: "rotate_key",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| form("/fn/rotate_key", vec![("key_id", id.into()), ("overlap_hours", "1".into())]),
+        },
+        Case {
+            name: "revoke_key",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| form("/fn/revoke_key", vec![("key_id", id.into()), ("reason", "matrix test".into())]),
+        },
+        Case {
+            name: "get_key",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| get(format!("/fn/get_key?key_id={id}")),
+        },
+        Case {
+            name: "reveal_secret",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| form("/fn/reveal_secret", vec![("key_id", id.into()), ("reveal", "not-a-handle".into())]),
+        },
+        Case {
+            name: "review_queue",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/review_queue".into()),
+        },
+        Case {
+            name: "approval_history",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/approval_history".into()),
+        },
+        Case {
+            name: "approve_key",
+            allowed: REVIEWERS,
+            tenant_scoped: true,
+            fresh: Fresh::PendingKey,
+            build: |id, _| form("/fn/approve_key", vec![("key_id", id.into()), ("comment", "ok".into())]),
+        },
+        Case {
+            name: "reject_key",
+            allowed: REVIEWERS,
+            tenant_scoped: true,
+            fresh: Fresh::PendingKey,
+            build: |id, _| form("/fn/reject_key", vec![("key_id", id.into()), ("comment", "too broad".into())]),
+        },
+        Case {
+            name: "list_users",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/list_users".into()),
+        },
+        Case {
+            name: "create_user",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, n| {
+                form(
+                    "/fn/create_user",
+                    vec![("username", format!("u{n}")), ("role", "oncall".into()), ("password", PASSWORD.into())],
+                )
+            },
+        },
+        Case {
+            name: "update_user",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/update_user", vec![("username", "carl".into()), ("disabled", "false".into())]),
+        },
+        Case {
+            name: "audit_log",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/audit_log".into()),
+        },
+        Case {
+            name: "list_quarantine",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/list_quarantine".into()),
+        },
+        Case {
+            name: "quarantine_detail",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| get(format!("/fn/quarantine_detail?id={id}")),
+        },
+        Case {
+            name: "reveal_quarantine_body",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| form("/fn/reveal_quarantine_body", vec![("id", id.into())]),
+        },
+        Case {
+            name: "release_quarantine",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| form("/fn/release_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]),
+        },
+        Case {
+            name: "discard_quarantine",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| form("/fn/discard_quarantine", vec![("id", id.into()), ("reason", "matrix".into())]),
+        },
+        Case {
+            name: "start_bulk_release",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |_, _| {
+                form("/fn/start_bulk_release", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())])
+            },
+        },
+        Case {
+            name: "bulk_release",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::BulkRelease,
+            build: |id, _| get(format!("/fn/bulk_release?id={id}")),
+        },
+        Case {
+            name: "recent_bulk_releases",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/recent_bulk_releases".into()),
+        },
+        Case {
+            name: "resume_bulk_release",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::InterruptedBulkRelease,
+            build: |id, _| form("/fn/resume_bulk_release", vec![("id", id.into())]),
+        },
+        Case {
+            name: "list_outbox",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/list_outbox".into()),
+        },
+        Case {
+            name: "retry_outbox",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::DeadIntent,
+            build: |id, _| form("/fn/retry_outbox", vec![("id", id.into())]),
+        },
+        Case {
+            name: "retry_policy",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/retry_policy?tenant=clinic-a".into()),
+        },
+        Case {
+            name: "set_retry_policy",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form(
+                    "/fn/set_retry_policy",
+                    vec![("tenant", "clinic-a".into()), ("policy", "disabled".into()), ("reason", "matrix".into())],
+                )
+            },
+        },
         // After set_retry_policy, so there is a version to roll back to.
-        Case { name: "rollback_retry_policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/rollback_retry_policy", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())]) },
-        Case { name: "set_retry_policy_cohort", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/set_retry_policy_cohort", vec![("tenants[0]", "clinic-a".into()), ("policy", "enabled".into()), ("reason", "matrix".into())]) },
-        Case { name: "cohort_context", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/cohort_context".into()) },
-        Case { name: "dashboard_stats", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/dashboard_stats?window=1h".into()) },
-        Case { name: "dashboard_stats", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/dashboard_stats?tenant=clinic-a&window=24h".into()) },
-        Case { name: "retention_overview", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/retention_overview".into()) },
-        Case { name: "set_retention", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/set_retention", vec![("target", "clinic-a/hooks".into()), ("dedup", "30d".into()), ("body", "".into()), ("reason", "matrix".into())]) },
-        Case { name: "set_horizon", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/set_horizon", vec![("scheme", "standard-webhooks".into()), ("horizon", "1d".into()), ("reason", "matrix".into())]) },
-        Case { name: "evidence_page", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/evidence_page".into()) },
-        Case { name: "evidence_page", allowed: EVIDENCE_OF_A, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/fn/evidence_page?tenant=clinic-a".into()) },
-        Case { name: "start_drills", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::IdleDrills, build: |_, _| form("/fn/start_drills", vec![]) },
-        Case { name: "drill_run", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::DrillRun, build: |id, _| get(format!("/fn/drill_run?run_id={id}")) },
-        Case { name: "export_evidence", allowed: EVIDENCE_OF_A, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| form("/fn/export_evidence", vec![("tenant", "clinic-a".into())]) },
-        Case { name: "sign_off_evidence", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::Export,
-            build: |id, _| form("/fn/sign_off_evidence", vec![("tenant", "clinic-a".into()), ("digest", id.into()), ("decision", "approved".into()), ("comment", "matrix".into())]) },
-        Case { name: "kek_overview", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/fn/kek_overview".into()) },
-        Case { name: "rotate_kek", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::IdleKek, build: |_, _| form("/fn/rotate_kek", vec![]) },
-        Case { name: "start_rewrap", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::IdleKek, build: |_, _| form("/fn/start_rewrap", vec![]) },
-        Case { name: "resume_rewrap", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::StoppedRewrap,
-            build: |id, _| form("/fn/resume_rewrap", vec![("id", id.into())]) },
-        Case { name: "retire_kek", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::RetirableKek,
-            build: |version, _| form("/fn/retire_kek", vec![("version", version.into())]) },
+        Case {
+            name: "rollback_retry_policy",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form("/fn/rollback_retry_policy", vec![("tenant", "clinic-a".into()), ("reason", "matrix".into())])
+            },
+        },
+        Case {
+            name: "set_retry_policy_cohort",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form(
+                    "/fn/set_retry_policy_cohort",
+                    vec![("tenants[0]", "clinic-a".into()), ("policy", "enabled".into()), ("reason", "matrix".into())],
+                )
+            },
+        },
+        Case {
+            name: "cohort_context",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/cohort_context".into()),
+        },
+        Case {
+            name: "dashboard_stats",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/dashboard_stats?window=1h".into()),
+        },
+        Case {
+            name: "dashboard_stats",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/dashboard_stats?tenant=clinic-a&window=24h".into()),
+        },
+        Case {
+            name: "retention_overview",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/retention_overview".into()),
+        },
+        Case {
+            name: "set_retention",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form(
+                    "/fn/set_retention",
+                    vec![
+                        ("target", "clinic-a/hooks".into()),
+                        ("dedup", "30d".into()),
+                        ("body", "".into()),
+                        ("reason", "matrix".into()),
+                    ],
+                )
+            },
+        },
+        Case {
+            name: "set_horizon",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form(
+                    "/fn/set_horizon",
+                    vec![("scheme", "standard-webhooks".into()), ("horizon", "1d".into()), ("reason", "matrix".into())],
+                )
+            },
+        },
+        Case {
+            name: "evidence_page",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/evidence_page".into()),
+        },
+        Case {
+            name: "evidence_page",
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/evidence_page?tenant=clinic-a".into()),
+        },
+        Case {
+            name: "start_drills",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::IdleDrills,
+            build: |_, _| form("/fn/start_drills", vec![]),
+        },
+        Case {
+            name: "drill_run",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::DrillRun,
+            build: |id, _| get(format!("/fn/drill_run?run_id={id}")),
+        },
+        Case {
+            name: "export_evidence",
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/export_evidence", vec![("tenant", "clinic-a".into())]),
+        },
+        Case {
+            name: "sign_off_evidence",
+            allowed: REVIEWERS,
+            tenant_scoped: true,
+            fresh: Fresh::Export,
+            build: |id, _| {
+                form(
+                    "/fn/sign_off_evidence",
+                    vec![
+                        ("tenant", "clinic-a".into()),
+                        ("digest", id.into()),
+                        ("decision", "approved".into()),
+                        ("comment", "matrix".into()),
+                    ],
+                )
+            },
+        },
+        Case {
+            name: "kek_overview",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/kek_overview".into()),
+        },
+        Case {
+            name: "rotate_kek",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::IdleKek,
+            build: |_, _| form("/fn/rotate_kek", vec![]),
+        },
+        Case {
+            name: "start_rewrap",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::IdleKek,
+            build: |_, _| form("/fn/start_rewrap", vec![]),
+        },
+        Case {
+            name: "resume_rewrap",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::StoppedRewrap,
+            build: |id, _| form("/fn/resume_rewrap", vec![("id", id.into())]),
+        },
+        Case {
+            name: "retire_kek",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::RetirableKek,
+            build: |version, _| form("/fn/retire_kek", vec![("version", version.into())]),
+        },
     ]
 }
 
@@ -189,97 +518,446 @@ const PUBLIC_SERVER_FNS: [&str; 5] = ["whoami", "setup_open", "login", "logout",
 fn api_cases() -> Vec<Case> {
     use Method as M;
     vec![
-        Case { name: "GET /api/v1/tenants", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/tenants".into()) },
-        Case { name: "POST /api/v1/tenants", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, n| json_req(M::POST, "/api/v1/tenants".into(), json!({"slug": format!("api-{n}")})) },
-        Case { name: "GET /api/v1/tenants/{tenant}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/tenants/clinic-a".into()) },
-        Case { name: "PATCH /api/v1/tenants/{tenant}", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PATCH, "/api/v1/tenants/clinic-a".into(), json!({"notify_url": "http://127.0.0.1:9/relay"})) },
-        Case { name: "GET /api/v1/tenants/{tenant}/endpoints", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints".into()) },
-        Case { name: "POST /api/v1/tenants/{tenant}/endpoints", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, n| json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints".into(), json!({"slug": format!("api-e-{n}"), "scheme": "stripe"})) },
-        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks".into()) },
-        Case { name: "PATCH /api/v1/tenants/{tenant}/endpoints/{endpoint}", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PATCH, "/api/v1/tenants/clinic-a/endpoints/hooks".into(), json!({"enabled": true})) },
-        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/event-key".into()) },
-        Case { name: "PUT /api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, n| json_req(M::PUT, "/api/v1/tenants/clinic-a/endpoints/hooks/event-key".into(),
-                json!({"fields": ["type", format!("data.field_{n}")], "reason": "matrix"})) },
-        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/keys".into()) },
-        Case { name: "POST /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints/hooks/keys".into(), json!({"owner": "ops"})) },
-        Case { name: "GET /api/v1/tenants/{tenant}/events", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/events?status=applied".into()) },
-        Case { name: "GET /api/v1/tenants/{tenant}/reminders/{reminder_id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Reminder,
-            build: |id, _| get(format!("/api/v1/tenants/clinic-a/reminders/{id}")) },
-        Case { name: "GET /api/v1/keys", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/keys".into()) },
-        Case { name: "GET /api/v1/keys/{key_id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::ActiveKey, build: |id, _| get(format!("/api/v1/keys/{id}")) },
-        Case { name: "PATCH /api/v1/keys/{key_id}", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
-            build: |id, _| json_req(M::PATCH, format!("/api/v1/keys/{id}"), json!({"event_types": ["reminder.created"]})) },
-        Case { name: "POST /api/v1/keys/{key_id}/approve", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
-            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/approve"), json!({"comment": "ok"})) },
-        Case { name: "POST /api/v1/keys/{key_id}/reject", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::PendingKey,
-            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/reject"), json!({"comment": "too broad"})) },
-        Case { name: "POST /api/v1/keys/{key_id}/rotate", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
-            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/rotate"), json!({"overlap_secs": 3600})) },
-        Case { name: "POST /api/v1/keys/{key_id}/revoke", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::ActiveKey,
-            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/revoke"), json!({"reason": "matrix"})) },
-        Case { name: "GET /api/v1/users", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/users".into()) },
-        Case { name: "POST /api/v1/users", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, n| json_req(M::POST, "/api/v1/users".into(), json!({"username": format!("api-u{n}"), "role": "reviewer"})) },
-        Case { name: "PATCH /api/v1/users/{username}", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PATCH, "/api/v1/users/carl".into(), json!({"disabled": false})) },
-        Case { name: "GET /api/v1/audit", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/audit".into()) },
-        Case { name: "GET /api/v1/quarantine", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/quarantine?status=all".into()) },
-        Case { name: "GET /api/v1/quarantine/{id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::Quarantined, build: |id, _| get(format!("/api/v1/quarantine/{id}")) },
+        Case {
+            name: "GET /api/v1/tenants",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants".into()),
+        },
+        Case {
+            name: "POST /api/v1/tenants",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, n| json_req(M::POST, "/api/v1/tenants".into(), json!({"slug": format!("api-{n}")})),
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a".into()),
+        },
+        Case {
+            name: "PATCH /api/v1/tenants/{tenant}",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(M::PATCH, "/api/v1/tenants/clinic-a".into(), json!({"notify_url": "http://127.0.0.1:9/relay"}))
+            },
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/endpoints",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints".into()),
+        },
+        Case {
+            name: "POST /api/v1/tenants/{tenant}/endpoints",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, n| {
+                json_req(
+                    M::POST,
+                    "/api/v1/tenants/clinic-a/endpoints".into(),
+                    json!({"slug": format!("api-e-{n}"), "scheme": "stripe"}),
+                )
+            },
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks".into()),
+        },
+        Case {
+            name: "PATCH /api/v1/tenants/{tenant}/endpoints/{endpoint}",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(M::PATCH, "/api/v1/tenants/clinic-a/endpoints/hooks".into(), json!({"enabled": true}))
+            },
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/event-key".into()),
+        },
+        Case {
+            name: "PUT /api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, n| {
+                json_req(
+                    M::PUT,
+                    "/api/v1/tenants/clinic-a/endpoints/hooks/event-key".into(),
+                    json!({"fields": ["type", format!("data.field_{n}")], "reason": "matrix"}),
+                )
+            },
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/keys".into()),
+        },
+        Case {
+            name: "POST /api/v1/tenants/{tenant}/endpoints/{endpoint}/keys",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints/hooks/keys".into(), json!({"owner": "ops"}))
+            },
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/events",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/events?status=applied".into()),
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/reminders/{reminder_id}",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Reminder,
+            build: |id, _| get(format!("/api/v1/tenants/clinic-a/reminders/{id}")),
+        },
+        Case {
+            name: "GET /api/v1/keys",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/keys".into()),
+        },
+        Case {
+            name: "GET /api/v1/keys/{key_id}",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| get(format!("/api/v1/keys/{id}")),
+        },
+        Case {
+            name: "PATCH /api/v1/keys/{key_id}",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| {
+                json_req(M::PATCH, format!("/api/v1/keys/{id}"), json!({"event_types": ["reminder.created"]}))
+            },
+        },
+        Case {
+            name: "POST /api/v1/keys/{key_id}/approve",
+            allowed: REVIEWERS,
+            tenant_scoped: true,
+            fresh: Fresh::PendingKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/approve"), json!({"comment": "ok"})),
+        },
+        Case {
+            name: "POST /api/v1/keys/{key_id}/reject",
+            allowed: REVIEWERS,
+            tenant_scoped: true,
+            fresh: Fresh::PendingKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/reject"), json!({"comment": "too broad"})),
+        },
+        Case {
+            name: "POST /api/v1/keys/{key_id}/rotate",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/rotate"), json!({"overlap_secs": 3600})),
+        },
+        Case {
+            name: "POST /api/v1/keys/{key_id}/revoke",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::ActiveKey,
+            build: |id, _| json_req(M::POST, format!("/api/v1/keys/{id}/revoke"), json!({"reason": "matrix"})),
+        },
+        Case {
+            name: "GET /api/v1/users",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/users".into()),
+        },
+        Case {
+            name: "POST /api/v1/users",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, n| {
+                json_req(M::POST, "/api/v1/users".into(), json!({"username": format!("api-u{n}"), "role": "reviewer"}))
+            },
+        },
+        Case {
+            name: "PATCH /api/v1/users/{username}",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::PATCH, "/api/v1/users/carl".into(), json!({"disabled": false})),
+        },
+        Case {
+            name: "GET /api/v1/audit",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/audit".into()),
+        },
+        Case {
+            name: "GET /api/v1/quarantine",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/quarantine?status=all".into()),
+        },
+        Case {
+            name: "GET /api/v1/quarantine/{id}",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| get(format!("/api/v1/quarantine/{id}")),
+        },
         // The body itself: on-call and admin only.
-        Case { name: "GET /api/v1/quarantine/{id}", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |id, _| get(format!("/api/v1/quarantine/{id}?include_body=true")) },
-        Case { name: "POST /api/v1/quarantine/{id}/release", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/release"), json!({"reason": "matrix"})) },
-        Case { name: "POST /api/v1/quarantine/{id}/discard", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/discard"), json!({"reason": "matrix"})) },
-        Case { name: "POST /api/v1/quarantine/bulk-releases", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::Quarantined,
-            build: |_, _| json_req(M::POST, "/api/v1/quarantine/bulk-releases".into(), json!({"filter": {"tenant": "clinic-a"}, "reason": "matrix"})) },
-        Case { name: "GET /api/v1/quarantine/bulk-releases", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/quarantine/bulk-releases".into()) },
-        Case { name: "GET /api/v1/quarantine/bulk-releases/{id}", allowed: READERS, tenant_scoped: true, fresh: Fresh::BulkRelease,
-            build: |id, _| get(format!("/api/v1/quarantine/bulk-releases/{id}")) },
-        Case { name: "POST /api/v1/quarantine/bulk-releases/{id}/resume", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::InterruptedBulkRelease,
-            build: |id, _| (Method::POST, format!("/api/v1/quarantine/bulk-releases/{id}/resume"), Body::None) },
-        Case { name: "GET /api/v1/outbox", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/outbox".into()) },
-        Case { name: "POST /api/v1/outbox/{id}/retry", allowed: TRIAGE, tenant_scoped: true, fresh: Fresh::DeadIntent,
-            build: |id, _| (Method::POST, format!("/api/v1/outbox/{id}/retry"), Body::None) },
-        Case { name: "GET /api/v1/tenants/{tenant}/retry-policy", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/retry-policy".into()) },
-        Case { name: "PUT /api/v1/tenants/{tenant}/retry-policy", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PUT, "/api/v1/tenants/clinic-a/retry-policy".into(), json!({"policy": "disabled", "reason": "matrix"})) },
-        Case { name: "POST /api/v1/tenants/{tenant}/retry-policy/rollback", allowed: ADMIN, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::POST, "/api/v1/tenants/clinic-a/retry-policy/rollback".into(), json!({"reason": "matrix"})) },
-        Case { name: "GET /api/v1/stats", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/stats?window=1h".into()) },
-        Case { name: "GET /api/v1/stats", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/stats?tenant=clinic-a&window=7d".into()) },
-        Case { name: "GET /api/v1/retention", allowed: SIGNED_IN, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/retention".into()) },
-        Case { name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", allowed: READERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/retention".into()) },
-        Case { name: "PUT /api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", allowed: MANAGERS, tenant_scoped: true, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PUT, "/api/v1/tenants/clinic-a/endpoints/hooks/retention".into(), json!({"dedup_secs": 2_592_000, "reason": "matrix"})) },
-        Case { name: "PUT /api/v1/retention/horizons/{scheme}", allowed: ADMIN, tenant_scoped: false, fresh: Fresh::Nothing,
-            build: |_, _| json_req(M::PUT, "/api/v1/retention/horizons/standard-webhooks".into(), json!({"horizon_secs": 86_400, "reason": "matrix"})) },
-        Case { name: "POST /api/v1/drills", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::IdleDrills, build: |_, _| (M::POST, "/api/v1/drills".into(), Body::None) },
-        Case { name: "GET /api/v1/drills", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/drills".into()) },
-        Case { name: "GET /api/v1/drills/{run_id}", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::DrillRun, build: |id, _| get(format!("/api/v1/drills/{id}")) },
-        Case { name: "GET /api/v1/evidence", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence".into()) },
-        Case { name: "GET /api/v1/evidence", allowed: EVIDENCE_OF_A, tenant_scoped: true, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence?tenant=clinic-a".into()) },
-        Case { name: "GET /api/v1/evidence.html", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence.html".into()) },
-        Case { name: "GET /api/v1/evidence/exports", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence/exports".into()) },
-        Case { name: "GET /api/v1/evidence/signoffs", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence/signoffs".into()) },
-        Case { name: "POST /api/v1/evidence/signoffs", allowed: REVIEWERS, tenant_scoped: true, fresh: Fresh::Export,
-            build: |id, _| json_req(M::POST, "/api/v1/evidence/signoffs".into(), json!({"digest": id, "decision": "approved", "comment": "matrix"})) },
-        Case { name: "GET /api/v1/evidence/public-key", allowed: EVIDENCE, tenant_scoped: false, fresh: Fresh::Nothing, build: |_, _| get("/api/v1/evidence/public-key".into()) },
+        Case {
+            name: "GET /api/v1/quarantine/{id}",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| get(format!("/api/v1/quarantine/{id}?include_body=true")),
+        },
+        Case {
+            name: "POST /api/v1/quarantine/{id}/release",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/release"), json!({"reason": "matrix"})),
+        },
+        Case {
+            name: "POST /api/v1/quarantine/{id}/discard",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| json_req(M::POST, format!("/api/v1/quarantine/{id}/discard"), json!({"reason": "matrix"})),
+        },
+        Case {
+            name: "POST /api/v1/quarantine/bulk-releases",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |_, _| {
+                json_req(
+                    M::POST,
+                    "/api/v1/quarantine/bulk-releases".into(),
+                    json!({"filter": {"tenant": "clinic-a"}, "reason": "matrix"}),
+                )
+            },
+        },
+        Case {
+            name: "GET /api/v1/quarantine/bulk-releases",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/quarantine/bulk-releases".into()),
+        },
+        Case {
+            name: "GET /api/v1/quarantine/bulk-releases/{id}",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::BulkRelease,
+            build: |id, _| get(format!("/api/v1/quarantine/bulk-releases/{id}")),
+        },
+        Case {
+            name: "POST /api/v1/quarantine/bulk-releases/{id}/resume",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::InterruptedBulkRelease,
+            build: |id, _| (Method::POST, format!("/api/v1/quarantine/bulk-releases/{id}/resume"), Body::None),
+        },
+        Case {
+            name: "GET /api/v1/outbox",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/outbox".into()),
+        },
+        Case {
+            name: "POST /api/v1/outbox/{id}/retry",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::DeadIntent,
+            build: |id, _| (Method::POST, format!("/api/v1/outbox/{id}/retry"), Body::None),
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/retry-policy",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/retry-policy".into()),
+        },
+        Case {
+            name: "PUT /api/v1/tenants/{tenant}/retry-policy",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(
+                    M::PUT,
+                    "/api/v1/tenants/clinic-a/retry-policy".into(),
+                    json!({"policy": "disabled", "reason": "matrix"}),
+                )
+            },
+        },
+        Case {
+            name: "POST /api/v1/tenants/{tenant}/retry-policy/rollback",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(M::POST, "/api/v1/tenants/clinic-a/retry-policy/rollback".into(), json!({"reason": "matrix"}))
+            },
+        },
+        Case {
+            name: "GET /api/v1/stats",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/stats?window=1h".into()),
+        },
+        Case {
+            name: "GET /api/v1/stats",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/stats?tenant=clinic-a&window=7d".into()),
+        },
+        Case {
+            name: "GET /api/v1/retention",
+            allowed: SIGNED_IN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/retention".into()),
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/retention",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/retention".into()),
+        },
+        Case {
+            name: "PUT /api/v1/tenants/{tenant}/endpoints/{endpoint}/retention",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(
+                    M::PUT,
+                    "/api/v1/tenants/clinic-a/endpoints/hooks/retention".into(),
+                    json!({"dedup_secs": 2_592_000, "reason": "matrix"}),
+                )
+            },
+        },
+        Case {
+            name: "PUT /api/v1/retention/horizons/{scheme}",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(
+                    M::PUT,
+                    "/api/v1/retention/horizons/standard-webhooks".into(),
+                    json!({"horizon_secs": 86_400, "reason": "matrix"}),
+                )
+            },
+        },
+        Case {
+            name: "POST /api/v1/drills",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::IdleDrills,
+            build: |_, _| (M::POST, "/api/v1/drills".into(), Body::None),
+        },
+        Case {
+            name: "GET /api/v1/drills",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/drills".into()),
+        },
+        Case {
+            name: "GET /api/v1/drills/{run_id}",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::DrillRun,
+            build: |id, _| get(format!("/api/v1/drills/{id}")),
+        },
+        Case {
+            name: "GET /api/v1/evidence",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/evidence".into()),
+        },
+        Case {
+            name: "GET /api/v1/evidence",
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/evidence?tenant=clinic-a".into()),
+        },
+        Case {
+            name: "GET /api/v1/evidence.html",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/evidence.html".into()),
+        },
+        Case {
+            name: "GET /api/v1/evidence/exports",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/evidence/exports".into()),
+        },
+        Case {
+            name: "GET /api/v1/evidence/signoffs",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/evidence/signoffs".into()),
+        },
+        Case {
+            name: "POST /api/v1/evidence/signoffs",
+            allowed: REVIEWERS,
+            tenant_scoped: true,
+            fresh: Fresh::Export,
+            build: |id, _| {
+                json_req(
+                    M::POST,
+                    "/api/v1/evidence/signoffs".into(),
+                    json!({"digest": id, "decision": "approved", "comment": "matrix"}),
+                )
+            },
+        },
+        Case {
+            name: "GET /api/v1/evidence/public-key",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/evidence/public-key".into()),
+        },
     ]
 }
 
@@ -295,7 +973,11 @@ struct World {
 /// The server under test: outbox intents that fail go dead at once, and a
 /// bulk release pauses after each entry (so one can be caught running).
 fn serve(i: &Install) -> Server {
-    i.serve_with(&[("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"), ("SIGNET_OUTBOX_POLL_MS", "50"), ("SIGNET_FAULTS", "stall_bulk_entry_ms=5000")])
+    i.serve_with(&[
+        ("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"),
+        ("SIGNET_OUTBOX_POLL_MS", "50"),
+        ("SIGNET_FAULTS", "stall_bulk_entry_ms=5000"),
+    ])
 }
 
 fn setup(i: &Install) {
@@ -379,7 +1061,13 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
         Fresh::StoppedRewrap => return stopped_rewrap(i).await,
         Fresh::RetirableKek => return retirable_kek(i).await,
         Fresh::Export => {
-            let res = w.anonymous.get(s.url("/api/v1/evidence?tenant=clinic-a")).bearer_auth(&w.tokens[&Who::Admin]).send().await.unwrap();
+            let res = w
+                .anonymous
+                .get(s.url("/api/v1/evidence?tenant=clinic-a"))
+                .bearer_auth(&w.tokens[&Who::Admin])
+                .send()
+                .await
+                .unwrap();
             assert_eq!(res.status(), StatusCode::OK);
             return res.json::<Value>().await.unwrap()["digest"].as_str().unwrap().to_owned();
         }
@@ -480,7 +1168,12 @@ async fn admin_get(s: &Server, w: &World, path: &str) -> Value {
 /// An OTP request whose notification cannot be relayed, once it is dead.
 async fn dead_intent(i: &Install, s: &Server, w: &World) -> String {
     let n = w.counter.fetch_add(1, Ordering::SeqCst);
-    deliver(i, w, &format!(r#"{{"type":"otp.requested","data":{{"otp_request_id":"otp-{n}","channel":"sms"}}}}"#), &format!("o-{n}"));
+    deliver(
+        i,
+        w,
+        &format!(r#"{{"type":"otp.requested","data":{{"otp_request_id":"otp-{n}","channel":"sms"}}}}"#),
+        &format!("o-{n}"),
+    );
     let key = format!("otp:otp-{n}");
     for _ in 0..200 {
         let list = admin_get(s, w, "/api/v1/outbox?tenant=clinic-a&status=dead").await;
@@ -509,15 +1202,19 @@ async fn bulk_release(i: &Install, s: &Server, w: &World, interrupted: bool) -> 
     let id = res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
     if interrupted {
         for _ in 0..200 {
-            if admin_get(s, w, &format!("/api/v1/quarantine/bulk-releases/{id}")).await["processed"].as_u64() >= Some(1) {
+            if admin_get(s, w, &format!("/api/v1/quarantine/bulk-releases/{id}")).await["processed"].as_u64() >= Some(1)
+            {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
         let db = domain::db::connect(&i.database_url).await.unwrap();
-        db.execute_raw(sea_orm::Statement::from_string(db.get_database_backend(), format!("UPDATE bulk_releases SET updated_at = 0 WHERE id = '{id}'")))
-            .await
-            .unwrap();
+        db.execute_raw(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            format!("UPDATE bulk_releases SET updated_at = 0 WHERE id = '{id}'"),
+        ))
+        .await
+        .unwrap();
         db.close().await.unwrap();
         assert_eq!(admin_get(s, w, &format!("/api/v1/quarantine/bulk-releases/{id}")).await["status"], "interrupted");
     }
@@ -530,10 +1227,20 @@ async fn quarantined(i: &Install, s: &Server, w: &World) -> String {
     let n = w.counter.fetch_add(1, Ordering::SeqCst);
     let event_id = format!("q-{n}");
     deliver(i, w, &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-q-{n}"}}}}"#), &event_id);
-    deliver(i, w, &format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"r-q-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#), &format!("c-{n}"));
+    deliver(
+        i,
+        w,
+        &format!(
+            r#"{{"type":"reminder.created","data":{{"reminder_id":"r-q-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#
+        ),
+        &format!("c-{n}"),
+    );
     let list = admin_get(s, w, "/api/v1/quarantine?tenant=clinic-a").await;
     let items = list["items"].as_array().unwrap();
-    let entry = items.iter().find(|q| q["event_id"] == event_id.as_str()).unwrap_or_else(|| panic!("{event_id} not quarantined: {list}"));
+    let entry = items
+        .iter()
+        .find(|q| q["event_id"] == event_id.as_str())
+        .unwrap_or_else(|| panic!("{event_id} not quarantined: {list}"));
     entry["id"].as_str().unwrap().to_owned()
 }
 
@@ -580,11 +1287,18 @@ async fn run_matrix(i: &Install, s: &Server, w: &World, cases: Vec<Case>, api: b
             let ok = match expected(case, who) {
                 // A change that repeats the stored values (the same call made
                 // for each allowed role) is refused only after authorization.
-                Ok(()) => status.is_success() || (status == StatusCode::UNPROCESSABLE_ENTITY && body.contains("nothing_to_change")),
+                Ok(()) => {
+                    status.is_success()
+                        || (status == StatusCode::UNPROCESSABLE_ENTITY && body.contains("nothing_to_change"))
+                }
                 Err(want) => status == want,
             };
             if !ok {
-                failures.push(format!("{} as {who:?}: got {status}, expected {:?}: {body}", case.name, expected(case, who)));
+                failures.push(format!(
+                    "{} as {who:?}: got {status}, expected {:?}: {body}",
+                    case.name,
+                    expected(case, who)
+                ));
             }
         }
     }
@@ -601,11 +1315,16 @@ both_engines!(server_functions_authorize_every_role, async |i: &Install| {
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../app/src/api")).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         for part in text.split("#[server(").skip(1) {
-            let name = part.split("endpoint = \"").nth(1).and_then(|r| r.split('"').next()).expect("every server fn names its endpoint");
+            let name = part
+                .split("endpoint = \"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .expect("every server fn names its endpoint");
             declared.insert(name.to_owned());
         }
     }
-    let covered: BTreeSet<String> = cases.iter().map(|c| c.name.to_owned()).chain(PUBLIC_SERVER_FNS.map(str::to_owned)).collect();
+    let covered: BTreeSet<String> =
+        cases.iter().map(|c| c.name.to_owned()).chain(PUBLIC_SERVER_FNS.map(str::to_owned)).collect();
     assert_eq!(declared, covered, "the matrix must list every server function");
     run_matrix(i, &s, &w, cases, false).await;
 
@@ -644,7 +1363,13 @@ both_engines!(public_server_functions_and_csrf, async |i: &Install| {
         .unwrap();
     assert!(bad.text().await.unwrap().contains("invalid_setup_token"));
     // Wrong password: no cookie.
-    let wrong = c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", "root"), ("password", "nope nope nope")]).send().await.unwrap();
+    let wrong = c
+        .post(s.url("/fn/login"))
+        .header("Origin", &s.base)
+        .form(&[("username", "root"), ("password", "nope nope nope")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(wrong.status(), 422);
     assert!(wrong.headers().get("set-cookie").is_none());
     // A mutating call without a matching Origin is refused before it runs.
@@ -658,7 +1383,13 @@ both_engines!(public_server_functions_and_csrf, async |i: &Install| {
         assert!(res.headers().get("set-cookie").is_none());
     }
     // Login, then logout invalidates the session server-side.
-    let ok = c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", "root"), ("password", PASSWORD)]).send().await.unwrap();
+    let ok = c
+        .post(s.url("/fn/login"))
+        .header("Origin", &s.base)
+        .form(&[("username", "root"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
     let cookie = ok.headers().get("set-cookie").unwrap().to_str().unwrap().split(';').next().unwrap().to_owned();
     let me = c.get(s.url("/fn/whoami")).send().await.unwrap().json::<Value>().await.unwrap();
@@ -676,9 +1407,22 @@ both_engines!(api_routes_authorize_every_role, async |i: &Install| {
     // A reminder in clinic-a, delivered the way a provider would.
     let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
     let body = i.data_dir().join("reminder.json");
-    std::fs::write(&body, r#"{"type":"reminder.created","data":{"reminder_id":"r-matrix","send_at":"2027-01-05T09:00:00Z"}}"#).unwrap();
+    std::fs::write(
+        &body,
+        r#"{"type":"reminder.created","data":{"reminder_id":"r-matrix","send_at":"2027-01-05T09:00:00Z"}}"#,
+    )
+    .unwrap();
     let sent = i.cli(
-        &["send", &s.url("/hooks/clinic-a/hooks"), "--scheme", "standard-webhooks", "--secret", key["secret"].as_str().unwrap(), "--file", body.to_str().unwrap()],
+        &[
+            "send",
+            &s.url("/hooks/clinic-a/hooks"),
+            "--scheme",
+            "standard-webhooks",
+            "--secret",
+            key["secret"].as_str().unwrap(),
+            "--file",
+            body.to_str().unwrap(),
+        ],
         "",
     );
     assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
@@ -702,7 +1446,8 @@ both_engines!(api_routes_authorize_every_role, async |i: &Install| {
     let res = w.anonymous.get(s.url("/api/v1/tenants")).bearer_auth(&w.tokens[&Who::ClinicOther]).send().await.unwrap();
     let listed: Value = res.json().await.unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "a clinic admin lists only its own tenant");
-    let res = w.anonymous.get(s.url("/api/v1/retention")).bearer_auth(&w.tokens[&Who::ClinicOther]).send().await.unwrap();
+    let res =
+        w.anonymous.get(s.url("/api/v1/retention")).bearer_auth(&w.tokens[&Who::ClinicOther]).send().await.unwrap();
     let text = res.text().await.unwrap();
     assert!(!mentions_clinic_a(&text), "retention overview leaks another tenant: {text}");
 });

@@ -62,14 +62,22 @@ fn every_cli_command_is_in_the_readme_and_every_one_it_names_exists() {
     let missing: Vec<&String> = paths.iter().filter(|p| !block.contains(p.as_str())).collect();
     assert!(missing.is_empty(), "commands the README's CLI block does not name: {missing:?}");
     // The reverse: each `signet <word> [<word>]` the block shows is a command.
-    let known: BTreeSet<String> = paths.iter().flat_map(|p| [p.clone(), p.split(' ').next().unwrap_or_default().to_owned()]).collect();
+    let known: BTreeSet<String> =
+        paths.iter().flat_map(|p| [p.clone(), p.split(' ').next().unwrap_or_default().to_owned()]).collect();
     for line in block.lines().filter_map(|l| l.trim_start().strip_prefix("signet ")) {
-        let words: Vec<&str> = line.split_whitespace().take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-')).take(2).collect();
+        let words: Vec<&str> = line
+            .split_whitespace()
+            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .take(2)
+            .collect();
         if words.is_empty() {
             continue; // `signet [serve]`
         }
         let two = words.join(" ");
-        assert!(known.contains(&two) || known.contains(words[0]), "the README names `signet {two}`, which the binary does not have");
+        assert!(
+            known.contains(&two) || known.contains(words[0]),
+            "the README names `signet {two}`, which the binary does not have"
+        );
     }
 }
 
@@ -100,9 +108,13 @@ async fn every_api_route_is_in_the_readme_and_every_one_it_names_exists() {
     let routes: BTreeSet<String> = doc["paths"].as_object().unwrap().keys().map(|p| normalized(p)).collect();
     let text = readme();
     let api = section(&text, "Admin API");
-    let named: BTreeSet<String> =
-        api.split(|c: char| c.is_whitespace() || c == '`' || c == '(' || c == '"').filter(|w| w.starts_with("/api/v1/")).map(normalized).collect();
-    let missing: Vec<&String> = routes.iter().filter(|r| !named.contains(*r) && r.as_str() != "/api/v1/openapi.json").collect();
+    let named: BTreeSet<String> = api
+        .split(|c: char| c.is_whitespace() || c == '`' || c == '(' || c == '"')
+        .filter(|w| w.starts_with("/api/v1/"))
+        .map(normalized)
+        .collect();
+    let missing: Vec<&String> =
+        routes.iter().filter(|r| !named.contains(*r) && r.as_str() != "/api/v1/openapi.json").collect();
     assert!(missing.is_empty(), "routes the README's Admin API section does not name: {missing:?}");
     // Names like `…/bulk-releases[/{id}]` stand for two routes.
     let expanded: BTreeSet<String> = named
@@ -112,7 +124,10 @@ async fn every_api_route_is_in_the_readme_and_every_one_it_names_exists() {
             None => vec![n.clone()],
         })
         .collect();
-    let invented: Vec<&String> = expanded.iter().filter(|n| !routes.contains(*n) && !n.ends_with('/') && n.as_str() != "/api/v1/openapi.json").collect();
+    let invented: Vec<&String> = expanded
+        .iter()
+        .filter(|n| !routes.contains(*n) && !n.ends_with('/') && n.as_str() != "/api/v1/openapi.json")
+        .collect();
     assert!(invented.is_empty(), "the README names routes the API does not have: {invented:?}");
 }
 
@@ -126,12 +141,24 @@ fn every_setting_is_in_the_readme_configuration_table_and_back() {
     }
     let text = readme();
     let config = section(&text, "Configuration");
-    let missing: Vec<&String> = vars.keys().filter(|v| !config.contains(v.as_str()) && !config.contains(&format!("{}_*", v.rsplit_once('_').map_or("", |(a, _)| a)))).collect();
+    let missing: Vec<&String> = vars
+        .keys()
+        .filter(|v| {
+            !config.contains(v.as_str())
+                && !config.contains(&format!("{}_*", v.rsplit_once('_').map_or("", |(a, _)| a)))
+        })
+        .collect();
     assert!(missing.is_empty(), "settings the README's configuration section does not name: {missing:?}");
     // The reverse, for the table itself (the prose around it also names the
     // test suites' own variables).
     let table: String = config.lines().filter(|l| l.starts_with('|')).collect::<Vec<_>>().join("\n");
-    for word in table.split(|c: char| !(c.is_ascii_uppercase() || c == '_')).filter(|w| w.starts_with("SIGNET_") && !w.ends_with('_')) {
-        assert!(vars.contains_key(word) || word == "SIGNET_MASTER_KEY" || word == "SIGNET_LOG", "the README names {word}, which no command reads");
+    for word in table
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|w| w.starts_with("SIGNET_") && !w.ends_with('_'))
+    {
+        assert!(
+            vars.contains_key(word) || word == "SIGNET_MASTER_KEY" || word == "SIGNET_LOG",
+            "the README names {word}, which no command reads"
+        );
     }
 }

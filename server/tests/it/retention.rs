@@ -13,8 +13,25 @@ use crate::{both_engines, support::Install};
 /// Sends a reminder.created and returns the receiver's answer body.
 fn send(i: &Install, url: &str, secret: &str, event_id: &str) -> String {
     let body = i.data_dir().join(format!("{event_id}.json"));
-    std::fs::write(&body, format!(r#"{{"type":"reminder.created","data":{{"reminder_id":"{event_id}","send_at":"2027-01-05T09:00:00Z"}}}}"#)).unwrap();
-    let args = ["send", url, "--scheme", "standard-webhooks", "--secret", secret, "--file", body.to_str().unwrap(), "--event-id", event_id];
+    std::fs::write(
+        &body,
+        format!(
+            r#"{{"type":"reminder.created","data":{{"reminder_id":"{event_id}","send_at":"2027-01-05T09:00:00Z"}}}}"#
+        ),
+    )
+    .unwrap();
+    let args = [
+        "send",
+        url,
+        "--scheme",
+        "standard-webhooks",
+        "--secret",
+        secret,
+        "--file",
+        body.to_str().unwrap(),
+        "--event-id",
+        event_id,
+    ];
     let report: Value = i.cli_json(&args);
     report["attempts"][0]["response"].as_str().unwrap_or_default().to_owned()
 }
@@ -36,7 +53,18 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     let bad = i.cli(&["retention", "set", "clinic-a", "hooks", "--dedup", "soon", "--reason", "x"], "");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected a duration"), "bad input gets a clear error");
 
-    let v = i.cli_json(&["retention", "set", "clinic-a", "hooks", "--dedup", "2d", "--body", "1d", "--reason", "data minimisation"]);
+    let v = i.cli_json(&[
+        "retention",
+        "set",
+        "clinic-a",
+        "hooks",
+        "--dedup",
+        "2d",
+        "--body",
+        "1d",
+        "--reason",
+        "data minimisation",
+    ]);
     assert_eq!((v["current"]["version"].as_i64(), v["current"]["actor"].as_str()), (Some(2), Some("cli")));
     let refused = i.cli(&["retention", "horizon", "standard-webhooks", "3d", "--reason", "longer retries"], "");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("clinic-a/hooks"), "names the endpoint to raise first");
@@ -48,12 +76,18 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     // Age one claim past its 2-day dedup retention.
     let db = domain::db::connect(&i.database_url).await.unwrap();
     let old = domain::clock::now_ms() - 3 * 86_400_000;
-    db.execute_raw(Statement::from_string(db.get_database_backend(), format!("UPDATE inbox_claims SET received_at = {old} WHERE event_id = 'msg_old'")))
-        .await
-        .unwrap();
+    db.execute_raw(Statement::from_string(
+        db.get_database_backend(),
+        format!("UPDATE inbox_claims SET received_at = {old} WHERE event_id = 'msg_old'"),
+    ))
+    .await
+    .unwrap();
     let claims = |db: sea_orm::DatabaseConnection| async move {
         let rows = db
-            .query_all_raw(Statement::from_string(db.get_database_backend(), "SELECT event_id FROM inbox_claims ORDER BY event_id"))
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT event_id FROM inbox_claims ORDER BY event_id",
+            ))
             .await
             .unwrap();
         rows.iter().map(|r| r.try_get::<String>("", "event_id").unwrap()).collect::<Vec<_>>()
@@ -80,7 +114,10 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     }
     assert!(metrics.contains(want), "{metrics}");
     let audited = db
-        .query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT COUNT(*) AS n FROM audit_log WHERE action = 'retention.purge'"))
+        .query_one_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT COUNT(*) AS n FROM audit_log WHERE action = 'retention.purge'",
+        ))
         .await
         .unwrap()
         .unwrap()
@@ -99,7 +136,18 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
 both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
-    i.cli_json(&["retention", "set", "clinic-a", "hooks", "--dedup", "2d", "--body", "1d", "--reason", "at the horizon"]);
+    i.cli_json(&[
+        "retention",
+        "set",
+        "clinic-a",
+        "hooks",
+        "--dedup",
+        "2d",
+        "--body",
+        "1d",
+        "--reason",
+        "at the horizon",
+    ]);
     let text = |args: &[&str]| String::from_utf8_lossy(&i.cli(args, "").stdout).into_owned();
     assert!(!text(&["retention", "show"]).contains("BELOW HORIZON"));
     assert!(text(&["retention", "show"]).contains("source: Svix"), "each horizon names its source");
@@ -119,21 +167,41 @@ both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell,
     let shown = text(&["retention", "show", "clinic-a", "hooks"]);
     assert!(shown.contains("BELOW HORIZON: decided 2 d"), "{shown}");
     let v = i.cli_json(&["retention", "show", "clinic-a", "hooks"]);
-    assert_eq!((v["below_horizon"].as_bool(), v["current"]["dedup_secs"].as_i64()), (Some(true), Some(2 * 86_400)), "flagged, not changed");
+    assert_eq!(
+        (v["below_horizon"].as_bool(), v["current"]["dedup_secs"].as_i64()),
+        (Some(true), Some(2 * 86_400)),
+        "flagged, not changed"
+    );
     let evidence = i.data_dir().join("evidence");
     let out = i.cli(&["--json", "evidence", "export", "--out", evidence.to_str().unwrap()], "");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let bundle: Value = serde_json::from_str(&std::fs::read_to_string(evidence.join("evidence.json")).unwrap()).unwrap();
+    let bundle: Value =
+        serde_json::from_str(&std::fs::read_to_string(evidence.join("evidence.json")).unwrap()).unwrap();
     let findings = bundle["findings"].as_array().unwrap();
-    assert!(findings.iter().any(|f| f["code"] == "retention_below_horizon" && f["subject"] == "clinic-a/hooks"), "{findings:?}");
+    assert!(
+        findings.iter().any(|f| f["code"] == "retention_below_horizon" && f["subject"] == "clinic-a/hooks"),
+        "{findings:?}"
+    );
 
     // The compound key for events without an id.
     assert!(text(&["endpoint", "event-key", "clinic-a", "hooks"]).contains("quarantined (missing_event_id)"));
     let no_reason = i.cli(&["endpoint", "event-key", "clinic-a", "hooks", "--fields", "type,data.reminder_id"], "");
     assert!(!no_reason.status.success() && String::from_utf8_lossy(&no_reason.stderr).contains("--reason"));
     let type_only = i.cli(&["endpoint", "event-key", "clinic-a", "hooks", "--fields", "type", "--reason", "x"], "");
-    assert!(String::from_utf8_lossy(&type_only.stderr).contains("at least one data field"), "bad input gets a clear error");
-    let set = i.cli_json(&["endpoint", "event-key", "clinic-a", "hooks", "--fields", "type,data.reminder_id,occurred_at", "--reason", "documented by the sender"]);
+    assert!(
+        String::from_utf8_lossy(&type_only.stderr).contains("at least one data field"),
+        "bad input gets a clear error"
+    );
+    let set = i.cli_json(&[
+        "endpoint",
+        "event-key",
+        "clinic-a",
+        "hooks",
+        "--fields",
+        "type,data.reminder_id,occurred_at",
+        "--reason",
+        "documented by the sender",
+    ]);
     assert_eq!(set["fields"], serde_json::json!(["type", "data.reminder_id", "occurred_at"]));
     assert_eq!(i.cli_json(&["endpoint", "list", "clinic-a"])[0]["event_key"], set["fields"]);
     let removed = i.cli_json(&["endpoint", "event-key", "clinic-a", "hooks", "--none", "--reason", "ids now sent"]);

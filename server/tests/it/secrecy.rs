@@ -22,7 +22,8 @@ fn raw_database(i: &Install) -> Vec<u8> {
             all
         }
         Engine::Postgres => {
-            let out = std::process::Command::new("pg_dump").args(["--data-only", &i.database_url]).output().expect("pg_dump");
+            let out =
+                std::process::Command::new("pg_dump").args(["--data-only", &i.database_url]).output().expect("pg_dump");
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             out.stdout
         }
@@ -36,7 +37,8 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 both_engines!(a_secret_is_shown_once_and_stored_nowhere, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
-    let token = i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let cli_key = i.cli(&["--json", "key", "provision", "clinic-a", "hooks", "--approve-as", "rita"], "");
     assert!(cli_key.status.success());
     let cli_value: Value = serde_json::from_slice(&cli_key.stdout).unwrap();
@@ -57,7 +59,15 @@ both_engines!(a_secret_is_shown_once_and_stored_nowhere, async |i: &Install| {
         .unwrap();
     let api_secret = created["secret"].as_str().unwrap().to_owned();
     let key_id = created["key_id"].as_str().unwrap().to_owned();
-    let rotated: Value = c.post(s.url(&format!("/api/v1/keys/{key_id}/rotate"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let rotated: Value = c
+        .post(s.url(&format!("/api/v1/keys/{key_id}/rotate")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let rotated_secret = rotated["secret"].as_str().unwrap().to_owned();
     let secrets = [cli_secret, api_secret, rotated_secret];
 
@@ -92,11 +102,15 @@ both_engines!(a_secret_is_shown_once_and_stored_nowhere, async |i: &Install| {
 both_engines!(nobody_approves_a_key_they_created, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
-    let admin = i.cli_json(&["token", "create", "--name", "ada", "--role", "admin"])["token"].as_str().unwrap().to_owned();
-    let reviewer = i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
+    let admin =
+        i.cli_json(&["token", "create", "--name", "ada", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let reviewer =
+        i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
     let s = i.serve();
     let c = reqwest::Client::new();
-    let provision = |body: Value| c.post(s.url("/api/v1/tenants/clinic-a/endpoints/hooks/keys")).bearer_auth(&admin).json(&body).send();
+    let provision = |body: Value| {
+        c.post(s.url("/api/v1/tenants/clinic-a/endpoints/hooks/keys")).bearer_auth(&admin).json(&body).send()
+    };
 
     for body in [serde_json::json!({"approve": true}), serde_json::json!({"approve": true, "reviewer": "ada"})] {
         let res = provision(body.clone()).await.unwrap();
@@ -106,7 +120,12 @@ both_engines!(nobody_approves_a_key_they_created, async |i: &Install| {
     }
     let pending: Value = provision(serde_json::json!({})).await.unwrap().json().await.unwrap();
     let key_id = pending["key_id"].as_str().unwrap().to_owned();
-    let approve = |token: &str| c.post(s.url(&format!("/api/v1/keys/{key_id}/approve"))).bearer_auth(token.to_owned()).json(&serde_json::json!({"comment": "scope ok"})).send();
+    let approve = |token: &str| {
+        c.post(s.url(&format!("/api/v1/keys/{key_id}/approve")))
+            .bearer_auth(token.to_owned())
+            .json(&serde_json::json!({"comment": "scope ok"}))
+            .send()
+    };
     let own = approve(&admin).await.unwrap();
     assert_eq!(own.status(), 403);
     assert_eq!(own.json::<Value>().await.unwrap()["error"], "self_approval");
@@ -115,9 +134,11 @@ both_engines!(nobody_approves_a_key_they_created, async |i: &Install| {
     assert_eq!(other.json::<Value>().await.unwrap()["status"], "active");
 
     // Naming another reviewer at provisioning activates at once.
-    let named: Value = provision(serde_json::json!({"approve": true, "reviewer": "rita"})).await.unwrap().json().await.unwrap();
+    let named: Value =
+        provision(serde_json::json!({"approve": true, "reviewer": "rita"})).await.unwrap().json().await.unwrap();
     assert_eq!(named["status"], "active", "{named}");
     // Two keys: the one rita approved and the one provisioned under her name; the refused attempts left nothing.
-    let keys: Value = c.get(s.url("/api/v1/keys?tenant=clinic-a")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    let keys: Value =
+        c.get(s.url("/api/v1/keys?tenant=clinic-a")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
     assert_eq!(keys.as_array().unwrap().len(), 2, "{keys}");
 });

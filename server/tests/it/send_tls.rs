@@ -32,10 +32,16 @@ async fn https_receiver(answers: Vec<String>) -> Receiver {
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap().signed_by(&leaf_key, &ca, &ca_key).unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
     let config = tokio_rustls::rustls::ServerConfig::builder()
         .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        )
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -56,7 +62,11 @@ async fn https_receiver(answers: Vec<String>) -> Receiver {
                 got.extend_from_slice(&buf[..n]);
                 let text = String::from_utf8_lossy(&got).into_owned();
                 if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                    let len = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+                    let len = head.lines().find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                    });
                     if body.len() >= len.unwrap_or(0) {
                         break;
                     }
@@ -73,12 +83,26 @@ async fn https_receiver(answers: Vec<String>) -> Receiver {
 
 fn send(url: &str, extra: &[&str], secret: &SigningSecret, dir: &std::path::Path) -> (std::process::Output, Duration) {
     let body = dir.join("body.json");
-    std::fs::write(&body, br#"{"type":"reminder.created","data":{"reminder_id":"r-tls","send_at":"2027-01-05T09:00:00Z"}}"#).unwrap();
+    std::fs::write(
+        &body,
+        br#"{"type":"reminder.created","data":{"reminder_id":"r-tls","send_at":"2027-01-05T09:00:00Z"}}"#,
+    )
+    .unwrap();
     let started = Instant::now();
     let out = Command::new(BIN)
         .env_clear()
         .env("SIGNET_SEND_SECRET", secret.expose())
-        .args(["--json", "send", url, "--scheme", "standard-webhooks", "--file", body.to_str().unwrap(), "--event-id", "msg_tls"])
+        .args([
+            "--json",
+            "send",
+            url,
+            "--scheme",
+            "standard-webhooks",
+            "--file",
+            body.to_str().unwrap(),
+            "--event-id",
+            "msg_tls",
+        ])
         .args(extra)
         .output()
         .unwrap();
@@ -91,8 +115,12 @@ async fn send_speaks_tls_caps_retry_after_and_reads_a_bounded_answer() {
     // the receiver finish writing it.
     let huge = "x".repeat(64 * 1024 * 1024);
     let answers = vec![
-        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3600\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_owned(),
-        format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{huge}", huge.len()),
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3600\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+            .to_owned(),
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{huge}",
+            huge.len()
+        ),
     ];
     let r = https_receiver(answers).await;
     let dir = tempfile::tempdir().unwrap();
@@ -100,7 +128,12 @@ async fn send_speaks_tls_caps_retry_after_and_reads_a_bounded_answer() {
     std::fs::write(&ca, &r.ca_pem).unwrap();
     let url = format!("https://localhost:{}/hooks/clinic-a/hooks", r.port);
     let secret = SigningSecret::generate();
-    let (out, took) = send(&url, &["--ca-cert", ca.to_str().unwrap(), "--max-attempts", "3", "--base-delay-ms", "10", "--max-delay-ms", "300"], &secret, dir.path());
+    let (out, took) = send(
+        &url,
+        &["--ca-cert", ca.to_str().unwrap(), "--max-attempts", "3", "--base-delay-ms", "10", "--max-delay-ms", "300"],
+        &secret,
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let attempts = report["attempts"].as_array().unwrap();
@@ -121,7 +154,11 @@ async fn send_speaks_tls_caps_retry_after_and_reads_a_bounded_answer() {
     // Both requests came over TLS, signed.
     let seen = r.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
-    assert!(seen.iter().all(|req| req.starts_with("POST /hooks/clinic-a/hooks") && req.to_ascii_lowercase().contains("webhook-signature: v1,")), "{seen:?}");
+    assert!(
+        seen.iter().all(|req| req.starts_with("POST /hooks/clinic-a/hooks")
+            && req.to_ascii_lowercase().contains("webhook-signature: v1,")),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,5 +170,8 @@ async fn send_refuses_a_receiver_whose_certificate_it_cannot_verify() {
     assert!(!out.status.success());
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["attempts"][0]["status"].is_null(), "{report}");
-    assert!(r.seen.lock().unwrap().iter().all(|req| !req.contains("webhook-signature")), "no signed request reached an unverified peer");
+    assert!(
+        r.seen.lock().unwrap().iter().all(|req| !req.contains("webhook-signature")),
+        "no signed request reached an unverified peer"
+    );
 }

@@ -33,7 +33,9 @@ both_engines!(the_session_cookie_is_host_bound_and_secure_off_loopback, async |i
     // The cookie works under that name, and only under that name.
     let token = cookie.split(';').next().unwrap().split_once('=').unwrap().1.to_owned();
     let c = reqwest::Client::new();
-    let me = |name: &str| c.get(s.url("/evidence/files/0000/evidence.json")).header("cookie", format!("{name}={token}")).send();
+    let me = |name: &str| {
+        c.get(s.url("/evidence/files/0000/evidence.json")).header("cookie", format!("{name}={token}")).send()
+    };
     assert_ne!(me("__Host-signet_session").await.unwrap().status(), 401);
     assert_eq!(me("signet_session").await.unwrap().status(), 401);
     drop(s);

@@ -39,7 +39,8 @@ impl Install {
                 Some(Install { dir, database_url: url, engine, pg_cleanup: None })
             }
             Engine::Postgres => {
-                let admin = std::env::var("SIGNET_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+                let admin = std::env::var("SIGNET_TEST_PG_URL")
+                    .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
                 let name = format!("signet_s_{}", uuid::Uuid::new_v4().simple());
                 let ok = Command::new("psql").arg(&admin).arg("-qc").arg(format!("CREATE DATABASE {name}")).output();
                 match ok {
@@ -48,7 +49,9 @@ impl Install {
                         if std::env::var("SIGNET_REQUIRE_PG").is_ok_and(|v| v == "1") {
                             panic!("PostgreSQL is required (SIGNET_REQUIRE_PG=1) but unusable at {admin}: {other:?}");
                         }
-                        eprintln!("SKIPPED (PostgreSQL unusable at {admin}); set SIGNET_TEST_PG_URL to run the PostgreSQL half");
+                        eprintln!(
+                            "SKIPPED (PostgreSQL unusable at {admin}); set SIGNET_TEST_PG_URL to run the PostgreSQL half"
+                        );
                         return None;
                     }
                 }
@@ -73,7 +76,14 @@ impl Install {
 
     /// Runs `signet <args>` with `stdin`; returns its output.
     pub fn cli(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = self.command().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn signet");
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn signet");
         child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
         child.wait_with_output().expect("signet output")
     }
@@ -83,7 +93,21 @@ impl Install {
     pub fn send_event(&self, url: &str, secret: &str, event_id: &str, body: &str) {
         let file = self.data_dir().join(format!("{event_id}.json"));
         std::fs::write(&file, body).expect("write body");
-        let out = self.cli(&["send", url, "--scheme", "standard-webhooks", "--secret", secret, "--file", file.to_str().expect("utf-8 path"), "--event-id", event_id], "");
+        let out = self.cli(
+            &[
+                "send",
+                url,
+                "--scheme",
+                "standard-webhooks",
+                "--secret",
+                secret,
+                "--file",
+                file.to_str().expect("utf-8 path"),
+                "--event-id",
+                event_id,
+            ],
+            "",
+        );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
@@ -97,7 +121,9 @@ impl Install {
         all.extend_from_slice(args);
         let out = self.cli(&all, stdin);
         assert!(out.status.success(), "signet {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("signet {args:?} printed non-JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("signet {args:?} printed non-JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        })
     }
 
     /// Starts `signet serve` on a free port.
@@ -158,7 +184,11 @@ impl Install {
 impl Drop for Install {
     fn drop(&mut self) {
         if let Some((admin, name)) = self.pg_cleanup.take() {
-            let _ = Command::new("psql").arg(&admin).arg("-qc").arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).output();
+            let _ = Command::new("psql")
+                .arg(&admin)
+                .arg("-qc")
+                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .output();
         }
     }
 }
@@ -188,7 +218,11 @@ impl Server {
     }
     /// A client that keeps cookies and does not follow redirects.
     pub fn client(&self) -> reqwest::Client {
-        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().expect("client")
+        reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client")
     }
 }
 

@@ -2,15 +2,15 @@
 
 use app::ssr::AppState;
 use axum::{
+    Json,
     extract::{Path, State},
     http::StatusCode,
-    Json,
 };
 use domain::{
     audit::{self, AuditFilter, AuditView},
     auth::{
-        users::{self, NewUser, UserPatch, UserView},
         Role,
+        users::{self, NewUser, UserPatch, UserView},
     },
     crypto::Password,
 };
@@ -48,7 +48,11 @@ pub struct AuditQuery {
 }
 
 #[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView]), (status = 403, body = ErrorBody)))]
-pub async fn list_users(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<Vec<UserView>>, ApiError> {
+pub async fn list_users(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+) -> Result<Json<Vec<UserView>>, ApiError> {
     Ok(Json(users::list(&st.db, &p).await?))
 }
 
@@ -68,7 +72,9 @@ pub async fn create_user(
             (pw, Some(shown))
         }
     };
-    let user = users::create(&st.db, &p, NewUser { username: body.username, role: body.role, tenant: body.tenant, password }).await?;
+    let user =
+        users::create(&st.db, &p, NewUser { username: body.username, role: body.role, tenant: body.tenant, password })
+            .await?;
     Ok((StatusCode::CREATED, Json(CreatedUser { user, password: generated })))
 }
 
@@ -88,15 +94,22 @@ pub async fn update_user(
 }
 
 #[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditQuery), responses((status = 200, body = [AuditView])))]
-pub async fn list_audit(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<AuditQuery>) -> Result<Json<Vec<AuditView>>, ApiError> {
+pub async fn list_audit(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<AuditQuery>,
+) -> Result<Json<Vec<AuditView>>, ApiError> {
     let since = match q.since.as_deref().filter(|s| !s.is_empty()) {
-        Some(s) => Some(domain::clock::parse_rfc3339(s).ok_or_else(|| domain::DomainError::invalid("invalid_since", "since must be RFC 3339, e.g. 2026-12-01T00:00:00Z"))?),
+        Some(s) => Some(domain::clock::parse_rfc3339(s).ok_or_else(|| {
+            domain::DomainError::invalid("invalid_since", "since must be RFC 3339, e.g. 2026-12-01T00:00:00Z")
+        })?),
         None => None,
     };
     let tenant_id = match q.tenant.as_deref().filter(|s| !s.is_empty()) {
         Some(slug) => Some(domain::registry::tenants::get(&st.db, &p, slug).await?.id),
         None => None,
     };
-    let filter = AuditFilter { actor: q.actor, action: q.action, tenant_id, since, before_seq: q.before_seq, limit: q.limit };
+    let filter =
+        AuditFilter { actor: q.actor, action: q.action, tenant_id, since, before_seq: q.before_seq, limit: q.limit };
     Ok(Json(audit::list(&st.db, &p, &filter).await?))
 }

@@ -2,13 +2,13 @@
 
 use app::ssr::AppState;
 use axum::{
+    Json,
     extract::FromRequestParts,
     http::request::Parts,
     response::{IntoResponse, Response},
-    Json,
 };
-use domain::{auth::Principal, DomainError};
-use http::{header, StatusCode};
+use domain::{DomainError, auth::Principal};
+use http::{StatusCode, header};
 use serde::Serialize;
 
 /// The error body every API failure carries.
@@ -53,7 +53,8 @@ impl IntoResponse for ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         };
-        let mut res = (status, Json(ErrorBody { error: self.0.code().to_owned(), message: self.0.public_message() })).into_response();
+        let mut res = (status, Json(ErrorBody { error: self.0.code().to_owned(), message: self.0.public_message() }))
+            .into_response();
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }
@@ -94,13 +95,15 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        let json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")));
+        let json =
+            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+                v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            });
         if !json {
-            return Err(ApiError(DomainError::invalid("invalid_body", "send the body as Content-Type: application/json")));
+            return Err(ApiError(DomainError::invalid(
+                "invalid_body",
+                "send the body as Content-Type: application/json",
+            )));
         }
         strict_json(&body_bytes(req, state).await?).map(ApiJson)
     }
@@ -109,7 +112,9 @@ where
 /// The whole body (already bounded by `guards::control_body_limit`), or
 /// our error format when it cannot be read.
 async fn body_bytes<S: Send + Sync>(req: axum::extract::Request, state: &S) -> Result<axum::body::Bytes, ApiError> {
-    <axum::body::Bytes as axum::extract::FromRequest<S>>::from_request(req, state).await.map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))
+    <axum::body::Bytes as axum::extract::FromRequest<S>>::from_request(req, state)
+        .await
+        .map_err(|e| ApiError(DomainError::invalid("invalid_body", e.body_text())))
 }
 
 /// A `PATCH` naming no field: refused, so the caller does not read the 200
@@ -120,7 +125,9 @@ pub fn nothing_to_change() -> ApiError {
 
 /// Parses `bytes` as `T`, refusing unknown fields at any depth.
 pub fn strict_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let invalid = |e: serde_json::Error| ApiError(DomainError::invalid("invalid_body", format!("request body is not valid JSON for this call: {e}")));
+    let invalid = |e: serde_json::Error| {
+        ApiError(DomainError::invalid("invalid_body", format!("request body is not valid JSON for this call: {e}")))
+    };
     let mut unknown = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_ignored::deserialize(&mut de, |path| unknown.push(path.to_string())).map_err(invalid)?;
@@ -179,7 +186,10 @@ impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         match form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).next() {
-            Some((name, _)) => Err(ApiError(DomainError::invalid("unknown_field", format!("unknown query parameter `{name}`: this call takes none")))),
+            Some((name, _)) => Err(ApiError(DomainError::invalid(
+                "unknown_field",
+                format!("unknown query parameter `{name}`: this call takes none"),
+            ))),
             None => Ok(NoQuery),
         }
     }
@@ -207,8 +217,15 @@ pub fn strict_query<T: serde::de::DeserializeOwned>(query: &str) -> Result<T, Ap
     let mut unknown = Vec::new();
     let mut track = serde_path_to_error::Track::new();
     let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-    let value: T = serde_ignored::deserialize(serde_path_to_error::Deserializer::new(de, &mut track), |path| unknown.push(path.to_string()))
-        .map_err(|e| ApiError(DomainError::invalid("invalid_query", format!("query parameter `{}` does not fit this call: {e}", track.path()))))?;
+    let value: T = serde_ignored::deserialize(serde_path_to_error::Deserializer::new(de, &mut track), |path| {
+        unknown.push(path.to_string())
+    })
+    .map_err(|e| {
+        ApiError(DomainError::invalid(
+            "invalid_query",
+            format!("query parameter `{}` does not fit this call: {e}", track.path()),
+        ))
+    })?;
     match unknown.first() {
         Some(name) => Err(ApiError(DomainError::invalid("unknown_field", format!("unknown query parameter `{name}`")))),
         None => Ok(value),

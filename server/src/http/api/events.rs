@@ -2,8 +2,8 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, State},
     Json,
+    extract::{Path, State},
 };
 use domain::events::{self, EventView, ReminderView};
 use serde::Deserialize;

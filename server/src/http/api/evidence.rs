@@ -3,10 +3,10 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, State},
-    http::{header, HeaderValue, StatusCode},
-    response::{IntoResponse, Response},
     Json,
+    extract::{Path, State},
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
 };
 use domain::evidence::{
     bundle::Evidence,
@@ -28,7 +28,12 @@ pub struct StartedRun {
     responses((status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
               (status = 409, body = ErrorBody, description = "a drill run is already in progress"),
               (status = 403, body = ErrorBody)))]
-pub async fn start_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, _: NoBody) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
+pub async fn start_drills(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    _: NoBody,
+) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
     let run = runs::start(&st.db, &p).await?;
     st.drills.spawn(p, run.run_id.clone());
     Ok((StatusCode::ACCEPTED, Json(StartedRun { run_id: run.run_id })))
@@ -43,13 +48,22 @@ pub struct ListParams {
 
 #[utoipa::path(get, path = "/api/v1/drills", tag = "evidence", params(ListParams),
     responses((status = 200, body = [DrillRunView]), (status = 403, body = ErrorBody)))]
-pub async fn list_drills(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<ListParams>) -> Result<Json<Vec<DrillRunView>>, ApiError> {
+pub async fn list_drills(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<ListParams>,
+) -> Result<Json<Vec<DrillRunView>>, ApiError> {
     Ok(Json(runs::list(&st.db, &p, q.limit.unwrap_or(20)).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(("run_id" = String, Path)),
     responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress"), (status = 404, body = ErrorBody)))]
-pub async fn get_drill(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(run_id): Path<String>) -> Result<Json<DrillRunView>, ApiError> {
+pub async fn get_drill(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(run_id): Path<String>,
+) -> Result<Json<DrillRunView>, ApiError> {
     Ok(Json(runs::get(&st.db, &p, &run_id).await?))
 }
 
@@ -74,7 +88,11 @@ pub struct EvidenceBody {
 
 #[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
     responses((status = 200, body = EvidenceBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn get_evidence(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Json<EvidenceBody>, ApiError> {
+pub async fn get_evidence(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<TenantParam>,
+) -> Result<Json<EvidenceBody>, ApiError> {
     let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
     Ok(Json(EvidenceBody { digest: b.digest, manifest: b.manifest, signature: b.signature, evidence: b.evidence }))
 }
@@ -100,26 +118,43 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
 
 #[utoipa::path(get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
     responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle"), (status = 403, body = ErrorBody)))]
-pub async fn get_evidence_html(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Response, ApiError> {
+pub async fn get_evidence_html(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<TenantParam>,
+) -> Result<Response, ApiError> {
     let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
     Ok(html_response(b.evidence_html, None))
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/exports", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [ExportView]), (status = 403, body = ErrorBody)))]
-pub async fn list_exports(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Json<Vec<ExportView>>, ApiError> {
+pub async fn list_exports(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<TenantParam>,
+) -> Result<Json<Vec<ExportView>>, ApiError> {
     Ok(Json(export::list(&st.db, &p, q.tenant.as_deref(), 50).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
     responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment"), (status = 403, body = ErrorBody)))]
-pub async fn sign_off(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, ApiJson(body): ApiJson<NewSignoff>) -> Result<(StatusCode, Json<SignoffView>), ApiError> {
+pub async fn sign_off(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    ApiJson(body): ApiJson<NewSignoff>,
+) -> Result<(StatusCode, Json<SignoffView>), ApiError> {
     Ok((StatusCode::CREATED, Json(signoff::sign_off(&st.db, &p, &body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [SignoffView]), (status = 403, body = ErrorBody)))]
-pub async fn list_signoffs(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<TenantParam>) -> Result<Json<Vec<SignoffView>>, ApiError> {
+pub async fn list_signoffs(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<TenantParam>,
+) -> Result<Json<Vec<SignoffView>>, ApiError> {
     Ok(Json(signoff::list(&st.db, &p, q.tenant.as_deref(), 100).await?))
 }
 
@@ -133,7 +168,11 @@ pub struct PublicKeyBody {
 
 #[utoipa::path(get, path = "/api/v1/evidence/public-key", tag = "evidence",
     responses((status = 200, body = PublicKeyBody), (status = 403, body = ErrorBody)))]
-pub async fn public_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<PublicKeyBody>, ApiError> {
+pub async fn public_key(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+) -> Result<Json<PublicKeyBody>, ApiError> {
     // Anyone who may read evidence may learn the key that signs it.
     export::scoped_tenant_id(&st.db, &p, None).await?;
     let signer = domain::service_keys::evidence_signer(&st.db, &st.vault).await?;

@@ -2,14 +2,14 @@
 
 use app::ssr::AppState;
 use axum::{
+    Json,
     extract::{Path, State},
     http::StatusCode,
-    Json,
 };
 use domain::{
+    DomainError,
     auth::Principal,
     registry::keys::{self, Approval, KeyFilter, KeyStatus, KeyView, ProvisionRequest, ProvisionedKey},
-    DomainError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -122,14 +122,30 @@ pub async fn provision(
     OptionalJson(body): OptionalJson<ProvisionBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let approval = approval(&p, body.approve, body.reviewer, body.comment, "provisioning");
-    let k = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, ProvisionRequest { owner: body.owner, rotation_owner: body.rotation_owner, event_types: body.event_types }, approval).await?;
+    let k = keys::provision(
+        &st.db,
+        &st.vault,
+        &p,
+        &tenant,
+        &endpoint,
+        ProvisionRequest { owner: body.owner, rotation_owner: body.rotation_owner, event_types: body.event_types },
+        approval,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 
 #[utoipa::path(get, path = "/api/v1/keys", tag = "keys", params(KeyQuery), responses((status = 200, body = [KeyView])))]
-pub async fn list_keys(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, ApiQuery(q): ApiQuery<KeyQuery>) -> Result<Json<Vec<KeyView>>, ApiError> {
+pub async fn list_keys(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    ApiQuery(q): ApiQuery<KeyQuery>,
+) -> Result<Json<Vec<KeyView>>, ApiError> {
     let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
-        Some(s) => Some(KeyStatus::parse(s).ok_or_else(|| DomainError::invalid("invalid_status", format!("unknown key status {s:?}")))?),
+        Some(s) => Some(
+            KeyStatus::parse(s)
+                .ok_or_else(|| DomainError::invalid("invalid_status", format!("unknown key status {s:?}")))?,
+        ),
         None => None,
     };
     Ok(Json(keys::list(&st.db, &p, &KeyFilter { tenant: q.tenant, endpoint: None, status }).await?))
@@ -137,7 +153,12 @@ pub async fn list_keys(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal
 
 #[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)),
     responses((status = 200, body = KeyView), (status = 404, body = ErrorBody)))]
-pub async fn get_key(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(key_id): Path<String>) -> Result<Json<KeyView>, ApiError> {
+pub async fn get_key(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(key_id): Path<String>,
+) -> Result<Json<KeyView>, ApiError> {
     Ok(Json(keys::get(&st.db, &p, &key_id).await?))
 }
 

@@ -14,12 +14,12 @@ mod stats;
 
 use app::ssr::AppState;
 use axum::{
-    routing::{get, post},
     Json, Router,
+    routing::{get, post},
 };
 use utoipa::{
-    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
     Modify, OpenApi,
+    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
 };
 
 pub use auth::ApiError;
@@ -32,7 +32,10 @@ pub fn routes() -> Router<AppState> {
         .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}", get(registry::get_endpoint).patch(registry::update_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}/keys", get(keys::list_endpoint_keys).post(keys::provision))
-        .route("/tenants/{tenant}/endpoints/{endpoint}/event-key", get(registry::get_event_key).put(registry::set_event_key))
+        .route(
+            "/tenants/{tenant}/endpoints/{endpoint}/event-key",
+            get(registry::get_event_key).put(registry::set_event_key),
+        )
         .route("/tenants/{tenant}/events", get(events::list_events))
         .route("/tenants/{tenant}/reminders/{reminder_id}", get(events::get_reminder))
         .route("/keys", get(keys::list_keys))
@@ -58,7 +61,10 @@ pub fn routes() -> Router<AppState> {
         .route("/stats", get(stats::get_stats))
         .route("/retention", get(retention::overview))
         .route("/retention/horizons/{scheme}", axum::routing::put(retention::set_horizon))
-        .route("/tenants/{tenant}/endpoints/{endpoint}/retention", get(retention::get_retention).put(retention::set_retention))
+        .route(
+            "/tenants/{tenant}/endpoints/{endpoint}/retention",
+            get(retention::get_retention).put(retention::set_retention),
+        )
         .route("/drills", get(evidence::list_drills).post(evidence::start_drills))
         .route("/drills/{run_id}", get(evidence::get_drill))
         .route("/evidence", get(evidence::get_evidence))
@@ -101,6 +107,9 @@ struct BearerAuth;
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
     }
 }

@@ -2,8 +2,8 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, State},
     Json,
+    extract::{Path, State},
 };
 use domain::{
     ops::{
@@ -115,13 +115,22 @@ pub async fn start_bulk_release(
 
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine",
     responses((status = 200, body = Vec<BulkReleaseView>, description = "the latest 20, newest first")))]
-pub async fn list_bulk_releases(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<Vec<BulkReleaseView>>, ApiError> {
+pub async fn list_bulk_releases(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+) -> Result<Json<Vec<BulkReleaseView>>, ApiError> {
     Ok(Json(bulk_release::recent(&st.db, &p, 20, st.bulk_stale_ms).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(("id" = String, Path)),
     responses((status = 200, body = BulkReleaseView), (status = 404, body = ErrorBody)))]
-pub async fn get_bulk_release(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(id): Path<String>) -> Result<Json<BulkReleaseView>, ApiError> {
+pub async fn get_bulk_release(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(id): Path<String>,
+) -> Result<Json<BulkReleaseView>, ApiError> {
     Ok(Json(bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?))
 }
 
@@ -135,7 +144,10 @@ pub async fn resume_bulk_release(
     Path(id): Path<String>,
     _: NoBody,
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
-    Ok((axum::http::StatusCode::ACCEPTED, Json(bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await?)))
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await?),
+    ))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -200,6 +212,12 @@ pub async fn list_outbox(
 
 #[utoipa::path(post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
     responses((status = 200, body = OutboxView), (status = 409, body = ErrorBody, description = "the intent is not dead")))]
-pub async fn retry_outbox(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(id): Path<String>, _: NoBody) -> Result<Json<OutboxView>, ApiError> {
+pub async fn retry_outbox(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(id): Path<String>,
+    _: NoBody,
+) -> Result<Json<OutboxView>, ApiError> {
     Ok(Json(outbox::retry(&st.db, &p, &id).await?))
 }

@@ -2,9 +2,9 @@
 
 use app::ssr::AppState;
 use axum::{
+    Json,
     extract::{Path, State},
     http::StatusCode,
-    Json,
 };
 use domain::registry::{
     endpoints::{self, EndpointPatch, EndpointView, NewEndpoint},
@@ -15,7 +15,11 @@ use domain::registry::{
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 
 #[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
-pub async fn list_tenants(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<Vec<TenantView>>, ApiError> {
+pub async fn list_tenants(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+) -> Result<Json<Vec<TenantView>>, ApiError> {
     Ok(Json(tenants::list(&st.db, &p).await?))
 }
 
@@ -32,7 +36,12 @@ pub async fn create_tenant(
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)),
     responses((status = 200, body = TenantView), (status = 404, body = ErrorBody)))]
-pub async fn get_tenant(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(tenant): Path<String>) -> Result<Json<TenantView>, ApiError> {
+pub async fn get_tenant(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(tenant): Path<String>,
+) -> Result<Json<TenantView>, ApiError> {
     Ok(Json(tenants::get(&st.db, &p, &tenant).await?))
 }
 
@@ -53,7 +62,12 @@ pub async fn update_tenant(
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)),
     responses((status = 200, body = [EndpointView]), (status = 404, body = ErrorBody)))]
-pub async fn list_endpoints(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery, Path(tenant): Path<String>) -> Result<Json<Vec<EndpointView>>, ApiError> {
+pub async fn list_endpoints(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(tenant): Path<String>,
+) -> Result<Json<Vec<EndpointView>>, ApiError> {
     Ok(Json(endpoints::list(&st.db, &p, &tenant).await?))
 }
 
@@ -90,7 +104,11 @@ pub async fn update_endpoint(
     Path((tenant, endpoint)): Path<(String, String)>,
     ApiJson(body): ApiJson<EndpointPatch>,
 ) -> Result<Json<EndpointView>, ApiError> {
-    if body.event_types.is_none() && body.tolerance_secs.is_none() && body.max_body_bytes.is_none() && body.enabled.is_none() {
+    if body.event_types.is_none()
+        && body.tolerance_secs.is_none()
+        && body.max_body_bytes.is_none()
+        && body.enabled.is_none()
+    {
         return Err(super::auth::nothing_to_change());
     }
     Ok(Json(endpoints::update(&st.db, &p, &tenant, &endpoint, body).await?))

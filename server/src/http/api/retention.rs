@@ -3,8 +3,8 @@
 
 use app::ssr::AppState;
 use axum::{
-    extract::{Path, State},
     Json,
+    extract::{Path, State},
 };
 use domain::ops::retention::{self, HorizonView, RetentionChange, RetentionOverview, RetentionView};
 use serde::Deserialize;
@@ -13,7 +13,11 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 
 #[utoipa::path(get, path = "/api/v1/retention", tag = "retention",
     responses((status = 200, body = RetentionOverview)))]
-pub async fn overview(State(st): State<AppState>, ApiPrincipal(p): ApiPrincipal, _: NoQuery) -> Result<Json<RetentionOverview>, ApiError> {
+pub async fn overview(
+    State(st): State<AppState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+) -> Result<Json<RetentionOverview>, ApiError> {
     Ok(Json(retention::overview(&st.db, &p).await?))
 }
 

@@ -160,17 +160,19 @@ pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), Stri
     let faults = Faults::default();
     let reached = Arc::new(tokio::sync::Notify::new());
     faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
-    let receiver = Arc::new(Receiver::with_faults(db, vault, faults));
-    let ep = domain::receiver::resolve(&receiver, &req.tenant, &req.endpoint)
-        .await
-        .map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
+    let receiver = Arc::new(Receiver::new(db, vault, faults));
+    let ep =
+        receiver.resolve(&req.tenant, &req.endpoint).await.map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
     if !ep.synthetic {
         return Err("drill children only deliver to the drill tenant".into());
     }
     let headers = RequestHeaders(req.headers.clone());
     let task = tokio::spawn({
         let receiver = receiver.clone();
-        async move { domain::receiver::process(&receiver, &ep, &headers, None, bytes::Bytes::from(req.body)).await.0 }
+        async move {
+            let delivery = domain::receiver::Buffered { headers: &headers, body: bytes::Bytes::from(req.body) };
+            domain::receiver::receive(&receiver, &ep.tenant_slug, &ep.endpoint_slug, delivery).await.outcome
+        }
     });
     tokio::select! {
         () = reached.notified() => {

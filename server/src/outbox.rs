@@ -169,9 +169,9 @@ pub fn spawn<N: Notifier>(
     notifier: N,
     cfg: WorkerConfig,
     metrics: Arc<crate::metrics::Metrics>,
+    faults: Faults,
 ) -> WorkerHandle {
     let (stop, mut stopped) = watch::channel(false);
-    let faults = Faults::from_env();
     let task = tokio::spawn(async move {
         loop {
             let batch = match outbox::claim_batch(&db, &vault, cfg.batch, cfg.lease.as_millis() as i64).await {

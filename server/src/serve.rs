@@ -30,7 +30,9 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.addr));
-    let receiver = Arc::new(domain::receiver::Receiver::new(db.clone(), vault.clone()));
+    // Test fault points (debug builds only), read once and passed down.
+    let faults = domain::receiver::faults::Faults::from_env();
+    let receiver = Arc::new(domain::receiver::Receiver::new(db.clone(), vault.clone(), faults.clone()));
     let loopback = if local.ip().is_unspecified() {
         SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port())
     } else {
@@ -38,7 +40,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     };
     let transport = crate::drills::HttpTransport::new(
         format!("http://{loopback}"),
-        receiver.faults.drill.clone(),
+        receiver.faults().drill.clone(),
         crate::drills::ChildEnv::from_args(&db_args)?,
     )?;
     let drills =
@@ -98,6 +100,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             },
         },
         hooks.metrics.clone(),
+        faults,
     );
     let purger = (args.purge_interval_secs > 0).then(|| {
         let every = Duration::from_secs(args.purge_interval_secs);

@@ -15,18 +15,26 @@
 //!   only after commit. A duplicate repeats nothing.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-mod batch;
+//!
+//! Where a webhook goes: [`gates::receive`] runs gates 1–5 (`cache`,
+//! `verify`), decides gates 7 and 8 (`admission`), and hands the result to
+//! the one claim interface (`claim`), which runs gates 6 and 9 in a group
+//! commit (`claim::batch`) or alone (`claim::single`), with the effect
+//! (`effects`) in the same transaction.
+
+mod admission;
+mod attribution;
 pub mod cache;
 mod claim;
 pub mod effects;
 pub mod envelope;
 pub mod faults;
+pub mod gates;
 pub mod outcome;
-pub mod pipeline;
 pub mod replay;
 pub mod telemetry;
 pub mod verify;
 
-pub use batch::BatchStats;
+pub use claim::BatchStats;
+pub use gates::{Buffered, Delivery, Receipt, Receiver, receive};
 pub use outcome::{ClaimOutcome, Outcome, Refusal};
-pub use pipeline::{Receiver, process, resolve};

@@ -45,19 +45,15 @@ impl InProcess {
         InProcess {
             db: t.db.clone(),
             vault: t.vault.clone(),
-            r: Arc::new(Receiver::with_faults(t.db.clone(), t.vault.clone(), Faults::default())),
+            r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), Faults::default())),
         }
     }
 }
 
 async fn run_in(r: &Arc<Receiver>, req: DrillRequest) -> Answer {
-    let outcome = match receiver::resolve(r, &req.tenant, &req.endpoint).await {
-        Err(o) => o,
-        Ok(ep) => {
-            let h: Vec<(&str, &str)> = req.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            receiver::process(r, &ep, &h[..], None, bytes::Bytes::from(req.body.clone())).await.0
-        }
-    };
+    let h: Vec<(&str, &str)> = req.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let delivery = receiver::Buffered { headers: &h[..], body: bytes::Bytes::from(req.body.clone()) };
+    let outcome = receiver::receive(r, &req.tenant, &req.endpoint, delivery).await.outcome;
     Answer { status: outcome.status(), body: outcome.body() }
 }
 
@@ -81,7 +77,7 @@ impl Transport for InProcess {
         let faults = Faults::default();
         let reached = Arc::new(tokio::sync::Notify::new());
         faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
-        let r = Arc::new(Receiver::with_faults(self.db.clone(), self.vault.clone(), faults));
+        let r = Arc::new(Receiver::new(self.db.clone(), self.vault.clone(), faults));
         let req = req.clone();
         let task = tokio::spawn(async move { run_in(&r, req).await });
         tokio::time::timeout(std::time::Duration::from_secs(20), reached.notified())
@@ -93,7 +89,7 @@ impl Transport for InProcess {
     }
 
     fn faults(&self) -> &DrillFaults {
-        &self.r.faults.drill
+        &self.r.faults().drill
     }
 }
 

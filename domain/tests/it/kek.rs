@@ -198,7 +198,11 @@ db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: 
     fill(t).await;
     let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
     let s = crate::receiver::Setup {
-        r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())),
+        r: std::sync::Arc::new(domain::receiver::Receiver::new(
+            t.db.clone(),
+            t.vault.clone(),
+            domain::receiver::faults::Faults::default(),
+        )),
         ..setup_again(t).await
     };
     let body = created("r-late");
@@ -231,7 +235,11 @@ async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
     .await
     .unwrap();
     crate::receiver::Setup {
-        r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())),
+        r: std::sync::Arc::new(domain::receiver::Receiver::new(
+            t.db.clone(),
+            t.vault.clone(),
+            domain::receiver::faults::Faults::default(),
+        )),
         secret: k.secret,
         key_id: k.key.key_id,
     }

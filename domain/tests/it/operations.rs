@@ -282,7 +282,7 @@ db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &T
         .await
         .unwrap();
     let faults = domain::receiver::faults::Faults { transient: true, ..Default::default() };
-    let s = Setup { r: Arc::new(domain::receiver::Receiver::with_faults(t.db.clone(), t.vault.clone(), faults)), ..s };
+    let s = Setup { r: Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone(), faults)), ..s };
     let out = send(&s, &scheduled("r-1"), "msg_out_of_scope").await;
     assert_eq!(out, Outcome::Refused(domain::receiver::Refusal::EventTypeNotPermitted));
     let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
@@ -387,7 +387,14 @@ db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once
     domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields), "documented by the sender")
         .await
         .unwrap();
-    let s = Setup { r: std::sync::Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let s = Setup {
+        r: std::sync::Arc::new(domain::receiver::Receiver::new(
+            t.db.clone(),
+            t.vault.clone(),
+            domain::receiver::faults::Faults::default(),
+        )),
+        ..s
+    };
     let post = |b: Vec<u8>, ts: i64| {
         let s = &s;
         async move { deliver(s, &signed(s, Scheme::Stripe, &b, ts, ""), &b).await }

@@ -49,7 +49,11 @@ pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) 
     )
     .await
     .unwrap();
-    Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), secret: k.secret, key_id: k.key.key_id }
+    Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
+        secret: k.secret,
+        key_id: k.key.key_id,
+    }
 }
 
 pub(crate) fn signed(s: &Setup, scheme: Scheme, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
@@ -57,12 +61,9 @@ pub(crate) fn signed(s: &Setup, scheme: Scheme, body: &[u8], ts: i64, id: &str) 
 }
 
 pub(crate) async fn deliver(s: &Setup, headers: &[(String, String)], body: &[u8]) -> Outcome {
-    let ep = match receiver::resolve(&s.r, "clinic-a", "hooks").await {
-        Ok(ep) => ep,
-        Err(o) => return o,
-    };
     let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    receiver::process(&s.r, &ep, &h[..], None, bytes::Bytes::copy_from_slice(body)).await.0
+    let delivery = receiver::Buffered { headers: &h[..], body: bytes::Bytes::copy_from_slice(body) };
+    receiver::receive(&s.r, "clinic-a", "hooks", delivery).await.outcome
 }
 
 pub(crate) fn now_s() -> i64 {
@@ -118,22 +119,25 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     let h = signed(&s, Scheme::StandardWebhooks, &foreign, now_s(), "msg_3");
     assert_eq!(deliver(&s, &h, &foreign).await, Outcome::Refused(Refusal::TenantMismatch));
     // A key id outside the accepted set.
-    let ep = receiver::resolve(&s.r, "clinic-a", "hooks").await.unwrap();
-    let hp: Vec<(&str, &str)> = good.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let (o, _) = receiver::process(&s.r, &ep, &hp[..], Some("key_other"), bytes::Bytes::from(body.clone())).await;
+    let naming = |key_id: &str| {
+        let mut hp: Vec<(&str, &str)> = good.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        hp.push(("signet-key-id", key_id));
+        hp.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>()
+    };
+    let receive = async |headers: Vec<(String, String)>| {
+        let hp: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let delivery = receiver::Buffered { headers: &hp[..], body: bytes::Bytes::from(body.clone()) };
+        let receipt = receiver::receive(&s.r, "clinic-a", "hooks", delivery).await;
+        (receipt.outcome, receipt.key_id)
+    };
+    let (o, _) = receive(naming("key_other")).await;
     assert_eq!(o, Outcome::Refused(Refusal::UnknownKey));
-    let (o, key) = receiver::process(&s.r, &ep, &hp[..], Some(&s.key_id), bytes::Bytes::from(body.clone())).await;
+    let (o, key) = receive(naming(&s.key_id)).await;
     assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
     assert_eq!(key.as_deref(), Some(s.key_id.as_str()));
     // Unknown endpoint.
-    assert!(matches!(
-        receiver::resolve(&s.r, "clinic-a", "nope").await,
-        Err(Outcome::Refused(Refusal::UnknownEndpoint))
-    ));
-    assert!(matches!(
-        receiver::resolve(&s.r, "nobody", "hooks").await,
-        Err(Outcome::Refused(Refusal::UnknownEndpoint))
-    ));
+    assert!(matches!(s.r.resolve("clinic-a", "nope").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
+    assert!(matches!(s.r.resolve("nobody", "hooks").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
     // Only the one good delivery left anything behind.
     assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
     assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1);
@@ -335,7 +339,10 @@ async fn a_connection_the_database_dropped_is_retried_not_lost() {
     // A receiver with an empty key cache (as every 5 s): gate 1 reads the
     // database too, so both it and the claim meet ended connections.
     let s = Arc::try_unwrap(s).ok().expect("warm-up tasks have ended");
-    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let s = Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
+        ..s
+    };
     let body = created("r-after");
     let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-after"), &body).await;
     assert_eq!(o, Outcome::Applied { event_id: "m-after".into() });
@@ -349,7 +356,7 @@ async fn a_connection_the_database_dropped_is_retried_not_lost() {
 db_test!(a_commit_whose_answer_was_lost_answers_duplicate, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let faults = Faults { lost_commit_answers: Arc::new(std::sync::atomic::AtomicU32::new(1)), ..Faults::default() };
-    let s = Setup { r: Arc::new(Receiver::with_faults(t.db.clone(), t.vault.clone(), faults)), ..s };
+    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), faults)), ..s };
     let body = created("r-1");
     let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await;
     assert_eq!(o, Outcome::Duplicate { event_id: "m1".into(), original: ClaimOutcome::Applied });
@@ -361,7 +368,7 @@ db_test!(a_commit_whose_answer_was_lost_answers_duplicate, async |t: &TestDb| {
 /// that arrive meanwhile queue up and share the next transaction.
 fn stalling(t: &TestDb, s: Setup, stall_ms: u64) -> Arc<Setup> {
     let faults = Faults { stall_effect: Some(std::time::Duration::from_millis(stall_ms)), ..Faults::default() };
-    Arc::new(Setup { r: Arc::new(Receiver::with_faults(t.db.clone(), t.vault.clone(), faults)), ..s })
+    Arc::new(Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), faults)), ..s })
 }
 
 fn spawn_delivery(s: &Arc<Setup>, body: Vec<u8>, headers: Vec<(String, String)>) -> tokio::task::JoinHandle<Outcome> {
@@ -485,14 +492,20 @@ db_test!(raising_the_tolerance_keeps_replay_records_for_the_wider_window, async 
     // 700 s on, the record a 300 s window needed (600 s) would be purged; the
     // message is still inside the new 900 s window, so the record must not be.
     domain::ops::purge::run(&t.db, clock::now_ms() + 700_000, 100).await.unwrap();
-    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let s = Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
+        ..s
+    };
     assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::Replay));
 });
 
 db_test!(a_message_that_left_the_old_window_stays_out_after_a_raise, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     set_tolerance(t, 5).await;
-    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let s = Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
+        ..s
+    };
     let body = created("r-1");
     let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 3, "m1");
     assert!(matches!(deliver(&s, &h, &body).await, Outcome::Applied { .. }));
@@ -501,7 +514,10 @@ db_test!(a_message_that_left_the_old_window_stays_out_after_a_raise, async |t: &
     assert_eq!(domain::entity::replay_record::Entity::find().count(&t.db).await.unwrap(), 0);
     tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
     set_tolerance(t, 300).await;
-    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let s = Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
+        ..s
+    };
     assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::TimestampStale));
     // A message signed since is inside the new window.
     let fresh = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m2");
@@ -686,7 +702,10 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
         domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "").await,
         Err(DomainError::Invalid { .. })
     ));
-    let s = Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())), ..s };
+    let s = Setup {
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
+        ..s
+    };
     let b2 = body("r-2", "2027-01-01T08:00:00Z");
     let applied = deliver(&s, &signed(&s, Scheme::Stripe, &b2, now_s(), ""), &b2).await;
     assert_eq!(applied, Outcome::Applied { event_id: "key:reminder.created|r-2|2027-01-01T08:00:00Z".into() });
@@ -714,7 +733,7 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
 db_test!(racing_transitions_end_in_the_state_the_rules_give, async |t: &TestDb| {
     let first = setup(t, Scheme::StandardWebhooks, None).await;
     let second = Arc::new(Setup {
-        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone())),
+        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
         secret: SigningSecret::parse(first.secret.expose()).unwrap(),
         key_id: first.key_id.clone(),
     });

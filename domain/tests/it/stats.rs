@@ -29,7 +29,7 @@ async fn deliver_counted(s: &Setup, tel: &Telemetry, body: &str, id: &str, tampe
             .for_each(|(_, v)| *v = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into());
     }
     let outcome = deliver(s, &h, body.as_bytes()).await;
-    let ep = receiver::resolve(&s.r, "clinic-a", "hooks").await.ok();
+    let ep = s.r.resolve("clinic-a", "hooks").await.ok();
     tel.record(ep.as_deref(), &outcome, None, Duration::from_millis(3));
 }
 
@@ -144,12 +144,17 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     use sea_orm::EntityTrait;
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let tel = Telemetry::default();
-    let ep = receiver::resolve(&s.r, "clinic-a", "hooks").await.unwrap();
+    let ep = s.r.resolve("clinic-a", "hooks").await.unwrap();
     let run = |headers: Vec<(String, String)>, body: Vec<u8>, hint: Option<String>| {
         let (s, tel, ep) = (&s, &tel, ep.clone());
         async move {
-            let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let (outcome, key) = receiver::process(&s.r, &ep, &h[..], hint.as_deref(), bytes::Bytes::from(body)).await;
+            let mut h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            if let Some(hint) = hint.as_deref() {
+                h.push(("signet-key-id", hint));
+            }
+            let delivery = receiver::Buffered { headers: &h[..], body: bytes::Bytes::from(body) };
+            let receipt = receiver::receive(&s.r, "clinic-a", "hooks", delivery).await;
+            let (outcome, key) = (receipt.outcome, receipt.key_id);
             tel.record(Some(&ep), &outcome, key.as_deref(), Duration::from_millis(2));
             (outcome, key)
         }

@@ -79,7 +79,7 @@ async fn run_drills(
 ) -> Result<runs::DrillRunView, CliError> {
     let faults = Faults::default();
     let hooks = crate::http::hooks::HookState {
-        receiver: Arc::new(Receiver::with_faults(db.clone(), vault.clone(), faults.clone())),
+        receiver: Arc::new(Receiver::new(db.clone(), vault.clone(), faults.clone())),
         telemetry: Arc::new(Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| CliError::new("metrics", e.to_string()))?),
         body_read: std::time::Duration::from_secs(30),

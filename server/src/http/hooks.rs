@@ -15,7 +15,7 @@ use axum::{
 use domain::{
     crypto::signature::HeaderSource,
     evidence::drills::DRILL_PREFIX,
-    receiver::{self, Outcome, Receiver, Refusal, cache::EndpointCtx, telemetry::Telemetry},
+    receiver::{self, Delivery, Outcome, Receipt, Receiver, Refusal, telemetry::Telemetry},
 };
 
 use crate::metrics::Metrics;
@@ -72,11 +72,34 @@ pub fn routes(state: HookState) -> Router {
     Router::new().route("/{tenant}/{endpoint}", post(receive)).with_state(state)
 }
 
-struct Headers<'a>(&'a HeaderMap);
+struct Headers(HeaderMap);
 
-impl HeaderSource for Headers<'_> {
+impl HeaderSource for Headers {
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.0.get(name).map(HeaderValue::as_bytes)
+    }
+}
+
+/// An HTTP request as the receiver's delivery: its body is read at gate 2,
+/// within the endpoint's limit and the body timeout.
+struct HttpDelivery {
+    headers: Headers,
+    body: Option<Body>,
+    within: std::time::Duration,
+}
+
+impl Delivery for HttpDelivery {
+    type Headers = Headers;
+    fn headers(&self) -> &Headers {
+        &self.headers
+    }
+    async fn body(&mut self, limit: usize) -> Result<bytes::Bytes, Refusal> {
+        let body = self.body.take().ok_or(Refusal::BodyIncomplete)?;
+        match read_limited(body, limit, &self.headers.0, self.within).await {
+            Ok(bytes) => Ok(bytes),
+            Err(BodyError::TooLarge) => Err(Refusal::BodyTooLarge),
+            Err(BodyError::Incomplete) => Err(Refusal::BodyIncomplete),
+        }
     }
 }
 
@@ -87,7 +110,8 @@ async fn receive(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let (outcome, ep, key_id) = run(&st, &tenant, &endpoint, &headers, body).await;
+    let delivery = HttpDelivery { headers: Headers(headers), body: Some(body), within: st.body_read };
+    let Receipt { outcome, endpoint: ep, key_id } = receiver::receive(&st.receiver, &tenant, &endpoint, delivery).await;
     // Drill traffic (the synthetic tenant, and the unknown-tenant drill's
     // `_drill…` paths, which no real tenant can have) has its own counter and
     // never moves real tenants' figures, rollups or dashboards.
@@ -118,28 +142,6 @@ async fn receive(
         ),
     }
     respond(outcome)
-}
-
-/// Gate 1, gate 2 (the body limit, enforced while reading), then gates 3–9.
-async fn run(
-    st: &HookState,
-    tenant: &str,
-    endpoint: &str,
-    headers: &HeaderMap,
-    body: Body,
-) -> (Outcome, Option<Arc<EndpointCtx>>, Option<String>) {
-    let ep = match receiver::resolve(&st.receiver, tenant, endpoint).await {
-        Ok(ep) => ep,
-        Err(o) => return (o, None, None),
-    };
-    let bytes = match read_limited(body, ep.max_body_bytes, headers, st.body_read).await {
-        Ok(b) => b,
-        Err(BodyError::TooLarge) => return (Outcome::Refused(Refusal::BodyTooLarge), Some(ep), None),
-        Err(BodyError::Incomplete) => return (Outcome::Refused(Refusal::BodyIncomplete), Some(ep), None),
-    };
-    let hint = headers.get("signet-key-id").and_then(|v| v.to_str().ok());
-    let (outcome, key_id) = receiver::process(&st.receiver, &ep, &Headers(headers), hint, bytes).await;
-    (outcome, Some(ep), key_id)
 }
 
 /// At most this much of an oversized body is read (and discarded) before

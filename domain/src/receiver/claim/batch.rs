@@ -12,7 +12,7 @@
 //! Anything unusual leaves the batch: two deliveries of one event (or one
 //! signed message) in the same batch, an effect that must quarantine, or any
 //! database error. Those deliveries go back to their callers, which run the
-//! one-event path (`claim::attempt`) with its retries. After a database
+//! one-event path (`single::attempt`) with its retries. After a database
 //! error the commit may have happened, so the caller is told the error.
 
 use std::{
@@ -24,35 +24,26 @@ use std::{
 };
 
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryTrait,
+    ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryTrait,
     sea_query::{OnConflict, Query},
 };
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{
-    claim, effects,
-    envelope::Envelope,
-    faults::Faults,
-    outcome::{ClaimOutcome, Outcome},
-    verify::Verified,
-};
+use super::{context::ClaimContext, rows};
 use crate::{
     db,
     entity::{inbox_claim, replay_record},
-    vault::Vault,
+    receiver::{
+        admission::Job,
+        effects,
+        outcome::{ClaimOutcome, Outcome},
+    },
 };
 
 /// At most this many events share a transaction (the multi-row inserts
 /// stay well under both engines' bind-parameter limits, and the driver's
 /// per-connection statement cache holds every batch size).
 pub const MAX_BATCH: usize = 16;
-
-/// A delivery that passed gates 1–5, 7 and 8, waiting for its claim.
-pub(super) struct Job {
-    pub verified: Verified,
-    pub event_id: String,
-    pub envelope: Envelope,
-}
 
 /// A worker's answer for one job.
 pub(super) enum Reply {
@@ -74,14 +65,6 @@ pub struct BatchStats {
     pub events: AtomicU64,
 }
 
-/// What a worker needs; cloned from the receiver when it starts.
-pub(super) struct Ctx {
-    pub db: DatabaseConnection,
-    pub vault: Arc<Vault>,
-    pub faults: Faults,
-    pub write_queue: Option<Arc<Mutex<()>>>,
-}
-
 /// The queue and its workers. Dropping it closes the queue; the workers
 /// finish their batch and stop.
 pub(super) struct Batcher {
@@ -91,10 +74,9 @@ pub(super) struct Batcher {
 
 impl Batcher {
     /// Starts `workers` workers (must be called inside a tokio runtime).
-    pub fn start(ctx: Ctx, workers: usize) -> Batcher {
+    pub fn start(ctx: Arc<ClaimContext>, workers: usize) -> Batcher {
         let (queue, rx) = mpsc::channel::<Queued>(1024);
         let rx = Arc::new(Mutex::new(rx));
-        let ctx = Arc::new(ctx);
         let stats = Arc::new(BatchStats::default());
         for _ in 0..workers.max(1) {
             tokio::spawn(work(ctx.clone(), rx.clone(), stats.clone()));
@@ -116,7 +98,7 @@ impl Batcher {
 
 /// A worker: take whatever has queued (waiting for the first), run it as one
 /// batch, repeat. While one worker runs its batch the next collects.
-async fn work(ctx: Arc<Ctx>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stats: Arc<BatchStats>) {
+async fn work(ctx: Arc<ClaimContext>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stats: Arc<BatchStats>) {
     loop {
         let mut jobs = Vec::new();
         {
@@ -130,12 +112,12 @@ async fn work(ctx: Arc<Ctx>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stats: Arc<
                 }
             }
         }
-        run(&ctx, jobs, &stats).await;
+        commit_batch(&ctx, jobs, &stats).await;
     }
 }
 
 /// Runs one batch and answers every job in it.
-async fn run(ctx: &Ctx, jobs: Vec<Queued>, stats: &BatchStats) {
+async fn commit_batch(ctx: &ClaimContext, jobs: Vec<Queued>, stats: &BatchStats) {
     let (mut batch, alone) = split_collisions(jobs);
     for (job, tx) in alone {
         let _ = tx.send(Reply::Alone(Box::new(job), None));
@@ -143,7 +125,7 @@ async fn run(ctx: &Ctx, jobs: Vec<Queued>, stats: &BatchStats) {
     // Rows are locked in one order (tenant, endpoint, event id) by every
     // batch, so two batches cannot deadlock on each other's claims.
     batch.sort_by(|(a, _), (b, _)| event_key(a).cmp(&event_key(b)));
-    let queued = claim::write_turn(ctx.write_queue.as_deref()).await;
+    let queued = ctx.write_turn().await;
     let jobs: Vec<&Job> = batch.iter().map(|(j, _)| j).collect();
     let result = attempt(ctx, &jobs).await;
     drop(queued);
@@ -209,7 +191,7 @@ impl From<DbErr> for Failure {
 }
 
 /// Gates 6 and 9 and the effects for every job, in one transaction.
-async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
+async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
     if ctx.faults.transient {
         return Err(Failure::Db(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout)));
     }
@@ -224,7 +206,7 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
             .message_digest()
             .is_some_and(|d| !fresh.contains(&(job.verified.endpoint().endpoint_id.clone(), d.to_owned())))
         {
-            outcomes[i] = Some(claim::replayed(&txn, &job.verified, &job.event_id).await?);
+            outcomes[i] = Some(rows::replayed(&txn, &job.verified, &job.event_id).await?);
         }
     }
     // Gate 9: the claims; a conflicting one is a duplicate or an identity
@@ -241,31 +223,31 @@ async fn attempt(ctx: &Ctx, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
         if claimed.contains(&key) {
             let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
             match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope, job.verified.signed_at()).await {
-                Ok(applied) => outcomes[i] = Some(claim::settled(&txn, &job.verified, &job.event_id, applied).await?),
+                Ok(applied) => outcomes[i] = Some(rows::settled(&txn, &job.verified, &job.event_id, applied).await?),
                 Err(e) => {
-                    claim::quarantine_reason(e)?;
+                    rows::quarantine_reason(e)?;
                     txn.rollback().await?;
                     return Err(Failure::Quarantine);
                 }
             }
         } else {
-            outcomes[i] = Some(claim::conflicted(&txn, &job.verified, &job.event_id).await?);
+            outcomes[i] = Some(rows::conflicted(&txn, &job.verified, &job.event_id).await?);
         }
     }
     // Drill faults never fire in a shared transaction: a drill delivery
-    // with one armed takes the one-event path (`pipeline::process`).
-    claim::commit(txn, &ctx.faults, false).await?;
+    // with one armed takes the one-event path (`Claims::settle`).
+    rows::commit(txn, &ctx.faults, false).await?;
     Ok(outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unavailable)).collect())
 }
 
 /// Inserts the jobs' replay records in one statement; returns the
 /// (endpoint, digest) pairs that were new.
 async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<HashSet<(String, String)>, DbErr> {
-    let rows: Vec<_> = jobs.iter().filter_map(|j| claim::replay_row(&j.verified)).collect();
-    if rows.is_empty() {
+    let records: Vec<_> = jobs.iter().filter_map(|j| rows::replay_row(&j.verified)).collect();
+    if records.is_empty() {
         return Ok(HashSet::new());
     }
-    let mut stmt = replay_record::Entity::insert_many(rows)
+    let mut stmt = replay_record::Entity::insert_many(records)
         .on_conflict(
             OnConflict::columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
                 .do_nothing()
@@ -285,21 +267,21 @@ async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<Has
 /// Inserts the jobs' claims (outcome `applied`) in one statement; returns
 /// the (tenant, endpoint, event id) keys that were new.
 async fn insert_claims(
-    ctx: &Ctx,
+    ctx: &ClaimContext,
     txn: &DatabaseTransaction,
     jobs: &[&Job],
 ) -> Result<HashSet<(String, String, String)>, DbErr> {
     if jobs.is_empty() {
         return Ok(HashSet::new());
     }
-    let rows = jobs
+    let claims = jobs
         .iter()
         .map(|j| {
-            claim::claim_row(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied)
+            rows::claim_row(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let cols = [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
-    let mut stmt = inbox_claim::Entity::insert_many(rows)
+    let mut stmt = inbox_claim::Entity::insert_many(claims)
         .on_conflict(OnConflict::columns(cols).do_nothing().to_owned())
         .into_query();
     stmt.returning(Query::returning().columns(cols));

@@ -1,41 +1,27 @@
-//! Gates 6–9 as one transaction: the replay record, the envelope and scope
-//! decisions, the claim, the effect and its outbox intents commit or roll
-//! back together. The primary key on the claim decides duplicates.
+//! The rows and steps both claim paths share: replay records (gate 6),
+//! claims (gate 9), the verdict against an existing claim, and the commit
+//! with its fault points. The primary key on the claim decides duplicates.
 
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult,
 };
-use tokio::sync::{Mutex, MutexGuard};
 
-use super::{
-    effects::{self, EffectError},
-    envelope::Envelope,
-    faults::{DrillFault, Faults},
-    outcome::{ClaimOutcome, Outcome, Refusal},
-    pipeline::Receiver,
-    verify::Verified,
-};
 use crate::{
     clock,
     crypto::Aad,
     db,
-    entity::{inbox_claim, quarantine_entry, replay_record},
-    ids,
+    entity::{inbox_claim, replay_record},
+    receiver::{
+        effects::{self, EffectError},
+        faults::{DrillFault, Faults},
+        outcome::{ClaimOutcome, Outcome, Refusal},
+        verify::Verified,
+    },
     vault::Vault,
 };
 
-fn inserted(r: TryInsertResult<u64>) -> bool {
+pub(super) fn inserted(r: TryInsertResult<u64>) -> bool {
     matches!(r, TryInsertResult::Inserted(n) if n > 0)
-}
-
-/// What gates 7 and 8 concluded (computed before the transaction; applied in
-/// contract order inside it).
-pub(super) struct Checks<'a> {
-    pub event_id: &'a str,
-    pub envelope: Option<&'a Envelope>,
-    pub scope: Result<(), Refusal>,
-    /// Quarantined whatever the effect would do (`missing_event_id`).
-    pub quarantine: Option<&'static str>,
 }
 
 /// The replay record for this signed message, kept as long as the endpoint
@@ -64,7 +50,7 @@ pub(super) async fn replayed(conn: &impl ConnectionTrait, v: &Verified, event_id
 
 /// Gate 6 inside `txn`: `false` when this exact signed message was accepted
 /// before.
-async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
+pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
     let Some(row) = replay_row(v) else { return Ok(true) };
     let res = replay_record::Entity::insert(row)
         .on_conflict_do_nothing_on([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
@@ -99,30 +85,6 @@ pub(super) fn claim_row(
     })
 }
 
-/// Inserts the claim; `None` when it was new, else the existing claim's
-/// verdict for this request.
-async fn insert_claim(
-    r: &Receiver,
-    txn: &DatabaseTransaction,
-    v: &Verified,
-    event_id: &str,
-    event_type: Option<&str>,
-    outcome: ClaimOutcome,
-) -> Result<Option<Outcome>, DbErr> {
-    let res = inbox_claim::Entity::insert(claim_row(&r.vault, v, event_id, event_type, outcome)?)
-        .on_conflict_do_nothing_on([
-            inbox_claim::Column::TenantId,
-            inbox_claim::Column::EndpointId,
-            inbox_claim::Column::EventId,
-        ])
-        .exec_without_returning(txn)
-        .await?;
-    if inserted(res) {
-        return Ok(None);
-    }
-    conflicted(txn, v, event_id).await.map(Some)
-}
-
 /// The verdict against a claim an insert inside `txn` just conflicted with
 /// (so it must exist).
 pub(super) async fn conflicted(txn: &DatabaseTransaction, v: &Verified, event_id: &str) -> Result<Outcome, DbErr> {
@@ -150,49 +112,6 @@ pub(super) async fn existing(
     } else {
         Outcome::IdentityConflict { event_id: event_id.to_owned() }
     }))
-}
-
-/// One attempt at gates 6–9.
-pub(super) async fn attempt(r: &Receiver, v: &Verified, c: &Checks<'_>) -> Result<Outcome, DbErr> {
-    if r.faults.transient {
-        return Err(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout));
-    }
-    // Gate 7 fails before any effect: the quarantine transaction runs the
-    // replay check (gate 6) itself, so there is nothing to open first.
-    let Some(env) = c.envelope else {
-        return quarantine(r, v, c.event_id, None, "malformed_envelope").await;
-    };
-    let txn = db::begin_write(&r.db).await?;
-    if !record_message(&txn, v).await? {
-        let verdict = replayed(&txn, v, c.event_id).await?;
-        txn.rollback().await?;
-        return Ok(verdict);
-    }
-    if let Err(refusal) = c.scope {
-        txn.rollback().await?;
-        return Ok(Outcome::Refused(refusal));
-    }
-    if let Some(reason) = c.quarantine {
-        txn.rollback().await?;
-        return quarantine(r, v, c.event_id, Some(&env.event_type), reason).await;
-    }
-    if let Some(existing) = insert_claim(r, &txn, v, c.event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
-        txn.commit().await?;
-        return Ok(existing);
-    }
-    let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
-    match effects::apply(&txn, &r.vault, at, c.event_id, env, v.signed_at()).await {
-        Ok(applied) => {
-            let outcome = settled(&txn, v, c.event_id, applied).await?;
-            commit(txn, &r.faults, v.endpoint().synthetic).await?;
-            Ok(outcome)
-        }
-        Err(e) => {
-            let reason = quarantine_reason(e)?;
-            txn.rollback().await?;
-            quarantine(r, v, c.event_id, Some(&env.event_type), reason).await
-        }
-    }
 }
 
 /// The answer for a claim whose effect ran: applied, or a stale transition,
@@ -252,49 +171,4 @@ pub(super) fn quarantine_reason(e: EffectError) -> Result<&'static str, DbErr> {
         EffectError::Db(e) => Err(e),
         EffectError::Crypto(e) => Err(DbErr::Custom(format!("sealing an outbox payload failed: {e}"))),
     }
-}
-
-/// Waits for this process's turn to write (SQLite; see `Receiver`).
-pub(super) async fn write_turn(queue: Option<&Mutex<()>>) -> Option<MutexGuard<'_, ()>> {
-    match queue {
-        Some(q) => Some(q.lock().await),
-        None => None,
-    }
-}
-
-/// Records an authenticated event that cannot apply: replay record, claim
-/// (outcome `quarantined`, so retries are duplicates) and the quarantine
-/// entry, in their own transaction.
-pub(super) async fn quarantine(
-    r: &Receiver,
-    v: &Verified,
-    event_id: &str,
-    event_type: Option<&str>,
-    reason: &str,
-) -> Result<Outcome, DbErr> {
-    let txn = db::begin_write(&r.db).await?;
-    if !record_message(&txn, v).await? {
-        let verdict = replayed(&txn, v, event_id).await?;
-        txn.rollback().await?;
-        return Ok(verdict);
-    }
-    if let Some(existing) = insert_claim(r, &txn, v, event_id, event_type, ClaimOutcome::Quarantined).await? {
-        txn.commit().await?;
-        return Ok(existing);
-    }
-    let ep = v.endpoint();
-    quarantine_entry::Entity::insert(quarantine_entry::ActiveModel {
-        id: Set(ids::new_id()),
-        tenant_id: Set(ep.tenant_id.clone()),
-        endpoint_id: Set(ep.endpoint_id.clone()),
-        event_id: Set(event_id.to_owned()),
-        reason: Set(reason.to_owned()),
-        status: Set("open".into()),
-        created_at: Set(clock::now_ms()),
-        ..Default::default()
-    })
-    .exec_without_returning(&txn)
-    .await?;
-    txn.commit().await?;
-    Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason: reason.to_owned() })
 }

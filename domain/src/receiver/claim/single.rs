@@ -1,0 +1,134 @@
+//! The one-event transaction: gates 6 to 9 for a single delivery, with its
+//! effect and outbox intents, or its quarantine entry, committed together.
+
+use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set};
+
+use super::{
+    context::ClaimContext,
+    rows::{claim_row, commit, conflicted, inserted, quarantine_reason, record_message, replayed, settled},
+};
+use crate::{
+    clock, db,
+    entity::{inbox_claim, quarantine_entry},
+    ids,
+    receiver::{
+        admission::{Admission, Job},
+        effects,
+        outcome::{ClaimOutcome, Outcome},
+        verify::Verified,
+    },
+};
+
+/// One attempt at gates 6–9.
+pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<Outcome, DbErr> {
+    if ctx.faults.transient {
+        return Err(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout));
+    }
+    let job = match a {
+        Admission::Admitted(job) => job,
+        // The quarantine transaction runs the replay check (gate 6) itself.
+        Admission::Quarantine(h, reason) => {
+            return quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), reason).await;
+        }
+        // Gate 6 before gate 8: a replay is answered as one.
+        Admission::Refused(h, refusal) => {
+            let txn = db::begin_write(&ctx.db).await?;
+            let verdict = match record_message(&txn, &h.verified).await? {
+                false => replayed(&txn, &h.verified, &h.event_id).await?,
+                true => Outcome::Refused(*refusal),
+            };
+            txn.rollback().await?;
+            return Ok(verdict);
+        }
+    };
+    apply(ctx, job).await
+}
+
+/// Gates 6 and 9 and the effect for an admitted delivery.
+async fn apply(ctx: &ClaimContext, job: &Job) -> Result<Outcome, DbErr> {
+    let Job { verified: v, event_id, envelope: env } = job;
+    let txn = db::begin_write(&ctx.db).await?;
+    if !record_message(&txn, v).await? {
+        let verdict = replayed(&txn, v, event_id).await?;
+        txn.rollback().await?;
+        return Ok(verdict);
+    }
+    if let Some(existing) = insert_claim(ctx, &txn, v, event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
+        txn.commit().await?;
+        return Ok(existing);
+    }
+    let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
+    match effects::apply(&txn, &ctx.vault, at, event_id, env, v.signed_at()).await {
+        Ok(applied) => {
+            let outcome = settled(&txn, v, event_id, applied).await?;
+            commit(txn, &ctx.faults, v.endpoint().synthetic).await?;
+            Ok(outcome)
+        }
+        Err(e) => {
+            let reason = quarantine_reason(e)?;
+            txn.rollback().await?;
+            quarantine(ctx, v, event_id, Some(&env.event_type), reason).await
+        }
+    }
+}
+
+/// Inserts the claim; `None` when it was new, else the existing claim's
+/// verdict for this request.
+async fn insert_claim(
+    ctx: &ClaimContext,
+    txn: &DatabaseTransaction,
+    v: &Verified,
+    event_id: &str,
+    event_type: Option<&str>,
+    outcome: ClaimOutcome,
+) -> Result<Option<Outcome>, DbErr> {
+    let res = inbox_claim::Entity::insert(claim_row(&ctx.vault, v, event_id, event_type, outcome)?)
+        .on_conflict_do_nothing_on([
+            inbox_claim::Column::TenantId,
+            inbox_claim::Column::EndpointId,
+            inbox_claim::Column::EventId,
+        ])
+        .exec_without_returning(txn)
+        .await?;
+    if inserted(res) {
+        return Ok(None);
+    }
+    conflicted(txn, v, event_id).await.map(Some)
+}
+
+/// Records an authenticated event that cannot apply: replay record, claim
+/// (outcome `quarantined`, so retries are duplicates) and the quarantine
+/// entry, in their own transaction.
+pub(super) async fn quarantine(
+    ctx: &ClaimContext,
+    v: &Verified,
+    event_id: &str,
+    event_type: Option<&str>,
+    reason: &str,
+) -> Result<Outcome, DbErr> {
+    let txn = db::begin_write(&ctx.db).await?;
+    if !record_message(&txn, v).await? {
+        let verdict = replayed(&txn, v, event_id).await?;
+        txn.rollback().await?;
+        return Ok(verdict);
+    }
+    if let Some(existing) = insert_claim(ctx, &txn, v, event_id, event_type, ClaimOutcome::Quarantined).await? {
+        txn.commit().await?;
+        return Ok(existing);
+    }
+    let ep = v.endpoint();
+    quarantine_entry::Entity::insert(quarantine_entry::ActiveModel {
+        id: Set(ids::new_id()),
+        tenant_id: Set(ep.tenant_id.clone()),
+        endpoint_id: Set(ep.endpoint_id.clone()),
+        event_id: Set(event_id.to_owned()),
+        reason: Set(reason.to_owned()),
+        status: Set("open".into()),
+        created_at: Set(clock::now_ms()),
+        ..Default::default()
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    txn.commit().await?;
+    Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason: reason.to_owned() })
+}

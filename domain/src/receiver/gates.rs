@@ -1,0 +1,187 @@
+//! The hot path, in contract order (CONTRACT §3): [`receive`] runs gates 1
+//! to 9 for one delivery and returns its [`Receipt`].
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use sea_orm::DatabaseConnection;
+
+use super::{
+    admission,
+    attribution::Attribution,
+    cache::{EndpointCache, EndpointCtx},
+    claim::{BatchStats, Claims},
+    faults::Faults,
+    outcome::{Outcome, Refusal},
+    verify::{Verified, verify},
+};
+use crate::{clock, crypto::signature::HeaderSource, db, error::DomainError, vault::Vault};
+
+/// A request as the receiver sees it: headers at hand, and a body that is
+/// only read when gate 2 asks for it, under the endpoint's limit.
+pub trait Delivery {
+    type Headers: HeaderSource + Sync + ?Sized;
+    fn headers(&self) -> &Self::Headers;
+    /// Gate 2: the body, keeping at most `limit` bytes; `Err` is
+    /// `body_too_large` or `body_incomplete`.
+    fn body(&mut self, limit: usize) -> impl Future<Output = Result<Bytes, Refusal>> + Send;
+}
+
+/// A delivery whose body is already in memory (drills, tests).
+pub struct Buffered<'a, H: HeaderSource + Sync + ?Sized> {
+    pub headers: &'a H,
+    pub body: Bytes,
+}
+
+impl<H: HeaderSource + Sync + ?Sized> Delivery for Buffered<'_, H> {
+    type Headers = H;
+    fn headers(&self) -> &H {
+        self.headers
+    }
+    async fn body(&mut self, limit: usize) -> Result<Bytes, Refusal> {
+        if self.body.len() > limit {
+            return Err(Refusal::BodyTooLarge);
+        }
+        Ok(self.body.clone())
+    }
+}
+
+/// What the receiver concluded, and for the caller's figures: the endpoint
+/// (when gate 1 found one) and the key the delivery is counted under.
+#[derive(Debug)]
+pub struct Receipt {
+    pub outcome: Outcome,
+    pub endpoint: Option<Arc<EndpointCtx>>,
+    /// The key that verified, or for a failed verification the one named,
+    /// matched or last to verify (see [`Attribution`]).
+    pub key_id: Option<String>,
+}
+
+/// Gates 1 to 9 for one delivery to `/hooks/{tenant}/{endpoint}`.
+pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mut delivery: D) -> Receipt {
+    // Gate 1: the tenant and endpoint exist and are enabled.
+    let ep = match r.resolve(tenant, endpoint).await {
+        Ok(ep) => ep,
+        Err(outcome) => return Receipt { outcome, endpoint: None, key_id: None },
+    };
+    // Gate 2: the body, read within the endpoint's limit.
+    let body = match delivery.body(ep.max_body_bytes).await {
+        Ok(body) => body,
+        Err(refusal) => return Receipt { outcome: Outcome::Refused(refusal), endpoint: Some(ep), key_id: None },
+    };
+    // Gates 3, 4 and 5: an accepted key's signature over these exact bytes, in time.
+    let verified = match authenticate(r, &ep, delivery.headers(), body).await {
+        Ok(verified) => verified,
+        Err((refusal, key_id)) => return Receipt { outcome: Outcome::Refused(refusal), endpoint: Some(ep), key_id },
+    };
+    let key_id = Some(verified.key_id().to_owned());
+    // Gates 7 and 8 are decided now; they take effect after gate 6, in order.
+    let admission = admission::admit(verified);
+    // Gates 6 and 9: the replay record, the claim, the effect and its outbox
+    // intents, committed together before anyone is answered.
+    let outcome = r.claims.settle(admission).await;
+    Receipt { outcome, endpoint: Some(ep), key_id }
+}
+
+/// Gates 3–5. A mismatch is checked once more against the endpoint's keys
+/// read afresh (at most once a second per endpoint): perhaps a key
+/// activated a moment ago. A refusal comes with the key it counts under.
+async fn authenticate<H: HeaderSource + Sync + ?Sized>(
+    r: &Receiver,
+    ep: &Arc<EndpointCtx>,
+    headers: &H,
+    body: Bytes,
+) -> Result<Verified, (Refusal, Option<String>)> {
+    let hint = key_hint(headers);
+    let now = clock::now_ms() / 1000;
+    let verified = match verify(ep, headers, hint, body.clone(), now) {
+        Ok(v) => v,
+        Err(rejected) if matches!(rejected.refusal, Refusal::SignatureMismatch | Refusal::UnknownKey) => {
+            match r.cache.reload_after_mismatch(&r.db, &r.vault, ep).await {
+                Ok(Some(fresh)) => match verify(&fresh, headers, hint, body, now) {
+                    Ok(v) => v,
+                    Err(rejected) => return Err(r.attribution.refused(&fresh, rejected)),
+                },
+                Ok(None) => return Err(r.attribution.refused(ep, rejected)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reloading the endpoint's keys after a mismatch failed");
+                    return Err(r.attribution.refused(ep, rejected));
+                }
+            }
+        }
+        Err(rejected) => return Err(r.attribution.refused(ep, rejected)),
+    };
+    r.attribution.verified(&ep.endpoint_id, verified.key_id());
+    Ok(verified)
+}
+
+/// The optional `signet-key-id` header: only the key it names may verify.
+/// A value that is not visible ASCII names no key.
+fn key_hint<H: HeaderSource + ?Sized>(headers: &H) -> Option<&str> {
+    let raw = headers.header("signet-key-id")?;
+    if !raw.iter().all(|b| *b == b'\t' || (0x20..0x7f).contains(b)) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()
+}
+
+/// Everything the pipeline needs, built once at start.
+pub struct Receiver {
+    pub db: DatabaseConnection,
+    pub vault: Arc<Vault>,
+    pub cache: EndpointCache,
+    claims: Claims,
+    attribution: Attribution,
+}
+
+/// Pooled connections are not pinged while in use (see `db::connect`), so
+/// after a database restart every idle one fails its first statement. Each
+/// such failure discards that connection; up to a pool's worth of them are
+/// retried at once.
+pub(super) const LOST_CONNECTION_RETRIES: u32 = db::PG_MAX_CONNECTIONS;
+
+impl Receiver {
+    /// A receiver with the given fault points (`Faults::default()` outside
+    /// tests). Starts the claim workers, so it must be called inside a tokio
+    /// runtime.
+    pub fn new(db: DatabaseConnection, vault: Arc<Vault>, faults: Faults) -> Self {
+        Receiver {
+            claims: Claims::start(db.clone(), vault.clone(), faults),
+            db,
+            vault,
+            cache: EndpointCache::new(Duration::from_secs(5)),
+            attribution: Attribution::default(),
+        }
+    }
+
+    /// Gate 1: the tenant and endpoint exist and are enabled.
+    pub async fn resolve(&self, tenant: &str, endpoint: &str) -> Result<Arc<EndpointCtx>, Outcome> {
+        let mut lost = 0;
+        loop {
+            match self.cache.get(&self.db, &self.vault, tenant, endpoint).await {
+                Ok(Some(ep)) => return Ok(ep),
+                Ok(None) => return Err(Outcome::Refused(Refusal::UnknownEndpoint)),
+                Err(DomainError::Db(e)) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => lost += 1,
+                Err(e) => {
+                    tracing::error!(error = %e, "endpoint lookup failed");
+                    return Err(Outcome::Unavailable);
+                }
+            }
+        }
+    }
+
+    /// The fault points this receiver was built with.
+    pub fn faults(&self) -> &Faults {
+        self.claims.faults()
+    }
+
+    /// Claim batches committed so far and the events they carried.
+    pub fn batch_stats(&self) -> &BatchStats {
+        self.claims.batch_stats()
+    }
+
+    /// Claim attempts repeated so far (transient failures, lost connections).
+    pub fn claim_retries(&self) -> u64 {
+        self.claims.retries()
+    }
+}

@@ -67,6 +67,8 @@ pub struct AppState {
     pub redaction: Arc<domain::ops::redact::Redaction>,
     /// When a silent bulk-release runner counts as interrupted.
     pub bulk_stale_ms: i64,
+    /// Test fault points (`SIGNET_FAULTS`, debug builds), read once at start.
+    pub faults: domain::receiver::faults::Faults,
     /// Runs started drill runs in the background (the server owns how
     /// drills reach its receiver).
     pub drills: Arc<dyn domain::evidence::runs::DrillSpawner>,

@@ -3,6 +3,9 @@
 
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
+pub const HOUR_SECS: i64 = 3_600;
+pub const DAY_SECS: i64 = 86_400;
+
 pub fn now_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }

@@ -89,6 +89,12 @@ pub fn is_transient(err: &DbErr) -> bool {
     }
 }
 
+/// Pooled connections are not pinged while in use (see `connect`), so after a
+/// database restart every idle one fails its first statement. Each such
+/// failure discards that connection; up to a pool's worth of them are retried
+/// at once.
+pub const LOST_CONNECTION_RETRIES: u32 = PG_MAX_CONNECTIONS;
+
 /// True when a statement failed because its pooled connection was gone: the
 /// database ended it (57P01/57P02 on a restart or `pg_terminate_backend`) or
 /// the socket broke. The connection is discarded when it goes back to the

@@ -17,6 +17,7 @@ pub mod outbox;
 pub mod receiver;
 pub mod registry;
 pub mod service_keys;
+pub mod startup;
 pub mod vault;
 
 pub use error::{DomainError, DomainResult};

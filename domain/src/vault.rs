@@ -11,7 +11,7 @@ use sea_orm::{DatabaseConnection, EntityTrait, PaginatorTrait, QueryOrder, Set};
 use zeroize::Zeroizing;
 
 use crate::{
-    audit, clock,
+    clock,
     crypto::{Aad, CryptoError, Kek, Keyring, MasterKey},
     entity::kek_version,
     error::{DomainError, DomainResult},
@@ -50,7 +50,8 @@ pub enum VaultOpenError {
 impl Vault {
     /// Loads every KEK version, creating version 1 on an empty database.
     /// Fails (and changes nothing) when the master key does not match.
-    pub async fn load(db: &DatabaseConnection, master: MasterKey) -> Result<Vault, VaultOpenError> {
+    /// Audit appends need more: use [`crate::startup::open_vault`].
+    pub(crate) async fn load_ring_only(db: &DatabaseConnection, master: MasterKey) -> Result<Vault, VaultOpenError> {
         if kek_version::Entity::find().count(db).await? == 0 {
             let wrapped = master.wrap_kek(1, &Kek::generate())?;
             // Two instances starting together: one insert wins, both load it.
@@ -64,14 +65,7 @@ impl Vault {
             .await?;
         }
         let ring = load_ring(db, &master).await?;
-        let vault = Vault { master, ring: RwLock::new(Arc::new(ring)) };
-        // Audit appends in this process need the chain's key (`audit::key`).
-        audit::key::load(db, &vault).await.map_err(|e| match e {
-            DomainError::Db(d) => VaultOpenError::Db(d),
-            DomainError::Crypto(c) => VaultOpenError::Crypto(c),
-            other => VaultOpenError::AuditKey(other.public_message()),
-        })?;
-        Ok(vault)
+        Ok(Vault { master, ring: RwLock::new(Arc::new(ring)) })
     }
 
     /// The current ring (cheap clone of an `Arc`).

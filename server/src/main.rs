@@ -9,8 +9,8 @@ mod drills;
 mod http;
 mod listen;
 mod metrics;
-mod outbox;
-mod retention;
+mod outbox_worker;
+mod purge_task;
 mod serve;
 
 use std::process::ExitCode;

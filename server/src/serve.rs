@@ -22,7 +22,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
     let master = db_args.master_key(&db).await.map_err(|e| e.to_string())?;
-    let vault = Arc::new(Vault::load(&db, master).await.map_err(|e| format!("refusing to start: {e}"))?);
+    let vault =
+        Arc::new(domain::startup::open_vault(&db, master).await.map_err(|e| format!("refusing to start: {e}"))?);
 
     // Bound first: drills started from the console or the API deliver to
     // this very listener.
@@ -62,6 +63,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         setup: Arc::new(SetupToken::default()),
         redaction: Arc::new(domain::ops::redact::Redaction::from_config(args.redact_fields.as_deref())),
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
+        faults: faults.clone(),
         drills,
     };
 
@@ -83,13 +85,13 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         unknown_log: Arc::default(),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
-    let notifier = crate::outbox::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms))
+    let notifier = crate::outbox_worker::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms))
         .map_err(|e| format!("outbox relay: {e}"))?;
-    let worker = crate::outbox::spawn(
+    let worker = crate::outbox_worker::spawn(
         db.clone(),
         vault.clone(),
         notifier,
-        crate::outbox::WorkerConfig {
+        crate::outbox_worker::WorkerConfig {
             poll: Duration::from_millis(args.outbox_poll_ms),
             batch: 32,
             lease: Duration::from_millis(args.outbox_lease_ms),
@@ -104,7 +106,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     );
     let purger = (args.purge_interval_secs > 0).then(|| {
         let every = Duration::from_secs(args.purge_interval_secs);
-        crate::retention::spawn(db.clone(), hooks.metrics.clone(), every.min(Duration::from_secs(30)), every)
+        crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), every.min(Duration::from_secs(30)), every)
     });
     let background = tokio::spawn(background(db.clone(), vault.clone()));
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));

@@ -96,7 +96,7 @@ pub async fn start_bulk_release(
     let p = ssr::principal().await?;
     let f = filter(tenant, endpoint, reason_filter, None, age);
     let job = bulk_release::start(&st.db, &p, &f, &reason).await.map_err(ssr::to_app_error)?;
-    bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone());
+    bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone(), &st.faults);
     leptos_axum::redirect(&format!("/quarantine/bulk/{}", job.id));
     Ok(())
 }
@@ -128,7 +128,9 @@ pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    domain::ops::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?;
+    domain::ops::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms, &st.faults)
+        .await
+        .map_err(ssr::to_app_error)?;
     leptos_axum::redirect(&format!("/quarantine/bulk/{id}"));
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod format;
 mod key;
 mod layout;
 pub mod poll;
+pub mod quarantine_labels;
 
 pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedError, Submit};
 pub use key::{Countdown, EventTypes, KeyPage, KeyScope, KeySummary, StatusBadge};

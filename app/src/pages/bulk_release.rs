@@ -6,13 +6,13 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use super::quarantine::reason_label;
 use crate::{
     api::operations::{ResumeBulkRelease, bulk_release},
     components::{
         ActionError, Layout, LoadError, Refresh, ReturnedError, Submit,
         format::{when, with_query},
         poll::every_second_while,
+        quarantine_labels::{filter_text, status_label},
     },
     dto::{BulkReleaseDto, Me},
 };
@@ -59,34 +59,6 @@ pub fn BulkReleasePage() -> impl IntoView {
             }
         />
     }
-}
-
-/// "running" → the heading's badge text.
-pub(crate) fn status_label(status: &str) -> &'static str {
-    match status {
-        "running" => "running",
-        "finished" => "finished",
-        "failed" => "stopped by an error",
-        "interrupted" => "interrupted",
-        _ => "unknown",
-    }
-}
-
-/// The filter in words: "clinic-a / hooks, reason reminder not found, last 24 hours".
-pub(crate) fn filter_text(j: &BulkReleaseDto) -> String {
-    let f = &j.filter;
-    let mut parts = vec![match (&f.tenant, &f.endpoint) {
-        (Some(t), Some(e)) if !e.is_empty() => format!("{t} / {e}"),
-        (Some(t), _) if !t.is_empty() => t.clone(),
-        _ => "all tenants".to_owned(),
-    }];
-    if let Some(r) = f.reason.as_deref().filter(|r| !r.is_empty()) {
-        parts.push(format!("reason {}", reason_label(r)));
-    }
-    if let Some(a) = f.age.as_deref().filter(|a| !a.is_empty()) {
-        parts.push(format!("quarantined in the last {a}"));
-    }
-    parts.join(", ")
 }
 
 #[component]

@@ -15,9 +15,9 @@ use crate::{
         ActionError, FormError, Layout, ReturnedError, Submit,
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
+        quarantine_labels::{filter_text, reason_label, status_label},
     },
     dto::{BulkReleaseDto, Me, QuarantineDto, QuarantineListDto},
-    pages::bulk_release::{filter_text, status_label},
 };
 
 /// The filters as they stand in the URL.
@@ -44,11 +44,6 @@ impl Filters {
             ],
         )
     }
-}
-
-/// "reminder_not_found" → "reminder not found".
-pub(crate) fn reason_label(reason: &str) -> String {
-    reason.replace('_', " ")
 }
 
 #[component]

@@ -5,10 +5,12 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use super::quarantine::reason_label;
 use crate::{
     api::operations::{DiscardQuarantine, ReleaseQuarantine, quarantine_detail, reveal_quarantine_body},
-    components::{ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit, format::when},
+    components::{
+        ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit, format::when,
+        quarantine_labels::reason_label,
+    },
     dto::{Me, QuarantineDto},
 };
 

@@ -10,7 +10,7 @@
 //! start over; signed checkpoints exported outside the database catch that.
 //!
 //! Appends happen inside callers' transactions that carry no vault, so each
-//! process keeps the opened key here, by key id, once `Vault::load` has
+//! process keeps the opened key here, by key id, once `startup::open_vault` has
 //! opened it. The head row names the key id; an append whose key is not
 //! loaded fails rather than writing an unkeyed link.
 
@@ -80,7 +80,7 @@ fn parse_binding(text: &str) -> Option<i64> {
 }
 
 /// Opens the database's audit MAC key for this process, creating it when
-/// the database has none. Called by `Vault::load`.
+/// the database has none. Called by `startup::open_vault`.
 pub async fn load(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Arc<ChainKey>> {
     if service_keys::find(db, AUDIT_MAC).await?.is_none() {
         create(db, vault).await?;

@@ -24,7 +24,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
-    auth::{Actor, Permission, Principal, Scope},
+    auth::{
+        policy::Permission,
+        principal::{Actor, Principal, Scope},
+    },
     clock,
     crypto::{CryptoError, sha256_hex},
     entity::{audit_entry, audit_head},
@@ -160,7 +163,7 @@ pub struct BrokenEntry {
 }
 
 /// Recomputes the whole chain in batches and reports the first broken
-/// entry. The audit MAC key must be loaded (`Vault::load`).
+/// entry. The audit MAC key must be loaded (`startup::open_vault`).
 pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> {
     const BATCH: u64 = 1000;
     let head = audit_head::Entity::find_by_id(1).one(db).await?;

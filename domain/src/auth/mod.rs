@@ -1,7 +1,8 @@
 //! Users, sessions, API tokens, login throttling and the role matrix.
 
-mod policy;
-mod principal;
+mod hash_pool;
+pub mod policy;
+pub mod principal;
 pub mod sessions;
 pub mod throttle;
 pub mod tokens;

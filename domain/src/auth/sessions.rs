@@ -59,26 +59,12 @@ const MAX_PASSWORD_BYTES: usize = 1024;
 /// Device tokens unused for this long are forgotten.
 const DEVICE_TTL_MS: i64 = 180 * 86_400_000;
 
-/// At most this many argon2 verifications run at once (19 MiB each); the
-/// rest wait their turn without holding an async worker.
-const HASH_SLOTS: usize = 2;
-
-/// Runs one argon2 computation on the blocking pool, at most [`HASH_SLOTS`]
-/// at a time, so a burst of sign-ins or user creations never stalls the
-/// async workers that take webhooks. `None` if the pool is gone.
-pub(crate) async fn on_hash_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    let slots = SLOTS.get_or_init(|| tokio::sync::Semaphore::new(HASH_SLOTS));
-    let _slot = slots.acquire().await.ok()?;
-    tokio::task::spawn_blocking(work).await.ok()
-}
-
 /// Verifies on the hash pool. `None` (no such user) verifies against a
 /// dummy hash at the same cost.
 async fn password_matches(password: &Password, phc: Option<String>) -> bool {
     VERIFICATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let password = Password::new(password.expose().to_owned());
-    on_hash_pool(move || match phc {
+    super::hash_pool::run(move || match phc {
         Some(phc) => verify_password(&password, &phc),
         None => {
             verify_password_dummy(&password);
@@ -347,7 +333,6 @@ mod tests {
     use crate::{
         auth::{Role, users},
         crypto::MasterKey,
-        vault::Vault,
     };
 
     /// The only test in this binary that signs in, so the counter is its own.
@@ -356,7 +341,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = db::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         db::migrate(&db).await.unwrap();
-        let _vault = Vault::load(&db, MasterKey::generate().0).await.unwrap();
+        let _vault = crate::startup::open_vault(&db, MasterKey::generate().0).await.unwrap();
         let good = Password::new("correct horse battery".into());
         for (name, role) in [("real", Role::Oncall), ("gone", Role::Oncall)] {
             let new = users::NewUser {

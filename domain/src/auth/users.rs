@@ -131,8 +131,7 @@ async fn prepare(new: NewUser) -> DomainResult<Prepared> {
     validate_username(&new.username)?;
     validate_password(&new.password)?;
     let password = Password::new(new.password.expose().to_owned());
-    let hashed =
-        super::sessions::on_hash_pool(move || hash_password(&password)).await.ok_or(CryptoError::PasswordHash)??;
+    let hashed = super::hash_pool::run(move || hash_password(&password)).await.ok_or(CryptoError::PasswordHash)??;
     Ok(Prepared { new, password_hash: hashed })
 }
 

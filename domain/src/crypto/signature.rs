@@ -17,8 +17,8 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
+use super::Scheme;
 use super::SigningSecret;
-use crate::registry::Scheme;
 
 type HmacSha256 = Hmac<Sha256>;
 

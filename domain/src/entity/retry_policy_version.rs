@@ -2,6 +2,10 @@
 
 use sea_orm::entity::prelude::*;
 
+/// The two values of `policy` (and of `tenants.retry_policy`).
+pub const ENABLED: &str = "enabled";
+pub const DISABLED: &str = "disabled";
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "retry_policy_versions")]
 pub struct Model {

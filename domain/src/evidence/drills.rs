@@ -26,9 +26,8 @@ use crate::{
     entity::{endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
     error::DomainResult,
     ids,
-    ops::{retention, retry_policy},
     receiver::faults::{DrillFault, DrillFaults},
-    registry::{EventTypes, Scheme, keys},
+    registry::{EventTypes, Scheme, defaults, keys},
     vault::Vault,
 };
 
@@ -187,7 +186,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 synthetic: true,
             };
             tenant::Entity::insert(tenant::ActiveModel::from(t.clone())).exec_without_returning(&txn).await?;
-            retry_policy::record_initial(&txn, &Actor::System, &t.id, now).await?;
+            defaults::retry_policy_v1(&txn, &Actor::System, &t.id, now).await?;
             created.push("tenant");
             t
         }
@@ -214,7 +213,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 created_at: now,
             };
             endpoint::Entity::insert(endpoint::ActiveModel::from(e.clone())).exec_without_returning(&txn).await?;
-            retention::record_initial(&txn, &Actor::System, &e.id, Scheme::StandardWebhooks, now).await?;
+            defaults::retention_v1(&txn, &Actor::System, &e.id, Scheme::StandardWebhooks, now).await?;
             created.push("endpoint");
             e
         }

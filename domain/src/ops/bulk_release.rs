@@ -16,14 +16,13 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    Set,
-    sea_query::{Expr, ExprTrait},
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
+    bulk_item::{OUT_ALREADY_RESOLVED, OUT_STILL_FAILING, record_in},
     quarantine::{self, OPEN, QuarantineFilter, nonempty, scope_condition, with_reason},
     require_reason,
 };
@@ -54,10 +53,6 @@ pub const FINISHED: &str = "finished";
 pub const FAILED: &str = "failed";
 /// Shown, never stored: `running` with a stale heartbeat.
 pub const INTERRUPTED: &str = "interrupted";
-
-pub(super) const OUT_RELEASED: &str = "released";
-const OUT_STILL_FAILING: &str = "still_failing";
-const OUT_ALREADY_RESOLVED: &str = "already_resolved";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -173,8 +168,9 @@ pub async fn start(
 /// Runs the job to the end on a tokio task, as the job's current runner
 /// (set by [`start`] or [`resume`]). A failure is recorded on the job
 /// (status `failed`, resumable) for the page to show.
-pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, job_id: String) {
-    let stall = Faults::from_env().stall_bulk_entry;
+/// `faults` (tests only) may pause after each entry.
+pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, job_id: String, faults: &Faults) {
+    let stall = faults.stall_bulk_entry;
     tokio::spawn(async move {
         let runner = match job::Entity::find_by_id(job_id.clone()).one(&db).await {
             Ok(Some(j)) => j.runner,
@@ -299,37 +295,6 @@ async fn step_with(
     Ok(pending.len() as u64)
 }
 
-/// Stores one entry's outcome and counts it, unless another runner already
-/// did; either way the job's heartbeat moves.
-pub(super) async fn record_in(
-    txn: &DatabaseTransaction,
-    it: &item::Model,
-    outcome: &str,
-    error: Option<String>,
-) -> DomainResult<()> {
-    let marked = item::Entity::update_many()
-        .col_expr(item::Column::Outcome, Expr::value(outcome))
-        .col_expr(item::Column::Error, Expr::value(error))
-        .filter(item::Column::JobId.eq(&it.job_id))
-        .filter(item::Column::Position.eq(it.position))
-        .filter(item::Column::Outcome.is_null())
-        .exec(txn)
-        .await?;
-    let mut update = job::Entity::update_many().col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()));
-    if marked.rows_affected == 1 {
-        let counter = match outcome {
-            OUT_RELEASED => job::Column::Released,
-            OUT_ALREADY_RESOLVED => job::Column::AlreadyResolved,
-            _ => job::Column::StillFailing,
-        };
-        update = update
-            .col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1))
-            .col_expr(counter, Expr::col(counter).add(1));
-    }
-    update.filter(job::Column::Id.eq(&it.job_id)).exec(txn).await?;
-    Ok(())
-}
-
 /// Marks the job finished once nothing is pending (tests: after [`step`]).
 pub async fn finish(db: &DatabaseConnection, principal: &Principal, job_id: &str) -> DomainResult<()> {
     finish_as(db, principal, job_id, None).await
@@ -376,6 +341,7 @@ pub async fn resume(
     principal: &Principal,
     job_id: &str,
     stale_ms: i64,
+    faults: &Faults,
 ) -> DomainResult<BulkReleaseView> {
     let j = find(db, principal, job_id).await?;
     let auth = principal.authorize(Permission::TriageEvents, scope_of(&j))?;
@@ -413,7 +379,7 @@ pub async fn resume(
     )
     .await?;
     txn.commit().await?;
-    spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned());
+    spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned(), faults);
     get(db, principal, job_id, stale_ms).await
 }
 

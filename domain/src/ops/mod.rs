@@ -1,6 +1,7 @@
 //! Day-to-day operations: quarantine triage, the per-tenant retry policy,
 //! retention decisions and the purge that applies them.
 
+mod bulk_item;
 pub mod bulk_release;
 pub mod gauges;
 pub mod purge;

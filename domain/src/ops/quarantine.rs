@@ -30,7 +30,7 @@ use crate::{
         effects::{self, Applied, EffectError, Target},
         envelope,
     },
-    registry::{EventTypes, event_key, tenants},
+    registry::{EventTypes, endpoints, event_key, tenants},
     vault::Vault,
 };
 
@@ -478,8 +478,7 @@ pub(super) async fn release_marking(
                             let after = json!({"status": RELEASED, "outcome": outcome, "note": reason});
                             audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
                             if let Some(it) = mark {
-                                super::bulk_release::record_in(&txn, it, super::bulk_release::OUT_RELEASED, None)
-                                    .await?;
+                                super::bulk_item::record_in(&txn, it, super::bulk_item::OUT_RELEASED, None).await?;
                             }
                             txn.commit().await?;
                             return Ok(());
@@ -551,7 +550,7 @@ async fn claim_compound_id<C: ConnectionTrait>(
     let fields = endpoint::Entity::find_by_id(e.endpoint_id.clone())
         .one(conn)
         .await?
-        .and_then(|ep| event_key::parse_stored(ep.event_id_fields.as_deref()));
+        .and_then(|ep| endpoints::parse_event_key(ep.event_id_fields.as_deref()));
     let Some(id) = fields.and_then(|f| event_key::compound_id(&f, env)) else { return Ok(Ok(None)) };
     let inserted = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
         event_id: Set(id.clone()),

@@ -19,18 +19,16 @@ use serde_json::json;
 use super::require_reason;
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Permission, Principal, Scope},
+    auth::{Permission, Principal, Scope},
     clock, db,
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
     receiver::replay,
-    registry::{Scheme, endpoints},
+    registry::{Scheme, defaults::horizon_of, endpoints},
 };
 
-pub const HOUR_SECS: i64 = 3_600;
-pub const DAY_SECS: i64 = 86_400;
-pub const DEFAULT_DEDUP_SECS: i64 = 30 * DAY_SECS;
-pub const DEFAULT_BODY_SECS: i64 = 7 * DAY_SECS;
+pub use crate::clock::{DAY_SECS, HOUR_SECS};
+pub use crate::registry::defaults::{DEFAULT_BODY_SECS, DEFAULT_DEDUP_SECS};
 /// Bounds that keep the values meaningful (and the arithmetic far from
 /// overflow): a horizon of at least an hour, nothing beyond ten years.
 pub const MIN_HORIZON_SECS: i64 = HOUR_SECS;
@@ -211,17 +209,6 @@ pub async fn effective_dedup_secs<C: ConnectionTrait>(conn: &C, endpoint_id: &st
     Ok(decided.max(horizon))
 }
 
-async fn horizon_of<C: ConnectionTrait>(conn: &C, scheme: &str) -> DomainResult<horizon::Model> {
-    horizon::Entity::find()
-        .filter(horizon::Column::Scheme.eq(scheme))
-        .order_by_desc(horizon::Column::Version)
-        .one(conn)
-        .await?
-        .ok_or_else(|| {
-            DomainError::conflict("horizon_missing", format!("no redelivery horizon is recorded for {scheme}"))
-        })
-}
-
 async fn history<C: ConnectionTrait>(conn: &C, endpoint_id: &str) -> DomainResult<Vec<version::Model>> {
     Ok(version::Entity::find()
         .filter(version::Column::EndpointId.eq(endpoint_id))
@@ -353,31 +340,6 @@ fn check_body(body: i64, dedup: i64) -> DomainResult<i64> {
         ));
     }
     Ok(body)
-}
-
-/// Records version 1 (the defaults) for an endpoint being created, inside
-/// its transaction.
-pub(crate) async fn record_initial<C: ConnectionTrait>(
-    conn: &C,
-    actor: &Actor,
-    endpoint_id: &str,
-    scheme: Scheme,
-    now: i64,
-) -> DomainResult<()> {
-    let h = horizon_of(conn, scheme.as_str()).await?;
-    version::Entity::insert(version::ActiveModel {
-        endpoint_id: Set(endpoint_id.to_owned()),
-        version: Set(1),
-        dedup_secs: Set(DEFAULT_DEDUP_SECS.max(h.horizon_secs)),
-        body_secs: Set(DEFAULT_BODY_SECS),
-        horizon_secs: Set(h.horizon_secs),
-        actor: Set(actor.name().to_owned()),
-        reason: Set("default retention".to_owned()),
-        created_at: Set(now),
-    })
-    .exec_without_returning(conn)
-    .await?;
-    Ok(())
 }
 
 /// Changes an endpoint's retention (a new version; audited).

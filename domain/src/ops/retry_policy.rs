@@ -21,15 +21,14 @@ use serde_json::json;
 use super::require_reason;
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Authorized, Permission, Principal, Scope},
+    auth::{Authorized, Permission, Principal, Scope},
     clock, db,
     entity::{retry_policy_version as version, tenant},
     error::{DomainError, DomainResult},
     registry::tenants,
 };
 
-pub const ENABLED: &str = "enabled";
-pub const DISABLED: &str = "disabled";
+pub use crate::entity::retry_policy_version::{DISABLED, ENABLED};
 
 fn validate(policy: &str) -> DomainResult<&'static str> {
     match policy.trim() {
@@ -96,28 +95,6 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &s
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     view(db, &t).await
-}
-
-/// Records version 1 for a tenant being created (inside its transaction).
-pub(crate) async fn record_initial<C: ConnectionTrait>(
-    conn: &C,
-    actor: &Actor,
-    tenant_id: &str,
-    now: i64,
-) -> DomainResult<()> {
-    version::Entity::insert(version::ActiveModel {
-        tenant_id: Set(tenant_id.to_owned()),
-        version: Set(1),
-        policy: Set(DISABLED.to_owned()),
-        actor: Set(actor.name().to_owned()),
-        reason: Set(
-            "initial policy: retries stay off until the drills pass and the tenant's cohort is enabled".to_owned()
-        ),
-        created_at: Set(now),
-    })
-    .exec_without_returning(conn)
-    .await?;
-    Ok(())
 }
 
 /// Takes the tenant row's write lock (a no-op UPDATE locks on both engines)

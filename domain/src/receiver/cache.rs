@@ -243,7 +243,7 @@ async fn load(
         tolerance_secs: e.tolerance_secs,
         timestamp_floor: e.timestamp_floor,
         replay_keep_ms,
-        event_key: crate::registry::event_key::parse_stored(e.event_id_fields.as_deref()),
+        event_key: crate::registry::endpoints::parse_event_key(e.event_id_fields.as_deref()),
         max_body_bytes: usize::try_from(e.max_body_bytes).unwrap_or(0),
         retries_enabled: t.retry_policy != "disabled",
         synthetic: t.synthetic,

@@ -134,12 +134,6 @@ pub struct Receiver {
     attribution: Attribution,
 }
 
-/// Pooled connections are not pinged while in use (see `db::connect`), so
-/// after a database restart every idle one fails its first statement. Each
-/// such failure discards that connection; up to a pool's worth of them are
-/// retried at once.
-pub(super) const LOST_CONNECTION_RETRIES: u32 = db::PG_MAX_CONNECTIONS;
-
 impl Receiver {
     /// A receiver with the given fault points (`Faults::default()` outside
     /// tests). Starts the claim workers, so it must be called inside a tokio
@@ -161,7 +155,9 @@ impl Receiver {
             match self.cache.get(&self.db, &self.vault, tenant, endpoint).await {
                 Ok(Some(ep)) => return Ok(ep),
                 Ok(None) => return Err(Outcome::Refused(Refusal::UnknownEndpoint)),
-                Err(DomainError::Db(e)) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => lost += 1,
+                Err(DomainError::Db(e)) if db::is_lost_connection(&e) && lost < db::LOST_CONNECTION_RETRIES => {
+                    lost += 1
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "endpoint lookup failed");
                     return Err(Outcome::Unavailable);

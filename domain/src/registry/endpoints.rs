@@ -18,6 +18,12 @@ use crate::{
     receiver::replay,
 };
 
+/// The stored compound event key (`endpoints.event_id_fields`, a JSON array)
+/// as field paths; `None` when unset.
+pub fn parse_event_key(stored: Option<&str>) -> Option<Vec<String>> {
+    stored.and_then(|s| serde_json::from_str::<Vec<String>>(s).ok()).filter(|f| !f.is_empty())
+}
+
 pub const DEFAULT_TOLERANCE_SECS: i64 = 300;
 pub const MAX_TOLERANCE_SECS: i64 = 3600;
 pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
@@ -51,7 +57,7 @@ fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
         max_body_bytes: e.max_body_bytes,
         enabled: e.enabled,
         created_at: clock::rfc3339(e.created_at),
-        event_key: super::event_key::parse_stored(e.event_id_fields.as_deref()),
+        event_key: parse_event_key(e.event_id_fields.as_deref()),
     }
 }
 
@@ -152,7 +158,7 @@ pub async fn create(
         "endpoint_exists",
         format!("endpoint {:?} already exists in {tenant_slug}", new.slug),
     ))?;
-    crate::ops::retention::record_initial(&txn, auth.actor(), &model.id, new.scheme, model.created_at).await?;
+    super::defaults::retention_v1(&txn, auth.actor(), &model.id, new.scheme, model.created_at).await?;
     let v = view(model, &t.slug);
     audit::record(
         &txn,

@@ -52,11 +52,6 @@ pub struct EventKeyView {
     pub history: Vec<EventKeyVersionView>,
 }
 
-/// The stored column (a JSON array) as field paths.
-pub fn parse_stored(stored: Option<&str>) -> Option<Vec<String>> {
-    stored.and_then(|s| serde_json::from_str::<Vec<String>>(s).ok()).filter(|f| !f.is_empty())
-}
-
 /// A field path: `type`, `occurred_at`, `tenant`, or `data.` followed by
 /// one to three names of `[A-Za-z0-9_-]`.
 fn valid_path(path: &str) -> bool {
@@ -140,7 +135,7 @@ pub fn compound_id(fields: &[String], env: &Envelope) -> Option<String> {
 fn version_view(v: version::Model) -> EventKeyVersionView {
     EventKeyVersionView {
         version: v.version,
-        fields: parse_stored(v.fields.as_deref()),
+        fields: endpoints::parse_event_key(v.fields.as_deref()),
         actor: v.actor,
         reason: v.reason,
         created_at: clock::rfc3339(v.created_at),
@@ -170,7 +165,7 @@ pub async fn get(
     Ok(EventKeyView {
         tenant: t.slug,
         endpoint: e.slug,
-        fields: parse_stored(e.event_id_fields.as_deref()),
+        fields: endpoints::parse_event_key(e.event_id_fields.as_deref()),
         history: history(db, &e.id).await?,
     })
 }
@@ -190,7 +185,7 @@ pub async fn set(
     let txn = db::begin_write(db).await?;
     let (t, e) = endpoints::find(&txn, principal, tenant_slug, endpoint_slug).await?;
     let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
-    let before = parse_stored(e.event_id_fields.as_deref());
+    let before = endpoints::parse_event_key(e.event_id_fields.as_deref());
     if before == fields {
         return Err(DomainError::nothing_to_change());
     }

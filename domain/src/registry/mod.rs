@@ -4,6 +4,7 @@
 //! [`Principal`](crate::auth::Principal), so a resource outside the caller's
 //! tenant is simply not found.
 
+pub mod defaults;
 pub mod endpoints;
 pub mod event_key;
 pub mod keys;

@@ -1,30 +1,12 @@
-//! Signature schemes and event-type sets.
+//! Parsing signature schemes, and event-type sets.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DomainError, DomainResult};
 
-/// How an endpoint's providers sign (CONTRACT §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "kebab-case")]
-pub enum Scheme {
-    StandardWebhooks,
-    Stripe,
-    Github,
-}
+pub use crate::crypto::Scheme;
 
 impl Scheme {
-    pub const ALL: [Scheme; 3] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheme::StandardWebhooks => "standard-webhooks",
-            Scheme::Stripe => "stripe",
-            Scheme::Github => "github",
-        }
-    }
-
     pub fn parse(text: &str) -> DomainResult<Scheme> {
         Scheme::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
             DomainError::invalid(
@@ -32,12 +14,6 @@ impl Scheme {
                 format!("scheme must be standard-webhooks, stripe or github, got {text:?}"),
             )
         })
-    }
-}
-
-impl std::fmt::Display for Scheme {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -156,14 +156,14 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         created_at: Set(clock::now_ms()),
         // Seed 000's rollout order: retries stay off for a new tenant until
         // the drills pass and an administrator enables its cohort.
-        retry_policy: Set(crate::ops::retry_policy::DISABLED.into()),
+        retry_policy: Set(crate::entity::retry_policy_version::DISABLED.into()),
         synthetic: Set(false),
     }
     .insert(&txn)
     .await
     .map_err(db::conflict_if_unique("tenant_exists", format!("tenant {:?} already exists", new.slug)))?;
     let v = TenantView::from(model);
-    crate::ops::retry_policy::record_initial(&txn, auth.actor(), &v.id, clock::now_ms()).await?;
+    super::defaults::retry_policy_v1(&txn, auth.actor(), &v.id, clock::now_ms()).await?;
     audit::record(
         &txn,
         auth.actor(),

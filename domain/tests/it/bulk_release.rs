@@ -17,7 +17,7 @@ use domain::{
         bulk_release::{self, DEFAULT_STALE_AFTER_MS as STALE},
         quarantine::{self, QuarantineFilter},
     },
-    receiver::Outcome,
+    receiver::{Outcome, faults::Faults},
     registry::Scheme,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, sea_query::Expr};
@@ -184,7 +184,7 @@ db_test!(refuses_empty_matches_and_callers_outside_their_rights, async |t: &Test
         bulk_release::recent(&t.db, &clinic_a, 10, STALE).await.unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(seen, vec![a.id.clone()]);
     assert!(bulk_release::recent(&t.db, &clinic_b, 10, STALE).await.unwrap().is_empty());
-    let still_running = bulk_release::resume(&t.db, &t.vault, &oncall(), &a.id, STALE).await;
+    let still_running = bulk_release::resume(&t.db, &t.vault, &oncall(), &a.id, STALE, &Faults::default()).await;
     assert!(
         matches!(still_running, Err(DomainError::Conflict { code: "bulk_release_running", .. })),
         "{still_running:?}"
@@ -241,15 +241,16 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
     let stuck = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
     assert_eq!((stuck.status.as_str(), stuck.processed), ("interrupted", 2));
     assert!(matches!(
-        bulk_release::resume(&t.db, &t.vault, &reviewer(), &j.id, STALE).await,
+        bulk_release::resume(&t.db, &t.vault, &reviewer(), &j.id, STALE, &Faults::default()).await,
         Err(DomainError::Forbidden)
     ));
 
     // Two engineers click Resume at once: one takes the job over.
     let (one, two) = (stored_oncall(t, "otto").await, stored_oncall(t, "olga").await);
+    let faults = Faults::default();
     let (a, b) = tokio::join!(
-        bulk_release::resume(&t.db, &t.vault, &one, &j.id, STALE),
-        bulk_release::resume(&t.db, &t.vault, &two, &j.id, STALE)
+        bulk_release::resume(&t.db, &t.vault, &one, &j.id, STALE, &faults),
+        bulk_release::resume(&t.db, &t.vault, &two, &j.id, STALE, &faults)
     );
     let (won, lost): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(|r| r.is_ok());
     assert_eq!(won.len(), 1, "one resume wins: {lost:?}");
@@ -269,7 +270,7 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
     assert_eq!((done.status.as_str(), done.processed, done.released), ("finished", 5, 5));
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 5);
     assert_eq!(audit_count(t, "quarantine.bulk_release.resume").await, 1);
-    let finished = bulk_release::resume(&t.db, &t.vault, &oncall(), &j.id, STALE).await;
+    let finished = bulk_release::resume(&t.db, &t.vault, &oncall(), &j.id, STALE, &Faults::default()).await;
     assert!(matches!(finished, Err(DomainError::Conflict { code: "bulk_release_finished", .. })), "{finished:?}");
 });
 
@@ -301,7 +302,7 @@ db_test!(a_runner_stops_when_its_user_is_disabled, async |t: &TestDb| {
     users::update(&t.db, &admin(), "otto", users::UserPatch { disabled: Some(true), ..Default::default() })
         .await
         .unwrap();
-    bulk_release::spawn(t.db.clone(), t.vault.clone(), otto, j.id.clone());
+    bulk_release::spawn(t.db.clone(), t.vault.clone(), otto, j.id.clone(), &Faults::default());
     let mut seen = j;
     for _ in 0..200 {
         seen = bulk_release::get(&t.db, &admin(), &seen.id, STALE).await.unwrap();

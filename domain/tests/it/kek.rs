@@ -11,7 +11,6 @@ use domain::{
         Scheme,
         keys::{self, Approval, ProvisionRequest},
     },
-    vault::Vault,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
@@ -25,7 +24,7 @@ use crate::{
 
 /// Every sealed row opens with a vault loaded afresh from the database.
 async fn everything_opens(t: &TestDb) -> usize {
-    let fresh = Vault::load(&t.db, MasterKey::from_base64(&t.master_b64).unwrap()).await.unwrap();
+    let fresh = domain::startup::open_vault(&t.db, MasterKey::from_base64(&t.master_b64).unwrap()).await.unwrap();
     let ring = fresh.ring();
     let mut n = 0;
     for k in signing_key::Entity::find().all(&t.db).await.unwrap() {

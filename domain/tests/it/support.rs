@@ -55,7 +55,7 @@ impl TestDb {
         let db = db::connect(&url).await.expect("connect");
         db::migrate(&db).await.expect("migrate");
         let (master, encoded) = MasterKey::generate();
-        let vault = Arc::new(Vault::load(&db, master).await.expect("vault"));
+        let vault = Arc::new(domain::startup::open_vault(&db, master).await.expect("vault"));
         TestDb { db, vault, url, master_b64: encoded.to_string(), cleanup, _dir: dir }
     }
 

@@ -257,7 +257,7 @@ async fn main() {
         None => domain::crypto::MasterKey::generate().0,
     };
     // Every change is audited, and the audit chain's key lives in the vault.
-    let vault = domain::vault::Vault::load(&db, master).await.expect("vault");
+    let vault = domain::startup::open_vault(&db, master).await.expect("vault");
     let slugs = seed(&db, &vault, &args).await;
     if args.seed_only {
         return;

@@ -460,7 +460,7 @@ async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {
 
 pub(super) async fn open_vault(args: &DbArgs, db: &DatabaseConnection) -> Result<Vault, CliError> {
     let master = args.master_key(db).await?;
-    Vault::load(db, master).await.map_err(|e| CliError::new("vault", e.to_string()))
+    domain::startup::open_vault(db, master).await.map_err(|e| CliError::new("vault", e.to_string()))
 }
 
 fn parse_role(text: &str) -> Result<Role, CliError> {

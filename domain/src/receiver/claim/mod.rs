@@ -24,7 +24,6 @@ use sea_orm::{DatabaseConnection, DbErr};
 use super::{
     admission::{Admission, Held},
     faults::Faults,
-    gates::LOST_CONNECTION_RETRIES,
     outcome::{Outcome, Refusal},
 };
 use crate::{db, vault::Vault};
@@ -108,7 +107,7 @@ impl Claims {
                     };
                 }
                 Ok(outcome) => return outcome,
-                Err(e) if db::is_lost_connection(&e) && lost < LOST_CONNECTION_RETRIES => {
+                Err(e) if db::is_lost_connection(&e) && lost < db::LOST_CONNECTION_RETRIES => {
                     tracing::info!(error = %e, "the database had closed a pooled connection; retrying on another");
                     self.retries.fetch_add(1, Ordering::Relaxed);
                     lost += 1;

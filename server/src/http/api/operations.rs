@@ -109,7 +109,7 @@ pub async fn start_bulk_release(
     ApiJson(body): ApiJson<BulkReleaseBody>,
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
     let job = bulk_release::start(&st.db, &p, &body.filter, &body.reason).await?;
-    bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone());
+    bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone(), &st.faults);
     Ok((axum::http::StatusCode::ACCEPTED, Json(job)))
 }
 
@@ -146,7 +146,7 @@ pub async fn resume_bulk_release(
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
     Ok((
         axum::http::StatusCode::ACCEPTED,
-        Json(bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms).await?),
+        Json(bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms, &st.faults).await?),
     ))
 }
 

@@ -335,45 +335,6 @@ pub mod convert {
 
     use crate::dto;
 
-    pub fn quarantine(q: domain::ops::quarantine::QuarantineView) -> dto::QuarantineDto {
-        dto::QuarantineDto {
-            id: q.id,
-            tenant: q.tenant,
-            endpoint: q.endpoint,
-            event_id: q.event_id,
-            event_type: q.event_type,
-            reason: q.reason,
-            status: q.status,
-            quarantined_at: q.quarantined_at,
-            key_id: q.key_id,
-            body_sha256: q.body_sha256,
-            body_stored: q.body_stored,
-            resolved_at: q.resolved_at,
-            resolved_by: q.resolved_by,
-            resolution_note: q.resolution_note,
-            last_release_error: q.last_release_error,
-        }
-    }
-
-    pub fn retry_policy(r: domain::ops::retry_policy::RetryPolicyView) -> dto::RetryPolicyDto {
-        dto::RetryPolicyDto {
-            tenant: r.tenant,
-            policy: r.policy,
-            version: r.version,
-            history: r
-                .history
-                .into_iter()
-                .map(|v| dto::PolicyVersionDto {
-                    version: v.version,
-                    policy: v.policy,
-                    actor: v.actor,
-                    reason: v.reason,
-                    created_at: v.created_at,
-                })
-                .collect(),
-        }
-    }
-
     pub fn retention(o: domain::ops::retention::RetentionOverview) -> dto::RetentionOverviewDto {
         use domain::ops::retention::human;
         dto::RetentionOverviewDto {
@@ -409,14 +370,6 @@ pub mod convert {
                 })
                 .collect(),
         }
-    }
-
-    /// A domain view into its browser mirror of field for field the same
-    /// shape (the round-trip tests below check that no field is lost).
-    pub fn mirror<T: serde::Serialize, U: serde::de::DeserializeOwned>(v: T) -> Result<U, crate::api::AppError> {
-        serde_json::to_value(v)
-            .and_then(serde_json::from_value)
-            .map_err(|e| crate::api::AppError::new("internal", &format!("view conversion: {e}")))
     }
 
     pub fn key(k: KeyView) -> dto::KeyDto {
@@ -534,102 +487,6 @@ pub fn set_page_csp() {
 
 #[cfg(test)]
 mod tests {
-    use domain::ops::stats::{
-        FailingEndpoint, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount, StatsView,
-    };
-
-    /// The browser mirror of the dashboard figures loses no field.
-    #[test]
-    fn stats_mirror_round_trips() {
-        let reasons = vec![ReasonCount { reason: "mismatch".into(), count: 2 }];
-        let view = StatsView {
-            window: "1h".into(),
-            tenant: Some("clinic-a".into()),
-            bucket_secs: 60,
-            start: "s".into(),
-            end: "e".into(),
-            now_ms: 9,
-            bucket_starts: vec!["a".into(), "b".into()],
-            series: vec![OutcomeSeries {
-                outcome: "applied".into(),
-                total: 3,
-                points: vec![1, 2],
-                reasons: reasons.clone(),
-            }],
-            latency: LatencyStats {
-                samples: 3,
-                p50_ms: Some(1.5),
-                p99_ms: None,
-                p50_points: vec![Some(1.0), None],
-                p99_points: vec![None, Some(2.0)],
-            },
-            quarantine_open: 4,
-            outbox: OutboxStats {
-                backlog: 5,
-                oldest_pending_age_secs: Some(6),
-                dead: 7,
-                backlog_points: vec![1, 5],
-                oldest_age_points: vec![0, 6],
-            },
-            keys_in_overlap: vec![OverlapKey {
-                key_id: "k".into(),
-                tenant: "t".into(),
-                endpoint: "e".into(),
-                expires_at: Some("x".into()),
-                expires_at_ms: Some(8),
-                replaced_by: None,
-            }],
-            failing_endpoints: vec![FailingEndpoint {
-                tenant: "t".into(),
-                endpoint: "e".into(),
-                failures: 2,
-                reasons: reasons.clone(),
-                accepted_keys: vec!["k".into()],
-                by_key: vec![domain::ops::stats::KeyFailureCount { key_id: "k".into(), failures: 2, reasons }],
-            }],
-            retry_policies: vec![PolicyState { tenant: "t".into(), policy: "enabled".into(), version: 2 }],
-        };
-        let json = serde_json::to_value(&view).unwrap();
-        let dto: crate::dto::StatsDto = super::convert::mirror(view).unwrap();
-        assert_eq!(serde_json::to_value(&dto).unwrap(), json);
-    }
-
-    /// The browser mirror of a bulk release loses no field.
-    #[test]
-    fn bulk_release_mirror_round_trips() {
-        use domain::ops::{
-            bulk_release::{BulkFailure, BulkReleaseView},
-            quarantine::QuarantineFilter,
-        };
-        let view = BulkReleaseView {
-            id: "j".into(),
-            filter: QuarantineFilter {
-                tenant: Some("clinic-a".into()),
-                endpoint: Some("hooks".into()),
-                reason: Some("r".into()),
-                status: Some("open".into()),
-                age: Some("1h".into()),
-                limit: Some(3),
-            },
-            reason: "why".into(),
-            started_by: "oncall".into(),
-            status: "running".into(),
-            total: 9,
-            processed: 5,
-            released: 3,
-            still_failing: 1,
-            already_resolved: 1,
-            error: Some("e".into()),
-            started_at: "s".into(),
-            updated_at: "u".into(),
-            finished_at: Some("f".into()),
-            failures: vec![BulkFailure { id: "q".into(), event_id: "evt".into(), error: "x".into() }],
-        };
-        let json = serde_json::to_value(&view).unwrap();
-        let dto: crate::dto::BulkReleaseDto = super::convert::mirror(view).unwrap();
-        assert_eq!(serde_json::to_value(&dto).unwrap(), json);
-    }
-
     /// A one-time secret is taken only by the session that created it; a
     /// request from another session removes nothing.
     #[test]

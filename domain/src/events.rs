@@ -2,7 +2,6 @@
 //! the reminders they produced.
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
-use serde::{Deserialize, Serialize};
 
 use crate::{
     auth::{Permission, Principal, Scope},
@@ -12,30 +11,7 @@ use crate::{
     registry::tenants,
 };
 
-/// A received event: metadata only.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EventView {
-    pub event_id: String,
-    pub endpoint: String,
-    pub event_type: Option<String>,
-    /// `applied`, `quarantined` or `stale_transition`.
-    pub outcome: String,
-    pub key_id: String,
-    pub body_sha256: String,
-    pub received_at: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ReminderView {
-    pub reminder_id: String,
-    /// `scheduled` or `canceled`.
-    pub status: String,
-    pub send_at: String,
-    pub created_at: String,
-    pub updated_at: String,
-}
+pub use views::events::{EventView, ReminderView};
 
 /// Newest first; `status` filters by outcome.
 pub async fn list_events(

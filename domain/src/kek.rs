@@ -23,7 +23,7 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QueryResult, Set,
     sea_query::{Alias, Expr, ExprTrait, Order, Query},
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::{
@@ -47,11 +47,8 @@ pub const STALE_AFTER_MS: i64 = 60_000;
 /// retired: every instance has reloaded the ring by then.
 pub const RETIRE_AFTER_NEWEST_MS: i64 = 60_000;
 
-pub const RUNNING: &str = "running";
-pub const FINISHED: &str = "finished";
-pub const FAILED: &str = "failed";
-/// Shown, never stored: `running` with a stale heartbeat.
-pub const INTERRUPTED: &str = "interrupted";
+pub use views::kek::{FAILED, FINISHED, INTERRUPTED, KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView};
+
 /// A job's `source` once every source is done.
 const DONE: &str = "done";
 
@@ -117,74 +114,6 @@ fn key_tuple(s: &Source) -> Expr {
 
 fn value_tuple(values: &[String]) -> Expr {
     Expr::tuple(values.iter().map(|v| Expr::val(v.clone())))
-}
-
-/// One KEK version and the rows sealed under it, per source.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct KekVersionView {
-    pub version: u32,
-    pub created_at: String,
-    /// New secrets are sealed under the newest version.
-    pub newest: bool,
-    /// Rows per source (`signing_keys`, `service_keys`, `outbox_payloads`,
-    /// `event_bodies`).
-    pub rows: BTreeMap<String, u64>,
-    pub total_rows: u64,
-    /// Not the newest and used by no row: `signet kek retire` may take it.
-    pub retirable: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RetiredView {
-    pub version: u32,
-    pub created_at: String,
-    pub retired_at: String,
-    pub retired_by: String,
-}
-
-/// A rewrap job and its progress.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RewrapView {
-    pub id: String,
-    pub target_version: u32,
-    /// `running`, `finished`, `failed` (see `error`) or `interrupted`.
-    pub status: String,
-    pub started_by: String,
-    /// The source being walked now (`done` at the end).
-    pub source: String,
-    /// Rows under another version when the job started.
-    pub total: u64,
-    /// Rows read so far (every row of every source is read once).
-    pub scanned: u64,
-    pub rewrapped: u64,
-    pub error: Option<String>,
-    pub started_at: String,
-    pub updated_at: String,
-    pub finished_at: Option<String>,
-}
-
-impl RewrapView {
-    pub fn is_running(&self) -> bool {
-        self.status == RUNNING
-    }
-}
-
-/// The KEK page and `signet kek status`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct KekOverview {
-    /// Oldest first.
-    pub versions: Vec<KekVersionView>,
-    pub retired: Vec<RetiredView>,
-    /// Rows under a version other than the newest.
-    pub stale_rows: u64,
-    pub latest_rewrap: Option<RewrapView>,
-    /// `false`: the rows were not counted (a page polling a running rewrap,
-    /// see [`Counting`]); `rows`, `total_rows` and `stale_rows` are then 0.
-    pub counted: bool,
 }
 
 /// Whether [`overview`] counts rows: counting reads every sealed table, too

@@ -15,7 +15,6 @@ use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     sea_query::{Expr, ExprTrait, LockBehavior, LockType},
 };
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::{
@@ -218,22 +217,7 @@ pub async fn mark_failed(
     Ok(if res.rows_affected == 1 { status } else { LEASE_LOST })
 }
 
-/// An intent as on-call sees it: metadata, never the payload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct OutboxView {
-    pub id: String,
-    pub tenant: String,
-    pub kind: String,
-    pub idempotency_key: String,
-    /// `pending`, `sending`, `sent` or `dead`.
-    pub status: String,
-    pub attempts: i32,
-    pub next_attempt_at: String,
-    pub created_at: String,
-    pub delivered_at: Option<String>,
-    pub last_error: Option<String>,
-}
+pub use views::outbox::OutboxView;
 
 fn view(r: intent::Model, slug: String) -> OutboxView {
     OutboxView {

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{DrillRunDto, EvidencePageDto};
+use crate::dto::{DrillRunView, EvidencePageDto};
 
 #[cfg(feature = "ssr")]
 fn scope(tenant: Option<String>) -> Option<String> {
@@ -20,7 +20,7 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
         evidence::{export, runs, signoff},
     };
 
-    use crate::ssr::{self, convert::mirror};
+    use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
     let tenant = scope(tenant);
@@ -37,9 +37,9 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
                 actor: latest.actor.clone(),
                 via: latest.via.clone(),
                 created_at: latest.created_at.clone(),
-                evidence: mirror(&b.evidence)?,
+                evidence: b.evidence,
             };
-            (Some(dto), Some(mirror(&since)?))
+            (Some(dto), Some(since))
         }
         None => (None, None),
     };
@@ -60,10 +60,10 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
         tenant: tenant.or_else(|| bundle.as_ref().and_then(|b| b.evidence.tenant.clone())),
         tenants,
         can_sign_off: role_allows(p.role, Permission::SignOffEvidence),
-        runs: mirror(&run_list)?,
+        runs: run_list,
         bundle,
         since,
-        signoffs: mirror(&signoffs)?,
+        signoffs,
         public_key_pem: domain::crypto::service::public_key_pem(&public_key).unwrap_or_default(),
         public_key,
     })
@@ -71,12 +71,11 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
 
 /// One run, for the live progress poll (`auto`: never keeps a session alive).
 #[server(prefix = "/fn", endpoint = "drill_run", input = GetUrl)]
-pub async fn drill_run(run_id: String, auto: Option<bool>) -> Result<DrillRunDto, AppError> {
-    use crate::ssr::{self, convert::mirror};
+pub async fn drill_run(run_id: String, auto: Option<bool>) -> Result<DrillRunView, AppError> {
+    use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::polled_principal(auto).await?;
-    let run = domain::evidence::runs::get(&st.db, &p, &run_id).await.map_err(ssr::to_app_error)?;
-    mirror(&run)
+    domain::evidence::runs::get(&st.db, &p, &run_id).await.map_err(ssr::to_app_error)
 }
 
 /// Starts a drill run in the background; the page then shows its progress.

@@ -6,18 +6,17 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::KekOverviewDto;
 
 /// `auto`: the page's own poll (never keeps a session alive, and counts no
 /// rows while a rewrap runs: the job's progress says how far it is).
 #[server(prefix = "/fn", endpoint = "kek_overview", input = GetUrl)]
-pub async fn kek_overview(auto: Option<bool>) -> Result<KekOverviewDto, AppError> {
+pub async fn kek_overview(auto: Option<bool>) -> Result<views::kek::KekOverview, AppError> {
     use crate::ssr;
     use domain::kek::Counting;
     let st = ssr::state()?;
     let p = ssr::polled_principal(auto).await?;
     let counting = if auto == Some(true) { Counting::NotWhileRewrapping } else { Counting::Always };
-    ssr::convert::mirror(domain::kek::overview(&st.db, &p, counting).await.map_err(ssr::to_app_error)?)
+    domain::kek::overview(&st.db, &p, counting).await.map_err(ssr::to_app_error)
 }
 
 /// Adds a version (or resumes resealing under the newest) and starts the

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{BulkReleaseDto, QuarantineDto, QuarantineListDto, RetryPolicyDto, RevealedBodyDto};
+use crate::dto::{BulkReleaseView, QuarantineList, QuarantineView, RetryPolicyView, RevealedBody};
 
 #[cfg(feature = "ssr")]
 fn filter(
@@ -24,39 +24,31 @@ pub async fn list_quarantine(
     reason: Option<String>,
     status: Option<String>,
     age: Option<String>,
-) -> Result<QuarantineListDto, AppError> {
+) -> Result<QuarantineList, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let list = domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age))
+    domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age))
         .await
-        .map_err(ssr::to_app_error)?;
-    Ok(QuarantineListDto {
-        total: list.total,
-        by_reason: list.by_reason.into_iter().map(|c| (c.reason, c.count)).collect(),
-        items: list.items.into_iter().map(ssr::convert::quarantine).collect(),
-    })
+        .map_err(ssr::to_app_error)
 }
 
 #[server(prefix = "/fn", endpoint = "quarantine_detail", input = GetUrl)]
-pub async fn quarantine_detail(id: String) -> Result<QuarantineDto, AppError> {
+pub async fn quarantine_detail(id: String) -> Result<QuarantineView, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    domain::ops::quarantine::get(&st.db, &p, &id).await.map(ssr::convert::quarantine).map_err(ssr::to_app_error)
+    domain::ops::quarantine::get(&st.db, &p, &id).await.map_err(ssr::to_app_error)
 }
 
 /// Decrypts the body for display (on-call and admin only). POST: every
 /// call is written to the audit log.
 #[server(prefix = "/fn", endpoint = "reveal_quarantine_body")]
-pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBodyDto, AppError> {
+pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBody, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let b = domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction)
-        .await
-        .map_err(ssr::to_app_error)?;
-    Ok(RevealedBodyDto { json: b.json, text: b.text, redacted_fields: b.redacted_fields, size_bytes: b.size_bytes })
+    domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await.map_err(ssr::to_app_error)
 }
 
 #[server(prefix = "/fn", endpoint = "release_quarantine")]
@@ -103,24 +95,20 @@ pub async fn start_bulk_release(
 
 /// `auto`: the progress page's own poll (never keeps a session alive).
 #[server(prefix = "/fn", endpoint = "bulk_release", input = GetUrl)]
-pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseDto, AppError> {
+pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseView, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::polled_principal(auto).await?;
-    ssr::convert::mirror(
-        domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?,
-    )
+    domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)
 }
 
 /// The latest few bulk releases the caller may see, newest first.
 #[server(prefix = "/fn", endpoint = "recent_bulk_releases", input = GetUrl)]
-pub async fn recent_bulk_releases() -> Result<Vec<BulkReleaseDto>, AppError> {
+pub async fn recent_bulk_releases() -> Result<Vec<BulkReleaseView>, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    ssr::convert::mirror(
-        domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await.map_err(ssr::to_app_error)?,
-    )
+    domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await.map_err(ssr::to_app_error)
 }
 
 #[server(prefix = "/fn", endpoint = "resume_bulk_release")]
@@ -136,11 +124,11 @@ pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
 }
 
 #[server(prefix = "/fn", endpoint = "retry_policy", input = GetUrl)]
-pub async fn retry_policy(tenant: String) -> Result<RetryPolicyDto, AppError> {
+pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    domain::ops::retry_policy::get(&st.db, &p, &tenant).await.map(ssr::convert::retry_policy).map_err(ssr::to_app_error)
+    domain::ops::retry_policy::get(&st.db, &p, &tenant).await.map_err(ssr::to_app_error)
 }
 
 #[server(prefix = "/fn", endpoint = "set_retry_policy")]
@@ -213,27 +201,11 @@ pub async fn set_retry_policy_cohort(
 pub async fn list_outbox(
     tenant: Option<String>,
     status: Option<String>,
-) -> Result<Vec<crate::dto::OutboxDto>, AppError> {
+) -> Result<Vec<crate::dto::OutboxView>, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let items =
-        domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await.map_err(ssr::to_app_error)?;
-    Ok(items
-        .into_iter()
-        .map(|o| crate::dto::OutboxDto {
-            id: o.id,
-            tenant: o.tenant,
-            kind: o.kind,
-            idempotency_key: o.idempotency_key,
-            status: o.status,
-            attempts: o.attempts,
-            next_attempt_at: o.next_attempt_at,
-            created_at: o.created_at,
-            delivered_at: o.delivered_at,
-            last_error: o.last_error,
-        })
-        .collect())
+    domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await.map_err(ssr::to_app_error)
 }
 
 /// Sends a dead intent again (same idempotency key), audited.

@@ -122,13 +122,10 @@ pub async fn create_endpoint(
 ) -> Result<(), AppError> {
     use super::{parse_opt_i64, split_list};
     use crate::ssr;
-    use domain::registry::{
-        Scheme,
-        endpoints::{self, NewEndpoint},
-    };
+    use domain::registry::endpoints::{self, NewEndpoint};
     let st = ssr::state()?;
     let p = ssr::principal().await?;
-    let scheme = Scheme::parse(scheme.trim()).map_err(ssr::to_app_error)?;
+    let scheme = domain::registry::parse_scheme(scheme.trim()).map_err(ssr::to_app_error)?;
     let types = event_types.as_deref().map(split_list).filter(|l| !l.is_empty());
     endpoints::create(
         &st.db,

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::StatsDto;
+use crate::dto::StatsView;
 
 /// `tenant`: a slug or empty for every visible tenant; `window`: 1h, 24h,
 /// 7d; `auto`: the page's own refresh, which never keeps a session alive.
@@ -13,15 +13,12 @@ pub async fn dashboard_stats(
     tenant: Option<String>,
     window: Option<String>,
     auto: Option<bool>,
-) -> Result<StatsDto, AppError> {
+) -> Result<StatsView, AppError> {
     use domain::ops::stats::{self, Window};
 
     use crate::ssr;
     let st = ssr::state()?;
     let p = ssr::polled_principal(auto).await?;
     let window = Window::parse(window.as_deref()).map_err(ssr::to_app_error)?;
-    let view = stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window)
-        .await
-        .map_err(ssr::to_app_error)?;
-    ssr::convert::mirror(view)
+    stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await.map_err(ssr::to_app_error)
 }

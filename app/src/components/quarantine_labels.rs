@@ -1,7 +1,7 @@
 //! Words for quarantine values, shared by the quarantine list, one entry's
 //! page and the bulk release pages.
 
-use crate::dto::BulkReleaseDto;
+use crate::dto::BulkReleaseView;
 
 /// "reminder_not_found" → "reminder not found".
 pub fn reason_label(reason: &str) -> String {
@@ -20,7 +20,7 @@ pub fn status_label(status: &str) -> &'static str {
 }
 
 /// The filter in words: "clinic-a / hooks, reason reminder not found, last 24 hours".
-pub fn filter_text(j: &BulkReleaseDto) -> String {
+pub fn filter_text(j: &BulkReleaseView) -> String {
     let f = &j.filter;
     let mut parts = vec![match (&f.tenant, &f.endpoint) {
         (Some(t), Some(e)) if !e.is_empty() => format!("{t} / {e}"),

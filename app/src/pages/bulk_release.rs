@@ -14,7 +14,7 @@ use crate::{
         poll::every_second_while,
         quarantine_labels::{filter_text, status_label},
     },
-    dto::{BulkReleaseDto, Me},
+    dto::{BulkReleaseView, Me},
 };
 
 #[component]
@@ -62,7 +62,7 @@ pub fn BulkReleasePage() -> impl IntoView {
 }
 
 #[component]
-fn Progress(j: BulkReleaseDto, me: Me) -> impl IntoView {
+fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
     let percent = j.percent();
     let remaining = j.total.saturating_sub(j.processed);
     let stopped = matches!(j.status.as_str(), "interrupted" | "failed");

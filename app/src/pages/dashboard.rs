@@ -16,7 +16,7 @@ use crate::{
         chart::{LatencyLines, Series, ShareBar, StackedBars},
         format::{duration, when, with_query},
     },
-    dto::{Me, ReasonCountDto, StatsDto},
+    dto::{Me, ReasonCount, StatsView},
 };
 
 /// Label and CSS name of each charted outcome.
@@ -83,7 +83,7 @@ pub fn DashboardPage() -> impl IntoView {
 }
 
 #[component]
-fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
+fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
     let tenant = s.tenant.clone().unwrap_or_default();
     let link = {
         let tenant = tenant.clone();
@@ -279,7 +279,7 @@ fn Dashboard(s: StatsDto, me: Me) -> impl IntoView {
 }
 
 #[component]
-fn ReasonTable(rows: Vec<ReasonCountDto>, #[prop(into)] class: String, link: Option<String>) -> impl IntoView {
+fn ReasonTable(rows: Vec<ReasonCount>, #[prop(into)] class: String, link: Option<String>) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="muted">"None in this window."</p> }.into_any();
     }

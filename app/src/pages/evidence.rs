@@ -17,7 +17,7 @@ use crate::{
         format::{seconds, when, when_or},
         poll::every_second_while,
     },
-    dto::{BundleDto, DrillRunDto, EvidenceDto, EvidencePageDto, Me, SignoffDto, SinceApprovalDto},
+    dto::{BundleDto, DrillRunView, Evidence, EvidencePageDto, Me, SignoffView, SinceApproval},
 };
 
 #[component]
@@ -88,7 +88,7 @@ fn Evidence(d: EvidencePageDto, me: Me) -> impl IntoView {
     }
 }
 
-fn verdict(run: &DrillRunDto) -> (&'static str, String) {
+fn verdict(run: &DrillRunView) -> (&'static str, String) {
     match (run.status.as_str(), run.passed) {
         ("running", _) => ("running", format!("running: {} of {} drills done", run.done, run.total)),
         ("interrupted", _) => ("failed", "interrupted: the process running it stopped".to_owned()),
@@ -98,7 +98,7 @@ fn verdict(run: &DrillRunDto) -> (&'static str, String) {
 }
 
 #[component]
-fn Drills(runs: Vec<DrillRunDto>, tenant: String, me: Me) -> impl IntoView {
+fn Drills(runs: Vec<DrillRunView>, tenant: String, me: Me) -> impl IntoView {
     let action = ServerAction::<StartDrills>::new();
     Refresh::after(action);
     let latest = runs.first().cloned();
@@ -146,7 +146,7 @@ fn Drills(runs: Vec<DrillRunDto>, tenant: String, me: Me) -> impl IntoView {
 /// The newest run; while it runs, re-read every second (hydrated) or every
 /// two seconds by meta refresh (no JavaScript).
 #[component]
-fn LiveRun(run: DrillRunDto) -> impl IntoView {
+fn LiveRun(run: DrillRunView) -> impl IntoView {
     let id = run.run_id.clone();
     let live = RwSignal::new(run.is_running());
     let tick = every_second_while(live);
@@ -188,7 +188,7 @@ fn LiveRun(run: DrillRunDto) -> impl IntoView {
 }
 
 #[component]
-fn RunView(run: DrillRunDto) -> impl IntoView {
+fn RunView(run: DrillRunView) -> impl IntoView {
     let (class, text) = verdict(&run);
     let percent = if run.total == 0 { 0 } else { run.done * 100 / run.total };
     let names = [
@@ -301,7 +301,7 @@ fn Bundle(bundle: Option<BundleDto>, tenant: String) -> impl IntoView {
 }
 
 #[component]
-fn Summary(e: EvidenceDto) -> impl IntoView {
+fn Summary(e: Evidence) -> impl IntoView {
     let critical = e.critical();
     let present = e.constraints.iter().filter(|c| c.present).count();
     let drills = match &e.drills.latest {
@@ -323,7 +323,7 @@ fn Summary(e: EvidenceDto) -> impl IntoView {
 }
 
 #[component]
-fn Findings(e: EvidenceDto) -> impl IntoView {
+fn Findings(e: Evidence) -> impl IntoView {
     if e.findings.is_empty() {
         return view! { <p class="ok-text">"No findings."</p> }.into_any();
     }
@@ -342,9 +342,9 @@ fn Findings(e: EvidenceDto) -> impl IntoView {
 }
 
 #[component]
-fn Sections(e: EvidenceDto) -> impl IntoView {
+fn Sections(e: Evidence) -> impl IntoView {
     let m = e.metrics.clone();
-    let reasons = |rs: &[crate::dto::ReasonCountDto]| {
+    let reasons = |rs: &[crate::dto::ReasonCount]| {
         if rs.is_empty() {
             "none".to_owned()
         } else {
@@ -491,11 +491,11 @@ fn SignOff(bundle: BundleDto, tenant: String) -> impl IntoView {
 }
 
 #[component]
-fn Since(since: Option<SinceApprovalDto>) -> impl IntoView {
+fn Since(since: Option<SinceApproval>) -> impl IntoView {
     let body = match since {
         None => view! { <p class="empty">"Export a bundle to compare it with the last approved one."</p> }.into_any(),
-        Some(SinceApprovalDto { approval: None, .. }) => view! { <p class="empty">"No bundle of this scope has been approved yet."</p> }.into_any(),
-        Some(SinceApprovalDto { approval: Some(a), differences }) => view! {
+        Some(SinceApproval { approval: None, .. }) => view! { <p class="empty">"No bundle of this scope has been approved yet."</p> }.into_any(),
+        Some(SinceApproval { approval: Some(a), differences }) => view! {
             <p>"Compared with the bundle " <code>{a.digest[..12.min(a.digest.len())].to_owned()} "…"</code> " approved by " <strong>{a.actor.clone()}</strong> " " {when(&a.at)} "."</p>
             {if differences.is_empty() {
                 view! { <p class="ok-text" data-differences="0">"Nothing changed in keys, constraints, retention or the retry policy."</p> }.into_any()
@@ -531,7 +531,7 @@ fn Since(since: Option<SinceApprovalDto>) -> impl IntoView {
 }
 
 #[component]
-fn History(signoffs: Vec<SignoffDto>) -> impl IntoView {
+fn History(signoffs: Vec<SignoffView>) -> impl IntoView {
     view! {
         <section class="card" id="history">
             <h2>"Sign-off history"</h2>

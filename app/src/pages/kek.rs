@@ -11,7 +11,7 @@ use crate::{
     components::{
         ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when, poll::every_second_while,
     },
-    dto::{KekOverviewDto, KekVersionDto, RewrapDto},
+    dto::{KekOverview, KekVersionView, RewrapView},
 };
 
 /// The sealed columns, as the page names them.
@@ -34,7 +34,7 @@ pub fn KekPage() -> impl IntoView {
     let data = Resource::new(move || (tick.get(), refresh.get()), move |(n, _)| kek_overview(Some(n > 0 || auto())));
     Effect::new(move |_| {
         if let Some(Ok(o)) = data.get() {
-            live.set(o.latest_rewrap.as_ref().is_some_and(RewrapDto::is_running));
+            live.set(o.latest_rewrap.as_ref().is_some_and(RewrapView::is_running));
         }
     });
     view! {
@@ -62,8 +62,8 @@ pub fn KekPage() -> impl IntoView {
 }
 
 #[component]
-fn Overview(o: KekOverviewDto) -> impl IntoView {
-    let running = o.latest_rewrap.as_ref().is_some_and(RewrapDto::is_running);
+fn Overview(o: KekOverview) -> impl IntoView {
+    let running = o.latest_rewrap.as_ref().is_some_and(RewrapView::is_running);
     let newest = o.versions.iter().find(|v| v.newest).map_or(0, |v| v.version);
     let stale = o.stale_rows;
     let rotate = ServerAction::<RotateKek>::new();
@@ -144,7 +144,7 @@ fn Overview(o: KekOverviewDto) -> impl IntoView {
 }
 
 #[component]
-fn VersionRow(v: KekVersionDto, running: bool, counted: bool) -> impl IntoView {
+fn VersionRow(v: KekVersionView, running: bool, counted: bool) -> impl IntoView {
     let state = if v.newest {
         view! { <span class="badge badge-active">"newest"</span> }.into_any()
     } else if v.retirable && !running {
@@ -176,7 +176,7 @@ fn VersionRow(v: KekVersionDto, running: bool, counted: bool) -> impl IntoView {
     }
 }
 
-fn status_text(j: &RewrapDto) -> String {
+fn status_text(j: &RewrapView) -> String {
     match j.status.as_str() {
         "running" => format!(
             "Resealing under version {}: {} of {} rows done (now: {}).",
@@ -201,7 +201,7 @@ fn source_label(source: &str) -> &'static str {
 }
 
 #[component]
-fn RewrapCard(j: RewrapDto) -> impl IntoView {
+fn RewrapCard(j: RewrapView) -> impl IntoView {
     let percent = j.percent();
     let stopped = matches!(j.status.as_str(), "interrupted" | "failed");
     let resume = stopped.then(|| {

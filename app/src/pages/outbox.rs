@@ -7,7 +7,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::operations::{RetryOutbox, list_outbox},
     components::{ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when},
-    dto::OutboxDto,
+    dto::OutboxView,
 };
 
 #[component]
@@ -49,7 +49,7 @@ pub fn OutboxPage() -> impl IntoView {
 }
 
 #[component]
-fn Intents(list: Vec<OutboxDto>, can_retry: bool) -> impl IntoView {
+fn Intents(list: Vec<OutboxView>, can_retry: bool) -> impl IntoView {
     if list.is_empty() {
         return view! {
             <div class="empty">

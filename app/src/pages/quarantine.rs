@@ -17,7 +17,7 @@ use crate::{
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
     },
-    dto::{BulkReleaseDto, Me, QuarantineDto, QuarantineListDto},
+    dto::{BulkReleaseView, Me, QuarantineList, QuarantineView},
 };
 
 /// The filters as they stand in the URL.
@@ -112,7 +112,7 @@ pub fn QuarantinePage() -> impl IntoView {
 }
 
 #[component]
-fn RecentBulkReleases(jobs: Vec<BulkReleaseDto>) -> impl IntoView {
+fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
     view! {
         <section class="card">
             <h2>"Recent bulk releases"</h2>
@@ -154,16 +154,16 @@ fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
 }
 
 #[component]
-fn Listing(list: QuarantineListDto, filters: Filters, me: Me) -> impl IntoView {
+fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
     let open_view = filters.status.is_empty() || filters.status == "open";
     let counts = (!list.by_reason.is_empty()).then(|| {
-        let all = list.by_reason.iter().map(|(_, n)| n).sum::<u64>();
+        let all = list.by_reason.iter().map(|c| c.count).sum::<u64>();
         let f = filters.clone();
         view! {
             <nav class="reason-counts" aria-label="By reason">
                 <a href=f.href("") class:current=f.reason.is_empty()>"All reasons " <span class="count">{all}</span></a>
-                {list.by_reason.iter().map(|(reason, n)| view! {
-                    <a href=f.href(reason) class:current=f.reason == *reason>{reason_label(reason)} " " <span class="count">{*n}</span></a>
+                {list.by_reason.iter().map(|c| view! {
+                    <a href=f.href(&c.reason) class:current=f.reason == c.reason>{reason_label(&c.reason)} " " <span class="count">{c.count}</span></a>
                 }).collect_view()}
             </nav>
         }
@@ -215,7 +215,7 @@ fn Listing(list: QuarantineListDto, filters: Filters, me: Me) -> impl IntoView {
 }
 
 #[component]
-fn Row(q: QuarantineDto) -> impl IntoView {
+fn Row(q: QuarantineView) -> impl IntoView {
     let href = format!("/quarantine/{}", q.id);
     view! {
         <tr>

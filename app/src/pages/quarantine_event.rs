@@ -11,7 +11,7 @@ use crate::{
         ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit, format::when,
         quarantine_labels::reason_label,
     },
-    dto::{Me, QuarantineDto},
+    dto::{Me, QuarantineView},
 };
 
 #[component]
@@ -47,7 +47,7 @@ pub fn QuarantineEventPage() -> impl IntoView {
 }
 
 #[component]
-fn Detail(q: QuarantineDto, me: Me, done: Option<String>, show_body: bool) -> impl IntoView {
+fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> impl IntoView {
     let open = q.status == "open";
     let can_triage = me.can_triage();
     let self_href = format!("/quarantine/{}", q.id);

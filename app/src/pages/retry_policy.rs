@@ -10,7 +10,7 @@ use crate::{
         operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort, cohort_context},
     },
     components::{ActionError, FormError, Refresh, Submit, format::when},
-    dto::{CohortContextDto, RetryPolicyDto},
+    dto::{CohortContextDto, RetryPolicyView},
 };
 
 fn meaning(policy: &str) -> &'static str {
@@ -24,7 +24,7 @@ fn meaning(policy: &str) -> &'static str {
 /// The panel; its data is loaded by the tenant page together with the
 /// rest (one resource per page keeps hydration in step with the server).
 #[component]
-pub fn RetryPolicyCard(policy: Result<RetryPolicyDto, AppError>, is_admin: bool) -> impl IntoView {
+pub fn RetryPolicyCard(policy: Result<RetryPolicyView, AppError>, is_admin: bool) -> impl IntoView {
     view! {
         <section class="card" id="retry-policy">
             <h2>"Retry policy"</h2>
@@ -37,7 +37,7 @@ pub fn RetryPolicyCard(policy: Result<RetryPolicyDto, AppError>, is_admin: bool)
 }
 
 #[component]
-fn PolicyPanel(p: RetryPolicyDto, is_admin: bool) -> impl IntoView {
+fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
     let set = ServerAction::<SetRetryPolicy>::new();
     let rollback = ServerAction::<RollbackRetryPolicy>::new();
     Refresh::after(set);

@@ -16,7 +16,7 @@ use crate::{
         Submit,
         format::{bytes, is_any_type, seconds, when},
     },
-    dto::{EndpointDto, KeyDto, Me, RetryPolicyDto, SCHEMES, TenantOverview},
+    dto::{EndpointDto, KeyDto, Me, RetryPolicyView, SCHEMES, TenantOverview},
 };
 
 #[component]
@@ -59,7 +59,7 @@ fn TenantDetail(
     ov: TenantOverview,
     me: Me,
     revoked: Option<String>,
-    policy: Result<RetryPolicyDto, AppError>,
+    policy: Result<RetryPolicyView, AppError>,
 ) -> impl IntoView {
     let t = ov.tenant;
     let can_manage = ov.can_manage;

@@ -139,28 +139,7 @@ fn keyed_input(e: &audit_entry::Model) -> String {
     format!("signet-audit-v2\n{}", canonical(e))
 }
 
-/// Result of [`verify_chain`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ChainReport {
-    pub entries: i64,
-    pub ok: bool,
-    /// The first entry that does not verify, and why.
-    pub first_broken: Option<BrokenEntry>,
-    /// The head as stored: its sequence number and link.
-    pub head_seq: i64,
-    pub head_hash: String,
-    /// The first entry whose link is an HMAC under the vault-sealed key
-    /// (entries before it carry plain SHA-256 links from before keying).
-    pub keyed_since_seq: Option<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BrokenEntry {
-    pub seq: i64,
-    pub reason: String,
-}
+pub use views::audit::{BrokenEntry, ChainReport, Checkpoint};
 
 /// Recomputes the whole chain in batches and reports the first broken
 /// entry. The audit MAC key must be loaded (`startup::open_vault`).
@@ -236,24 +215,6 @@ pub async fn verify_chain(db: &DatabaseConnection) -> DomainResult<ChainReport> 
     Ok(report(count, None))
 }
 
-/// The head of the chain at a moment: what a signed checkpoint records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Checkpoint {
-    pub seq: i64,
-    pub head: String,
-    /// RFC 3339.
-    pub at: String,
-}
-
-impl Checkpoint {
-    /// The exact bytes a checkpoint signature covers.
-    pub fn signed_bytes(&self) -> Vec<u8> {
-        format!("signet-audit-checkpoint-v1\n{}\n{}\n{}", self.seq, self.head, self.at).into_bytes()
-    }
-}
-
 /// The current head as a checkpoint.
 pub async fn checkpoint(db: &DatabaseConnection) -> DomainResult<Checkpoint> {
     let head = audit_head::Entity::find_by_id(1).one(db).await?.ok_or(DomainError::NotFound)?;
@@ -275,22 +236,7 @@ pub async fn matches_checkpoint(db: &DatabaseConnection, cp: &Checkpoint) -> Dom
     })
 }
 
-/// An entry as shown in the UI and API.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct AuditView {
-    pub seq: i64,
-    pub at: String,
-    pub actor: String,
-    pub actor_kind: String,
-    pub action: String,
-    pub target_kind: String,
-    pub target_id: String,
-    pub tenant_id: Option<String>,
-    pub before: Option<Value>,
-    pub after: Option<Value>,
-    pub hash: String,
-}
+pub use views::audit::AuditView;
 
 impl From<audit_entry::Model> for AuditView {
     fn from(e: audit_entry::Model) -> Self {

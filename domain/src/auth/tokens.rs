@@ -2,7 +2,6 @@
 //! SHA-256 digests, scoped by role and tenant, revocable.
 
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Actor, Permission, Principal, Role, Scope};
@@ -19,18 +18,7 @@ use crate::{
 const PREFIX: &str = "sgt_";
 const TOUCH_EVERY_MS: i64 = 60_000;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct TokenView {
-    pub id: String,
-    pub name: String,
-    pub role: Role,
-    pub tenant: Option<String>,
-    pub created_by: String,
-    pub created_at: String,
-    pub revoked_at: Option<String>,
-    pub last_used_at: Option<String>,
-}
+pub use views::users::TokenView;
 
 /// A created token: its plaintext is shown exactly once.
 #[derive(Debug)]

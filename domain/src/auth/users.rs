@@ -21,19 +21,7 @@ use crate::{
 pub const MIN_PASSWORD_LEN: usize = 12;
 pub const MAX_PASSWORD_LEN: usize = 256;
 
-/// A user as shown to admins: never the password hash.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct UserView {
-    pub id: String,
-    pub username: String,
-    pub role: Role,
-    /// Tenant slug for clinic admins.
-    pub tenant: Option<String>,
-    pub disabled: bool,
-    pub created_at: String,
-    pub last_login_at: Option<String>,
-}
+pub use views::users::UserView;
 
 /// Input for [`create`].
 #[derive(Debug)]

@@ -9,27 +9,10 @@ use std::collections::BTreeSet;
 
 use migrations::expected::{EXPECTED, Expected, ExpectedKind};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value as DbValue};
-use serde::{Deserialize, Serialize};
 
 use crate::error::DomainResult;
 
-/// One expected constraint as found (or not) in the catalog.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ConstraintRow {
-    pub id: String,
-    pub table: String,
-    /// `unique`, `foreign_key` or `append_only`.
-    pub kind: String,
-    pub columns: Vec<String>,
-    /// `table(col, …)` for foreign keys.
-    pub references: Option<String>,
-    pub guarantees: String,
-    pub present: bool,
-    /// The catalog object that enforces it (constraint, index or trigger
-    /// names), when present.
-    pub enforced_by: Vec<String>,
-}
+pub use views::evidence::ConstraintRow;
 
 /// A uniqueness rule or foreign key as the catalog describes it.
 #[derive(Debug, Default)]

@@ -107,21 +107,7 @@ pub trait Transport: Sync {
     fn faults(&self) -> &DrillFaults;
 }
 
-/// One drill's result, as stored and as `drill run --json` prints it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DrillResult {
-    pub name: String,
-    pub passed: bool,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub observed: Map<String, Value>,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub expected: Map<String, Value>,
-    /// Each check that failed: `<check>: expected <e>, observed <o>`, or
-    /// what went wrong.
-    pub failures: Vec<String>,
-    pub duration_ms: i64,
-}
+pub use views::evidence::DrillResult;
 
 /// Expected next to observed, check by check.
 #[derive(Default)]

@@ -3,7 +3,6 @@
 //! the console can hand out the same files later). Audited.
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
@@ -67,19 +66,7 @@ impl Bundle {
     }
 }
 
-/// An export as listed (no contents).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ExportView {
-    pub digest: String,
-    pub tenant: Option<String>,
-    pub actor: String,
-    pub actor_kind: String,
-    pub via: String,
-    pub created_at: String,
-    pub critical_findings: usize,
-    pub warnings: usize,
-}
+pub use views::evidence::ExportView;
 
 /// Collects, renders, signs and records a bundle.
 pub async fn export(

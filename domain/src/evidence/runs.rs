@@ -6,7 +6,6 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set, sea_query::Expr,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::drills::{self, DRILL_NAMES, DrillResult, Transport};
@@ -23,30 +22,7 @@ use crate::{
 /// A running run that has not moved for this long has lost its runner.
 pub const STALE_MS: i64 = 120_000;
 
-/// A run, as `drill run --json` prints it and `/api/v1/drills/{id}` returns
-/// it (CONTRACT §5): `passed` is null while it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DrillRunView {
-    pub run_id: String,
-    pub passed: Option<bool>,
-    /// `running`, `finished` or `interrupted`.
-    pub status: String,
-    pub actor: String,
-    pub actor_kind: String,
-    pub engine: String,
-    pub version: String,
-    pub schema_version: String,
-    pub started_at: String,
-    pub started_at_ms: i64,
-    pub finished_at: Option<String>,
-    pub finished_at_ms: Option<i64>,
-    /// Drills in a run, and how many have finished.
-    pub total: usize,
-    pub done: usize,
-    pub error: Option<String>,
-    pub drills: Vec<DrillResult>,
-}
+pub use views::evidence::DrillRunView;
 
 fn view(m: drill_run::Model, now: i64) -> DrillRunView {
     let drills: Vec<DrillResult> = serde_json::from_str(&m.results).unwrap_or_default();

@@ -25,18 +25,7 @@ pub const APPROVED: &str = "approved";
 pub const REJECTED: &str = "rejected";
 const MAX_COMMENT: usize = 2000;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SignoffView {
-    pub id: String,
-    pub digest: String,
-    pub tenant: Option<String>,
-    pub decision: String,
-    pub comment: String,
-    pub actor: String,
-    pub actor_kind: String,
-    pub at: String,
-}
+pub use views::evidence::{Difference, SignoffView, SinceApproval};
 
 /// A sign-off as the API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -158,27 +147,6 @@ pub async fn list(
         out.push(view(db, m).await?);
     }
     Ok(out)
-}
-
-/// One difference between the approved bundle and a newer one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Difference {
-    /// `credentials`, `constraints`, `retention` or `retry_policy`.
-    pub section: String,
-    pub subject: String,
-    /// `None`: absent on that side.
-    pub approved: Option<String>,
-    pub now: Option<String>,
-}
-
-/// What changed since the last approved bundle of the same scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SinceApproval {
-    /// The latest approval (`None`: nothing was approved yet).
-    pub approval: Option<SignoffView>,
-    pub differences: Vec<Difference>,
 }
 
 /// Compares `current` with the bundle of the last approval in its scope.

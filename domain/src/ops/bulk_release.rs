@@ -18,7 +18,6 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use sea_orm::{
     ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
@@ -48,49 +47,7 @@ const ROUND: u64 = 50;
 /// Still-failing entries listed in a job's view.
 const FAILURES_SHOWN: u64 = 100;
 
-pub const RUNNING: &str = "running";
-pub const FINISHED: &str = "finished";
-pub const FAILED: &str = "failed";
-/// Shown, never stored: `running` with a stale heartbeat.
-pub const INTERRUPTED: &str = "interrupted";
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BulkReleaseView {
-    pub id: String,
-    /// The filter the entries were selected by (always `open` entries).
-    pub filter: QuarantineFilter,
-    /// Recorded on every released entry and in the audit log.
-    pub reason: String,
-    pub started_by: String,
-    /// `running`, `finished`, `failed` (see `error`) or `interrupted` (the
-    /// runner stopped reporting; resume it).
-    pub status: String,
-    /// Entries snapshotted at the start.
-    pub total: u64,
-    pub processed: u64,
-    pub released: u64,
-    /// Entries whose handler still could not apply; they stay open.
-    pub still_failing: u64,
-    /// Entries someone else released or discarded first.
-    pub already_resolved: u64,
-    pub error: Option<String>,
-    pub started_at: String,
-    pub updated_at: String,
-    pub finished_at: Option<String>,
-    /// Up to 100 still-failing entries and why (only in single-job views).
-    pub failures: Vec<BulkFailure>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct BulkFailure {
-    /// The quarantine entry id.
-    pub id: String,
-    /// The provider's event id.
-    pub event_id: String,
-    pub error: String,
-}
+pub use views::quarantine::{BulkFailure, BulkReleaseView, FAILED, FINISHED, INTERRUPTED, RUNNING};
 
 /// Snapshots the open entries matching `f` and records the job; nothing is
 /// released until a runner picks it up ([`spawn`]).

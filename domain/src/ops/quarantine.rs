@@ -14,7 +14,6 @@ use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     Set, TryInsertResult, sea_query::Expr,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{redact::Redaction, require_reason};
@@ -34,81 +33,12 @@ use crate::{
     vault::Vault,
 };
 
-pub const OPEN: &str = "open";
-pub const RELEASED: &str = "released";
-pub const DISCARDED: &str = "discarded";
+pub use views::quarantine::{
+    DISCARDED, OPEN, QuarantineFilter, QuarantineList, QuarantineView, RELEASED, ReasonCount, RevealedBody,
+};
 
 /// At most this many entries in one listing.
 pub const MAX_BATCH: u64 = 500;
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
-pub struct QuarantineFilter {
-    /// Tenant slug.
-    pub tenant: Option<String>,
-    /// Endpoint slug (needs `tenant`).
-    pub endpoint: Option<String>,
-    pub reason: Option<String>,
-    /// `open` (default), `released`, `discarded` or `all`.
-    pub status: Option<String>,
-    /// Only entries quarantined within the last `1h`, `24h` or `7d`.
-    pub age: Option<String>,
-    /// 1–500, default 100.
-    pub limit: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct QuarantineView {
-    pub id: String,
-    pub tenant: String,
-    pub endpoint: String,
-    pub event_id: String,
-    pub event_type: Option<String>,
-    pub reason: String,
-    /// `open`, `released` or `discarded`.
-    pub status: String,
-    pub quarantined_at: String,
-    pub key_id: Option<String>,
-    pub body_sha256: Option<String>,
-    /// False once body retention has purged it.
-    pub body_stored: bool,
-    pub resolved_at: Option<String>,
-    pub resolved_by: Option<String>,
-    pub resolution_note: Option<String>,
-    pub last_release_error: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ReasonCount {
-    pub reason: String,
-    pub count: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct QuarantineList {
-    /// Entries matching the whole filter (the listing shows at most `limit`).
-    pub total: u64,
-    /// Matching entries by reason, ignoring the reason filter.
-    pub by_reason: Vec<ReasonCount>,
-    pub items: Vec<QuarantineView>,
-}
-
-/// A decrypted body, redacted for display.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RevealedBody {
-    /// Whether the body parsed as JSON. Only a JSON body can be redacted, so
-    /// only a JSON body is shown: for any other, `text` is empty.
-    pub json: bool,
-    /// The redacted JSON, pretty-printed; empty when the body is not JSON.
-    pub text: String,
-    pub redacted_fields: Vec<String>,
-    /// The stored body's size in bytes.
-    pub size_bytes: u64,
-}
 
 fn age_ms(age: &str) -> DomainResult<i64> {
     match age {

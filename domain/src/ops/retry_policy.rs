@@ -15,7 +15,6 @@
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, sea_query::Expr,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::require_reason;
@@ -41,25 +40,7 @@ fn validate(policy: &str) -> DomainResult<&'static str> {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct PolicyVersionView {
-    pub version: i32,
-    pub policy: String,
-    pub actor: String,
-    pub reason: String,
-    pub created_at: String,
-}
-
-/// The current policy and its full history, newest first.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RetryPolicyView {
-    pub tenant: String,
-    pub policy: String,
-    pub version: i32,
-    pub history: Vec<PolicyVersionView>,
-}
+pub use views::retry_policy::{PolicyVersionView, RetryPolicyView};
 
 impl From<version::Model> for PolicyVersionView {
     fn from(v: version::Model) -> Self {

@@ -219,7 +219,7 @@ async fn load(
     else {
         return Ok(None);
     };
-    let scheme = Scheme::parse(&e.scheme)?;
+    let scheme = crate::registry::parse_scheme(&e.scheme)?;
     let replay_keep_ms = match scheme {
         Scheme::Github => retention::effective_dedup_secs(db, &e.id, &e.scheme).await? * 1000,
         _ => 2 * e.tolerance_secs * 1000,

@@ -29,26 +29,11 @@ pub const MAX_TOLERANCE_SECS: i64 = 3600;
 pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
 pub const MAX_MAX_BODY_BYTES: i64 = 10 * 1024 * 1024;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EndpointView {
-    pub id: String,
-    pub tenant: String,
-    pub slug: String,
-    pub scheme: Scheme,
-    pub event_types: Vec<String>,
-    pub tolerance_secs: i64,
-    pub max_body_bytes: i64,
-    pub enabled: bool,
-    pub created_at: String,
-    /// The compound event key for events without an id (envelope fields),
-    /// or `None`: such events are quarantined (`registry::event_key`).
-    pub event_key: Option<Vec<String>>,
-}
+pub use views::registry::EndpointView;
 
 fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
     EndpointView {
-        scheme: Scheme::parse(&e.scheme).unwrap_or(Scheme::StandardWebhooks),
+        scheme: super::parse_scheme(&e.scheme).unwrap_or(Scheme::StandardWebhooks),
         event_types: EventTypes::from_json(&e.event_types).as_slice().to_vec(),
         id: e.id,
         tenant: tenant_slug.to_owned(),

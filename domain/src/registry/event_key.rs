@@ -10,7 +10,6 @@
 //! version (who, when, why), audited, like retention.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -30,27 +29,7 @@ pub const MAX_FIELDS: usize = 5;
 /// A compound id longer than this is replaced by its SHA-256.
 const MAX_ID_CHARS: usize = 200;
 
-/// One decision about an endpoint's compound key.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EventKeyVersionView {
-    pub version: i32,
-    /// The fields, or `None`: events without an id are quarantined.
-    pub fields: Option<Vec<String>>,
-    pub actor: String,
-    pub reason: String,
-    pub created_at: String,
-}
-
-/// An endpoint's compound key now, with its history (newest first).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EventKeyView {
-    pub tenant: String,
-    pub endpoint: String,
-    pub fields: Option<Vec<String>>,
-    pub history: Vec<EventKeyVersionView>,
-}
+pub use views::registry::{EventKeyVersionView, EventKeyView};
 
 /// A field path: `type`, `occurred_at`, `tenant`, or `data.` followed by
 /// one to three names of `[A-Za-z0-9_-]`.

@@ -11,4 +11,4 @@ pub mod keys;
 mod scheme;
 pub mod tenants;
 
-pub use scheme::{EventTypes, Scheme, validate_event_types};
+pub use scheme::{EventTypes, Scheme, parse_scheme, validate_event_types};

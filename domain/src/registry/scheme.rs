@@ -1,58 +1,17 @@
-//! Parsing signature schemes, and event-type sets.
-
-use serde::{Deserialize, Serialize};
+//! Parsing signature schemes and event-type sets from what a person typed.
 
 use crate::error::{DomainError, DomainResult};
 
-pub use crate::crypto::Scheme;
+pub use views::scheme::{ANY_TYPE, EventTypes, Scheme};
 
-impl Scheme {
-    pub fn parse(text: &str) -> DomainResult<Scheme> {
-        Scheme::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
-            DomainError::invalid(
-                "invalid_scheme",
-                format!("scheme must be standard-webhooks, stripe or github, got {text:?}"),
-            )
-        })
-    }
-}
-
-/// A set of event types, sorted and de-duplicated. `["*"]` means any type.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EventTypes(Vec<String>);
-
-pub const ANY_TYPE: &str = "*";
-
-impl EventTypes {
-    pub fn any() -> Self {
-        EventTypes(vec![ANY_TYPE.to_owned()])
-    }
-    pub fn is_any(&self) -> bool {
-        self.0.iter().any(|t| t == ANY_TYPE)
-    }
-    pub fn as_slice(&self) -> &[String] {
-        &self.0
-    }
-    /// Whether an event of type `t` is within this set.
-    pub fn permits(&self, t: &str) -> bool {
-        self.is_any() || self.0.iter().any(|x| x == t)
-    }
-    /// Whether every type in `other` is within this set.
-    pub fn covers(&self, other: &EventTypes) -> bool {
-        self.is_any() || (!other.is_any() && other.0.iter().all(|t| self.permits(t)))
-    }
-    pub fn to_json(&self) -> String {
-        serde_json::Value::from(self.0.clone()).to_string()
-    }
-    /// Reads the stored JSON form; a corrupt value permits nothing.
-    pub fn from_json(text: &str) -> Self {
-        EventTypes(serde_json::from_str(text).unwrap_or_default())
-    }
-    /// Human form: `any event type` or `a, b`.
-    pub fn describe(&self) -> String {
-        if self.is_any() { "any event type".to_owned() } else { self.0.join(", ") }
-    }
+/// A scheme by its name, or a clear error naming the three.
+pub fn parse_scheme(text: &str) -> DomainResult<Scheme> {
+    Scheme::from_name(text).ok_or_else(|| {
+        DomainError::invalid(
+            "invalid_scheme",
+            format!("scheme must be standard-webhooks, stripe or github, got {text:?}"),
+        )
+    })
 }
 
 /// Validates and normalises a list of event types (`*` alone, or names like
@@ -85,7 +44,7 @@ pub fn validate_event_types<S: AsRef<str>>(types: &[S]) -> DomainResult<EventTyp
         return Err(DomainError::invalid("invalid_event_type", "'*' already permits every type; list it alone"));
     }
     out.sort();
-    Ok(EventTypes(out))
+    Ok(EventTypes::from_validated(out))
 }
 
 #[cfg(test)]
@@ -109,8 +68,8 @@ mod tests {
     #[test]
     fn schemes_parse() {
         for s in Scheme::ALL {
-            assert_eq!(Scheme::parse(s.as_str()).unwrap(), s);
+            assert_eq!(parse_scheme(s.as_str()).unwrap(), s);
         }
-        assert!(Scheme::parse("hmac").is_err());
+        assert!(parse_scheme("hmac").is_err());
     }
 }

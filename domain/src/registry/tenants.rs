@@ -15,18 +15,7 @@ use crate::{
     ids,
 };
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct TenantView {
-    pub id: String,
-    pub slug: String,
-    pub name: String,
-    pub notify_url: Option<String>,
-    pub created_at: String,
-    /// `enabled` or `disabled` (new tenants start `disabled`: see
-    /// `ops::retry_policy`).
-    pub retry_policy: String,
-}
+pub use views::registry::TenantView;
 
 impl From<tenant::Model> for TenantView {
     fn from(t: tenant::Model) -> Self {

@@ -6,7 +6,6 @@ use domain::{
     auth::{Principal, Role, tokens, users},
     crypto::Password,
     registry::{
-        Scheme,
         endpoints::{self, NewEndpoint},
         keys::{self, Approval, KeyFilter, ProvisionRequest, ProvisionedKey},
         tenants::{self, NewTenant},
@@ -93,7 +92,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             tolerance_secs,
             max_body_bytes,
         }) => {
-            let scheme = Scheme::parse(&scheme)?;
+            let scheme = domain::registry::parse_scheme(&scheme)?;
             let e = endpoints::create(
                 &db,
                 p,
@@ -224,7 +223,7 @@ async fn send(
         ),
         None => None,
     };
-    let scheme = Scheme::parse(&scheme)?;
+    let scheme = domain::registry::parse_scheme(&scheme)?;
     let secret = domain::crypto::SigningSecret::parse(&secret)
         .ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
     let body = match &file {

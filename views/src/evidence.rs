@@ -1,0 +1,305 @@
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{
+    audit::{BrokenEntry, Checkpoint},
+    retention::HorizonView,
+    retry_policy::PolicyVersionView,
+    stats::ReasonCount,
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Evidence {
+    /// `signet-evidence/1`.
+    pub format: String,
+    pub generated_at: String,
+    pub deployment: Deployment,
+    /// The tenant every section is limited to, if any.
+    pub tenant: Option<String>,
+    pub credentials: Vec<CredentialRow>,
+    /// Who can touch credentials: each role's permissions in the live
+    /// policy and who holds it.
+    pub access: Vec<RoleAccess>,
+    pub constraints: Vec<ConstraintRow>,
+    pub drills: DrillEvidence,
+    pub retention: RetentionEvidence,
+    pub retry_policy: Vec<RetryPolicyEvidence>,
+    pub metrics: MetricsEvidence,
+    pub audit: AuditEvidence,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Deployment {
+    pub version: String,
+    pub engine: String,
+    pub schema_version: String,
+    /// Base64 Ed25519 public key that signs the manifest.
+    pub evidence_public_key: String,
+}
+
+/// One signing key: the credential-to-tenant mapping (never a secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CredentialRow {
+    pub tenant: String,
+    pub endpoint: String,
+    pub key_id: String,
+    pub status: String,
+    pub scheme: String,
+    pub event_types: Vec<String>,
+    pub owner: String,
+    pub rotation_owner: String,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<String>,
+    pub scope_hash: String,
+    /// Whether the current scope is the approved one.
+    pub scope_approved: bool,
+    pub kek_version: i32,
+    pub created_at: String,
+    pub age_days: i64,
+    pub last_verified_at: Option<String>,
+    /// When a retiring key stops being accepted.
+    pub overlap_ends_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Holder {
+    /// `user` or `token`.
+    pub kind: String,
+    pub name: String,
+    pub tenant: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RoleAccess {
+    pub role: String,
+    pub permissions: Vec<String>,
+    /// Enabled users and unrevoked tokens with this role (for a tenant's
+    /// bundle: global roles and that tenant's clinic admins).
+    pub holders: Vec<Holder>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillEvidence {
+    /// The newest finished run.
+    pub latest: Option<DrillRunView>,
+    pub stale: bool,
+    pub stale_reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionRow {
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    pub dedup_secs: i64,
+    pub body_secs: i64,
+    /// The scheme's redelivery horizon now.
+    pub horizon_secs: i64,
+    /// What the purge applies: never less than the horizon.
+    pub effective_dedup_secs: i64,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: String,
+    /// The decision keeps claims at least as long as the horizon.
+    pub guard_holds: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionEvidence {
+    pub horizons: Vec<HorizonView>,
+    pub horizon_history: Vec<HorizonView>,
+    pub endpoints: Vec<RetentionRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetryPolicyEvidence {
+    pub tenant: String,
+    pub policy: String,
+    pub version: i32,
+    pub history: Vec<PolicyVersionView>,
+    /// Who may flip the rollback switch (roles with the permission, and
+    /// their holders).
+    pub may_roll_back: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MetricsEvidence {
+    pub window: String,
+    pub start: String,
+    pub end: String,
+    pub applied: i64,
+    pub duplicate_acks: i64,
+    pub verification_failures: Vec<ReasonCount>,
+    /// Transient failures answered 503 (the transaction rolled back).
+    pub rollbacks: i64,
+    pub quarantined: Vec<ReasonCount>,
+    pub quarantine_open: u64,
+    pub outbox_backlog: u64,
+    pub outbox_oldest_pending_age_secs: Option<i64>,
+    pub outbox_dead: u64,
+}
+
+/// An audit checkpoint signed with the evidence key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignedCheckpoint {
+    #[serde(flatten)]
+    pub checkpoint: Checkpoint,
+    pub public_key: String,
+    pub signature: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AuditEvidence {
+    pub chain_verified: bool,
+    pub entries: i64,
+    pub head_seq: i64,
+    pub head_hash: String,
+    pub keyed_since_seq: Option<i64>,
+    pub first_broken: Option<BrokenEntry>,
+    /// Keep this outside the database: `signet audit verify --checkpoint`
+    /// compares the chain with it later.
+    pub checkpoint: SignedCheckpoint,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Finding {
+    /// `critical` or `warning`.
+    pub severity: String,
+    pub code: String,
+    pub subject: String,
+    pub message: String,
+}
+
+/// A run, as `drill run --json` prints it and `/api/v1/drills/{id}` returns
+/// it (CONTRACT §5): `passed` is null while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillRunView {
+    pub run_id: String,
+    pub passed: Option<bool>,
+    /// `running`, `finished` or `interrupted`.
+    pub status: String,
+    pub actor: String,
+    pub actor_kind: String,
+    pub engine: String,
+    pub version: String,
+    pub schema_version: String,
+    pub started_at: String,
+    pub started_at_ms: i64,
+    pub finished_at: Option<String>,
+    pub finished_at_ms: Option<i64>,
+    /// Drills in a run, and how many have finished.
+    pub total: usize,
+    pub done: usize,
+    pub error: Option<String>,
+    pub drills: Vec<DrillResult>,
+}
+
+/// One drill's result, as stored and as `drill run --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrillResult {
+    pub name: String,
+    pub passed: bool,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub observed: Map<String, Value>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub expected: Map<String, Value>,
+    /// Each check that failed: `<check>: expected <e>, observed <o>`, or
+    /// what went wrong.
+    pub failures: Vec<String>,
+    pub duration_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignoffView {
+    pub id: String,
+    pub digest: String,
+    pub tenant: Option<String>,
+    pub decision: String,
+    pub comment: String,
+    pub actor: String,
+    pub actor_kind: String,
+    pub at: String,
+}
+
+/// One difference between the approved bundle and a newer one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Difference {
+    /// `credentials`, `constraints`, `retention` or `retry_policy`.
+    pub section: String,
+    pub subject: String,
+    /// `None`: absent on that side.
+    pub approved: Option<String>,
+    pub now: Option<String>,
+}
+
+/// What changed since the last approved bundle of the same scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SinceApproval {
+    /// The latest approval (`None`: nothing was approved yet).
+    pub approval: Option<SignoffView>,
+    pub differences: Vec<Difference>,
+}
+
+/// An export as listed (no contents).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ExportView {
+    pub digest: String,
+    pub tenant: Option<String>,
+    pub actor: String,
+    pub actor_kind: String,
+    pub via: String,
+    pub created_at: String,
+    pub critical_findings: usize,
+    pub warnings: usize,
+}
+
+/// One expected constraint as found (or not) in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConstraintRow {
+    pub id: String,
+    pub table: String,
+    /// `unique`, `foreign_key` or `append_only`.
+    pub kind: String,
+    pub columns: Vec<String>,
+    /// `table(col, …)` for foreign keys.
+    pub references: Option<String>,
+    pub guarantees: String,
+    pub present: bool,
+    /// The catalog object that enforces it (constraint, index or trigger
+    /// names), when present.
+    pub enforced_by: Vec<String>,
+}
+
+impl DrillRunView {
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
+impl Evidence {
+    /// Findings of severity `critical`.
+    pub fn critical(&self) -> usize {
+        self.findings.iter().filter(|f| f.severity == "critical").count()
+    }
+}

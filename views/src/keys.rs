@@ -1,0 +1,111 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::scheme::Scheme;
+
+/// Lifecycle state as stored (`expired` is also derived on read from
+/// `retiring` + `expires_at`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum KeyStatus {
+    PendingApproval,
+    Active,
+    Retiring,
+    Expired,
+    Revoked,
+    Rejected,
+}
+
+impl KeyStatus {
+    pub const ALL: [KeyStatus; 6] = [
+        KeyStatus::PendingApproval,
+        KeyStatus::Active,
+        KeyStatus::Retiring,
+        KeyStatus::Expired,
+        KeyStatus::Revoked,
+        KeyStatus::Rejected,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyStatus::PendingApproval => "pending_approval",
+            KeyStatus::Active => "active",
+            KeyStatus::Retiring => "retiring",
+            KeyStatus::Expired => "expired",
+            KeyStatus::Revoked => "revoked",
+            KeyStatus::Rejected => "rejected",
+        }
+    }
+    pub fn parse(text: &str) -> Option<KeyStatus> {
+        KeyStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+    /// States a key can still leave (revocable).
+    pub fn is_live(self) -> bool {
+        matches!(self, KeyStatus::PendingApproval | KeyStatus::Active | KeyStatus::Retiring)
+    }
+}
+
+impl std::fmt::Display for KeyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A key as shown anywhere after creation: never the secret.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyView {
+    pub key_id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: Scheme,
+    pub status: KeyStatus,
+    pub event_types: Vec<String>,
+    /// Whether the current scope is the approved one.
+    pub scope_approved: bool,
+    pub scope_hash: String,
+    pub owner: String,
+    pub rotation_owner: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub activated_at: Option<String>,
+    pub expires_at: Option<String>,
+    /// Unix ms, for countdowns.
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at: Option<String>,
+    pub revoked_reason: Option<String>,
+    pub replaces_key_id: Option<String>,
+    pub overlap_secs: Option<i64>,
+    pub last_verified_at: Option<String>,
+    pub verified_count: i64,
+    /// Verification failures counted under this key (it was named by
+    /// `signet-key-id` or matched, or it was the endpoint's last key to
+    /// verify), and the latest one's time and reason.
+    pub failure_count: i64,
+    pub last_failure_at: Option<String>,
+    pub last_failure_reason: Option<String>,
+}
+
+/// One reviewer decision.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ApprovalView {
+    pub key_id: String,
+    pub decision: String,
+    pub reviewer: String,
+    pub comment: String,
+    pub scope_hash: String,
+    pub scope: Value,
+    pub decided_at: String,
+}
+
+/// A pending key with what the reviewer needs to decide.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReviewItem {
+    pub key: KeyView,
+    pub scope: Value,
+    /// For a rotation: the key it replaces.
+    pub replaces: Option<KeyView>,
+    pub history: Vec<ApprovalView>,
+}

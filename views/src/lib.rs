@@ -1,0 +1,20 @@
+//! What Signet shows: the view types that the admin API, the CLI and the
+//! console share, the role matrix, and the small enums they carry. Plain
+//! data with serde (and OpenAPI schemas behind the `openapi` feature); no
+//! database, no runtime, nothing of ours, so the browser build uses the very
+//! same types the server sends.
+
+pub mod audit;
+pub mod events;
+pub mod evidence;
+pub mod kek;
+pub mod keys;
+pub mod outbox;
+pub mod quarantine;
+pub mod registry;
+pub mod retention;
+pub mod retry_policy;
+pub mod roles;
+pub mod scheme;
+pub mod stats;
+pub mod users;

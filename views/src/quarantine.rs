@@ -1,0 +1,133 @@
+use serde::{Deserialize, Serialize};
+
+pub const OPEN: &str = "open";
+
+pub const RELEASED: &str = "released";
+
+pub const DISCARDED: &str = "discarded";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
+pub struct QuarantineFilter {
+    /// Tenant slug.
+    pub tenant: Option<String>,
+    /// Endpoint slug (needs `tenant`).
+    pub endpoint: Option<String>,
+    pub reason: Option<String>,
+    /// `open` (default), `released`, `discarded` or `all`.
+    pub status: Option<String>,
+    /// Only entries quarantined within the last `1h`, `24h` or `7d`.
+    pub age: Option<String>,
+    /// 1–500, default 100.
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuarantineView {
+    pub id: String,
+    pub tenant: String,
+    pub endpoint: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub reason: String,
+    /// `open`, `released` or `discarded`.
+    pub status: String,
+    pub quarantined_at: String,
+    pub key_id: Option<String>,
+    pub body_sha256: Option<String>,
+    /// False once body retention has purged it.
+    pub body_stored: bool,
+    pub resolved_at: Option<String>,
+    pub resolved_by: Option<String>,
+    pub resolution_note: Option<String>,
+    pub last_release_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReasonCount {
+    pub reason: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuarantineList {
+    /// Entries matching the whole filter (the listing shows at most `limit`).
+    pub total: u64,
+    /// Matching entries by reason, ignoring the reason filter.
+    pub by_reason: Vec<ReasonCount>,
+    pub items: Vec<QuarantineView>,
+}
+
+/// A decrypted body, redacted for display.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RevealedBody {
+    /// Whether the body parsed as JSON. Only a JSON body can be redacted, so
+    /// only a JSON body is shown: for any other, `text` is empty.
+    pub json: bool,
+    /// The redacted JSON, pretty-printed; empty when the body is not JSON.
+    pub text: String,
+    pub redacted_fields: Vec<String>,
+    /// The stored body's size in bytes.
+    pub size_bytes: u64,
+}
+
+pub const RUNNING: &str = "running";
+
+pub const FINISHED: &str = "finished";
+
+pub const FAILED: &str = "failed";
+
+/// Shown, never stored: `running` with a stale heartbeat.
+pub const INTERRUPTED: &str = "interrupted";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkReleaseView {
+    pub id: String,
+    /// The filter the entries were selected by (always `open` entries).
+    pub filter: QuarantineFilter,
+    /// Recorded on every released entry and in the audit log.
+    pub reason: String,
+    pub started_by: String,
+    /// `running`, `finished`, `failed` (see `error`) or `interrupted` (the
+    /// runner stopped reporting; resume it).
+    pub status: String,
+    /// Entries snapshotted at the start.
+    pub total: u64,
+    pub processed: u64,
+    pub released: u64,
+    /// Entries whose handler still could not apply; they stay open.
+    pub still_failing: u64,
+    /// Entries someone else released or discarded first.
+    pub already_resolved: u64,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+    /// Up to 100 still-failing entries and why (only in single-job views).
+    pub failures: Vec<BulkFailure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkFailure {
+    /// The quarantine entry id.
+    pub id: String,
+    /// The provider's event id.
+    pub event_id: String,
+    pub error: String,
+}
+
+impl BulkReleaseView {
+    pub fn is_running(&self) -> bool {
+        self.status == RUNNING
+    }
+    /// Progress in whole percent (0–100).
+    pub fn percent(&self) -> u64 {
+        (self.processed * 100).checked_div(self.total).unwrap_or(100).min(100)
+    }
+}

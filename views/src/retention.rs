@@ -1,0 +1,63 @@
+use serde::{Deserialize, Serialize};
+
+/// One version of a scheme's redelivery horizon.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HorizonView {
+    pub scheme: String,
+    pub horizon_secs: i64,
+    pub version: i32,
+    pub actor: String,
+    pub reason: String,
+    pub created_at: String,
+    /// Where the value comes from (the sender's published retry schedule),
+    /// when recorded.
+    pub source: Option<String>,
+}
+
+/// One retention decision for an endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionVersionView {
+    pub version: i32,
+    pub dedup_secs: i64,
+    pub body_secs: i64,
+    /// The scheme's horizon when this decision was made.
+    pub horizon_secs: i64,
+    pub actor: String,
+    pub reason: String,
+    pub created_at: String,
+}
+
+/// An endpoint's retention as the purge applies it, with its history
+/// (newest first; empty in the overview).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionView {
+    pub tenant: String,
+    pub endpoint: String,
+    pub scheme: String,
+    /// The current decision.
+    pub current: RetentionVersionView,
+    /// The scheme's horizon now.
+    pub horizon_secs: i64,
+    /// What the purge uses: never less than the current horizon.
+    pub effective_dedup_secs: i64,
+    /// The decision keeps claims for less than the scheme's horizon now (the
+    /// horizon was raised since): the purge keeps them for the horizon
+    /// anyway, but the decision on record should be raised, by a person.
+    pub below_horizon: bool,
+    pub history: Vec<RetentionVersionView>,
+}
+
+/// Every visible endpoint's retention and every scheme's horizon: the
+/// retention part of the evidence export.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionOverview {
+    /// Current horizon per scheme.
+    pub horizons: Vec<HorizonView>,
+    /// Every horizon version, newest first.
+    pub horizon_history: Vec<HorizonView>,
+    pub endpoints: Vec<RetentionView>,
+}

@@ -1,6 +1,7 @@
-//! What crosses to the browser. Never a secret (except the one-time reveal),
-//! never a password hash. Server-side conversions from domain views live in
-//! `ssr::convert`.
+//! What crosses to the browser: the `views` crate's types (re-exported here,
+//! so pages import from one place; the API sends the very same) and the
+//! console's own compositions of them. Never a secret (except the one-time
+//! reveal), never a password hash.
 
 use serde::{Deserialize, Serialize};
 pub use views::evidence::{
@@ -9,7 +10,6 @@ pub use views::evidence::{
     SinceApproval,
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
-pub use views::outbox::OutboxView;
 pub use views::quarantine::{
     BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
 };
@@ -18,213 +18,99 @@ pub use views::stats::{
     FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,
     StatsView,
 };
+pub use views::{
+    audit::AuditView,
+    keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
+    outbox::OutboxView,
+    registry::{EndpointView, TenantView},
+    retention::{HorizonView, RetentionOverview, RetentionView, human},
+    roles::{Permission, Role, role_allows},
+    scheme::Scheme,
+    users::UserView,
+};
 
 /// The signed-in user, for navigation and for hiding actions the role lacks
 /// (hiding is cosmetic: every server function authorizes on its own).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Me {
     pub username: String,
-    /// `admin`, `reviewer`, `clinic-admin` or `oncall`.
-    pub role: String,
-    pub role_label: String,
+    pub role: Role,
     /// Clinic admins: their tenant's slug.
     pub tenant: Option<String>,
 }
 
 impl Me {
+    /// What the role matrix allows this user (hiding only; the server
+    /// authorizes every call).
+    pub fn may(&self, permission: Permission) -> bool {
+        role_allows(self.role, permission)
+    }
     pub fn is_admin(&self) -> bool {
-        self.role == "admin"
+        self.role == Role::Admin
     }
     pub fn can_review(&self) -> bool {
-        matches!(self.role.as_str(), "admin" | "reviewer")
+        self.may(Permission::ReviewKeys)
     }
     /// On-call engineers and admins release, discard and read bodies.
     pub fn can_triage(&self) -> bool {
-        matches!(self.role.as_str(), "admin" | "oncall")
+        self.may(Permission::TriageEvents)
     }
     /// Everyone but on-call reads sign-off evidence and runs drills.
     pub fn can_read_evidence(&self) -> bool {
-        self.role != "oncall"
+        self.may(Permission::ExportEvidence)
     }
+    /// Admins anywhere; clinic admins in their own tenant.
     pub fn can_manage_tenant(&self, slug: &str) -> bool {
-        self.is_admin() || (self.role == "clinic-admin" && self.tenant.as_deref() == Some(slug))
+        self.may(Permission::ManageKeys) && (!self.role.is_tenant_bound() || self.tenant.as_deref() == Some(slug))
     }
 }
 
+/// A tenant with the counts the tenant list shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TenantDto {
-    pub slug: String,
-    pub name: String,
-    pub notify_url: Option<String>,
-    pub created_at: String,
+pub struct TenantSummary {
+    pub tenant: TenantView,
     pub endpoint_count: usize,
     pub active_keys: usize,
     pub pending_keys: usize,
 }
 
+/// An endpoint with its keys.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EndpointDto {
-    pub slug: String,
-    pub scheme: String,
-    /// `["*"]` means any type.
-    pub event_types: Vec<String>,
-    pub tolerance_secs: i64,
-    pub max_body_bytes: i64,
-    pub enabled: bool,
-    pub created_at: String,
-    /// Envelope fields that identify an event without an id; `None`: such
-    /// events are quarantined.
-    pub event_key: Option<Vec<String>>,
-    pub keys: Vec<KeyDto>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct KeyDto {
-    pub key_id: String,
-    pub tenant: String,
-    pub endpoint: String,
-    pub scheme: String,
-    /// `pending_approval`, `active`, `retiring`, `expired`, `revoked`, `rejected`.
-    pub status: String,
-    pub event_types: Vec<String>,
-    pub scope_approved: bool,
-    pub owner: String,
-    pub rotation_owner: String,
-    pub created_by: String,
-    pub created_at: String,
-    pub activated_at: Option<String>,
-    pub expires_at: Option<String>,
-    pub expires_at_ms: Option<i64>,
-    pub revoked_at: Option<String>,
-    pub revoked_reason: Option<String>,
-    pub replaces_key_id: Option<String>,
-    pub last_verified_at: Option<String>,
-    pub verified_count: i64,
-    pub failure_count: i64,
-    pub last_failure_at: Option<String>,
-    pub last_failure_reason: Option<String>,
+pub struct EndpointKeys {
+    pub endpoint: EndpointView,
+    pub keys: Vec<KeyView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TenantOverview {
-    pub tenant: TenantDto,
-    pub endpoints: Vec<EndpointDto>,
+    pub tenant: TenantSummary,
+    pub endpoints: Vec<EndpointKeys>,
     /// Whether the viewer may create endpoints and manage keys here.
     pub can_manage: bool,
     /// Server time (unix ms) when this was read, for countdowns.
     pub now_ms: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalDto {
-    pub key_id: String,
-    pub decision: String,
-    pub reviewer: String,
-    pub comment: String,
-    pub scope_hash: String,
-    pub tenant: String,
-    pub endpoint: String,
-    pub scheme: String,
-    pub event_types: Vec<String>,
-    pub decided_at: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReviewItemDto {
-    pub key: KeyDto,
-    /// For a rotation: the key being replaced.
-    pub replaces: Option<KeyDto>,
-    pub history: Vec<ApprovalDto>,
-}
-
 /// A secret being shown for the first and only time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RevealDto {
-    pub key: KeyDto,
+    pub key: KeyView,
     pub secret: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct UserDto {
-    pub username: String,
-    pub role: String,
-    pub role_label: String,
-    pub tenant: Option<String>,
-    pub disabled: bool,
-    pub created_at: String,
-    pub last_login_at: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AuditDto {
-    pub seq: i64,
-    pub at: String,
-    pub actor: String,
-    pub actor_kind: String,
-    pub action: String,
-    pub target_kind: String,
-    pub target_id: String,
-    pub tenant: Option<String>,
-    pub before: Option<String>,
-    pub after: Option<String>,
-    pub hash: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditPage {
-    pub entries: Vec<AuditDto>,
+    pub entries: Vec<AuditRow>,
     /// Pass as `before_seq` for the next (older) page.
     pub next_before: Option<i64>,
     pub chain_ok: Option<bool>,
 }
 
-/// Role choices for forms.
-pub const ROLES: [(&str, &str); 4] = [
-    ("admin", "Administrator"),
-    ("reviewer", "Security reviewer"),
-    ("clinic-admin", "Clinic admin"),
-    ("oncall", "On-call engineer"),
-];
-
-pub const SCHEMES: [&str; 3] = ["standard-webhooks", "stripe", "github"];
-
-/// A scheme's redelivery horizon (durations already worded for people).
+/// An audit entry with its tenant's slug (the entry names the tenant by id).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HorizonDto {
-    pub scheme: String,
-    pub horizon: String,
-    pub version: i32,
-    pub actor: String,
-    pub reason: String,
-    pub created_at: String,
-    /// Where the value comes from (the sender's published schedule).
-    pub source: Option<String>,
-}
-
-/// One endpoint's current retention decision.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RetentionDto {
-    pub tenant: String,
-    pub endpoint: String,
-    pub scheme: String,
-    /// What the purge applies: the decision, floored by the horizon.
-    pub claims: String,
-    pub claims_decided: String,
-    pub horizon: String,
-    /// The decision is below the horizon (raised since): flagged, not
-    /// changed silently.
-    pub below_horizon: bool,
-    pub bodies: String,
-    pub version: i32,
-    pub actor: String,
-    pub reason: String,
-    pub created_at: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RetentionOverviewDto {
-    pub horizons: Vec<HorizonDto>,
-    pub endpoints: Vec<RetentionDto>,
+pub struct AuditRow {
+    pub entry: AuditView,
+    pub tenant: Option<String>,
 }
 
 /// The latest exported bundle of a scope.

@@ -196,6 +196,17 @@ pub async fn principal() -> Result<Principal, AppError> {
     maybe_principal().await?.ok_or_else(|| to_app_error(DomainError::Unauthenticated))
 }
 
+/// The server state and the signed-in principal: what nearly every server
+/// function starts with.
+pub async fn request() -> Result<(AppState, Principal), AppError> {
+    Ok((state()?, principal().await?))
+}
+
+/// [`request`] for a server function a page polls (see [`polled_principal`]).
+pub async fn polled_request(auto: Option<bool>) -> Result<(AppState, Principal), AppError> {
+    Ok((state()?, polled_principal(auto).await?))
+}
+
 /// [`principal`] for a server function a page polls: with `auto` set (the
 /// page's own refresh, not the person) the request does not keep an idle
 /// session alive.
@@ -324,131 +335,6 @@ pub fn set_session_cookie(token: Option<&str>, secure: bool, max_age_secs: i64) 
     }
 }
 
-pub mod convert {
-    //! Domain views → browser DTOs.
-
-    use domain::{
-        audit::AuditView,
-        auth::users::UserView,
-        registry::keys::{ApprovalView, KeyView},
-    };
-
-    use crate::dto;
-
-    pub fn retention(o: domain::ops::retention::RetentionOverview) -> dto::RetentionOverviewDto {
-        use domain::ops::retention::human;
-        dto::RetentionOverviewDto {
-            horizons: o
-                .horizons
-                .into_iter()
-                .map(|h| dto::HorizonDto {
-                    scheme: h.scheme,
-                    horizon: human(h.horizon_secs),
-                    version: h.version,
-                    actor: h.actor,
-                    reason: h.reason,
-                    created_at: h.created_at,
-                    source: h.source,
-                })
-                .collect(),
-            endpoints: o
-                .endpoints
-                .into_iter()
-                .map(|e| dto::RetentionDto {
-                    tenant: e.tenant,
-                    endpoint: e.endpoint,
-                    scheme: e.scheme,
-                    claims: human(e.effective_dedup_secs),
-                    claims_decided: human(e.current.dedup_secs),
-                    horizon: human(e.horizon_secs),
-                    below_horizon: e.below_horizon,
-                    bodies: human(e.current.body_secs),
-                    version: e.current.version,
-                    actor: e.current.actor,
-                    reason: e.current.reason,
-                    created_at: e.current.created_at,
-                })
-                .collect(),
-        }
-    }
-
-    pub fn key(k: KeyView) -> dto::KeyDto {
-        dto::KeyDto {
-            key_id: k.key_id,
-            tenant: k.tenant,
-            endpoint: k.endpoint,
-            scheme: k.scheme.as_str().to_owned(),
-            status: k.status.as_str().to_owned(),
-            event_types: k.event_types,
-            scope_approved: k.scope_approved,
-            owner: k.owner,
-            rotation_owner: k.rotation_owner,
-            created_by: k.created_by,
-            created_at: k.created_at,
-            activated_at: k.activated_at,
-            expires_at: k.expires_at,
-            expires_at_ms: k.expires_at_ms,
-            revoked_at: k.revoked_at,
-            revoked_reason: k.revoked_reason,
-            replaces_key_id: k.replaces_key_id,
-            last_verified_at: k.last_verified_at,
-            verified_count: k.verified_count,
-            failure_count: k.failure_count,
-            last_failure_at: k.last_failure_at,
-            last_failure_reason: k.last_failure_reason,
-        }
-    }
-
-    pub fn approval(a: ApprovalView) -> dto::ApprovalDto {
-        let s = |f: &str| a.scope.get(f).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
-        dto::ApprovalDto {
-            tenant: s("tenant"),
-            endpoint: s("endpoint"),
-            scheme: s("scheme"),
-            event_types: a
-                .scope
-                .get("event_types")
-                .and_then(|v| v.as_array())
-                .map(|xs| xs.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
-                .unwrap_or_default(),
-            key_id: a.key_id,
-            decision: a.decision,
-            reviewer: a.reviewer,
-            comment: a.comment,
-            scope_hash: a.scope_hash,
-            decided_at: a.decided_at,
-        }
-    }
-
-    pub fn user(u: UserView) -> dto::UserDto {
-        dto::UserDto {
-            username: u.username,
-            role: u.role.as_str().to_owned(),
-            role_label: u.role.label().to_owned(),
-            tenant: u.tenant,
-            disabled: u.disabled,
-            created_at: u.created_at,
-            last_login_at: u.last_login_at,
-        }
-    }
-
-    pub fn audit(e: AuditView, tenant_slug: Option<String>) -> dto::AuditDto {
-        dto::AuditDto {
-            seq: e.seq,
-            at: e.at,
-            actor: e.actor,
-            actor_kind: e.actor_kind,
-            action: e.action,
-            target_kind: e.target_kind,
-            target_id: e.target_id,
-            tenant: tenant_slug,
-            before: e.before.map(|v| v.to_string()),
-            after: e.after.map(|v| v.to_string()),
-            hash: e.hash,
-        }
-    }
-}
-
 /// The DTO for the signed-in principal.
 pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
     let st = state()?;
@@ -461,12 +347,7 @@ pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
             .map(|t| t.slug),
         None => None,
     };
-    Ok(dto::Me {
-        username: p.actor.name().to_owned(),
-        role: p.role.as_str().to_owned(),
-        role_label: p.role.label().to_owned(),
-        tenant,
-    })
+    Ok(dto::Me { username: p.actor.name().to_owned(), role: p.role, tenant })
 }
 
 /// A strict Content-Security-Policy for rendered pages: scripts run only

@@ -109,3 +109,19 @@ pub struct ReviewItem {
     pub replaces: Option<KeyView>,
     pub history: Vec<ApprovalView>,
 }
+
+impl ApprovalView {
+    /// A text field of the approved scope (`tenant`, `endpoint`, `scheme`);
+    /// empty when absent.
+    pub fn scope_text(&self, field: &str) -> &str {
+        self.scope.get(field).and_then(Value::as_str).unwrap_or_default()
+    }
+    /// The approved scope's event types.
+    pub fn scope_event_types(&self) -> Vec<String> {
+        self.scope
+            .get("event_types")
+            .and_then(Value::as_array)
+            .map(|xs| xs.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,5 +1,8 @@
 use serde::{Deserialize, Serialize};
 
+const HOUR: i64 = 3_600;
+const DAY: i64 = 86_400;
+
 /// One version of a scheme's redelivery horizon.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -60,4 +63,16 @@ pub struct RetentionOverview {
     /// Every horizon version, newest first.
     pub horizon_history: Vec<HorizonView>,
     pub endpoints: Vec<RetentionView>,
+}
+
+/// "30 d", "1 d 3 h", "90 min": for error messages and the UI.
+pub fn human(secs: i64) -> String {
+    let (d, h, m) = (secs / DAY, secs % DAY / HOUR, secs % HOUR / 60);
+    match (d, h, m) {
+        (0, 0, m) => format!("{m} min"),
+        (0, h, 0) => format!("{h} h"),
+        (d, 0, 0) => format!("{d} d"),
+        (0, h, m) => format!("{h} h {m} min"),
+        (d, h, _) => format!("{d} d {h} h"),
+    }
 }

@@ -18,9 +18,8 @@ pub async fn audit_log(
     use crate::ssr;
     use domain::{audit, registry::tenants};
     const PAGE: u64 = 50;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let visible = tenants::list(&st.db, &p).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let visible = tenants::list(&st.db, &p).await?;
     let tenant_id = match tenant.as_deref().filter(|t| !t.is_empty()) {
         Some(slug) => Some(
             visible
@@ -40,13 +39,14 @@ pub async fn audit_log(
     }
     .map(|d: i64| domain::clock::now_ms() - d);
     let filter = audit::AuditFilter { actor, action, tenant_id, since: since_ms, before_seq, limit: Some(PAGE) };
-    let entries = audit::list(&st.db, &p, &filter).await.map_err(ssr::to_app_error)?;
+    let entries = audit::list(&st.db, &p, &filter).await?;
     let next_before = (entries.len() as u64 == PAGE).then(|| entries.last().map(|e| e.seq)).flatten();
     let entries = entries
         .into_iter()
         .map(|e| {
-            let slug = e.tenant_id.as_ref().and_then(|id| visible.iter().find(|t| &t.id == id)).map(|t| t.slug.clone());
-            ssr::convert::audit(e, slug)
+            let tenant =
+                e.tenant_id.as_ref().and_then(|id| visible.iter().find(|t| &t.id == id)).map(|t| t.slug.clone());
+            crate::dto::AuditRow { entry: e, tenant }
         })
         .collect();
     // Chain verification reads the whole log: only on the unfiltered first
@@ -56,7 +56,7 @@ pub async fn audit_log(
         && filter.tenant_id.is_none()
         && filter.since.is_none();
     let chain_ok = if p.tenant_id.is_none() && before_seq.is_none() && unfiltered {
-        Some(audit::verify_chain(&st.db).await.map_err(ssr::to_app_error)?.ok)
+        Some(audit::verify_chain(&st.db).await?.ok)
     } else {
         None
     };

@@ -21,17 +21,14 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     };
 
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let tenant = scope(tenant);
-    let run_list = runs::list(&st.db, &p, 10).await.map_err(ssr::to_app_error)?;
-    let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await.map_err(ssr::to_app_error)?;
+    let run_list = runs::list(&st.db, &p, 10).await?;
+    let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await?;
     let (bundle, since) = match exports.first() {
         Some(latest) => {
-            let b = export::stored(&st.db, &p, &latest.digest).await.map_err(ssr::to_app_error)?;
-            let since = signoff::since_last_approval(&st.db, &p, tenant.as_deref(), &b.evidence)
-                .await
-                .map_err(ssr::to_app_error)?;
+            let b = export::stored(&st.db, &p, &latest.digest).await?;
+            let since = signoff::since_last_approval(&st.db, &p, tenant.as_deref(), &b.evidence).await?;
             let dto = crate::dto::BundleDto {
                 digest: b.digest.clone(),
                 actor: latest.actor.clone(),
@@ -43,18 +40,13 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
         }
         None => (None, None),
     };
-    let signoffs = signoff::list(&st.db, &p, tenant.as_deref(), 50).await.map_err(ssr::to_app_error)?;
+    let signoffs = signoff::list(&st.db, &p, tenant.as_deref(), 50).await?;
     let tenants = if p.tenant_filter().is_none() {
-        domain::registry::tenants::list(&st.db, &p)
-            .await
-            .map_err(ssr::to_app_error)?
-            .into_iter()
-            .map(|t| t.slug)
-            .collect()
+        domain::registry::tenants::list(&st.db, &p).await?.into_iter().map(|t| t.slug).collect()
     } else {
         Vec::new()
     };
-    let signer = domain::service_keys::evidence_signer(&st.db, &st.vault).await.map_err(ssr::to_app_error)?;
+    let signer = domain::service_keys::evidence_signer(&st.db, &st.vault).await?;
     let public_key = signer.public_key_base64();
     Ok(EvidencePageDto {
         tenant: tenant.or_else(|| bundle.as_ref().and_then(|b| b.evidence.tenant.clone())),
@@ -73,18 +65,16 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
 #[server(prefix = "/fn", endpoint = "drill_run", input = GetUrl)]
 pub async fn drill_run(run_id: String, auto: Option<bool>) -> Result<DrillRunView, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::polled_principal(auto).await?;
-    domain::evidence::runs::get(&st.db, &p, &run_id).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::polled_request(auto).await?;
+    Ok(domain::evidence::runs::get(&st.db, &p, &run_id).await?)
 }
 
 /// Starts a drill run in the background; the page then shows its progress.
 #[server(prefix = "/fn", endpoint = "start_drills")]
 pub async fn start_drills(tenant: Option<String>) -> Result<(), AppError> {
     use crate::{components::format::with_query, ssr};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let run = domain::evidence::runs::start(&st.db, &p).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let run = domain::evidence::runs::start(&st.db, &p).await?;
     st.drills.spawn(p, run.run_id.clone());
     leptos_axum::redirect(&with_query(
         "/evidence",
@@ -97,8 +87,7 @@ pub async fn start_drills(tenant: Option<String>) -> Result<(), AppError> {
 #[server(prefix = "/fn", endpoint = "export_evidence")]
 pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
     use crate::{components::format::with_query, ssr};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let tenant = scope(tenant);
     let b = domain::evidence::export::export(
         &st.db,
@@ -107,8 +96,7 @@ pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
         tenant.as_deref(),
         domain::evidence::export::Via::Console,
     )
-    .await
-    .map_err(ssr::to_app_error)?;
+    .await?;
     leptos_axum::redirect(&with_query(
         "/evidence",
         &[("tenant", tenant.as_deref().unwrap_or("")), ("exported", &b.digest)],
@@ -125,15 +113,13 @@ pub async fn sign_off_evidence(
     comment: String,
 ) -> Result<(), AppError> {
     use crate::{components::format::with_query, ssr};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let s = domain::evidence::signoff::sign_off(
         &st.db,
         &p,
         &domain::evidence::signoff::NewSignoff { digest, decision, comment },
     )
-    .await
-    .map_err(ssr::to_app_error)?;
+    .await?;
     leptos_axum::redirect(&with_query(
         "/evidence",
         &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", &s.decision)],

@@ -13,10 +13,9 @@ use super::AppError;
 pub async fn kek_overview(auto: Option<bool>) -> Result<views::kek::KekOverview, AppError> {
     use crate::ssr;
     use domain::kek::Counting;
-    let st = ssr::state()?;
-    let p = ssr::polled_principal(auto).await?;
+    let (st, p) = ssr::polled_request(auto).await?;
     let counting = if auto == Some(true) { Counting::NotWhileRewrapping } else { Counting::Always };
-    domain::kek::overview(&st.db, &p, counting).await.map_err(ssr::to_app_error)
+    Ok(domain::kek::overview(&st.db, &p, counting).await?)
 }
 
 /// Adds a version (or resumes resealing under the newest) and starts the
@@ -24,9 +23,8 @@ pub async fn kek_overview(auto: Option<bool>) -> Result<views::kek::KekOverview,
 #[server(prefix = "/fn", endpoint = "rotate_kek")]
 pub async fn rotate_kek() -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let rotation = domain::kek::rotate(&st.db, &st.vault, &p).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let rotation = domain::kek::rotate(&st.db, &st.vault, &p).await?;
     domain::kek::spawn(st.db.clone(), st.vault.clone(), rotation.rewrap.id);
     leptos_axum::redirect("/kek");
     Ok(())
@@ -37,9 +35,8 @@ pub async fn rotate_kek() -> Result<(), AppError> {
 #[server(prefix = "/fn", endpoint = "start_rewrap")]
 pub async fn start_rewrap() -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let job = domain::kek::start_rewrap(&st.db, &st.vault, &p).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let job = domain::kek::start_rewrap(&st.db, &st.vault, &p).await?;
     domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id);
     leptos_axum::redirect("/kek");
     Ok(())
@@ -48,9 +45,8 @@ pub async fn start_rewrap() -> Result<(), AppError> {
 #[server(prefix = "/fn", endpoint = "resume_rewrap")]
 pub async fn resume_rewrap(id: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let job = domain::kek::resume(&st.db, &p, &id).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let job = domain::kek::resume(&st.db, &p, &id).await?;
     domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id);
     leptos_axum::redirect("/kek");
     Ok(())
@@ -59,9 +55,8 @@ pub async fn resume_rewrap(id: String) -> Result<(), AppError> {
 #[server(prefix = "/fn", endpoint = "retire_kek")]
 pub async fn retire_kek(version: u32) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::kek::retire(&st.db, &st.vault, &p, version).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::kek::retire(&st.db, &st.vault, &p, version).await?;
     leptos_axum::redirect(&format!("/kek?retired={version}"));
     Ok(())
 }

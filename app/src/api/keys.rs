@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{KeyDto, RevealDto};
+use crate::dto::{KeyView, RevealDto};
 
 #[cfg(feature = "ssr")]
 fn approval_for(
@@ -50,8 +50,7 @@ pub async fn provision_key(
     use super::split_list;
     use crate::ssr;
     use domain::registry::keys::{self, ProvisionRequest};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let nonempty = |s: Option<String>| s.map(|x| x.trim().to_owned()).filter(|x| !x.is_empty());
     let req = ProvisionRequest {
         owner: nonempty(owner),
@@ -59,8 +58,7 @@ pub async fn provision_key(
         event_types: event_types.as_deref().map(split_list).filter(|l| !l.is_empty()),
     };
     let approval = approval_for(&p, &approve_as, "provisioning");
-    let created =
-        keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await.map_err(ssr::to_app_error)?;
+    let created = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await?;
     redirect_to_reveal(&st, &created.key.key_id, created.secret)
 }
 
@@ -74,8 +72,7 @@ pub async fn rotate_key(
 ) -> Result<(), AppError> {
     use crate::ssr;
     use domain::registry::keys;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let overlap = match overlap_hours.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => None,
         Some(h) => Some(
@@ -87,27 +84,24 @@ pub async fn rotate_key(
         ),
     };
     let approval = approval_for(&p, &approve_as, "rotation");
-    let created = keys::rotate(&st.db, &st.vault, &p, &key_id, overlap, approval).await.map_err(ssr::to_app_error)?;
+    let created = keys::rotate(&st.db, &st.vault, &p, &key_id, overlap, approval).await?;
     redirect_to_reveal(&st, &created.key.key_id, created.secret)
 }
 
 #[server(prefix = "/fn", endpoint = "revoke_key")]
 pub async fn revoke_key(key_id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let k = domain::registry::keys::revoke(&st.db, &p, &key_id, &reason).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let k = domain::registry::keys::revoke(&st.db, &p, &key_id, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{}?revoked={}", k.tenant, k.key_id));
     Ok(())
 }
 
 #[server(prefix = "/fn", endpoint = "get_key", input = GetUrl)]
-pub async fn get_key(key_id: String) -> Result<KeyDto, AppError> {
+pub async fn get_key(key_id: String) -> Result<KeyView, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let k = domain::registry::keys::get(&st.db, &p, &key_id).await.map_err(ssr::to_app_error)?;
-    Ok(ssr::convert::key(k))
+    let (st, p) = ssr::request().await?;
+    Ok(domain::registry::keys::get(&st.db, &p, &key_id).await?)
 }
 
 /// Returns a new key's secret exactly once. POST because it consumes it.
@@ -115,14 +109,11 @@ pub async fn get_key(key_id: String) -> Result<KeyDto, AppError> {
 #[server(prefix = "/fn", endpoint = "reveal_secret")]
 pub async fn reveal_secret(key_id: String, reveal: String) -> Result<Option<RevealDto>, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let k = domain::registry::keys::get(&st.db, &p, &key_id).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let k = domain::registry::keys::get(&st.db, &p, &key_id).await?;
     let Some(token) = ssr::session_token() else { return Ok(None) };
     match st.reveals.take(&token, &reveal) {
-        Some((id, secret)) if id == key_id => {
-            Ok(Some(RevealDto { key: ssr::convert::key(k), secret: secret.expose().to_owned() }))
-        }
+        Some((id, secret)) if id == key_id => Ok(Some(RevealDto { key: k, secret: secret.expose().to_owned() })),
         _ => Ok(None),
     }
 }

@@ -26,19 +26,15 @@ pub async fn list_quarantine(
     age: Option<String>,
 ) -> Result<QuarantineList, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age))
-        .await
-        .map_err(ssr::to_app_error)
+    let (st, p) = ssr::request().await?;
+    Ok(domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age)).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "quarantine_detail", input = GetUrl)]
 pub async fn quarantine_detail(id: String) -> Result<QuarantineView, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::quarantine::get(&st.db, &p, &id).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::request().await?;
+    Ok(domain::ops::quarantine::get(&st.db, &p, &id).await?)
 }
 
 /// Decrypts the body for display (on-call and admin only). POST: every
@@ -46,17 +42,15 @@ pub async fn quarantine_detail(id: String) -> Result<QuarantineView, AppError> {
 #[server(prefix = "/fn", endpoint = "reveal_quarantine_body")]
 pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBody, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::request().await?;
+    Ok(domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "release_quarantine")]
 pub async fn release_quarantine(id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::quarantine::release(&st.db, &st.vault, &p, &id, &reason).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::ops::quarantine::release(&st.db, &st.vault, &p, &id, &reason).await?;
     leptos_axum::redirect(&format!("/quarantine/{id}?done=released"));
     Ok(())
 }
@@ -64,9 +58,8 @@ pub async fn release_quarantine(id: String, reason: String) -> Result<(), AppErr
 #[server(prefix = "/fn", endpoint = "discard_quarantine")]
 pub async fn discard_quarantine(id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::quarantine::discard(&st.db, &p, &id, &reason).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::ops::quarantine::discard(&st.db, &p, &id, &reason).await?;
     leptos_axum::redirect(&format!("/quarantine/{id}?done=discarded"));
     Ok(())
 }
@@ -84,10 +77,9 @@ pub async fn start_bulk_release(
     use domain::ops::bulk_release;
 
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let f = filter(tenant, endpoint, reason_filter, None, age);
-    let job = bulk_release::start(&st.db, &p, &f, &reason).await.map_err(ssr::to_app_error)?;
+    let job = bulk_release::start(&st.db, &p, &f, &reason).await?;
     bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone(), &st.faults);
     leptos_axum::redirect(&format!("/quarantine/bulk/{}", job.id));
     Ok(())
@@ -97,28 +89,23 @@ pub async fn start_bulk_release(
 #[server(prefix = "/fn", endpoint = "bulk_release", input = GetUrl)]
 pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseView, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::polled_principal(auto).await?;
-    domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::polled_request(auto).await?;
+    Ok(domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?)
 }
 
 /// The latest few bulk releases the caller may see, newest first.
 #[server(prefix = "/fn", endpoint = "recent_bulk_releases", input = GetUrl)]
 pub async fn recent_bulk_releases() -> Result<Vec<BulkReleaseView>, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::request().await?;
+    Ok(domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "resume_bulk_release")]
 pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms, &st.faults)
-        .await
-        .map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::ops::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms, &st.faults).await?;
     leptos_axum::redirect(&format!("/quarantine/bulk/{id}"));
     Ok(())
 }
@@ -126,17 +113,15 @@ pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
 #[server(prefix = "/fn", endpoint = "retry_policy", input = GetUrl)]
 pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::retry_policy::get(&st.db, &p, &tenant).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::request().await?;
+    Ok(domain::ops::retry_policy::get(&st.db, &p, &tenant).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "set_retry_policy")]
 pub async fn set_retry_policy(tenant: String, policy: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::retry_policy::set(&st.db, &p, &tenant, &policy, &reason).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::ops::retry_policy::set(&st.db, &p, &tenant, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=changed#retry-policy"));
     Ok(())
 }
@@ -144,9 +129,8 @@ pub async fn set_retry_policy(tenant: String, policy: String, reason: String) ->
 #[server(prefix = "/fn", endpoint = "rollback_retry_policy")]
 pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::ops::retry_policy::rollback(&st.db, &p, &tenant, &reason).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::ops::retry_policy::rollback(&st.db, &p, &tenant, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=rolled-back#retry-policy"));
     Ok(())
 }
@@ -157,19 +141,17 @@ pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(),
 #[server(prefix = "/fn", endpoint = "cohort_context", input = GetUrl)]
 pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    p.authorize(domain::auth::Permission::ManageRetryPolicy, domain::auth::Scope::Global).map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    p.authorize(domain::auth::Permission::ManageRetryPolicy, domain::auth::Scope::Global)?;
     let tenants = domain::registry::tenants::list(&st.db, &p)
-        .await
-        .map_err(ssr::to_app_error)?
+        .await?
         .into_iter()
         .map(|t| crate::dto::CohortTenantDto {
             retries_enabled: t.retry_policy == domain::ops::retry_policy::ENABLED,
             slug: t.slug,
         })
         .collect();
-    let latest = domain::evidence::runs::list(&st.db, &p, 1).await.map_err(ssr::to_app_error)?.into_iter().next();
+    let latest = domain::evidence::runs::list(&st.db, &p, 1).await?.into_iter().next();
     let latest_drills = latest.map(|r| crate::dto::CohortDrillsDto {
         passed: r.passed,
         status: r.status,
@@ -188,11 +170,9 @@ pub async fn set_retry_policy_cohort(
     reason: String,
 ) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let slugs: Vec<String> = tenants.unwrap_or_default().into_iter().filter(|t| !t.trim().is_empty()).collect();
-    let n =
-        domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await.map_err(ssr::to_app_error)?;
+    let n = domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())
 }
@@ -203,18 +183,16 @@ pub async fn list_outbox(
     status: Option<String>,
 ) -> Result<Vec<crate::dto::OutboxView>, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::request().await?;
+    Ok(domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await?)
 }
 
 /// Sends a dead intent again (same idempotency key), audited.
 #[server(prefix = "/fn", endpoint = "retry_outbox")]
 pub async fn retry_outbox(id: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::outbox::retry(&st.db, &p, &id).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::outbox::retry(&st.db, &p, &id).await?;
     leptos_axum::redirect(&format!("/outbox?retried={id}"));
     Ok(())
 }

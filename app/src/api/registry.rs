@@ -4,18 +4,17 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{TenantDto, TenantOverview};
+use crate::dto::{TenantOverview, TenantSummary};
 
 #[server(prefix = "/fn", endpoint = "list_tenants", input = GetUrl)]
-pub async fn list_tenants() -> Result<Vec<TenantDto>, AppError> {
+pub async fn list_tenants() -> Result<Vec<TenantSummary>, AppError> {
     use crate::ssr;
     use domain::registry::{endpoints, keys, tenants};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let all_keys = keys::list(&st.db, &p, &Default::default()).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let all_keys = keys::list(&st.db, &p, &Default::default()).await?;
     let mut out = Vec::new();
-    for t in tenants::list(&st.db, &p).await.map_err(ssr::to_app_error)? {
-        let endpoint_count = endpoints::list(&st.db, &p, &t.slug).await.map_err(ssr::to_app_error)?.len();
+    for t in tenants::list(&st.db, &p).await? {
+        let endpoint_count = endpoints::list(&st.db, &p, &t.slug).await?.len();
         let mine = all_keys.iter().filter(|k| k.tenant == t.slug);
         let (mut active_keys, mut pending_keys) = (0, 0);
         for k in mine {
@@ -25,15 +24,7 @@ pub async fn list_tenants() -> Result<Vec<TenantDto>, AppError> {
                 _ => {}
             }
         }
-        out.push(TenantDto {
-            slug: t.slug,
-            name: t.name,
-            notify_url: t.notify_url,
-            created_at: t.created_at,
-            endpoint_count,
-            active_keys,
-            pending_keys,
-        });
+        out.push(TenantSummary { tenant: t, endpoint_count, active_keys, pending_keys });
     }
     Ok(out)
 }
@@ -42,15 +33,13 @@ pub async fn list_tenants() -> Result<Vec<TenantDto>, AppError> {
 pub async fn create_tenant(slug: String, name: String, notify_url: Option<String>) -> Result<(), AppError> {
     use crate::ssr;
     use domain::registry::tenants::{self, NewTenant};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let t = tenants::create(
         &st.db,
         &p,
         NewTenant { slug: slug.trim().to_owned(), name: Some(name).filter(|n| !n.trim().is_empty()), notify_url },
     )
-    .await
-    .map_err(ssr::to_app_error)?;
+    .await?;
     leptos_axum::redirect(&format!("/tenants/{}", t.slug));
     Ok(())
 }
@@ -58,19 +47,17 @@ pub async fn create_tenant(slug: String, name: String, notify_url: Option<String
 /// A tenant with its endpoints and their keys.
 #[server(prefix = "/fn", endpoint = "load_tenant", input = GetUrl)]
 pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
-    use crate::{dto::EndpointDto, ssr};
+    use crate::{dto::EndpointKeys, ssr};
     use domain::{
         auth::{Permission, Scope},
         registry::{endpoints, keys, tenants},
     };
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let t = tenants::get(&st.db, &p, &slug).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let t = tenants::get(&st.db, &p, &slug).await?;
     let can_manage = p.authorize(Permission::ManageKeys, Scope::Tenant(&t.id)).is_ok();
-    let all_keys = keys::list(&st.db, &p, &keys::KeyFilter { tenant: Some(slug.clone()), ..Default::default() })
-        .await
-        .map_err(ssr::to_app_error)?;
-    let eps = endpoints::list(&st.db, &p, &slug).await.map_err(ssr::to_app_error)?;
+    let all_keys =
+        keys::list(&st.db, &p, &keys::KeyFilter { tenant: Some(slug.clone()), ..Default::default() }).await?;
+    let eps = endpoints::list(&st.db, &p, &slug).await?;
     let (mut active_keys, mut pending_keys) = (0, 0);
     for k in &all_keys {
         match k.status {
@@ -82,28 +69,13 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
     let endpoint_count = eps.len();
     let endpoints = eps
         .into_iter()
-        .map(|e| EndpointDto {
-            keys: all_keys.iter().filter(|k| k.endpoint == e.slug).cloned().map(ssr::convert::key).collect(),
-            slug: e.slug,
-            scheme: e.scheme.as_str().to_owned(),
-            event_types: e.event_types,
-            tolerance_secs: e.tolerance_secs,
-            max_body_bytes: e.max_body_bytes,
-            enabled: e.enabled,
-            created_at: e.created_at,
-            event_key: e.event_key,
+        .map(|e| EndpointKeys {
+            keys: all_keys.iter().filter(|k| k.endpoint == e.slug).cloned().collect(),
+            endpoint: e,
         })
         .collect();
     Ok(TenantOverview {
-        tenant: TenantDto {
-            slug: t.slug,
-            name: t.name,
-            notify_url: t.notify_url,
-            created_at: t.created_at,
-            endpoint_count,
-            active_keys,
-            pending_keys,
-        },
+        tenant: TenantSummary { tenant: t, endpoint_count, active_keys, pending_keys },
         endpoints,
         can_manage,
         now_ms: domain::clock::now_ms(),
@@ -123,9 +95,8 @@ pub async fn create_endpoint(
     use super::{parse_opt_i64, split_list};
     use crate::ssr;
     use domain::registry::endpoints::{self, NewEndpoint};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let scheme = domain::registry::parse_scheme(scheme.trim()).map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    let scheme = domain::registry::parse_scheme(scheme.trim())?;
     let types = event_types.as_deref().map(split_list).filter(|l| !l.is_empty());
     endpoints::create(
         &st.db,
@@ -139,8 +110,7 @@ pub async fn create_endpoint(
             max_body_bytes: parse_opt_i64("max body size", &max_body_bytes)?,
         },
     )
-    .await
-    .map_err(ssr::to_app_error)?;
+    .await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}"));
     Ok(())
 }
@@ -150,12 +120,10 @@ pub async fn create_endpoint(
 pub async fn set_endpoint_enabled(tenant: String, endpoint: String, enabled: String) -> Result<(), AppError> {
     use crate::ssr;
     use domain::registry::endpoints::{self, EndpointPatch};
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let enabled = enabled == "true";
     endpoints::update(&st.db, &p, &tenant, &endpoint, EndpointPatch { enabled: Some(enabled), ..Default::default() })
-        .await
-        .map_err(ssr::to_app_error)?;
+        .await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}"));
     Ok(())
 }

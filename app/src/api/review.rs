@@ -4,41 +4,27 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{ApprovalDto, ReviewItemDto};
+use crate::dto::{ApprovalView, ReviewItem};
 
 #[server(prefix = "/fn", endpoint = "review_queue", input = GetUrl)]
-pub async fn review_queue() -> Result<Vec<ReviewItemDto>, AppError> {
+pub async fn review_queue() -> Result<Vec<ReviewItem>, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let items = domain::registry::keys::review_queue(&st.db, &p).await.map_err(ssr::to_app_error)?;
-    Ok(items
-        .into_iter()
-        .map(|i| ReviewItemDto {
-            key: ssr::convert::key(i.key),
-            replaces: i.replaces.map(ssr::convert::key),
-            history: i.history.into_iter().map(ssr::convert::approval).collect(),
-        })
-        .collect())
+    let (st, p) = ssr::request().await?;
+    Ok(domain::registry::keys::review_queue(&st.db, &p).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "approval_history", input = GetUrl)]
-pub async fn approval_history() -> Result<Vec<ApprovalDto>, AppError> {
+pub async fn approval_history() -> Result<Vec<ApprovalView>, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let items = domain::registry::keys::approval_history(&st.db, &p, None, 100).await.map_err(ssr::to_app_error)?;
-    Ok(items.into_iter().map(ssr::convert::approval).collect())
+    let (st, p) = ssr::request().await?;
+    Ok(domain::registry::keys::approval_history(&st.db, &p, None, 100).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "approve_key")]
 pub async fn approve_key(key_id: String, comment: Option<String>) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::registry::keys::approve(&st.db, &p, &key_id, None, comment.as_deref().unwrap_or(""))
-        .await
-        .map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::registry::keys::approve(&st.db, &p, &key_id, None, comment.as_deref().unwrap_or("")).await?;
     leptos_axum::redirect(&format!("/approvals?approved={key_id}"));
     Ok(())
 }
@@ -46,9 +32,8 @@ pub async fn approve_key(key_id: String, comment: Option<String>) -> Result<(), 
 #[server(prefix = "/fn", endpoint = "reject_key")]
 pub async fn reject_key(key_id: String, comment: String) -> Result<(), AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    domain::registry::keys::reject(&st.db, &p, &key_id, None, &comment).await.map_err(ssr::to_app_error)?;
+    let (st, p) = ssr::request().await?;
+    domain::registry::keys::reject(&st.db, &p, &key_id, None, &comment).await?;
     leptos_axum::redirect(&format!("/approvals?rejected={key_id}"));
     Ok(())
 }

@@ -21,7 +21,7 @@ pub async fn whoami() -> Result<Option<Me>, AppError> {
 pub async fn setup_open() -> Result<bool, AppError> {
     use crate::ssr;
     let st = ssr::state()?;
-    Ok(!domain::auth::users::any_exist(&st.db).await.map_err(ssr::to_app_error)?)
+    Ok(!domain::auth::users::any_exist(&st.db).await?)
 }
 
 /// Only same-site relative paths are followed after sign-in.
@@ -54,7 +54,7 @@ pub async fn login(username: String, password: String, next: Option<String>) -> 
         client_ip: &ip,
         device: device.as_deref(),
     };
-    let ok = sessions::login(&st.db, st.sessions, attempt, clock::now_ms()).await.map_err(ssr::to_app_error)?;
+    let ok = sessions::login(&st.db, st.sessions, attempt, clock::now_ms()).await?;
     ssr::set_session_cookie(Some(ok.token.expose()), st.secure_cookies, st.sessions.absolute_ms / 1000);
     if let Some(device) = &ok.device {
         ssr::set_device_cookie(device.expose(), st.secure_cookies);
@@ -68,7 +68,7 @@ pub async fn logout() -> Result<(), AppError> {
     use crate::ssr;
     let st = ssr::state()?;
     if let Some(token) = ssr::session_token() {
-        domain::auth::sessions::logout(&st.db, &token).await.map_err(ssr::to_app_error)?;
+        domain::auth::sessions::logout(&st.db, &token).await?;
     }
     ssr::set_session_cookie(None, st.secure_cookies, 0);
     leptos_axum::redirect("/login");
@@ -83,17 +83,15 @@ pub async fn setup_admin(token: String, username: String, password: String, conf
     let st = ssr::state()?;
     use domain::DomainError;
     if !st.setup.matches(&token) {
-        return Err(ssr::to_app_error(DomainError::invalid(
+        return Err(AppError::from(DomainError::invalid(
             "invalid_setup_token",
             "this setup link is not valid (it changes at every start); use the one printed most recently",
         )));
     }
     if password != confirm {
-        return Err(ssr::to_app_error(DomainError::invalid("password_mismatch", "the two passwords differ")));
+        return Err(AppError::from(DomainError::invalid("password_mismatch", "the two passwords differ")));
     }
-    domain::auth::users::bootstrap_admin(&st.db, username.trim().to_owned(), Password::new(password))
-        .await
-        .map_err(ssr::to_app_error)?;
+    domain::auth::users::bootstrap_admin(&st.db, username.trim().to_owned(), Password::new(password)).await?;
     st.setup.consume();
     leptos_axum::redirect("/login?setup=done");
     Ok(())

@@ -17,8 +17,7 @@ pub async fn dashboard_stats(
     use domain::ops::stats::{self, Window};
 
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::polled_principal(auto).await?;
-    let window = Window::parse(window.as_deref()).map_err(ssr::to_app_error)?;
-    stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await.map_err(ssr::to_app_error)
+    let (st, p) = ssr::polled_request(auto).await?;
+    let window = Window::parse(window.as_deref())?;
+    Ok(stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await?)
 }

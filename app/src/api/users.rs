@@ -4,15 +4,13 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::UserDto;
+use crate::dto::UserView;
 
 #[server(prefix = "/fn", endpoint = "list_users", input = GetUrl)]
-pub async fn list_users() -> Result<Vec<UserDto>, AppError> {
+pub async fn list_users() -> Result<Vec<UserView>, AppError> {
     use crate::ssr;
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
-    let users = domain::auth::users::list(&st.db, &p).await.map_err(ssr::to_app_error)?;
-    Ok(users.into_iter().map(ssr::convert::user).collect())
+    let (st, p) = ssr::request().await?;
+    Ok(domain::auth::users::list(&st.db, &p).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "create_user")]
@@ -30,8 +28,7 @@ pub async fn create_user(
         },
         crypto::Password,
     };
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let role = Role::parse(&role).ok_or_else(|| AppError::new("invalid_role", "choose a role"))?;
     users::create(
         &st.db,
@@ -43,8 +40,7 @@ pub async fn create_user(
             password: Password::new(password),
         },
     )
-    .await
-    .map_err(ssr::to_app_error)?;
+    .await?;
     leptos_axum::redirect(&format!("/users?created={}", username.trim()));
     Ok(())
 }
@@ -63,8 +59,7 @@ pub async fn update_user(
         Role,
         users::{self, UserPatch},
     };
-    let st = ssr::state()?;
-    let p = ssr::principal().await?;
+    let (st, p) = ssr::request().await?;
     let role = match role.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
         Some(r) => Some(Role::parse(r).ok_or_else(|| AppError::new("invalid_role", "unknown role"))?),
         None => None,
@@ -74,7 +69,7 @@ pub async fn update_user(
         tenant: tenant.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
         disabled: disabled.as_deref().map(|d| d == "true"),
     };
-    users::update(&st.db, &p, &username, patch).await.map_err(ssr::to_app_error)?;
+    users::update(&st.db, &p, &username, patch).await?;
     leptos_axum::redirect(&format!("/users?updated={username}"));
     Ok(())
 }

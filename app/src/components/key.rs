@@ -6,7 +6,7 @@ use std::time::Duration;
 use leptos::prelude::*;
 
 use super::format::{duration, is_any_type, when, when_or};
-use crate::dto::KeyDto;
+use crate::dto::{KeyStatus, KeyView};
 
 #[component]
 pub fn StatusBadge(#[prop(into)] status: String) -> impl IntoView {
@@ -31,11 +31,14 @@ pub fn EventTypes(types: Vec<String>) -> impl IntoView {
 
 /// A key's scope with a flag while it is not (or no longer) approved.
 #[component]
-pub fn KeyScope(key: KeyDto) -> impl IntoView {
-    let live = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring");
+pub fn KeyScope(key: KeyView) -> impl IntoView {
+    let live = key.status.is_live();
     let flag = (live && !key.scope_approved).then(|| {
-        let text =
-            if key.status == "pending_approval" { "awaiting approval" } else { "scope not approved: not verifying" };
+        let text = if key.status == KeyStatus::PendingApproval {
+            "awaiting approval"
+        } else {
+            "scope not approved: not verifying"
+        };
         view! { <span class="flag">{text}</span> }
     });
     view! {
@@ -66,7 +69,7 @@ pub fn Countdown(expires_at_ms: i64, now_ms: i64) -> impl IntoView {
 
 /// Everything about one key, for the rotate, revoke and secret pages.
 #[component]
-pub fn KeySummary(key: KeyDto) -> impl IntoView {
+pub fn KeySummary(key: KeyView) -> impl IntoView {
     let tenant_href = format!("/tenants/{}", key.tenant);
     let last_used = match &key.last_verified_at {
         Some(t) => format!("{} ({} verified)", when(t), key.verified_count),
@@ -77,7 +80,7 @@ pub fn KeySummary(key: KeyDto) -> impl IntoView {
             <dt>"Key"</dt>
             <dd><code>{key.key_id.clone()}</code></dd>
             <dt>"Status"</dt>
-            <dd><StatusBadge status=key.status.clone()/></dd>
+            <dd><StatusBadge status=key.status.as_str()/></dd>
             {key.revoked_at.clone().map(|at| view! {
                 <dt>"Revoked"</dt>
                 <dd>{when(&at)} {key.revoked_reason.clone().map(|r| view! { <span class="muted">" — reason: " {r}</span> })}</dd>
@@ -85,7 +88,7 @@ pub fn KeySummary(key: KeyDto) -> impl IntoView {
             <dt>"Tenant / endpoint"</dt>
             <dd><a href=tenant_href>{key.tenant.clone()}</a> " / " {key.endpoint.clone()}</dd>
             <dt>"Scheme"</dt>
-            <dd>{key.scheme.clone()}</dd>
+            <dd>{key.scheme.as_str()}</dd>
             <dt>"Scope"</dt>
             <dd><KeyScope key=key.clone()/></dd>
             <dt>"Owner"</dt>
@@ -122,7 +125,7 @@ pub fn KeySummary(key: KeyDto) -> impl IntoView {
 #[component]
 pub fn KeyPage<F, V>(title: &'static str, body: F) -> impl IntoView
 where
-    F: Fn(KeyDto, crate::dto::Me) -> V + Clone + Send + Sync + 'static,
+    F: Fn(KeyView, crate::dto::Me) -> V + Clone + Send + Sync + 'static,
     V: IntoView + 'static,
 {
     use leptos_router::hooks::use_params_map;

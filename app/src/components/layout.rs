@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     api::session::{Logout, whoami},
-    dto::Me,
+    dto::{Me, Role},
 };
 
 /// The signed-in frame: navigation for the user's role and the page body.
@@ -71,8 +71,8 @@ fn TopBar(me: Me) -> impl IntoView {
         };
         here.then_some("page")
     };
-    let tenants = match (&me.role[..], &me.tenant) {
-        ("clinic-admin", Some(slug)) => view! {
+    let tenants = match (me.role, &me.tenant) {
+        (Role::ClinicAdmin, Some(slug)) => view! {
             <a href=format!("/tenants/{slug}") aria-current=current("/tenants")>"My clinic"</a>
         }
         .into_any(),
@@ -99,7 +99,7 @@ fn TopBar(me: Me) -> impl IntoView {
                     <span>
                         <strong>{me.username.clone()}</strong>
                         " · "
-                        {me.role_label.clone()}
+                        {me.role.label()}
                     </span>
                     <ActionForm action=logout>
                         <Submit action=logout label="Sign out" kind="secondary small"/>

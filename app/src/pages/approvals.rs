@@ -9,7 +9,7 @@ use crate::{
         ActionError, EventTypes, FormError, KeySummary, Layout, Notice, Refresh, ReturnedError, StatusBadge, Submit,
         format::when,
     },
-    dto::{ApprovalDto, KeyDto, ReviewItemDto},
+    dto::{ApprovalView, KeyView, ReviewItem},
 };
 
 #[component]
@@ -56,7 +56,7 @@ pub fn ApprovalsPage() -> impl IntoView {
 }
 
 #[component]
-fn Queue(items: Vec<ReviewItemDto>, can_review: bool) -> impl IntoView {
+fn Queue(items: Vec<ReviewItem>, can_review: bool) -> impl IntoView {
     if items.is_empty() {
         return view! {
             <div class="empty">
@@ -76,15 +76,15 @@ fn Queue(items: Vec<ReviewItemDto>, can_review: bool) -> impl IntoView {
 }
 
 #[component]
-fn ReviewCard(item: ReviewItemDto, can_review: bool) -> impl IntoView {
-    let ReviewItemDto { key, replaces, history } = item;
+fn ReviewCard(item: ReviewItem, can_review: bool) -> impl IntoView {
+    let ReviewItem { key, replaces, history, .. } = item;
     let kind = if replaces.is_some() { "Rotation" } else { "New key" };
     let anchor = format!("review-{}", key.key_id);
     view! {
         <article class="card review" id=anchor>
             <header class="card-head">
                 <h3><span class="muted">{kind} " "</span><code>{key.key_id.clone()}</code></h3>
-                <StatusBadge status=key.status.clone()/>
+                <StatusBadge status=key.status.as_str()/>
             </header>
             <ScopeFacts key=key.clone()/>
             {replaces.map(|old| view! { <Replaces old/> })}
@@ -106,7 +106,7 @@ fn ReviewCard(item: ReviewItemDto, can_review: bool) -> impl IntoView {
 
 /// The scope under review, exactly as it will be approved.
 #[component]
-fn ScopeFacts(key: KeyDto) -> impl IntoView {
+fn ScopeFacts(key: KeyView) -> impl IntoView {
     view! {
         <dl class="facts">
             <dt>"Tenant"</dt>
@@ -114,7 +114,7 @@ fn ScopeFacts(key: KeyDto) -> impl IntoView {
             <dt>"Endpoint"</dt>
             <dd><code>{key.endpoint.clone()}</code></dd>
             <dt>"Scheme"</dt>
-            <dd>{key.scheme.clone()}</dd>
+            <dd>{key.scheme.as_str()}</dd>
             <dt>"Event types"</dt>
             <dd><EventTypes types=key.event_types.clone()/></dd>
             <dt>"Owner"</dt>
@@ -126,10 +126,10 @@ fn ScopeFacts(key: KeyDto) -> impl IntoView {
 }
 
 #[component]
-fn Replaces(old: KeyDto) -> impl IntoView {
+fn Replaces(old: KeyView) -> impl IntoView {
     view! {
         <details class="replaces">
-            <summary>"Replaces " <code>{old.key_id.clone()}</code> " (" {old.status.replace('_', " ")} ")"</summary>
+            <summary>"Replaces " <code>{old.key_id.clone()}</code> " (" {old.status.as_str().replace('_', " ")} ")"</summary>
             <KeySummary key=old/>
         </details>
     }
@@ -170,7 +170,7 @@ fn RejectForm(key_id: String) -> impl IntoView {
 }
 
 #[component]
-fn History(rows: Vec<ApprovalDto>) -> impl IntoView {
+fn History(rows: Vec<ApprovalView>) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="empty-inline">"No decisions yet."</p> }.into_any();
     }
@@ -197,8 +197,11 @@ fn History(rows: Vec<ApprovalDto>) -> impl IntoView {
 }
 
 #[component]
-fn HistoryRow(a: ApprovalDto) -> impl IntoView {
+fn HistoryRow(a: ApprovalView) -> impl IntoView {
     let decision_class = format!("badge badge-decision-{}", a.decision);
+    let (tenant, endpoint, scheme) =
+        (a.scope_text("tenant").to_owned(), a.scope_text("endpoint").to_owned(), a.scope_text("scheme").to_owned());
+    let types = a.scope_event_types();
     view! {
         <tr>
             <td class="nowrap">{when(&a.decided_at)}</td>
@@ -206,10 +209,10 @@ fn HistoryRow(a: ApprovalDto) -> impl IntoView {
             <td><span class=decision_class>{a.decision}</span></td>
             <td class="nowrap"><code>{a.key_id}</code></td>
             <td>
-                <a href=format!("/tenants/{}", a.tenant)>{a.tenant.clone()}</a>
-                " / " <code>{a.endpoint}</code> " · " {a.scheme}
+                <a href=format!("/tenants/{tenant}")>{tenant.clone()}</a>
+                " / " <code>{endpoint}</code> " · " {scheme}
                 <br/>
-                <EventTypes types=a.event_types/>
+                <EventTypes types/>
             </td>
             <td class="wrap">{a.comment}</td>
         </tr>

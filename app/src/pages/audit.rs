@@ -11,7 +11,7 @@ use crate::{
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
     },
-    dto::{AuditDto, AuditPage as AuditPageDto},
+    dto::{AuditPage as AuditPageDto, AuditRow},
 };
 
 /// The filters as they stand in the URL.
@@ -66,7 +66,7 @@ pub fn AuditPage() -> impl IntoView {
                     {move || {
                         let current = filters.get();
                         Suspend::new(async move {
-                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.slug).collect()).unwrap_or_default();
+                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
                             view! { <FilterForm filters=current tenants/> }
                         })
                     }}
@@ -142,7 +142,7 @@ fn AuditEntries(page: AuditPageDto, filters: Filters, paged: bool) -> impl IntoV
                         </tr>
                     </thead>
                     <tbody>
-                        {page.entries.into_iter().map(|e| view! { <AuditRow e/> }).collect_view()}
+                        {page.entries.into_iter().map(|row| view! { <EntryRow row/> }).collect_view()}
                     </tbody>
                 </table>
             </div>
@@ -157,8 +157,10 @@ fn AuditEntries(page: AuditPageDto, filters: Filters, paged: bool) -> impl IntoV
 }
 
 #[component]
-fn AuditRow(e: AuditDto) -> impl IntoView {
-    let change = match (e.before, e.after) {
+fn EntryRow(row: AuditRow) -> impl IntoView {
+    let AuditRow { entry: e, tenant } = row;
+    let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string());
+    let change = match (json(e.before), json(e.after)) {
         (None, None) => view! { <span class="muted">"—"</span> }.into_any(),
         (None, Some(after)) => view! { <code class="json">{after}</code> }.into_any(),
         (before, after) => view! {
@@ -181,7 +183,7 @@ fn AuditRow(e: AuditDto) -> impl IntoView {
             </td>
             <td class="nowrap"><code>{e.action}</code></td>
             <td><span class="muted">{e.target_kind} " "</span><code class="wrap">{e.target_id}</code></td>
-            <td>{e.tenant.unwrap_or_else(|| "—".to_owned())}</td>
+            <td>{tenant.unwrap_or_else(|| "—".to_owned())}</td>
             <td class="change">{change}</td>
         </tr>
     }

@@ -93,7 +93,7 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
         .into_iter()
         .map(|(w, label)| view! { <a href=link(w) class:current={s.window == w}>{label}</a> })
         .collect_view();
-    let scope = match (&s.tenant, me.role == "clinic-admin") {
+    let scope = match (&s.tenant, me.role.is_tenant_bound()) {
         (Some(t), false) => view! {
             <p class="scope">"Tenant " <strong>{t.clone()}</strong> " · " <a href=with_query("/dashboard", &[("window", &s.window)])>"all tenants"</a></p>
         }

@@ -3,14 +3,18 @@
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
-use crate::{api::session::whoami, components::FormError, dto::Me};
+use crate::{
+    api::session::whoami,
+    components::FormError,
+    dto::{Me, Role},
+};
 
 /// Where a signed-in user starts.
 fn start_page(me: &Me) -> String {
-    match (me.role.as_str(), &me.tenant) {
-        ("clinic-admin", Some(slug)) => format!("/tenants/{slug}"),
-        ("reviewer", _) => "/approvals".to_owned(),
-        ("oncall", _) => "/dashboard".to_owned(),
+    match (me.role, &me.tenant) {
+        (Role::ClinicAdmin, Some(slug)) => format!("/tenants/{slug}"),
+        (Role::Reviewer, _) => "/approvals".to_owned(),
+        (Role::Oncall, _) => "/dashboard".to_owned(),
         _ => "/tenants".to_owned(),
     }
 }

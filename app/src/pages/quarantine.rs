@@ -82,7 +82,7 @@ pub fn QuarantinePage() -> impl IntoView {
                     {move || {
                         let current = filters.get();
                         Suspend::new(async move {
-                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.slug).collect()).unwrap_or_default();
+                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
                             view! { <FilterForm filters=current tenants/> }
                         })
                     }}

@@ -9,7 +9,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::retention::{SetHorizon, SetRetention, retention_overview},
     components::{ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when},
-    dto::{HorizonDto, Me, RetentionDto, RetentionOverviewDto},
+    dto::{HorizonView, Me, RetentionOverview, RetentionView, human},
 };
 
 #[component]
@@ -49,7 +49,7 @@ pub fn RetentionPage() -> impl IntoView {
 }
 
 #[component]
-fn Overview(o: RetentionOverviewDto, me: Me) -> impl IntoView {
+fn Overview(o: RetentionOverview, me: Me) -> impl IntoView {
     let manageable: Vec<String> = o
         .endpoints
         .iter()
@@ -73,7 +73,7 @@ fn Overview(o: RetentionOverviewDto, me: Me) -> impl IntoView {
 }
 
 #[component]
-fn EndpointTable(rows: Vec<RetentionDto>) -> impl IntoView {
+fn EndpointTable(rows: Vec<RetentionView>) -> impl IntoView {
     if rows.is_empty() {
         return view! { <p class="empty">"No endpoints yet."</p> }.into_any();
     }
@@ -96,22 +96,22 @@ fn EndpointTable(rows: Vec<RetentionDto>) -> impl IntoView {
                         view! {
                             <tr class:alert=below>
                                 <td><a href=format!("/tenants/{}", r.tenant)>{r.tenant.clone()}</a> " / " <strong>{r.endpoint}</strong></td>
-                                <td>{r.scheme}</td>
+                                <td>{r.scheme.clone()}</td>
                                 <td>
-                                    <strong>{r.claims}</strong>
+                                    <strong>{human(r.effective_dedup_secs)}</strong>
                                     <br/>
                                     {if below {
                                         view! {
                                             <span class="badge badge-warning" data-testid="below-horizon">"below the horizon"</span>
-                                            <small class="muted">{format!(" decided {}, less than the {} horizon: kept for the horizon meanwhile; record a new decision", r.claims_decided, r.horizon)}</small>
+                                            <small class="muted">{format!(" decided {}, less than the {} horizon: kept for the horizon meanwhile; record a new decision", human(r.current.dedup_secs), human(r.horizon_secs))}</small>
                                         }.into_any()
                                     } else {
-                                        view! { <small class="muted">{format!("horizon {}", r.horizon)}</small> }.into_any()
+                                        view! { <small class="muted">{format!("horizon {}", human(r.horizon_secs))}</small> }.into_any()
                                     }}
                                 </td>
-                                <td><strong>{r.bodies}</strong></td>
-                                <td class="nowrap">"v" {r.version} " · " {r.actor} <br/> <small class="muted">{when(&r.created_at)}</small></td>
-                                <td>{r.reason}</td>
+                                <td><strong>{human(r.current.body_secs)}</strong></td>
+                                <td class="nowrap">"v" {r.current.version} " · " {r.current.actor.clone()} <br/> <small class="muted">{when(&r.current.created_at)}</small></td>
+                                <td>{r.current.reason.clone()}</td>
                             </tr>
                         }
                     }).collect_view()}
@@ -157,7 +157,7 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
 }
 
 #[component]
-fn HorizonTable(rows: Vec<HorizonDto>) -> impl IntoView {
+fn HorizonTable(rows: Vec<HorizonView>) -> impl IntoView {
     view! {
         <table class="compact">
             <thead><tr><th>"Scheme"</th><th>"Horizon"</th><th>"Source"</th><th>"Decided"</th><th>"Why"</th></tr></thead>
@@ -165,7 +165,7 @@ fn HorizonTable(rows: Vec<HorizonDto>) -> impl IntoView {
                 {rows.into_iter().map(|h| view! {
                     <tr>
                         <td>{h.scheme}</td>
-                        <td><strong>{h.horizon}</strong></td>
+                        <td><strong>{human(h.horizon_secs)}</strong></td>
                         <td class="source">{h.source.unwrap_or_else(|| "an administrator's decision (see why)".to_owned())}</td>
                         <td class="nowrap">"v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small></td>
                         <td>{h.reason}</td>

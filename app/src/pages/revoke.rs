@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use crate::{
     api::keys::RevokeKey,
     components::{ActionError, KeyPage, KeySummary, Submit},
-    dto::{KeyDto, Me},
+    dto::{KeyView, Me},
 };
 
 #[component]
@@ -14,13 +14,13 @@ pub fn RevokePage() -> impl IntoView {
 }
 
 #[component]
-fn Revoke(key: KeyDto, me: Me) -> impl IntoView {
+fn Revoke(key: KeyView, me: Me) -> impl IntoView {
     let back = format!("/tenants/{}#endpoint-{}", key.tenant, key.endpoint);
-    let live = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring");
+    let live = key.status.is_live();
     let body = if !me.can_manage_tenant(&key.tenant) {
         view! { <p class="error" role="alert">"Your role cannot revoke keys of this tenant."</p> }.into_any()
     } else if !live {
-        view! { <p class="error" role="alert">"This key is already " {key.status.replace('_', " ")} "; there is nothing to revoke."</p> }.into_any()
+        view! { <p class="error" role="alert">"This key is already " {key.status.as_str().replace('_', " ")} "; there is nothing to revoke."</p> }.into_any()
     } else {
         view! {
             <div class="warning danger" role="alert">

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use crate::{
     api::keys::RotateKey,
     components::{ActionError, KeyPage, KeySummary, Submit},
-    dto::{KeyDto, Me},
+    dto::{KeyStatus, KeyView, Me},
 };
 
 #[component]
@@ -14,7 +14,7 @@ pub fn RotatePage() -> impl IntoView {
 }
 
 #[component]
-fn Rotate(key: KeyDto, me: Me) -> impl IntoView {
+fn Rotate(key: KeyView, me: Me) -> impl IntoView {
     let back = format!("/tenants/{}#endpoint-{}", key.tenant, key.endpoint);
     let new_owner = key.rotation_owner.clone();
     let activation = if me.is_admin() {
@@ -24,8 +24,8 @@ fn Rotate(key: KeyDto, me: Me) -> impl IntoView {
     };
     let blocker = if !me.can_manage_tenant(&key.tenant) {
         Some("Your role cannot rotate keys of this tenant.".to_owned())
-    } else if key.status != "active" {
-        Some(format!("Only an active key can be rotated; this key is {}.", key.status.replace('_', " ")))
+    } else if key.status != KeyStatus::Active {
+        Some(format!("Only an active key can be rotated; this key is {}.", key.status.as_str().replace('_', " ")))
     } else if !key.scope_approved {
         Some("This key's current scope is not approved; get it approved before rotating.".to_owned())
     } else {

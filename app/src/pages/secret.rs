@@ -10,7 +10,7 @@ use crate::{
         keys::{get_key, reveal_secret},
     },
     components::{KeySummary, Layout, LoadError, StatusBadge},
-    dto::{KeyDto, RevealDto},
+    dto::{KeyStatus, KeyView, RevealDto},
 };
 
 #[component]
@@ -48,7 +48,7 @@ pub fn SecretPage() -> impl IntoView {
 #[component]
 fn Revealed(r: RevealDto) -> impl IntoView {
     let RevealDto { key, secret } = r;
-    let pending = key.status == "pending_approval";
+    let pending = key.status == KeyStatus::PendingApproval;
     let tenant_href = format!("/tenants/{}#endpoint-{}", key.tenant, key.endpoint);
     view! {
         <div class="warning" role="alert">
@@ -59,7 +59,7 @@ fn Revealed(r: RevealDto) -> impl IntoView {
             <h2>"Secret for key " <code>{key.key_id.clone()}</code></h2>
             <SecretBox secret/>
             <p class="status-line">
-                "Status: " <StatusBadge status=key.status.clone()/>
+                "Status: " <StatusBadge status=key.status.as_str()/>
                 {pending.then(|| view! {
                     <span class="pending-note">
                         " A security reviewer must approve this key's scope before it verifies webhooks."
@@ -142,7 +142,7 @@ mod clipboard {
 
 /// Reloads, a second tab, a link opened later: the secret is gone.
 #[component]
-fn AlreadyShown(key: Resource<Result<KeyDto, AppError>>) -> impl IntoView {
+fn AlreadyShown(key: Resource<Result<KeyView, AppError>>) -> impl IntoView {
     view! {
         <div class="empty">
             <p class="empty-title">"This secret has already been shown (or the link expired)."</p>
@@ -150,7 +150,7 @@ fn AlreadyShown(key: Resource<Result<KeyDto, AppError>>) -> impl IntoView {
             <Suspense>
                 {move || Suspend::new(async move {
                     key.await.ok().map(|k| {
-                        let rotate = (k.status == "active").then(|| view! {
+                        let rotate = (k.status == KeyStatus::Active).then(|| view! {
                             <a class="button secondary" href=format!("/keys/{}/rotate", k.key_id)>"Rotate this key"</a>
                         });
                         view! {

@@ -16,7 +16,7 @@ use crate::{
         Submit,
         format::{bytes, is_any_type, seconds, when},
     },
-    dto::{EndpointDto, KeyDto, Me, RetryPolicyView, SCHEMES, TenantOverview},
+    dto::{EndpointKeys, KeyStatus, KeyView, Me, RetryPolicyView, Scheme, TenantOverview, TenantSummary},
 };
 
 #[component]
@@ -61,7 +61,7 @@ fn TenantDetail(
     revoked: Option<String>,
     policy: Result<RetryPolicyView, AppError>,
 ) -> impl IntoView {
-    let t = ov.tenant;
+    let TenantSummary { tenant: t, endpoint_count, active_keys, pending_keys } = ov.tenant;
     let can_manage = ov.can_manage;
     let is_admin = me.is_admin();
     let now_ms = ov.now_ms;
@@ -99,9 +99,9 @@ fn TenantDetail(
                 </p>
             </div>
             <dl class="stats">
-                <div><dt>"Endpoints"</dt><dd>{t.endpoint_count}</dd></div>
-                <div><dt>"Active keys"</dt><dd>{t.active_keys}</dd></div>
-                <div><dt>"Awaiting approval"</dt><dd>{t.pending_keys}</dd></div>
+                <div><dt>"Endpoints"</dt><dd>{endpoint_count}</dd></div>
+                <div><dt>"Active keys"</dt><dd>{active_keys}</dd></div>
+                <div><dt>"Awaiting approval"</dt><dd>{pending_keys}</dd></div>
             </dl>
         </div>
         {revoked.map(|id| view! {
@@ -116,12 +116,13 @@ fn TenantDetail(
 }
 
 #[component]
-fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: bool, now_ms: i64) -> impl IntoView {
+fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bool, now_ms: i64) -> impl IntoView {
+    let EndpointKeys { endpoint: ep, keys } = ep;
     let receive_url = format!("/hooks/{tenant}/{}", ep.slug);
     let state = if ep.enabled { "enabled" } else { "disabled" };
     let types_hint = if is_any_type(&ep.event_types) { "any event type".to_owned() } else { ep.event_types.join(", ") };
     let anchor = format!("endpoint-{}", ep.slug);
-    let has_live_key = ep.keys.iter().any(|k| matches!(k.status.as_str(), "pending_approval" | "active" | "retiring"));
+    let has_live_key = keys.iter().any(|k| k.status.is_live());
     view! {
         <section class="card endpoint" class:endpoint-disabled=!ep.enabled id=anchor>
             <header class="card-head">
@@ -140,7 +141,7 @@ fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: boo
                 <dt>"Receive URL"</dt>
                 <dd><code>{receive_url}</code></dd>
                 <dt>"Scheme"</dt>
-                <dd>{ep.scheme.clone()}</dd>
+                <dd>{ep.scheme.as_str()}</dd>
                 <dt>"Event types"</dt>
                 <dd><EventTypes types=ep.event_types.clone()/></dd>
                 <dt>"Timestamp tolerance"</dt>
@@ -164,7 +165,7 @@ fn EndpointCard(tenant: String, ep: EndpointDto, can_manage: bool, is_admin: boo
                 <dd>{when(&ep.created_at)}</dd>
             </dl>
             <h3>"Signing keys"</h3>
-            <KeyTable keys=ep.keys can_manage now_ms/>
+            <KeyTable keys can_manage now_ms/>
             {can_manage.then(|| view! { <ProvisionForm tenant endpoint=ep.slug types_hint is_admin open=!has_live_key/> })}
         </section>
     }
@@ -190,7 +191,7 @@ fn EndpointToggle(tenant: String, endpoint: String, enabled: bool) -> impl IntoV
 }
 
 #[component]
-fn KeyTable(keys: Vec<KeyDto>, can_manage: bool, now_ms: i64) -> impl IntoView {
+fn KeyTable(keys: Vec<KeyView>, can_manage: bool, now_ms: i64) -> impl IntoView {
     if keys.is_empty() {
         return view! { <p class="empty-inline">"No keys yet. Provision one so senders can sign webhooks for this endpoint."</p> }.into_any();
     }
@@ -218,7 +219,7 @@ fn KeyTable(keys: Vec<KeyDto>, can_manage: bool, now_ms: i64) -> impl IntoView {
 }
 
 #[component]
-fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
+fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
     let status_note = match (key.status.as_str(), key.expires_at_ms) {
         ("retiring", Some(at)) => Some(view! { <Countdown expires_at_ms=at now_ms/> }.into_any()),
         ("revoked", _) => key.revoked_at.as_deref().map(|t| view! { <span class="muted">{when(t)}</span> }.into_any()),
@@ -240,8 +241,8 @@ fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
         }
     });
     let actions = can_manage.then(|| {
-        let rotate = (key.status == "active").then(|| view! { <a class="button secondary small" href=format!("/keys/{}/rotate", key.key_id)>"Rotate"</a> });
-        let revoke = matches!(key.status.as_str(), "pending_approval" | "active" | "retiring")
+        let rotate = (key.status == KeyStatus::Active).then(|| view! { <a class="button secondary small" href=format!("/keys/{}/rotate", key.key_id)>"Rotate"</a> });
+        let revoke = key.status.is_live()
             .then(|| view! { <a class="button danger-outline small" href=format!("/keys/{}/revoke", key.key_id)>"Revoke"</a> });
         view! { <td class="row-actions">{rotate} {revoke}</td> }
     });
@@ -252,7 +253,7 @@ fn KeyRow(key: KeyDto, can_manage: bool, now_ms: i64) -> impl IntoView {
                 {key.replaces_key_id.clone().map(|r| view! { <br/><span class="muted" title=format!("Replaces {r}")>"rotation"</span> })}
             </td>
             <td class="status">
-                <StatusBadge status=key.status.clone()/>
+                <StatusBadge status=key.status.as_str()/>
                 {status_note.map(|n| view! { <br/>{n} })}
             </td>
             <td><KeyScope key=key.clone()/></td>
@@ -328,7 +329,7 @@ fn NewEndpointForm(tenant: String) -> impl IntoView {
                     <label class="field">
                         <span>"Signature scheme"</span>
                         <select name="scheme">
-                            {SCHEMES.into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
+                            {Scheme::ALL.into_iter().map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> }).collect_view()}
                         </select>
                     </label>
                     <label class="field wide">

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use crate::{
     api::registry::{CreateTenant, list_tenants},
     components::{ActionError, FormError, Layout, Refresh, ReturnedError, Submit},
-    dto::TenantDto,
+    dto::TenantSummary,
 };
 
 #[component]
@@ -35,7 +35,7 @@ pub fn TenantsPage() -> impl IntoView {
 }
 
 #[component]
-fn TenantTable(tenants: Vec<TenantDto>, is_admin: bool) -> impl IntoView {
+fn TenantTable(tenants: Vec<TenantSummary>, is_admin: bool) -> impl IntoView {
     if tenants.is_empty() {
         let hint = if is_admin { "Create the first one below." } else { "An administrator creates tenants." };
         return view! {
@@ -59,7 +59,7 @@ fn TenantTable(tenants: Vec<TenantDto>, is_admin: bool) -> impl IntoView {
                     </tr>
                 </thead>
                 <tbody>
-                    {tenants.into_iter().map(|t| view! { <TenantRow t/> }).collect_view()}
+                    {tenants.into_iter().map(|row| view! { <TenantRow row/> }).collect_view()}
                 </tbody>
             </table>
         </div>
@@ -68,16 +68,17 @@ fn TenantTable(tenants: Vec<TenantDto>, is_admin: bool) -> impl IntoView {
 }
 
 #[component]
-fn TenantRow(t: TenantDto) -> impl IntoView {
-    let pending = (t.pending_keys > 0)
-        .then(|| view! { <span class="badge badge-pending_approval">{t.pending_keys}</span> }.into_any())
+fn TenantRow(row: TenantSummary) -> impl IntoView {
+    let TenantSummary { tenant: t, endpoint_count, active_keys, pending_keys } = row;
+    let pending = (pending_keys > 0)
+        .then(|| view! { <span class="badge badge-pending_approval">{pending_keys}</span> }.into_any())
         .unwrap_or_else(|| view! { <span class="muted">"0"</span> }.into_any());
     view! {
         <tr>
             <td><a href=format!("/tenants/{}", t.slug)><code>{t.slug.clone()}</code></a></td>
             <td>{t.name}</td>
-            <td class="num">{t.endpoint_count}</td>
-            <td class="num">{t.active_keys}</td>
+            <td class="num">{endpoint_count}</td>
+            <td class="num">{active_keys}</td>
             <td class="num">{pending}</td>
         </tr>
     }

@@ -8,7 +8,7 @@ use crate::{
     components::{
         ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when, format::when_or,
     },
-    dto::{ROLES, UserDto},
+    dto::{Role, UserView},
 };
 
 #[component]
@@ -54,7 +54,7 @@ pub fn UsersPage() -> impl IntoView {
 }
 
 #[component]
-fn UserTable(users: Vec<UserDto>, me_name: String) -> impl IntoView {
+fn UserTable(users: Vec<UserView>, me_name: String) -> impl IntoView {
     if users.is_empty() {
         return view! { <div class="empty"><p class="empty-title">"No users"</p></div> }.into_any();
     }
@@ -85,7 +85,7 @@ fn UserTable(users: Vec<UserDto>, me_name: String) -> impl IntoView {
 }
 
 #[component]
-fn UserRow(u: UserDto, is_me: bool) -> impl IntoView {
+fn UserRow(u: UserView, is_me: bool) -> impl IntoView {
     let status = if u.disabled { "disabled" } else { "enabled" };
     let disabled = u.disabled;
     view! {
@@ -94,7 +94,7 @@ fn UserRow(u: UserDto, is_me: bool) -> impl IntoView {
                 <strong>{u.username.clone()}</strong>
                 {is_me.then(|| view! { <span class="muted">" (you)"</span> })}
             </td>
-            <td>{u.role_label.clone()}</td>
+            <td>{u.role.label()}</td>
             <td>{u.tenant.clone().map(|t| view! { <a href=format!("/tenants/{t}")>{t.clone()}</a> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"—"</span> }.into_any())}</td>
             <td><span class=format!("badge badge-{status}")>{status}</span></td>
             <td class="nowrap">{when(&u.created_at)}</td>
@@ -124,7 +124,7 @@ fn ToggleUser(username: String, disabled: bool) -> impl IntoView {
 }
 
 #[component]
-fn ChangeRole(u: UserDto) -> impl IntoView {
+fn ChangeRole(u: UserView) -> impl IntoView {
     let action = ServerAction::<UpdateUser>::new();
     Refresh::after(action);
     view! {
@@ -148,12 +148,12 @@ fn ChangeRole(u: UserDto) -> impl IntoView {
 }
 
 #[component]
-fn RoleSelect(#[prop(into)] selected: String) -> impl IntoView {
+fn RoleSelect(selected: Role) -> impl IntoView {
     view! {
         <select name="role" required>
-            {ROLES
+            {Role::ALL
                 .into_iter()
-                .map(|(value, label)| view! { <option value=value selected=value == selected>{label}</option> })
+                .map(|r| view! { <option value=r.as_str() selected=r == selected>{r.label()}</option> })
                 .collect_view()}
         </select>
     }
@@ -175,7 +175,7 @@ fn NewUserForm() -> impl IntoView {
                     </label>
                     <label class="field">
                         <span>"Role"</span>
-                        <RoleSelect selected="oncall"/>
+                        <RoleSelect selected=Role::Oncall/>
                     </label>
                     <label class="field">
                         <span>"Tenant " <em class="optional">"(clinic admins only)"</em></span>

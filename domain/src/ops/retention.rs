@@ -35,7 +35,7 @@ pub const MIN_HORIZON_SECS: i64 = HOUR_SECS;
 pub const MAX_HORIZON_SECS: i64 = 365 * DAY_SECS;
 pub const MAX_RETENTION_SECS: i64 = 3_650 * DAY_SECS;
 
-pub use views::retention::{HorizonView, RetentionOverview, RetentionVersionView, RetentionView};
+pub use views::retention::{HorizonView, RetentionOverview, RetentionVersionView, RetentionView, human};
 
 /// A change to an endpoint's retention; `None` keeps the current value.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -71,18 +71,6 @@ impl From<version::Model> for RetentionVersionView {
             reason: v.reason,
             created_at: clock::rfc3339(v.created_at),
         }
-    }
-}
-
-/// "30 d", "1 d 3 h", "90 min": for error messages and the UI.
-pub fn human(secs: i64) -> String {
-    let (d, h, m) = (secs / DAY_SECS, secs % DAY_SECS / HOUR_SECS, secs % HOUR_SECS / 60);
-    match (d, h, m) {
-        (0, 0, m) => format!("{m} min"),
-        (0, h, 0) => format!("{h} h"),
-        (d, 0, 0) => format!("{d} d"),
-        (0, h, m) => format!("{h} h {m} min"),
-        (d, h, _) => format!("{d} d {h} h"),
     }
 }
 

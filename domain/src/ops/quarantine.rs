@@ -38,9 +38,6 @@ pub const OPEN: &str = "open";
 pub const RELEASED: &str = "released";
 pub const DISCARDED: &str = "discarded";
 
-/// At most this many entries in one listing.
-pub const MAX_BATCH: u64 = 500;
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct QuarantineFilter {
@@ -54,6 +51,8 @@ pub struct QuarantineFilter {
     /// Only entries quarantined within the last `1h`, `24h` or `7d`.
     pub age: Option<String>,
     /// 1–500, default 100.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::paging::optional_list_schema), param(schema_with = crate::paging::list_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub limit: Option<u64>,
 }
 
@@ -189,7 +188,7 @@ pub async fn list(
     principal: &Principal,
     f: &QuarantineFilter,
 ) -> DomainResult<QuarantineList> {
-    let limit = f.limit.unwrap_or(100).clamp(1, MAX_BATCH);
+    let limit = crate::paging::LIST.limit(f.limit)?;
     let scope = scope_condition(db, principal, f).await?;
     let by_reason: Vec<ReasonCount> = entry::Entity::find()
         .select_only()

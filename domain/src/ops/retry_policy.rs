@@ -32,7 +32,7 @@ pub const ENABLED: &str = "enabled";
 pub const DISABLED: &str = "disabled";
 
 fn validate(policy: &str) -> DomainResult<&'static str> {
-    match policy.trim() {
+    match policy {
         ENABLED => Ok(ENABLED),
         DISABLED => Ok(DISABLED),
         other => Err(DomainError::invalid(
@@ -40,6 +40,12 @@ fn validate(policy: &str) -> DomainResult<&'static str> {
             format!("retry policy must be enabled or disabled, got {other:?}"),
         )),
     }
+}
+
+/// A policy's schema ([`validate`]).
+#[cfg(feature = "openapi")]
+pub fn policy_schema() -> utoipa::openapi::Object {
+    crate::schema::one_of(&[ENABLED, DISABLED])
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -11,3 +11,5 @@ mod scheme;
 pub mod tenants;
 
 pub use scheme::{EventTypes, Scheme, validate_event_types};
+#[cfg(feature = "openapi")]
+pub use scheme::{event_types_schema, optional_event_types_schema};

@@ -40,3 +40,10 @@ if [ ! -x end2end/node_modules/.bin/playwright ] || [ end2end/package-lock.json 
   say "installing end2end npm packages"
   (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 fi
+
+# schemathesis, pinned, in a repo-local virtualenv (scripts/schemathesis.sh).
+if ! .venv/bin/schemathesis --version 2>/dev/null | grep -q ' 4\.32\.5$'; then
+  say "installing schemathesis 4.32.5 into .venv/"
+  [ -x .venv/bin/pip ] || python3 -m venv .venv
+  .venv/bin/pip install --quiet 'schemathesis==4.32.5'
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything `make test` runs: unit and integration tests (SQLite and
-# PostgreSQL), then the Playwright journeys against a real server.
+# PostgreSQL), schemathesis against the real server, then the Playwright
+# journeys against a real server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -18,6 +19,9 @@ cargo leptos build
 
 echo "==> cargo test (SQLite and PostgreSQL)"
 cargo test --workspace --no-fail-fast
+
+echo "==> schemathesis against the real server (every check)"
+scripts/schemathesis.sh
 
 echo "==> Playwright journeys (JavaScript off and on)"
 rm -f end2end/console-errors.txt

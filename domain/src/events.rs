@@ -13,6 +13,16 @@ use crate::{
 
 pub use views::events::{EventView, ReminderView};
 
+/// The outcomes a listing filters by.
+pub const OUTCOMES: [&str; 3] = ["applied", "quarantined", "stale_transition"];
+
+/// The `status` filter's schema: empty (any) or an outcome.
+#[cfg(feature = "openapi")]
+pub fn status_schema() -> utoipa::openapi::Object {
+    let values: Vec<&str> = std::iter::once("").chain(OUTCOMES).collect();
+    crate::schema::one_of(&values)
+}
+
 /// Newest first; `status` filters by outcome.
 pub async fn list_events(
     db: &DatabaseConnection,
@@ -26,13 +36,13 @@ pub async fn list_events(
     let mut q = inbox_claim::Entity::find()
         .filter(inbox_claim::Column::TenantId.eq(&t.id))
         .order_by_desc(inbox_claim::Column::ReceivedAt)
-        .limit(limit.clamp(1, 500));
+        .limit(limit.clamp(1, crate::paging::LIST.max));
     match status.filter(|s| !s.is_empty()) {
-        Some(s @ ("applied" | "quarantined" | "stale_transition")) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
+        Some(s) if OUTCOMES.contains(&s) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
         Some(other) => {
             return Err(DomainError::invalid(
                 "invalid_status",
-                format!("status must be applied, quarantined or stale_transition, got {other:?}"),
+                format!("status must be {}, got {other:?}", OUTCOMES.join(", ")),
             ));
         }
         None => {}

@@ -2,20 +2,42 @@
 
 use crate::error::DomainError;
 
-/// `[a-z0-9][a-z0-9-]{0,62}`: tenant and endpoint slugs.
+/// The longest slug.
+pub const SLUG_MAX_LEN: usize = 63;
+
+/// The slug rule as a regular expression, `^[a-z0-9][a-z0-9-]{0,62}$`: what
+/// error messages and the OpenAPI document state, built from the same
+/// bound [`is_slug`] checks.
+pub fn slug_pattern() -> String {
+    format!("^[a-z0-9][a-z0-9-]{{0,{}}}$", SLUG_MAX_LEN - 1)
+}
+
+/// Tenant and endpoint slugs: [`slug_pattern`].
 pub fn validate_slug(kind: &str, slug: &str) -> Result<(), DomainError> {
     if is_slug(slug) {
         Ok(())
     } else {
-        Err(DomainError::invalid("invalid_slug", format!("{kind} must match [a-z0-9][a-z0-9-]{{0,62}}, got {slug:?}")))
+        Err(DomainError::invalid("invalid_slug", format!("{kind} must match {}, got {slug:?}", slug_pattern())))
     }
 }
 
-/// Whether `s` matches `[a-z0-9][a-z0-9-]{0,62}`.
+/// A slug's schema.
+#[cfg(feature = "openapi")]
+pub fn slug_schema() -> utoipa::openapi::Object {
+    crate::schema::string(&slug_pattern(), Some(SLUG_MAX_LEN))
+}
+
+/// An optional slug's schema.
+#[cfg(feature = "openapi")]
+pub fn optional_slug_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(slug_schema())
+}
+
+/// Whether `s` matches [`slug_pattern`].
 pub fn is_slug(s: &str) -> bool {
     let bytes = s.as_bytes();
     !bytes.is_empty()
-        && bytes.len() <= 63
+        && bytes.len() <= SLUG_MAX_LEN
         && bytes.first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }
@@ -52,6 +74,14 @@ mod tests {
         }
         for bad in ["", "-a", "A", "clinic_a", "clinic a", &"a".repeat(64), "é"] {
             assert!(validate_slug("tenant", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_slug_pattern_is_the_validator() {
+        let pattern = regex::Regex::new(&slug_pattern()).unwrap();
+        for s in ["a", "clinic-a", "0", "-a", "A", "a_b", "", "a\n", &"a".repeat(63), &"a".repeat(64), "é"] {
+            assert_eq!(pattern.is_match(s), is_slug(s), "{s:?}");
         }
     }
 

@@ -34,6 +34,12 @@ pub const SENDING: &str = "sending";
 pub const SENT: &str = "sent";
 pub const DEAD: &str = "dead";
 
+/// The `status` filter's schema: empty (any) or a status.
+#[cfg(feature = "openapi")]
+pub fn status_schema() -> utoipa::openapi::Object {
+    crate::schema::one_of(&["", PENDING, SENDING, SENT, DEAD])
+}
+
 /// Capped full-jitter exponential backoff and the attempt limit.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryRule {
@@ -242,7 +248,8 @@ pub async fn list(
     status: Option<&str>,
     limit: u64,
 ) -> DomainResult<Vec<OutboxView>> {
-    let mut q = intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, 500));
+    let mut q =
+        intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, crate::paging::LIST.max));
     match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => {
             let t = tenants::find(db, principal, slug).await?;

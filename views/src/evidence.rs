@@ -150,11 +150,23 @@ pub struct MetricsEvidence {
     pub outbox_dead: u64,
 }
 
+/// [`Checkpoint`]'s schema without its `additionalProperties: false`
+/// (which, kept, would refuse the fields flattened beside it).
+#[cfg(feature = "openapi")]
+fn open_checkpoint() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    let mut schema = <Checkpoint as utoipa::PartialSchema>::schema();
+    if let utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(o)) = &mut schema {
+        o.additional_properties = None;
+    }
+    schema
+}
+
 /// An audit checkpoint signed with the evidence key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SignedCheckpoint {
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = open_checkpoint))]
     pub checkpoint: Checkpoint,
     pub public_key: String,
     pub signature: String,

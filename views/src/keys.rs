@@ -36,6 +36,13 @@ impl KeyStatus {
             KeyStatus::Rejected => "rejected",
         }
     }
+    /// The `status` filter's schema: empty (any) or a status.
+    #[cfg(feature = "openapi")]
+    pub fn schema() -> utoipa::openapi::Object {
+        let values: Vec<&str> = std::iter::once("").chain(KeyStatus::ALL.map(KeyStatus::as_str)).collect();
+        crate::openapi::one_of(&values)
+    }
+
     pub fn parse(text: &str) -> Option<KeyStatus> {
         KeyStatus::ALL.into_iter().find(|s| s.as_str() == text)
     }

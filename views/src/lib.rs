@@ -7,9 +7,13 @@
 pub mod audit;
 pub mod events;
 pub mod evidence;
+pub mod integral;
 pub mod kek;
 pub mod keys;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod outbox;
+pub mod paging;
 pub mod quarantine;
 pub mod registry;
 pub mod retention;

@@ -19,6 +19,12 @@ pub struct QuarantineFilter {
     /// Only entries quarantined within the last `1h`, `24h` or `7d`.
     pub age: Option<String>,
     /// 1–500, default 100.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(schema_with = crate::paging::optional_list_schema),
+        param(schema_with = crate::paging::list_schema)
+    )]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub limit: Option<u64>,
 }
 

@@ -300,6 +300,6 @@ pub async fn list(
     if let Some(b) = filter.before_seq {
         q = q.filter(audit_entry::Column::Seq.lt(b));
     }
-    let limit = filter.limit.unwrap_or(100).clamp(1, 500);
+    let limit = crate::paging::limit(crate::paging::LIST, filter.limit)?;
     Ok(q.limit(limit).all(db).await?.into_iter().map(AuditView::from).collect())
 }

@@ -43,8 +43,32 @@ pub struct UserPatch {
     pub disabled: Option<bool>,
 }
 
+/// Usernames: 2–[`MAX_USERNAME_LEN`] of a-z, 0-9, `.`, `_`, `-`, `@`,
+/// starting with a letter or digit.
+pub const MAX_USERNAME_LEN: usize = 64;
+
+/// [`validate_username`] as a regular expression.
+pub fn username_pattern() -> String {
+    format!("^[a-z0-9][a-z0-9._@-]{{1,{}}}$", MAX_USERNAME_LEN - 1)
+}
+
+/// A username's schema.
+#[cfg(feature = "openapi")]
+pub fn username_schema() -> utoipa::openapi::Object {
+    crate::schema::string(&username_pattern(), Some(MAX_USERNAME_LEN))
+}
+
+/// An optional password's schema ([`validate_password`]).
+#[cfg(feature = "openapi")]
+pub fn password_schema() -> utoipa::openapi::Object {
+    let mut s = crate::schema::nullable(crate::schema::string(".", Some(MAX_PASSWORD_LEN)));
+    s.pattern = None;
+    s.min_length = Some(MIN_PASSWORD_LEN);
+    s
+}
+
 pub fn validate_username(name: &str) -> DomainResult<()> {
-    let ok = (2..=64).contains(&name.len())
+    let ok = (2..=MAX_USERNAME_LEN).contains(&name.len())
         && name.as_bytes().first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-@".contains(&b));
     if ok {
@@ -65,7 +89,7 @@ pub fn validate_password(pw: &Password) -> DomainResult<()> {
             format!("password must be at least {MIN_PASSWORD_LEN} characters"),
         ));
     }
-    if pw.expose().len() > MAX_PASSWORD_LEN {
+    if n > MAX_PASSWORD_LEN {
         return Err(DomainError::invalid("invalid_password", "password is too long"));
     }
     Ok(())
@@ -291,4 +315,17 @@ pub async fn update(
     .await?;
     txn.commit().await?;
     Ok(after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_username_pattern_is_the_validator() {
+        let pattern = regex::Regex::new(&username_pattern()).unwrap();
+        for u in ["ab", "a", "rita", "r.ita@x_y-z", "-ab", "Ab", "a b", &"a".repeat(64), &"a".repeat(65)] {
+            assert_eq!(pattern.is_match(u), validate_username(u).is_ok(), "{u:?}");
+        }
+    }
 }

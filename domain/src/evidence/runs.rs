@@ -230,7 +230,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, limit: u64) ->
     let now = clock::now_ms();
     let rows = drill_run::Entity::find()
         .order_by_desc(drill_run::Column::StartedAt)
-        .limit(limit.clamp(1, 200))
+        .limit(limit.clamp(1, crate::paging::DRILL_RUNS.max))
         .all(db)
         .await?;
     Ok(rows.into_iter().map(|m| view(m, now)).collect())

@@ -24,6 +24,8 @@ use crate::{
 pub const APPROVED: &str = "approved";
 pub const REJECTED: &str = "rejected";
 const MAX_COMMENT: usize = 2000;
+/// A manifest digest: hex SHA-256.
+pub const DIGEST_PATTERN: &str = "^[0-9a-fA-F]{64}$";
 
 pub use views::evidence::{Difference, SignoffView, SinceApproval};
 
@@ -33,10 +35,27 @@ pub use views::evidence::{Difference, SignoffView, SinceApproval};
 #[serde(deny_unknown_fields)]
 pub struct NewSignoff {
     /// Hex SHA-256 of the exported bundle's `manifest.json`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = digest_schema))]
     pub digest: String,
-    /// `approved` or `rejected`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = decision_schema))]
     pub decision: String,
+    #[cfg_attr(feature = "openapi", schema(schema_with = comment_schema))]
     pub comment: String,
+}
+
+#[cfg(feature = "openapi")]
+fn digest_schema() -> utoipa::openapi::Object {
+    crate::schema::string(DIGEST_PATTERN, None)
+}
+
+#[cfg(feature = "openapi")]
+fn decision_schema() -> utoipa::openapi::Object {
+    crate::schema::one_of(&[APPROVED, REJECTED])
+}
+
+#[cfg(feature = "openapi")]
+fn comment_schema() -> utoipa::openapi::Object {
+    crate::text::schema(MAX_COMMENT)
 }
 
 async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResult<SignoffView> {
@@ -59,7 +78,7 @@ async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResu
 /// Records a decision on an exported bundle. Refused for a digest that was
 /// never exported (or that the caller cannot see).
 pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewSignoff) -> DomainResult<SignoffView> {
-    let decision = match new.decision.trim() {
+    let decision = match new.decision.as_str() {
         d @ (APPROVED | REJECTED) => d,
         other => {
             return Err(DomainError::invalid(
@@ -69,19 +88,19 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
         }
     };
     let comment = new.comment.trim();
-    if comment.is_empty() {
+    if crate::text::is_blank(&new.comment) {
         return Err(DomainError::invalid(
             "comment_required",
             "a sign-off needs a comment: what was reviewed, and why this decision",
         ));
     }
-    if comment.chars().count() > MAX_COMMENT {
+    if !crate::text::fits(&new.comment, MAX_COMMENT) {
         return Err(DomainError::invalid(
             "comment_too_long",
             format!("the comment must be at most {MAX_COMMENT} characters"),
         ));
     }
-    let digest = new.digest.trim().to_ascii_lowercase();
+    let digest = new.digest.to_ascii_lowercase();
     if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(DomainError::invalid("invalid_digest", "digest must be the 64-hex-digit SHA-256 of manifest.json"));
     }

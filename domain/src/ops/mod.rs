@@ -13,14 +13,26 @@ pub mod stats;
 
 use crate::error::{DomainError, DomainResult};
 
-/// A required free-text justification (audited), trimmed, 1–500 characters.
+/// The longest reason, in characters as sent.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// A required free-text justification (audited): not blank, at most
+/// [`MAX_REASON_CHARS`]; stored trimmed.
 pub(crate) fn require_reason(reason: &str) -> DomainResult<String> {
-    let r = reason.trim();
-    if r.is_empty() {
+    if crate::text::is_blank(reason) {
         return Err(DomainError::invalid("reason_required", "a reason is required"));
     }
-    if r.chars().count() > 500 {
-        return Err(DomainError::invalid("reason_too_long", "the reason must be at most 500 characters"));
+    if !crate::text::fits(reason, MAX_REASON_CHARS) {
+        return Err(DomainError::invalid(
+            "reason_too_long",
+            format!("the reason must be at most {MAX_REASON_CHARS} characters"),
+        ));
     }
-    Ok(r.to_owned())
+    Ok(reason.trim().to_owned())
+}
+
+/// A reason's schema ([`require_reason`]).
+#[cfg(feature = "openapi")]
+pub fn reason_schema() -> utoipa::openapi::Object {
+    crate::text::schema(MAX_REASON_CHARS)
 }

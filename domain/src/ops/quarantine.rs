@@ -37,9 +37,6 @@ pub use views::quarantine::{
     DISCARDED, OPEN, QuarantineFilter, QuarantineList, QuarantineView, RELEASED, ReasonCount, RevealedBody,
 };
 
-/// At most this many entries in one listing.
-pub const MAX_BATCH: u64 = 500;
-
 fn age_ms(age: &str) -> DomainResult<i64> {
     match age {
         "1h" => Ok(3_600_000),
@@ -119,7 +116,7 @@ pub async fn list(
     principal: &Principal,
     f: &QuarantineFilter,
 ) -> DomainResult<QuarantineList> {
-    let limit = f.limit.unwrap_or(100).clamp(1, MAX_BATCH);
+    let limit = crate::paging::limit(crate::paging::LIST, f.limit)?;
     let scope = scope_condition(db, principal, f).await?;
     let by_reason: Vec<ReasonCount> = entry::Entity::find()
         .select_only()

@@ -41,9 +41,35 @@ pub use views::retention::{HorizonView, RetentionOverview, RetentionVersionView,
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetentionChange {
+    /// At least the scheme's redelivery horizon.
+    #[cfg_attr(feature = "openapi", schema(schema_with = dedup_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub dedup_secs: Option<i64>,
+    /// At most `dedup_secs`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = body_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub body_secs: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = super::reason_schema))]
     pub reason: String,
+}
+
+/// Claims are kept at least for the horizon, itself at least
+/// [`MIN_HORIZON_SECS`]; never beyond [`MAX_RETENTION_SECS`] ([`check_dedup`]).
+#[cfg(feature = "openapi")]
+fn dedup_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::schema::integer(MIN_HORIZON_SECS, MAX_RETENTION_SECS))
+}
+
+/// Bodies: none at all up to as long as their claims ([`check_body`]).
+#[cfg(feature = "openapi")]
+fn body_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::schema::integer(0, MAX_RETENTION_SECS))
+}
+
+/// A redelivery horizon: what [`set_horizon`] accepts.
+#[cfg(feature = "openapi")]
+pub fn horizon_schema() -> utoipa::openapi::Object {
+    crate::schema::integer(MIN_HORIZON_SECS, MAX_HORIZON_SECS)
 }
 
 impl From<horizon::Model> for HorizonView {

@@ -30,7 +30,7 @@ use crate::{
 pub use crate::entity::retry_policy_version::{DISABLED, ENABLED};
 
 fn validate(policy: &str) -> DomainResult<&'static str> {
-    match policy.trim() {
+    match policy {
         ENABLED => Ok(ENABLED),
         DISABLED => Ok(DISABLED),
         other => Err(DomainError::invalid(
@@ -41,6 +41,12 @@ fn validate(policy: &str) -> DomainResult<&'static str> {
 }
 
 pub use views::retry_policy::{PolicyVersionView, RetryPolicyView};
+
+/// A policy's schema ([`validate`]).
+#[cfg(feature = "openapi")]
+pub fn policy_schema() -> utoipa::openapi::Object {
+    crate::schema::one_of(&[ENABLED, DISABLED])
+}
 
 impl From<version::Model> for PolicyVersionView {
     fn from(v: version::Model) -> Self {

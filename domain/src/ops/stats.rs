@@ -46,8 +46,11 @@ pub enum Window {
 }
 
 impl Window {
+    pub const ALL: [Window; 3] = [Window::Hour, Window::Day, Window::Week];
+
+    /// Omitted or empty: 24 h.
     pub fn parse(text: Option<&str>) -> DomainResult<Window> {
-        match text.map(str::trim).unwrap_or("24h") {
+        match text.unwrap_or("24h") {
             "" | "24h" => Ok(Window::Day),
             "1h" => Ok(Window::Hour),
             "7d" => Ok(Window::Week),
@@ -55,6 +58,13 @@ impl Window {
                 Err(DomainError::invalid("invalid_window", format!("window must be 1h, 24h or 7d, got {other:?}")))
             }
         }
+    }
+
+    /// The `window` parameter's schema: empty (24 h) or a window.
+    #[cfg(feature = "openapi")]
+    pub fn schema() -> utoipa::openapi::Object {
+        let values: Vec<&str> = std::iter::once("").chain(Window::ALL.map(Window::as_str)).collect();
+        crate::schema::one_of(&values)
     }
 
     pub fn as_str(self) -> &'static str {

@@ -56,11 +56,17 @@ fn summary(v: &EndpointView) -> serde_json::Value {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewEndpoint {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::ids::slug_schema))]
     pub slug: String,
     pub scheme: Scheme,
     /// Omitted: any event type.
+    #[cfg_attr(feature = "openapi", schema(schema_with = super::optional_event_types_schema))]
     pub event_types: Option<Vec<String>>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = tolerance_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub tolerance_secs: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = max_body_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub max_body_bytes: Option<i64>,
 }
 
@@ -69,10 +75,27 @@ pub struct NewEndpoint {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EndpointPatch {
+    #[cfg_attr(feature = "openapi", schema(schema_with = super::optional_event_types_schema))]
     pub event_types: Option<Vec<String>>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = tolerance_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub tolerance_secs: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = max_body_schema))]
+    #[serde(default, deserialize_with = "crate::integral::optional")]
     pub max_body_bytes: Option<i64>,
     pub enabled: Option<bool>,
+}
+
+/// Seconds of timestamp tolerance: what [`check_tolerance`] accepts.
+#[cfg(feature = "openapi")]
+fn tolerance_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::schema::integer(1, MAX_TOLERANCE_SECS))
+}
+
+/// A body limit in bytes: what [`check_body_limit`] accepts.
+#[cfg(feature = "openapi")]
+fn max_body_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::schema::integer(1, MAX_MAX_BODY_BYTES))
 }
 
 fn check_tolerance(secs: i64) -> DomainResult<i64> {

@@ -31,17 +31,40 @@ const MAX_ID_CHARS: usize = 200;
 
 pub use views::registry::{EventKeyVersionView, EventKeyView};
 
+/// The longest name in a `data.` path.
+const MAX_NAME_LEN: usize = 64;
+/// The most names after `data.`.
+const MAX_DEPTH: usize = 3;
+
+/// [`valid_path`] as a regular expression.
+pub fn field_pattern() -> String {
+    let name = format!("[A-Za-z0-9_-]{{1,{MAX_NAME_LEN}}}");
+    format!(r"^(?:type|occurred_at|tenant|data\.{name}(?:\.{name}){{0,{}}})$", MAX_DEPTH - 1)
+}
+
+/// An optional compound key: 1–[`MAX_FIELDS`] distinct field paths. (That
+/// one must be under `data.` is a `contains`, which utoipa cannot state.)
+#[cfg(feature = "openapi")]
+pub fn fields_schema() -> utoipa::openapi::Array {
+    let mut a = crate::schema::array(crate::schema::string(&field_pattern(), None), 1);
+    a.max_items = Some(MAX_FIELDS);
+    a.unique_items = true;
+    crate::schema::nullable_array(a)
+}
+
 /// A field path: `type`, `occurred_at`, `tenant`, or `data.` followed by
-/// one to three names of `[A-Za-z0-9_-]`.
+/// one to three names of `[A-Za-z0-9_-]` ([`field_pattern`]).
 fn valid_path(path: &str) -> bool {
     let name = |s: &str| {
-        !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        !s.is_empty()
+            && s.len() <= MAX_NAME_LEN
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     };
     match path {
         "type" | "occurred_at" | "tenant" => true,
         _ => path.strip_prefix("data.").is_some_and(|rest| {
             let parts: Vec<&str> = rest.split('.').collect();
-            (1..=3).contains(&parts.len()) && parts.iter().all(|p| name(p))
+            (1..=MAX_DEPTH).contains(&parts.len()) && parts.iter().all(|p| name(p))
         }),
     }
 }
@@ -49,7 +72,7 @@ fn valid_path(path: &str) -> bool {
 /// Validates a key: 1–5 distinct field paths, at least one under `data.`
 /// (the type alone identifies no event).
 pub fn validate(fields: &[String]) -> DomainResult<Vec<String>> {
-    let fields: Vec<String> = fields.iter().map(|f| f.trim().to_owned()).collect();
+    let fields = fields.to_vec();
     let distinct: std::collections::HashSet<&String> = fields.iter().collect();
     if fields.is_empty() || fields.len() > MAX_FIELDS || distinct.len() != fields.len() {
         return Err(DomainError::invalid(
@@ -211,6 +234,27 @@ pub async fn set(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_field_pattern_is_the_validator() {
+        let pattern = regex::Regex::new(&super::field_pattern()).unwrap();
+        let long = format!("data.{}", "a".repeat(65));
+        for f in [
+            "type",
+            "tenant",
+            "occurred_at",
+            "data.a",
+            "data.a.b.c",
+            "data.a.b.c.d",
+            "data.",
+            "data",
+            " type",
+            "data.a b",
+            &long,
+        ] {
+            assert_eq!(pattern.is_match(f), super::valid_path(f), "{f:?}");
+        }
+    }
+
     use super::*;
 
     fn env(json: &str) -> Envelope {

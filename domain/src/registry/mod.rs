@@ -12,3 +12,5 @@ mod scheme;
 pub mod tenants;
 
 pub use scheme::{EventTypes, Scheme, parse_scheme, validate_event_types};
+#[cfg(feature = "openapi")]
+pub use scheme::{event_types_schema, optional_event_types_schema};

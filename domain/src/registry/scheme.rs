@@ -14,17 +14,42 @@ pub fn parse_scheme(text: &str) -> DomainResult<Scheme> {
     })
 }
 
-/// Validates and normalises a list of event types (`*` alone, or names like
-/// `reminder.created`).
+/// The longest event type.
+pub const MAX_EVENT_TYPE_LEN: usize = 100;
+
+/// An event type as a regular expression ([`validate_event_types`]).
+pub fn event_type_pattern() -> String {
+    format!("^[a-z0-9][a-z0-9._-]{{0,{}}}$", MAX_EVENT_TYPE_LEN - 1)
+}
+
+/// A list of event types: `["*"]` (repeats allowed), or one or more types.
+#[cfg(feature = "openapi")]
+pub fn event_types_schema() -> utoipa::openapi::Schema {
+    use crate::schema::{array, one_of, string};
+    utoipa::openapi::schema::OneOfBuilder::new()
+        .item(array(one_of(&[ANY_TYPE]), 1))
+        .item(array(string(&event_type_pattern(), Some(MAX_EVENT_TYPE_LEN)), 1))
+        .into()
+}
+
+/// An optional list of event types.
+#[cfg(feature = "openapi")]
+pub fn optional_event_types_schema() -> utoipa::openapi::Schema {
+    let mut s = event_types_schema();
+    if let utoipa::openapi::Schema::OneOf(o) = &mut s {
+        o.items.push(utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::Type::Null).into());
+    }
+    s
+}
+
+/// Validates and normalises a list of event types: `*` alone, or names like
+/// `reminder.created` ([`event_type_pattern`]), sorted and de-duplicated.
 pub fn validate_event_types<S: AsRef<str>>(types: &[S]) -> DomainResult<EventTypes> {
     let mut out: Vec<String> = Vec::new();
     for raw in types {
-        let t = raw.as_ref().trim();
-        if t.is_empty() {
-            continue;
-        }
+        let t = raw.as_ref();
         let ok = t == ANY_TYPE
-            || (t.len() <= 100
+            || (t.len() <= MAX_EVENT_TYPE_LEN
                 && t.as_bytes().first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
                 && t.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)));
         if !ok {
@@ -63,6 +88,15 @@ mod tests {
         assert!(validate_event_types::<&str>(&[]).is_err());
         assert!(validate_event_types(&["*", "a"]).is_err());
         assert_eq!(EventTypes::from_json(&a.to_json()), a);
+    }
+
+    #[test]
+    fn the_event_type_pattern_is_the_validator() {
+        let pattern = regex::Regex::new(&event_type_pattern()).unwrap();
+        for t in ["reminder.created", "a", "0_a-b.c", " a", "", "A", "*", "a b", &"a".repeat(100), &"a".repeat(101)] {
+            let valid = validate_event_types(&[t]).is_ok() && t != ANY_TYPE;
+            assert_eq!(pattern.is_match(t), valid, "{t:?}");
+        }
     }
 
     #[test]

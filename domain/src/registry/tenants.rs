@@ -33,8 +33,11 @@ impl From<tenant::Model> for TenantView {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewTenant {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::ids::slug_schema))]
     pub slug: String,
+    #[cfg_attr(feature = "openapi", schema(schema_with = name_schema))]
     pub name: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = notify_url_schema))]
     pub notify_url: Option<String>,
 }
 
@@ -42,28 +45,68 @@ pub struct NewTenant {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantPatch {
+    #[cfg_attr(feature = "openapi", schema(schema_with = name_schema))]
     pub name: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = notify_url_schema))]
     pub notify_url: Option<String>,
 }
 
+/// The longest tenant name, in characters as sent.
+pub const MAX_NAME_CHARS: usize = 200;
+/// The longest notify URL, in characters as sent.
+pub const MAX_URL_CHARS: usize = 2048;
+
 fn validate_name(name: &str) -> DomainResult<String> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(DomainError::invalid("invalid_name", "name must be 1–200 characters"));
+    if crate::text::is_blank(name) || !crate::text::fits(name, MAX_NAME_CHARS) {
+        return Err(DomainError::invalid("invalid_name", format!("name must be 1–{MAX_NAME_CHARS} characters")));
     }
-    Ok(name.to_owned())
+    Ok(name.trim().to_owned())
+}
+
+#[cfg(feature = "openapi")]
+fn name_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::text::schema(MAX_NAME_CHARS))
+}
+
+/// [`validate_notify_url`] as an ECMA-262 pattern: blank (no URL), or an
+/// `https://` URL with a host, or an `http://` one to loopback; no
+/// credentials, whitespace or control characters; surrounding whitespace
+/// allowed (trimmed).
+pub fn notify_url_pattern() -> String {
+    let ws = crate::text::WHITESPACE;
+    // Neither whitespace nor a control character.
+    let printable = format!(r"[^{ws}\x00-\x1f\x7f-\x9f]");
+    let authority = format!(r"[^/?#@{ws}\x00-\x1f\x7f-\x9f]");
+    let rest = format!(r"(?:[/?#]{printable}*)?");
+    let bracketed = format!(r"\[[^\]/?#@{ws}\x00-\x1f\x7f-\x9f]*\]");
+    let https_host = format!(r"(?:{bracketed}|[^\[:/?#@{ws}\x00-\x1f\x7f-\x9f]){authority}*");
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
+    let loopback = format!(
+        r"(?:(?:[lL][oO][cC][aA][lL][hH][oO][sS][tT]|127\.{octet}\.{octet}\.{octet})(?::{authority}*)?|\[::1\]{authority}*)"
+    );
+    format!(r"^[{ws}]*(?:https://{https_host}{rest}|http://{loopback}{rest})?[{ws}]*$")
+}
+
+#[cfg(feature = "openapi")]
+fn notify_url_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::schema::string(&notify_url_pattern(), Some(MAX_URL_CHARS)))
 }
 
 /// Outbox relay target: an absolute `https://` URL, or `http://` to a relay
 /// on this machine's loopback (notifications carry one-time codes).
 fn validate_notify_url(url: &str) -> DomainResult<Option<String>> {
+    if !crate::text::fits(url, MAX_URL_CHARS) {
+        return Err(DomainError::invalid(
+            "invalid_notify_url",
+            format!("notify URL must be at most {MAX_URL_CHARS} characters"),
+        ));
+    }
     let url = url.trim();
     if url.is_empty() {
         return Ok(None);
     }
-    let well_formed = url.len() <= 2048
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
-        && url_host(url).is_some_and(|h| !h.is_empty());
+    let well_formed =
+        !url.chars().any(|c| c.is_whitespace() || c.is_control()) && url_host(url).is_some_and(|h| !h.is_empty());
     if !well_formed {
         return Err(DomainError::invalid("invalid_notify_url", "notify URL must be an absolute https:// URL"));
     }
@@ -277,5 +320,38 @@ mod tests {
         }
         assert!(!notify_url_allowed("http://relay.example/"));
         assert!(notify_url_allowed("https://relay.example/"));
+    }
+
+    /// The documented pattern accepts exactly what the validator accepts.
+    #[test]
+    fn the_notify_url_pattern_is_the_validator() {
+        let pattern = regex::Regex::new(&notify_url_pattern()).unwrap();
+        for url in [
+            "https://relay.example/notify",
+            " https://relay.example:8443/x?y=1 ",
+            "http://127.0.0.1:9000/n",
+            "http://LocalHost/n",
+            "http://[::1]:8080/",
+            "http://127.8.9.10",
+            "http://127.0.0.01/",
+            "http://127.256.0.1/",
+            "",
+            " \u{85}",
+            "http://relay.example/notify",
+            "http://10.0.0.5/n",
+            "http://127.0.0.1.evil.example/",
+            "http://localhost.evil.example/",
+            "https://user:pw@relay.example/",
+            "ftp://relay.example/",
+            "https:///path",
+            "https://:443/",
+            "https://[::1/",
+            "https://[fe80::1]x/",
+            "https://relay.example/a b",
+            "https://relay.example/\u{7f}",
+            "https://relay.example/\u{feff}",
+        ] {
+            assert_eq!(pattern.is_match(url), validate_notify_url(url).is_ok(), "{url:?}");
+        }
     }
 }

@@ -93,6 +93,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             max_body_bytes,
         }) => {
             let scheme = domain::registry::parse_scheme(&scheme)?;
+            let event_types = listed(event_types);
             let e = endpoints::create(
                 &db,
                 p,
@@ -510,6 +511,7 @@ async fn key_command(
 ) -> Result<(), CliError> {
     match cmd {
         KeyCmd::Provision { tenant, endpoint, owner, rotation_owner, event_types, approve_as } => {
+            let event_types = listed(event_types);
             let vault = open_vault(args, db).await?;
             let k = keys::provision(
                 db,
@@ -653,4 +655,10 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
         }
     }
     Ok(())
+}
+
+/// `--event-types "a, b"`: each item trimmed, blanks dropped (the domain
+/// takes exactly the listed types, as the API does).
+fn listed(items: Option<Vec<String>>) -> Option<Vec<String>> {
+    items.map(|l| l.iter().map(|t| t.trim()).filter(|t| !t.is_empty()).map(str::to_owned).collect())
 }

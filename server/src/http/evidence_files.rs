@@ -44,11 +44,11 @@ pub async fn file(
     };
     let principal = match principal {
         Ok(p) => p,
-        Err(e) => return ApiError(e).into_response(),
+        Err(e) => return ApiError::Domain(e).into_response(),
     };
     let bundle = match export::stored(&st.db, &principal, &digest).await {
         Ok(b) => b,
-        Err(e) => return ApiError(e).into_response(),
+        Err(e) => return ApiError::Domain(e).into_response(),
     };
     let attachment = |content_type: &'static str, body: String| {
         let mut res = ([(header::CONTENT_TYPE, content_type)], body).into_response();

@@ -1436,6 +1436,25 @@ both_engines!(api_routes_authorize_every_role, async |i: &Install| {
     }
     let covered: BTreeSet<String> = cases.iter().map(|c| c.name.to_owned()).collect();
     assert_eq!(documented, covered, "the matrix must list every documented API route");
+    // The document's refusals are the matrix's: every operation lists 401,
+    // and lists 403 exactly when the matrix refuses it to some signed-in role.
+    let refused: BTreeSet<&str> = cases
+        .iter()
+        .filter(|c| SIGNED_IN.iter().any(|who| expected(c, *who) == Err(StatusCode::FORBIDDEN)))
+        .map(|c| c.name)
+        .collect();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let name = format!("{} {path}", method.to_uppercase());
+            let responses = &op["responses"];
+            assert!(responses.get("401").is_some(), "{name} does not document 401");
+            assert_eq!(
+                responses.get("403").is_some(),
+                refused.contains(name.as_str()),
+                "{name}: the document's 403 disagrees with the role matrix"
+            );
+        }
+    }
     run_matrix(i, &s, &w, cases, true).await;
     // Errors have the contract's shape.
     let res = w.anonymous.get(s.url("/api/v1/tenants")).send().await.unwrap();

@@ -20,11 +20,13 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery}
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct NewUserBody {
+    #[schema(schema_with = domain::auth::users::username_schema)]
     pub username: String,
     pub role: Role,
     /// Tenant slug, for clinic admins.
     pub tenant: Option<String>,
     /// Omitted: a password is generated and returned once.
+    #[schema(schema_with = domain::auth::users::password_schema)]
     pub password: Option<String>,
 }
 
@@ -36,18 +38,29 @@ pub struct CreatedUser {
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     pub actor: Option<String>,
     /// Prefix, e.g. `key.`.
     pub action: Option<String>,
     /// RFC 3339 lower bound.
+    #[param(schema_with = since_schema)]
     pub since: Option<String>,
     pub tenant: Option<String>,
     pub before_seq: Option<i64>,
+    /// 1–500, default 100.
+    #[param(schema_with = domain::paging::list_schema)]
     pub limit: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView]), (status = 403, body = ErrorBody)))]
+fn since_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .build()
+}
+
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView])))]
 pub async fn list_users(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -57,7 +70,7 @@ pub async fn list_users(
 }
 
 #[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = NewUserBody,
-    responses((status = 201, body = CreatedUser), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 201, body = CreatedUser), (status = 409, body = ErrorBody)))]
 pub async fn create_user(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -99,7 +112,7 @@ pub async fn list_audit(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditView>>, ApiError> {
-    let since = match q.since.as_deref().filter(|s| !s.is_empty()) {
+    let since = match q.since.as_deref() {
         Some(s) => Some(domain::clock::parse_rfc3339(s).ok_or_else(|| {
             domain::DomainError::invalid("invalid_since", "since must be RFC 3339, e.g. 2026-12-01T00:00:00Z")
         })?),

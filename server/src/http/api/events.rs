@@ -8,28 +8,41 @@ use axum::{
 use domain::events::{self, EventView, ReminderView};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiPrincipal, ApiQuery, ErrorBody, NoQuery};
+use super::auth::{ApiError, ApiPrincipal, ApiQuery, NoQuery};
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventQuery {
-    /// `applied` or `quarantined`.
+    /// `applied`, `quarantined` or `stale_transition`.
+    #[param(schema_with = domain::events::status_schema)]
     pub status: Option<String>,
+    /// 1–500, default 100.
+    #[param(schema_with = domain::paging::list_schema)]
     pub limit: Option<u64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/events", tag = "events", params(("tenant" = String, Path), EventQuery),
-    responses((status = 200, body = [EventView]), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = [EventView])))]
 pub async fn list_events(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
     Path(tenant): Path<String>,
     ApiQuery(q): ApiQuery<EventQuery>,
 ) -> Result<Json<Vec<EventView>>, ApiError> {
-    Ok(Json(events::list_events(&st.db, &p, &tenant, q.status.as_deref(), q.limit.unwrap_or(100)).await?))
+    Ok(Json(
+        events::list_events(
+            &st.db,
+            &p,
+            &tenant,
+            q.status.as_deref(),
+            domain::paging::limit(domain::paging::LIST, q.limit)?,
+        )
+        .await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/reminders/{reminder_id}", tag = "events",
-    params(("tenant" = String, Path), ("reminder_id" = String, Path)), responses((status = 200, body = ReminderView), (status = 404, body = ErrorBody)))]
+    params(("tenant" = String, Path), ("reminder_id" = String, Path)), responses((status = 200, body = ReminderView)))]
 pub async fn get_reminder(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,

@@ -26,8 +26,7 @@ pub struct StartedRun {
 
 #[utoipa::path(post, path = "/api/v1/drills", tag = "evidence",
     responses((status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
-              (status = 409, body = ErrorBody, description = "a drill run is already in progress"),
-              (status = 403, body = ErrorBody)))]
+              (status = 409, body = ErrorBody, description = "a drill run is already in progress")))]
 pub async fn start_drills(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -40,24 +39,26 @@ pub async fn start_drills(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// At most this many (1–200, default 20).
+    #[param(schema_with = domain::paging::drill_runs_schema)]
     pub limit: Option<u64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/drills", tag = "evidence", params(ListParams),
-    responses((status = 200, body = [DrillRunView]), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = [DrillRunView])))]
 pub async fn list_drills(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<ListParams>,
 ) -> Result<Json<Vec<DrillRunView>>, ApiError> {
-    Ok(Json(runs::list(&st.db, &p, q.limit.unwrap_or(20)).await?))
+    Ok(Json(runs::list(&st.db, &p, domain::paging::limit(domain::paging::DRILL_RUNS, q.limit)?).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(("run_id" = String, Path)),
-    responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress"), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress")))]
 pub async fn get_drill(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -68,6 +69,7 @@ pub async fn get_drill(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TenantParam {
     /// Limit every section to this tenant (a clinic admin always gets its own).
@@ -87,7 +89,7 @@ pub struct EvidenceBody {
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
-    responses((status = 200, body = EvidenceBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = EvidenceBody)))]
 pub async fn get_evidence(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -117,7 +119,7 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
-    responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle"), (status = 403, body = ErrorBody)))]
+    responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle")))]
 pub async fn get_evidence_html(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -128,7 +130,7 @@ pub async fn get_evidence_html(
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/exports", tag = "evidence", params(TenantParam),
-    responses((status = 200, body = [ExportView]), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = [ExportView])))]
 pub async fn list_exports(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -138,7 +140,7 @@ pub async fn list_exports(
 }
 
 #[utoipa::path(post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
-    responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment"), (status = 403, body = ErrorBody)))]
+    responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment")))]
 pub async fn sign_off(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -149,7 +151,7 @@ pub async fn sign_off(
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),
-    responses((status = 200, body = [SignoffView]), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = [SignoffView])))]
 pub async fn list_signoffs(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -167,7 +169,7 @@ pub struct PublicKeyBody {
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/public-key", tag = "evidence",
-    responses((status = 200, body = PublicKeyBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = PublicKeyBody)))]
 pub async fn public_key(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,

@@ -34,9 +34,12 @@ impl From<ProvisionedKey> for CreatedKey {
 pub struct ProvisionBody {
     // The request's fields, spelled out rather than flattened: a flattened
     // struct would swallow unknown fields before the strict check sees them.
+    #[schema(schema_with = domain::registry::keys::person_schema)]
     pub owner: Option<String>,
+    #[schema(schema_with = domain::registry::keys::person_schema)]
     pub rotation_owner: Option<String>,
     /// Narrower than the endpoint's types; omitted: the endpoint's types.
+    #[schema(schema_with = domain::registry::optional_event_types_schema)]
     pub event_types: Option<Vec<String>>,
     /// Approve the scope now (reviewers and admins only), recorded as
     /// approved by `reviewer`, who must not be the caller (four eyes).
@@ -44,62 +47,101 @@ pub struct ProvisionBody {
     pub approve: bool,
     /// The reviewer who approved the scope; required with `approve`.
     #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::person_schema)]
     pub reviewer: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::comment_schema)]
     pub comment: Option<String>,
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 pub struct DecisionBody {
     #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::comment_schema)]
     pub comment: Option<String>,
+}
+
+/// A rejection says why.
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct RejectBody {
+    #[schema(schema_with = domain::registry::keys::required_comment_schema)]
+    pub comment: String,
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 pub struct RotateBody {
     /// How long the old key keeps working once the new one is active
     /// (60–604800 s; default 86400).
+    #[schema(schema_with = overlap_schema)]
+    #[serde(default, deserialize_with = "domain::integral::optional")]
     pub overlap_secs: Option<i64>,
     /// As for provisioning: approve now, recorded under another reviewer.
     #[serde(default)]
     pub approve: bool,
     #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::person_schema)]
     pub reviewer: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::comment_schema)]
     pub comment: Option<String>,
+}
+
+fn overlap_schema() -> utoipa::openapi::Object {
+    use domain::{
+        registry::keys::{MAX_OVERLAP_SECS, MIN_OVERLAP_SECS},
+        schema,
+    };
+    schema::nullable(schema::integer(MIN_OVERLAP_SECS, MAX_OVERLAP_SECS))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct RevokeBody {
+    #[schema(schema_with = domain::registry::keys::required_comment_schema)]
     pub reason: String,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ScopeBody {
+    #[schema(schema_with = domain::registry::event_types_schema)]
     pub event_types: Vec<String>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct KeyQuery {
     pub tenant: Option<String>,
+    #[param(schema_with = KeyStatus::schema)]
     pub status: Option<String>,
 }
 
 /// Without a named reviewer the caller is the reviewer, which the domain's
-/// four-eyes rule refuses (403 `self_approval`).
-fn approval(p: &Principal, approve: bool, reviewer: Option<String>, comment: Option<String>, what: &str) -> Approval {
-    if approve {
+/// four-eyes rule refuses (403 `self_approval`). A reviewer or comment is
+/// checked even without `approve`, so a bad one is never silently dropped.
+fn approval(
+    p: &Principal,
+    approve: bool,
+    reviewer: Option<String>,
+    comment: Option<String>,
+    what: &str,
+) -> Result<Approval, ApiError> {
+    if let Some(r) = &reviewer {
+        keys::validate_person("reviewer", r)?;
+    }
+    if let Some(c) = &comment {
+        keys::validate_comment("comment", c, false)?;
+    }
+    Ok(if approve {
         Approval::ApproveAs {
             reviewer: reviewer.unwrap_or_else(|| p.actor.name().to_owned()),
             comment: comment.unwrap_or_else(|| format!("approved at {what} via API")),
         }
     } else {
         Approval::Pending
-    }
+    })
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = [KeyView]), (status = 404, body = ErrorBody)))]
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = [KeyView])))]
 pub async fn list_endpoint_keys(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -113,7 +155,7 @@ pub async fn list_endpoint_keys(
 
 #[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
     params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = ProvisionBody,
-    responses((status = 201, body = CreatedKey), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 201, body = CreatedKey)))]
 pub async fn provision(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -121,7 +163,7 @@ pub async fn provision(
     Path((tenant, endpoint)): Path<(String, String)>,
     OptionalJson(body): OptionalJson<ProvisionBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
-    let approval = approval(&p, body.approve, body.reviewer, body.comment, "provisioning");
+    let approval = approval(&p, body.approve, body.reviewer, body.comment, "provisioning")?;
     let k = keys::provision(
         &st.db,
         &st.vault,
@@ -152,7 +194,7 @@ pub async fn list_keys(
 }
 
 #[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)),
-    responses((status = 200, body = KeyView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = KeyView)))]
 pub async fn get_key(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -164,7 +206,7 @@ pub async fn get_key(
 
 /// Changes the key's event types; the key then needs approval again.
 #[utoipa::path(patch, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)), request_body = ScopeBody,
-    responses((status = 200, body = KeyView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key's state does not allow a scope change (rejected, revoked, expired)")))]
 pub async fn set_scope(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -176,7 +218,7 @@ pub async fn set_scope(
 }
 
 #[utoipa::path(post, path = "/api/v1/keys/{key_id}/approve", tag = "keys", params(("key_id" = String, Path)), request_body = DecisionBody,
-    responses((status = 200, body = KeyView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody)))]
 pub async fn approve(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -188,16 +230,16 @@ pub async fn approve(
     Ok(Json(keys::approve(&st.db, &p, &key_id, None, &comment).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(("key_id" = String, Path)), request_body = DecisionBody,
-    responses((status = 200, body = KeyView), (status = 422, body = ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(("key_id" = String, Path)), request_body = RejectBody,
+    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key is not pending approval")))]
 pub async fn reject(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,
-    OptionalJson(body): OptionalJson<DecisionBody>,
+    ApiJson(body): ApiJson<RejectBody>,
 ) -> Result<Json<KeyView>, ApiError> {
-    let comment = body.comment.unwrap_or_default();
+    let comment = body.comment;
     Ok(Json(keys::reject(&st.db, &p, &key_id, None, &comment).await?))
 }
 
@@ -210,13 +252,13 @@ pub async fn rotate(
     Path(key_id): Path<String>,
     OptionalJson(body): OptionalJson<RotateBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
-    let approval = approval(&p, body.approve, body.reviewer, body.comment, "rotation");
+    let approval = approval(&p, body.approve, body.reviewer, body.comment, "rotation")?;
     let k = keys::rotate(&st.db, &st.vault, &p, &key_id, body.overlap_secs, approval).await?;
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 
 #[utoipa::path(post, path = "/api/v1/keys/{key_id}/revoke", tag = "keys", params(("key_id" = String, Path)), request_body = RevokeBody,
-    responses((status = 200, body = KeyView), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key is already revoked or expired")))]
 pub async fn revoke(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,

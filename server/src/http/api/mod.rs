@@ -13,13 +13,19 @@ mod retention;
 mod stats;
 
 use app::ssr::AppState;
+use auth::Failure;
 use axum::{
     Json, Router,
     routing::{get, post},
 };
 use utoipa::{
     Modify, OpenApi,
-    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+    openapi::{
+        ContentBuilder, Ref, RefOr, ResponseBuilder, Schema,
+        path::{Operation, ParameterIn},
+        schema::AdditionalProperties,
+        security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+    },
 };
 
 pub use auth::ApiError;
@@ -97,7 +103,7 @@ pub fn routes() -> Router<AppState> {
         evidence::sign_off, evidence::list_signoffs, evidence::public_key,
     ),
     components(schemas(auth::ErrorBody)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -111,5 +117,110 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Reads that check more than the caller's tenant: some signed-in role is
+/// refused them (403). Every other read is open to every role (a clinic
+/// admin sees only its own tenant: another's answers 404); every change is
+/// refused to some role. `tests/it/rbac.rs` checks this against the role
+/// matrix, both ways.
+pub const READS_WITH_A_ROLE_CHECK: [&str; 9] = [
+    "GET /api/v1/users",
+    "GET /api/v1/quarantine/{id}",
+    "GET /api/v1/drills",
+    "GET /api/v1/drills/{run_id}",
+    "GET /api/v1/evidence",
+    "GET /api/v1/evidence.html",
+    "GET /api/v1/evidence/exports",
+    "GET /api/v1/evidence/signoffs",
+    "GET /api/v1/evidence/public-key",
+];
+
+/// Adds to every operation each [`Failure`] it can answer, with the
+/// `ErrorBody` schema. A handler's own entry for a status (a 409 saying
+/// when, a 422 saying why) is kept.
+struct ErrorResponses;
+
+impl ErrorResponses {
+    fn answers(failure: Failure, name: &str, op: &Operation) -> bool {
+        let params = op.parameters.as_deref().unwrap_or_default();
+        match failure {
+            // Every call authenticates, and refuses a query parameter it does
+            // not take (or a body field, or a value).
+            Failure::Unauthenticated | Failure::Invalid | Failure::Internal | Failure::Unavailable => true,
+            Failure::Forbidden => !name.starts_with("GET ") || READS_WITH_A_ROLE_CHECK.contains(&name),
+            // A named resource, or a tenant filter naming one, that is absent
+            // or outside the caller's tenant.
+            Failure::NotFound => params.iter().any(|p| {
+                matches!(p.parameter_in, ParameterIn::Path) || (p.name == "tenant" && !name.contains("{tenant}"))
+            }),
+            Failure::TooLarge | Failure::UnsupportedMediaType => op.request_body.is_some(),
+            // Declared by each handler that can answer it, saying when.
+            Failure::Conflict => false,
+            Failure::Throttled => false,
+        }
+    }
+}
+
+impl Modify for ErrorResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let ops = [
+                ("GET", &mut item.get),
+                ("PUT", &mut item.put),
+                ("POST", &mut item.post),
+                ("PATCH", &mut item.patch),
+                ("DELETE", &mut item.delete),
+            ];
+            for (method, op) in ops {
+                let Some(op) = op else { continue };
+                let name = format!("{method} {path}");
+                let answered: Vec<Failure> =
+                    Failure::ALL.into_iter().filter(|f| Self::answers(*f, &name, op)).collect();
+                for failure in answered {
+                    let response = ResponseBuilder::new()
+                        .description(failure.description())
+                        .content(
+                            "application/json",
+                            ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
+                        )
+                        .build();
+                    op.responses.responses.entry(failure.status().as_str().to_owned()).or_insert(response.into());
+                }
+            }
+        }
+    }
+}
+
+/// Request bodies are strict (`auth::strict_json` refuses a field the call
+/// does not take, at any depth), so every schema a request body names is
+/// closed: `additionalProperties: false`.
+struct ClosedBodies;
+
+impl Modify for ClosedBodies {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let mut names: Vec<String> = Vec::new();
+        for item in openapi.paths.paths.values() {
+            for op in [&item.put, &item.post, &item.patch].into_iter().flatten() {
+                let bodies = op.request_body.iter().flat_map(|b| b.content.values());
+                names.extend(bodies.filter_map(|c| match &c.schema {
+                    Some(RefOr::Ref(r)) => r.ref_location.rsplit('/').next().map(str::to_owned),
+                    _ => None,
+                }));
+            }
+        }
+        let Some(components) = openapi.components.as_mut() else { return };
+        while let Some(name) = names.pop() {
+            let Some(RefOr::T(Schema::Object(o))) = components.schemas.get_mut(&name) else { continue };
+            if o.additional_properties.is_some() {
+                continue;
+            }
+            o.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+            names.extend(o.properties.values().filter_map(|p| match p {
+                RefOr::Ref(r) => r.ref_location.rsplit('/').next().map(str::to_owned),
+                _ => None,
+            }));
+        }
     }
 }

@@ -20,10 +20,12 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ReasonBody {
     /// Why (required; recorded on the event and in the audit log).
+    #[schema(schema_with = domain::ops::reason_schema)]
     pub reason: String,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DetailQuery {
     /// `true` to decrypt the body (on-call and admin only; audited).
     pub include_body: Option<bool>,
@@ -39,7 +41,7 @@ pub struct QuarantineDetail {
 }
 
 #[utoipa::path(get, path = "/api/v1/quarantine", tag = "quarantine", params(QuarantineFilter),
-    responses((status = 200, body = QuarantineList), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = QuarantineList)))]
 pub async fn list_quarantine(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -49,7 +51,7 @@ pub async fn list_quarantine(
 }
 
 #[utoipa::path(get, path = "/api/v1/quarantine/{id}", tag = "quarantine", params(("id" = String, Path), DetailQuery),
-    responses((status = 200, body = QuarantineDetail), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = QuarantineDetail)))]
 pub async fn get_quarantine(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -95,13 +97,14 @@ pub struct BulkReleaseBody {
     #[serde(default)]
     pub filter: QuarantineFilter,
     /// Why (required; recorded on every released event and in the audit log).
+    #[schema(schema_with = domain::ops::reason_schema)]
     pub reason: String,
 }
 
 /// Starts releasing every open entry matching the filter in the background;
 /// poll the returned job for progress.
 #[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
-    responses((status = 202, body = BulkReleaseView), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody, description = "nothing matches"), (status = 422, body = ErrorBody)))]
+    responses((status = 202, body = BulkReleaseView), (status = 404, body = ErrorBody, description = "the filter names a tenant or endpoint that does not exist or is out of scope"), (status = 409, body = ErrorBody, description = "nothing matches")))]
 pub async fn start_bulk_release(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -124,7 +127,7 @@ pub async fn list_bulk_releases(
 }
 
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(("id" = String, Path)),
-    responses((status = 200, body = BulkReleaseView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = BulkReleaseView)))]
 pub async fn get_bulk_release(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -152,13 +155,14 @@ pub async fn resume_bulk_release(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct PolicyBody {
-    /// `enabled` or `disabled`.
+    #[schema(schema_with = domain::ops::retry_policy::policy_schema)]
     pub policy: String,
+    #[schema(schema_with = domain::ops::reason_schema)]
     pub reason: String,
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)),
-    responses((status = 200, body = RetryPolicyView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = RetryPolicyView)))]
 pub async fn get_retry_policy(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -169,7 +173,7 @@ pub async fn get_retry_policy(
 }
 
 #[utoipa::path(put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)), request_body = PolicyBody,
-    responses((status = 200, body = RetryPolicyView), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = RetryPolicyView)))]
 pub async fn set_retry_policy(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -193,21 +197,34 @@ pub async fn rollback_retry_policy(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct OutboxQuery {
     pub tenant: Option<String>,
     /// `pending`, `sending`, `sent` or `dead`.
+    #[param(schema_with = domain::outbox::status_schema)]
     pub status: Option<String>,
+    /// 1–500, default 100.
+    #[param(schema_with = domain::paging::list_schema)]
     pub limit: Option<u64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/outbox", tag = "outbox", params(OutboxQuery),
-    responses((status = 200, body = [OutboxView]), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = [OutboxView])))]
 pub async fn list_outbox(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<OutboxQuery>,
 ) -> Result<Json<Vec<OutboxView>>, ApiError> {
-    Ok(Json(outbox::list(&st.db, &p, q.tenant.as_deref(), q.status.as_deref(), q.limit.unwrap_or(100)).await?))
+    Ok(Json(
+        outbox::list(
+            &st.db,
+            &p,
+            q.tenant.as_deref(),
+            q.status.as_deref(),
+            domain::paging::limit(domain::paging::LIST, q.limit)?,
+        )
+        .await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),

@@ -24,7 +24,7 @@ pub async fn list_tenants(
 }
 
 #[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", request_body = NewTenant,
-    responses((status = 201, body = TenantView), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 201, body = TenantView), (status = 409, body = ErrorBody)))]
 pub async fn create_tenant(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -35,7 +35,7 @@ pub async fn create_tenant(
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)),
-    responses((status = 200, body = TenantView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = TenantView)))]
 pub async fn get_tenant(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -46,7 +46,7 @@ pub async fn get_tenant(
 }
 
 #[utoipa::path(patch, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)), request_body = TenantPatch,
-    responses((status = 200, body = TenantView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = TenantView)))]
 pub async fn update_tenant(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -61,7 +61,7 @@ pub async fn update_tenant(
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)),
-    responses((status = 200, body = [EndpointView]), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = [EndpointView])))]
 pub async fn list_endpoints(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -84,7 +84,7 @@ pub async fn create_endpoint(
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EndpointView), (status = 404, body = ErrorBody)))]
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EndpointView)))]
 pub async fn get_endpoint(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -119,12 +119,14 @@ pub async fn update_endpoint(
 pub struct EventKeyChange {
     /// Envelope field paths (`type`, `occurred_at`, `tenant`, `data.<name>`),
     /// or `null` to quarantine events without an id again.
+    #[schema(schema_with = domain::registry::event_key::fields_schema)]
     pub fields: Option<Vec<String>>,
+    #[schema(schema_with = domain::ops::reason_schema)]
     pub reason: String,
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EventKeyView), (status = 404, body = ErrorBody)))]
+    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EventKeyView)))]
 pub async fn get_event_key(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -136,7 +138,7 @@ pub async fn get_event_key(
 
 #[utoipa::path(put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
     params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EventKeyChange,
-    responses((status = 200, body = EventKeyView), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = EventKeyView)))]
 pub async fn set_event_key(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,

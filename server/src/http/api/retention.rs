@@ -23,7 +23,7 @@ pub async fn overview(
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
     params(("tenant" = String, Path), ("endpoint" = String, Path)),
-    responses((status = 200, body = RetentionView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = RetentionView)))]
 pub async fn get_retention(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -48,12 +48,15 @@ pub async fn set_retention(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct HorizonBody {
+    #[schema(schema_with = domain::ops::retention::horizon_schema)]
+    #[serde(deserialize_with = "domain::integral::integer")]
     pub horizon_secs: i64,
+    #[schema(schema_with = domain::ops::reason_schema)]
     pub reason: String,
 }
 
 #[utoipa::path(put, path = "/api/v1/retention/horizons/{scheme}", tag = "retention",
-    params(("scheme" = String, Path)), request_body = HorizonBody,
+    params(("scheme" = domain::registry::Scheme, Path)), request_body = HorizonBody,
     responses((status = 200, body = HorizonView), (status = 409, body = ErrorBody, description = "an endpoint keeps claims for less than the new horizon")))]
 pub async fn set_horizon(
     State(st): State<AppState>,

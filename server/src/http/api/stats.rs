@@ -5,18 +5,20 @@ use axum::{Json, extract::State};
 use domain::ops::stats::{self, StatsView, Window};
 use serde::Deserialize;
 
-use super::auth::{ApiError, ApiPrincipal, ApiQuery, ErrorBody};
+use super::auth::{ApiError, ApiPrincipal, ApiQuery};
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StatsQuery {
     /// A tenant slug; empty for every tenant the caller can see.
     pub tenant: Option<String>,
     /// `1h`, `24h` (default) or `7d`.
+    #[param(schema_with = Window::schema)]
     pub window: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/v1/stats", tag = "stats", params(StatsQuery),
-    responses((status = 200, body = StatsView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = StatsView)))]
 pub async fn get_stats(
     State(st): State<AppState>,
     ApiPrincipal(p): ApiPrincipal,

@@ -7,9 +7,11 @@ pub mod filters;
 pub mod format;
 mod key;
 mod layout;
+mod loaded;
 pub mod poll;
 pub mod quarantine_labels;
 
 pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedError, Submit};
 pub use key::{Countdown, EventTypes, KeyPage, KeyScope, KeySummary, StatusBadge};
 pub use layout::Layout;
+pub use loaded::Loaded;

@@ -6,7 +6,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::review::{ApproveKey, RejectKey, approval_history, review_queue},
     components::{
-        ActionError, EventTypes, FormError, KeySummary, Layout, Notice, Refresh, ReturnedError, StatusBadge, Submit,
+        ActionError, EventTypes, KeySummary, Layout, Loaded, Notice, Refresh, ReturnedError, StatusBadge, Submit,
         format::when,
     },
     dto::{ApprovalView, KeyView, ReviewItem},
@@ -32,23 +32,9 @@ pub fn ApprovalsPage() -> impl IntoView {
                 <p class="lead">
                     "A key verifies webhooks only after a reviewer approves its exact scope: tenant, endpoint, scheme and event types."
                 </p>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match queue.await {
-                            Ok(items) => view! { <Queue items can_review/> }.into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })}
-                </Transition>
+                <Loaded resource=queue render=move |items| view! { <Queue items can_review/> }/>
                 <h2>"Decisions"</h2>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match history.await {
-                            Ok(rows) => view! { <History rows/> }.into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })}
-                </Transition>
+                <Loaded resource=history render=move |rows| view! { <History rows/> }/>
                 }
             }
         />

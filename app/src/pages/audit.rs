@@ -7,7 +7,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::{audit::audit_log, registry::list_tenants},
     components::{
-        FormError, Layout,
+        Layout, Loaded,
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
     },
@@ -71,14 +71,7 @@ pub fn AuditPage() -> impl IntoView {
                         })
                     }}
                 </Suspense>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match page.await {
-                            Ok(p) => view! { <AuditEntries page=p filters=filters.get_untracked() paged=before.get_untracked().is_some()/> }.into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })}
-                </Transition>
+                <Loaded resource=page render=move |p| view! { <AuditEntries page=p filters=filters.get_untracked() paged=before.get_untracked().is_some()/> }/>
             }
         />
     }

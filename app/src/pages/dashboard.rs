@@ -12,7 +12,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::stats::dashboard_stats,
     components::{
-        Countdown, FormError, Layout,
+        Countdown, Layout, Loaded,
         chart::{LatencyLines, Series, ShareBar, StackedBars},
         format::{duration, when, with_query},
     },
@@ -63,20 +63,10 @@ pub fn DashboardPage() -> impl IntoView {
         <Layout
             title="Dashboard"
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match data.await {
-                                    Ok(s) => view! { <Dashboard s me/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=data render={
+                    let me = me.clone();
+                    move |s| view! { <Dashboard s me=me.clone()/> }
+                }/>
             }
         />
     }

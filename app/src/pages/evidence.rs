@@ -12,7 +12,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::evidence::{ExportEvidence, SignOffEvidence, StartDrills, drill_run, evidence_page},
     components::{
-        ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit,
+        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
         filters::TenantSelect,
         format::{seconds, when, when_or},
         poll::every_second_while,
@@ -38,20 +38,10 @@ pub fn EvidencePage() -> impl IntoView {
                 {move || query.read().get("exported").map(|d| view! { <Notice>"Exported a new bundle, digest " <code>{d}</code> "."</Notice> })}
                 {move || query.read().get("signed").map(|d| view! { <Notice>"Sign-off recorded: " <strong>{d}</strong> "."</Notice> })}
                 <ReturnedError/>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match data.await {
-                                    Ok(d) => view! { <Evidence d me/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=data render={
+                    let me = me.clone();
+                    move |d| view! { <Evidence d me=me.clone()/> }
+                }/>
             }
         />
     }

@@ -9,7 +9,7 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::kek::{ResumeRewrap, RetireKek, RotateKek, StartRewrap, kek_overview},
     components::{
-        ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when, poll::every_second_while,
+        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when, poll::every_second_while,
     },
     dto::{KekOverview, KekVersionView, RewrapView},
 };
@@ -48,14 +48,7 @@ pub fn KekPage() -> impl IntoView {
                 </p>
                 {move || query.read().get("retired").map(|v| view! { <Notice>"KEK version " {v} " is retired: it is gone from the ring and opens nothing any more."</Notice> })}
                 <ReturnedError/>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match data.await {
-                            Ok(o) => view! { <Overview o/> }.into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })}
-                </Transition>
+                <Loaded resource=data render=move |o| view! { <Overview o/> }/>
             }
         />
     }

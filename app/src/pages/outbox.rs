@@ -6,7 +6,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::operations::{RetryOutbox, list_outbox},
-    components::{ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when},
+    components::{ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when},
     dto::OutboxView,
 };
 
@@ -34,14 +34,7 @@ pub fn OutboxPage() -> impl IntoView {
                             view! { <a href=href class:current=move || status.get() == v>{label}</a> }
                         }).collect_view()}
                     </nav>
-                    <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                        {move || Suspend::new(async move {
-                            match items.await {
-                                Ok(list) => view! { <Intents list can_retry/> }.into_any(),
-                                Err(error) => view! { <FormError error/> }.into_any(),
-                            }
-                        })}
-                    </Transition>
+                    <Loaded resource=items render=move |list| view! { <Intents list can_retry/> }/>
                 }
             }
         />

@@ -12,7 +12,7 @@ use crate::{
         registry::list_tenants,
     },
     components::{
-        ActionError, FormError, Layout, ReturnedError, Submit,
+        ActionError, Layout, Loaded, ReturnedError, Submit,
         filters::{Choice, FilterActions, TenantSelect},
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
@@ -87,20 +87,10 @@ pub fn QuarantinePage() -> impl IntoView {
                         })
                     }}
                 </Suspense>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match list.await {
-                                    Ok(l) => view! { <Listing list=l filters=filters.get_untracked() me/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=list render={
+                    let me = me.clone();
+                    move |l| view! { <Listing list=l filters=filters.get_untracked() me=me.clone()/> }
+                }/>
                 <Suspense>
                     {move || Suspend::new(async move {
                         jobs.await.ok().filter(|j| !j.is_empty()).map(|jobs| view! { <RecentBulkReleases jobs/> })

@@ -8,7 +8,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::retention::{SetHorizon, SetRetention, retention_overview},
-    components::{ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when},
+    components::{ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when},
     dto::{HorizonView, Me, RetentionOverview, RetentionView, human},
 };
 
@@ -29,20 +29,10 @@ pub fn RetentionPage() -> impl IntoView {
                 {move || query.read().get("changed").map(|t| view! { <Notice>"Retention of " <code>{t}</code> " changed; the previous decision stays in its history."</Notice> })}
                 {move || query.read().get("horizon").map(|s| view! { <Notice>"The " {s} " redelivery horizon changed."</Notice> })}
                 <ReturnedError/>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match data.await {
-                                    Ok(o) => view! { <Overview o me/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=data render={
+                    let me = me.clone();
+                    move |o| view! { <Overview o me=me.clone()/> }
+                }/>
             }
         />
     }

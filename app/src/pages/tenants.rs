@@ -4,7 +4,7 @@ use leptos::prelude::*;
 
 use crate::{
     api::registry::{CreateTenant, list_tenants},
-    components::{ActionError, FormError, Layout, Refresh, ReturnedError, Submit},
+    components::{ActionError, Layout, Loaded, Refresh, ReturnedError, Submit},
     dto::TenantSummary,
 };
 
@@ -19,14 +19,7 @@ pub fn TenantsPage() -> impl IntoView {
                 let is_admin = me.is_admin();
                 view! {
                     <ReturnedError/>
-                    <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                        {move || Suspend::new(async move {
-                            match tenants.await {
-                                Ok(list) => view! { <TenantTable tenants=list is_admin/> }.into_any(),
-                                Err(error) => view! { <FormError error/> }.into_any(),
-                            }
-                        })}
-                    </Transition>
+                    <Loaded resource=tenants render=move |list| view! { <TenantTable tenants=list is_admin/> }/>
                     {is_admin.then(|| view! { <NewTenantForm/> <super::retry_policy::CohortForm/> })}
                 }
             }

@@ -5,9 +5,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::users::{CreateUser, UpdateUser, list_users},
-    components::{
-        ActionError, FormError, Layout, Notice, Refresh, ReturnedError, Submit, format::when, format::when_or,
-    },
+    components::{ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when, format::when_or},
     dto::{Role, UserView},
 };
 
@@ -33,19 +31,10 @@ pub fn UsersPage() -> impl IntoView {
                 <ReturnedError/>
                 <NewUserForm/>
                 <h2>"Accounts"</h2>
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        move || {
-                            let me_name = me_name.clone();
-                            Suspend::new(async move {
-                                match users.await {
-                                    Ok(list) => view! { <UserTable users=list me_name/> }.into_any(),
-                                    Err(error) => view! { <FormError error/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=users render={
+                    let me_name = me_name.clone();
+                    move |list| view! { <UserTable users=list me_name=me_name.clone()/> }
+                }/>
                 }
                 .into_any()
             }

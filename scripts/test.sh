@@ -14,6 +14,10 @@ export LEPTOS_OUTPUT_NAME=signet
 echo "==> layering rules (domain has no HTTP/UI; the wasm build has no DB or crypto)"
 scripts/check-deps.sh
 
+echo "==> formatting (cargo fmt --check) and lints (clippy, warnings are errors)"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+
 echo "==> building the console (cargo leptos build)"
 cargo leptos build
 

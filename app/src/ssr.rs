@@ -309,10 +309,10 @@ pub fn to_app_error(e: DomainError) -> AppError {
             500
         }
     };
-    if !is_form_post() {
-        if let Some(res) = use_context::<ResponseOptions>() {
-            res.set_status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
-        }
+    if !is_form_post()
+        && let Some(res) = use_context::<ResponseOptions>()
+    {
+        res.set_status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
     }
     AppError::new(e.code(), &e.public_message())
 }

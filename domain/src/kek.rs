@@ -157,7 +157,7 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: 
     let newest = versions.last().map(|v| v.version as u32);
     let latest =
         job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.map(|j| view(j, clock::now_ms()));
-    let counted = counting == Counting::Always || !latest.as_ref().is_some_and(|j| j.status == RUNNING);
+    let counted = counting == Counting::Always || latest.as_ref().is_none_or(|j| j.status != RUNNING);
     let counts = if counted { counts(db).await? } else { BTreeMap::new() };
     let mut stale_rows = 0;
     let views = versions

@@ -179,11 +179,11 @@ fn read_key_file(path: &Path) -> Result<MasterKey, ConfigError> {
 #[cfg(unix)]
 fn warn_if_readable_by_others(path: &Path, what: &str) {
     use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.permissions().mode() & 0o077 != 0 {
-            let fix = if meta.is_dir() { "chmod 700" } else { "chmod 600" };
-            tracing::warn!(path = %path.display(), "{what} is readable by group or others; {fix} it");
-        }
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        let fix = if meta.is_dir() { "chmod 700" } else { "chmod 600" };
+        tracing::warn!(path = %path.display(), "{what} is readable by group or others; {fix} it");
     }
 }
 #[cfg(not(unix))]

@@ -175,7 +175,7 @@ async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::ho
         if let Err(e) = hooks.telemetry.flush(&db).await {
             tracing::error!(error = %e, "telemetry flush failed; counts kept for the next one");
         }
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
                 tracing::warn!(error = %e, "gauge refresh failed");
             }

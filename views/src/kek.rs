@@ -64,7 +64,7 @@ impl RewrapView {
     }
     /// Resealed of those under another version at the start, 0–100.
     pub fn percent(&self) -> u64 {
-        if self.total == 0 { 100 } else { (self.rewrapped * 100 / self.total).min(100) }
+        (self.rewrapped * 100).checked_div(self.total).unwrap_or(100).min(100)
     }
 }
 

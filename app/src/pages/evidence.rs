@@ -153,10 +153,10 @@ fn LiveRun(run: DrillRunView) -> impl IntoView {
         if let Some(Some(Ok(r))) = fresh.get() {
             live.set(r.is_running());
             // Finished: reload the page's data (the run list, findings).
-            if !r.is_running() {
-                if let Some(refresh) = refresh {
-                    refresh.bump();
-                }
+            if !r.is_running()
+                && let Some(refresh) = refresh
+            {
+                refresh.bump();
             }
         }
     });
@@ -180,7 +180,7 @@ fn LiveRun(run: DrillRunView) -> impl IntoView {
 #[component]
 fn RunView(run: DrillRunView) -> impl IntoView {
     let (class, text) = verdict(&run);
-    let percent = if run.total == 0 { 0 } else { run.done * 100 / run.total };
+    let percent = (run.done * 100).checked_div(run.total).unwrap_or(0);
     let names = [
         "concurrent_duplicates",
         "interrupted_before_commit",

@@ -160,7 +160,7 @@ fn VersionRow(v: KekVersionView, running: bool, counted: bool) -> impl IntoView 
             <td><strong>"v" {v.version}</strong></td>
             <td class="nowrap">{when(&v.created_at)}</td>
             {SOURCES.map(|(key, _)| {
-                let n = counted.then(|| v.rows.get(key).copied().unwrap_or(0).to_string()).unwrap_or_else(|| "…".to_owned());
+                let n = if counted { v.rows.get(key).copied().unwrap_or(0).to_string() } else { "…".to_owned() };
                 view! { <td class="num">{n}</td> }
             })}
             <td class="num"><strong>{if counted { v.total_rows.to_string() } else { "…".to_owned() }}</strong></td>

@@ -63,9 +63,11 @@ fn TenantTable(tenants: Vec<TenantSummary>, is_admin: bool) -> impl IntoView {
 #[component]
 fn TenantRow(row: TenantSummary) -> impl IntoView {
     let TenantSummary { tenant: t, endpoint_count, active_keys, pending_keys } = row;
-    let pending = (pending_keys > 0)
-        .then(|| view! { <span class="badge badge-pending_approval">{pending_keys}</span> }.into_any())
-        .unwrap_or_else(|| view! { <span class="muted">"0"</span> }.into_any());
+    let pending = if pending_keys > 0 {
+        view! { <span class="badge badge-pending_approval">{pending_keys}</span> }.into_any()
+    } else {
+        view! { <span class="muted">"0"</span> }.into_any()
+    };
     view! {
         <tr>
             <td><a href=format!("/tenants/{}", t.slug)><code>{t.slug.clone()}</code></a></td>

@@ -125,10 +125,10 @@ impl Principal {
     /// asking about another tenant gets [`DomainError::NotFound`], so that the
     /// answer does not reveal that the tenant exists.
     pub fn authorize(&self, permission: Permission, scope: Scope<'_>) -> Result<Authorized, DomainError> {
-        if let (Some(own), Scope::Tenant(target)) = (&self.tenant_id, scope) {
-            if own != target {
-                return Err(DomainError::NotFound);
-            }
+        if let (Some(own), Scope::Tenant(target)) = (&self.tenant_id, scope)
+            && own != target
+        {
+            return Err(DomainError::NotFound);
         }
         // A tenant-bound role without its tenant is refused everywhere (it
         // would otherwise pass every tenant check below).

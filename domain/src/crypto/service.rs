@@ -126,6 +126,7 @@ pub fn public_key_pem(public_key_b64: &str) -> Result<String, SignatureCheck> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -84,11 +84,11 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         esc(&e.deployment.evidence_public_key),
     );
     let drills_ok = e.drills.latest.as_ref().is_some_and(|r| r.passed == Some(true));
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<div class=\"summary\"><div>Findings<strong class=\"{}\">{} critical · {} warning</strong></div>\
          <div>Constraints present<strong>{} of {}</strong></div><div>Latest drills<strong class=\"{}\">{}</strong></div>\
-         <div>Audit chain<strong class=\"{}\">{}</strong></div></div>\n",
+         <div>Audit chain<strong class=\"{}\">{}</strong></div></div>",
         if critical > 0 { "bad" } else { "ok" },
         critical,
         e.findings.len() - critical,

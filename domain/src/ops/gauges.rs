@@ -91,10 +91,10 @@ pub async fn series(
     for row in db.query_all(&q).await? {
         let (bucket, name, value): (i64, String, i64) =
             (row.try_get("", "bucket")?, row.try_get("", "name")?, row.try_get("", "value")?);
-        if let (Some(points), Ok(i)) = (out.get_mut(&name), usize::try_from(bucket - first)) {
-            if let Some(p) = points.get_mut(i) {
-                *p = value;
-            }
+        if let (Some(points), Ok(i)) = (out.get_mut(&name), usize::try_from(bucket - first))
+            && let Some(p) = points.get_mut(i)
+        {
+            *p = value;
         }
     }
     Ok(out)

@@ -8,7 +8,8 @@
 //!   entries that old go with them (the audit log keeps their story);
 //! - bodies of claims received before `now - body retention` are cleared,
 //!   except those of an open quarantine entry;
-//! then replay records past their expiry (received + 2 x tolerance) go, and
+//!
+//! Then replay records past their expiry (received + 2 x tolerance) go, and
 //! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
 //! them for the last hour only; the hourly rollups stay).
 //!

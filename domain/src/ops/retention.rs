@@ -311,7 +311,7 @@ pub async fn set(
     // A no-op write on the endpoint row serialises concurrent changes, so
     // the next version number is read after any other change committed.
     endpoint::Entity::update_many()
-        .col_expr(endpoint::Column::Enabled, Expr::col(endpoint::Column::Enabled).into())
+        .col_expr(endpoint::Column::Enabled, Expr::col(endpoint::Column::Enabled))
         .filter(endpoint::Column::Id.eq(&e.id))
         .exec(&txn)
         .await?;

@@ -88,7 +88,7 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &s
 /// so that concurrent changes read the history one after the other.
 async fn lock<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<()> {
     tenant::Entity::update_many()
-        .col_expr(tenant::Column::RetryPolicy, Expr::col(tenant::Column::RetryPolicy).into())
+        .col_expr(tenant::Column::RetryPolicy, Expr::col(tenant::Column::RetryPolicy))
         .filter(tenant::Column::Id.eq(tenant_id))
         .exec(conn)
         .await?;

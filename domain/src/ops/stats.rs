@@ -123,9 +123,9 @@ async fn key_failures(
         keys[pos].reasons.push(ReasonCount { reason, count: n });
     }
     for keys in out.values_mut() {
-        keys.sort_by(|a, b| b.failures.cmp(&a.failures));
+        keys.sort_by_key(|k| std::cmp::Reverse(k.failures));
         for k in keys.iter_mut() {
-            k.reasons.sort_by(|a, b| b.count.cmp(&a.count));
+            k.reasons.sort_by_key(|r| std::cmp::Reverse(r.count));
         }
     }
     Ok(out)
@@ -383,7 +383,7 @@ pub async fn stats(
             let (tenant, endpoint) = name(&endpoint_id)?;
             let mut reasons: Vec<ReasonCount> =
                 by_reason.into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
-            reasons.sort_by(|a, b| b.count.cmp(&a.count));
+            reasons.sort_by_key(|r| std::cmp::Reverse(r.count));
             Some(FailingEndpoint {
                 tenant,
                 endpoint,
@@ -398,7 +398,7 @@ pub async fn stats(
             })
         })
         .collect();
-    failing_endpoints.sort_by(|a, b| b.failures.cmp(&a.failures));
+    failing_endpoints.sort_by_key(|e| std::cmp::Reverse(e.failures));
 
     let versions: HashMap<String, i32> = retry_policy_version::Entity::find()
         .select_only()

@@ -119,10 +119,10 @@ impl EndpointCache {
             return Ok(None);
         }
         let key = (tenant.to_owned(), endpoint.to_owned());
-        if let Some(slot) = read(&self.known).get(&key) {
-            if slot.loaded.elapsed() < self.ttl {
-                return Ok(Some(slot.ctx.clone()));
-            }
+        if let Some(slot) = read(&self.known).get(&key)
+            && slot.loaded.elapsed() < self.ttl
+        {
+            return Ok(Some(slot.ctx.clone()));
         }
         if read(&self.unknown).get(&key).is_some_and(|at| at.elapsed() < self.ttl) {
             return Ok(None);

@@ -103,11 +103,11 @@ impl Telemetry {
         let mut first_err = None;
         // Minute and hour rows in one transaction: a failed flush is kept
         // whole for the next one, so nothing is counted twice or lost.
-        if !rollups.is_empty() {
-            if let Err(e) = write_rollups(db, &rollups).await {
-                failed = rollups;
-                first_err = Some(e);
-            }
+        if !rollups.is_empty()
+            && let Err(e) = write_rollups(db, &rollups).await
+        {
+            failed = rollups;
+            first_err = Some(e);
         }
         let uses = std::mem::take(&mut *self.key_uses.lock().unwrap_or_else(|p| p.into_inner()));
         let mut failed_uses = HashMap::new();

@@ -112,10 +112,11 @@ fn verify_inner<H: HeaderSource + ?Sized>(
     };
     let mut matched = None;
     for i in candidates {
-        if let Some(k) = endpoint.keys.get(i) {
-            if verify_with_key(&parsed, &body, &k.hmac_key) && matched.is_none() {
-                matched = Some(i);
-            }
+        if let Some(k) = endpoint.keys.get(i)
+            && verify_with_key(&parsed, &body, &k.hmac_key)
+            && matched.is_none()
+        {
+            matched = Some(i);
         }
     }
     let key_index = matched.ok_or((Refusal::SignatureMismatch, None))?;

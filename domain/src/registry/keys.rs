@@ -277,42 +277,39 @@ async fn activate<C: ConnectionTrait>(
     l: &Loaded,
     now: i64,
 ) -> DomainResult<signing_key::Model> {
-    if let Some(old_id) = &l.key.replaces_key_id {
-        if let Some(old) = signing_key::Entity::find_by_id(old_id.clone()).one(conn).await? {
-            if old.status == "active" {
-                if retiring_count(conn, &l.endpoint.id, now).await? >= MAX_RETIRING_PER_ENDPOINT {
-                    return Err(DomainError::conflict(
-                        "too_many_retiring",
-                        format!(
-                            "endpoint {} already has {MAX_RETIRING_PER_ENDPOINT} keys in their overlap; wait for one to expire or revoke one",
-                            l.endpoint.slug
-                        ),
-                    ));
-                }
-                let overlap = l.key.overlap_secs.unwrap_or(DEFAULT_OVERLAP_SECS);
-                let before = view(&old, &l.tenant, &l.endpoint, now);
-                let mut a: signing_key::ActiveModel = old.into();
-                a.status = Set("retiring".into());
-                a.expires_at = Set(Some(now + overlap * 1000));
-                let old = a.update(conn).await?;
-                let after = view(&old, &l.tenant, &l.endpoint, now);
-                audit::record(
-                    conn,
-                    actor,
-                    Change {
-                        action: "key.retire",
-                        target_kind: "key",
-                        target_id: &old.id,
-                        tenant_id: Some(&l.tenant.id),
-                        before: Some(summary(&before)),
-                        after: Some(
-                            json!({"status": after.status, "expires_at": after.expires_at, "replaced_by": l.key.id}),
-                        ),
-                    },
-                )
-                .await?;
-            }
+    if let Some(old_id) = &l.key.replaces_key_id
+        && let Some(old) = signing_key::Entity::find_by_id(old_id.clone()).one(conn).await?
+        && old.status == "active"
+    {
+        if retiring_count(conn, &l.endpoint.id, now).await? >= MAX_RETIRING_PER_ENDPOINT {
+            return Err(DomainError::conflict(
+                "too_many_retiring",
+                format!(
+                    "endpoint {} already has {MAX_RETIRING_PER_ENDPOINT} keys in their overlap; wait for one to expire or revoke one",
+                    l.endpoint.slug
+                ),
+            ));
         }
+        let overlap = l.key.overlap_secs.unwrap_or(DEFAULT_OVERLAP_SECS);
+        let before = view(&old, &l.tenant, &l.endpoint, now);
+        let mut a: signing_key::ActiveModel = old.into();
+        a.status = Set("retiring".into());
+        a.expires_at = Set(Some(now + overlap * 1000));
+        let old = a.update(conn).await?;
+        let after = view(&old, &l.tenant, &l.endpoint, now);
+        audit::record(
+            conn,
+            actor,
+            Change {
+                action: "key.retire",
+                target_kind: "key",
+                target_id: &old.id,
+                tenant_id: Some(&l.tenant.id),
+                before: Some(summary(&before)),
+                after: Some(json!({"status": after.status, "expires_at": after.expires_at, "replaced_by": l.key.id})),
+            },
+        )
+        .await?;
     }
     let mut a: signing_key::ActiveModel = l.key.clone().into();
     a.status = Set("active".into());
@@ -574,7 +571,7 @@ pub async fn rotate(
             format!("only an active key can be rotated; {key_id} is {}", old.key.status),
         ));
     }
-    if !old.key.approved_scope_hash.as_deref().is_some_and(|h| h == old.key.scope_hash) {
+    if old.key.approved_scope_hash.as_deref().is_none_or(|h| h != old.key.scope_hash) {
         return Err(DomainError::conflict(
             "scope_not_approved",
             "the key's current scope is not approved; get it approved first",
@@ -727,15 +724,15 @@ async fn views_for(db: &DatabaseConnection, keys: Vec<signing_key::Model>, now: 
     let mut tenants: Vec<tenant::Model> = Vec::new();
     let mut endpoints: Vec<endpoint::Model> = Vec::new();
     for k in keys {
-        if !tenants.iter().any(|t| t.id == k.tenant_id) {
-            if let Some(t) = tenant::Entity::find_by_id(k.tenant_id.clone()).one(db).await? {
-                tenants.push(t);
-            }
+        if !tenants.iter().any(|t| t.id == k.tenant_id)
+            && let Some(t) = tenant::Entity::find_by_id(k.tenant_id.clone()).one(db).await?
+        {
+            tenants.push(t);
         }
-        if !endpoints.iter().any(|e| e.id == k.endpoint_id) {
-            if let Some(e) = endpoint::Entity::find_by_id(k.endpoint_id.clone()).one(db).await? {
-                endpoints.push(e);
-            }
+        if !endpoints.iter().any(|e| e.id == k.endpoint_id)
+            && let Some(e) = endpoint::Entity::find_by_id(k.endpoint_id.clone()).one(db).await?
+        {
+            endpoints.push(e);
         }
         let (Some(t), Some(e)) =
             (tenants.iter().find(|t| t.id == k.tenant_id), endpoints.iter().find(|e| e.id == k.endpoint_id))

@@ -74,7 +74,7 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
         keys::approve(&t.db, &reviewer(), &p.key.key_id, None, "scope matches the reminder integration").await.unwrap();
     assert_eq!(approved.status, KeyStatus::Active);
     assert!(approved.scope_approved);
-    assert_eq!(accepted(t, &p.key.key_id).await, [p.key.key_id.clone()]);
+    assert_eq!(accepted(t, &p.key.key_id).await, std::slice::from_ref(&p.key.key_id));
     let history = keys::approval_history(&t.db, &reviewer(), Some(&p.key.key_id), 10).await.unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].reviewer, "reviewer-user");
@@ -121,7 +121,7 @@ db_test!(rotation_keeps_old_key_until_replacement_is_active, async |t: &TestDb| 
     assert_eq!(new.key.status, KeyStatus::PendingApproval);
     assert_eq!(new.key.replaces_key_id.as_deref(), Some(old.as_str()));
     assert_ne!(new.secret.expose(), k.secret.expose());
-    assert_eq!(accepted(t, &old).await, [old.clone()], "old key still sole accepted key");
+    assert_eq!(accepted(t, &old).await, std::slice::from_ref(&old), "old key still sole accepted key");
     assert_eq!(keys::get(&t.db, &admin(), &old).await.unwrap().status, KeyStatus::Active);
     // A second rotation while one is pending is refused.
     let twice = keys::rotate(&t.db, &t.vault, &admin(), &old, None, Approval::Pending).await;

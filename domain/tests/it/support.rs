@@ -65,11 +65,11 @@ impl TestDb {
 
     pub async fn close(self) {
         self.db.close().await.ok();
-        if let Some((admin_url, name)) = self.cleanup {
-            if let Ok(admin) = Database::connect(admin_url.as_str()).await {
-                admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
-                admin.close().await.ok();
-            }
+        if let Some((admin_url, name)) = self.cleanup
+            && let Ok(admin) = Database::connect(admin_url.as_str()).await
+        {
+            admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+            admin.close().await.ok();
         }
     }
 }

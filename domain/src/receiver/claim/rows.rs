@@ -40,10 +40,10 @@ pub(super) fn replay_row(v: &Verified) -> Option<replay_record::ActiveModel> {
 /// of this very id has the same body: that is the provider redelivering it,
 /// a duplicate.
 pub(super) async fn replayed(conn: &impl ConnectionTrait, v: &Verified, event_id: &str) -> Result<Outcome, DbErr> {
-    if v.signed_without_id() {
-        if let Some(found @ Outcome::Duplicate { .. }) = existing(conn, v, event_id).await? {
-            return Ok(found);
-        }
+    if v.signed_without_id()
+        && let Some(found @ Outcome::Duplicate { .. }) = existing(conn, v, event_id).await?
+    {
+        return Ok(found);
     }
     Ok(Outcome::Refused(Refusal::Replay))
 }

@@ -110,10 +110,10 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
     if let Ok(v) = HeaderValue::from_str(&csp) {
         res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
     }
-    if let Some(name) = filename {
-        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
-            res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
-        }
+    if let Some(name) = filename
+        && let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+    {
+        res.headers_mut().insert(header::CONTENT_DISPOSITION, v);
     }
     res
 }

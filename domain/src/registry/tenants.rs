@@ -72,14 +72,33 @@ fn name_schema() -> utoipa::openapi::Object {
 /// `https://` URL with a host, or an `http://` one to loopback; no
 /// credentials, whitespace or control characters; surrounding whitespace
 /// allowed (trimmed).
+/// An IPv6 address in its colon-hex forms (what [`is_ipv6_literal`] accepts).
+const IPV6: &str = concat!(
+    "(?:(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}",
+    "|(?:[0-9A-Fa-f]{1,4}:){1,7}:",
+    "|(?:[0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}",
+    "|(?:[0-9A-Fa-f]{1,4}:){1,5}(?::[0-9A-Fa-f]{1,4}){1,2}",
+    "|(?:[0-9A-Fa-f]{1,4}:){1,4}(?::[0-9A-Fa-f]{1,4}){1,3}",
+    "|(?:[0-9A-Fa-f]{1,4}:){1,3}(?::[0-9A-Fa-f]{1,4}){1,4}",
+    "|(?:[0-9A-Fa-f]{1,4}:){1,2}(?::[0-9A-Fa-f]{1,4}){1,5}",
+    "|[0-9A-Fa-f]{1,4}:(?::[0-9A-Fa-f]{1,4}){1,6}",
+    "|:(?:(?::[0-9A-Fa-f]{1,4}){1,7}|:))",
+);
+
+/// `v6` is an IPv6 address written in colon-hex (no dotted IPv4 tail).
+fn is_ipv6_literal(v6: &str) -> bool {
+    !v6.contains('.') && v6.parse::<std::net::Ipv6Addr>().is_ok()
+}
+
 pub fn notify_url_pattern() -> String {
     let ws = crate::text::WHITESPACE;
     // Neither whitespace nor a control character.
     let printable = format!(r"[^{ws}\x00-\x1f\x7f-\x9f]");
     let authority = format!(r"[^/?#@{ws}\x00-\x1f\x7f-\x9f]");
     let rest = format!(r"(?:[/?#]{printable}*)?");
-    let bracketed = format!(r"\[[^\]/?#@{ws}\x00-\x1f\x7f-\x9f]*\]");
-    let https_host = format!(r"(?:{bracketed}|[^\[:/?#@{ws}\x00-\x1f\x7f-\x9f]){authority}*");
+    // An IPv6 literal (no embedded IPv4), then at most a port.
+    let bracketed = format!(r"\[{IPV6}\](?::[0-9]*)?");
+    let https_host = format!(r"(?:{bracketed}|[^\[:/?#@{ws}\x00-\x1f\x7f-\x9f]{authority}*)");
     let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
     let loopback = format!(
         r"(?:(?:[lL][oO][cC][aA][lL][hH][oO][sS][tT]|127\.{octet}\.{octet}\.{octet})(?::{authority}*)?|\[::1\]{authority}*)"
@@ -109,6 +128,22 @@ fn validate_notify_url(url: &str) -> DomainResult<Option<String>> {
         !url.chars().any(|c| c.is_whitespace() || c.is_control()) && url_host(url).is_some_and(|h| !h.is_empty());
     if !well_formed {
         return Err(DomainError::invalid("invalid_notify_url", "notify URL must be an absolute https:// URL"));
+    }
+    // A bracketed host is an IPv6 address and nothing else, then at most a
+    // port: other tools (and the relay's client) refuse anything looser.
+    if url.starts_with("https://")
+        && let Some(authority) = url_authority(url).filter(|a| a.starts_with('['))
+    {
+        let ok = authority[1..].split_once(']').is_some_and(|(v6, after)| {
+            is_ipv6_literal(v6)
+                && (after.is_empty() || after.strip_prefix(':').is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit())))
+        });
+        if !ok {
+            return Err(DomainError::invalid(
+                "invalid_notify_url",
+                "a bracketed notify URL host must be an IPv6 address, then at most a :port",
+            ));
+        }
     }
     if url_authority(url).is_some_and(|a| a.contains('@')) {
         return Err(DomainError::invalid(
@@ -297,12 +332,21 @@ mod tests {
             "http://127.0.0.1:9000/n",
             "http://localhost/n",
             "http://[::1]:8080/",
+            "https://[2001:db8::1]:8443/n",
+            "https://[::]/",
+            "https://[1:2:3:4:5:6:7::]/",
             "http://127.8.9.10",
         ] {
             assert_eq!(validate_notify_url(ok).unwrap().as_deref(), Some(ok), "{ok}");
         }
         assert_eq!(validate_notify_url("  ").unwrap(), None);
         for (bad, code) in [
+            ("https://[::ffff:1.2.3.4]/", "invalid_notify_url"),
+            ("https://[]/", "invalid_notify_url"),
+            ("https://[x]/", "invalid_notify_url"),
+            ("https://[::1]x/", "invalid_notify_url"),
+            ("https://[::1]:80a/", "invalid_notify_url"),
+            ("https://[1:2:3:4::5:6:7:8]/", "invalid_notify_url"),
             ("http://relay.example/notify", "insecure_notify_url"),
             ("http://10.0.0.5/n", "insecure_notify_url"),
             ("http://127.0.0.1.evil.example/", "insecure_notify_url"),
@@ -333,6 +377,15 @@ mod tests {
             "http://LocalHost/n",
             "http://[::1]:8080/",
             "http://127.8.9.10",
+            "https://[2001:db8::1]:8443/n",
+            "https://[::]/",
+            "https://[1:2:3:4:5:6:7::]/",
+            "https://[::ffff:1.2.3.4]/",
+            "https://[]/",
+            "https://[x]/",
+            "https://[::1]x/",
+            "https://[::1]:80a/",
+            "https://[1:2:3:4::5:6:7:8]/",
             "http://127.0.0.01/",
             "http://127.256.0.1/",
             "",

@@ -352,7 +352,7 @@ fn Sections(e: Evidence) -> impl IntoView {
                             <td>{k.tenant.clone()} " / " <strong>{k.endpoint.clone()}</strong></td>
                             <td><code>{k.key_id.clone()}</code></td>
                             <td><span class=format!("badge badge-{}", k.status)>{k.status.clone()}</span>{(!k.scope_approved).then(|| view! { <br/><small class="error-text">"scope not approved"</small> })}</td>
-                            <td>{k.scheme.as_str()} <br/> <small>{k.event_types.join(", ")}</small></td>
+                            <td>{k.scheme.clone()} <br/> <small>{k.event_types.join(", ")}</small></td>
                             <td>{k.owner.clone()} " · " {k.rotation_owner.clone()}</td>
                             <td>{k.approved_by.clone().unwrap_or_else(|| "–".into())} <br/> <small class="muted">{when_or(k.approved_at.as_deref(), "")}</small></td>
                             <td>"v" {k.kek_version}</td>

@@ -2,14 +2,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub const RUNNING: &str = "running";
-
-pub const FINISHED: &str = "finished";
-
-pub const FAILED: &str = "failed";
-
-/// Shown, never stored: `running` with a stale heartbeat.
-pub const INTERRUPTED: &str = "interrupted";
+pub use crate::jobs::{FAILED, FINISHED, INTERRUPTED, RUNNING};
 
 /// One KEK version and the rows sealed under it, per source.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

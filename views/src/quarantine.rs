@@ -81,14 +81,7 @@ pub struct RevealedBody {
     pub size_bytes: u64,
 }
 
-pub const RUNNING: &str = "running";
-
-pub const FINISHED: &str = "finished";
-
-pub const FAILED: &str = "failed";
-
-/// Shown, never stored: `running` with a stale heartbeat.
-pub const INTERRUPTED: &str = "interrupted";
+pub use crate::jobs::{FAILED, FINISHED, INTERRUPTED, RUNNING};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -7,7 +7,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::extract::FromRef;
 use domain::{
     DomainError,
     auth::{
@@ -48,23 +47,22 @@ pub fn cookies_secure(public_url: &str) -> bool {
     !matches!(host, "localhost" | "127.0.0.1" | "[::1]")
 }
 
-/// Everything request handlers and server functions share. Built once in
-/// `main` from the configuration.
+/// What the console's server functions need, and the server shares with its
+/// own handlers (`/api/v1`, evidence downloads). Built once in `serve` from
+/// the configuration; the server's router state (`server::http::state`)
+/// holds it and puts it in every server function's context.
 #[derive(Clone)]
-pub struct AppState {
-    pub leptos_options: LeptosOptions,
+pub struct SharedState {
     pub db: DatabaseConnection,
     pub vault: Arc<Vault>,
     pub sessions: SessionPolicy,
     /// Set the cookie's `Secure` flag and `__Host-` name: always, except
     /// for a plain-http loopback public URL ([`cookies_secure`]).
     pub secure_cookies: bool,
-    /// Send `Strict-Transport-Security` (the public URL is https).
-    pub hsts: bool,
     pub reveals: Arc<RevealStore>,
     pub setup: Arc<SetupToken>,
     /// Fields masked when a quarantined body is shown.
-    pub redaction: Arc<domain::ops::redact::Redaction>,
+    pub redaction: Arc<domain::quarantine::redact::Redaction>,
     /// When a silent bulk-release runner counts as interrupted.
     pub bulk_stale_ms: i64,
     /// Test fault points (`SIGNET_FAULTS`, debug builds), read once at start.
@@ -72,12 +70,6 @@ pub struct AppState {
     /// Runs started drill runs in the background (the server owns how
     /// drills reach its receiver).
     pub drills: Arc<dyn domain::evidence::runs::DrillSpawner>,
-}
-
-impl FromRef<AppState> for LeptosOptions {
-    fn from_ref(s: &AppState) -> Self {
-        s.leptos_options.clone()
-    }
 }
 
 /// Secrets waiting to be shown once, right after provision or rotation. A
@@ -159,8 +151,8 @@ impl SetupToken {
     }
 }
 
-pub fn state() -> Result<AppState, AppError> {
-    use_context::<AppState>().ok_or_else(|| AppError::new("internal", "server state missing"))
+pub fn state() -> Result<SharedState, AppError> {
+    use_context::<SharedState>().ok_or_else(|| AppError::new("internal", "server state missing"))
 }
 
 fn parts() -> Option<Parts> {
@@ -169,7 +161,7 @@ fn parts() -> Option<Parts> {
 
 /// The session token from the request's cookie, if any.
 pub fn session_token() -> Option<String> {
-    let secure = use_context::<AppState>()?.secure_cookies;
+    let secure = use_context::<SharedState>()?.secure_cookies;
     session_token_in(&parts()?.headers, secure)
 }
 
@@ -198,12 +190,12 @@ pub async fn principal() -> Result<Principal, AppError> {
 
 /// The server state and the signed-in principal: what nearly every server
 /// function starts with.
-pub async fn request() -> Result<(AppState, Principal), AppError> {
+pub async fn request() -> Result<(SharedState, Principal), AppError> {
     Ok((state()?, principal().await?))
 }
 
 /// [`request`] for a server function a page polls (see [`polled_principal`]).
-pub async fn polled_request(auto: Option<bool>) -> Result<(AppState, Principal), AppError> {
+pub async fn polled_request(auto: Option<bool>) -> Result<(SharedState, Principal), AppError> {
     Ok((state()?, polled_principal(auto).await?))
 }
 
@@ -254,7 +246,7 @@ pub const DEVICE_COOKIE_DAYS: i64 = 180;
 
 /// The device token from the request's cookie, if any.
 pub fn device_token() -> Option<String> {
-    let secure = use_context::<AppState>()?.secure_cookies;
+    let secure = use_context::<SharedState>()?.secure_cookies;
     cookie_in(&parts()?.headers, if secure { SECURE_DEVICE_COOKIE } else { DEVICE_COOKIE })
 }
 

@@ -13,15 +13,18 @@ pub mod evidence;
 pub mod ids;
 pub mod integral;
 pub mod kek;
-pub mod ops;
 pub mod outbox;
 pub mod paging;
+pub mod quarantine;
 pub mod receiver;
 pub mod registry;
+pub mod retention;
+pub mod retry_policy;
 #[cfg(feature = "openapi")]
 pub mod schema;
 pub mod service_keys;
 pub mod startup;
+pub mod stats;
 pub mod text;
 pub mod vault;
 

@@ -3,6 +3,8 @@
 //! counted before trimming so the rule is one a JSON Schema can state
 //! exactly (`maxLength` and a pattern), and the OpenAPI document states it.
 
+use crate::error::{DomainError, DomainResult};
+
 /// Whether `text` has a character that is not whitespace. As a pattern:
 /// [`NON_BLANK`].
 pub fn is_blank(text: &str) -> bool {
@@ -35,4 +37,28 @@ pub fn optional_schema(max: usize) -> utoipa::openapi::Object {
     let mut s = crate::schema::nullable(schema(max));
     s.pattern = None;
     s
+}
+
+/// The longest reason, in characters as sent.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// A required free-text justification (audited): not blank, at most
+/// [`MAX_REASON_CHARS`]; stored trimmed.
+pub(crate) fn require_reason(reason: &str) -> DomainResult<String> {
+    if is_blank(reason) {
+        return Err(DomainError::invalid("reason_required", "a reason is required"));
+    }
+    if !fits(reason, MAX_REASON_CHARS) {
+        return Err(DomainError::invalid(
+            "reason_too_long",
+            format!("the reason must be at most {MAX_REASON_CHARS} characters"),
+        ));
+    }
+    Ok(reason.trim().to_owned())
+}
+
+/// A reason's schema ([`require_reason`]).
+#[cfg(feature = "openapi")]
+pub fn reason_schema() -> utoipa::openapi::Object {
+    schema(MAX_REASON_CHARS)
 }

@@ -174,7 +174,7 @@ impl Metrics {
         Ok(())
     }
 
-    pub fn record_purge(&self, r: &domain::ops::purge::PurgeReport) {
+    pub fn record_purge(&self, r: &domain::retention::purge::PurgeReport) {
         for (kind, n) in [
             ("claims", r.claims_deleted),
             ("quarantine", r.quarantine_deleted),

@@ -1,10 +1,10 @@
 //! The retention purge task in `signet serve`: runs
-//! [`domain::ops::purge::run`] shortly after start and then every interval,
+//! [`domain::retention::purge::run`] shortly after start and then every interval,
 //! and reports each run in the metrics (the domain writes the audit entry).
 
 use std::{sync::Arc, time::Duration};
 
-use domain::ops::purge;
+use domain::retention::purge;
 use sea_orm::DatabaseConnection;
 use tokio::{sync::watch, task::JoinHandle};
 

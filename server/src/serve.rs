@@ -3,11 +3,14 @@
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use app::ssr::{AppState, RevealStore, SetupToken};
+use app::ssr::{RevealStore, SetupToken, SharedState};
 use domain::{auth::sessions::SessionPolicy, vault::Vault};
 use leptos::prelude::LeptosOptions;
 
-use crate::config::{DbArgs, ServeArgs};
+use crate::{
+    config::{DbArgs, ServeArgs},
+    http::state::AppState,
+};
 
 pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     // The request timeout answers first otherwise, and the body timeout
@@ -52,23 +55,22 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         .site_pkg_dir("pkg")
         .site_addr(args.addr)
         .build();
-    let state = AppState {
-        leptos_options,
+    let shared = SharedState {
         db: db.clone(),
         vault: vault.clone(),
         sessions: SessionPolicy::default(),
         secure_cookies: app::ssr::cookies_secure(&public_url),
-        hsts: public_url.starts_with("https://"),
         reveals: Arc::new(RevealStore::default()),
         setup: Arc::new(SetupToken::default()),
-        redaction: Arc::new(domain::ops::redact::Redaction::from_config(args.redact_fields.as_deref())),
+        redaction: Arc::new(domain::quarantine::redact::Redaction::from_config(args.redact_fields.as_deref())),
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
         faults: faults.clone(),
         drills,
     };
+    let state = AppState { leptos_options, hsts: public_url.starts_with("https://"), shared };
 
     if !domain::auth::users::any_exist(&db).await.map_err(|e| e.to_string())? {
-        let token = state.setup.mint();
+        let token = state.shared.setup.mint();
         // Printed, not logged: a one-time bootstrap credential for the operator.
         println!(
             "No users exist yet. Create the first administrator (link valid until it is used or the server restarts):"
@@ -179,7 +181,7 @@ async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::ho
             if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
                 tracing::warn!(error = %e, "gauge refresh failed");
             }
-            if let Err(e) = domain::ops::gauges::sample(&db, domain::clock::now_ms()).await {
+            if let Err(e) = domain::stats::gauges::sample(&db, domain::clock::now_ms()).await {
                 tracing::warn!(error = %e, "gauge sample for the dashboards failed");
             }
         }

@@ -11,7 +11,7 @@ pub struct TenantView {
     pub notify_url: Option<String>,
     pub created_at: String,
     /// `enabled` or `disabled` (new tenants start `disabled`: see
-    /// `ops::retry_policy`).
+    /// `retry_policy`).
     pub retry_policy: String,
 }
 

@@ -26,7 +26,7 @@ fn approval_for(
 /// Sends the browser to the reveal page for a freshly created secret.
 #[cfg(feature = "ssr")]
 fn redirect_to_reveal(
-    st: &crate::ssr::AppState,
+    st: &crate::ssr::SharedState,
     key_id: &str,
     secret: domain::crypto::SigningSecret,
 ) -> Result<(), AppError> {

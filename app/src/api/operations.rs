@@ -13,8 +13,8 @@ fn filter(
     reason: Option<String>,
     status: Option<String>,
     age: Option<String>,
-) -> domain::ops::quarantine::QuarantineFilter {
-    domain::ops::quarantine::QuarantineFilter { tenant, endpoint, reason, status, age, limit: Some(200) }
+) -> domain::quarantine::QuarantineFilter {
+    domain::quarantine::QuarantineFilter { tenant, endpoint, reason, status, age, limit: Some(200) }
 }
 
 #[server(prefix = "/fn", endpoint = "list_quarantine", input = GetUrl)]
@@ -27,14 +27,14 @@ pub async fn list_quarantine(
 ) -> Result<QuarantineList, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::ops::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age)).await?)
+    Ok(domain::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age)).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "quarantine_detail", input = GetUrl)]
 pub async fn quarantine_detail(id: String) -> Result<QuarantineView, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::ops::quarantine::get(&st.db, &p, &id).await?)
+    Ok(domain::quarantine::get(&st.db, &p, &id).await?)
 }
 
 /// Decrypts the body for display (on-call and admin only). POST: every
@@ -43,14 +43,14 @@ pub async fn quarantine_detail(id: String) -> Result<QuarantineView, AppError> {
 pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBody, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::ops::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await?)
+    Ok(domain::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "release_quarantine")]
 pub async fn release_quarantine(id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::ops::quarantine::release(&st.db, &st.vault, &p, &id, &reason).await?;
+    domain::quarantine::release(&st.db, &st.vault, &p, &id, &reason).await?;
     leptos_axum::redirect(&format!("/quarantine/{id}?done=released"));
     Ok(())
 }
@@ -59,7 +59,7 @@ pub async fn release_quarantine(id: String, reason: String) -> Result<(), AppErr
 pub async fn discard_quarantine(id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::ops::quarantine::discard(&st.db, &p, &id, &reason).await?;
+    domain::quarantine::discard(&st.db, &p, &id, &reason).await?;
     leptos_axum::redirect(&format!("/quarantine/{id}?done=discarded"));
     Ok(())
 }
@@ -74,7 +74,7 @@ pub async fn start_bulk_release(
     age: Option<String>,
     reason: String,
 ) -> Result<(), AppError> {
-    use domain::ops::bulk_release;
+    use domain::quarantine::bulk_release;
 
     use crate::ssr;
     let (st, p) = ssr::request().await?;
@@ -90,7 +90,7 @@ pub async fn start_bulk_release(
 pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseView, AppError> {
     use crate::ssr;
     let (st, p) = ssr::polled_request(auto).await?;
-    Ok(domain::ops::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?)
+    Ok(domain::quarantine::bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?)
 }
 
 /// The latest few bulk releases the caller may see, newest first.
@@ -98,14 +98,14 @@ pub async fn bulk_release(id: String, auto: Option<bool>) -> Result<BulkReleaseV
 pub async fn recent_bulk_releases() -> Result<Vec<BulkReleaseView>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::ops::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await?)
+    Ok(domain::quarantine::bulk_release::recent(&st.db, &p, 5, st.bulk_stale_ms).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "resume_bulk_release")]
 pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::ops::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms, &st.faults).await?;
+    domain::quarantine::bulk_release::resume(&st.db, &st.vault, &p, &id, st.bulk_stale_ms, &st.faults).await?;
     leptos_axum::redirect(&format!("/quarantine/bulk/{id}"));
     Ok(())
 }
@@ -114,14 +114,14 @@ pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
 pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::ops::retry_policy::get(&st.db, &p, &tenant).await?)
+    Ok(domain::retry_policy::get(&st.db, &p, &tenant).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "set_retry_policy")]
 pub async fn set_retry_policy(tenant: String, policy: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::ops::retry_policy::set(&st.db, &p, &tenant, &policy, &reason).await?;
+    domain::retry_policy::set(&st.db, &p, &tenant, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=changed#retry-policy"));
     Ok(())
 }
@@ -130,7 +130,7 @@ pub async fn set_retry_policy(tenant: String, policy: String, reason: String) ->
 pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::ops::retry_policy::rollback(&st.db, &p, &tenant, &reason).await?;
+    domain::retry_policy::rollback(&st.db, &p, &tenant, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=rolled-back#retry-policy"));
     Ok(())
 }
@@ -147,7 +147,7 @@ pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> 
         .await?
         .into_iter()
         .map(|t| crate::dto::CohortTenantDto {
-            retries_enabled: t.retry_policy == domain::ops::retry_policy::ENABLED,
+            retries_enabled: t.retry_policy == domain::retry_policy::ENABLED,
             slug: t.slug,
         })
         .collect();
@@ -172,7 +172,7 @@ pub async fn set_retry_policy_cohort(
     use crate::ssr;
     let (st, p) = ssr::request().await?;
     let slugs: Vec<String> = tenants.unwrap_or_default().into_iter().filter(|t| !t.trim().is_empty()).collect();
-    let n = domain::ops::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await?;
+    let n = domain::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())
 }

@@ -9,14 +9,14 @@ use super::AppError;
 pub async fn retention_overview() -> Result<views::retention::RetentionOverview, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::ops::retention::overview(&st.db, &p).await?)
+    Ok(domain::retention::overview(&st.db, &p).await?)
 }
 
 /// `target` is `tenant/endpoint`; `dedup` and `body` are durations such as
 /// `30d` or `36h` (empty keeps the current value).
 #[server(prefix = "/fn", endpoint = "set_retention")]
 pub async fn set_retention(target: String, dedup: String, body: String, reason: String) -> Result<(), AppError> {
-    use domain::ops::retention::{self, RetentionChange, parse_duration};
+    use domain::retention::{self, RetentionChange, parse_duration};
 
     use crate::ssr;
     let (st, p) = ssr::request().await?;
@@ -34,7 +34,7 @@ pub async fn set_retention(target: String, dedup: String, body: String, reason: 
 
 #[server(prefix = "/fn", endpoint = "set_horizon")]
 pub async fn set_horizon(scheme: String, horizon: String, reason: String) -> Result<(), AppError> {
-    use domain::ops::retention::{self, parse_duration};
+    use domain::retention::{self, parse_duration};
 
     use crate::ssr;
     let (st, p) = ssr::request().await?;

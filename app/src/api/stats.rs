@@ -14,7 +14,7 @@ pub async fn dashboard_stats(
     window: Option<String>,
     auto: Option<bool>,
 ) -> Result<StatsView, AppError> {
-    use domain::ops::stats::{self, Window};
+    use domain::stats::{self, Window};
 
     use crate::ssr;
     let (st, p) = ssr::polled_request(auto).await?;

@@ -227,7 +227,7 @@ fn Row(q: QuarantineView) -> impl IntoView {
 
 #[component]
 fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
-    /// Mirrors `domain::ops::bulk_release::MAX_ENTRIES`.
+    /// Mirrors `domain::quarantine::bulk_release::MAX_ENTRIES`.
     const MAX_ENTRIES: u64 = 10_000;
     let action = ServerAction::<StartBulkRelease>::new();
     let capped = total.min(MAX_ENTRIES);

@@ -10,7 +10,7 @@ pub struct Model {
     pub id: String,
     /// The filter's tenant; `None` for a release across all tenants.
     pub tenant_id: Option<String>,
-    /// The [`QuarantineFilter`](crate::ops::quarantine::QuarantineFilter) as JSON.
+    /// The [`QuarantineFilter`](crate::quarantine::QuarantineFilter) as JSON.
     pub filter: String,
     pub reason: String,
     pub actor: String,

@@ -17,13 +17,9 @@ use crate::{
     clock,
     entity::{api_token, audit_entry, key_approval, signing_key, tenant, user},
     error::DomainResult,
-    ops::{
-        retention::{self},
-        retry_policy::{self},
-        stats::{self, Window},
-    },
     registry::{keys, tenants},
-    service_keys,
+    retention, retry_policy, service_keys,
+    stats::{self, Window},
     vault::Vault,
 };
 

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::bundle::Evidence;
-use crate::ops::retention::human;
+use crate::retention::human;
 
 /// Escapes text for HTML element content and attribute values.
 pub fn esc(text: &str) -> String {
@@ -308,7 +308,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     h.push_str("</tbody></table>\n");
 
     let m = &e.metrics;
-    let reasons = |rs: &[crate::ops::stats::ReasonCount]| {
+    let reasons = |rs: &[crate::stats::ReasonCount]| {
         if rs.is_empty() {
             "none".to_owned()
         } else {

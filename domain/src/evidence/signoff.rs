@@ -228,9 +228,9 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
             .map(|r| {
                 let v = format!(
                     "dedup {} · bodies {} · horizon {}",
-                    crate::ops::retention::human(r.dedup_secs),
-                    crate::ops::retention::human(r.body_secs),
-                    crate::ops::retention::human(r.horizon_secs)
+                    crate::retention::human(r.dedup_secs),
+                    crate::retention::human(r.body_secs),
+                    crate::retention::human(r.horizon_secs)
                 );
                 (format!("{}/{}", r.tenant, r.endpoint), v)
             })
@@ -238,7 +238,7 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
                 e.retention
                     .horizons
                     .iter()
-                    .map(|h| (format!("horizon {}", h.scheme), crate::ops::retention::human(h.horizon_secs))),
+                    .map(|h| (format!("horizon {}", h.scheme), crate::retention::human(h.horizon_secs))),
             )
             .collect()
     };

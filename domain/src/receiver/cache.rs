@@ -22,8 +22,8 @@ use crate::{
     entity::{endpoint, tenant},
     error::DomainResult,
     ids,
-    ops::retention,
     registry::{EventTypes, Scheme, keys},
+    retention,
     vault::Vault,
 };
 

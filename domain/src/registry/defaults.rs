@@ -1,8 +1,8 @@
 //! What a new tenant or endpoint starts with, written in the transaction
 //! that creates its row: retry policy version 1 (disabled) and retention
 //! version 1 (the defaults, never under the scheme's redelivery horizon).
-//! The operations that change these later (`ops::retry_policy`,
-//! `ops::retention`) build on this, not the other way round.
+//! The operations that change these later (`retry_policy`,
+//! `retention`) build on this, not the other way round.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 

@@ -20,8 +20,8 @@ use crate::{
     clock, db,
     entity::{endpoint, event_key_version as version},
     error::{DomainError, DomainResult},
-    ops::require_reason,
     receiver::envelope::Envelope,
+    text::require_reason,
 };
 
 /// At most this many fields in a key.

@@ -13,9 +13,9 @@ use domain::{
     },
     crypto::Password,
     entity::{audit_entry, bulk_release as job, bulk_release_item as item, inbox_claim, outbox_intent},
-    ops::{
+    quarantine::{
+        self, QuarantineFilter,
         bulk_release::{self, DEFAULT_STALE_AFTER_MS as STALE},
-        quarantine::{self, QuarantineFilter},
     },
     receiver::{Outcome, faults::Faults},
     registry::Scheme,

@@ -94,5 +94,5 @@ pub async fn audit_entries(t: &TestDb, action: &str) -> Vec<(String, serde_json:
 
 /// Turns the tenant's retry policy on (new tenants start with it off).
 pub async fn enable_retries(t: &TestDb, slug: &str) {
-    domain::ops::retry_policy::set(&t.db, &admin(), slug, "enabled", "test: retries on").await.expect("enable retries");
+    domain::retry_policy::set(&t.db, &admin(), slug, "enabled", "test: retries on").await.expect("enable retries");
 }

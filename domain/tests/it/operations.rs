@@ -9,13 +9,13 @@ use domain::{
     DomainError,
     auth::Role,
     entity::{audit_entry, inbox_claim, outbox_intent, tenant},
-    ops::{
-        quarantine::{self, QuarantineFilter},
+    quarantine::{
+        self, QuarantineFilter,
         redact::{MASK, Redaction},
-        retry_policy,
     },
     receiver::{ClaimOutcome, Outcome},
     registry::Scheme,
+    retry_policy,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;

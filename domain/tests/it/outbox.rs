@@ -8,8 +8,8 @@ use domain::{
     clock,
     crypto::Aad,
     entity::outbox_intent,
-    ops::retry_policy,
     outbox::{self, RetryRule},
+    retry_policy,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;

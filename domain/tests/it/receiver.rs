@@ -491,7 +491,7 @@ db_test!(raising_the_tolerance_keeps_replay_records_for_the_wider_window, async 
     set_tolerance(t, 900).await;
     // 700 s on, the record a 300 s window needed (600 s) would be purged; the
     // message is still inside the new 900 s window, so the record must not be.
-    domain::ops::purge::run(&t.db, clock::now_ms() + 700_000, 100).await.unwrap();
+    domain::retention::purge::run(&t.db, clock::now_ms() + 700_000, 100).await.unwrap();
     let s = Setup {
         r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
         ..s
@@ -510,7 +510,7 @@ db_test!(a_message_that_left_the_old_window_stays_out_after_a_raise, async |t: &
     let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 3, "m1");
     assert!(matches!(deliver(&s, &h, &body).await, Outcome::Applied { .. }));
     // Its record expires (10 s) and is purged; the message leaves the window.
-    domain::ops::purge::run(&t.db, clock::now_ms() + 20_000, 100).await.unwrap();
+    domain::retention::purge::run(&t.db, clock::now_ms() + 20_000, 100).await.unwrap();
     assert_eq!(domain::entity::replay_record::Entity::find().count(&t.db).await.unwrap(), 0);
     tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
     set_tolerance(t, 300).await;

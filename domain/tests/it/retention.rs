@@ -13,12 +13,9 @@ use domain::{
         endpoint, event_rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version,
     },
     error::DomainError,
-    ops::{
-        purge,
-        retention::{self, DAY_SECS, HOUR_SECS, RetentionChange},
-    },
     receiver::Outcome,
     registry::Scheme,
+    retention::{self, DAY_SECS, HOUR_SECS, RetentionChange, purge},
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
 use serde_json::json;

@@ -7,9 +7,9 @@ use domain::{
     auth::Role,
     crypto::{SigningSecret, signature},
     error::DomainError,
-    ops::stats::{self, Window},
     receiver::{self, telemetry::Telemetry},
     registry::Scheme,
+    stats::{self, Window},
 };
 use serde_json::json;
 
@@ -96,7 +96,7 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
 });
 
 db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
-    use domain::{clock, crypto::Aad, entity::outbox_intent, ops::gauges};
+    use domain::{clock, crypto::Aad, entity::outbox_intent, stats::gauges};
     use sea_orm::{EntityTrait, Set};
     let a = tenant(t, "clinic-a").await;
     tenant(t, "clinic-b").await;

@@ -11,12 +11,12 @@ use clap::Parser;
 use domain::{
     auth::Principal,
     clock,
-    ops::stats::{self, Window},
     registry::{
         Scheme,
         endpoints::{self, NewEndpoint},
         tenants::{self, NewTenant},
     },
+    stats::{self, Window},
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 

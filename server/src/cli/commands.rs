@@ -291,7 +291,7 @@ async fn quarantine(
     p: &Principal,
     cmd: QuarantineCmd,
 ) -> Result<(), CliError> {
-    use domain::ops::quarantine::{self, QuarantineFilter};
+    use domain::quarantine::{self, QuarantineFilter};
     let done =
         |v: &quarantine::QuarantineView| format!("{} {} ({}/{} {})", v.status, v.id, v.tenant, v.endpoint, v.event_id);
     match cmd {
@@ -324,7 +324,7 @@ async fn quarantine(
 }
 
 async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetryPolicyCmd) -> Result<(), CliError> {
-    use domain::ops::retry_policy;
+    use domain::retry_policy;
     let show =
         |v: &retry_policy::RetryPolicyView| format!("{}: retries {} (version {})", v.tenant, v.policy, v.version);
     match cmd {
@@ -349,10 +349,7 @@ async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: R
 }
 
 async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetentionCmd) -> Result<(), CliError> {
-    use domain::ops::{
-        purge,
-        retention::{self, RetentionChange, RetentionView, human, parse_duration},
-    };
+    use domain::retention::{self, RetentionChange, RetentionView, human, parse_duration, purge};
     let line = |v: &RetentionView| {
         let flag = if v.below_horizon {
             format!(

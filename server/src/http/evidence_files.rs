@@ -3,7 +3,7 @@
 //! "open the printable page" link. Authenticated by the console session;
 //! the domain decides who may see which bundle.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     extract::{Path, Query, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
@@ -23,7 +23,7 @@ pub struct Download {
 }
 
 pub async fn file(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     headers: HeaderMap,
     Path((digest, name)): Path<(String, String)>,
     Query(q): Query<Download>,

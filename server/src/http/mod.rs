@@ -6,10 +6,13 @@ mod evidence_files;
 mod guards;
 pub mod hooks;
 mod limits;
+pub mod state;
 
-use app::{App, shell, ssr::AppState};
+use app::{App, shell};
 use axum::{Router, routing::get};
+use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
+use state::AppState;
 
 /// Request-level limits (`serve`'s flags; see `limits`).
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +25,10 @@ pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
     let hsts = state.hsts;
+    // The server functions read the shared state from their context (the
+    // 404 page renders the console too, so its handler provides it as well).
+    let shared = state.shared.clone();
+    let provide_shared = move || provide_context(shared.clone());
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -39,8 +46,8 @@ pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -
         })
         .nest("/api/v1", api::routes())
         .route("/evidence/files/{digest}/{file}", get(evidence_files::file))
-        .leptos_routes_with_context(&state, routes, || {}, move || shell(options.clone()))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .leptos_routes_with_context(&state, routes, provide_shared.clone(), move || shell(options.clone()))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(provide_shared, shell))
         .layer(axum::middleware::from_fn(guards::control_body_limit))
         .layer(axum::middleware::from_fn(move |req, next| limits::request_timeout(limits.request_timeout, req, next)))
         .layer(axum::middleware::from_fn(guards::origin_check))
@@ -68,7 +75,7 @@ pub fn metrics_router(hooks: &hooks::HookState) -> Router {
 }
 
 async fn readyz(axum::extract::State(state): axum::extract::State<AppState>) -> (http::StatusCode, &'static str) {
-    match state.db.ping().await {
+    match state.shared.db.ping().await {
         Ok(()) => (http::StatusCode::OK, "ready"),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check: database unreachable");

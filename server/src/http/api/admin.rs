@@ -1,6 +1,6 @@
 //! Users and the audit log.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
@@ -62,7 +62,7 @@ fn since_schema() -> utoipa::openapi::Object {
 
 #[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView])))]
 pub async fn list_users(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
 ) -> Result<Json<Vec<UserView>>, ApiError> {
@@ -72,7 +72,7 @@ pub async fn list_users(
 #[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = NewUserBody,
     responses((status = 201, body = CreatedUser), (status = 409, body = ErrorBody)))]
 pub async fn create_user(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     ApiJson(body): ApiJson<NewUserBody>,
@@ -94,7 +94,7 @@ pub async fn create_user(
 #[utoipa::path(patch, path = "/api/v1/users/{username}", tag = "users", params(("username" = String, Path)), request_body = UserPatch,
     responses((status = 200, body = UserView), (status = 409, body = ErrorBody)))]
 pub async fn update_user(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(username): Path<String>,
@@ -108,7 +108,7 @@ pub async fn update_user(
 
 #[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditQuery), responses((status = 200, body = [AuditView])))]
 pub async fn list_audit(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditView>>, ApiError> {

@@ -1,6 +1,6 @@
 //! Bearer authentication and the one error mapping for the API.
 
-use app::ssr::AppState;
+use crate::http::state::AppState;
 use axum::{
     Json,
     extract::FromRequestParts,
@@ -170,7 +170,7 @@ impl FromRequestParts<AppState> for ApiPrincipal {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or(ApiError::Domain(DomainError::Unauthenticated))?;
-        let p = domain::auth::tokens::authenticate(&state.db, bearer, domain::clock::now_ms()).await?;
+        let p = domain::auth::tokens::authenticate(&state.shared.db, bearer, domain::clock::now_ms()).await?;
         Ok(ApiPrincipal(p))
     }
 }

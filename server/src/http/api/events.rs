@@ -1,6 +1,6 @@
 //! Received events (metadata only) and reminders.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
@@ -24,7 +24,7 @@ pub struct EventQuery {
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/events", tag = "events", params(("tenant" = String, Path), EventQuery),
     responses((status = 200, body = [EventView])))]
 pub async fn list_events(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     Path(tenant): Path<String>,
     ApiQuery(q): ApiQuery<EventQuery>,
@@ -44,7 +44,7 @@ pub async fn list_events(
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/reminders/{reminder_id}", tag = "events",
     params(("tenant" = String, Path), ("reminder_id" = String, Path)), responses((status = 200, body = ReminderView)))]
 pub async fn get_reminder(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, reminder_id)): Path<(String, String)>,

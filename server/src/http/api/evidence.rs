@@ -1,7 +1,7 @@
 //! Drills and sign-off evidence (CONTRACT §5): reviewers and admins for every
 //! tenant, clinic admins for their own; on-call is refused.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
@@ -28,7 +28,7 @@ pub struct StartedRun {
     responses((status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
               (status = 409, body = ErrorBody, description = "a drill run is already in progress")))]
 pub async fn start_drills(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     _: NoBody,
@@ -50,7 +50,7 @@ pub struct ListParams {
 #[utoipa::path(get, path = "/api/v1/drills", tag = "evidence", params(ListParams),
     responses((status = 200, body = [DrillRunView])))]
 pub async fn list_drills(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<ListParams>,
 ) -> Result<Json<Vec<DrillRunView>>, ApiError> {
@@ -60,7 +60,7 @@ pub async fn list_drills(
 #[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(("run_id" = String, Path)),
     responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress")))]
 pub async fn get_drill(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(run_id): Path<String>,
@@ -91,7 +91,7 @@ pub struct EvidenceBody {
 #[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
     responses((status = 200, body = EvidenceBody)))]
 pub async fn get_evidence(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<EvidenceBody>, ApiError> {
@@ -121,7 +121,7 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
 #[utoipa::path(get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
     responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle")))]
 pub async fn get_evidence_html(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Response, ApiError> {
@@ -132,7 +132,7 @@ pub async fn get_evidence_html(
 #[utoipa::path(get, path = "/api/v1/evidence/exports", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [ExportView])))]
 pub async fn list_exports(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<Vec<ExportView>>, ApiError> {
@@ -142,7 +142,7 @@ pub async fn list_exports(
 #[utoipa::path(post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
     responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment")))]
 pub async fn sign_off(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     ApiJson(body): ApiJson<NewSignoff>,
@@ -153,7 +153,7 @@ pub async fn sign_off(
 #[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [SignoffView])))]
 pub async fn list_signoffs(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<Vec<SignoffView>>, ApiError> {
@@ -171,7 +171,7 @@ pub struct PublicKeyBody {
 #[utoipa::path(get, path = "/api/v1/evidence/public-key", tag = "evidence",
     responses((status = 200, body = PublicKeyBody)))]
 pub async fn public_key(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
 ) -> Result<Json<PublicKeyBody>, ApiError> {

@@ -1,6 +1,6 @@
 //! Signing keys. A secret appears only in the response that creates it.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
@@ -143,7 +143,7 @@ fn approval(
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
     params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = [KeyView])))]
 pub async fn list_endpoint_keys(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -157,7 +157,7 @@ pub async fn list_endpoint_keys(
     params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = ProvisionBody,
     responses((status = 201, body = CreatedKey)))]
 pub async fn provision(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -179,7 +179,7 @@ pub async fn provision(
 
 #[utoipa::path(get, path = "/api/v1/keys", tag = "keys", params(KeyQuery), responses((status = 200, body = [KeyView])))]
 pub async fn list_keys(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<KeyQuery>,
 ) -> Result<Json<Vec<KeyView>>, ApiError> {
@@ -196,7 +196,7 @@ pub async fn list_keys(
 #[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)),
     responses((status = 200, body = KeyView)))]
 pub async fn get_key(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,
@@ -208,7 +208,7 @@ pub async fn get_key(
 #[utoipa::path(patch, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)), request_body = ScopeBody,
     responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key's state does not allow a scope change (rejected, revoked, expired)")))]
 pub async fn set_scope(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,
@@ -220,7 +220,7 @@ pub async fn set_scope(
 #[utoipa::path(post, path = "/api/v1/keys/{key_id}/approve", tag = "keys", params(("key_id" = String, Path)), request_body = DecisionBody,
     responses((status = 200, body = KeyView), (status = 409, body = ErrorBody)))]
 pub async fn approve(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,
@@ -233,7 +233,7 @@ pub async fn approve(
 #[utoipa::path(post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(("key_id" = String, Path)), request_body = RejectBody,
     responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key is not pending approval")))]
 pub async fn reject(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,
@@ -246,7 +246,7 @@ pub async fn reject(
 #[utoipa::path(post, path = "/api/v1/keys/{key_id}/rotate", tag = "keys", params(("key_id" = String, Path)), request_body = RotateBody,
     responses((status = 201, body = CreatedKey), (status = 409, body = ErrorBody)))]
 pub async fn rotate(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,
@@ -260,7 +260,7 @@ pub async fn rotate(
 #[utoipa::path(post, path = "/api/v1/keys/{key_id}/revoke", tag = "keys", params(("key_id" = String, Path)), request_body = RevokeBody,
     responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key is already revoked or expired")))]
 pub async fn revoke(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(key_id): Path<String>,

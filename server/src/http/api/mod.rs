@@ -12,7 +12,7 @@ mod registry;
 mod retention;
 mod stats;
 
-use app::ssr::AppState;
+use crate::http::state::AppState;
 use auth::Failure;
 use axum::{
     Json, Router,

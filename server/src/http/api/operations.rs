@@ -1,17 +1,17 @@
 //! Quarantine triage, the outbox, and the per-tenant retry policy.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
 };
 use domain::{
-    ops::{
-        bulk_release::{self, BulkReleaseView},
-        quarantine::{self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody},
-        retry_policy::{self, RetryPolicyView},
-    },
     outbox::{self, OutboxView},
+    quarantine::{
+        self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
+        bulk_release::{self, BulkReleaseView},
+    },
+    retry_policy::{self, RetryPolicyView},
 };
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +20,7 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ReasonBody {
     /// Why (required; recorded on the event and in the audit log).
-    #[schema(schema_with = domain::ops::reason_schema)]
+    #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,
 }
 
@@ -43,7 +43,7 @@ pub struct QuarantineDetail {
 #[utoipa::path(get, path = "/api/v1/quarantine", tag = "quarantine", params(QuarantineFilter),
     responses((status = 200, body = QuarantineList)))]
 pub async fn list_quarantine(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(f): ApiQuery<QuarantineFilter>,
 ) -> Result<Json<QuarantineList>, ApiError> {
@@ -53,7 +53,7 @@ pub async fn list_quarantine(
 #[utoipa::path(get, path = "/api/v1/quarantine/{id}", tag = "quarantine", params(("id" = String, Path), DetailQuery),
     responses((status = 200, body = QuarantineDetail)))]
 pub async fn get_quarantine(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     Path(id): Path<String>,
     ApiQuery(q): ApiQuery<DetailQuery>,
@@ -69,7 +69,7 @@ pub async fn get_quarantine(
 #[utoipa::path(post, path = "/api/v1/quarantine/{id}/release", tag = "quarantine", params(("id" = String, Path)), request_body = ReasonBody,
     responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody, description = "already resolved, or the event still cannot apply")))]
 pub async fn release(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(id): Path<String>,
@@ -81,7 +81,7 @@ pub async fn release(
 #[utoipa::path(post, path = "/api/v1/quarantine/{id}/discard", tag = "quarantine", params(("id" = String, Path)), request_body = ReasonBody,
     responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody)))]
 pub async fn discard(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(id): Path<String>,
@@ -97,7 +97,7 @@ pub struct BulkReleaseBody {
     #[serde(default)]
     pub filter: QuarantineFilter,
     /// Why (required; recorded on every released event and in the audit log).
-    #[schema(schema_with = domain::ops::reason_schema)]
+    #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,
 }
 
@@ -106,7 +106,7 @@ pub struct BulkReleaseBody {
 #[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
     responses((status = 202, body = BulkReleaseView), (status = 404, body = ErrorBody, description = "the filter names a tenant or endpoint that does not exist or is out of scope"), (status = 409, body = ErrorBody, description = "nothing matches")))]
 pub async fn start_bulk_release(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     ApiJson(body): ApiJson<BulkReleaseBody>,
@@ -119,7 +119,7 @@ pub async fn start_bulk_release(
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine",
     responses((status = 200, body = Vec<BulkReleaseView>, description = "the latest 20, newest first")))]
 pub async fn list_bulk_releases(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
 ) -> Result<Json<Vec<BulkReleaseView>>, ApiError> {
@@ -129,7 +129,7 @@ pub async fn list_bulk_releases(
 #[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(("id" = String, Path)),
     responses((status = 200, body = BulkReleaseView)))]
 pub async fn get_bulk_release(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(id): Path<String>,
@@ -141,7 +141,7 @@ pub async fn get_bulk_release(
 #[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases/{id}/resume", tag = "quarantine", params(("id" = String, Path)),
     responses((status = 202, body = BulkReleaseView), (status = 409, body = ErrorBody, description = "still running, or finished")))]
 pub async fn resume_bulk_release(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(id): Path<String>,
@@ -155,16 +155,16 @@ pub async fn resume_bulk_release(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct PolicyBody {
-    #[schema(schema_with = domain::ops::retry_policy::policy_schema)]
+    #[schema(schema_with = domain::retry_policy::policy_schema)]
     pub policy: String,
-    #[schema(schema_with = domain::ops::reason_schema)]
+    #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)),
     responses((status = 200, body = RetryPolicyView)))]
 pub async fn get_retry_policy(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -175,7 +175,7 @@ pub async fn get_retry_policy(
 #[utoipa::path(put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)), request_body = PolicyBody,
     responses((status = 200, body = RetryPolicyView)))]
 pub async fn set_retry_policy(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -187,7 +187,7 @@ pub async fn set_retry_policy(
 #[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(("tenant" = String, Path)),
     request_body = ReasonBody, responses((status = 200, body = RetryPolicyView), (status = 409, body = ErrorBody)))]
 pub async fn rollback_retry_policy(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -211,7 +211,7 @@ pub struct OutboxQuery {
 #[utoipa::path(get, path = "/api/v1/outbox", tag = "outbox", params(OutboxQuery),
     responses((status = 200, body = [OutboxView])))]
 pub async fn list_outbox(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<OutboxQuery>,
 ) -> Result<Json<Vec<OutboxView>>, ApiError> {
@@ -230,7 +230,7 @@ pub async fn list_outbox(
 #[utoipa::path(post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
     responses((status = 200, body = OutboxView), (status = 409, body = ErrorBody, description = "the intent is not dead")))]
 pub async fn retry_outbox(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(id): Path<String>,

@@ -1,6 +1,6 @@
 //! Tenants and endpoints.
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
@@ -16,7 +16,7 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 
 #[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
 pub async fn list_tenants(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
 ) -> Result<Json<Vec<TenantView>>, ApiError> {
@@ -26,7 +26,7 @@ pub async fn list_tenants(
 #[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", request_body = NewTenant,
     responses((status = 201, body = TenantView), (status = 409, body = ErrorBody)))]
 pub async fn create_tenant(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     ApiJson(body): ApiJson<NewTenant>,
@@ -37,7 +37,7 @@ pub async fn create_tenant(
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)),
     responses((status = 200, body = TenantView)))]
 pub async fn get_tenant(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -48,7 +48,7 @@ pub async fn get_tenant(
 #[utoipa::path(patch, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)), request_body = TenantPatch,
     responses((status = 200, body = TenantView)))]
 pub async fn update_tenant(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -63,7 +63,7 @@ pub async fn update_tenant(
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)),
     responses((status = 200, body = [EndpointView])))]
 pub async fn list_endpoints(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -74,7 +74,7 @@ pub async fn list_endpoints(
 #[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)), request_body = NewEndpoint,
     responses((status = 201, body = EndpointView), (status = 409, body = ErrorBody)))]
 pub async fn create_endpoint(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(tenant): Path<String>,
@@ -86,7 +86,7 @@ pub async fn create_endpoint(
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
     params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EndpointView)))]
 pub async fn get_endpoint(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -98,7 +98,7 @@ pub async fn get_endpoint(
     params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EndpointPatch,
     responses((status = 200, body = EndpointView), (status = 409, body = ErrorBody)))]
 pub async fn update_endpoint(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -121,14 +121,14 @@ pub struct EventKeyChange {
     /// or `null` to quarantine events without an id again.
     #[schema(schema_with = domain::registry::event_key::fields_schema)]
     pub fields: Option<Vec<String>>,
-    #[schema(schema_with = domain::ops::reason_schema)]
+    #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
     params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EventKeyView)))]
 pub async fn get_event_key(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -140,7 +140,7 @@ pub async fn get_event_key(
     params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EventKeyChange,
     responses((status = 200, body = EventKeyView)))]
 pub async fn set_event_key(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,

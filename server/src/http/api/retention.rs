@@ -1,12 +1,12 @@
 //! Retention decisions and redelivery horizons (the evidence of what Signet
 //! keeps, and for how long).
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{
     Json,
     extract::{Path, State},
 };
-use domain::ops::retention::{self, HorizonView, RetentionChange, RetentionOverview, RetentionView};
+use domain::retention::{self, HorizonView, RetentionChange, RetentionOverview, RetentionView};
 use serde::Deserialize;
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
@@ -14,7 +14,7 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 #[utoipa::path(get, path = "/api/v1/retention", tag = "retention",
     responses((status = 200, body = RetentionOverview)))]
 pub async fn overview(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
 ) -> Result<Json<RetentionOverview>, ApiError> {
@@ -25,7 +25,7 @@ pub async fn overview(
     params(("tenant" = String, Path), ("endpoint" = String, Path)),
     responses((status = 200, body = RetentionView)))]
 pub async fn get_retention(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -37,7 +37,7 @@ pub async fn get_retention(
     params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = RetentionChange,
     responses((status = 200, body = RetentionView), (status = 422, body = ErrorBody, description = "below the redelivery horizon, or a body kept longer than its claim")))]
 pub async fn set_retention(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path((tenant, endpoint)): Path<(String, String)>,
@@ -48,10 +48,10 @@ pub async fn set_retention(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct HorizonBody {
-    #[schema(schema_with = domain::ops::retention::horizon_schema)]
+    #[schema(schema_with = domain::retention::horizon_schema)]
     #[serde(deserialize_with = "domain::integral::integer")]
     pub horizon_secs: i64,
-    #[schema(schema_with = domain::ops::reason_schema)]
+    #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,
 }
 
@@ -59,7 +59,7 @@ pub struct HorizonBody {
     params(("scheme" = domain::registry::Scheme, Path)), request_body = HorizonBody,
     responses((status = 200, body = HorizonView), (status = 409, body = ErrorBody, description = "an endpoint keeps claims for less than the new horizon")))]
 pub async fn set_horizon(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
     Path(scheme): Path<String>,

@@ -1,8 +1,8 @@
 //! `GET /api/v1/stats`: the dashboard's figures (rollups and live state).
 
-use app::ssr::AppState;
+use app::ssr::SharedState;
 use axum::{Json, extract::State};
-use domain::ops::stats::{self, StatsView, Window};
+use domain::stats::{self, StatsView, Window};
 use serde::Deserialize;
 
 use super::auth::{ApiError, ApiPrincipal, ApiQuery};
@@ -20,7 +20,7 @@ pub struct StatsQuery {
 #[utoipa::path(get, path = "/api/v1/stats", tag = "stats", params(StatsQuery),
     responses((status = 200, body = StatsView)))]
 pub async fn get_stats(
-    State(st): State<AppState>,
+    State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<StatsQuery>,
 ) -> Result<Json<StatsView>, ApiError> {

@@ -21,9 +21,9 @@ use sea_orm::{
 use serde_json::json;
 
 use super::{
+    OPEN, QuarantineFilter,
     bulk_item::{OUT_ALREADY_RESOLVED, OUT_STILL_FAILING, record_in},
-    quarantine::{self, OPEN, QuarantineFilter, nonempty, scope_condition, with_reason},
-    require_reason,
+    nonempty, scope_condition, with_reason,
 };
 use crate::{
     audit::{self, Change},
@@ -31,9 +31,10 @@ use crate::{
     clock, db,
     entity::{bulk_release as job, bulk_release_item as item, quarantine_entry as entry},
     error::{DomainError, DomainResult},
-    ids,
+    ids, quarantine,
     receiver::faults::Faults,
     registry::tenants,
+    text::require_reason,
     vault::Vault,
 };
 

@@ -26,7 +26,6 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{quarantine::OPEN, retention};
 use crate::{
     audit::{self, Change},
     auth::Actor,
@@ -35,6 +34,9 @@ use crate::{
         endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay,
     },
     error::DomainResult,
+    quarantine::OPEN,
+    retention,
+    stats::gauges,
 };
 
 /// Rows per batch (one transaction each).
@@ -90,7 +92,7 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         .exec(db)
         .await?
         .rows_affected
-        + super::gauges::purge_minutes(db, now_ms - MINUTE_ROLLUPS_KEPT_MS).await?;
+        + gauges::purge_minutes(db, now_ms - MINUTE_ROLLUPS_KEPT_MS).await?;
     if !report.is_empty() {
         audit::record(
             db,

@@ -8,6 +8,10 @@
 //! handler still cannot apply, the transaction rolls back and the entry stays
 //! open with the new error recorded.
 
+mod bulk_item;
+pub mod bulk_release;
+pub mod redact;
+
 use std::collections::HashMap;
 
 use sea_orm::{
@@ -16,7 +20,8 @@ use sea_orm::{
 };
 use serde_json::json;
 
-use super::{redact::Redaction, require_reason};
+use redact::Redaction;
+
 use crate::{
     audit::{self, Change},
     auth::{Actor, Permission, Principal, Scope},
@@ -30,6 +35,7 @@ use crate::{
         envelope,
     },
     registry::{EventTypes, endpoints, event_key, tenants},
+    text::require_reason,
     vault::Vault,
 };
 
@@ -46,13 +52,13 @@ fn age_ms(age: &str) -> DomainResult<i64> {
     }
 }
 
-pub(super) fn nonempty(v: &Option<String>) -> Option<&str> {
+fn nonempty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
 /// The filter except its reason, as a condition, after authorizing the
 /// caller to read what it covers (the counts by reason ignore the reason).
-pub(super) async fn scope_condition(
+async fn scope_condition(
     db: &DatabaseConnection,
     principal: &Principal,
     f: &QuarantineFilter,
@@ -104,7 +110,7 @@ pub(super) async fn scope_condition(
 }
 
 /// `scope` narrowed to the filter's reason, if any.
-pub(super) fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
+fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
     match nonempty(&f.reason) {
         Some(r) => scope.add(entry::Column::Reason.eq(r)),
         None => scope,
@@ -342,7 +348,7 @@ pub async fn release(
 /// [`release`]; with `mark`, a bulk release's item is recorded as released
 /// in the same transaction as the effect, so a crash can never leave an
 /// event released but its item pending (or counted as someone else's).
-pub(super) async fn release_marking(
+async fn release_marking(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
@@ -405,7 +411,7 @@ pub(super) async fn release_marking(
                             let after = json!({"status": RELEASED, "outcome": outcome, "note": reason});
                             audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
                             if let Some(it) = mark {
-                                super::bulk_item::record_in(&txn, it, super::bulk_item::OUT_RELEASED, None).await?;
+                                bulk_item::record_in(&txn, it, bulk_item::OUT_RELEASED, None).await?;
                             }
                             txn.commit().await?;
                             return Ok(());

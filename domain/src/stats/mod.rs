@@ -7,6 +7,8 @@
 //! state (open quarantine, outbox backlog, keys in overlap, retry
 //! policies) comes from the small operational tables, by index.
 
+pub mod gauges;
+
 use std::collections::{BTreeMap, HashMap};
 
 use sea_orm::{
@@ -15,13 +17,13 @@ use sea_orm::{
     sea_query::{Alias, Expr, ExprTrait, Query},
 };
 
-use super::{gauges, quarantine::OPEN};
 use crate::{
     auth::{Permission, Principal, Scope},
     clock,
     entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
     outbox,
+    quarantine::OPEN,
     receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
     registry::tenants,
 };

@@ -6,7 +6,9 @@
 //! endpoint's dedup retention may be set below it. Bodies (health data) are
 //! kept for a shorter, separate period. Every decision is an append-only
 //! version recording the values, the horizon in force, who and why: the
-//! evidence a reviewer exports. The purge job is [`super::purge`].
+//! evidence a reviewer exports. The purge job is [`purge`].
+
+pub mod purge;
 
 use std::collections::HashMap;
 
@@ -16,7 +18,6 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::require_reason;
 use crate::{
     audit::{self, Change},
     auth::{Permission, Principal, Scope},
@@ -25,6 +26,7 @@ use crate::{
     error::{DomainError, DomainResult},
     receiver::replay,
     registry::{Scheme, defaults::horizon_of, endpoints},
+    text::require_reason,
 };
 
 pub use crate::clock::{DAY_SECS, HOUR_SECS};
@@ -49,7 +51,7 @@ pub struct RetentionChange {
     #[cfg_attr(feature = "openapi", schema(schema_with = body_schema))]
     #[serde(default, deserialize_with = "crate::integral::optional")]
     pub body_secs: Option<i64>,
-    #[cfg_attr(feature = "openapi", schema(schema_with = super::reason_schema))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::text::reason_schema))]
     pub reason: String,
 }
 

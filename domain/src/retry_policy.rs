@@ -17,7 +17,6 @@ use sea_orm::{
 };
 use serde_json::json;
 
-use super::require_reason;
 use crate::{
     audit::{self, Change},
     auth::{Authorized, Permission, Principal, Scope},
@@ -25,6 +24,7 @@ use crate::{
     entity::{retry_policy_version as version, tenant},
     error::{DomainError, DomainResult},
     registry::tenants,
+    text::require_reason,
 };
 
 pub use crate::entity::retry_policy_version::{DISABLED, ENABLED};

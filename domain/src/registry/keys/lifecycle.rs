@@ -1,0 +1,337 @@
+//! Provision, rotate, revoke, re-scope, and the sweep that makes expiry
+//! durable. Each change first locks the endpoint's row (see the module docs).
+
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, sea_query::Expr,
+};
+use serde_json::json;
+
+use super::review::maybe_approve;
+use super::{
+    Approval, DEFAULT_OVERLAP_SECS, KeyStatus, KeyView, Loaded, MAX_OVERLAP_SECS, MAX_RETIRING_PER_ENDPOINT,
+    MIN_OVERLAP_SECS, ProvisionRequest, ProvisionedKey, effective_status, load_for_change, lock_endpoint,
+    retiring_count, scope_hash, summary, validate_comment, validate_person, view,
+};
+use crate::{
+    audit::{self, Change},
+    auth::{Actor, Permission, Principal, Scope},
+    clock,
+    crypto::{Aad, SigningSecret},
+    db,
+    entity::{endpoint, signing_key, tenant},
+    error::{DomainError, DomainResult},
+    ids,
+    registry::{EventTypes, validate_event_types},
+    vault::Vault,
+};
+
+/// Inserts a new key row with a sealed secret.
+#[allow(clippy::too_many_arguments)]
+async fn insert_key<C: ConnectionTrait>(
+    conn: &C,
+    vault: &Vault,
+    t: &tenant::Model,
+    e: &endpoint::Model,
+    types: &EventTypes,
+    owner: String,
+    rotation_owner: String,
+    created_by: &str,
+    replaces: Option<(&str, i64)>,
+    now: i64,
+) -> DomainResult<(signing_key::Model, SigningSecret)> {
+    let key_id = ids::new_key_id();
+    let secret = SigningSecret::generate();
+    let (sealed, kek_version) = vault.seal(&Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+    let model = signing_key::ActiveModel {
+        id: Set(key_id),
+        tenant_id: Set(t.id.clone()),
+        endpoint_id: Set(e.id.clone()),
+        status: Set("pending_approval".into()),
+        event_types: Set(types.to_json()),
+        scope_hash: Set(scope_hash(t, e, types)),
+        approved_scope_hash: Set(None),
+        secret_ciphertext: Set(sealed),
+        kek_version: Set(kek_version as i32),
+        owner: Set(owner),
+        rotation_owner: Set(rotation_owner),
+        replaces_key_id: Set(replaces.map(|(id, _)| id.to_owned())),
+        overlap_secs: Set(replaces.map(|(_, o)| o)),
+        created_by: Set(created_by.to_owned()),
+        created_at: Set(now),
+        activated_at: Set(None),
+        expires_at: Set(None),
+        revoked_at: Set(None),
+        revoked_reason: Set(None),
+        last_verified_at: Set(None),
+        verified_count: Set(0),
+        failure_count: Set(0),
+        last_failure_at: Set(None),
+        last_failure_reason: Set(None),
+        scope_changed_by: Set(None),
+    }
+    .insert(conn)
+    .await?;
+    Ok((model, secret))
+}
+
+/// Creates a key for an endpoint. The secret is returned once and stored
+/// only sealed.
+pub async fn provision(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+    req: ProvisionRequest,
+    approval: Approval,
+) -> DomainResult<ProvisionedKey> {
+    let now = clock::now_ms();
+    let txn = db::begin_write(db).await?;
+    let (t, e) = crate::registry::endpoints::find(&txn, principal, tenant_slug, endpoint_slug).await?;
+    let auth = principal.authorize(Permission::ManageKeys, Scope::Tenant(&t.id))?;
+    lock_endpoint(&txn, &e.id).await?;
+    let endpoint_types = EventTypes::from_json(&e.event_types);
+    let types = match &req.event_types {
+        Some(list) => validate_event_types(list)?,
+        None => endpoint_types.clone(),
+    };
+    if !endpoint_types.covers(&types) {
+        return Err(DomainError::invalid(
+            "scope_exceeds_endpoint",
+            format!("a key may only be scoped to the endpoint's event types ({})", endpoint_types.describe()),
+        ));
+    }
+    let owner = validate_person("owner", req.owner.as_deref().unwrap_or(auth.actor().name()))?;
+    let rotation_owner = validate_person("rotation owner", req.rotation_owner.as_deref().unwrap_or(&owner))?;
+    let (key, secret) =
+        insert_key(&txn, vault, &t, &e, &types, owner, rotation_owner, auth.actor().name(), None, now).await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "key.provision",
+            target_kind: "key",
+            target_id: &key.id,
+            tenant_id: Some(&t.id),
+            before: None,
+            after: Some(summary(&view(&key, &t, &e, now))),
+        },
+    )
+    .await?;
+    let l = Loaded { key, tenant: t, endpoint: e };
+    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
+    txn.commit().await?;
+    Ok(ProvisionedKey { key: view(&key, &l.tenant, &l.endpoint, now), secret })
+}
+
+/// Creates a replacement for an active key. See the module docs for when
+/// the old key starts retiring.
+pub async fn rotate(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    key_id: &str,
+    overlap_secs: Option<i64>,
+    approval: Approval,
+) -> DomainResult<ProvisionedKey> {
+    let now = clock::now_ms();
+    let overlap = overlap_secs.unwrap_or(DEFAULT_OVERLAP_SECS);
+    if !(MIN_OVERLAP_SECS..=MAX_OVERLAP_SECS).contains(&overlap) {
+        return Err(DomainError::invalid(
+            "invalid_overlap",
+            format!("overlap must be {MIN_OVERLAP_SECS}–{MAX_OVERLAP_SECS} seconds (1 minute to 7 days)"),
+        ));
+    }
+    let txn = db::begin_write(db).await?;
+    let (old, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    if old.key.status != "active" {
+        return Err(DomainError::conflict(
+            "not_active",
+            format!("only an active key can be rotated; {key_id} is {}", old.key.status),
+        ));
+    }
+    if old.key.approved_scope_hash.as_deref().is_none_or(|h| h != old.key.scope_hash) {
+        return Err(DomainError::conflict(
+            "scope_not_approved",
+            "the key's current scope is not approved; get it approved first",
+        ));
+    }
+    let pending = signing_key::Entity::find()
+        .filter(signing_key::Column::ReplacesKeyId.eq(key_id))
+        .filter(signing_key::Column::Status.eq("pending_approval"))
+        .one(&txn)
+        .await?;
+    if let Some(p) = pending {
+        return Err(DomainError::conflict(
+            "rotation_pending",
+            format!("key {} already replaces {key_id} and awaits approval; approve, reject or revoke it first", p.id),
+        ));
+    }
+    if retiring_count(&txn, &old.endpoint.id, now).await? >= MAX_RETIRING_PER_ENDPOINT {
+        return Err(DomainError::conflict(
+            "too_many_retiring",
+            format!("endpoint {} already has {MAX_RETIRING_PER_ENDPOINT} keys in their overlap", old.endpoint.slug),
+        ));
+    }
+    let types = EventTypes::from_json(&old.key.event_types);
+    let (key, secret) = insert_key(
+        &txn,
+        vault,
+        &old.tenant,
+        &old.endpoint,
+        &types,
+        old.key.rotation_owner.clone(),
+        old.key.rotation_owner.clone(),
+        auth.actor().name(),
+        Some((key_id, overlap)),
+        now,
+    )
+    .await?;
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "key.rotate",
+            target_kind: "key",
+            target_id: &key.id,
+            tenant_id: Some(&old.tenant.id),
+            before: Some(json!({"key_id": key_id, "status": "active"})),
+            after: Some(json!({"key_id": key.id, "replaces": key_id, "overlap_secs": overlap})),
+        },
+    )
+    .await?;
+    let l = Loaded { key, tenant: old.tenant, endpoint: old.endpoint };
+    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
+    txn.commit().await?;
+    Ok(ProvisionedKey { key: view(&key, &l.tenant, &l.endpoint, now), secret })
+}
+
+/// Revokes a key immediately. A reason is required.
+pub async fn revoke(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    key_id: &str,
+    reason: &str,
+) -> DomainResult<KeyView> {
+    let now = clock::now_ms();
+    let reason = validate_comment("reason", reason, true)?;
+    let txn = db::begin_write(db).await?;
+    let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let status = effective_status(&l.key, now);
+    if !status.is_live() {
+        return Err(DomainError::conflict("not_revocable", format!("key {key_id} is already {status}")));
+    }
+    let before = view(&l.key, &l.tenant, &l.endpoint, now);
+    let mut a: signing_key::ActiveModel = l.key.clone().into();
+    a.status = Set("revoked".into());
+    a.revoked_at = Set(Some(now));
+    a.revoked_reason = Set(Some(reason.clone()));
+    let key = a.update(&txn).await?;
+    let after = view(&key, &l.tenant, &l.endpoint, now);
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "key.revoke",
+            target_kind: "key",
+            target_id: key_id,
+            tenant_id: Some(&l.tenant.id),
+            before: Some(summary(&before)),
+            after: Some(json!({"status": after.status, "reason": reason})),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(after)
+}
+
+/// Changes a key's event types (within the endpoint's). The key returns to
+/// `pending_approval` and stops verifying until a reviewer approves the new
+/// scope.
+pub async fn set_scope(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    key_id: &str,
+    event_types: &[String],
+) -> DomainResult<KeyView> {
+    let now = clock::now_ms();
+    let types = validate_event_types(event_types)?;
+    let txn = db::begin_write(db).await?;
+    let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let status = effective_status(&l.key, now);
+    if !matches!(status, KeyStatus::PendingApproval | KeyStatus::Active) {
+        return Err(DomainError::conflict("not_changeable", format!("the scope of a {status} key cannot change")));
+    }
+    let endpoint_types = EventTypes::from_json(&l.endpoint.event_types);
+    if !endpoint_types.covers(&types) {
+        return Err(DomainError::invalid(
+            "scope_exceeds_endpoint",
+            format!("a key may only be scoped to the endpoint's event types ({})", endpoint_types.describe()),
+        ));
+    }
+    let new_hash = scope_hash(&l.tenant, &l.endpoint, &types);
+    if new_hash == l.key.scope_hash {
+        return Err(DomainError::nothing_to_change());
+    }
+    let before = view(&l.key, &l.tenant, &l.endpoint, now);
+    let mut a: signing_key::ActiveModel = l.key.clone().into();
+    a.event_types = Set(types.to_json());
+    a.scope_hash = Set(new_hash);
+    a.status = Set("pending_approval".into());
+    a.scope_changed_by = Set(Some(auth.actor().name().to_owned()));
+    let key = a.update(&txn).await?;
+    let after = view(&key, &l.tenant, &l.endpoint, now);
+    audit::record(
+        &txn,
+        auth.actor(),
+        Change {
+            action: "key.scope_change",
+            target_kind: "key",
+            target_id: key_id,
+            tenant_id: Some(&l.tenant.id),
+            before: Some(summary(&before)),
+            after: Some(summary(&after)),
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(after)
+}
+
+/// Marks retiring keys past their expiry as `expired` (the state is already
+/// derived on read; this makes it durable and audited).
+pub async fn sweep_expired(db: &DatabaseConnection, now: i64) -> DomainResult<u64> {
+    let due = signing_key::Entity::find()
+        .filter(signing_key::Column::Status.eq("retiring"))
+        .filter(signing_key::Column::ExpiresAt.lte(now))
+        .all(db)
+        .await?;
+    let mut n = 0;
+    for k in due {
+        let txn = db::begin_write(db).await?;
+        let res = signing_key::Entity::update_many()
+            .col_expr(signing_key::Column::Status, Expr::value("expired"))
+            .filter(signing_key::Column::Id.eq(&k.id))
+            .filter(signing_key::Column::Status.eq("retiring"))
+            .exec(&txn)
+            .await?;
+        if res.rows_affected == 1 {
+            audit::record(
+                &txn,
+                &Actor::System,
+                Change {
+                    action: "key.expire",
+                    target_kind: "key",
+                    target_id: &k.id,
+                    tenant_id: Some(&k.tenant_id),
+                    before: Some(json!({"status": "retiring"})),
+                    after: Some(json!({"status": "expired"})),
+                },
+            )
+            .await?;
+            n += 1;
+        }
+        txn.commit().await?;
+    }
+    Ok(n)
+}

@@ -1,0 +1,207 @@
+//! Signing keys and their lifecycle.
+//!
+//! ```text
+//! pending_approval ──approve──▶ active ──rotate──▶ retiring ──(expires_at)──▶ expired
+//!        │                        │                   │
+//!        └─reject─▶ rejected      └──────revoke───────┴──▶ revoked (immediate)
+//! ```
+//!
+//! A key is scoped to one tenant, one endpoint and a set of event types (the
+//! endpoint's or a subset). A reviewer approves the scope; the approval stores
+//! the scope's hash, and a key verifies only while its current scope hash
+//! equals the approved one, so a scope change needs a new approval.
+//!
+//! Rotation creates a replacement. The old key keeps working until the
+//! replacement is active; only then does it start retiring for the chosen
+//! overlap, so a replacement waiting for review never leaves the endpoint
+//! without a working key. Every lifecycle change of an endpoint's keys first
+//! locks that endpoint's row, so concurrent rotations cannot exceed the
+//! two-retiring-keys limit or both replace one key.
+
+mod accepted;
+mod fields;
+mod lifecycle;
+mod queries;
+mod review;
+
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, sea_query::Expr};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{EventTypes, Scheme};
+use crate::{
+    auth::{Authorized, Permission, Principal, Scope},
+    clock,
+    crypto::{SigningSecret, sha256_hex},
+    entity::{endpoint, signing_key, tenant},
+    error::{DomainError, DomainResult},
+};
+
+pub use accepted::{accepted_key_rows, open_secret};
+pub use fields::{MAX_COMMENT_CHARS, MAX_PERSON_CHARS, validate_comment, validate_person};
+#[cfg(feature = "openapi")]
+pub use fields::{comment_schema, person_schema, required_comment_schema};
+pub use lifecycle::{provision, revoke, rotate, set_scope, sweep_expired};
+pub use queries::{get, list};
+pub use review::{approval_history, approve, reject, review_queue};
+
+pub const DEFAULT_OVERLAP_SECS: i64 = 24 * 3600;
+pub const MAX_OVERLAP_SECS: i64 = 7 * 24 * 3600;
+pub const MIN_OVERLAP_SECS: i64 = 60;
+pub const MAX_RETIRING_PER_ENDPOINT: u64 = 2;
+
+pub use views::keys::{ApprovalView, KeyStatus, KeyView, ReviewItem};
+
+/// A new key and its secret, which the caller shows exactly once.
+#[derive(Debug)]
+pub struct ProvisionedKey {
+    pub key: KeyView,
+    pub secret: SigningSecret,
+}
+
+/// Whether a new key is approved as it is created.
+#[derive(Debug, Clone)]
+pub enum Approval {
+    /// Leave it pending for a reviewer.
+    Pending,
+    /// Approve at once, recorded under this reviewer's name. The caller
+    /// must hold the review permission.
+    ApproveAs { reviewer: String, comment: String },
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProvisionRequest {
+    pub owner: Option<String>,
+    pub rotation_owner: Option<String>,
+    /// Narrower than the endpoint's types; omitted: the endpoint's types.
+    pub event_types: Option<Vec<String>>,
+}
+
+/// Filters for [`list`].
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyFilter {
+    pub tenant: Option<String>,
+    pub endpoint: Option<String>,
+    pub status: Option<KeyStatus>,
+}
+
+/// Everything a key's scope consists of; its hash is what gets approved.
+fn scope_value(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> Value {
+    json!({
+        "tenant_id": t.id, "tenant": t.slug,
+        "endpoint_id": e.id, "endpoint": e.slug,
+        "scheme": e.scheme,
+        "event_types": types.as_slice(),
+    })
+}
+
+pub(crate) fn scope_hash(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> String {
+    // Ids, not slugs: a slug could in principle be reused by another row.
+    let canonical = json!([t.id, e.id, e.scheme, types.as_slice()]);
+    sha256_hex(canonical.to_string().as_bytes())
+}
+
+fn effective_status(k: &signing_key::Model, now: i64) -> KeyStatus {
+    let stored = KeyStatus::parse(&k.status).unwrap_or(KeyStatus::Revoked);
+    match (stored, k.expires_at) {
+        (KeyStatus::Retiring, Some(at)) if at <= now => KeyStatus::Expired,
+        (s, _) => s,
+    }
+}
+
+fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64) -> KeyView {
+    KeyView {
+        key_id: k.id.clone(),
+        tenant: t.slug.clone(),
+        endpoint: e.slug.clone(),
+        scheme: super::parse_scheme(&e.scheme).unwrap_or(Scheme::StandardWebhooks),
+        status: effective_status(k, now),
+        event_types: EventTypes::from_json(&k.event_types).as_slice().to_vec(),
+        scope_approved: k.approved_scope_hash.as_deref() == Some(k.scope_hash.as_str()),
+        scope_hash: k.scope_hash.clone(),
+        owner: k.owner.clone(),
+        rotation_owner: k.rotation_owner.clone(),
+        created_by: k.created_by.clone(),
+        created_at: clock::rfc3339(k.created_at),
+        activated_at: clock::rfc3339_opt(k.activated_at),
+        expires_at: clock::rfc3339_opt(k.expires_at),
+        expires_at_ms: k.expires_at,
+        revoked_at: clock::rfc3339_opt(k.revoked_at),
+        revoked_reason: k.revoked_reason.clone(),
+        replaces_key_id: k.replaces_key_id.clone(),
+        overlap_secs: k.overlap_secs,
+        last_verified_at: clock::rfc3339_opt(k.last_verified_at),
+        verified_count: k.verified_count,
+        failure_count: k.failure_count,
+        last_failure_at: clock::rfc3339_opt(k.last_failure_at),
+        last_failure_reason: k.last_failure_reason.clone(),
+    }
+}
+
+fn summary(v: &KeyView) -> Value {
+    json!({
+        "status": v.status, "endpoint": v.endpoint, "event_types": v.event_types,
+        "owner": v.owner, "expires_at": v.expires_at, "scope_hash": v.scope_hash,
+    })
+}
+
+/// Locks the endpoint row for the rest of the transaction (an UPDATE takes
+/// a row lock on PostgreSQL; SQLite write transactions are already serial).
+async fn lock_endpoint<C: ConnectionTrait>(conn: &C, endpoint_id: &str) -> DomainResult<()> {
+    endpoint::Entity::update_many()
+        .col_expr(endpoint::Column::Enabled, Expr::col(endpoint::Column::Enabled))
+        .filter(endpoint::Column::Id.eq(endpoint_id))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// A key with its tenant and endpoint, as the caller may see it.
+#[derive(Clone)]
+struct Loaded {
+    key: signing_key::Model,
+    tenant: tenant::Model,
+    endpoint: endpoint::Model,
+}
+
+async fn load<C: ConnectionTrait>(conn: &C, principal: &Principal, key_id: &str) -> DomainResult<Loaded> {
+    let key = signing_key::Entity::find_by_id(key_id.to_owned()).one(conn).await?.ok_or(DomainError::NotFound)?;
+    if !principal.can_see_tenant(&key.tenant_id) {
+        return Err(DomainError::NotFound);
+    }
+    let tenant = tenant::Entity::find_by_id(key.tenant_id.clone())
+        .one(conn)
+        .await?
+        .filter(|t| !t.synthetic)
+        .ok_or(DomainError::NotFound)?;
+    let endpoint =
+        endpoint::Entity::find_by_id(key.endpoint_id.clone()).one(conn).await?.ok_or(DomainError::NotFound)?;
+    Ok(Loaded { key, tenant, endpoint })
+}
+
+/// Loads a key for a change: authorizes, locks its endpoint, then re-reads
+/// the key under the lock.
+async fn load_for_change<C: ConnectionTrait>(
+    conn: &C,
+    principal: &Principal,
+    key_id: &str,
+    permission: Permission,
+) -> DomainResult<(Loaded, Authorized)> {
+    let first = load(conn, principal, key_id).await?;
+    let auth = principal.authorize(permission, Scope::Tenant(&first.tenant.id))?;
+    lock_endpoint(conn, &first.endpoint.id).await?;
+    let loaded = load(conn, principal, key_id).await?;
+    auth.ensure(permission, Some(&loaded.key.tenant_id))?;
+    Ok((loaded, auth))
+}
+
+async fn retiring_count<C: ConnectionTrait>(conn: &C, endpoint_id: &str, now: i64) -> DomainResult<u64> {
+    Ok(signing_key::Entity::find()
+        .filter(signing_key::Column::EndpointId.eq(endpoint_id))
+        .filter(signing_key::Column::Status.eq("retiring"))
+        .filter(signing_key::Column::ExpiresAt.gt(now))
+        .count(conn)
+        .await?)
+}

@@ -132,7 +132,7 @@ where
 
     use crate::{
         api::keys::get_key,
-        components::{Layout, LoadError, ReturnedError},
+        components::{Layout, Loaded, ReturnedError},
     };
     let params = use_params_map();
     let key_id = move || params.read().get("id").unwrap_or_default();
@@ -144,20 +144,7 @@ where
                 let body = body.clone();
                 view! {
                     <ReturnedError/>
-                    <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                        {
-                            let (me, body) = (me.clone(), body.clone());
-                            move || {
-                                let (me, body) = (me.clone(), body.clone());
-                                Suspend::new(async move {
-                                    match key.await {
-                                        Ok(key) => body(key, me).into_any(),
-                                        Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
-                                    }
-                                })
-                            }
-                        }
-                    </Suspense>
+                    <Loaded resource=key what="key" name=key_id render=move |key| body(key, me.clone())/>
                 }
             }
         />

@@ -14,4 +14,4 @@ pub mod quarantine_labels;
 pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedError, Submit};
 pub use key::{Countdown, EventTypes, KeyPage, KeyScope, KeySummary, StatusBadge};
 pub use layout::Layout;
-pub use loaded::Loaded;
+pub use loaded::{IfLoaded, Loaded};

@@ -8,7 +8,7 @@ use crate::{
     api::{audit::audit_log, registry::list_tenants},
     components::{
         Layout, Loaded,
-        filters::{Choice, FilterActions, TenantSelect},
+        filters::{Choice, FilterForm, TenantSelect},
         format::{nonempty, when, with_query},
     },
     dto::{AuditPage as AuditPageDto, AuditRow},
@@ -62,39 +62,33 @@ pub fn AuditPage() -> impl IntoView {
         <Layout
             title="Audit log"
             render=move |_me| view! {
-                <Suspense>
-                    {move || {
-                        let current = filters.get();
-                        Suspend::new(async move {
-                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
-                            view! { <FilterForm filters=current tenants/> }
-                        })
-                    }}
-                </Suspense>
+                <FilterForm
+                    path="/audit"
+                    tenants
+                    fields=move |tenants| view! { <Fields filters=filters.get() tenants/> }
+                />
                 <Loaded resource=page render=move |p| view! { <AuditEntries page=p filters=filters.get_untracked() paged=before.get_untracked().is_some()/> }/>
             }
         />
     }
 }
 
+/// The filter form's controls.
 #[component]
-fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
+fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
     const SINCE: &[(&str, &str)] =
         &[("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
     view! {
-        <form method="get" action="/audit" class="filters card">
-            <label class="field">
-                <span>"Actor"</span>
-                <input type="text" name="actor" value=filters.actor.clone() placeholder="username or token"/>
-            </label>
-            <label class="field">
-                <span>"Action starts with"</span>
-                <input type="text" name="action" value=filters.action.clone() placeholder="key."/>
-            </label>
-            <TenantSelect tenants selected=filters.tenant.clone()/>
-            <Choice label="Since" name="since" options=SINCE selected=filters.since.clone()/>
-            <FilterActions clear="/audit"/>
-        </form>
+        <label class="field">
+            <span>"Actor"</span>
+            <input type="text" name="actor" value=filters.actor.clone() placeholder="username or token"/>
+        </label>
+        <label class="field">
+            <span>"Action starts with"</span>
+            <input type="text" name="action" value=filters.action.clone() placeholder="key."/>
+        </label>
+        <TenantSelect tenants selected=filters.tenant.clone()/>
+        <Choice label="Since" name="since" options=SINCE selected=filters.since.clone()/>
     }
 }
 

@@ -9,7 +9,7 @@ use leptos_router::hooks::use_params_map;
 use crate::{
     api::operations::{ResumeBulkRelease, bulk_release},
     components::{
-        ActionError, Layout, LoadError, Refresh, ReturnedError, Submit,
+        ActionError, Layout, Loaded, Refresh, ReturnedError, Submit,
         format::{when, with_query},
         poll::every_second_while,
         quarantine_labels::{filter_text, status_label},
@@ -42,20 +42,10 @@ pub fn BulkReleasePage() -> impl IntoView {
         <Layout
             title=""
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match job.await {
-                                    Ok(j) => view! { <Progress j me/> }.into_any(),
-                                    Err(error) => view! { <h1>"Bulk release"</h1><LoadError error what="bulk release" name=id()/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=job what="bulk release" name=id heading="Bulk release" render={
+                    let me = me.clone();
+                    move |j| view! { <Progress j me=me.clone()/> }
+                }/>
             }
         />
     }

@@ -7,7 +7,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::session::{Login, setup_open},
-    components::{ActionError, Notice, ReturnedError, Submit},
+    components::{ActionError, IfLoaded, Notice, ReturnedError, Submit},
 };
 
 #[component]
@@ -40,13 +40,9 @@ pub fn LoginPage() -> impl IntoView {
                         <Submit action label="Sign in"/>
                     </div>
                 </ActionForm>
-                <Suspense>
-                    {move || Suspend::new(async move {
-                        matches!(setup.await, Ok(true)).then(|| view! {
-                            <p class="hint setup-hint">"No administrator yet: use the setup link printed by the server."</p>
-                        })
-                    })}
-                </Suspense>
+                <IfLoaded resource=setup render=|open: bool| open.then(|| view! {
+                    <p class="hint setup-hint">"No administrator yet: use the setup link printed by the server."</p>
+                })/>
             </div>
         </main>
     }

@@ -12,8 +12,8 @@ use crate::{
         registry::list_tenants,
     },
     components::{
-        ActionError, Layout, Loaded, ReturnedError, Submit,
-        filters::{Choice, FilterActions, TenantSelect},
+        ActionError, IfLoaded, Layout, Loaded, ReturnedError, Submit,
+        filters::{Choice, FilterForm, TenantSelect},
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
     },
@@ -78,24 +78,16 @@ pub fn QuarantinePage() -> impl IntoView {
             render=move |me| view! {
                 <p class="lede">"Events that were authenticated and claimed but could not apply. Provider retries of them are acknowledged as duplicates; nothing happens until someone releases or discards them here."</p>
                 <ReturnedError/>
-                <Suspense>
-                    {move || {
-                        let current = filters.get();
-                        Suspend::new(async move {
-                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
-                            view! { <FilterForm filters=current tenants/> }
-                        })
-                    }}
-                </Suspense>
+                <FilterForm
+                    path="/quarantine"
+                    tenants
+                    fields=move |tenants| view! { <Fields filters=filters.get() tenants/> }
+                />
                 <Loaded resource=list render={
                     let me = me.clone();
                     move |l| view! { <Listing list=l filters=filters.get_untracked() me=me.clone()/> }
                 }/>
-                <Suspense>
-                    {move || Suspend::new(async move {
-                        jobs.await.ok().filter(|j| !j.is_empty()).map(|jobs| view! { <RecentBulkReleases jobs/> })
-                    })}
-                </Suspense>
+                <IfLoaded resource=jobs render=|jobs| (!jobs.is_empty()).then(|| view! { <RecentBulkReleases jobs/> })/>
             }
         />
     }
@@ -119,27 +111,25 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
     }
 }
 
+/// The filter form's controls.
 #[component]
-fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
+fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
     const AGES: &[(&str, &str)] =
         &[("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
     const STATUSES: &[(&str, &str)] =
         &[("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
     view! {
-        <form method="get" action="/quarantine" class="filters card">
-            <TenantSelect tenants selected=filters.tenant.clone()/>
-            <label class="field">
-                <span>"Endpoint"</span>
-                <input type="text" name="endpoint" value=filters.endpoint.clone() placeholder="needs a tenant"/>
-            </label>
-            <label class="field">
-                <span>"Reason"</span>
-                <input type="text" name="reason" value=filters.reason.clone() placeholder="e.g. reminder_not_found"/>
-            </label>
-            <Choice label="Status" name="status" options=STATUSES selected=filters.status.clone()/>
-            <Choice label="Age" name="age" options=AGES selected=filters.age.clone()/>
-            <FilterActions clear="/quarantine"/>
-        </form>
+        <TenantSelect tenants selected=filters.tenant.clone()/>
+        <label class="field">
+            <span>"Endpoint"</span>
+            <input type="text" name="endpoint" value=filters.endpoint.clone() placeholder="needs a tenant"/>
+        </label>
+        <label class="field">
+            <span>"Reason"</span>
+            <input type="text" name="reason" value=filters.reason.clone() placeholder="e.g. reminder_not_found"/>
+        </label>
+        <Choice label="Status" name="status" options=STATUSES selected=filters.status.clone()/>
+        <Choice label="Age" name="age" options=AGES selected=filters.age.clone()/>
     }
 }
 

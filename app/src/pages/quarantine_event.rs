@@ -8,7 +8,7 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use crate::{
     api::operations::{DiscardQuarantine, ReleaseQuarantine, quarantine_detail, reveal_quarantine_body},
     components::{
-        ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit, format::when,
+        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when,
         quarantine_labels::reason_label,
     },
     dto::{Me, QuarantineView},
@@ -25,22 +25,14 @@ pub fn QuarantineEventPage() -> impl IntoView {
         <Layout
             title=""
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            let done = query.read().get("done");
-                            let show_body = query.read().get("body").is_some_and(|b| b == "show");
-                            Suspend::new(async move {
-                                match entry.await {
-                                    Ok(q) => view! { <Detail q me done show_body/> }.into_any(),
-                                    Err(error) => view! { <h1>"Quarantined event"</h1><LoadError error what="quarantined event" name=id()/> }.into_any(),
-                                }
-                            })
-                        }
+                <Loaded resource=entry what="quarantined event" name=id heading="Quarantined event" render={
+                    let me = me.clone();
+                    move |q| {
+                        let done = query.read().get("done");
+                        let show_body = query.read().get("body").is_some_and(|b| b == "show");
+                        view! { <Detail q me=me.clone() done show_body/> }
                     }
-                </Transition>
+                }/>
             }
         />
     }
@@ -114,37 +106,25 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
 fn RevealedBody(id: String, hide: String) -> impl IntoView {
     let body = Resource::new(move || id.clone(), reveal_quarantine_body);
     view! {
-        <Suspense fallback=|| view! { <p class="loading">"Decrypting…"</p> }>
-            {
-                let hide = hide.clone();
-                move || {
-                    let hide = hide.clone();
-                    Suspend::new(async move {
-                        match body.await {
-                            Ok(b) => view! {
-                                {if b.json {
-                                    view! {
-                                        <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
-                                        <pre class="body" data-testid="event-body">{b.text}</pre>
-                                    }
-                                    .into_any()
-                                } else {
-                                    view! {
-                                        <p class="warning" data-testid="event-body-withheld">
-                                            {format!("The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.", b.size_bytes)}
-                                        </p>
-                                    }
-                                    .into_any()
-                                }}
-                                <a class="button secondary" href=hide>"Hide body"</a>
-                            }
-                            .into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })
+        <Loaded resource=body loading="Decrypting…" render=move |b| {
+            let shown = if b.json {
+                view! {
+                    <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
+                    <pre class="body" data-testid="event-body">{b.text}</pre>
                 }
+                .into_any()
+            } else {
+                let withheld = format!(
+                    "The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.",
+                    b.size_bytes
+                );
+                view! { <p class="warning" data-testid="event-body-withheld">{withheld}</p> }.into_any()
+            };
+            view! {
+                {shown}
+                <a class="button secondary" href=hide.clone()>"Hide body"</a>
             }
-        </Suspense>
+        }/>
     }
 }
 

@@ -9,7 +9,7 @@ use crate::{
         AppError,
         operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort, cohort_context},
     },
-    components::{ActionError, FormError, Refresh, Submit, format::when},
+    components::{ActionError, FormError, Loaded, Refresh, Submit, format::when},
     dto::{CohortContextDto, RetryPolicyView},
 };
 
@@ -115,14 +115,7 @@ pub fn CohortForm() -> impl IntoView {
                 "The tenants move together (all or none); each gets a new version you can roll back on its page."
             </p>
             <ActionError action/>
-            <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match context.await {
-                        Ok(c) => view! { <CohortBody c action/> }.into_any(),
-                        Err(error) => view! { <FormError error/> }.into_any(),
-                    }
-                })}
-            </Suspense>
+            <Loaded resource=context render=move |c| view! { <CohortBody c action/> }/>
         </section>
     }
 }

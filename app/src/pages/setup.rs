@@ -7,7 +7,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::session::{SetupAdmin, setup_open},
-    components::{ActionError, FormError, ReturnedError, Submit},
+    components::{ActionError, Loaded, ReturnedError, Submit},
 };
 
 #[component]
@@ -19,19 +19,17 @@ pub fn SetupPage() -> impl IntoView {
             <div class="auth-card">
                 <p class="auth-brand">"Signet"</p>
                 <h1>"Create the first administrator"</h1>
-                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match open.await {
-                            Ok(true) => view! { <SetupForm/> }.into_any(),
-                            Ok(false) => view! {
-                                <p>"Setup is finished: an administrator exists."</p>
-                                <p><a class="button primary" href="/login">"Go to sign in"</a></p>
-                            }
-                            .into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
+                <Loaded resource=open render=|open| {
+                    if open {
+                        view! { <SetupForm/> }.into_any()
+                    } else {
+                        view! {
+                            <p>"Setup is finished: an administrator exists."</p>
+                            <p><a class="button primary" href="/login">"Go to sign in"</a></p>
                         }
-                    })}
-                </Suspense>
+                        .into_any()
+                    }
+                }/>
             </div>
         </main>
     }

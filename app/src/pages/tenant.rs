@@ -12,7 +12,7 @@ use crate::{
         registry::{CreateEndpoint, SetEndpointEnabled, load_tenant},
     },
     components::{
-        ActionError, Countdown, EventTypes, KeyScope, Layout, LoadError, Notice, Refresh, ReturnedError, StatusBadge,
+        ActionError, Countdown, EventTypes, KeyScope, Layout, Loaded, Notice, Refresh, ReturnedError, StatusBadge,
         Submit,
         format::{bytes, is_any_type, seconds, when},
     },
@@ -25,30 +25,24 @@ pub fn TenantPage() -> impl IntoView {
     let query = use_query_map();
     let slug = move || params.read().get("slug").unwrap_or_default();
     let refresh = Refresh::provide();
-    let overview = Resource::new(move || (slug(), refresh.get()), |(slug, _)| load_tenant(slug));
-    let policy = Resource::new(move || (slug(), refresh.get()), |(slug, _)| retry_policy(slug));
+    // The retry-policy panel loads with the page; its own error stays in
+    // the panel.
+    let data = Resource::new(
+        move || (slug(), refresh.get()),
+        |(slug, _)| async move {
+            let overview = load_tenant(slug.clone()).await?;
+            Ok::<_, AppError>((overview, retry_policy(slug).await))
+        },
+    );
     let revoked = move || query.read().get("revoked");
     view! {
         <Layout
             title=""
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match overview.await {
-                                    Ok(ov) => {
-                                        let policy = policy.await;
-                                        view! { <TenantDetail ov me revoked=revoked() policy/> }.into_any()
-                                    }
-                                    Err(error) => view! { <h1>"Tenant"</h1><LoadError error what="tenant" name=slug()/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=data what="tenant" name=slug heading="Tenant" render={
+                    let me = me.clone();
+                    move |(ov, policy)| view! { <TenantDetail ov me=me.clone() revoked=revoked() policy/> }
+                }/>
             }
         />
     }

@@ -59,6 +59,22 @@ where
     }
 }
 
+/// The frame of the pages seen before anyone signs in (sign-in, setup): the
+/// brand and a heading, no navigation.
+#[component]
+pub fn AuthCard(title: &'static str, heading: &'static str, children: Children) -> impl IntoView {
+    view! {
+        <Title text=format!("{title} · Signet")/>
+        <main class="auth">
+            <div class="auth-card">
+                <p class="auth-brand">"Signet"</p>
+                <h1>{heading}</h1>
+                {children()}
+            </div>
+        </main>
+    }
+}
+
 /// The bar across the top: where to go, who is signed in, sign out.
 #[component]
 fn TopBar(me: Me) -> impl IntoView {
@@ -86,11 +102,15 @@ fn TopBar(me: Me) -> impl IntoView {
                 <nav aria-label="Main">
                     <a href="/dashboard" aria-current=current("/dashboard")>"Dashboard"</a>
                     {tenants}
-                    {me.can_review().then(|| view! { <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a> })}
+                    {me.can_review().then(|| view! {
+                        <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a>
+                    })}
                     <a href="/quarantine" aria-current=current("/quarantine")>"Quarantine"</a>
                     <a href="/outbox" aria-current=current("/outbox")>"Outbox"</a>
                     <a href="/retention" aria-current=current("/retention")>"Retention"</a>
-                    {me.can_read_evidence().then(|| view! { <a href="/evidence" aria-current=current("/evidence")>"Evidence"</a> })}
+                    {me.can_read_evidence().then(|| view! {
+                        <a href="/evidence" aria-current=current("/evidence")>"Evidence"</a>
+                    })}
                     {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
                     {me.is_admin().then(|| view! { <a href="/kek" aria-current=current("/kek")>"KEKs"</a> })}
                     <a href="/audit" aria-current=current("/audit")>"Audit log"</a>

@@ -12,7 +12,7 @@ use crate::{
         registry::list_tenants,
     },
     components::{
-        ActionError, IfLoaded, Layout, Loaded, ReturnedError, Submit,
+        ActionError, IfLoaded, Layout, Loaded, ReasonField, ReturnedError, Submit, Table,
         filters::{Choice, FilterForm, TenantSelect},
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
@@ -76,7 +76,11 @@ pub fn QuarantinePage() -> impl IntoView {
         <Layout
             title="Quarantine"
             render=move |me| view! {
-                <p class="lede">"Events that were authenticated and claimed but could not apply. Provider retries of them are acknowledged as duplicates; nothing happens until someone releases or discards them here."</p>
+                <p class="lede">
+                    "Events that were authenticated and claimed but could not apply. \
+                    Provider retries of them are acknowledged as duplicates; \
+                    nothing happens until someone releases or discards them here."
+                </p>
                 <ReturnedError/>
                 <FilterForm
                     path="/quarantine"
@@ -103,7 +107,10 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
                     <li>
                         <a href=format!("/quarantine/bulk/{}", j.id)>{filter_text(&j)}</a>
                         " " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span>
-                        <span class="muted">" · " {j.released} " of " {j.total} " released · " {when(&j.started_at)} " by " {j.started_by.clone()}</span>
+                        <span class="muted">
+                            " · " {j.released} " of " {j.total} " released · "
+                            {when(&j.started_at)} " by " {j.started_by.clone()}
+                        </span>
                     </li>
                 }).collect_view()}
             </ul>
@@ -143,13 +150,21 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
             <nav class="reason-counts" aria-label="By reason">
                 <a href=f.href("") class:current=f.reason.is_empty()>"All reasons " <span class="count">{all}</span></a>
                 {list.by_reason.iter().map(|c| view! {
-                    <a href=f.href(&c.reason) class:current=f.reason == c.reason>{reason_label(&c.reason)} " " <span class="count">{c.count}</span></a>
+                    <a href=f.href(&c.reason) class:current=f.reason == c.reason>
+                        {reason_label(&c.reason)} " " <span class="count">{c.count}</span>
+                    </a>
                 }).collect_view()}
             </nav>
         }
     });
     let shown = list.items.len() as u64;
-    let more = (list.total > shown).then(|| view! { <p class="hint">"Showing the newest " {shown} " of " {list.total} ". Narrow the filters to see the rest."</p> });
+    let more = (list.total > shown).then(|| {
+        view! {
+            <p class="hint">
+                "Showing the newest " {shown} " of " {list.total} ". Narrow the filters to see the rest."
+            </p>
+        }
+    });
     let table = if list.items.is_empty() {
         let msg = if open_view {
             "Nothing is waiting in quarantine for these filters."
@@ -165,22 +180,9 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
         .into_any()
     } else {
         view! {
-            <div class="table-wrap">
-                <table>
-                    <thead>
-                        <tr>
-                            <th>"Quarantined"</th>
-                            <th>"Tenant / endpoint"</th>
-                            <th>"Event"</th>
-                            <th>"Reason"</th>
-                            <th>"Status"</th>
-                        </tr>
-                    </thead>
-                    <tbody>
-                        {list.items.into_iter().map(|q| view! { <Row q/> }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            <Table heads=&["Quarantined", "Tenant / endpoint", "Event", "Reason", "Status"]>
+                {list.items.into_iter().map(|q| view! { <Row q/> }).collect_view()}
+            </Table>
         }
         .into_any()
     };
@@ -208,7 +210,9 @@ fn Row(q: QuarantineView) -> impl IntoView {
             </td>
             <td>
                 <span class="badge badge-reason">{reason_label(&q.reason)}</span>
-                {q.last_release_error.map(|e| view! { <br/><small class="muted">"last release: " {reason_label(&e)}</small> })}
+                {q.last_release_error.map(|e| view! {
+                    <br/><small class="muted">"last release: " {reason_label(&e)}</small>
+                })}
             </td>
             <td><span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span></td>
         </tr>
@@ -228,7 +232,9 @@ fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
                 <strong>{total}</strong>
                 " open event(s) match these filters"
                 {(total > capped).then(|| format!("; one bulk release handles the oldest {capped}"))}
-                ". Each is re-run against the current state in its own transaction, in the background: you can watch the progress, leave the page and come back. Any that still cannot apply stay open with the new error."
+                ". Each is re-run against the current state in its own transaction, in the background: \
+                you can watch the progress, leave the page and come back. \
+                Any that still cannot apply stay open with the new error."
             </p>
             <ActionError action/>
             <ActionForm action>
@@ -236,11 +242,9 @@ fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
                 <input type="hidden" name="endpoint" value=filters.endpoint/>
                 <input type="hidden" name="reason_filter" value=filters.reason/>
                 <input type="hidden" name="age" value=filters.age/>
-                <label class="field">
-                    <span>"Reason"</span>
-                    <input type="text" name="reason" required placeholder="e.g. missing reminders backfilled by the clinic"/>
+                <ReasonField placeholder="e.g. missing reminders backfilled by the clinic">
                     <small class="hint">"Recorded on each event and in the audit log."</small>
-                </label>
+                </ReasonField>
                 <div class="actions">
                     <Submit action label="Release matching events" kind="primary"/>
                 </div>

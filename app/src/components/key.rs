@@ -83,7 +83,10 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
             <dd><StatusBadge status=key.status.as_str()/></dd>
             {key.revoked_at.clone().map(|at| view! {
                 <dt>"Revoked"</dt>
-                <dd>{when(&at)} {key.revoked_reason.clone().map(|r| view! { <span class="muted">" — reason: " {r}</span> })}</dd>
+                <dd>
+                    {when(&at)}
+                    {key.revoked_reason.clone().map(|r| view! { <span class="muted">" — reason: " {r}</span> })}
+                </dd>
             })}
             <dt>"Tenant / endpoint"</dt>
             <dd><a href=tenant_href>{key.tenant.clone()}</a> " / " {key.endpoint.clone()}</dd>
@@ -99,7 +102,11 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
             <dd>{when(&key.created_at)} " by " {key.created_by.clone()}</dd>
             <dt>"Activated"</dt>
             <dd>{when_or(key.activated_at.as_deref(), "not yet")}</dd>
-            {key.expires_at.clone().filter(|_| matches!(key.status.as_str(), "retiring" | "expired")).map(|t| view! { <dt>"Expires"</dt><dd>{when(&t)}</dd> })}
+            {key
+                .expires_at
+                .clone()
+                .filter(|_| matches!(key.status.as_str(), "retiring" | "expired"))
+                .map(|t| view! { <dt>"Expires"</dt><dd>{when(&t)}</dd> })}
             {key.replaces_key_id.clone().map(|r| view! { <dt>"Replaces"</dt><dd><code>{r}</code></dd> })}
             <dt>"Last used"</dt>
             <dd>{last_used}</dd>

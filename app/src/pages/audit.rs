@@ -67,7 +67,10 @@ pub fn AuditPage() -> impl IntoView {
                     tenants
                     fields=move |tenants| view! { <Fields filters=filters.get() tenants/> }
                 />
-                <Loaded resource=page render=move |p| view! { <AuditEntries page=p filters=filters.get_untracked() paged=before.get_untracked().is_some()/> }/>
+                <Loaded resource=page render=move |p| {
+                    let paged = before.get_untracked().is_some();
+                    view! { <AuditEntries page=p filters=filters.get_untracked() paged/> }
+                }/>
             }
         />
     }
@@ -96,9 +99,17 @@ fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
 fn AuditEntries(page: AuditPageDto, filters: Filters, paged: bool) -> impl IntoView {
     let chain = page.chain_ok.map(|ok| {
         if ok {
-            view! { <p class="chain chain-ok">"Hash chain verified: no entry has been altered or removed."</p> }.into_any()
+            view! {
+                <p class="chain chain-ok">"Hash chain verified: no entry has been altered or removed."</p>
+            }
+            .into_any()
         } else {
-            view! { <p class="chain chain-broken" role="alert">"Hash chain BROKEN — run " <code>"signet audit verify"</code> " on the server."</p> }.into_any()
+            view! {
+                <p class="chain chain-broken" role="alert">
+                    "Hash chain BROKEN — run " <code>"signet audit verify"</code> " on the server."
+                </p>
+            }
+            .into_any()
         }
     });
     let older = page

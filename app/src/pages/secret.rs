@@ -149,7 +149,9 @@ fn AlreadyShown(key: Resource<Result<KeyView, AppError>>) -> impl IntoView {
                 view! {
                     <p class="actions">
                         {rotate}
-                        <a class="button secondary" href=format!("/tenants/{}", k.tenant)>"Back to " {k.tenant.clone()}</a>
+                        <a class="button secondary" href=format!("/tenants/{}", k.tenant)>
+                            "Back to " {k.tenant.clone()}
+                        </a>
                     </p>
                 }
             }/>

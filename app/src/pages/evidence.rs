@@ -394,14 +394,6 @@ fn holders(access: &RoleAccess) -> String {
 
 #[component]
 fn Sections(e: Evidence) -> impl IntoView {
-    let m = e.metrics.clone();
-    let reasons = |rs: &[crate::dto::ReasonCount]| {
-        if rs.is_empty() {
-            "none".to_owned()
-        } else {
-            rs.iter().map(|r| format!("{} {}", r.reason, r.count)).collect::<Vec<_>>().join(", ")
-        }
-    };
     const CREDENTIAL_HEADS: &[&str] = &[
         "Tenant / endpoint",
         "Key",
@@ -413,8 +405,16 @@ fn Sections(e: Evidence) -> impl IntoView {
         "Age",
         "Last verified",
     ];
-    let no_keys = e.credentials.is_empty();
     const RETENTION_HEADS: &[&str] = &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Decided"];
+    let m = e.metrics.clone();
+    let reasons = |rs: &[crate::dto::ReasonCount]| {
+        if rs.is_empty() {
+            "none".to_owned()
+        } else {
+            rs.iter().map(|r| format!("{} {}", r.reason, r.count)).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let no_keys = e.credentials.is_empty();
     view! {
         <h3>"Credentials"</h3>
         <Table heads=CREDENTIAL_HEADS>

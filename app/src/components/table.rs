@@ -10,14 +10,16 @@ pub fn Table(
     #[prop(optional)] class: Option<&'static str>,
     children: Children,
 ) -> impl IntoView {
-    view! {
-        <div class="table-wrap">
-            <table class=class>
-                <thead>
-                    <tr>{heads.iter().map(|head| view! { <th>{*head}</th> }).collect_view()}</tr>
-                </thead>
-                <tbody>{children()}</tbody>
-            </table>
-        </div>
-    }
+    let head = view! {
+        <thead>
+            <tr>{heads.iter().map(|head| view! { <th>{*head}</th> }).collect_view()}</tr>
+        </thead>
+    };
+    let body = view! { <tbody>{children()}</tbody> };
+    // Two arms: `class=None` would still write an empty class attribute.
+    let table = match class {
+        Some(class) => view! { <table class=class>{head}{body}</table> }.into_any(),
+        None => view! { <table>{head}{body}</table> }.into_any(),
+    };
+    view! { <div class="table-wrap">{table}</div> }
 }

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use super::loaded::awaited;
+use super::Awaited;
 use crate::{api::AppError, dto::TenantSummary};
 
 /// The GET form that filters the page at `path`, shown once the tenants it
@@ -19,7 +19,7 @@ where
     F: Fn(Vec<String>) -> V + Clone + Send + Sync + 'static,
     V: IntoView + 'static,
 {
-    awaited(tenants, None, move |result| {
+    let render = move |result: Result<Vec<TenantSummary>, AppError>| {
         let slugs = result.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
         view! {
             <form method="get" action=path class="filters card">
@@ -27,7 +27,8 @@ where
                 <FilterActions clear=path/>
             </form>
         }
-    })
+    };
+    view! { <Awaited resource=tenants render/> }
 }
 
 /// "All tenants" or one of `tenants` (slugs), as the `tenant` parameter.

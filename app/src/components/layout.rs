@@ -5,6 +5,7 @@ use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_location};
 
 use super::{
+    Awaited,
     feedback::{FormError, Submit},
     format::query_value,
 };
@@ -28,34 +29,23 @@ where
     let doc_title = if title.is_empty() { "Signet".to_owned() } else { format!("{title} · Signet") };
     view! {
         <Title text=doc_title/>
-        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-            {move || {
-                let render = render.clone();
-                let title = title.clone();
-                Suspend::new(async move {
-                    match me.await {
-                        Ok(Some(me)) => view! {
-                            <TopBar me=me.clone()/>
-                            <main class="content">
-                                {(!title.is_empty()).then(|| view! { <h1>{title}</h1> })}
-                                {render(me)}
-                            </main>
-                        }
-                        .into_any(),
-                        Ok(None) => {
-                            let here = location.pathname.get_untracked();
-                            let search = location.search.get_untracked();
-                            let next = if search.is_empty() { here } else { format!("{here}?{search}") };
-                            view! { <Redirect path=format!("/login?next={}", query_value(&next))/> }.into_any()
-                        }
-                        Err(error) => view! {
-                            <main class="content"><FormError error/></main>
-                        }
-                        .into_any(),
-                    }
-                })
-            }}
-        </Suspense>
+        <Awaited resource=me loading="Loading…" render=move |result| match result {
+            Ok(Some(me)) => view! {
+                <TopBar me=me.clone()/>
+                <main class="content">
+                    {(!title.is_empty()).then(|| view! { <h1>{title.clone()}</h1> })}
+                    {render(me)}
+                </main>
+            }
+            .into_any(),
+            Ok(None) => {
+                let here = location.pathname.get_untracked();
+                let search = location.search.get_untracked();
+                let next = if search.is_empty() { here } else { format!("{here}?{search}") };
+                view! { <Redirect path=format!("/login?next={}", query_value(&next))/> }.into_any()
+            }
+            Err(error) => view! { <main class="content"><FormError error/></main> }.into_any(),
+        }/>
     }
 }
 

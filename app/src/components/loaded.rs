@@ -40,10 +40,11 @@ where
             None => view! { <LoadError error what name/> }.into_any(),
         }
     };
-    awaited(resource, Some(loading), move |result| match result {
+    let render = move |result| match result {
         Ok(value) => render(value).into_any(),
         Err(error) => failed(error),
-    })
+    };
+    view! { <Awaited resource loading render/> }
 }
 
 /// A part of the page it can do without: nothing while the resource loads
@@ -55,15 +56,19 @@ where
     F: Fn(T) -> V + Clone + Send + Sync + 'static,
     V: IntoView + 'static,
 {
-    awaited(resource, None, move |result| result.ok().map(&render))
+    let render = move |result: Result<T, AppError>| result.ok().map(&render);
+    view! { <Awaited resource render/> }
 }
 
-/// `loading` (if any) until the resource first arrives, then `render` with
-/// its result; on a reload the last rendering stays up.
-pub(super) fn awaited<T, V, F>(
+/// What [`Loaded`] and [`IfLoaded`] are made of, for a page that decides
+/// itself what the result means (where to send the user, say): `loading`
+/// (if given) until the resource first arrives, then `render` with its
+/// result; on a reload the last rendering stays up.
+#[component]
+pub fn Awaited<T, V, F>(
     resource: Resource<Result<T, AppError>>,
-    loading: Option<&'static str>,
     render: F,
+    #[prop(optional)] loading: Option<&'static str>,
 ) -> impl IntoView
 where
     T: Clone + Send + Sync + 'static,

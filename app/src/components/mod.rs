@@ -18,5 +18,5 @@ pub use feedback::{ActionError, FormError, LoadError, Notice, Refresh, ReturnedE
 pub use fields::{ApproveAsField, Credentials, ReasonField};
 pub use key::{Countdown, EventTypes, KeyPage, KeyScope, KeySummary, StatusBadge};
 pub use layout::{AuthCard, Layout};
-pub use loaded::{IfLoaded, Loaded};
+pub use loaded::{Awaited, IfLoaded, Loaded};
 pub use table::Table;

@@ -97,7 +97,7 @@ pub async fn setup_admin(token: String, username: String, password: String, conf
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::safe_next;
 

@@ -40,7 +40,9 @@ fn Axis(max: f64, unit: &'static str, left_label: String, right_label: String) -
         <line class="grid" x1=LEFT y1=TOP x2=W y2=TOP/>
         <line class="grid" x1=LEFT y1=TOP + plot_h / 2.0 x2=W y2=TOP + plot_h / 2.0/>
         <text class="tick" x=LEFT - 6.0 y=TOP + 4.0 text-anchor="end">{format!("{}{unit}", fmt(max))}</text>
-        <text class="tick" x=LEFT - 6.0 y=TOP + plot_h / 2.0 + 4.0 text-anchor="end">{format!("{}{unit}", fmt(max / 2.0))}</text>
+        <text class="tick" x=LEFT - 6.0 y=TOP + plot_h / 2.0 + 4.0 text-anchor="end">
+            {format!("{}{unit}", fmt(max / 2.0))}
+        </text>
         <text class="tick" x=LEFT - 6.0 y=H - BOTTOM + 4.0 text-anchor="end">"0"</text>
         <text class="tick" x=LEFT y=H - 3.0>{left_label}</text>
         <text class="tick" x=W y=H - 3.0 text-anchor="end">{right_label}</text>

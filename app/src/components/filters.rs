@@ -3,6 +3,34 @@
 
 use leptos::prelude::*;
 
+use super::Awaited;
+use crate::{api::AppError, dto::TenantSummary};
+
+/// The GET form that filters the page at `path`, shown once the tenants it
+/// offers have loaded (if they cannot be read, it offers "All tenants"
+/// alone). `fields` lays out its controls, given the tenants' slugs.
+#[component]
+pub fn FilterForm<V, F>(
+    path: &'static str,
+    tenants: Resource<Result<Vec<TenantSummary>, AppError>>,
+    fields: F,
+) -> impl IntoView
+where
+    F: Fn(Vec<String>) -> V + Clone + Send + Sync + 'static,
+    V: IntoView + 'static,
+{
+    let render = move |result: Result<Vec<TenantSummary>, AppError>| {
+        let slugs = result.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
+        view! {
+            <form method="get" action=path class="filters card">
+                {fields(slugs)}
+                <FilterActions clear=path/>
+            </form>
+        }
+    };
+    view! { <Awaited resource=tenants render/> }
+}
+
 /// "All tenants" or one of `tenants` (slugs), as the `tenant` parameter.
 #[component]
 pub fn TenantSelect(tenants: Vec<String>, selected: String) -> impl IntoView {
@@ -33,7 +61,10 @@ pub fn Choice(
         <label class="field">
             <span>{label}</span>
             <select name=name>
-                {options.iter().map(|(v, text)| view! { <option value=*v selected=*v == selected>{*text}</option> }).collect_view()}
+                {options
+                    .iter()
+                    .map(|(v, text)| view! { <option value=*v selected=*v == selected>{*text}</option> })
+                    .collect_view()}
             </select>
         </label>
     }
@@ -41,7 +72,7 @@ pub fn Choice(
 
 /// Submit, and a link back to the unfiltered page.
 #[component]
-pub fn FilterActions(clear: &'static str) -> impl IntoView {
+fn FilterActions(clear: &'static str) -> impl IntoView {
     view! {
         <div class="filter-actions">
             <button type="submit" class="button primary">"Filter"</button>

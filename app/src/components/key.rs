@@ -83,7 +83,10 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
             <dd><StatusBadge status=key.status.as_str()/></dd>
             {key.revoked_at.clone().map(|at| view! {
                 <dt>"Revoked"</dt>
-                <dd>{when(&at)} {key.revoked_reason.clone().map(|r| view! { <span class="muted">" — reason: " {r}</span> })}</dd>
+                <dd>
+                    {when(&at)}
+                    {key.revoked_reason.clone().map(|r| view! { <span class="muted">" — reason: " {r}</span> })}
+                </dd>
             })}
             <dt>"Tenant / endpoint"</dt>
             <dd><a href=tenant_href>{key.tenant.clone()}</a> " / " {key.endpoint.clone()}</dd>
@@ -99,7 +102,11 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
             <dd>{when(&key.created_at)} " by " {key.created_by.clone()}</dd>
             <dt>"Activated"</dt>
             <dd>{when_or(key.activated_at.as_deref(), "not yet")}</dd>
-            {key.expires_at.clone().filter(|_| matches!(key.status.as_str(), "retiring" | "expired")).map(|t| view! { <dt>"Expires"</dt><dd>{when(&t)}</dd> })}
+            {key
+                .expires_at
+                .clone()
+                .filter(|_| matches!(key.status.as_str(), "retiring" | "expired"))
+                .map(|t| view! { <dt>"Expires"</dt><dd>{when(&t)}</dd> })}
             {key.replaces_key_id.clone().map(|r| view! { <dt>"Replaces"</dt><dd><code>{r}</code></dd> })}
             <dt>"Last used"</dt>
             <dd>{last_used}</dd>
@@ -132,7 +139,7 @@ where
 
     use crate::{
         api::keys::get_key,
-        components::{Layout, LoadError, ReturnedError},
+        components::{Layout, Loaded, ReturnedError},
     };
     let params = use_params_map();
     let key_id = move || params.read().get("id").unwrap_or_default();
@@ -144,20 +151,7 @@ where
                 let body = body.clone();
                 view! {
                     <ReturnedError/>
-                    <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                        {
-                            let (me, body) = (me.clone(), body.clone());
-                            move || {
-                                let (me, body) = (me.clone(), body.clone());
-                                Suspend::new(async move {
-                                    match key.await {
-                                        Ok(key) => body(key, me).into_any(),
-                                        Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
-                                    }
-                                })
-                            }
-                        }
-                    </Suspense>
+                    <Loaded resource=key what="key" name=key_id render=move |key| body(key, me.clone())/>
                 }
             }
         />

@@ -5,6 +5,7 @@ use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_location};
 
 use super::{
+    Awaited,
     feedback::{FormError, Submit},
     format::query_value,
 };
@@ -28,34 +29,39 @@ where
     let doc_title = if title.is_empty() { "Signet".to_owned() } else { format!("{title} · Signet") };
     view! {
         <Title text=doc_title/>
-        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-            {move || {
-                let render = render.clone();
-                let title = title.clone();
-                Suspend::new(async move {
-                    match me.await {
-                        Ok(Some(me)) => view! {
-                            <TopBar me=me.clone()/>
-                            <main class="content">
-                                {(!title.is_empty()).then(|| view! { <h1>{title}</h1> })}
-                                {render(me)}
-                            </main>
-                        }
-                        .into_any(),
-                        Ok(None) => {
-                            let here = location.pathname.get_untracked();
-                            let search = location.search.get_untracked();
-                            let next = if search.is_empty() { here } else { format!("{here}?{search}") };
-                            view! { <Redirect path=format!("/login?next={}", query_value(&next))/> }.into_any()
-                        }
-                        Err(error) => view! {
-                            <main class="content"><FormError error/></main>
-                        }
-                        .into_any(),
-                    }
-                })
-            }}
-        </Suspense>
+        <Awaited resource=me loading="Loading…" render=move |result| match result {
+            Ok(Some(me)) => view! {
+                <TopBar me=me.clone()/>
+                <main class="content">
+                    {(!title.is_empty()).then(|| view! { <h1>{title.clone()}</h1> })}
+                    {render(me)}
+                </main>
+            }
+            .into_any(),
+            Ok(None) => {
+                let here = location.pathname.get_untracked();
+                let search = location.search.get_untracked();
+                let next = if search.is_empty() { here } else { format!("{here}?{search}") };
+                view! { <Redirect path=format!("/login?next={}", query_value(&next))/> }.into_any()
+            }
+            Err(error) => view! { <main class="content"><FormError error/></main> }.into_any(),
+        }/>
+    }
+}
+
+/// The frame of the pages seen before anyone signs in (sign-in, setup): the
+/// brand and a heading, no navigation.
+#[component]
+pub fn AuthCard(title: &'static str, heading: &'static str, children: Children) -> impl IntoView {
+    view! {
+        <Title text=format!("{title} · Signet")/>
+        <main class="auth">
+            <div class="auth-card">
+                <p class="auth-brand">"Signet"</p>
+                <h1>{heading}</h1>
+                {children()}
+            </div>
+        </main>
     }
 }
 
@@ -86,11 +92,15 @@ fn TopBar(me: Me) -> impl IntoView {
                 <nav aria-label="Main">
                     <a href="/dashboard" aria-current=current("/dashboard")>"Dashboard"</a>
                     {tenants}
-                    {me.can_review().then(|| view! { <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a> })}
+                    {me.can_review().then(|| view! {
+                        <a href="/approvals" aria-current=current("/approvals")>"Approvals"</a>
+                    })}
                     <a href="/quarantine" aria-current=current("/quarantine")>"Quarantine"</a>
                     <a href="/outbox" aria-current=current("/outbox")>"Outbox"</a>
                     <a href="/retention" aria-current=current("/retention")>"Retention"</a>
-                    {me.can_read_evidence().then(|| view! { <a href="/evidence" aria-current=current("/evidence")>"Evidence"</a> })}
+                    {me.can_read_evidence().then(|| view! {
+                        <a href="/evidence" aria-current=current("/evidence")>"Evidence"</a>
+                    })}
                     {me.is_admin().then(|| view! { <a href="/users" aria-current=current("/users")>"Users"</a> })}
                     {me.is_admin().then(|| view! { <a href="/kek" aria-current=current("/kek")>"KEKs"</a> })}
                     <a href="/audit" aria-current=current("/audit")>"Audit log"</a>

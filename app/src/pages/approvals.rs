@@ -26,11 +26,16 @@ pub fn ApprovalsPage() -> impl IntoView {
             render=move |me| {
                 let can_review = me.can_review();
                 view! {
-                {move || approved().map(|id| view! { <Notice>"Key " <code>{id}</code> " approved: it verifies webhooks from now on."</Notice> })}
-                {move || rejected().map(|id| view! { <Notice>"Key " <code>{id}</code> " rejected: it will never verify anything."</Notice> })}
+                {move || approved().map(|id| view! {
+                    <Notice>"Key " <code>{id}</code> " approved: it verifies webhooks from now on."</Notice>
+                })}
+                {move || rejected().map(|id| view! {
+                    <Notice>"Key " <code>{id}</code> " rejected: it will never verify anything."</Notice>
+                })}
                 <ReturnedError/>
                 <p class="lead">
-                    "A key verifies webhooks only after a reviewer approves its exact scope: tenant, endpoint, scheme and event types."
+                    "A key verifies webhooks only after a reviewer approves its exact scope: \
+                    tenant, endpoint, scheme and event types."
                 </p>
                 <Loaded resource=queue render=move |items| view! { <Queue items can_review/> }/>
                 <h2>"Decisions"</h2>
@@ -55,7 +60,9 @@ fn Queue(items: Vec<ReviewItem>, can_review: bool) -> impl IntoView {
     let count = items.len();
     view! {
         <h2>"Waiting for review " <span class="count">{count}</span></h2>
-        {(!can_review).then(|| view! { <p class="hint">"Only security reviewers and administrators can approve or reject."</p> })}
+        {(!can_review).then(|| view! {
+            <p class="hint">"Only security reviewers and administrators can approve or reject."</p>
+        })}
         {items.into_iter().map(|item| view! { <ReviewCard item can_review/> }).collect_view()}
     }
     .into_any()
@@ -115,7 +122,9 @@ fn ScopeFacts(key: KeyView) -> impl IntoView {
 fn Replaces(old: KeyView) -> impl IntoView {
     view! {
         <details class="replaces">
-            <summary>"Replaces " <code>{old.key_id.clone()}</code> " (" {old.status.as_str().replace('_', " ")} ")"</summary>
+            <summary>
+                "Replaces " <code>{old.key_id.clone()}</code> " (" {old.status.as_str().replace('_', " ")} ")"
+            </summary>
             <KeySummary key=old/>
         </details>
     }

@@ -8,7 +8,7 @@ use crate::{
     api::{audit::audit_log, registry::list_tenants},
     components::{
         Layout, Loaded,
-        filters::{Choice, FilterActions, TenantSelect},
+        filters::{Choice, FilterForm, TenantSelect},
         format::{nonempty, when, with_query},
     },
     dto::{AuditPage as AuditPageDto, AuditRow},
@@ -62,39 +62,36 @@ pub fn AuditPage() -> impl IntoView {
         <Layout
             title="Audit log"
             render=move |_me| view! {
-                <Suspense>
-                    {move || {
-                        let current = filters.get();
-                        Suspend::new(async move {
-                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
-                            view! { <FilterForm filters=current tenants/> }
-                        })
-                    }}
-                </Suspense>
-                <Loaded resource=page render=move |p| view! { <AuditEntries page=p filters=filters.get_untracked() paged=before.get_untracked().is_some()/> }/>
+                <FilterForm
+                    path="/audit"
+                    tenants
+                    fields=move |tenants| view! { <Fields filters=filters.get() tenants/> }
+                />
+                <Loaded resource=page render=move |p| {
+                    let paged = before.get_untracked().is_some();
+                    view! { <AuditEntries page=p filters=filters.get_untracked() paged/> }
+                }/>
             }
         />
     }
 }
 
+/// The filter form's controls.
 #[component]
-fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
+fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
     const SINCE: &[(&str, &str)] =
         &[("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
     view! {
-        <form method="get" action="/audit" class="filters card">
-            <label class="field">
-                <span>"Actor"</span>
-                <input type="text" name="actor" value=filters.actor.clone() placeholder="username or token"/>
-            </label>
-            <label class="field">
-                <span>"Action starts with"</span>
-                <input type="text" name="action" value=filters.action.clone() placeholder="key."/>
-            </label>
-            <TenantSelect tenants selected=filters.tenant.clone()/>
-            <Choice label="Since" name="since" options=SINCE selected=filters.since.clone()/>
-            <FilterActions clear="/audit"/>
-        </form>
+        <label class="field">
+            <span>"Actor"</span>
+            <input type="text" name="actor" value=filters.actor.clone() placeholder="username or token"/>
+        </label>
+        <label class="field">
+            <span>"Action starts with"</span>
+            <input type="text" name="action" value=filters.action.clone() placeholder="key."/>
+        </label>
+        <TenantSelect tenants selected=filters.tenant.clone()/>
+        <Choice label="Since" name="since" options=SINCE selected=filters.since.clone()/>
     }
 }
 
@@ -102,9 +99,17 @@ fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
 fn AuditEntries(page: AuditPageDto, filters: Filters, paged: bool) -> impl IntoView {
     let chain = page.chain_ok.map(|ok| {
         if ok {
-            view! { <p class="chain chain-ok">"Hash chain verified: no entry has been altered or removed."</p> }.into_any()
+            view! {
+                <p class="chain chain-ok">"Hash chain verified: no entry has been altered or removed."</p>
+            }
+            .into_any()
         } else {
-            view! { <p class="chain chain-broken" role="alert">"Hash chain BROKEN — run " <code>"signet audit verify"</code> " on the server."</p> }.into_any()
+            view! {
+                <p class="chain chain-broken" role="alert">
+                    "Hash chain BROKEN — run " <code>"signet audit verify"</code> " on the server."
+                </p>
+            }
+            .into_any()
         }
     });
     let older = page

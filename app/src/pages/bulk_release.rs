@@ -9,9 +9,9 @@ use leptos_router::hooks::use_params_map;
 use crate::{
     api::operations::{ResumeBulkRelease, bulk_release},
     components::{
-        ActionError, Layout, LoadError, Refresh, ReturnedError, Submit,
+        ActionError, Layout, Loaded, Refresh, ReturnedError, Submit, Table,
         format::{when, with_query},
-        poll::every_second_while,
+        poll::{MetaRefresh, ProgressBar, every_second_while},
         quarantine_labels::{filter_text, status_label},
     },
     dto::{BulkReleaseView, Me},
@@ -42,20 +42,10 @@ pub fn BulkReleasePage() -> impl IntoView {
         <Layout
             title=""
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match job.await {
-                                    Ok(j) => view! { <Progress j me/> }.into_any(),
-                                    Err(error) => view! { <h1>"Bulk release"</h1><LoadError error what="bulk release" name=id()/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=job what="bulk release" name=id heading="Bulk release" render={
+                    let me = me.clone();
+                    move |j| view! { <Progress j me=me.clone()/> }
+                }/>
             }
         />
     }
@@ -80,7 +70,8 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
         "running" => format!("Releasing {} of {} events…", j.processed, j.total),
         "finished" => format!("Done: {} of {} released.", j.released, j.total),
         "interrupted" => format!(
-            "Interrupted after {} of {}: the process running it stopped reporting. Nothing is lost; resume to release the other {remaining}.",
+            "Interrupted after {} of {}: the process running it stopped reporting. \
+             Nothing is lost; resume to release the other {remaining}.",
             j.processed, j.total
         ),
         _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
@@ -98,48 +89,55 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
         }
     });
     let failures = (!j.failures.is_empty()).then(|| {
-        let more = (j.still_failing > j.failures.len() as u64).then(|| format!("Showing the first {} of {}.", j.failures.len(), j.still_failing));
+        let shown = j.failures.len();
+        let more =
+            (j.still_failing > shown as u64).then(|| format!("Showing the first {shown} of {}.", j.still_failing));
+        let rows = j
+            .failures
+            .iter()
+            .map(|x| {
+                view! {
+                    <tr>
+                        <td><a href=format!("/quarantine/{}", x.id)><code>{x.event_id.clone()}</code></a></td>
+                        <td><span class="badge badge-reason">{x.error.clone()}</span></td>
+                    </tr>
+                }
+            })
+            .collect_view();
         view! {
             <section class="card">
                 <h2>"Still cannot apply"</h2>
                 <p>"These stay open in quarantine with the new error; fix the cause and release them again."</p>
-                <div class="table-wrap">
-                    <table>
-                        <thead><tr><th>"Event"</th><th>"Why"</th></tr></thead>
-                        <tbody>
-                            {j.failures.iter().map(|x| view! {
-                                <tr>
-                                    <td><a href=format!("/quarantine/{}", x.id)><code>{x.event_id.clone()}</code></a></td>
-                                    <td><span class="badge badge-reason">{x.error.clone()}</span></td>
-                                </tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                </div>
+                <Table heads=&["Event", "Why"]>{rows}</Table>
                 {more.map(|m| view! { <p class="hint">{m}</p> })}
             </section>
         }
     });
     view! {
-        // Markup, not an element, so a client-rendered page never reloads (see `evidence::LiveRun`).
-        {j.is_running().then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2;url=?auto=1">"#></noscript> })}
+        {j.is_running().then(|| view! { <MetaRefresh content="2;url=?auto=1"/> })}
         <p class="crumbs"><a href=back.clone()>"Quarantine"</a> " / bulk release"</p>
         <div class="page-head">
             <div>
-                <h1>"Bulk release " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span></h1>
+                <h1>
+                    "Bulk release " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span>
+                </h1>
                 <p class="muted">{filter_text(&j)}</p>
             </div>
         </div>
         <ReturnedError/>
         <section class="card">
             <p class="job-summary" role="status" aria-live="polite">{summary}</p>
-            <div class="progress" role="progressbar" aria-label="Processed" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent.to_string()>
-                <div class=format!("progress-fill progress-{}", j.status) style=format!("width: {percent}%")></div>
-            </div>
+            <ProgressBar label="Processed" percent state=j.status.clone()/>
             <dl class="stats tiles">
                 <div><dt>"Released"</dt><dd data-count="released">{j.released}</dd></div>
-                <div class:alert={j.still_failing > 0}><dt>"Still cannot apply"</dt><dd data-count="still-failing">{j.still_failing}</dd></div>
-                <div><dt>"Already resolved by someone else"</dt><dd data-count="already-resolved">{j.already_resolved}</dd></div>
+                <div class:alert={j.still_failing > 0}>
+                    <dt>"Still cannot apply"</dt>
+                    <dd data-count="still-failing">{j.still_failing}</dd>
+                </div>
+                <div>
+                    <dt>"Already resolved by someone else"</dt>
+                    <dd data-count="already-resolved">{j.already_resolved}</dd>
+                </div>
                 <div><dt>"Remaining"</dt><dd data-count="remaining">{remaining}</dd></div>
             </dl>
             <dl class="facts">

@@ -16,7 +16,7 @@ use crate::{
         chart::{LatencyLines, Series, ShareBar, StackedBars},
         format::{duration, when, with_query},
     },
-    dto::{Me, ReasonCount, StatsView},
+    dto::{FailingEndpoint, Me, OverlapKey, PolicyState, ReasonCount, StatsView},
 };
 
 /// Label and CSS name of each charted outcome.
@@ -33,6 +33,11 @@ const OUTCOMES: [(&str, &str); 8] = [
 
 fn human(reason: &str) -> String {
     reason.replace('_', " ")
+}
+
+/// `bad signature 3, expired 1`.
+fn reason_list(reasons: Vec<ReasonCount>) -> String {
+    reasons.into_iter().map(|r| format!("{} {}", human(&r.reason), r.count)).collect::<Vec<_>>().join(", ")
 }
 
 #[component]
@@ -58,7 +63,7 @@ pub fn DashboardPage() -> impl IntoView {
         format!(r#"<meta http-equiv="refresh" content="60;url={}">"#, url.replace('&', "&amp;").replace('"', "&quot;"))
     };
     view! {
-        // Markup, not an element, so a client-rendered page never reloads (see `evidence::LiveRun`).
+        // Markup, not an element, so a client-rendered page never reloads (see `poll::MetaRefresh`).
         <noscript inner_html=refresh_to></noscript>
         <Layout
             title="Dashboard"
@@ -85,7 +90,10 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
         .collect_view();
     let scope = match (&s.tenant, me.role.is_tenant_bound()) {
         (Some(t), false) => view! {
-            <p class="scope">"Tenant " <strong>{t.clone()}</strong> " · " <a href=with_query("/dashboard", &[("window", &s.window)])>"all tenants"</a></p>
+            <p class="scope">
+                "Tenant " <strong>{t.clone()}</strong>
+                " · " <a href=with_query("/dashboard", &[("window", &s.window)])>"all tenants"</a>
+            </p>
         }
         .into_any(),
         (Some(t), true) => view! { <p class="scope">"Tenant " <strong>{t.clone()}</strong></p> }.into_any(),
@@ -109,6 +117,15 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
         .collect();
     let labels: Vec<String> = s.bucket_starts.iter().map(|b| when(b)).collect();
     let (from, to) = (when(&s.start), "now".to_owned());
+    let outbox_chart = |heading: &'static str, name: &str, label: &str, points: Vec<i64>, title: &'static str| {
+        let series = vec![Series { name: name.into(), label: label.into(), points }];
+        view! {
+            <div>
+                <h3>{heading}</h3>
+                <StackedBars series labels=labels.clone() title left_label=from.clone() right_label=to.clone()/>
+            </div>
+        }
+    };
     view! {
         <div class="dash-head">
             {scope}
@@ -117,7 +134,10 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
         <dl class="stats tiles">
             <div><dt>"Applied"</dt><dd>{total("applied")}</dd></div>
             <div><dt>"Duplicate acks"</dt><dd>{total("duplicate")}</dd></div>
-            <div class:alert={total("verification_failed") > 0}><dt>"Verification failures"</dt><dd>{total("verification_failed")}</dd></div>
+            <div class:alert={total("verification_failed") > 0}>
+                <dt>"Verification failures"</dt>
+                <dd>{total("verification_failed")}</dd>
+            </div>
             <div class:alert={total("quarantined") > 0}><dt>"Quarantined"</dt><dd>{total("quarantined")}</dd></div>
             <div class:alert={s.quarantine_open > 0}>
                 <dt>"Awaiting triage"</dt>
@@ -128,16 +148,27 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
                 <dd><a href="/outbox?status=pending">{s.outbox.backlog}</a></dd>
                 <small class="muted">{oldest} " · " <a href="/outbox?status=dead">{s.outbox.dead} " dead"</a></small>
             </div>
-            <div><dt>"Latency p50 / p99"</dt><dd class="small">{p(s.latency.p50_ms)} " / " {p(s.latency.p99_ms)}</dd></div>
+            <div>
+                <dt>"Latency p50 / p99"</dt>
+                <dd class="small">{p(s.latency.p50_ms)} " / " {p(s.latency.p99_ms)}</dd>
+            </div>
         </dl>
         <section class="card" id="events">
             <h2>"Events"</h2>
             <ul class="legend">
                 {OUTCOMES.iter().map(|(name, label)| view! {
-                    <li><span class=format!("swatch series-{name}")></span>{*label} " " <strong>{total(name)}</strong></li>
+                    <li>
+                        <span class=format!("swatch series-{name}")></span>{*label} " " <strong>{total(name)}</strong>
+                    </li>
                 }).collect_view()}
             </ul>
-            <StackedBars series labels=labels.clone() title="Events by outcome" left_label=from.clone() right_label=to.clone()/>
+            <StackedBars
+                series
+                labels=labels.clone()
+                title="Events by outcome"
+                left_label=from.clone()
+                right_label=to.clone()
+            />
         </section>
         <div class="two-col">
             <section class="card" id="failures">
@@ -156,115 +187,156 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
                 <li><span class="swatch line-p99"></span>"p99 " <strong>{p(s.latency.p99_ms)}</strong></li>
                 <li class="muted">{s.latency.samples} " requests"</li>
             </ul>
-            <LatencyLines p50=s.latency.p50_points.clone() p99=s.latency.p99_points.clone() left_label=from.clone() right_label=to.clone()/>
+            <LatencyLines
+                p50=s.latency.p50_points.clone()
+                p99=s.latency.p99_points.clone()
+                left_label=from.clone()
+                right_label=to.clone()
+            />
         </section>
         <section class="card" id="outbox">
             <h2>"Outbox"</h2>
             <p class="hint">"Highest backlog and oldest pending age seen in each bucket (sampled every 15 seconds)."</p>
             <div>
-                <div>
-                    <h3>"Notifications waiting"</h3>
-                    <StackedBars
-                        series=vec![Series { name: "backlog".into(), label: "waiting".into(), points: s.outbox.backlog_points.clone() }]
-                        labels=labels.clone()
-                        title="Outbox backlog"
-                        left_label=from.clone()
-                        right_label=to.clone()
-                    />
-                </div>
-                <div>
-                    <h3>"Oldest pending (seconds)"</h3>
-                    <StackedBars
-                        series=vec![Series { name: "oldest".into(), label: "oldest pending s".into(), points: s.outbox.oldest_age_points.clone() }]
-                        labels=labels.clone()
-                        title="Age of the oldest pending notification"
-                        left_label=from.clone()
-                        right_label=to.clone()
-                    />
-                </div>
+                {outbox_chart(
+                    "Notifications waiting",
+                    "backlog",
+                    "waiting",
+                    s.outbox.backlog_points.clone(),
+                    "Outbox backlog",
+                )}
+                {outbox_chart(
+                    "Oldest pending (seconds)",
+                    "oldest",
+                    "oldest pending s",
+                    s.outbox.oldest_age_points.clone(),
+                    "Age of the oldest pending notification",
+                )}
             </div>
         </section>
         <div class="two-col">
             <section class="card" id="overlap">
                 <h2>"Keys in overlap"</h2>
-                {if s.keys_in_overlap.is_empty() {
-                    view! { <p class="muted">"No key is being replaced."</p> }.into_any()
-                } else {
-                    let now_ms = s.now_ms;
-                    view! {
-                        <table class="compact">
-                            <thead><tr><th>"Key"</th><th>"Endpoint"</th><th>"Replaced by"</th><th>"Accepted until"</th></tr></thead>
-                            <tbody>
-                                {s.keys_in_overlap.into_iter().map(|k| view! {
-                                    <tr>
-                                        <td><code>{k.key_id}</code></td>
-                                        <td><a href=format!("/tenants/{}", k.tenant)>{k.tenant.clone()}</a> " / " {k.endpoint}</td>
-                                        <td>{k.replaced_by.map_or_else(|| view! { <span class="muted">"–"</span> }.into_any(), |n| view! { <code>{n}</code> }.into_any())}</td>
-                                        <td>{k.expires_at_ms.map(|at| view! { <Countdown expires_at_ms=at now_ms/> })}</td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    }.into_any()
-                }}
+                <Overlap keys=s.keys_in_overlap now_ms=s.now_ms/>
             </section>
             <section class="card" id="failing">
                 <h2>"Endpoints with verification failures"</h2>
-                {if s.failing_endpoints.is_empty() {
-                    view! { <p class="muted">"None in this window."</p> }.into_any()
-                } else {
-                    view! {
-                        <p class="hint">"Failures are counted per endpoint, and under a key when the request named one (signet-key-id), its signature matched (a timestamp outside the window), or it was the endpoint's last key to verify."</p>
-                        <table class="compact">
-                            <thead><tr><th>"Endpoint"</th><th class="num">"Failures"</th><th>"Reasons"</th><th>"Accepted keys · failures by key"</th></tr></thead>
-                            <tbody>
-                                {s.failing_endpoints.into_iter().map(|f| view! {
-                                    <tr>
-                                        <td><a href=format!("/tenants/{}", f.tenant)>{f.tenant.clone()}</a> " / " {f.endpoint}</td>
-                                        <td class="num">{f.failures}</td>
-                                        <td>{f.reasons.into_iter().map(|r| format!("{} {}", human(&r.reason), r.count)).collect::<Vec<_>>().join(", ")}</td>
-                                        <td>
-                                            {f.accepted_keys.into_iter().map(|k| view! { <code>{k}</code> " " }).collect_view()}
-                                            {(!f.by_key.is_empty()).then(|| view! {
-                                                <ul class="by-key" data-testid="failures-by-key">
-                                                    {f.by_key.into_iter().map(|k| view! {
-                                                        <li>
-                                                            <code>{k.key_id}</code> ": " {k.failures} " ("
-                                                            {k.reasons.into_iter().map(|r| format!("{} {}", human(&r.reason), r.count)).collect::<Vec<_>>().join(", ")}
-                                                            ")"
-                                                        </li>
-                                                    }).collect_view()}
-                                                </ul>
-                                            })}
-                                        </td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    }.into_any()
-                }}
+                <Failing endpoints=s.failing_endpoints/>
             </section>
         </div>
         <section class="card" id="retry-policies">
             <h2>"Retry policy"</h2>
-            <table class="compact">
-                <thead><tr><th>"Tenant"</th><th>"Policy"</th><th class="num">"Version"</th><th></th></tr></thead>
-                <tbody>
-                    {s.retry_policies.into_iter().map(|r| {
-                        let dash = with_query("/dashboard", &[("tenant", &r.tenant), ("window", &s.window)]);
-                        view! {
-                            <tr>
-                                <td><a href=format!("/tenants/{}#retry-policy", r.tenant)>{r.tenant.clone()}</a></td>
-                                <td><span class=format!("badge badge-{}", r.policy)>"retries " {r.policy.clone()}</span></td>
-                                <td class="num">{r.version}</td>
-                                <td><a href=dash>"dashboard"</a></td>
-                            </tr>
-                        }
-                    }).collect_view()}
-                </tbody>
-            </table>
+            <RetryPolicies policies=s.retry_policies window=s.window.clone()/>
         </section>
-        <p class="muted small">"Counts since " {when(&s.start)} " in " {if s.bucket_secs == 60 { "one-minute" } else { "one-hour" }} " buckets, from rollups flushed every 5 seconds. Refreshes every 30 seconds."</p>
+        <p class="muted small">
+            "Counts since " {when(&s.start)} " in " {if s.bucket_secs == 60 { "one-minute" } else { "one-hour" }}
+            " buckets, from rollups flushed every 5 seconds. Refreshes every 30 seconds."
+        </p>
+    }
+}
+
+#[component]
+fn Overlap(keys: Vec<OverlapKey>, now_ms: i64) -> impl IntoView {
+    if keys.is_empty() {
+        return view! { <p class="muted">"No key is being replaced."</p> }.into_any();
+    }
+    let rows = keys
+        .into_iter()
+        .map(|k| {
+            let replaced_by = match k.replaced_by {
+                Some(n) => view! { <code>{n}</code> }.into_any(),
+                None => view! { <span class="muted">"–"</span> }.into_any(),
+            };
+            view! {
+                <tr>
+                    <td><code>{k.key_id}</code></td>
+                    <td><a href=format!("/tenants/{}", k.tenant)>{k.tenant.clone()}</a> " / " {k.endpoint}</td>
+                    <td>{replaced_by}</td>
+                    <td>{k.expires_at_ms.map(|at| view! { <Countdown expires_at_ms=at now_ms/> })}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table class="compact">
+            <thead><tr><th>"Key"</th><th>"Endpoint"</th><th>"Replaced by"</th><th>"Accepted until"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+#[component]
+fn Failing(endpoints: Vec<FailingEndpoint>) -> impl IntoView {
+    if endpoints.is_empty() {
+        return view! { <p class="muted">"None in this window."</p> }.into_any();
+    }
+    let rows = endpoints.into_iter().map(|f| view! { <FailingRow f/> }).collect_view();
+    view! {
+        <p class="hint">
+            "Failures are counted per endpoint, and under a key when the request named one (signet-key-id), \
+            its signature matched (a timestamp outside the window), or it was the endpoint's last key to verify."
+        </p>
+        <table class="compact">
+            <thead>
+                <tr>
+                    <th>"Endpoint"</th>
+                    <th class="num">"Failures"</th>
+                    <th>"Reasons"</th>
+                    <th>"Accepted keys · failures by key"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+#[component]
+fn FailingRow(f: FailingEndpoint) -> impl IntoView {
+    let by_key = (!f.by_key.is_empty()).then(|| {
+        view! {
+            <ul class="by-key" data-testid="failures-by-key">
+                {f.by_key.into_iter().map(|k| view! {
+                    <li><code>{k.key_id}</code> ": " {k.failures} " (" {reason_list(k.reasons)} ")"</li>
+                }).collect_view()}
+            </ul>
+        }
+    });
+    view! {
+        <tr>
+            <td><a href=format!("/tenants/{}", f.tenant)>{f.tenant.clone()}</a> " / " {f.endpoint}</td>
+            <td class="num">{f.failures}</td>
+            <td>{reason_list(f.reasons)}</td>
+            <td>
+                {f.accepted_keys.into_iter().map(|k| view! { <code>{k}</code> " " }).collect_view()}
+                {by_key}
+            </td>
+        </tr>
+    }
+}
+
+#[component]
+fn RetryPolicies(policies: Vec<PolicyState>, window: String) -> impl IntoView {
+    view! {
+        <table class="compact">
+            <thead><tr><th>"Tenant"</th><th>"Policy"</th><th class="num">"Version"</th><th></th></tr></thead>
+            <tbody>
+                {policies.into_iter().map(|r| {
+                    let dash = with_query("/dashboard", &[("tenant", &r.tenant), ("window", &window)]);
+                    view! {
+                        <tr>
+                            <td><a href=format!("/tenants/{}#retry-policy", r.tenant)>{r.tenant.clone()}</a></td>
+                            <td>
+                                <span class=format!("badge badge-{}", r.policy)>"retries " {r.policy.clone()}</span>
+                            </td>
+                            <td class="num">{r.version}</td>
+                            <td><a href=dash>"dashboard"</a></td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
     }
 }
 
@@ -280,7 +352,10 @@ fn ReasonTable(rows: Vec<ReasonCount>, #[prop(into)] class: String, link: Option
                 {rows.into_iter().map(|r| {
                     let label = human(&r.reason);
                     let name = match &link {
-                        Some(t) => view! { <a href=with_query("/quarantine", &[("tenant", t), ("reason", &r.reason)])>{label}</a> }.into_any(),
+                        Some(t) => {
+                            let href = with_query("/quarantine", &[("tenant", t), ("reason", &r.reason)]);
+                            view! { <a href=href>{label}</a> }.into_any()
+                        }
                         None => view! { <span>{label}</span> }.into_any(),
                     };
                     view! {

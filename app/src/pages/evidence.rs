@@ -12,12 +12,15 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::evidence::{ExportEvidence, SignOffEvidence, StartDrills, drill_run, evidence_page},
     components::{
-        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
+        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, Table,
         filters::TenantSelect,
         format::{seconds, when, when_or},
-        poll::every_second_while,
+        poll::{MetaRefresh, ProgressBar, every_second_while},
     },
-    dto::{BundleDto, DrillRunView, Evidence, EvidencePageDto, Me, SignoffView, SinceApproval},
+    dto::{
+        BundleDto, Difference, DrillResult, DrillRunView, Evidence, EvidencePageDto, Holder, Me, RoleAccess,
+        SignoffView, SinceApproval,
+    },
 };
 
 #[component]
@@ -31,12 +34,19 @@ pub fn EvidencePage() -> impl IntoView {
             title="Sign-off evidence"
             render=move |me| view! {
                 <p class="lede">
-                    "Drills run the seed's test matrix (concurrent duplicates, a process killed before commit, a lost acknowledgement, an unknown tenant, a bad signature, a replay, an identity conflict) "
-                    "against this deployment's own database, through the receiver that serves " <code>"/hooks"</code> ", and check the rows, not only the answers. "
-                    "The bundle reads credentials, database constraints, drills, retention, the retry policy, metrics and the audit chain live, and is signed with this deployment's key."
+                    "Drills run the seed's test matrix (concurrent duplicates, a process killed before commit, \
+                    a lost acknowledgement, an unknown tenant, a bad signature, a replay, an identity conflict) "
+                    "against this deployment's own database, through the receiver that serves " <code>"/hooks"</code>
+                    ", and check the rows, not only the answers. "
+                    "The bundle reads credentials, database constraints, drills, retention, the retry policy, \
+                    metrics and the audit chain live, and is signed with this deployment's key."
                 </p>
-                {move || query.read().get("exported").map(|d| view! { <Notice>"Exported a new bundle, digest " <code>{d}</code> "."</Notice> })}
-                {move || query.read().get("signed").map(|d| view! { <Notice>"Sign-off recorded: " <strong>{d}</strong> "."</Notice> })}
+                {move || query.read().get("exported").map(|d| view! {
+                    <Notice>"Exported a new bundle, digest " <code>{d}</code> "."</Notice>
+                })}
+                {move || query.read().get("signed").map(|d| view! {
+                    <Notice>"Sign-off recorded: " <strong>{d}</strong> "."</Notice>
+                })}
                 <ReturnedError/>
                 <Loaded resource=data render={
                     let me = me.clone();
@@ -54,7 +64,9 @@ fn Evidence(d: EvidencePageDto, me: Me) -> impl IntoView {
         view! {
             <form method="get" action="/evidence" class="filters">
                 <TenantSelect tenants=d.tenants.clone() selected=tenant.clone()/>
-                <div class="filter-actions"><button type="submit" class="button secondary">"Show"</button></div>
+                <div class="filter-actions">
+                    <button type="submit" class="button secondary">"Show"</button>
+                </div>
             </form>
         }
     });
@@ -66,12 +78,16 @@ fn Evidence(d: EvidencePageDto, me: Me) -> impl IntoView {
         <div class="scope-bar"><p class="muted">{scope_text}</p>{scope_form}</div>
         <Drills runs=d.runs.clone() tenant=tenant.clone() me=me.clone()/>
         <Bundle bundle=d.bundle.clone() tenant=tenant.clone()/>
-        {(d.can_sign_off && d.bundle.is_some()).then(|| view! { <SignOff bundle=d.bundle.clone().unwrap_or_else(|| unreachable!()) tenant=tenant.clone()/> })}
+        {d.bundle.clone().filter(|_| d.can_sign_off).map(|bundle| view! { <SignOff bundle tenant=tenant.clone()/> })}
         <Since since=d.since.clone()/>
         <History signoffs=d.signoffs.clone()/>
         <section class="card" id="public-key">
             <h2>"Evidence-signing public key"</h2>
-            <p class="hint">"Ed25519. Give it to whoever verifies a bundle: " <code>"signet evidence verify <dir> --public-key <file>"</code> "."</p>
+            <p class="hint">
+                "Ed25519. Give it to whoever verifies a bundle: "
+                <code>"signet evidence verify <dir> --public-key <file>"</code>
+                "."
+            </p>
             <p><code class="wrap" data-public-key="">{d.public_key.clone()}</code></p>
             <pre class="pem">{d.public_key_pem.clone()}</pre>
         </section>
@@ -110,24 +126,19 @@ fn Drills(runs: Vec<DrillRunView>, tenant: String, me: Me) -> impl IntoView {
             }}
             {(runs.len() > 1).then(|| view! {
                 <h3>"Earlier runs"</h3>
-                <div class="table-wrap">
-                    <table>
-                        <thead><tr><th>"Started"</th><th>"By"</th><th>"Engine"</th><th>"Result"</th></tr></thead>
-                        <tbody>
-                            {runs.iter().skip(1).map(|r| {
-                                let (class, text) = verdict(r);
-                                view! {
-                                    <tr>
-                                        <td class="nowrap">{when(&r.started_at)}</td>
-                                        <td>{r.actor.clone()}</td>
-                                        <td>{r.engine.clone()}</td>
-                                        <td><span class=format!("badge badge-drill-{class}")>{text}</span></td>
-                                    </tr>
-                                }
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                </div>
+                <Table heads=&["Started", "By", "Engine", "Result"]>
+                    {runs.iter().skip(1).map(|r| {
+                        let (class, text) = verdict(r);
+                        view! {
+                            <tr>
+                                <td class="nowrap">{when(&r.started_at)}</td>
+                                <td>{r.actor.clone()}</td>
+                                <td>{r.engine.clone()}</td>
+                                <td><span class=format!("badge badge-drill-{class}")>{text}</span></td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </Table>
             })}
         </section>
     }
@@ -161,10 +172,7 @@ fn LiveRun(run: DrillRunView) -> impl IntoView {
         }
     });
     view! {
-        // As markup, not an element: a browser with scripting parses a
-        // noscript's inner HTML as text, so a page rendered or updated on the
-        // client never gets a live meta refresh (which would reload it).
-        {initial.is_running().then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2">"#></noscript> })}
+        {initial.is_running().then(|| view! { <MetaRefresh content="2"/> })}
         <Transition fallback=move || view! { <RunView run=initial.clone()/> }>
             {move || {
                 let current = match fresh.get() {
@@ -180,7 +188,7 @@ fn LiveRun(run: DrillRunView) -> impl IntoView {
 #[component]
 fn RunView(run: DrillRunView) -> impl IntoView {
     let (class, text) = verdict(&run);
-    let percent = (run.done * 100).checked_div(run.total).unwrap_or(0);
+    let percent = (run.done * 100).checked_div(run.total).unwrap_or(0) as u64;
     let names = [
         "concurrent_duplicates",
         "interrupted_before_commit",
@@ -190,59 +198,67 @@ fn RunView(run: DrillRunView) -> impl IntoView {
         "replay",
         "identity_conflict",
     ];
+    let rows = names
+        .iter()
+        .map(|name| match run.drills.iter().find(|x| x.name == *name) {
+            Some(result) => view! { <DrillRow name result=result.clone()/> }.into_any(),
+            None => view! {
+                <tr data-drill=*name>
+                    <td><code>{*name}</code></td>
+                    <td><span class="badge">{if run.is_running() { "waiting" } else { "did not run" }}</span></td>
+                    <td></td><td></td>
+                </tr>
+            }
+            .into_any(),
+        })
+        .collect_view();
     view! {
         <div class="drill-run" data-run-id=run.run_id.clone() data-status=run.status.clone()>
             <p role="status" aria-live="polite">
                 <span class=format!("badge badge-drill-{class}")>{text}</span>
-                " · started " {when(&run.started_at)} " by " <strong>{run.actor.clone()}</strong> " on " {run.engine.clone()}
+                " · started " {when(&run.started_at)} " by " <strong>{run.actor.clone()}</strong>
+                " on " {run.engine.clone()}
                 {run.finished_at.as_deref().map(|f| format!(" · finished {}", when(f)))}
             </p>
-            <div class="progress" role="progressbar" aria-label="Drills done" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent.to_string()>
-                <div class=format!("progress-fill progress-{}", if class == "failed" { "failed" } else { "running" }) style=format!("width: {percent}%")></div>
-            </div>
+            <ProgressBar label="Drills done" percent state=if class == "failed" { "failed" } else { "running" }/>
             {run.error.clone().map(|e| view! { <p class="error">{e}</p> })}
-            <div class="table-wrap">
-                <table class="drills">
-                    <thead><tr><th>"Drill"</th><th>"Result"</th><th>"Expected → observed"</th><th>"Time"</th></tr></thead>
-                    <tbody>
-                        {names.iter().map(|name| {
-                            let result = run.drills.iter().find(|x| x.name == *name).cloned();
-                            match result {
-                                None => view! {
-                                    <tr data-drill=*name>
-                                        <td><code>{*name}</code></td>
-                                        <td><span class="badge">{if run.is_running() { "waiting" } else { "did not run" }}</span></td>
-                                        <td></td><td></td>
-                                    </tr>
-                                }.into_any(),
-                                Some(r) => {
-                                    let checks: Vec<String> = r.expected.iter().map(|(k, v)| {
-                                        let seen = r.observed.get(k).map(|o| o.to_string()).unwrap_or_else(|| "–".into());
-                                        format!("{k}: {v} → {seen}")
-                                    }).collect();
-                                    view! {
-                                        <tr data-drill=*name data-passed=r.passed.to_string()>
-                                            <td><code>{*name}</code></td>
-                                            <td>
-                                                <span class=format!("badge badge-drill-{}", if r.passed { "passed" } else { "failed" })>{if r.passed { "passed" } else { "FAILED" }}</span>
-                                                {r.failures.iter().map(|f| view! { <br/><small class="error-text">{f.clone()}</small> }).collect_view()}
-                                            </td>
-                                            <td><small class="mono">{checks.join(" · ")}</small></td>
-                                            <td class="nowrap">{r.duration_ms} " ms"</td>
-                                        </tr>
-                                    }.into_any()
-                                }
-                            }
-                        }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            <Table heads=&["Drill", "Result", "Expected → observed", "Time"] class="drills">{rows}</Table>
         </div>
+    }
+}
+
+#[component]
+fn DrillRow(name: &'static str, result: DrillResult) -> impl IntoView {
+    let checks: Vec<String> = result
+        .expected
+        .iter()
+        .map(|(k, v)| {
+            let seen = result.observed.get(k).map(|o| o.to_string()).unwrap_or_else(|| "–".into());
+            format!("{k}: {v} → {seen}")
+        })
+        .collect();
+    let (class, label) = if result.passed { ("passed", "passed") } else { ("failed", "FAILED") };
+    view! {
+        <tr data-drill=name data-passed=result.passed.to_string()>
+            <td><code>{name}</code></td>
+            <td>
+                <span class=format!("badge badge-drill-{class}")>{label}</span>
+                {result.failures.iter().map(|f| view! { <br/><small class="error-text">{f.clone()}</small> })
+                    .collect_view()}
+            </td>
+            <td><small class="mono">{checks.join(" · ")}</small></td>
+            <td class="nowrap">{result.duration_ms} " ms"</td>
+        </tr>
     }
 }
 
 fn file_link(digest: &str, name: &str) -> String {
     format!("/evidence/files/{digest}/{name}")
+}
+
+/// The start of a digest, enough to tell bundles apart.
+fn short(digest: &str) -> String {
+    digest[..12.min(digest.len())].to_owned()
 }
 
 #[component]
@@ -266,20 +282,27 @@ fn Bundle(bundle: Option<BundleDto>, tenant: String) -> impl IntoView {
         .into_any();
     };
     let e = b.evidence.clone();
+    let download = |path: &str, name: &'static str| {
+        view! { <a href=file_link(&b.digest, path) download=name>{name}</a> }
+    };
     view! {
         <section class="card" id="bundle">
             <div class="card-head"><h2>"Bundle"</h2>{export}</div>
             <ActionError action/>
             <dl class="facts">
-                <dt>"Manifest digest"</dt><dd><code class="wrap" data-digest="">{b.digest.clone()}</code></dd>
-                <dt>"Generated"</dt><dd>{when(&e.generated_at)} " by " <strong>{b.actor.clone()}</strong> " (" {b.via.clone()} ")"</dd>
+                <dt>"Manifest digest"</dt>
+                <dd><code class="wrap" data-digest="">{b.digest.clone()}</code></dd>
+                <dt>"Generated"</dt>
+                <dd>{when(&e.generated_at)} " by " <strong>{b.actor.clone()}</strong> " (" {b.via.clone()} ")"</dd>
                 <dt>"Files"</dt>
                 <dd class="downloads">
-                    <a href=file_link(&b.digest, "evidence.html") target="_blank" rel="noopener">"Open the printable page"</a>
-                    " · " <a href=file_link(&b.digest, "evidence.json") download="evidence.json">"evidence.json"</a>
-                    " · " <a href=file_link(&b.digest, "evidence.html?download=1") download="evidence.html">"evidence.html"</a>
-                    " · " <a href=file_link(&b.digest, "manifest.json") download="manifest.json">"manifest.json"</a>
-                    " · " <a href=file_link(&b.digest, "manifest.sig") download="manifest.sig">"manifest.sig"</a>
+                    <a href=file_link(&b.digest, "evidence.html") target="_blank" rel="noopener">
+                        "Open the printable page"
+                    </a>
+                    " · " {download("evidence.json", "evidence.json")}
+                    " · " {download("evidence.html?download=1", "evidence.html")}
+                    " · " {download("manifest.json", "manifest.json")}
+                    " · " {download("manifest.sig", "manifest.sig")}
                 </dd>
             </dl>
             <Summary e=e.clone()/>
@@ -304,10 +327,22 @@ fn Summary(e: Evidence) -> impl IntoView {
     };
     view! {
         <dl class="stats tiles">
-            <div class:alert=critical.gt(&0)><dt>"Findings"</dt><dd data-count="critical">{critical} " critical · " {e.findings.len() - critical} " warning"</dd></div>
-            <div class:alert=present.lt(&e.constraints.len())><dt>"Constraints present"</dt><dd data-count="constraints">{present} " of " {e.constraints.len()}</dd></div>
-            <div class:alert=drills.ne("passed")><dt>"Latest drills"</dt><dd data-count="drills">{drills.clone()}</dd></div>
-            <div class:alert=!e.audit.chain_verified><dt>"Audit chain"</dt><dd data-count="audit">{if e.audit.chain_verified { "verified" } else { "BROKEN" }}</dd></div>
+            <div class:alert=critical.gt(&0)>
+                <dt>"Findings"</dt>
+                <dd data-count="critical">{critical} " critical · " {e.findings.len() - critical} " warning"</dd>
+            </div>
+            <div class:alert=present.lt(&e.constraints.len())>
+                <dt>"Constraints present"</dt>
+                <dd data-count="constraints">{present} " of " {e.constraints.len()}</dd>
+            </div>
+            <div class:alert=drills.ne("passed")>
+                <dt>"Latest drills"</dt>
+                <dd data-count="drills">{drills.clone()}</dd>
+            </div>
+            <div class:alert=!e.audit.chain_verified>
+                <dt>"Audit chain"</dt>
+                <dd data-count="audit">{if e.audit.chain_verified { "verified" } else { "BROKEN" }}</dd>
+            </div>
         </dl>
     }
 }
@@ -320,19 +355,57 @@ fn Findings(e: Evidence) -> impl IntoView {
     view! {
         <h3>"Findings"</h3>
         <ul class="findings">
-            {e.findings.into_iter().map(|f| view! {
-                <li class=format!("finding finding-{}", f.severity)>
-                    <span class=format!("badge badge-{}", if f.severity == "critical" { "danger" } else { "warn" })>{f.severity.clone()}</span>
-                    " " <code>{f.code.clone()}</code> " " <strong>{f.subject.clone()}</strong> ": " {f.message.clone()}
-                </li>
+            {e.findings.into_iter().map(|f| {
+                let badge = if f.severity == "critical" { "danger" } else { "warn" };
+                view! {
+                    <li class=format!("finding finding-{}", f.severity)>
+                        <span class=format!("badge badge-{badge}")>{f.severity.clone()}</span>
+                        " " <code>{f.code.clone()}</code>
+                        " " <strong>{f.subject.clone()}</strong>
+                        ": " {f.message.clone()}
+                    </li>
+                }
             }).collect_view()}
         </ul>
     }
     .into_any()
 }
 
+/// A check's outcome as a badge: `yes` when it holds, `no` when it does not.
+#[component]
+fn Check(ok: bool, yes: &'static str, no: &'static str) -> impl IntoView {
+    if ok {
+        view! { <span class="badge badge-active">{yes}</span> }.into_any()
+    } else {
+        view! { <span class="badge badge-danger">{no}</span> }.into_any()
+    }
+}
+
+/// Who holds a role: `user alice (clinic-a), token ci`.
+fn holders(access: &RoleAccess) -> String {
+    if access.holders.is_empty() {
+        return "–".to_owned();
+    }
+    let holder = |h: &Holder| {
+        format!("{} {}{}", h.kind, h.name, h.tenant.as_deref().map(|t| format!(" ({t})")).unwrap_or_default())
+    };
+    access.holders.iter().map(holder).collect::<Vec<_>>().join(", ")
+}
+
 #[component]
 fn Sections(e: Evidence) -> impl IntoView {
+    const CREDENTIAL_HEADS: &[&str] = &[
+        "Tenant / endpoint",
+        "Key",
+        "Status",
+        "Event types",
+        "Owner · rotation",
+        "Approved by",
+        "KEK",
+        "Age",
+        "Last verified",
+    ];
+    const RETENTION_HEADS: &[&str] = &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Decided"];
     let m = e.metrics.clone();
     let reasons = |rs: &[crate::dto::ReasonCount]| {
         if rs.is_empty() {
@@ -341,100 +414,90 @@ fn Sections(e: Evidence) -> impl IntoView {
             rs.iter().map(|r| format!("{} {}", r.reason, r.count)).collect::<Vec<_>>().join(", ")
         }
     };
+    let no_keys = e.credentials.is_empty();
     view! {
         <h3>"Credentials"</h3>
-        <div class="table-wrap">
-            <table>
-                <thead><tr><th>"Tenant / endpoint"</th><th>"Key"</th><th>"Status"</th><th>"Event types"</th><th>"Owner · rotation"</th><th>"Approved by"</th><th>"KEK"</th><th>"Age"</th><th>"Last verified"</th></tr></thead>
-                <tbody>
-                    {e.credentials.iter().map(|k| view! {
-                        <tr>
-                            <td>{k.tenant.clone()} " / " <strong>{k.endpoint.clone()}</strong></td>
-                            <td><code>{k.key_id.clone()}</code></td>
-                            <td><span class=format!("badge badge-{}", k.status)>{k.status.clone()}</span>{(!k.scope_approved).then(|| view! { <br/><small class="error-text">"scope not approved"</small> })}</td>
-                            <td>{k.scheme.clone()} <br/> <small>{k.event_types.join(", ")}</small></td>
-                            <td>{k.owner.clone()} " · " {k.rotation_owner.clone()}</td>
-                            <td>{k.approved_by.clone().unwrap_or_else(|| "–".into())} <br/> <small class="muted">{when_or(k.approved_at.as_deref(), "")}</small></td>
-                            <td>"v" {k.kek_version}</td>
-                            <td class="nowrap">{k.age_days} " d"</td>
-                            <td class="nowrap">{when_or(k.last_verified_at.as_deref(), "never")}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
-        {e.credentials.is_empty().then(|| view! { <p class="empty">"No keys."</p> })}
+        <Table heads=CREDENTIAL_HEADS>
+            {e.credentials.iter().map(|k| view! {
+                <tr>
+                    <td>{k.tenant.clone()} " / " <strong>{k.endpoint.clone()}</strong></td>
+                    <td><code>{k.key_id.clone()}</code></td>
+                    <td>
+                        <span class=format!("badge badge-{}", k.status)>{k.status.clone()}</span>
+                        {(!k.scope_approved).then(|| view! {
+                            <br/><small class="error-text">"scope not approved"</small>
+                        })}
+                    </td>
+                    <td>{k.scheme.clone()} <br/> <small>{k.event_types.join(", ")}</small></td>
+                    <td>{k.owner.clone()} " · " {k.rotation_owner.clone()}</td>
+                    <td>
+                        {k.approved_by.clone().unwrap_or_else(|| "–".into())} <br/>
+                        <small class="muted">{when_or(k.approved_at.as_deref(), "")}</small>
+                    </td>
+                    <td>"v" {k.kek_version}</td>
+                    <td class="nowrap">{k.age_days} " d"</td>
+                    <td class="nowrap">{when_or(k.last_verified_at.as_deref(), "never")}</td>
+                </tr>
+            }).collect_view()}
+        </Table>
+        {no_keys.then(|| view! { <p class="empty">"No keys."</p> })}
         <h3>"Who can touch credentials"</h3>
-        <div class="table-wrap">
-            <table>
-                <thead><tr><th>"Role"</th><th>"Permissions (live policy)"</th><th>"Held by"</th></tr></thead>
-                <tbody>
-                    {e.access.iter().map(|a| view! {
-                        <tr>
-                            <td><strong>{a.role.clone()}</strong></td>
-                            <td><small>{a.permissions.join(", ")}</small></td>
-                            <td>{if a.holders.is_empty() { "–".to_owned() } else { a.holders.iter().map(|h| format!("{} {}{}", h.kind, h.name, h.tenant.as_deref().map(|t| format!(" ({t})")).unwrap_or_default())).collect::<Vec<_>>().join(", ") }}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <Table heads=&["Role", "Permissions (live policy)", "Held by"]>
+            {e.access.iter().map(|a| view! {
+                <tr>
+                    <td><strong>{a.role.clone()}</strong></td>
+                    <td><small>{a.permissions.join(", ")}</small></td>
+                    <td>{holders(a)}</td>
+                </tr>
+            }).collect_view()}
+        </Table>
         <h3>"Database constraints (live catalog)"</h3>
-        <div class="table-wrap">
-            <table>
-                <thead><tr><th>"Constraint"</th><th>"Rule"</th><th>"Guarantees"</th><th>"Present"</th></tr></thead>
-                <tbody>
-                    {e.constraints.iter().map(|c| {
-                        let rule = match &c.references {
-                            Some(r) => format!("{}: {}({}) → {}", c.kind, c.table, c.columns.join(", "), r),
-                            None if c.columns.is_empty() => format!("{}: {}", c.kind, c.table),
-                            None => format!("{}: {}({})", c.kind, c.table, c.columns.join(", ")),
-                        };
-                        view! {
-                            <tr data-constraint=c.id.clone() data-present=c.present.to_string()>
-                                <td><code>{c.id.clone()}</code></td>
-                                <td><small class="mono">{rule}</small></td>
-                                <td>{c.guarantees.clone()}</td>
-                                <td>{if c.present { view! { <span class="badge badge-active">"present"</span> }.into_any() } else { view! { <span class="badge badge-danger">"MISSING"</span> }.into_any() }}</td>
-                            </tr>
-                        }
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <Table heads=&["Constraint", "Rule", "Guarantees", "Present"]>
+            {e.constraints.iter().map(|c| {
+                let rule = match &c.references {
+                    Some(r) => format!("{}: {}({}) → {}", c.kind, c.table, c.columns.join(", "), r),
+                    None if c.columns.is_empty() => format!("{}: {}", c.kind, c.table),
+                    None => format!("{}: {}({})", c.kind, c.table, c.columns.join(", ")),
+                };
+                view! {
+                    <tr data-constraint=c.id.clone() data-present=c.present.to_string()>
+                        <td><code>{c.id.clone()}</code></td>
+                        <td><small class="mono">{rule}</small></td>
+                        <td>{c.guarantees.clone()}</td>
+                        <td><Check ok=c.present yes="present" no="MISSING"/></td>
+                    </tr>
+                }
+            }).collect_view()}
+        </Table>
         <h3>"Retention"</h3>
-        <div class="table-wrap">
-            <table>
-                <thead><tr><th>"Endpoint"</th><th>"Claims kept"</th><th>"Bodies kept"</th><th>"Horizon"</th><th>"Guard"</th><th>"Decided"</th></tr></thead>
-                <tbody>
-                    {e.retention.endpoints.iter().map(|r| view! {
-                        <tr>
-                            <td>{r.tenant.clone()} " / " <strong>{r.endpoint.clone()}</strong> <br/><small>{r.scheme.clone()}</small></td>
-                            <td>{seconds(r.dedup_secs)}</td>
-                            <td>{seconds(r.body_secs)}</td>
-                            <td>{seconds(r.horizon_secs)}</td>
-                            <td>{if r.guard_holds { view! { <span class="badge badge-active">"holds"</span> }.into_any() } else { view! { <span class="badge badge-danger">"below horizon"</span> }.into_any() }}</td>
-                            <td>{r.decided_by.clone()} <br/><small class="muted">{when(&r.decided_at)} " · " {r.reason.clone()}</small></td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <Table heads=RETENTION_HEADS>
+            {e.retention.endpoints.iter().map(|r| view! {
+                <tr>
+                    <td>
+                        {r.tenant.clone()} " / " <strong>{r.endpoint.clone()}</strong>
+                        <br/><small>{r.scheme.clone()}</small>
+                    </td>
+                    <td>{seconds(r.dedup_secs)}</td>
+                    <td>{seconds(r.body_secs)}</td>
+                    <td>{seconds(r.horizon_secs)}</td>
+                    <td><Check ok=r.guard_holds yes="holds" no="below horizon"/></td>
+                    <td>
+                        {r.decided_by.clone()}
+                        <br/><small class="muted">{when(&r.decided_at)} " · " {r.reason.clone()}</small>
+                    </td>
+                </tr>
+            }).collect_view()}
+        </Table>
         <h3>"Retry policy"</h3>
-        <div class="table-wrap">
-            <table>
-                <thead><tr><th>"Tenant"</th><th>"Now"</th><th>"May roll back"</th></tr></thead>
-                <tbody>
-                    {e.retry_policy.iter().map(|p| view! {
-                        <tr>
-                            <td><a href=format!("/tenants/{}", p.tenant)>{p.tenant.clone()}</a></td>
-                            <td>{p.policy.clone()} " (v" {p.version} ")"</td>
-                            <td><small>{p.may_roll_back.join(", ")}</small></td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <Table heads=&["Tenant", "Now", "May roll back"]>
+            {e.retry_policy.iter().map(|p| view! {
+                <tr>
+                    <td><a href=format!("/tenants/{}", p.tenant)>{p.tenant.clone()}</a></td>
+                    <td>{p.policy.clone()} " (v" {p.version} ")"</td>
+                    <td><small>{p.may_roll_back.join(", ")}</small></td>
+                </tr>
+            }).collect_view()}
+        </Table>
         <h3>"Metrics (" {m.window.clone()} ")"</h3>
         <dl class="facts">
             <dt>"Applied"</dt><dd>{m.applied}</dd>
@@ -442,13 +505,21 @@ fn Sections(e: Evidence) -> impl IntoView {
             <dt>"Verification failures"</dt><dd>{reasons(&m.verification_failures)}</dd>
             <dt>"Rollbacks (503)"</dt><dd>{m.rollbacks}</dd>
             <dt>"Quarantined"</dt><dd>{reasons(&m.quarantined)} " · " {m.quarantine_open} " awaiting triage"</dd>
-            <dt>"Outbox"</dt><dd>{m.outbox_backlog} " pending" {m.outbox_oldest_pending_age_secs.map(|s| format!(" (oldest {})", seconds(s)))} " · " {m.outbox_dead} " dead"</dd>
+            <dt>"Outbox"</dt>
+            <dd>
+                {m.outbox_backlog} " pending"
+                {m.outbox_oldest_pending_age_secs.map(|s| format!(" (oldest {})", seconds(s)))}
+                " · " {m.outbox_dead} " dead"
+            </dd>
         </dl>
         <h3>"Audit log"</h3>
         <dl class="facts">
-            <dt>"Chain"</dt><dd>{if e.audit.chain_verified { "verifies" } else { "BROKEN" }} " · " {e.audit.entries} " entries"</dd>
-            <dt>"Keyed since entry"</dt><dd>{e.audit.keyed_since_seq.map_or_else(|| "–".to_owned(), |s| s.to_string())}</dd>
-            <dt>"Head"</dt><dd><code class="wrap">{e.audit.head_seq} " · " {e.audit.head_hash.clone()}</code></dd>
+            <dt>"Chain"</dt>
+            <dd>{if e.audit.chain_verified { "verifies" } else { "BROKEN" }} " · " {e.audit.entries} " entries"</dd>
+            <dt>"Keyed since entry"</dt>
+            <dd>{e.audit.keyed_since_seq.map_or_else(|| "–".to_owned(), |s| s.to_string())}</dd>
+            <dt>"Head"</dt>
+            <dd><code class="wrap">{e.audit.head_seq} " · " {e.audit.head_hash.clone()}</code></dd>
         </dl>
     }
 }
@@ -466,13 +537,21 @@ fn SignOff(bundle: BundleDto, tenant: String) -> impl IntoView {
                 <input type="hidden" name="tenant" value=tenant/>
                 <input type="hidden" name="digest" value=bundle.digest.clone()/>
                 <fieldset class="field">
-                    <legend>"Decision on " <code>{bundle.digest[..12.min(bundle.digest.len())].to_owned()} "…"</code></legend>
-                    <label class="radio"><input type="radio" name="decision" value="approved" required/> " Approve"</label>
+                    <legend>"Decision on " <code>{short(&bundle.digest)} "…"</code></legend>
+                    <label class="radio">
+                        <input type="radio" name="decision" value="approved" required/> " Approve"
+                    </label>
                     <label class="radio"><input type="radio" name="decision" value="rejected"/> " Reject"</label>
                 </fieldset>
                 <label class="field">
                     <span>"Comment"</span>
-                    <textarea name="comment" rows="3" maxlength="2000" required placeholder="What you reviewed, and why this decision"></textarea>
+                    <textarea
+                        name="comment"
+                        rows="3"
+                        maxlength="2000"
+                        required
+                        placeholder="What you reviewed, and why this decision"
+                    ></textarea>
                 </label>
                 <div class="actions"><Submit action label="Record sign-off" kind="primary"/></div>
             </ActionForm>
@@ -484,31 +563,15 @@ fn SignOff(bundle: BundleDto, tenant: String) -> impl IntoView {
 fn Since(since: Option<SinceApproval>) -> impl IntoView {
     let body = match since {
         None => view! { <p class="empty">"Export a bundle to compare it with the last approved one."</p> }.into_any(),
-        Some(SinceApproval { approval: None, .. }) => view! { <p class="empty">"No bundle of this scope has been approved yet."</p> }.into_any(),
+        Some(SinceApproval { approval: None, .. }) => {
+            view! { <p class="empty">"No bundle of this scope has been approved yet."</p> }.into_any()
+        }
         Some(SinceApproval { approval: Some(a), differences }) => view! {
-            <p>"Compared with the bundle " <code>{a.digest[..12.min(a.digest.len())].to_owned()} "…"</code> " approved by " <strong>{a.actor.clone()}</strong> " " {when(&a.at)} "."</p>
-            {if differences.is_empty() {
-                view! { <p class="ok-text" data-differences="0">"Nothing changed in keys, constraints, retention or the retry policy."</p> }.into_any()
-            } else {
-                let count = differences.len().to_string();
-                view! {
-                    <div class="table-wrap">
-                        <table data-differences=count>
-                            <thead><tr><th>"Section"</th><th>"What"</th><th>"Approved"</th><th>"Now"</th></tr></thead>
-                            <tbody>
-                                {differences.into_iter().map(|x| view! {
-                                    <tr>
-                                        <td>{x.section.replace('_', " ")}</td>
-                                        <td><code>{x.subject}</code></td>
-                                        <td>{x.approved.unwrap_or_else(|| "(absent)".into())}</td>
-                                        <td><strong>{x.now.unwrap_or_else(|| "(absent)".into())}</strong></td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    </div>
-                }.into_any()
-            }}
+            <p>
+                "Compared with the bundle " <code>{short(&a.digest)} "…"</code>
+                " approved by " <strong>{a.actor.clone()}</strong> " " {when(&a.at)} "."
+            </p>
+            <Differences differences/>
         }
         .into_any(),
     };
@@ -521,32 +584,73 @@ fn Since(since: Option<SinceApproval>) -> impl IntoView {
 }
 
 #[component]
+fn Differences(differences: Vec<Difference>) -> impl IntoView {
+    if differences.is_empty() {
+        return view! {
+            <p class="ok-text" data-differences="0">
+                "Nothing changed in keys, constraints, retention or the retry policy."
+            </p>
+        }
+        .into_any();
+    }
+    let count = differences.len().to_string();
+    let absent = |value: Option<String>| value.unwrap_or_else(|| "(absent)".into());
+    let rows = differences
+        .into_iter()
+        .map(|x| {
+            view! {
+                <tr>
+                    <td>{x.section.replace('_', " ")}</td>
+                    <td><code>{x.subject}</code></td>
+                    <td>{absent(x.approved)}</td>
+                    <td><strong>{absent(x.now)}</strong></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    // Not a `Table`: the count is on the table element.
+    view! {
+        <div class="table-wrap">
+            <table data-differences=count>
+                <thead><tr><th>"Section"</th><th>"What"</th><th>"Approved"</th><th>"Now"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
 fn History(signoffs: Vec<SignoffView>) -> impl IntoView {
+    let table = if signoffs.is_empty() {
+        view! { <p class="empty">"No sign-offs yet."</p> }.into_any()
+    } else {
+        view! {
+            <Table heads=&["When", "Who", "Decision", "Bundle", "Comment"]>
+                {signoffs.into_iter().map(|s| {
+                    let badge = if s.decision == "approved" { "active" } else { "danger" };
+                    view! {
+                        <tr data-decision=s.decision.clone()>
+                            <td class="nowrap">{when(&s.at)}</td>
+                            <td>{s.actor}</td>
+                            <td><span class=format!("badge badge-{badge}")>{s.decision.clone()}</span></td>
+                            <td>
+                                <a href=file_link(&s.digest, "evidence.html") target="_blank" rel="noopener">
+                                    <code>{short(&s.digest)} "…"</code>
+                                </a>
+                            </td>
+                            <td>{s.comment}</td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </Table>
+        }
+        .into_any()
+    };
     view! {
         <section class="card" id="history">
             <h2>"Sign-off history"</h2>
-            {if signoffs.is_empty() {
-                view! { <p class="empty">"No sign-offs yet."</p> }.into_any()
-            } else {
-                view! {
-                    <div class="table-wrap">
-                        <table>
-                            <thead><tr><th>"When"</th><th>"Who"</th><th>"Decision"</th><th>"Bundle"</th><th>"Comment"</th></tr></thead>
-                            <tbody>
-                                {signoffs.into_iter().map(|s| view! {
-                                    <tr data-decision=s.decision.clone()>
-                                        <td class="nowrap">{when(&s.at)}</td>
-                                        <td>{s.actor}</td>
-                                        <td><span class=format!("badge badge-{}", if s.decision == "approved" { "active" } else { "danger" })>{s.decision.clone()}</span></td>
-                                        <td><a href=file_link(&s.digest, "evidence.html") target="_blank" rel="noopener"><code>{s.digest[..12.min(s.digest.len())].to_owned()} "…"</code></a></td>
-                                        <td>{s.comment}</td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    </div>
-                }.into_any()
-            }}
+            {table}
         </section>
     }
 }

@@ -5,7 +5,7 @@ use leptos_router::components::Redirect;
 
 use crate::{
     api::session::whoami,
-    components::FormError,
+    components::{Awaited, FormError},
     dto::{Me, Role},
 };
 
@@ -23,14 +23,11 @@ fn start_page(me: &Me) -> String {
 pub fn HomePage() -> impl IntoView {
     let me = Resource::new(|| (), |_| whoami());
     view! {
-        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                match me.await {
-                    Ok(Some(me)) => view! { <Redirect path=start_page(&me)/> }.into_any(),
-                    Ok(None) => view! { <Redirect path="/login"/> }.into_any(),
-                    Err(error) => view! { <main class="content"><FormError error/></main> }.into_any(),
-                }
-            })}
-        </Suspense>
+        <Awaited resource=me loading="Loading…" render=|result| match result {
+            Ok(Some(me)) => view! { <Redirect path=start_page(&me)/> }.into_any(),
+            Ok(None) => view! { <Redirect path="/login"/> }.into_any(),
+            // No frame around this page: the error stands in one of its own.
+            Err(error) => view! { <main class="content"><FormError error/></main> }.into_any(),
+        }/>
     }
 }

@@ -9,7 +9,9 @@ use leptos_router::hooks::use_query_map;
 use crate::{
     api::kek::{ResumeRewrap, RetireKek, RotateKek, StartRewrap, kek_overview},
     components::{
-        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when, poll::every_second_while,
+        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
+        format::when,
+        poll::{MetaRefresh, ProgressBar, every_second_while},
     },
     dto::{KekOverview, KekVersionView, RewrapView},
 };
@@ -42,11 +44,18 @@ pub fn KekPage() -> impl IntoView {
             title="Key-encryption keys"
             render=move |_| view! {
                 <p class="lede">
-                    "Every secret Signet stores is sealed with AES-256-GCM under a key-encryption key (KEK): signing-key secrets, Signet's own service keys, "
-                    "outbox payloads (one-time codes) and event bodies (health data). New secrets are sealed under the newest version. "
-                    "Rotating adds a version and reseals every row under it while webhooks keep arriving; a version nothing uses any more can then be retired for good."
+                    "Every secret Signet stores is sealed with AES-256-GCM under a key-encryption key (KEK): \
+                    signing-key secrets, Signet's own service keys, "
+                    "outbox payloads (one-time codes) and event bodies (health data). \
+                    New secrets are sealed under the newest version. "
+                    "Rotating adds a version and reseals every row under it while webhooks keep arriving; \
+                    a version nothing uses any more can then be retired for good."
                 </p>
-                {move || query.read().get("retired").map(|v| view! { <Notice>"KEK version " {v} " is retired: it is gone from the ring and opens nothing any more."</Notice> })}
+                {move || query.read().get("retired").map(|v| view! {
+                    <Notice>
+                        "KEK version " {v} " is retired: it is gone from the ring and opens nothing any more."
+                    </Notice>
+                })}
                 <ReturnedError/>
                 <Loaded resource=data render=move |o| view! { <Overview o/> }/>
             }
@@ -85,12 +94,14 @@ fn Overview(o: KekOverview) -> impl IntoView {
         }
     });
     view! {
-        {running.then(|| view! { <noscript inner_html=r#"<meta http-equiv="refresh" content="2;url=/kek?auto=1">"#></noscript> })}
+        {running.then(|| view! { <MetaRefresh content="2;url=/kek?auto=1"/> })}
         <section class="card" id="versions">
             <h2>"Versions"</h2>
             <p class="hint">
                 {if !o.counted {
-                    "Rows are counted again when the rewrap ends (counting reads every sealed table); its progress is below.".to_owned()
+                    "Rows are counted again when the rewrap ends (counting reads every sealed table); \
+                    its progress is below."
+                        .to_owned()
                 } else if stale == 0 {
                     format!("Every sealed row is under version {newest}, the newest.")
                 } else {
@@ -109,7 +120,10 @@ fn Overview(o: KekOverview) -> impl IntoView {
                         </tr>
                     </thead>
                     <tbody>
-                        {o.versions.into_iter().map(|v| view! { <VersionRow v running counted=o.counted/> }).collect_view()}
+                        {o.versions
+                            .into_iter()
+                            .map(|v| view! { <VersionRow v running counted=o.counted/> })
+                            .collect_view()}
                     </tbody>
                 </table>
             </div>
@@ -182,7 +196,8 @@ fn status_text(j: &RewrapView) -> String {
             format!("Done: {} rows resealed under version {} ({} read).", j.rewrapped, j.target_version, j.scanned)
         }
         "interrupted" => format!(
-            "Interrupted after {} of {}: the process running it stopped reporting. Nothing is lost; resume to reseal the rest.",
+            "Interrupted after {} of {}: the process running it stopped reporting. \
+             Nothing is lost; resume to reseal the rest.",
             j.rewrapped, j.total
         ),
         _ => format!("Stopped after {} of {}: {}", j.rewrapped, j.total, j.error.clone().unwrap_or_default()),
@@ -218,9 +233,7 @@ fn RewrapCard(j: RewrapView) -> impl IntoView {
         <section class="card" id="rewrap">
             <h2>"Latest rewrap " <span class=format!("badge badge-job-{}", j.status)>{badge}</span></h2>
             <p class="job-summary" role="status" aria-live="polite">{status_text(&j)}</p>
-            <div class="progress" role="progressbar" aria-label="Resealed" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent.to_string()>
-                <div class=format!("progress-fill progress-{}", j.status) style=format!("width: {percent}%")></div>
-            </div>
+            <ProgressBar label="Resealed" percent state=j.status.clone()/>
             <dl class="stats tiles">
                 <div><dt>"Resealed"</dt><dd data-count="rewrapped">{j.rewrapped}</dd></div>
                 <div><dt>"To reseal at the start"</dt><dd data-count="total">{j.total}</dd></div>

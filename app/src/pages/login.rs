@@ -2,12 +2,11 @@
 //! show navigation to yet.
 
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::session::{Login, setup_open},
-    components::{ActionError, Notice, ReturnedError, Submit},
+    components::{ActionError, AuthCard, Credentials, IfLoaded, Notice, ReturnedError, Submit},
 };
 
 #[component]
@@ -18,37 +17,21 @@ pub fn LoginPage() -> impl IntoView {
     let setup_done = move || query.read().get("setup").as_deref() == Some("done");
     let setup = Resource::new(|| (), |_| setup_open());
     view! {
-        <Title text="Sign in · Signet"/>
-        <main class="auth">
-            <div class="auth-card">
-                <p class="auth-brand">"Signet"</p>
-                <h1>"Sign in"</h1>
-                {move || setup_done().then(|| view! { <Notice>"Administrator created — sign in."</Notice> })}
-                <ReturnedError fixed=login_message/>
-                <ActionError action/>
-                <ActionForm action>
-                    <input type="hidden" name="next" value=next/>
-                    <label class="field">
-                        <span>"Username"</span>
-                        <input type="text" name="username" autocomplete="username" required autofocus/>
-                    </label>
-                    <label class="field">
-                        <span>"Password"</span>
-                        <input type="password" name="password" autocomplete="current-password" required/>
-                    </label>
-                    <div class="actions">
-                        <Submit action label="Sign in"/>
-                    </div>
-                </ActionForm>
-                <Suspense>
-                    {move || Suspend::new(async move {
-                        matches!(setup.await, Ok(true)).then(|| view! {
-                            <p class="hint setup-hint">"No administrator yet: use the setup link printed by the server."</p>
-                        })
-                    })}
-                </Suspense>
-            </div>
-        </main>
+        <AuthCard title="Sign in" heading="Sign in">
+            {move || setup_done().then(|| view! { <Notice>"Administrator created — sign in."</Notice> })}
+            <ReturnedError fixed=login_message/>
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="next" value=next/>
+                <Credentials/>
+                <div class="actions">
+                    <Submit action label="Sign in"/>
+                </div>
+            </ActionForm>
+            <IfLoaded resource=setup render=|open: bool| open.then(|| view! {
+                <p class="hint setup-hint">"No administrator yet: use the setup link printed by the server."</p>
+            })/>
+        </AuthCard>
     }
 }
 

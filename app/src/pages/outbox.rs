@@ -10,6 +10,10 @@ use crate::{
     dto::OutboxView,
 };
 
+/// The status filter's values and labels.
+const STATUSES: [(&str, &str); 5] =
+    [("", "All"), ("pending", "Pending"), ("sending", "Sending"), ("sent", "Sent"), ("dead", "Dead")];
+
 #[component]
 pub fn OutboxPage() -> impl IntoView {
     let query = use_query_map();
@@ -25,11 +29,17 @@ pub fn OutboxPage() -> impl IntoView {
             render=move |me| {
                 let can_retry = me.can_triage();
                 view! {
-                    <p class="lede">"Notifications the effects asked for. Each is sent with its intent id as the Idempotency-Key, retried with backoff, and marked dead after its last attempt."</p>
-                    {move || query.read().get("retried").map(|id| view! { <Notice>"Intent " <code>{id}</code> " is queued again with the same idempotency key."</Notice> })}
+                    <p class="lede">
+                        "Notifications the effects asked for. \
+                        Each is sent with its intent id as the Idempotency-Key, retried with backoff, \
+                        and marked dead after its last attempt."
+                    </p>
+                    {move || query.read().get("retried").map(|id| view! {
+                        <Notice>"Intent " <code>{id}</code> " is queued again with the same idempotency key."</Notice>
+                    })}
                     <ReturnedError/>
                     <nav class="reason-counts" aria-label="By status">
-                        {[("", "All"), ("pending", "Pending"), ("sending", "Sending"), ("sent", "Sent"), ("dead", "Dead")].into_iter().map(|(v, label)| {
+                        {STATUSES.into_iter().map(|(v, label)| {
                             let href = if v.is_empty() { "/outbox".to_owned() } else { format!("/outbox?status={v}") };
                             view! { <a href=href class:current=move || status.get() == v>{label}</a> }
                         }).collect_view()}

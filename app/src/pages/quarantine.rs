@@ -12,8 +12,8 @@ use crate::{
         registry::list_tenants,
     },
     components::{
-        ActionError, Layout, Loaded, ReturnedError, Submit,
-        filters::{Choice, FilterActions, TenantSelect},
+        ActionError, IfLoaded, Layout, Loaded, ReasonField, ReturnedError, Submit, Table,
+        filters::{Choice, FilterForm, TenantSelect},
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
     },
@@ -76,26 +76,22 @@ pub fn QuarantinePage() -> impl IntoView {
         <Layout
             title="Quarantine"
             render=move |me| view! {
-                <p class="lede">"Events that were authenticated and claimed but could not apply. Provider retries of them are acknowledged as duplicates; nothing happens until someone releases or discards them here."</p>
+                <p class="lede">
+                    "Events that were authenticated and claimed but could not apply. \
+                    Provider retries of them are acknowledged as duplicates; \
+                    nothing happens until someone releases or discards them here."
+                </p>
                 <ReturnedError/>
-                <Suspense>
-                    {move || {
-                        let current = filters.get();
-                        Suspend::new(async move {
-                            let tenants = tenants.await.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
-                            view! { <FilterForm filters=current tenants/> }
-                        })
-                    }}
-                </Suspense>
+                <FilterForm
+                    path="/quarantine"
+                    tenants
+                    fields=move |tenants| view! { <Fields filters=filters.get() tenants/> }
+                />
                 <Loaded resource=list render={
                     let me = me.clone();
                     move |l| view! { <Listing list=l filters=filters.get_untracked() me=me.clone()/> }
                 }/>
-                <Suspense>
-                    {move || Suspend::new(async move {
-                        jobs.await.ok().filter(|j| !j.is_empty()).map(|jobs| view! { <RecentBulkReleases jobs/> })
-                    })}
-                </Suspense>
+                <IfLoaded resource=jobs render=|jobs| (!jobs.is_empty()).then(|| view! { <RecentBulkReleases jobs/> })/>
             }
         />
     }
@@ -111,7 +107,10 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
                     <li>
                         <a href=format!("/quarantine/bulk/{}", j.id)>{filter_text(&j)}</a>
                         " " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span>
-                        <span class="muted">" · " {j.released} " of " {j.total} " released · " {when(&j.started_at)} " by " {j.started_by.clone()}</span>
+                        <span class="muted">
+                            " · " {j.released} " of " {j.total} " released · "
+                            {when(&j.started_at)} " by " {j.started_by.clone()}
+                        </span>
                     </li>
                 }).collect_view()}
             </ul>
@@ -119,27 +118,25 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
     }
 }
 
+/// The filter form's controls.
 #[component]
-fn FilterForm(filters: Filters, tenants: Vec<String>) -> impl IntoView {
+fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
     const AGES: &[(&str, &str)] =
         &[("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
     const STATUSES: &[(&str, &str)] =
         &[("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
     view! {
-        <form method="get" action="/quarantine" class="filters card">
-            <TenantSelect tenants selected=filters.tenant.clone()/>
-            <label class="field">
-                <span>"Endpoint"</span>
-                <input type="text" name="endpoint" value=filters.endpoint.clone() placeholder="needs a tenant"/>
-            </label>
-            <label class="field">
-                <span>"Reason"</span>
-                <input type="text" name="reason" value=filters.reason.clone() placeholder="e.g. reminder_not_found"/>
-            </label>
-            <Choice label="Status" name="status" options=STATUSES selected=filters.status.clone()/>
-            <Choice label="Age" name="age" options=AGES selected=filters.age.clone()/>
-            <FilterActions clear="/quarantine"/>
-        </form>
+        <TenantSelect tenants selected=filters.tenant.clone()/>
+        <label class="field">
+            <span>"Endpoint"</span>
+            <input type="text" name="endpoint" value=filters.endpoint.clone() placeholder="needs a tenant"/>
+        </label>
+        <label class="field">
+            <span>"Reason"</span>
+            <input type="text" name="reason" value=filters.reason.clone() placeholder="e.g. reminder_not_found"/>
+        </label>
+        <Choice label="Status" name="status" options=STATUSES selected=filters.status.clone()/>
+        <Choice label="Age" name="age" options=AGES selected=filters.age.clone()/>
     }
 }
 
@@ -153,13 +150,21 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
             <nav class="reason-counts" aria-label="By reason">
                 <a href=f.href("") class:current=f.reason.is_empty()>"All reasons " <span class="count">{all}</span></a>
                 {list.by_reason.iter().map(|c| view! {
-                    <a href=f.href(&c.reason) class:current=f.reason == c.reason>{reason_label(&c.reason)} " " <span class="count">{c.count}</span></a>
+                    <a href=f.href(&c.reason) class:current=f.reason == c.reason>
+                        {reason_label(&c.reason)} " " <span class="count">{c.count}</span>
+                    </a>
                 }).collect_view()}
             </nav>
         }
     });
     let shown = list.items.len() as u64;
-    let more = (list.total > shown).then(|| view! { <p class="hint">"Showing the newest " {shown} " of " {list.total} ". Narrow the filters to see the rest."</p> });
+    let more = (list.total > shown).then(|| {
+        view! {
+            <p class="hint">
+                "Showing the newest " {shown} " of " {list.total} ". Narrow the filters to see the rest."
+            </p>
+        }
+    });
     let table = if list.items.is_empty() {
         let msg = if open_view {
             "Nothing is waiting in quarantine for these filters."
@@ -175,22 +180,9 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
         .into_any()
     } else {
         view! {
-            <div class="table-wrap">
-                <table>
-                    <thead>
-                        <tr>
-                            <th>"Quarantined"</th>
-                            <th>"Tenant / endpoint"</th>
-                            <th>"Event"</th>
-                            <th>"Reason"</th>
-                            <th>"Status"</th>
-                        </tr>
-                    </thead>
-                    <tbody>
-                        {list.items.into_iter().map(|q| view! { <Row q/> }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            <Table heads=&["Quarantined", "Tenant / endpoint", "Event", "Reason", "Status"]>
+                {list.items.into_iter().map(|q| view! { <Row q/> }).collect_view()}
+            </Table>
         }
         .into_any()
     };
@@ -218,7 +210,9 @@ fn Row(q: QuarantineView) -> impl IntoView {
             </td>
             <td>
                 <span class="badge badge-reason">{reason_label(&q.reason)}</span>
-                {q.last_release_error.map(|e| view! { <br/><small class="muted">"last release: " {reason_label(&e)}</small> })}
+                {q.last_release_error.map(|e| view! {
+                    <br/><small class="muted">"last release: " {reason_label(&e)}</small>
+                })}
             </td>
             <td><span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span></td>
         </tr>
@@ -238,7 +232,9 @@ fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
                 <strong>{total}</strong>
                 " open event(s) match these filters"
                 {(total > capped).then(|| format!("; one bulk release handles the oldest {capped}"))}
-                ". Each is re-run against the current state in its own transaction, in the background: you can watch the progress, leave the page and come back. Any that still cannot apply stay open with the new error."
+                ". Each is re-run against the current state in its own transaction, in the background: \
+                you can watch the progress, leave the page and come back. \
+                Any that still cannot apply stay open with the new error."
             </p>
             <ActionError action/>
             <ActionForm action>
@@ -246,11 +242,9 @@ fn BulkRelease(filters: Filters, total: u64) -> impl IntoView {
                 <input type="hidden" name="endpoint" value=filters.endpoint/>
                 <input type="hidden" name="reason_filter" value=filters.reason/>
                 <input type="hidden" name="age" value=filters.age/>
-                <label class="field">
-                    <span>"Reason"</span>
-                    <input type="text" name="reason" required placeholder="e.g. missing reminders backfilled by the clinic"/>
+                <ReasonField placeholder="e.g. missing reminders backfilled by the clinic">
                     <small class="hint">"Recorded on each event and in the audit log."</small>
-                </label>
+                </ReasonField>
                 <div class="actions">
                     <Submit action label="Release matching events" kind="primary"/>
                 </div>

@@ -8,7 +8,7 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use crate::{
     api::operations::{DiscardQuarantine, ReleaseQuarantine, quarantine_detail, reveal_quarantine_body},
     components::{
-        ActionError, FormError, Layout, LoadError, Notice, Refresh, ReturnedError, Submit, format::when,
+        ActionError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit, format::when,
         quarantine_labels::reason_label,
     },
     dto::{Me, QuarantineView},
@@ -25,22 +25,14 @@ pub fn QuarantineEventPage() -> impl IntoView {
         <Layout
             title=""
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            let done = query.read().get("done");
-                            let show_body = query.read().get("body").is_some_and(|b| b == "show");
-                            Suspend::new(async move {
-                                match entry.await {
-                                    Ok(q) => view! { <Detail q me done show_body/> }.into_any(),
-                                    Err(error) => view! { <h1>"Quarantined event"</h1><LoadError error what="quarantined event" name=id()/> }.into_any(),
-                                }
-                            })
-                        }
+                <Loaded resource=entry what="quarantined event" name=id heading="Quarantined event" render={
+                    let me = me.clone();
+                    move |q| {
+                        let done = query.read().get("done");
+                        let show_body = query.read().get("body").is_some_and(|b| b == "show");
+                        view! { <Detail q me=me.clone() done show_body/> }
                     }
-                </Transition>
+                }/>
             }
         />
     }
@@ -59,9 +51,15 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
         };
         view! { <Notice>{text}</Notice> }
     });
-    let resolution = (!open).then(|| view! {
-        <dt>"Resolved"</dt><dd>{q.resolved_at.as_deref().map(when).unwrap_or_default()} " by " <strong>{q.resolved_by.clone().unwrap_or_default()}</strong></dd>
-        <dt>"Why"</dt><dd>{q.resolution_note.clone().unwrap_or_default()}</dd>
+    let resolution = (!open).then(|| {
+        view! {
+            <dt>"Resolved"</dt>
+            <dd>
+                {q.resolved_at.as_deref().map(when).unwrap_or_default()}
+                " by " <strong>{q.resolved_by.clone().unwrap_or_default()}</strong>
+            </dd>
+            <dt>"Why"</dt><dd>{q.resolution_note.clone().unwrap_or_default()}</dd>
+        }
     });
     let body = if !q.body_stored {
         view! { <p class="hint">"The body is no longer stored (body retention)."</p> }.into_any()
@@ -71,7 +69,10 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
         view! { <RevealedBody id=q.id.clone() hide=self_href.clone()/> }.into_any()
     } else {
         view! {
-            <p>"The body may contain patient data. Viewing it is recorded in the audit log under your name; configured fields are redacted."</p>
+            <p>
+                "The body may contain patient data. Viewing it is recorded in the audit log under your name; \
+                configured fields are redacted."
+            </p>
             <a class="button secondary" href=format!("{self_href}?body=show")>"Show body"</a>
         }
         .into_any()
@@ -80,14 +81,22 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
         <p class="crumbs"><a href="/quarantine">"Quarantine"</a> " / " <code>{q.event_id.clone()}</code></p>
         <div class="page-head">
             <div>
-                <h1>"Quarantined event " <span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span></h1>
-                <p class="muted"><code>{q.tenant.clone()}</code> " / " <code>{q.endpoint.clone()}</code> " · " {when(&q.quarantined_at)}</p>
+                <h1>
+                    "Quarantined event " <span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span>
+                </h1>
+                <p class="muted">
+                    <code>{q.tenant.clone()}</code> " / " <code>{q.endpoint.clone()}</code>
+                    " · " {when(&q.quarantined_at)}
+                </p>
             </div>
         </div>
         {done_notice}
         <ReturnedError/>
         {q.last_release_error.clone().filter(|_| open).map(|e| view! {
-            <p class="warning" role="alert">"The last release attempt failed: " <strong>{reason_label(&e)}</strong> ". Fix the cause, then release again."</p>
+            <p class="warning" role="alert">
+                "The last release attempt failed: " <strong>{reason_label(&e)}</strong>
+                ". Fix the cause, then release again."
+            </p>
         })}
         <div class="two-col">
             <section class="card">
@@ -95,9 +104,12 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
                 <dl class="facts">
                     <dt>"Reason"</dt><dd><span class="badge badge-reason">{reason_label(&q.reason)}</span></dd>
                     <dt>"Event id"</dt><dd><code class="wrap">{q.event_id.clone()}</code></dd>
-                    <dt>"Type"</dt><dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd>
-                    <dt>"Verified with key"</dt><dd><code class="wrap">{q.key_id.clone().unwrap_or_default()}</code></dd>
-                    <dt>"Body SHA-256"</dt><dd><code class="wrap">{q.body_sha256.clone().unwrap_or_default()}</code></dd>
+                    <dt>"Type"</dt>
+                    <dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd>
+                    <dt>"Verified with key"</dt>
+                    <dd><code class="wrap">{q.key_id.clone().unwrap_or_default()}</code></dd>
+                    <dt>"Body SHA-256"</dt>
+                    <dd><code class="wrap">{q.body_sha256.clone().unwrap_or_default()}</code></dd>
                     {resolution}
                 </dl>
             </section>
@@ -114,37 +126,25 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
 fn RevealedBody(id: String, hide: String) -> impl IntoView {
     let body = Resource::new(move || id.clone(), reveal_quarantine_body);
     view! {
-        <Suspense fallback=|| view! { <p class="loading">"Decrypting…"</p> }>
-            {
-                let hide = hide.clone();
-                move || {
-                    let hide = hide.clone();
-                    Suspend::new(async move {
-                        match body.await {
-                            Ok(b) => view! {
-                                {if b.json {
-                                    view! {
-                                        <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
-                                        <pre class="body" data-testid="event-body">{b.text}</pre>
-                                    }
-                                    .into_any()
-                                } else {
-                                    view! {
-                                        <p class="warning" data-testid="event-body-withheld">
-                                            {format!("The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.", b.size_bytes)}
-                                        </p>
-                                    }
-                                    .into_any()
-                                }}
-                                <a class="button secondary" href=hide>"Hide body"</a>
-                            }
-                            .into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })
+        <Loaded resource=body loading="Decrypting…" render=move |b| {
+            let shown = if b.json {
+                view! {
+                    <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
+                    <pre class="body" data-testid="event-body">{b.text}</pre>
                 }
+                .into_any()
+            } else {
+                let withheld = format!(
+                    "The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.",
+                    b.size_bytes
+                );
+                view! { <p class="warning" data-testid="event-body-withheld">{withheld}</p> }.into_any()
+            };
+            view! {
+                {shown}
+                <a class="button secondary" href=hide.clone()>"Hide body"</a>
             }
-        </Suspense>
+        }/>
     }
 }
 
@@ -159,27 +159,27 @@ fn Triage(id: String) -> impl IntoView {
         <div class="two-col">
             <section class="card">
                 <h2>"Release"</h2>
-                <p>"Re-runs the handler against the current state, in one transaction. If it applies, the event becomes applied; if not, it stays here with the new error."</p>
+                <p>
+                    "Re-runs the handler against the current state, in one transaction. \
+                    If it applies, the event becomes applied; if not, it stays here with the new error."
+                </p>
                 <ActionError action=release/>
                 <ActionForm action=release>
                     <input type="hidden" name="id" value=id.clone()/>
-                    <label class="field">
-                        <span>"Reason"</span>
-                        <input type="text" name="reason" required placeholder="e.g. reminder now exists"/>
-                    </label>
+                    <ReasonField placeholder="e.g. reminder now exists"/>
                     <div class="actions"><Submit action=release label="Release event"/></div>
                 </ActionForm>
             </section>
             <section class="card">
                 <h2>"Discard"</h2>
-                <p>"Gives up on the event. It stays claimed, so provider retries are still acknowledged as duplicates and never apply."</p>
+                <p>
+                    "Gives up on the event. It stays claimed, \
+                    so provider retries are still acknowledged as duplicates and never apply."
+                </p>
                 <ActionError action=discard/>
                 <ActionForm action=discard>
                     <input type="hidden" name="id" value=discard_id/>
-                    <label class="field">
-                        <span>"Reason"</span>
-                        <input type="text" name="reason" required placeholder="e.g. test event from the provider's dashboard"/>
-                    </label>
+                    <ReasonField placeholder="e.g. test event from the provider's dashboard"/>
                     <div class="actions"><Submit action=discard label="Discard event" kind="danger"/></div>
                 </ActionForm>
             </section>

@@ -8,7 +8,9 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::retention::{SetHorizon, SetRetention, retention_overview},
-    components::{ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when},
+    components::{
+        ActionError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit, Table, format::when,
+    },
     dto::{HorizonView, Me, RetentionOverview, RetentionView, human},
 };
 
@@ -22,12 +24,20 @@ pub fn RetentionPage() -> impl IntoView {
             title="Retention"
             render=move |me| view! {
                 <p class="lede">
-                    "A claim is what turns a provider's redelivery into a harmless duplicate, so it is kept at least as long as the provider may redeliver (the scheme's horizon). "
+                    "A claim is what turns a provider's redelivery into a harmless duplicate, so it is kept at least \
+                    as long as the provider may redeliver (the scheme's horizon). "
                     "Bodies hold health data and go sooner, except those of events still waiting in quarantine. "
-                    "The purge runs every hour in " <code>"signet serve"</code> " (" <code>"signet retention purge"</code> " runs it now) and is recorded in the audit log."
+                    "The purge runs every hour in " <code>"signet serve"</code>
+                    " (" <code>"signet retention purge"</code> " runs it now) and is recorded in the audit log."
                 </p>
-                {move || query.read().get("changed").map(|t| view! { <Notice>"Retention of " <code>{t}</code> " changed; the previous decision stays in its history."</Notice> })}
-                {move || query.read().get("horizon").map(|s| view! { <Notice>"The " {s} " redelivery horizon changed."</Notice> })}
+                {move || query.read().get("changed").map(|t| view! {
+                    <Notice>
+                        "Retention of " <code>{t}</code> " changed; the previous decision stays in its history."
+                    </Notice>
+                })}
+                {move || query.read().get("horizon").map(|s| view! {
+                    <Notice>"The " {s} " redelivery horizon changed."</Notice>
+                })}
                 <ReturnedError/>
                 <Loaded resource=data render={
                     let me = me.clone();
@@ -55,7 +65,10 @@ fn Overview(o: RetentionOverview, me: Me) -> impl IntoView {
         {(!manageable.is_empty()).then(|| view! { <ChangeRetention targets=manageable/> })}
         <section class="card" id="horizons">
             <h2>"Redelivery horizons"</h2>
-            <p class="hint">"How long each scheme's senders may redeliver an event, per their documentation. No endpoint keeps claims for less."</p>
+            <p class="hint">
+                "How long each scheme's senders may redeliver an event, per their documentation. \
+                No endpoint keeps claims for less."
+            </p>
             <HorizonTable rows=o.horizons/>
             {me.is_admin().then(|| view! { <ChangeHorizon schemes/> })}
         </section>
@@ -68,48 +81,46 @@ fn EndpointTable(rows: Vec<RetentionView>) -> impl IntoView {
         return view! { <p class="empty">"No endpoints yet."</p> }.into_any();
     }
     view! {
-        <div class="table-wrap">
-            <table>
-                <thead>
-                    <tr>
-                        <th>"Endpoint"</th>
-                        <th>"Scheme"</th>
-                        <th>"Claims kept"</th>
-                        <th>"Bodies kept"</th>
-                        <th>"Decided"</th>
-                        <th>"Why"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {rows.into_iter().map(|r| {
-                        let below = r.below_horizon;
-                        view! {
-                            <tr class:alert=below>
-                                <td><a href=format!("/tenants/{}", r.tenant)>{r.tenant.clone()}</a> " / " <strong>{r.endpoint}</strong></td>
-                                <td>{r.scheme.clone()}</td>
-                                <td>
-                                    <strong>{human(r.effective_dedup_secs)}</strong>
-                                    <br/>
-                                    {if below {
-                                        view! {
-                                            <span class="badge badge-warning" data-testid="below-horizon">"below the horizon"</span>
-                                            <small class="muted">{format!(" decided {}, less than the {} horizon: kept for the horizon meanwhile; record a new decision", human(r.current.dedup_secs), human(r.horizon_secs))}</small>
-                                        }.into_any()
-                                    } else {
-                                        view! { <small class="muted">{format!("horizon {}", human(r.horizon_secs))}</small> }.into_any()
-                                    }}
-                                </td>
-                                <td><strong>{human(r.current.body_secs)}</strong></td>
-                                <td class="nowrap">"v" {r.current.version} " · " {r.current.actor.clone()} <br/> <small class="muted">{when(&r.current.created_at)}</small></td>
-                                <td>{r.current.reason.clone()}</td>
-                            </tr>
-                        }
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <Table heads=&["Endpoint", "Scheme", "Claims kept", "Bodies kept", "Decided", "Why"]>
+            {rows.into_iter().map(|r| view! { <EndpointRow r/> }).collect_view()}
+        </Table>
     }
     .into_any()
+}
+
+#[component]
+fn EndpointRow(r: RetentionView) -> impl IntoView {
+    let claims_note = if r.below_horizon {
+        let note = format!(
+            " decided {}, less than the {} horizon: kept for the horizon meanwhile; record a new decision",
+            human(r.current.dedup_secs),
+            human(r.horizon_secs)
+        );
+        view! {
+            <span class="badge badge-warning" data-testid="below-horizon">"below the horizon"</span>
+            <small class="muted">{note}</small>
+        }
+        .into_any()
+    } else {
+        view! { <small class="muted">{format!("horizon {}", human(r.horizon_secs))}</small> }.into_any()
+    };
+    view! {
+        <tr class:alert=r.below_horizon>
+            <td><a href=format!("/tenants/{}", r.tenant)>{r.tenant.clone()}</a> " / " <strong>{r.endpoint}</strong></td>
+            <td>{r.scheme.clone()}</td>
+            <td>
+                <strong>{human(r.effective_dedup_secs)}</strong>
+                <br/>
+                {claims_note}
+            </td>
+            <td><strong>{human(r.current.body_secs)}</strong></td>
+            <td class="nowrap">
+                "v" {r.current.version} " · " {r.current.actor.clone()} <br/>
+                <small class="muted">{when(&r.current.created_at)}</small>
+            </td>
+            <td>{r.current.reason.clone()}</td>
+        </tr>
+    }
 }
 
 #[component]
@@ -119,13 +130,19 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
     view! {
         <section class="card" id="change-retention">
             <h2>"Change an endpoint's retention"</h2>
-            <p class="hint">"Durations such as 30d, 36h or 1d 12h. Leave a field empty to keep its current value. Claims cannot be kept for less than the scheme's horizon, nor bodies longer than claims."</p>
+            <p class="hint">
+                "Durations such as 30d, 36h or 1d 12h. Leave a field empty to keep its current value. \
+                Claims cannot be kept for less than the scheme's horizon, nor bodies longer than claims."
+            </p>
             <ActionError action/>
             <ActionForm action>
                 <label class="field">
                     <span>"Endpoint"</span>
                     <select name="target">
-                        {targets.into_iter().map(|t| view! { <option value=t.clone()>{t.clone()}</option> }).collect_view()}
+                        {targets
+                            .into_iter()
+                            .map(|t| view! { <option value=t.clone()>{t.clone()}</option> })
+                            .collect_view()}
                     </select>
                 </label>
                 <label class="field">
@@ -136,10 +153,7 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
                     <span>"Keep bodies for"</span>
                     <input type="text" name="body" placeholder="e.g. 7d" autocomplete="off"/>
                 </label>
-                <label class="field">
-                    <span>"Reason"</span>
-                    <input type="text" name="reason" required placeholder="e.g. data minimisation agreed with the clinic"/>
-                </label>
+                <ReasonField placeholder="e.g. data minimisation agreed with the clinic"/>
                 <div class="actions"><Submit action label="Record decision"/></div>
             </ActionForm>
         </section>
@@ -156,8 +170,12 @@ fn HorizonTable(rows: Vec<HorizonView>) -> impl IntoView {
                     <tr>
                         <td>{h.scheme}</td>
                         <td><strong>{human(h.horizon_secs)}</strong></td>
-                        <td class="source">{h.source.unwrap_or_else(|| "an administrator's decision (see why)".to_owned())}</td>
-                        <td class="nowrap">"v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small></td>
+                        <td class="source">
+                            {h.source.unwrap_or_else(|| "an administrator's decision (see why)".to_owned())}
+                        </td>
+                        <td class="nowrap">
+                            "v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small>
+                        </td>
                         <td>{h.reason}</td>
                     </tr>
                 }).collect_view()}
@@ -178,8 +196,21 @@ fn ChangeHorizon(schemes: Vec<String>) -> impl IntoView {
                 <select name="scheme" aria-label="Scheme">
                     {schemes.into_iter().map(|s| view! { <option value=s.clone()>{s.clone()}</option> }).collect_view()}
                 </select>
-                <input type="text" name="horizon" required placeholder="e.g. 3d" aria-label="Horizon" autocomplete="off"/>
-                <input type="text" name="reason" required placeholder="why (e.g. the provider's documentation changed)" aria-label="Reason"/>
+                <input
+                    type="text"
+                    name="horizon"
+                    required
+                    placeholder="e.g. 3d"
+                    aria-label="Horizon"
+                    autocomplete="off"
+                />
+                <input
+                    type="text"
+                    name="reason"
+                    required
+                    placeholder="why (e.g. the provider's documentation changed)"
+                    aria-label="Reason"
+                />
                 <Submit action label="Change horizon" kind="secondary"/>
             </ActionForm>
         </details>

@@ -9,15 +9,17 @@ use crate::{
         AppError,
         operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort, cohort_context},
     },
-    components::{ActionError, FormError, Refresh, Submit, format::when},
+    components::{ActionError, FormError, Loaded, ReasonField, Refresh, Submit, format::when},
     dto::{CohortContextDto, RetryPolicyView},
 };
 
 fn meaning(policy: &str) -> &'static str {
     if policy == "disabled" {
-        "A transient database failure that outlasts Signet's own retries quarantines the event (202): the provider is not asked to retry."
+        "A transient database failure that outlasts Signet's own retries quarantines the event (202): \
+         the provider is not asked to retry."
     } else {
-        "A transient database failure that outlasts Signet's own retries answers 503 with Retry-After: the provider retries later."
+        "A transient database failure that outlasts Signet's own retries answers 503 with Retry-After: \
+         the provider retries later."
     }
 }
 
@@ -42,7 +44,8 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
     let rollback = ServerAction::<RollbackRetryPolicy>::new();
     Refresh::after(set);
     Refresh::after(rollback);
-    let other = if p.policy == "enabled" { "disabled" } else { "enabled" };
+    let (other, set_label) =
+        if p.policy == "enabled" { ("disabled", "Disable retries") } else { ("enabled", "Enable retries") };
     let previous = p.history.get(1).map(|v| (v.version, v.policy.clone()));
     let tenant = p.tenant.clone();
     let forms = is_admin.then(|| {
@@ -64,7 +67,7 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
                 <input type="hidden" name="tenant" value=tenant.clone()/>
                 <input type="hidden" name="policy" value=other/>
                 <input type="text" name="reason" required placeholder="why" aria-label="Reason for the change"/>
-                <Submit action=set label=if other == "enabled" { "Enable retries" } else { "Disable retries" } kind="primary"/>
+                <Submit action=set label=set_label kind="primary"/>
             </ActionForm>
             {rollback_form}
         }
@@ -80,7 +83,9 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
         <details open=versions <= 5>
             <summary>"History (" {versions} " versions)"</summary>
             <table class="compact">
-                <thead><tr><th class="num">"v"</th><th>"Policy"</th><th>"When"</th><th>"Who"</th><th>"Why"</th></tr></thead>
+                <thead>
+                    <tr><th class="num">"v"</th><th>"Policy"</th><th>"When"</th><th>"Who"</th><th>"Why"</th></tr>
+                </thead>
                 <tbody>
                     {p.history.into_iter().map(|v| view! {
                         <tr>
@@ -111,18 +116,12 @@ pub fn CohortForm() -> impl IntoView {
         <section class="card" id="cohort">
             <h2>"Retry policy for a cohort"</h2>
             <p class="hint">
-                "New tenants start with retries disabled. Seed 000's order: run the drills, then enable retries for a small cohort, then the rest. "
+                "New tenants start with retries disabled. \
+                Seed 000's order: run the drills, then enable retries for a small cohort, then the rest. "
                 "The tenants move together (all or none); each gets a new version you can roll back on its page."
             </p>
             <ActionError action/>
-            <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match context.await {
-                        Ok(c) => view! { <CohortBody c action/> }.into_any(),
-                        Err(error) => view! { <FormError error/> }.into_any(),
-                    }
-                })}
-            </Suspense>
+            <Loaded resource=context render=move |c| view! { <CohortBody c action/> }/>
         </section>
     }
 }
@@ -140,17 +139,22 @@ fn CohortBody(c: CohortContextDto, action: ServerAction<SetRetryPolicyCohort>) -
             let when_text = d.finished_at.as_deref().map(when).unwrap_or_default();
             match d.passed {
                 Some(true) => view! {
-                    <p class="notice" data-testid="cohort-drills">"Latest drill run: all drills passed (" {when_text} "). "<a href="/evidence">"Evidence"</a></p>
+                    <p class="notice" data-testid="cohort-drills">
+                        "Latest drill run: all drills passed (" {when_text} "). " <a href="/evidence">"Evidence"</a>
+                    </p>
                 }
                 .into_any(),
                 Some(false) => view! {
                     <p class="warning" data-testid="cohort-drills">
-                        "Latest drill run FAILED (" {when_text} "): " {d.failed.join(", ")} ". Fix that before enabling retries. " <a href="/evidence">"Evidence"</a>
+                        "Latest drill run FAILED (" {when_text} "): " {d.failed.join(", ")}
+                        ". Fix that before enabling retries. " <a href="/evidence">"Evidence"</a>
                     </p>
                 }
                 .into_any(),
                 None => view! {
-                    <p class="hint" data-testid="cohort-drills">"A drill run is " {d.status.clone()} " (" {when_text} "). " <a href="/evidence">"Follow it"</a></p>
+                    <p class="hint" data-testid="cohort-drills">
+                        "A drill run is " {d.status.clone()} " (" {when_text} "). " <a href="/evidence">"Follow it"</a>
+                    </p>
                 }
                 .into_any(),
             }
@@ -178,10 +182,7 @@ fn CohortBody(c: CohortContextDto, action: ServerAction<SetRetryPolicyCohort>) -
                     <option value="disabled">"disabled (transient failure → quarantine)"</option>
                 </select>
             </label>
-            <label class="field">
-                <span>"Reason"</span>
-                <input type="text" name="reason" required placeholder="e.g. cohort 1 of the retries rollout"/>
-            </label>
+            <ReasonField placeholder="e.g. cohort 1 of the retries rollout"/>
             <div class="actions"><Submit action label="Apply to cohort"/></div>
         </ActionForm>
     }

@@ -20,7 +20,11 @@ fn Revoke(key: KeyView, me: Me) -> impl IntoView {
     let body = if !me.can_manage_tenant(&key.tenant) {
         view! { <p class="error" role="alert">"Your role cannot revoke keys of this tenant."</p> }.into_any()
     } else if !live {
-        view! { <p class="error" role="alert">"This key is already " {key.status.as_str().replace('_', " ")} "; there is nothing to revoke."</p> }.into_any()
+        let status = key.status.as_str().replace('_', " ");
+        view! {
+            <p class="error" role="alert">"This key is already " {status} "; there is nothing to revoke."</p>
+        }
+        .into_any()
     } else {
         view! {
             <div class="warning danger" role="alert">
@@ -57,7 +61,12 @@ fn RevokeForm(key_id: String) -> impl IntoView {
             <input type="hidden" name="key_id" value=key_id/>
             <label class="field">
                 <span>"Reason"</span>
-                <textarea name="reason" rows="3" required placeholder="e.g. secret exposed in a support ticket"></textarea>
+                <textarea
+                    name="reason"
+                    rows="3"
+                    required
+                    placeholder="e.g. secret exposed in a support ticket"
+                ></textarea>
                 <small class="hint">"Recorded in the audit log."</small>
             </label>
             <div class="actions">

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 
 use crate::{
     api::keys::RotateKey,
-    components::{ActionError, KeyPage, KeySummary, Submit},
+    components::{ActionError, ApproveAsField, KeyPage, KeySummary, Submit},
     dto::{KeyStatus, KeyView, Me},
 };
 
@@ -53,9 +53,14 @@ fn Rotate(key: KeyView, me: Me) -> impl IntoView {
                         "The old key keeps working until the new key is active: "
                         {activation}
                     </li>
-                    <li>"Then the old key retires: it still verifies during the overlap you choose, and expires after it."</li>
+                    <li>
+                        "Then the old key retires: it still verifies during the overlap you choose, \
+                        and expires after it."
+                    </li>
                 </ol>
-                <p class="hint">"Give the new secret to the sender during the overlap; nothing is refused while both keys verify."</p>
+                <p class="hint">
+                    "Give the new secret to the sender during the overlap; nothing is refused while both keys verify."
+                </p>
                 {form}
             </section>
         </div>
@@ -73,14 +78,14 @@ fn RotateForm(key_id: String, is_admin: bool) -> impl IntoView {
             <label class="field narrow">
                 <span>"Overlap (hours)"</span>
                 <input type="number" name="overlap_hours" value="24" min="0.1" max="168" step="any" required/>
-                <small class="hint">"How long the old key keeps working once the new one is active: up to 168 hours (7 days); 0.5 is half an hour."</small>
+                <small class="hint">
+                    "How long the old key keeps working once the new one is active: up to 168 hours (7 days); \
+                    0.5 is half an hour."
+                </small>
             </label>
             {is_admin.then(|| view! {
-                <label class="field wide">
-                    <span>"Approved by " <em class="optional">"(optional)"</em></span>
-                    <input type="text" name="approve_as" placeholder="another reviewer's name" autocomplete="off"/>
-                    <small class="hint">"Activate the new key at once, recorded as approved by this reviewer. Never you: four eyes. Empty: it waits for a security reviewer."</small>
-                </label>
+                <ApproveAsField hint="Activate the new key at once, recorded as approved by this reviewer. \
+                    Never you: four eyes. Empty: it waits for a security reviewer."/>
             })}
             <div class="actions">
                 <Submit action label="Rotate key"/>

@@ -9,7 +9,7 @@ use crate::{
         AppError,
         keys::{get_key, reveal_secret},
     },
-    components::{KeySummary, Layout, LoadError, StatusBadge},
+    components::{IfLoaded, KeySummary, Layout, Loaded, StatusBadge},
     dto::{KeyStatus, KeyView, RevealDto},
 };
 
@@ -23,7 +23,7 @@ pub fn SecretPage() -> impl IntoView {
     // page, so hydration does not ask (and fail) a second time.
     let revealed = Resource::new(move || (key_id(), reveal()), |(id, reveal)| reveal_secret(id, reveal));
     // For the way back when the secret is gone. Created here, not inside the
-    // Suspense below: resources must be created in the same order on the
+    // `Loaded` below: resources must be created in the same order on the
     // server and in the browser, and a Suspense may render its children more
     // than once on the server.
     let key = Resource::new(key_id, get_key);
@@ -31,15 +31,10 @@ pub fn SecretPage() -> impl IntoView {
         <Layout
             title="New signing secret"
             render=move |_me| view! {
-                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match revealed.await {
-                            Ok(Some(r)) => view! { <Revealed r/> }.into_any(),
-                            Ok(None) => view! { <AlreadyShown key/> }.into_any(),
-                            Err(error) => view! { <LoadError error what="key" name=key_id()/> }.into_any(),
-                        }
-                    })}
-                </Suspense>
+                <Loaded resource=revealed what="key" name=key_id render=move |r| match r {
+                    Some(r) => view! { <Revealed r/> }.into_any(),
+                    None => view! { <AlreadyShown key/> }.into_any(),
+                }/>
             }
         />
     }
@@ -147,21 +142,19 @@ fn AlreadyShown(key: Resource<Result<KeyView, AppError>>) -> impl IntoView {
         <div class="empty">
             <p class="empty-title">"This secret has already been shown (or the link expired)."</p>
             <p>"Signet never shows a secret twice. If it was lost, rotate the key."</p>
-            <Suspense>
-                {move || Suspend::new(async move {
-                    key.await.ok().map(|k| {
-                        let rotate = (k.status == KeyStatus::Active).then(|| view! {
-                            <a class="button secondary" href=format!("/keys/{}/rotate", k.key_id)>"Rotate this key"</a>
-                        });
-                        view! {
-                            <p class="actions">
-                                {rotate}
-                                <a class="button secondary" href=format!("/tenants/{}", k.tenant)>"Back to " {k.tenant.clone()}</a>
-                            </p>
-                        }
-                    })
-                })}
-            </Suspense>
+            <IfLoaded resource=key render=|k| {
+                let rotate = (k.status == KeyStatus::Active).then(|| view! {
+                    <a class="button secondary" href=format!("/keys/{}/rotate", k.key_id)>"Rotate this key"</a>
+                });
+                view! {
+                    <p class="actions">
+                        {rotate}
+                        <a class="button secondary" href=format!("/tenants/{}", k.tenant)>
+                            "Back to " {k.tenant.clone()}
+                        </a>
+                    </p>
+                }
+            }/>
         </div>
     }
 }

@@ -2,38 +2,30 @@
 //! server printed at start.
 
 use leptos::prelude::*;
-use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::session::{SetupAdmin, setup_open},
-    components::{ActionError, FormError, ReturnedError, Submit},
+    components::{ActionError, AuthCard, Credentials, Loaded, ReturnedError, Submit},
 };
 
 #[component]
 pub fn SetupPage() -> impl IntoView {
     let open = Resource::new(|| (), |_| setup_open());
     view! {
-        <Title text="Set up · Signet"/>
-        <main class="auth">
-            <div class="auth-card">
-                <p class="auth-brand">"Signet"</p>
-                <h1>"Create the first administrator"</h1>
-                <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match open.await {
-                            Ok(true) => view! { <SetupForm/> }.into_any(),
-                            Ok(false) => view! {
-                                <p>"Setup is finished: an administrator exists."</p>
-                                <p><a class="button primary" href="/login">"Go to sign in"</a></p>
-                            }
-                            .into_any(),
-                            Err(error) => view! { <FormError error/> }.into_any(),
-                        }
-                    })}
-                </Suspense>
-            </div>
-        </main>
+        <AuthCard title="Set up" heading="Create the first administrator">
+            <Loaded resource=open render=|open| {
+                if open {
+                    view! { <SetupForm/> }.into_any()
+                } else {
+                    view! {
+                        <p>"Setup is finished: an administrator exists."</p>
+                        <p><a class="button primary" href="/login">"Go to sign in"</a></p>
+                    }
+                    .into_any()
+                }
+            }/>
+        </AuthCard>
     }
 }
 
@@ -60,14 +52,7 @@ fn SetupForm() -> impl IntoView {
         <ActionError action/>
         <ActionForm action>
             <input type="hidden" name="token" value=token/>
-            <label class="field">
-                <span>"Username"</span>
-                <input type="text" name="username" autocomplete="username" required autofocus/>
-            </label>
-            <label class="field">
-                <span>"Password"</span>
-                <input type="password" name="password" autocomplete="new-password" minlength="12" required/>
-            </label>
+            <Credentials new=true/>
             <label class="field">
                 <span>"Confirm password"</span>
                 <input type="password" name="confirm" autocomplete="new-password" minlength="12" required/>

@@ -12,8 +12,8 @@ use crate::{
         registry::{CreateEndpoint, SetEndpointEnabled, load_tenant},
     },
     components::{
-        ActionError, Countdown, EventTypes, KeyScope, Layout, LoadError, Notice, Refresh, ReturnedError, StatusBadge,
-        Submit,
+        ActionError, ApproveAsField, Countdown, EventTypes, KeyScope, Layout, Loaded, Notice, Refresh, ReturnedError,
+        StatusBadge, Submit,
         format::{bytes, is_any_type, seconds, when},
     },
     dto::{EndpointKeys, KeyStatus, KeyView, Me, RetryPolicyView, Scheme, TenantOverview, TenantSummary},
@@ -25,30 +25,24 @@ pub fn TenantPage() -> impl IntoView {
     let query = use_query_map();
     let slug = move || params.read().get("slug").unwrap_or_default();
     let refresh = Refresh::provide();
-    let overview = Resource::new(move || (slug(), refresh.get()), |(slug, _)| load_tenant(slug));
-    let policy = Resource::new(move || (slug(), refresh.get()), |(slug, _)| retry_policy(slug));
+    // The retry-policy panel loads with the page; its own error stays in
+    // the panel.
+    let data = Resource::new(
+        move || (slug(), refresh.get()),
+        |(slug, _)| async move {
+            let overview = load_tenant(slug.clone()).await?;
+            Ok::<_, AppError>((overview, retry_policy(slug).await))
+        },
+    );
     let revoked = move || query.read().get("revoked");
     view! {
         <Layout
             title=""
             render=move |me| view! {
-                <Transition fallback=|| view! { <p class="loading">"Loading…"</p> }>
-                    {
-                        let me = me.clone();
-                        move || {
-                            let me = me.clone();
-                            Suspend::new(async move {
-                                match overview.await {
-                                    Ok(ov) => {
-                                        let policy = policy.await;
-                                        view! { <TenantDetail ov me revoked=revoked() policy/> }.into_any()
-                                    }
-                                    Err(error) => view! { <h1>"Tenant"</h1><LoadError error what="tenant" name=slug()/> }.into_any(),
-                                }
-                            })
-                        }
-                    }
-                </Transition>
+                <Loaded resource=data what="tenant" name=slug heading="Tenant" render={
+                    let me = me.clone();
+                    move |(ov, policy)| view! { <TenantDetail ov me=me.clone() revoked=revoked() policy/> }
+                }/>
             }
         />
     }
@@ -95,7 +89,10 @@ fn TenantDetail(
                     <code>{t.slug.clone()}</code>
                     " · created " {when(&t.created_at)}
                     " · notify URL: "
-                    {t.notify_url.clone().map(|u| view! { <code>{u}</code> }.into_any()).unwrap_or_else(|| view! { <span>"none"</span> }.into_any())}
+                    {match t.notify_url.clone() {
+                        Some(u) => view! { <code>{u}</code> }.into_any(),
+                        None => view! { <span>"none"</span> }.into_any(),
+                    }}
                 </p>
             </div>
             <dl class="stats">
@@ -132,10 +129,14 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
                     " "
                     <span class=format!("badge badge-{state}")>{state}</span>
                 </h2>
-                {can_manage.then(|| view! { <EndpointToggle tenant=tenant.clone() endpoint=ep.slug.clone() enabled=ep.enabled/> })}
+                {can_manage.then(|| view! {
+                    <EndpointToggle tenant=tenant.clone() endpoint=ep.slug.clone() enabled=ep.enabled/>
+                })}
             </header>
             {(!ep.enabled).then(|| view! {
-                <p class="warning">"This endpoint is disabled: Signet refuses every webhook sent to it, whatever the signature."</p>
+                <p class="warning">
+                    "This endpoint is disabled: Signet refuses every webhook sent to it, whatever the signature."
+                </p>
             })}
             <dl class="facts">
                 <dt>"Receive URL"</dt>
@@ -153,7 +154,8 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
                     {match &ep.event_key {
                         Some(fields) => view! {
                             "identified by the compound key " <code>{fields.join(" + ")}</code>
-                            " (" <code>"signet endpoint event-key"</code> " changes it; every change is versioned and audited)"
+                            " (" <code>"signet endpoint event-key"</code>
+                            " changes it; every change is versioned and audited)"
                         }.into_any(),
                         None => view! {
                             "quarantined as " <code>"missing_event_id"</code>
@@ -166,7 +168,9 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
             </dl>
             <h3>"Signing keys"</h3>
             <KeyTable keys can_manage now_ms/>
-            {can_manage.then(|| view! { <ProvisionForm tenant endpoint=ep.slug types_hint is_admin open=!has_live_key/> })}
+            {can_manage.then(|| view! {
+                <ProvisionForm tenant endpoint=ep.slug types_hint is_admin open=!has_live_key/>
+            })}
         </section>
     }
 }
@@ -193,7 +197,10 @@ fn EndpointToggle(tenant: String, endpoint: String, enabled: bool) -> impl IntoV
 #[component]
 fn KeyTable(keys: Vec<KeyView>, can_manage: bool, now_ms: i64) -> impl IntoView {
     if keys.is_empty() {
-        return view! { <p class="empty-inline">"No keys yet. Provision one so senders can sign webhooks for this endpoint."</p> }.into_any();
+        return view! {
+            <p class="empty-inline">"No keys yet. Provision one so senders can sign webhooks for this endpoint."</p>
+        }
+        .into_any();
     }
     view! {
         <div class="table-wrap">
@@ -226,7 +233,10 @@ fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
         _ => None,
     };
     let last_used = match &key.last_verified_at {
-        Some(t) => view! { <span class="nowrap">{when(t)}</span> <br/><span class="muted">{key.verified_count} " verified"</span> }.into_any(),
+        Some(t) => view! {
+            <span class="nowrap">{when(t)}</span> <br/><span class="muted">{key.verified_count} " verified"</span>
+        }
+        .into_any(),
         None => view! { <span class="muted">"never"</span> }.into_any(),
     };
     // Failed verifications counted under this key (seed 000's
@@ -241,16 +251,21 @@ fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
         }
     });
     let actions = can_manage.then(|| {
-        let rotate = (key.status == KeyStatus::Active).then(|| view! { <a class="button secondary small" href=format!("/keys/{}/rotate", key.key_id)>"Rotate"</a> });
-        let revoke = key.status.is_live()
-            .then(|| view! { <a class="button danger-outline small" href=format!("/keys/{}/revoke", key.key_id)>"Revoke"</a> });
+        let rotate = (key.status == KeyStatus::Active).then(|| {
+            view! { <a class="button secondary small" href=format!("/keys/{}/rotate", key.key_id)>"Rotate"</a> }
+        });
+        let revoke = key.status.is_live().then(|| {
+            view! { <a class="button danger-outline small" href=format!("/keys/{}/revoke", key.key_id)>"Revoke"</a> }
+        });
         view! { <td class="row-actions">{rotate} {revoke}</td> }
     });
     view! {
         <tr>
             <td class="nowrap">
                 <code>{key.key_id.clone()}</code>
-                {key.replaces_key_id.clone().map(|r| view! { <br/><span class="muted" title=format!("Replaces {r}")>"rotation"</span> })}
+                {key.replaces_key_id.clone().map(|r| view! {
+                    <br/><span class="muted" title=format!("Replaces {r}")>"rotation"</span>
+                })}
             </td>
             <td class="status">
                 <StatusBadge status=key.status.as_str()/>
@@ -258,7 +273,10 @@ fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
             </td>
             <td><KeyScope key=key.clone()/></td>
             <td>{key.owner.clone()} <br/><span class="muted">"rotation: " {key.rotation_owner.clone()}</span></td>
-            <td><span class="nowrap">{when(&key.created_at)}</span> <br/><span class="muted">"by " {key.created_by.clone()}</span></td>
+            <td>
+                <span class="nowrap">{when(&key.created_at)}</span>
+                <br/><span class="muted">"by " {key.created_by.clone()}</span>
+            </td>
             <td>{last_used} {last_failure}</td>
             {actions}
         </tr>
@@ -292,15 +310,15 @@ fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin:
                     <label class="field wide">
                         <span>"Event types " <em class="optional">"(optional)"</em></span>
                         <input type="text" name="event_types" placeholder="all of the endpoint's types"/>
-                        <small class="hint">"Comma-separated, to scope the key more narrowly than the endpoint (" {types_hint} ")."</small>
+                        <small class="hint">
+                            "Comma-separated, to scope the key more narrowly than the endpoint (" {types_hint} ")."
+                        </small>
                     </label>
                 </div>
                 {is_admin.then(|| view! {
-                    <label class="field wide">
-                        <span>"Approved by " <em class="optional">"(optional)"</em></span>
-                        <input type="text" name="approve_as" placeholder="another reviewer's name" autocomplete="off"/>
-                        <small class="hint">"Activate at once, recorded as approved by this reviewer. Never you: four eyes. Empty: a security reviewer approves the scope before the key verifies anything."</small>
-                    </label>
+                    <ApproveAsField hint="Activate at once, recorded as approved by this reviewer. \
+                        Never you: four eyes. \
+                        Empty: a security reviewer approves the scope before the key verifies anything."/>
                 })}
                 <div class="actions">
                     <Submit action label="Provision key"/>
@@ -329,7 +347,10 @@ fn NewEndpointForm(tenant: String) -> impl IntoView {
                     <label class="field">
                         <span>"Signature scheme"</span>
                         <select name="scheme">
-                            {Scheme::ALL.into_iter().map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> }).collect_view()}
+                            {Scheme::ALL
+                                .into_iter()
+                                .map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> })
+                                .collect_view()}
                         </select>
                     </label>
                     <label class="field wide">

@@ -23,10 +23,15 @@ pub fn UsersPage() -> impl IntoView {
                 let is_admin = me.is_admin();
                 let me_name = me.username;
                 if !is_admin {
-                    return view! { <p class="error" role="alert">"Only administrators can see and manage users."</p> }.into_any();
+                    return view! {
+                        <p class="error" role="alert">"Only administrators can see and manage users."</p>
+                    }
+                    .into_any();
                 }
                 view! {
-                {move || created().map(|u| view! { <Notice>"User " <strong>{u}</strong> " created. They can sign in now."</Notice> })}
+                {move || created().map(|u| view! {
+                    <Notice>"User " <strong>{u}</strong> " created. They can sign in now."</Notice>
+                })}
                 {move || updated().map(|u| view! { <Notice>"User " <strong>{u}</strong> " updated."</Notice> })}
                 <ReturnedError/>
                 <NewUserForm/>
@@ -84,7 +89,12 @@ fn UserRow(u: UserView, is_me: bool) -> impl IntoView {
                 {is_me.then(|| view! { <span class="muted">" (you)"</span> })}
             </td>
             <td>{u.role.label()}</td>
-            <td>{u.tenant.clone().map(|t| view! { <a href=format!("/tenants/{t}")>{t.clone()}</a> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"—"</span> }.into_any())}</td>
+            <td>
+                {match u.tenant.clone() {
+                    Some(t) => view! { <a href=format!("/tenants/{t}")>{t.clone()}</a> }.into_any(),
+                    None => view! { <span class="muted">"—"</span> }.into_any(),
+                }}
+            </td>
             <td><span class=format!("badge badge-{status}")>{status}</span></td>
             <td class="nowrap">{when(&u.created_at)}</td>
             <td class="nowrap">{when_or(u.last_login_at.as_deref(), "never")}</td>
@@ -169,7 +179,9 @@ fn NewUserForm() -> impl IntoView {
                     <label class="field">
                         <span>"Tenant " <em class="optional">"(clinic admins only)"</em></span>
                         <input type="text" name="tenant" placeholder="clinic-a"/>
-                        <small class="hint">"The tenant slug a clinic admin manages; leave empty for other roles."</small>
+                        <small class="hint">
+                            "The tenant slug a clinic admin manages; leave empty for other roles."
+                        </small>
                     </label>
                     <label class="field">
                         <span>"Initial password"</span>

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 pub use views::evidence::{
-    AuditEvidence, ConstraintRow, CredentialRow, Difference, DrillEvidence, DrillResult, DrillRunView, Evidence,
-    Finding, Holder, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess, SignoffView,
-    SinceApproval,
+    AuditEvidence, ConstraintRow, CredentialRow, DRILL_NAMES, Difference, DrillEvidence, DrillResult, DrillRunView,
+    Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess,
+    SignoffView, SinceApproval,
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{

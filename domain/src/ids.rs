@@ -53,14 +53,36 @@ pub fn could_be_endpoint(tenant: &str, endpoint: &str) -> bool {
     (is_slug(tenant) || tenant == SYNTHETIC_TENANT) && is_slug(endpoint)
 }
 
-/// A new opaque row id.
+/// A new opaque row id: a UUID, hyphenated and lower-case ([`id_pattern`]).
 pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// A new signing key id: `key_` + 32 hex characters.
+/// What [`new_id`] makes, as a regular expression.
+pub fn id_pattern() -> String {
+    "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$".to_owned()
+}
+
+/// A row id's schema (a path parameter).
+#[cfg(feature = "openapi")]
+pub fn id_schema() -> utoipa::openapi::Object {
+    crate::schema::string(&id_pattern(), Some(36))
+}
+
+/// A new signing key id: `key_` + 32 hex characters ([`key_id_pattern`]).
 pub fn new_key_id() -> String {
     format!("key_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// What [`new_key_id`] makes, as a regular expression.
+pub fn key_id_pattern() -> String {
+    "^key_[0-9a-f]{32}$".to_owned()
+}
+
+/// A signing key id's schema (a path parameter).
+#[cfg(feature = "openapi")]
+pub fn key_id_schema() -> utoipa::openapi::Object {
+    crate::schema::string(&key_id_pattern(), Some(36))
 }
 
 #[cfg(test)]
@@ -89,5 +111,17 @@ mod tests {
     fn key_ids_are_unique() {
         assert_ne!(new_key_id(), new_key_id());
         assert!(new_key_id().starts_with("key_"));
+    }
+
+    #[test]
+    fn generated_ids_match_their_documented_patterns() {
+        let id = regex::Regex::new(&id_pattern()).unwrap();
+        let key = regex::Regex::new(&key_id_pattern()).unwrap();
+        for _ in 0..100 {
+            let (i, k) = (new_id(), new_key_id());
+            assert!(id.is_match(&i) && i.len() == 36, "{i}");
+            assert!(key.is_match(&k) && k.len() == 36, "{k}");
+        }
+        assert!(!id.is_match("key_0123") && !key.is_match(&new_id()));
     }
 }

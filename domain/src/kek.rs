@@ -608,7 +608,8 @@ pub async fn retire(
         return Err(DomainError::conflict(
             "kek_rotated_recently",
             format!(
-                "KEK version {} was added less than a minute ago; an instance may not have loaded it yet. Try again shortly",
+                "KEK version {} was added less than a minute ago; an instance may not have loaded it yet. \
+                 Try again shortly",
                 newest.version
             ),
         ));

@@ -109,7 +109,8 @@ impl MigrationTrait for Migration {
             .await?;
         }
         conn.execute_unprepared(&format!(
-            "INSERT INTO retention_versions (endpoint_id, version, dedup_secs, body_secs, horizon_secs, actor, reason, created_at) \
+            "INSERT INTO retention_versions \
+                 (endpoint_id, version, dedup_secs, body_secs, horizon_secs, actor, reason, created_at) \
              SELECT id, 1, {dedup}, {body}, CASE scheme WHEN 'standard-webhooks' THEN {day} ELSE {three} END, \
                     'system', 'default retention', created_at FROM endpoints",
             dedup = 30 * DAY,

@@ -126,7 +126,10 @@ impl MigrationTrait for Migration {
         // At most one run in progress: drills share the drill tenant and its
         // fault points. Both engines support partial unique indexes.
         m.get_connection()
-            .execute_unprepared("CREATE UNIQUE INDEX IF NOT EXISTS ux_drill_runs_one_running ON drill_runs (status) WHERE status = 'running'")
+            .execute_unprepared(
+                "CREATE UNIQUE INDEX IF NOT EXISTS ux_drill_runs_one_running ON drill_runs (status) \
+                 WHERE status = 'running'",
+            )
             .await?;
         m.create_table(
             Table::create()

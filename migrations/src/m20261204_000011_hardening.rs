@@ -136,7 +136,10 @@ impl MigrationTrait for Migration {
         // One rewrap at a time, decided by the database (both engines have
         // partial unique indexes).
         m.get_connection()
-            .execute_unprepared("CREATE UNIQUE INDEX IF NOT EXISTS ux_kek_rewraps_one_running ON kek_rewraps (status) WHERE status = 'running'")
+            .execute_unprepared(
+                "CREATE UNIQUE INDEX IF NOT EXISTS ux_kek_rewraps_one_running ON kek_rewraps (status) \
+                 WHERE status = 'running'",
+            )
             .await?;
         m.create_table(
             Table::create()

@@ -70,7 +70,8 @@ const HORIZONS: [(&str, i64, &str); 3] = [
     (
         "standard-webhooks",
         2 * DAY,
-        "Svix (Standard Webhooks) retries immediately, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h: about 27.6 h from the first attempt; 2 d leaves margin",
+        "Svix (Standard Webhooks) retries immediately, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h: \
+         about 27.6 h from the first attempt; 2 d leaves margin",
     ),
     ("stripe", 4 * DAY, "Stripe retries live-mode events for up to 3 days with exponential backoff; 4 d leaves margin"),
     (
@@ -97,7 +98,10 @@ impl MigrationTrait for Migration {
             let before = conn
                 .query_one_raw(sea_orm_migration::sea_orm::Statement::from_string(
                     conn.get_database_backend(),
-                    format!("SELECT horizon_secs FROM redelivery_horizons WHERE scheme = '{scheme}' ORDER BY version DESC LIMIT 1"),
+                    format!(
+                        "SELECT horizon_secs FROM redelivery_horizons WHERE scheme = '{scheme}' \
+                         ORDER BY version DESC LIMIT 1"
+                    ),
                 ))
                 .await?
                 .map(|row| row.try_get::<i64>("", "horizon_secs"))
@@ -117,7 +121,8 @@ impl MigrationTrait for Migration {
             // administrator raised further stays as it is.
             conn.execute_unprepared(&format!(
                 "INSERT INTO redelivery_horizons (scheme, version, horizon_secs, actor, reason, created_at, source) \
-                 SELECT h.scheme, h.version + 1, {secs}, 'system', 'set from the published retry schedule, with margin (migration 000012)', {now_ms}, '{source}' \
+                 SELECT h.scheme, h.version + 1, {secs}, 'system', \
+                        'set from the published retry schedule, with margin (migration 000012)', {now_ms}, '{source}' \
                  FROM redelivery_horizons h \
                  WHERE h.scheme = '{scheme}' AND h.horizon_secs < {secs} \
                    AND h.version = (SELECT MAX(version) FROM redelivery_horizons WHERE scheme = '{scheme}')"

@@ -52,13 +52,23 @@ pub struct ServeArgs {
     pub purge_interval_secs: u64,
     /// A running bulk release whose runner has not reported for this long
     /// (its process died) is shown as interrupted, and can be resumed.
-    #[arg(long, env = "SIGNET_BULK_STALE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=86_400))]
+    #[arg(
+        long,
+        env = "SIGNET_BULK_STALE_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(2..=86_400)
+    )]
     pub bulk_stale_secs: u64,
     /// How often an idle outbox worker looks for due intents.
     #[arg(long, env = "SIGNET_OUTBOX_POLL_MS", default_value_t = 1000)]
     pub outbox_poll_ms: u64,
     /// Sends per intent before it is `dead` (on-call can retry it by hand).
-    #[arg(long, env = "SIGNET_OUTBOX_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..=100))]
+    #[arg(
+        long,
+        env = "SIGNET_OUTBOX_MAX_ATTEMPTS",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(i32).range(1..=100)
+    )]
     pub outbox_max_attempts: i32,
     /// First backoff ceiling (doubles per attempt, full jitter).
     #[arg(long, env = "SIGNET_OUTBOX_BASE_DELAY_MS", default_value_t = 1000)]
@@ -75,17 +85,37 @@ pub struct ServeArgs {
     pub outbox_timeout_ms: u64,
     /// A client must send a request's whole head within this; it is also how
     /// long an idle keep-alive connection stays open.
-    #[arg(long, env = "SIGNET_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    #[arg(
+        long,
+        env = "SIGNET_HEADER_TIMEOUT_SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..=300)
+    )]
     pub header_timeout_secs: u64,
     /// A webhook body must arrive within this, or the delivery is refused
     /// (400 `body_incomplete`) and nothing is processed.
-    #[arg(long, env = "SIGNET_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=300))]
+    #[arg(
+        long,
+        env = "SIGNET_BODY_TIMEOUT_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=300)
+    )]
     pub body_timeout_secs: u64,
     /// Any request not answered within this gets 503 with `Retry-After`.
-    #[arg(long, env = "SIGNET_REQUEST_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(
+        long,
+        env = "SIGNET_REQUEST_TIMEOUT_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
     pub request_timeout_secs: u64,
     /// Open connections at most; beyond it new ones wait to be accepted.
-    #[arg(long, env = "SIGNET_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(
+        long,
+        env = "SIGNET_MAX_CONNECTIONS",
+        default_value_t = 4096,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000)
+    )]
     pub max_connections: u64,
     /// Where `/metrics` is served: its own listener, loopback by default,
     /// because its labels name every tenant and endpoint. Never on the
@@ -94,7 +124,12 @@ pub struct ServeArgs {
     pub metrics_addr: SocketAddr,
     /// Webhook deliveries being processed at once at most; beyond it `/hooks`
     /// answers 503 with `Retry-After` at once instead of queueing.
-    #[arg(long, env = "SIGNET_MAX_IN_FLIGHT", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(
+        long,
+        env = "SIGNET_MAX_IN_FLIGHT",
+        default_value_t = 512,
+        value_parser = clap::value_parser!(u64).range(1..=100_000)
+    )]
     pub max_in_flight: u64,
 }
 

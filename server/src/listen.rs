@@ -74,6 +74,8 @@ pub async fn serve(listener: TcpListener, router: Router, limits: ConnLimits, sh
     drop(listener);
     tokio::select! {
         () = graceful.shutdown() => {}
-        () = tokio::time::sleep(DRAIN) => tracing::warn!("connections still open after the shutdown grace period; closing them"),
+        () = tokio::time::sleep(DRAIN) => {
+            tracing::warn!("connections still open after the shutdown grace period; closing them")
+        }
     }
 }

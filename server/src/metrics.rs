@@ -78,7 +78,8 @@ impl Metrics {
         let key_failures = IntCounterVec::new(
             Opts::new(
                 "signet_key_verification_failures_total",
-                "Verification failures counted under a key: the one named (signet-key-id) or matched, else the endpoint's last to verify",
+                "Verification failures counted under a key: the one named (signet-key-id) or matched, \
+                 else the endpoint's last to verify",
             ),
             &["tenant", "endpoint", "key_id", "reason"],
         )?;

@@ -27,7 +27,13 @@ pub trait Notifier: Send + Sync + 'static {
 
 /// The message a notifier delivers (the same bytes on every attempt).
 fn message(d: &Delivery) -> serde_json::Value {
-    json!({"id": d.id, "tenant": d.tenant_slug, "kind": d.kind, "idempotency_key": d.idempotency_key, "payload": d.payload})
+    json!({
+        "id": d.id,
+        "tenant": d.tenant_slug,
+        "kind": d.kind,
+        "idempotency_key": d.idempotency_key,
+        "payload": d.payload,
+    })
 }
 
 /// POSTs JSON to the tenant's relay URL with `Idempotency-Key` = intent id.
@@ -222,7 +228,10 @@ async fn deliver<N: Notifier>(
         Err(f) => match outbox::mark_failed(db, d, &f.message, f.permanent, rule).await {
             Ok(status) => {
                 metrics.observe_send(false, status == outbox::DEAD);
-                tracing::warn!(intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message, "notification not delivered")
+                tracing::warn!(
+                    intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message,
+                    "notification not delivered"
+                )
             }
             Err(e) => tracing::error!(error = %e, intent = %d.id, "could not record a failed send"),
         },

@@ -196,6 +196,18 @@ pub struct Finding {
     pub message: String,
 }
 
+/// Every drill, in the order they run: the runner's list and the order the
+/// console shows a run's rows in, waiting ones included.
+pub const DRILL_NAMES: [&str; 7] = [
+    "concurrent_duplicates",
+    "interrupted_before_commit",
+    "lost_ack",
+    "unknown_tenant",
+    "invalid_signature",
+    "replay",
+    "identity_conflict",
+];
+
 /// A run, as `drill run --json` prints it and `/api/v1/drills/{id}` returns
 /// it (CONTRACT §5): `passed` is null while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

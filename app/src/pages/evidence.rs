@@ -18,8 +18,8 @@ use crate::{
         poll::{MetaRefresh, ProgressBar, every_second_while},
     },
     dto::{
-        BundleDto, Difference, DrillResult, DrillRunView, Evidence, EvidencePageDto, Holder, Me, RoleAccess,
-        SignoffView, SinceApproval,
+        BundleDto, DRILL_NAMES, Difference, DrillResult, DrillRunView, Evidence, EvidencePageDto, Holder, Me,
+        RoleAccess, SignoffView, SinceApproval,
     },
 };
 
@@ -189,16 +189,7 @@ fn LiveRun(run: DrillRunView) -> impl IntoView {
 fn RunView(run: DrillRunView) -> impl IntoView {
     let (class, text) = verdict(&run);
     let percent = (run.done * 100).checked_div(run.total).unwrap_or(0) as u64;
-    let names = [
-        "concurrent_duplicates",
-        "interrupted_before_commit",
-        "lost_ack",
-        "unknown_tenant",
-        "invalid_signature",
-        "replay",
-        "identity_conflict",
-    ];
-    let rows = names
+    let rows = DRILL_NAMES
         .iter()
         .map(|name| match run.drills.iter().find(|x| x.name == *name) {
             Some(result) => view! { <DrillRow name result=result.clone()/> }.into_any(),

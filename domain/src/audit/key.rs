@@ -118,7 +118,8 @@ async fn create(db: &DatabaseConnection, vault: &Vault) -> DomainResult<()> {
         return Err(DomainError::conflict(
             "audit_key_missing",
             format!(
-                "the audit log has {keyed} keyed entries but its MAC key is gone from the database; restore the database from a backup"
+                "the audit log has {keyed} keyed entries but its MAC key is gone from the database; \
+                 restore the database from a backup"
             ),
         ));
     }

@@ -9,10 +9,11 @@
 //!   lock, and the rest answer "too many attempts" without argon2.
 //! - A success clears the account's (or device's) count and takes back its
 //!   own reservation on the address, so successes never count against an
-//!   address; a failure keeps the reservation as its count. A lock begins with the attempt that reaches the limit and grows
-//!   with every further counted attempt (30 s, 1 min, 2 min … at most
-//!   15 min). Attempts refused while locked are not counted, so hammering a
-//!   locked account does not lengthen its lock.
+//!   address; a failure keeps the reservation as its count. A lock begins
+//!   with the attempt that reaches the limit and grows with every further
+//!   counted attempt (30 s, 1 min, 2 min … at most 15 min). Attempts refused
+//!   while locked are not counted, so hammering a locked account does not
+//!   lengthen its lock.
 //! - Subjects: the client's address (IPv6 grouped by /64, since one host
 //!   holds a whole /64), and either the account (`user:`) or, when the
 //!   browser presents a device token this account was signed in with before

@@ -394,7 +394,8 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 "warning",
                 "retries_without_drill",
                 &p.tenant,
-                "retries are enabled and no drill run has passed since they were (seed 000: enable retries only after the drills pass)",
+                "retries are enabled and no drill run has passed since they were \
+                 (seed 000: enable retries only after the drills pass)",
             ));
         }
     }

@@ -105,11 +105,15 @@ async fn postgres(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
         f.unique.push((name, cols.split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect()));
     }
     let sql = "SELECT con.conname AS name, \
-                      array_to_string(ARRAY(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY AS k(n, o) \
-                          JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.o), ',') AS cols, \
+                      array_to_string(ARRAY(SELECT a.attname \
+                          FROM unnest(con.conkey) WITH ORDINALITY AS k(n, o) \
+                          JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n \
+                          ORDER BY k.o), ',') AS cols, \
                       ref.relname AS ref_table, \
-                      array_to_string(ARRAY(SELECT a.attname FROM unnest(con.confkey) WITH ORDINALITY AS k(n, o) \
-                          JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.o), ',') AS ref_cols \
+                      array_to_string(ARRAY(SELECT a.attname \
+                          FROM unnest(con.confkey) WITH ORDINALITY AS k(n, o) \
+                          JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n \
+                          ORDER BY k.o), ',') AS ref_cols \
                FROM pg_constraint con JOIN pg_class ref ON ref.oid = con.confrelid \
                WHERE con.conrelid = to_regclass($1) AND con.contype = 'f' AND con.convalidated";
     for r in rows(db, sql, vec![table.into()]).await? {
@@ -164,8 +168,14 @@ async fn sqlite(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
         f.unique.push((name, cols.into_iter().filter_map(|r| r.try_get::<String>("", "name").ok()).collect()));
     }
     let mut by_id: std::collections::BTreeMap<i64, (Vec<String>, String, Vec<String>)> = Default::default();
-    for r in rows(db, &format!("SELECT id, seq, \"table\" AS ref_table, \"from\" AS src, \"to\" AS dst FROM pragma_foreign_key_list({t}) ORDER BY id, seq"), vec![]).await? {
-        let e = by_id.entry(r.try_get("", "id")?).or_insert_with(|| (Vec::new(), r.try_get("", "ref_table").unwrap_or_default(), Vec::new()));
+    let sql = format!(
+        "SELECT id, seq, \"table\" AS ref_table, \"from\" AS src, \"to\" AS dst \
+         FROM pragma_foreign_key_list({t}) ORDER BY id, seq"
+    );
+    for r in rows(db, &sql, vec![]).await? {
+        let e = by_id
+            .entry(r.try_get("", "id")?)
+            .or_insert_with(|| (Vec::new(), r.try_get("", "ref_table").unwrap_or_default(), Vec::new()));
         e.0.push(r.try_get("", "src")?);
         e.2.push(r.try_get::<Option<String>>("", "dst")?.unwrap_or_default());
     }

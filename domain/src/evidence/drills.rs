@@ -39,16 +39,7 @@ pub const DRILL_ENDPOINT: &str = "drill";
 /// to one that does not exist).
 pub const DRILL_PREFIX: &str = "_drill";
 
-/// Every drill, in the order they run.
-pub const DRILL_NAMES: [&str; 7] = [
-    "concurrent_duplicates",
-    "interrupted_before_commit",
-    "lost_ack",
-    "unknown_tenant",
-    "invalid_signature",
-    "replay",
-    "identity_conflict",
-];
+pub use views::evidence::DRILL_NAMES;
 
 /// Concurrent deliveries in `concurrent_duplicates`.
 const CONCURRENT: usize = 32;

@@ -25,7 +25,8 @@ pub fn esc(text: &str) -> String {
 
 const STYLE: &str = r#"
 :root { color-scheme: light; }
-body { font: 13px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111; margin: 2rem auto; max-width: 1100px; padding: 0 1rem; }
+body { font: 13px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111;
+       margin: 2rem auto; max-width: 1100px; padding: 0 1rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
 h2 { font-size: 1.15rem; margin: 2rem 0 .5rem; border-bottom: 2px solid #222; padding-bottom: .2rem; }
 p.meta, .muted { color: #555; }
@@ -72,7 +73,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     let critical = e.findings.iter().filter(|f| f.severity == "critical").count();
     let _ = write!(
         h,
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signet sign-off evidence ({scope})</title>\
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>Signet sign-off evidence ({scope})</title>\
          <style>{STYLE}</style></head><body>\n<h1>Signet sign-off evidence</h1>\n\
          <p class=\"meta\">Generated {} for {scope} · Signet {} on {} · schema {}<br>\
          evidence.json SHA-256 <code>{}</code><br>Evidence-signing public key (Ed25519) <code>{}</code></p>\n",
@@ -87,7 +89,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     let _ = writeln!(
         h,
         "<div class=\"summary\"><div>Findings<strong class=\"{}\">{} critical · {} warning</strong></div>\
-         <div>Constraints present<strong>{} of {}</strong></div><div>Latest drills<strong class=\"{}\">{}</strong></div>\
+         <div>Constraints present<strong>{} of {}</strong></div><div>Latest drills\
+         <strong class=\"{}\">{}</strong></div>\
          <div>Audit chain<strong class=\"{}\">{}</strong></div></div>",
         if critical > 0 { "bad" } else { "ok" },
         critical,
@@ -126,12 +129,17 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         h.push_str("</ul>\n");
     }
 
-    h.push_str("<h2>Credentials</h2>\n<table><thead><tr><th>Tenant / endpoint</th><th>Key</th><th>Status</th><th>Scheme · event types</th>\
-                <th>Owner · rotation owner</th><th>Approved by</th><th>Scope hash</th><th>KEK</th><th>Age</th><th>Last verified</th><th>Overlap ends</th></tr></thead><tbody>\n");
+    h.push_str(
+        "<h2>Credentials</h2>\n<table><thead><tr><th>Tenant / endpoint</th><th>Key</th><th>Status</th>\
+                <th>Scheme · event types</th>\
+                <th>Owner · rotation owner</th><th>Approved by</th><th>Scope hash</th><th>KEK</th><th>Age</th>\
+                <th>Last verified</th><th>Overlap ends</th></tr></thead><tbody>\n",
+    );
     for k in &e.credentials {
         let _ = writeln!(
             h,
-            "<tr><td>{}/{}</td><td class=\"mono\">{}</td><td>{}</td><td>{} · {}</td><td>{} · {}</td><td>{}{}</td><td class=\"mono\">{}{}</td><td>v{}</td><td>{} d</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}/{}</td><td class=\"mono\">{}</td><td>{}</td><td>{} · {}</td><td>{} · {}</td><td>{}{}</td>\
+             <td class=\"mono\">{}{}</td><td>v{}</td><td>{} d</td><td>{}</td><td>{}</td></tr>",
             esc(&k.tenant),
             esc(&k.endpoint),
             esc(&k.key_id),
@@ -156,7 +164,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     if e.credentials.is_empty() {
         h.push_str("<tr><td colspan=\"11\" class=\"muted\">No keys.</td></tr>\n");
     }
-    h.push_str("</tbody></table>\n<h3>Who can touch credentials</h3>\n<table><thead><tr><th>Role</th><th>Permissions (live policy)</th><th>Held by</th></tr></thead><tbody>\n");
+    h.push_str(
+        "</tbody></table>\n<h3>Who can touch credentials</h3>\n<table><thead><tr><th>Role</th>\
+                <th>Permissions (live policy)</th><th>Held by</th></tr></thead><tbody>\n",
+    );
     for a in &e.access {
         let holders: Vec<String> = a
             .holders
@@ -180,7 +191,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     }
     h.push_str("</tbody></table>\n");
 
-    h.push_str("<h2>Database constraints (live catalog)</h2>\n<table><thead><tr><th>Constraint</th><th>Table</th><th>Rule</th><th>Guarantees</th><th>Present</th><th>Enforced by</th></tr></thead><tbody>\n");
+    h.push_str(
+        "<h2>Database constraints (live catalog)</h2>\n<table><thead><tr><th>Constraint</th><th>Table</th>\
+                <th>Rule</th><th>Guarantees</th><th>Present</th><th>Enforced by</th></tr></thead><tbody>\n",
+    );
     for c in &e.constraints {
         let rule = match &c.references {
             Some(r) => format!("{} ({}) → {}", c.kind, c.columns.join(", "), r),
@@ -224,7 +238,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                     String::new()
                 },
             );
-            h.push_str("<table><thead><tr><th>Drill</th><th>Result</th><th>Expected</th><th>Observed</th><th>Time</th></tr></thead><tbody>\n");
+            h.push_str(
+                "<table><thead><tr><th>Drill</th><th>Result</th><th>Expected</th><th>Observed</th>\
+                        <th>Time</th></tr></thead><tbody>\n",
+            );
             for d in &r.drills {
                 let list = |m: &serde_json::Map<String, serde_json::Value>| {
                     m.iter()
@@ -234,7 +251,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 };
                 let _ = writeln!(
                     h,
-                    "<tr><td><code>{}</code></td><td>{}{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td>{} ms</td></tr>",
+                    "<tr><td><code>{}</code></td><td>{}{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td>\
+                     <td>{} ms</td></tr>",
                     esc(&d.name),
                     if d.passed { "<span class=\"ok\">passed</span>" } else { "<span class=\"bad\">FAILED</span>" },
                     if d.failures.is_empty() { String::new() } else { format!("<br>{}", esc(&d.failures.join("; "))) },
@@ -247,7 +265,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         }
     }
 
-    h.push_str("<h2>Retention</h2>\n<table><thead><tr><th>Scheme</th><th>Redelivery horizon</th><th>Version</th><th>Decided by</th><th>When</th><th>Why</th></tr></thead><tbody>\n");
+    h.push_str(
+        "<h2>Retention</h2>\n<table><thead><tr><th>Scheme</th><th>Redelivery horizon</th><th>Version</th>\
+                <th>Decided by</th><th>When</th><th>Why</th></tr></thead><tbody>\n",
+    );
     for x in &e.retention.horizons {
         let _ = writeln!(
             h,
@@ -260,11 +281,16 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
             esc(&x.reason)
         );
     }
-    h.push_str("</tbody></table>\n<table><thead><tr><th>Tenant / endpoint</th><th>Scheme</th><th>Dedup</th><th>Bodies</th><th>Horizon</th><th>Guard holds</th><th>Decided by</th><th>When</th><th>Why</th></tr></thead><tbody>\n");
+    h.push_str(
+        "</tbody></table>\n<table><thead><tr><th>Tenant / endpoint</th><th>Scheme</th><th>Dedup</th>\
+                <th>Bodies</th><th>Horizon</th><th>Guard holds</th><th>Decided by</th><th>When</th>\
+                <th>Why</th></tr></thead><tbody>\n",
+    );
     for r in &e.retention.endpoints {
         let _ = writeln!(
             h,
-            "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td></tr>",
             esc(&r.tenant),
             esc(&r.endpoint),
             esc(&r.scheme),
@@ -279,7 +305,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     }
     h.push_str("</tbody></table>\n");
 
-    h.push_str("<h2>Retry policy (the rollback switch)</h2>\n<table><thead><tr><th>Tenant</th><th>Now</th><th>History (newest first)</th><th>May roll back</th></tr></thead><tbody>\n");
+    h.push_str(
+        "<h2>Retry policy (the rollback switch)</h2>\n<table><thead><tr><th>Tenant</th><th>Now</th>\
+                <th>History (newest first)</th><th>May roll back</th></tr></thead><tbody>\n",
+    );
     for p in &e.retry_policy {
         let hist: Vec<String> = p
             .history
@@ -319,7 +348,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         h,
         "<h2>Metrics ({} window, {} – {})</h2>\n<table><tbody>\
          <tr><th>Applied</th><td>{}</td></tr><tr><th>Duplicate acknowledgements</th><td>{}</td></tr>\
-         <tr><th>Verification failures</th><td>{}</td></tr><tr><th>Rollbacks (transient failures answered 503)</th><td>{}</td></tr>\
+         <tr><th>Verification failures</th><td>{}</td></tr><tr><th>Rollbacks (transient failures answered 503)</th>\
+         <td>{}</td></tr>\
          <tr><th>Quarantined</th><td>{}</td></tr><tr><th>Awaiting triage now</th><td>{}</td></tr>\
          <tr><th>Outbox backlog now</th><td>{} (oldest {}; dead {})</td></tr></tbody></table>\n",
         esc(&m.window),
@@ -339,9 +369,11 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     let a = &e.audit;
     let _ = write!(
         h,
-        "<h2>Audit log</h2>\n<table><tbody><tr><th>Chain verifies</th><td>{}{}</td></tr><tr><th>Entries</th><td>{}</td></tr>\
+        "<h2>Audit log</h2>\n<table><tbody><tr><th>Chain verifies</th><td>{}{}</td></tr><tr><th>Entries</th>\
+         <td>{}</td></tr>\
          <tr><th>Keyed (HMAC under a vault-sealed key) since entry</th><td>{}</td></tr>\
-         <tr><th>Signed checkpoint</th><td class=\"mono\">seq {} · head {} · at {}<br>signature {}</td></tr></tbody></table>\n",
+         <tr><th>Signed checkpoint</th><td class=\"mono\">seq {} · head {} · at {}\
+         <br>signature {}</td></tr></tbody></table>\n",
         yes_no(a.chain_verified),
         a.first_broken.as_ref().map(|b| format!(" at entry {}: {}", b.seq, esc(&b.reason))).unwrap_or_default(),
         a.entries,
@@ -352,7 +384,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         esc(&a.checkpoint.signature),
     );
     h.push_str(
-        "<p class=\"muted\">Verify this bundle with <code>signet evidence verify &lt;dir&gt; --public-key &lt;file&gt;</code>; \
+        "<p class=\"muted\">Verify this bundle with \
+         <code>signet evidence verify &lt;dir&gt; --public-key &lt;file&gt;</code>; \
          the public key comes from <code>signet evidence public-key</code> on the deployment.</p>\n</body></html>\n",
     );
     h

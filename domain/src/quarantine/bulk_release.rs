@@ -279,7 +279,12 @@ async fn finish_as(
     let done = update.exec(&txn).await?;
     if done.rows_affected == 1 {
         let j = job::Entity::find_by_id(job_id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
-        let after = json!({"total": j.total, "released": j.released, "still_failing": j.still_failing, "already_resolved": j.already_resolved});
+        let after = json!({
+            "total": j.total,
+            "released": j.released,
+            "still_failing": j.still_failing,
+            "already_resolved": j.already_resolved,
+        });
         audit::record(
             &txn,
             &principal.actor,

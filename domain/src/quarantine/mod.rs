@@ -402,7 +402,9 @@ async fn release_marking(
                                 entry::Entity::update_many()
                                 .col_expr(
                                     entry::Column::ResolutionNote,
-                                    Expr::value(format!("{reason} (stale transition: the reminder had moved past it, nothing applied)")),
+                                    Expr::value(format!(
+                                        "{reason} (stale transition: the reminder had moved past it, nothing applied)"
+                                    )),
                                 )
                                 .filter(entry::Column::Id.eq(id))
                                 .exec(&txn)

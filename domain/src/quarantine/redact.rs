@@ -76,7 +76,10 @@ mod tests {
 
     #[test]
     fn redacts_configured_fields_at_any_depth() {
-        let mut v = json!({"type": "reminder.created", "data": {"reminder_id": "r1", "Phone": "+41 79", "contacts": [{"email": "a@b"}]}});
+        let mut v = json!({
+            "type": "reminder.created",
+            "data": {"reminder_id": "r1", "Phone": "+41 79", "contacts": [{"email": "a@b"}]},
+        });
         Redaction::default().apply(&mut v);
         assert_eq!(v["data"]["reminder_id"], "r1");
         assert_eq!(v["data"]["Phone"], MASK);

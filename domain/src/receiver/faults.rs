@@ -7,7 +7,10 @@
 //!   for the synthetic drill tenant, so neither a request, an environment
 //!   variable nor a real tenant's traffic can trigger one.
 //!
-//! `SIGNET_FAULTS=stall_effect_ms=30000,stall_after_commit_ms=5000,transient=1,stall_after_send_ms=5000,stall_bulk_entry_ms=200,lost_commit_answers=1`
+//! The setting is a comma-separated list without spaces, for example
+//! `SIGNET_FAULTS=stall_effect_ms=30000,transient=1`; the names are
+//! `stall_effect_ms`, `stall_after_commit_ms`, `transient`,
+//! `stall_after_send_ms`, `stall_bulk_entry_ms` and `lost_commit_answers`.
 
 use std::{
     sync::{

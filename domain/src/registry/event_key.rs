@@ -268,9 +268,10 @@ mod tests {
             env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","data":{"reminder_id":"r-1"}}"#);
         assert_eq!(compound_id(&fields, &a).as_deref(), Some("key:reminder.scheduled|r-1|2027-01-05T09:00:00Z"));
         // The same values are the same event; another value is another one.
-        let b = env(
-            r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","data":{"reminder_id":"r-1","extra":1}}"#,
-        );
+        let b = env(concat!(
+            r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T09:00:00Z","#,
+            r#""data":{"reminder_id":"r-1","extra":1}}"#
+        ));
         assert_eq!(compound_id(&fields, &a), compound_id(&fields, &b));
         let c =
             env(r#"{"type":"reminder.scheduled","occurred_at":"2027-01-05T10:00:00Z","data":{"reminder_id":"r-1"}}"#);

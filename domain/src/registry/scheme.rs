@@ -55,7 +55,7 @@ pub fn validate_event_types<S: AsRef<str>>(types: &[S]) -> DomainResult<EventTyp
         if !ok {
             return Err(DomainError::invalid(
                 "invalid_event_type",
-                format!("event type {t:?} must be '*' or like 'reminder.created' (a-z, 0-9, '.', '_', '-')"),
+                format!("event type {t:?} must be '*' or match {} (like 'reminder.created')", event_type_pattern()),
             ));
         }
         if !out.iter().any(|x| x == t) {

@@ -100,9 +100,8 @@ pub fn notify_url_pattern() -> String {
     let bracketed = format!(r"\[{IPV6}\](?::[0-9]*)?");
     let https_host = format!(r"(?:{bracketed}|[^\[:/?#@{ws}\x00-\x1f\x7f-\x9f]{authority}*)");
     let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
-    let loopback = format!(
-        r"(?:(?:[lL][oO][cC][aA][lL][hH][oO][sS][tT]|127\.{octet}\.{octet}\.{octet})(?::{authority}*)?|\[::1\]{authority}*)"
-    );
+    let localhost = "[lL][oO][cC][aA][lL][hH][oO][sS][tT]";
+    let loopback = format!(r"(?:(?:{localhost}|127\.{octet}\.{octet}\.{octet})(?::{authority}*)?|\[::1\]{authority}*)");
     format!(r"^[{ws}]*(?:https://{https_host}{rest}|http://{loopback}{rest})?[{ws}]*$")
 }
 
@@ -154,7 +153,8 @@ fn validate_notify_url(url: &str) -> DomainResult<Option<String>> {
     if !notify_url_allowed(url) {
         return Err(DomainError::invalid(
             "insecure_notify_url",
-            "notify URL must be https:// (plain http:// only to a relay on loopback: localhost, 127.0.0.0/8, [::1]); notifications carry one-time codes",
+            "notify URL must be https:// (plain http:// only to a relay on loopback: \
+             localhost, 127.0.0.0/8, [::1]); notifications carry one-time codes",
         ));
     }
     Ok(Some(url.to_owned()))

@@ -352,7 +352,13 @@ pub async fn set(
             target_id: &format!("{}/{}", t.slug, e.slug),
             tenant_id: Some(&t.id),
             before: before.map(|b| json!({"dedup_secs": b.dedup_secs, "body_secs": b.body_secs, "version": b.version})),
-            after: Some(json!({"dedup_secs": dedup, "body_secs": body, "horizon_secs": h.horizon_secs, "version": next, "reason": reason})),
+            after: Some(json!({
+                "dedup_secs": dedup,
+                "body_secs": body,
+                "horizon_secs": h.horizon_secs,
+                "version": next,
+                "reason": reason,
+            })),
         },
     )
     .await?;

@@ -99,9 +99,8 @@ async fn drain(t: &TestDb, job_id: &str) {
 db_test!(progress_is_reported_entry_by_entry_with_each_outcome, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     quarantine_updates(&s, 6).await;
-    assert!(
-        matches!(send(&s, b"not json", "junk").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope")
-    );
+    let junk = send(&s, b"not json", "junk").await;
+    assert!(matches!(junk, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope"));
     create_reminders(&s, 0..4).await;
 
     let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "reminders backfilled").await.unwrap();

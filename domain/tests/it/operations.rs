@@ -306,7 +306,8 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     let id = entry_id(t, "msg_early").await;
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try").await;
     assert!(
-        matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("event_type_not_permitted")),
+        matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message })
+            if message.contains("event_type_not_permitted")),
         "{refused:?}"
     );
     let entry = quarantine::get(&t.db, &admin(), &id).await.unwrap();
@@ -333,7 +334,8 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     domain::registry::keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try again").await;
     assert!(
-        matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message }) if message.contains("key_revoked")),
+        matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message })
+            if message.contains("key_revoked")),
         "{refused:?}"
     );
     assert_eq!(quarantine::get(&t.db, &admin(), &id).await.unwrap().status, "open");
@@ -375,7 +377,13 @@ db_test!(releasing_a_transition_the_reminder_moved_past_applies_nothing_and_says
 db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once, async |t: &TestDb| {
     let s = setup(t, Scheme::Stripe, None).await;
     let body = |id: &str| {
-        json!({"type": "reminder.created", "occurred_at": "2027-01-01T08:00:00Z", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
+        json!({
+            "type": "reminder.created",
+            "occurred_at": "2027-01-01T08:00:00Z",
+            "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"},
+        })
+        .to_string()
+        .into_bytes()
     };
     let post = |b: Vec<u8>, ts: i64| {
         let s = &s;

@@ -115,7 +115,13 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
         json!({"type": "otp.requested", "data": {"otp_request_id": "o1", "channel": "sms"}}).to_string().into_bytes();
     let h = signed(&s, Scheme::StandardWebhooks, &otp, now_s(), "msg_2");
     assert_eq!(deliver(&s, &h, &otp).await, Outcome::Refused(Refusal::EventTypeNotPermitted));
-    let foreign = json!({"type": "reminder.created", "tenant": "clinic-b", "data": {"reminder_id": "x", "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+    let foreign = json!({
+        "type": "reminder.created",
+        "tenant": "clinic-b",
+        "data": {"reminder_id": "x", "send_at": "2027-01-05T09:00:00Z"},
+    })
+    .to_string()
+    .into_bytes();
     let h = signed(&s, Scheme::StandardWebhooks, &foreign, now_s(), "msg_3");
     assert_eq!(deliver(&s, &h, &foreign).await, Outcome::Refused(Refusal::TenantMismatch));
     // A key id outside the accepted set.
@@ -215,7 +221,10 @@ db_test!(outbox_intents_are_written_in_the_transaction, async |t: &TestDb| {
         // Three events for the same OTP request: one intent, ever.
         // (Each body differs: GitHub signs the body alone, so the same body
         // under another delivery id would be a replay.)
-        let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-7", "channel": if i == 0 { "sms" } else { "email" }, "n": i}}).to_string().into_bytes();
+        let channel = if i == 0 { "sms" } else { "email" };
+        let otp = json!({"type": "otp.requested", "data": {"otp_request_id": "otp-7", "channel": channel, "n": i}})
+            .to_string()
+            .into_bytes();
         assert!(matches!(deliver(&s, &signed(&s, Scheme::Github, &otp, 0, id), &otp).await, Outcome::Applied { .. }));
     }
     let intents = outbox_intent::Entity::find().all(&t.db).await.unwrap();
@@ -267,7 +276,13 @@ db_test!(many_distinct_events_on_sixteen_workers_all_apply, async |t: &TestDb| {
                 if k >= 200 {
                     break;
                 }
-                let body = json!({"id": format!("evt_{k}"), "type": "reminder.created", "data": {"reminder_id": format!("r-{k}"), "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes();
+                let body = json!({
+                    "id": format!("evt_{k}"),
+                    "type": "reminder.created",
+                    "data": {"reminder_id": format!("r-{k}"), "send_at": "2027-01-05T09:00:00Z"},
+                })
+                .to_string()
+                .into_bytes();
                 let o = deliver(&s, &signed(&s, Scheme::Stripe, &body, now_s(), ""), &body).await;
                 assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
                 n += 1;
@@ -327,7 +342,8 @@ async fn a_connection_the_database_dropped_is_retried_not_lost() {
     let killed = killer
         .query_one_raw(sea_orm::Statement::from_string(
             sea_orm::DbBackend::Postgres,
-            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
         ))
         .await
         .unwrap()
@@ -599,7 +615,11 @@ db_test!(late_and_post_cancel_transitions_apply_nothing_and_say_so, async |t: &T
         let s = &s;
         async move { deliver(s, &signed(s, Scheme::StandardWebhooks, &body, now_s(), id), &body).await }
     };
-    let created = json!({"type": "reminder.created", "occurred_at": "2027-01-01T08:00:00Z", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}});
+    let created = json!({
+        "type": "reminder.created",
+        "occurred_at": "2027-01-01T08:00:00Z",
+        "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"},
+    });
     assert!(matches!(send(created.to_string().into_bytes(), "e1").await, Outcome::Applied { .. }));
     assert!(matches!(
         send(reminder_event("reminder.scheduled", "r-1", "2027-01-01T10:00:00Z"), "e2").await,
@@ -664,7 +684,13 @@ async fn created_at_ts(_t: &TestDb, s: &Setup, id: &str, ts: i64) -> Outcome {
 db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, async |t: &TestDb| {
     let s = setup(t, Scheme::Stripe, None).await;
     let body = |id: &str, occurred: &str| {
-        json!({"type": "reminder.created", "occurred_at": occurred, "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
+        json!({
+            "type": "reminder.created",
+            "occurred_at": occurred,
+            "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"},
+        })
+        .to_string()
+        .into_bytes()
     };
     let b1 = body("r-1", "2027-01-01T08:00:00Z");
     let o = deliver(&s, &signed(&s, Scheme::Stripe, &b1, now_s(), ""), &b1).await;

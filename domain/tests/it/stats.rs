@@ -38,7 +38,8 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
     let b = tenant(t, "clinic-b").await;
     let tel = Telemetry::default();
     for i in 0..3 {
-        let body = json!({"type": "reminder.created", "data": {"reminder_id": format!("r-{i}"), "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+        let data = json!({"reminder_id": format!("r-{i}"), "send_at": "2027-01-05T09:00:00Z"});
+        let body = json!({"type": "reminder.created", "data": data}).to_string();
         deliver_counted(&s, &tel, &body, &format!("msg_{i}"), false).await;
     }
     tokio::time::sleep(Duration::from_millis(1100)).await;

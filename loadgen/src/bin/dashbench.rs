@@ -126,8 +126,10 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
         exec(
             db,
             format!(
-                "INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) \
-                 SELECT e.tenant_id, e.id, 'evt_' || CAST(s.n + {done} AS TEXT), 'digest', 'reminder.created', 'key', 'applied', \
+                "INSERT INTO inbox_claims \
+                     (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) \
+                 SELECT e.tenant_id, e.id, 'evt_' || CAST(s.n + {done} AS TEXT), 'digest', 'reminder.created', \
+                        'key', 'applied', \
                         {now} - ((s.n + {done}) * {span_ms} / {events}) \
                  FROM ({series}) s JOIN bench_endpoints e ON e.i = (s.n + {done}) % {n_ep}",
                 events = args.events,

@@ -170,7 +170,13 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Token(TokenCmd::Create { name, role, tenant }) => {
             let role = parse_role(&role)?;
             let t = tokens::create(&db, p, &name, role, tenant.as_deref()).await?;
-            let out = json!({"token": t.token.expose(), "id": t.view.id, "name": t.view.name, "role": t.view.role, "tenant": t.view.tenant});
+            let out = json!({
+                "token": t.token.expose(),
+                "id": t.view.id,
+                "name": t.view.name,
+                "role": t.view.role,
+                "tenant": t.view.tenant,
+            });
             emit(json, &out, || format!("token {} ({}), shown once:\n{}", t.view.name, t.view.role, t.token.expose()));
         }
         Command::Token(TokenCmd::Revoke { token_id }) => {
@@ -435,7 +441,8 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
             let r = purge::run(db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await?;
             emit(json, &r, || {
                 format!(
-                    "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, {} minute rollups",
+                    "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, \
+                     {} minute rollups",
                     r.claims_deleted,
                     r.quarantine_deleted,
                     r.bodies_cleared,
@@ -597,7 +604,11 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
             let vault = open_vault(args, db).await?;
             let rotation = kek::rotate(db, &vault, p).await?;
             let done = kek::run(db, &vault, &rotation.rewrap.id, rewrap_progress()).await?;
-            let report = serde_json::json!({"kek_version": rotation.kek_version, "added_version": rotation.added_version, "rewrap": done});
+            let report = serde_json::json!({
+                "kek_version": rotation.kek_version,
+                "added_version": rotation.added_version,
+                "rewrap": done,
+            });
             emit(json, &report, || {
                 format!(
                     "{} KEK version {}; resealed {} of {} rows read",

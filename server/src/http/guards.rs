@@ -25,7 +25,10 @@ pub async fn origin_check(req: Request, next: Next) -> Response {
             tracing::warn!(path = %req.uri().path(), "refused a state-changing request without a matching Origin");
             return (
                 StatusCode::FORBIDDEN,
-                axum::Json(serde_json::json!({"error": "bad_origin", "message": "cross-origin or Origin-less request refused"})),
+                axum::Json(serde_json::json!({
+                    "error": "bad_origin",
+                    "message": "cross-origin or Origin-less request refused",
+                })),
             )
                 .into_response();
         }
@@ -53,7 +56,8 @@ pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
             // response (seen rarely in the no-JavaScript journeys, cause not
             // yet found): its own assets may load, no inline script runs.
             tracing::warn!(path = %path, "an HTML page had no CSP of its own; sent the fallback page policy");
-            "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+            "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
+             img-src 'self' data:; \
              connect-src 'self'; object-src 'none'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
         } else {
             "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
@@ -120,7 +124,13 @@ pub async fn control_body_limit(req: Request<Body>, next: Next) -> Response {
             tracing::info!(path = %parts.uri.path(), "refused a server-function call with an unknown field");
             return (
                 StatusCode::UNPROCESSABLE_ENTITY,
-                axum::Json(serde_json::json!({"error": "unknown_field", "message": format!("unknown field `{}`; nothing was changed", name.chars().take(64).collect::<String>())})),
+                axum::Json(serde_json::json!({
+                    "error": "unknown_field",
+                    "message": format!(
+                        "unknown field `{}`; nothing was changed",
+                        name.chars().take(64).collect::<String>()
+                    ),
+                })),
             )
                 .into_response();
         }

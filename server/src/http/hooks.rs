@@ -125,11 +125,16 @@ async fn receive(
     let (label, reason) = outcome.labels();
     match &outcome {
         Outcome::Applied { .. } | Outcome::Duplicate { .. } => {
-            tracing::debug!(tenant = %printable(&tenant), endpoint = %printable(&endpoint), key_id = key_id.as_deref().unwrap_or("-"), outcome = label, "webhook");
+            let key_id = key_id.as_deref().unwrap_or("-");
+            let (tenant, endpoint) = (printable(&tenant), printable(&endpoint));
+            tracing::debug!(%tenant, %endpoint, key_id, outcome = label, "webhook");
         }
         Outcome::Refused(Refusal::UnknownEndpoint) => {
             if let Some(held_back) = st.unknown_log.take() {
-                tracing::info!(tenant = %printable(&tenant), endpoint = %printable(&endpoint), held_back, "webhook to an unknown endpoint");
+                tracing::info!(
+                    tenant = %printable(&tenant), endpoint = %printable(&endpoint), held_back,
+                    "webhook to an unknown endpoint"
+                );
             }
         }
         _ => tracing::info!(

@@ -36,13 +36,18 @@ pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -
         .route(
             "/metrics",
             get(|| async {
-                let body = serde_json::json!({"error": "not_found", "message": "metrics are served on the metrics listener (SIGNET_METRICS_ADDR)"});
+                let body = serde_json::json!({
+                    "error": "not_found",
+                    "message": "metrics are served on the metrics listener (SIGNET_METRICS_ADDR)",
+                });
                 (http::StatusCode::NOT_FOUND, axum::Json(body))
             }),
         )
         .nest_service("/hooks", {
             let in_flight = limits::InFlight::new(limits.hooks_in_flight);
-            hooks::routes(hooks).layer(axum::middleware::from_fn(move |req, next| limits::hooks_in_flight(in_flight.clone(), req, next)))
+            let limit =
+                axum::middleware::from_fn(move |req, next| limits::hooks_in_flight(in_flight.clone(), req, next));
+            hooks::routes(hooks).layer(limit)
         })
         .nest("/api/v1", api::routes())
         .route("/evidence/files/{digest}/{file}", get(evidence_files::file))

@@ -65,7 +65,10 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
         .client()
         .post(s.url("/api/v1/quarantine/bulk-releases"))
         .bearer_auth(&token)
-        .json(&json!({"filter": {"tenant": "clinic-a", "reason": "reminder_not_found"}, "reason": "reminders backfilled"}))
+        .json(&json!({
+            "filter": {"tenant": "clinic-a", "reason": "reminder_not_found"},
+            "reason": "reminders backfilled",
+        }))
         .send()
         .await
         .unwrap();

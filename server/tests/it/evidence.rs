@@ -55,10 +55,12 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
                 let mut codes = Vec::new();
                 for n in 0..40 {
                     let id = format!("live-{w}-{n}");
-                    let body = json!({"type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string();
+                    let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
+                    let body = json!({"type": "reminder.created", "data": data}).to_string();
                     let ts = domain::clock::now_ms() / 1000;
                     let secret = domain::crypto::SigningSecret::parse(&secret).unwrap();
-                    let headers = domain::crypto::signature::sign(domain::registry::Scheme::StandardWebhooks, &secret, body.as_bytes(), ts, &id).unwrap();
+                    let scheme = domain::registry::Scheme::StandardWebhooks;
+                    let headers = domain::crypto::signature::sign(scheme, &secret, body.as_bytes(), ts, &id).unwrap();
                     let mut r = client.post(&url).body(body);
                     for (k, v) in headers {
                         r = r.header(k, v);

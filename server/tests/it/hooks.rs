@@ -66,7 +66,8 @@ fn now() -> i64 {
 }
 
 fn created(id: &str) -> Vec<u8> {
-    json!({"id": format!("evt_{id}"), "type": "reminder.created", "data": {"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"}}).to_string().into_bytes()
+    let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
+    json!({"id": format!("evt_{id}"), "type": "reminder.created", "data": data}).to_string().into_bytes()
 }
 
 impl Hook {
@@ -178,9 +179,9 @@ async fn gate_table(i: &Install, scheme: Scheme) {
         .to_string()
         .into_bytes();
     expect(h.deliver(&c, otp, "d-otp").await, 403, "error", "event_type_not_permitted");
-    let foreign = json!({"id": "evt_f", "type": "reminder.created", "tenant": "clinic-b", "data": {"reminder_id": "f", "send_at": "2027-01-05T09:00:00Z"}})
-        .to_string()
-        .into_bytes();
+    let data = json!({"reminder_id": "f", "send_at": "2027-01-05T09:00:00Z"});
+    let foreign =
+        json!({"id": "evt_f", "type": "reminder.created", "tenant": "clinic-b", "data": data}).to_string().into_bytes();
     expect(h.deliver(&c, foreign, "d-f").await, 403, "error", "tenant_mismatch");
     assert_eq!(count(&db, "inbox_claims").await, 0, "refusals store nothing");
     assert_eq!(count(&db, "replay_records").await, 0, "refusals store nothing");
@@ -651,7 +652,10 @@ both_engines!(rollups_and_key_usage_are_written_in_batches, async |i: &Install| 
             let row = db
                 .query_one_raw(Statement::from_string(
                     db.get_database_backend(),
-                    format!("SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM event_rollups WHERE outcome = '{outcome}' AND reason = '{reason}'"),
+                    format!(
+                        "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM event_rollups \
+                         WHERE outcome = '{outcome}' AND reason = '{reason}'"
+                    ),
                 ))
                 .await
                 .unwrap()

@@ -231,7 +231,9 @@ both_engines!(slow_clients_and_idle_connections_are_cut_off, async |i: &Install|
     // A slow webhook body: the head arrives, the body never finishes.
     let stalled_body = || async {
         let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        conn.write_all(b"POST /hooks/clinic-a/hooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"type\":").await.unwrap();
+        let head = b"POST /hooks/clinic-a/hooks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                     Content-Length: 100\r\n\r\n{\"type\":";
+        conn.write_all(head).await.unwrap();
         conn
     };
     let mut one = stalled_body().await;

@@ -8,6 +8,7 @@ mod cli;
 mod evidence;
 mod hooks;
 mod limits;
+mod openapi;
 mod outbox;
 mod rbac;
 mod readme;

@@ -157,7 +157,8 @@ both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell,
         db.get_database_backend(),
         format!(
             "INSERT INTO redelivery_horizons (scheme, version, horizon_secs, actor, reason, created_at, source) \
-             SELECT scheme, MAX(version) + 1, {}, 'system', 'a longer published schedule', {now}, 'test' FROM redelivery_horizons \
+             SELECT scheme, MAX(version) + 1, {}, 'system', 'a longer published schedule', {now}, 'test' \
+             FROM redelivery_horizons \
              WHERE scheme = 'standard-webhooks' GROUP BY scheme",
             3 * 86_400
         ),

@@ -118,7 +118,8 @@ async fn send_speaks_tls_caps_retry_after_and_reads_a_bounded_answer() {
         "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3600\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
             .to_owned(),
         format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{huge}",
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{huge}",
             huge.len()
         ),
     ];

@@ -50,7 +50,8 @@ impl Install {
                             panic!("PostgreSQL is required (SIGNET_REQUIRE_PG=1) but unusable at {admin}: {other:?}");
                         }
                         eprintln!(
-                            "SKIPPED (PostgreSQL unusable at {admin}); set SIGNET_TEST_PG_URL to run the PostgreSQL half"
+                            "SKIPPED (PostgreSQL unusable at {admin}); \
+                             set SIGNET_TEST_PG_URL to run the PostgreSQL half"
                         );
                         return None;
                     }

@@ -2,7 +2,8 @@
 //! durable. Each change first locks the endpoint's row (see the module docs).
 
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter,
+    Set, sea_query::Expr,
 };
 use serde_json::json;
 
@@ -105,23 +106,36 @@ pub async fn provision(
     let rotation_owner = validate_person("rotation owner", req.rotation_owner.as_deref().unwrap_or(&owner))?;
     let (key, secret) =
         insert_key(&txn, vault, &t, &e, &types, owner, rotation_owner, auth.actor().name(), None, now).await?;
-    audit::record(
-        &txn,
-        auth.actor(),
-        Change {
-            action: "key.provision",
-            target_kind: "key",
-            target_id: &key.id,
-            tenant_id: Some(&t.id),
-            before: None,
-            after: Some(summary(&view(&key, &t, &e, now))),
-        },
-    )
-    .await?;
-    let l = Loaded { key, tenant: t, endpoint: e };
-    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
+    let new = Loaded { key, tenant: t, endpoint: e };
+    let change = Change {
+        action: "key.provision",
+        target_kind: "key",
+        target_id: &new.key.id,
+        tenant_id: Some(&new.tenant.id),
+        before: None,
+        after: Some(summary(&view(&new.key, &new.tenant, &new.endpoint, now))),
+    };
+    finish_new_key(txn, principal, auth.actor(), &new, change, &approval, secret, now).await
+}
+
+/// The end of provision and rotate: record the change, approve the new key
+/// at once if the request carried an approval, commit, and show the secret
+/// (the only time it is shown).
+#[allow(clippy::too_many_arguments)]
+async fn finish_new_key(
+    txn: DatabaseTransaction,
+    principal: &Principal,
+    actor: &Actor,
+    new: &Loaded,
+    change: Change<'_>,
+    approval: &Approval,
+    secret: SigningSecret,
+    now: i64,
+) -> DomainResult<ProvisionedKey> {
+    audit::record(&txn, actor, change).await?;
+    let key = maybe_approve(&txn, principal, actor, new.clone(), approval, now).await?;
     txn.commit().await?;
-    Ok(ProvisionedKey { key: view(&key, &l.tenant, &l.endpoint, now), secret })
+    Ok(ProvisionedKey { key: view(&key, &new.tenant, &new.endpoint, now), secret })
 }
 
 /// Creates a replacement for an active key. See the module docs for when
@@ -187,23 +201,16 @@ pub async fn rotate(
         now,
     )
     .await?;
-    audit::record(
-        &txn,
-        auth.actor(),
-        Change {
-            action: "key.rotate",
-            target_kind: "key",
-            target_id: &key.id,
-            tenant_id: Some(&old.tenant.id),
-            before: Some(json!({"key_id": key_id, "status": "active"})),
-            after: Some(json!({"key_id": key.id, "replaces": key_id, "overlap_secs": overlap})),
-        },
-    )
-    .await?;
-    let l = Loaded { key, tenant: old.tenant, endpoint: old.endpoint };
-    let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
-    txn.commit().await?;
-    Ok(ProvisionedKey { key: view(&key, &l.tenant, &l.endpoint, now), secret })
+    let new = Loaded { key, tenant: old.tenant, endpoint: old.endpoint };
+    let change = Change {
+        action: "key.rotate",
+        target_kind: "key",
+        target_id: &new.key.id,
+        tenant_id: Some(&new.tenant.id),
+        before: Some(json!({"key_id": key_id, "status": "active"})),
+        after: Some(json!({"key_id": new.key.id, "replaces": key_id, "overlap_secs": overlap})),
+    };
+    finish_new_key(txn, principal, auth.actor(), &new, change, &approval, secret, now).await
 }
 
 /// Revokes a key immediately. A reason is required.
@@ -221,28 +228,12 @@ pub async fn revoke(
     if !status.is_live() {
         return Err(DomainError::conflict("not_revocable", format!("key {key_id} is already {status}")));
     }
-    let before = view(&l.key, &l.tenant, &l.endpoint, now);
     let mut a: signing_key::ActiveModel = l.key.clone().into();
     a.status = Set("revoked".into());
     a.revoked_at = Set(Some(now));
     a.revoked_reason = Set(Some(reason.clone()));
-    let key = a.update(&txn).await?;
-    let after = view(&key, &l.tenant, &l.endpoint, now);
-    audit::record(
-        &txn,
-        auth.actor(),
-        Change {
-            action: "key.revoke",
-            target_kind: "key",
-            target_id: key_id,
-            tenant_id: Some(&l.tenant.id),
-            before: Some(summary(&before)),
-            after: Some(json!({"status": after.status, "reason": reason})),
-        },
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(after)
+    let audit_after = |after: &KeyView| json!({"status": after.status, "reason": reason});
+    update_recorded(txn, auth.actor(), &l, a, "key.revoke", audit_after, now).await
 }
 
 /// Changes a key's event types (within the endpoint's). The key returns to
@@ -273,27 +264,38 @@ pub async fn set_scope(
     if new_hash == l.key.scope_hash {
         return Err(DomainError::nothing_to_change());
     }
-    let before = view(&l.key, &l.tenant, &l.endpoint, now);
     let mut a: signing_key::ActiveModel = l.key.clone().into();
     a.event_types = Set(types.to_json());
     a.scope_hash = Set(new_hash);
     a.status = Set("pending_approval".into());
     a.scope_changed_by = Set(Some(auth.actor().name().to_owned()));
-    let key = a.update(&txn).await?;
+    update_recorded(txn, auth.actor(), &l, a, "key.scope_change", summary, now).await
+}
+
+/// The end of revoke and set_scope: write the changed row, record the key
+/// before and after in the audit log (`audit_after` chooses what of the
+/// new view to record), commit, and return the key as it now is.
+async fn update_recorded(
+    txn: DatabaseTransaction,
+    actor: &Actor,
+    l: &Loaded,
+    row: signing_key::ActiveModel,
+    action: &str,
+    audit_after: impl FnOnce(&KeyView) -> serde_json::Value,
+    now: i64,
+) -> DomainResult<KeyView> {
+    let before = view(&l.key, &l.tenant, &l.endpoint, now);
+    let key = row.update(&txn).await?;
     let after = view(&key, &l.tenant, &l.endpoint, now);
-    audit::record(
-        &txn,
-        auth.actor(),
-        Change {
-            action: "key.scope_change",
-            target_kind: "key",
-            target_id: key_id,
-            tenant_id: Some(&l.tenant.id),
-            before: Some(summary(&before)),
-            after: Some(summary(&after)),
-        },
-    )
-    .await?;
+    let change = Change {
+        action,
+        target_kind: "key",
+        target_id: &l.key.id,
+        tenant_id: Some(&l.tenant.id),
+        before: Some(summary(&before)),
+        after: Some(audit_after(&after)),
+    };
+    audit::record(&txn, actor, change).await?;
     txn.commit().await?;
     Ok(after)
 }

@@ -62,7 +62,8 @@ async fn activate<C: ConnectionTrait>(
             return Err(DomainError::conflict(
                 "too_many_retiring",
                 format!(
-                    "endpoint {} already has {MAX_RETIRING_PER_ENDPOINT} keys in their overlap; wait for one to expire or revoke one",
+                    "endpoint {} already has {MAX_RETIRING_PER_ENDPOINT} keys in their overlap; \
+                     wait for one to expire or revoke one",
                     l.endpoint.slug
                 ),
             ));
@@ -123,7 +124,12 @@ pub(super) async fn maybe_approve<C: ConnectionTrait>(
                     target_id: &key.id,
                     tenant_id: Some(&l.tenant.id),
                     before: Some(json!({"status": "pending_approval"})),
-                    after: Some(json!({"status": "active", "reviewer": reviewer, "comment": comment, "scope_hash": key.scope_hash})),
+                    after: Some(json!({
+                        "status": "active",
+                        "reviewer": reviewer,
+                        "comment": comment,
+                        "scope_hash": key.scope_hash,
+                    })),
                 },
             )
             .await?;

@@ -17,6 +17,7 @@ use domain::{
 use serde::{Deserialize, Serialize};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery};
+use super::params::UserPath;
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct NewUserBody {
@@ -91,13 +92,13 @@ pub async fn create_user(
     Ok((StatusCode::CREATED, Json(CreatedUser { user, password: generated })))
 }
 
-#[utoipa::path(patch, path = "/api/v1/users/{username}", tag = "users", params(("username" = String, Path)), request_body = UserPatch,
+#[utoipa::path(patch, path = "/api/v1/users/{username}", tag = "users", params(UserPath), request_body = UserPatch,
     responses((status = 200, body = UserView), (status = 409, body = ErrorBody)))]
 pub async fn update_user(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(username): Path<String>,
+    Path(UserPath { username }): Path<UserPath>,
     ApiJson(body): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {
     if body.role.is_none() && body.tenant.is_none() && body.disabled.is_none() {
@@ -106,7 +107,10 @@ pub async fn update_user(
     Ok(Json(users::update(&st.db, &p, &username, body).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", params(AuditQuery), responses((status = 200, body = [AuditView])))]
+#[utoipa::path(
+    get, path = "/api/v1/audit", tag = "audit", params(AuditQuery),
+    responses((status = 200, body = [AuditView])),
+)]
 pub async fn list_audit(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,

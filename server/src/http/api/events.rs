@@ -9,6 +9,7 @@ use domain::events::{self, EventView, ReminderView};
 use serde::Deserialize;
 
 use super::auth::{ApiError, ApiPrincipal, ApiQuery, NoQuery};
+use super::params::{ReminderPath, TenantPath};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -21,12 +22,12 @@ pub struct EventQuery {
     pub limit: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/events", tag = "events", params(("tenant" = String, Path), EventQuery),
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/events", tag = "events", params(TenantPath, EventQuery),
     responses((status = 200, body = [EventView])))]
 pub async fn list_events(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
     ApiQuery(q): ApiQuery<EventQuery>,
 ) -> Result<Json<Vec<EventView>>, ApiError> {
     Ok(Json(
@@ -42,12 +43,12 @@ pub async fn list_events(
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/reminders/{reminder_id}", tag = "events",
-    params(("tenant" = String, Path), ("reminder_id" = String, Path)), responses((status = 200, body = ReminderView)))]
+    params(ReminderPath), responses((status = 200, body = ReminderView)))]
 pub async fn get_reminder(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, reminder_id)): Path<(String, String)>,
+    Path(ReminderPath { tenant, reminder_id }): Path<ReminderPath>,
 ) -> Result<Json<ReminderView>, ApiError> {
     Ok(Json(events::get_reminder(&st.db, &p, &tenant, &reminder_id).await?))
 }

@@ -18,6 +18,7 @@ use domain::evidence::{
 use serde::{Deserialize, Serialize};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery};
+use super::params::RunPath;
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StartedRun {
@@ -57,13 +58,13 @@ pub async fn list_drills(
     Ok(Json(runs::list(&st.db, &p, domain::paging::limit(domain::paging::DRILL_RUNS, q.limit)?).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(("run_id" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(RunPath),
     responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress")))]
 pub async fn get_drill(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(run_id): Path<String>,
+    Path(RunPath { run_id }): Path<RunPath>,
 ) -> Result<Json<DrillRunView>, ApiError> {
     Ok(Json(runs::get(&st.db, &p, &run_id).await?))
 }
@@ -104,7 +105,8 @@ pub async fn get_evidence(
 pub fn html_response(html: String, filename: Option<&str>) -> Response {
     let mut res = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
     let csp = format!(
-        "default-src 'none'; style-src '{}'; img-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        "default-src 'none'; style-src '{}'; img-src 'none'; \
+         frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
         domain::evidence::html::style_hash()
     );
     if let Ok(v) = HeaderValue::from_str(&csp) {
@@ -118,8 +120,12 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
     res
 }
 
-#[utoipa::path(get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
-    responses((status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle")))]
+#[utoipa::path(
+    get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
+    responses(
+        (status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle"),
+    ),
+)]
 pub async fn get_evidence_html(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -139,8 +145,13 @@ pub async fn list_exports(
     Ok(Json(export::list(&st.db, &p, q.tenant.as_deref(), 50).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
-    responses((status = 201, body = SignoffView), (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment")))]
+#[utoipa::path(
+    post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
+    responses(
+        (status = 201, body = SignoffView),
+        (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment"),
+    ),
+)]
 pub async fn sign_off(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,

@@ -14,6 +14,7 @@ use domain::{
 use serde::{Deserialize, Serialize};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery, OptionalJson};
+use super::params::{EndpointPath, KeyPath};
 
 /// A new key with its secret: the only time the secret is shown.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -141,12 +142,12 @@ fn approval(
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = [KeyView])))]
+    params(EndpointPath), responses((status = 200, body = [KeyView])))]
 pub async fn list_endpoint_keys(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<Vec<KeyView>>, ApiError> {
     domain::registry::endpoints::get(&st.db, &p, &tenant, &endpoint).await?;
     let filter = KeyFilter { tenant: Some(tenant), endpoint: Some(endpoint), status: None };
@@ -154,13 +155,13 @@ pub async fn list_endpoint_keys(
 }
 
 #[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = ProvisionBody,
+    params(EndpointPath), request_body = ProvisionBody,
     responses((status = 201, body = CreatedKey)))]
 pub async fn provision(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     OptionalJson(body): OptionalJson<ProvisionBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let approval = approval(&p, body.approve, body.reviewer, body.comment, "provisioning")?;
@@ -193,63 +194,74 @@ pub async fn list_keys(
     Ok(Json(keys::list(&st.db, &p, &KeyFilter { tenant: q.tenant, endpoint: None, status }).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(KeyPath),
     responses((status = 200, body = KeyView)))]
 pub async fn get_key(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(key_id): Path<String>,
+    Path(KeyPath { key_id }): Path<KeyPath>,
 ) -> Result<Json<KeyView>, ApiError> {
     Ok(Json(keys::get(&st.db, &p, &key_id).await?))
 }
 
 /// Changes the key's event types; the key then needs approval again.
-#[utoipa::path(patch, path = "/api/v1/keys/{key_id}", tag = "keys", params(("key_id" = String, Path)), request_body = ScopeBody,
-    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key's state does not allow a scope change (rejected, revoked, expired)")))]
+#[utoipa::path(
+    patch, path = "/api/v1/keys/{key_id}", tag = "keys", params(KeyPath), request_body = ScopeBody,
+    responses(
+        (status = 200, body = KeyView),
+        (status = 409, body = ErrorBody,
+            description = "the key's state does not allow a scope change (rejected, revoked, expired)"),
+    ),
+)]
 pub async fn set_scope(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(key_id): Path<String>,
+    Path(KeyPath { key_id }): Path<KeyPath>,
     ApiJson(body): ApiJson<ScopeBody>,
 ) -> Result<Json<KeyView>, ApiError> {
     Ok(Json(keys::set_scope(&st.db, &p, &key_id, &body.event_types).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/approve", tag = "keys", params(("key_id" = String, Path)), request_body = DecisionBody,
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/approve", tag = "keys", params(KeyPath), request_body = DecisionBody,
     responses((status = 200, body = KeyView), (status = 409, body = ErrorBody)))]
 pub async fn approve(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(key_id): Path<String>,
+    Path(KeyPath { key_id }): Path<KeyPath>,
     OptionalJson(body): OptionalJson<DecisionBody>,
 ) -> Result<Json<KeyView>, ApiError> {
     let comment = body.comment.unwrap_or_default();
     Ok(Json(keys::approve(&st.db, &p, &key_id, None, &comment).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(("key_id" = String, Path)), request_body = RejectBody,
-    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key is not pending approval")))]
+#[utoipa::path(
+    post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(KeyPath), request_body = RejectBody,
+    responses(
+        (status = 200, body = KeyView),
+        (status = 409, body = ErrorBody, description = "the key is not pending approval"),
+    ),
+)]
 pub async fn reject(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(key_id): Path<String>,
+    Path(KeyPath { key_id }): Path<KeyPath>,
     ApiJson(body): ApiJson<RejectBody>,
 ) -> Result<Json<KeyView>, ApiError> {
     let comment = body.comment;
     Ok(Json(keys::reject(&st.db, &p, &key_id, None, &comment).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/rotate", tag = "keys", params(("key_id" = String, Path)), request_body = RotateBody,
+#[utoipa::path(post, path = "/api/v1/keys/{key_id}/rotate", tag = "keys", params(KeyPath), request_body = RotateBody,
     responses((status = 201, body = CreatedKey), (status = 409, body = ErrorBody)))]
 pub async fn rotate(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(key_id): Path<String>,
+    Path(KeyPath { key_id }): Path<KeyPath>,
     OptionalJson(body): OptionalJson<RotateBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let approval = approval(&p, body.approve, body.reviewer, body.comment, "rotation")?;
@@ -257,13 +269,18 @@ pub async fn rotate(
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/revoke", tag = "keys", params(("key_id" = String, Path)), request_body = RevokeBody,
-    responses((status = 200, body = KeyView), (status = 409, body = ErrorBody, description = "the key is already revoked or expired")))]
+#[utoipa::path(
+    post, path = "/api/v1/keys/{key_id}/revoke", tag = "keys", params(KeyPath), request_body = RevokeBody,
+    responses(
+        (status = 200, body = KeyView),
+        (status = 409, body = ErrorBody, description = "the key is already revoked or expired"),
+    ),
+)]
 pub async fn revoke(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(key_id): Path<String>,
+    Path(KeyPath { key_id }): Path<KeyPath>,
     ApiJson(body): ApiJson<RevokeBody>,
 ) -> Result<Json<KeyView>, ApiError> {
     Ok(Json(keys::revoke(&st.db, &p, &key_id, &body.reason).await?))

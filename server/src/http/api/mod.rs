@@ -8,6 +8,7 @@ mod events;
 pub mod evidence;
 mod keys;
 mod operations;
+mod params;
 mod registry;
 mod retention;
 mod stats;
@@ -83,7 +84,11 @@ pub fn routes() -> Router<AppState> {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Signet admin API", description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage, retry policies, retention, drills and sign-off evidence."),
+    info(
+        title = "Signet admin API",
+        description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage, retry policies, \
+                       retention, drills and sign-off evidence."
+    ),
     paths(
         registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
         registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
@@ -93,7 +98,8 @@ pub fn routes() -> Router<AppState> {
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
         events::list_events, events::get_reminder,
         operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
-        operations::start_bulk_release, operations::list_bulk_releases, operations::get_bulk_release, operations::resume_bulk_release,
+        operations::start_bulk_release, operations::list_bulk_releases, operations::get_bulk_release,
+        operations::resume_bulk_release,
         operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
         operations::list_outbox, operations::retry_outbox,
         retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
@@ -103,7 +109,7 @@ pub fn routes() -> Router<AppState> {
         evidence::sign_off, evidence::list_signoffs, evidence::public_key,
     ),
     components(schemas(auth::ErrorBody)),
-    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies),
+    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -187,6 +193,26 @@ impl Modify for ErrorResponses {
                         )
                         .build();
                     op.responses.responses.entry(failure.status().as_str().to_owned()).or_insert(response.into());
+                }
+            }
+        }
+    }
+}
+
+/// A path parameter is always required (OpenAPI 3.1 §4.8.12.1). utoipa
+/// 5.5's `IntoParams` leaves `required` false for a field whose schema comes
+/// from `schema_with`, which is how `params.rs` states the domain's patterns.
+struct PathParametersRequired;
+
+impl Modify for PathParametersRequired {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [&mut item.get, &mut item.put, &mut item.post, &mut item.patch, &mut item.delete];
+            for op in ops.into_iter().flatten() {
+                for p in op.parameters.iter_mut().flatten() {
+                    if matches!(p.parameter_in, ParameterIn::Path) {
+                        p.required = utoipa::openapi::Required::True;
+                    }
                 }
             }
         }

@@ -16,6 +16,7 @@ use domain::{
 use serde::{Deserialize, Serialize};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery};
+use super::params::{IdPath, TenantPath};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct ReasonBody {
@@ -50,12 +51,12 @@ pub async fn list_quarantine(
     Ok(Json(quarantine::list(&st.db, &p, &f).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/quarantine/{id}", tag = "quarantine", params(("id" = String, Path), DetailQuery),
+#[utoipa::path(get, path = "/api/v1/quarantine/{id}", tag = "quarantine", params(IdPath, DetailQuery),
     responses((status = 200, body = QuarantineDetail)))]
 pub async fn get_quarantine(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
-    Path(id): Path<String>,
+    Path(IdPath { id }): Path<IdPath>,
     ApiQuery(q): ApiQuery<DetailQuery>,
 ) -> Result<Json<QuarantineDetail>, ApiError> {
     let entry = quarantine::get(&st.db, &p, &id).await?;
@@ -66,25 +67,32 @@ pub async fn get_quarantine(
     Ok(Json(QuarantineDetail { entry, body }))
 }
 
-#[utoipa::path(post, path = "/api/v1/quarantine/{id}/release", tag = "quarantine", params(("id" = String, Path)), request_body = ReasonBody,
-    responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody, description = "already resolved, or the event still cannot apply")))]
+#[utoipa::path(
+    post, path = "/api/v1/quarantine/{id}/release", tag = "quarantine", params(IdPath), request_body = ReasonBody,
+    responses(
+        (status = 200, body = QuarantineView),
+        (status = 409, body = ErrorBody, description = "already resolved, or the event still cannot apply"),
+    ),
+)]
 pub async fn release(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(id): Path<String>,
+    Path(IdPath { id }): Path<IdPath>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<QuarantineView>, ApiError> {
     Ok(Json(quarantine::release(&st.db, &st.vault, &p, &id, &body.reason).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/quarantine/{id}/discard", tag = "quarantine", params(("id" = String, Path)), request_body = ReasonBody,
-    responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody)))]
+#[utoipa::path(
+    post, path = "/api/v1/quarantine/{id}/discard", tag = "quarantine", params(IdPath), request_body = ReasonBody,
+    responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody)),
+)]
 pub async fn discard(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(id): Path<String>,
+    Path(IdPath { id }): Path<IdPath>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<QuarantineView>, ApiError> {
     Ok(Json(quarantine::discard(&st.db, &p, &id, &body.reason).await?))
@@ -103,8 +111,15 @@ pub struct BulkReleaseBody {
 
 /// Starts releasing every open entry matching the filter in the background;
 /// poll the returned job for progress.
-#[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
-    responses((status = 202, body = BulkReleaseView), (status = 404, body = ErrorBody, description = "the filter names a tenant or endpoint that does not exist or is out of scope"), (status = 409, body = ErrorBody, description = "nothing matches")))]
+#[utoipa::path(
+    post, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
+    responses(
+        (status = 202, body = BulkReleaseView),
+        (status = 404, body = ErrorBody,
+            description = "the filter names a tenant or endpoint that does not exist or is out of scope"),
+        (status = 409, body = ErrorBody, description = "nothing matches"),
+    ),
+)]
 pub async fn start_bulk_release(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -126,25 +141,30 @@ pub async fn list_bulk_releases(
     Ok(Json(bulk_release::recent(&st.db, &p, 20, st.bulk_stale_ms).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(("id" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(IdPath),
     responses((status = 200, body = BulkReleaseView)))]
 pub async fn get_bulk_release(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(id): Path<String>,
+    Path(IdPath { id }): Path<IdPath>,
 ) -> Result<Json<BulkReleaseView>, ApiError> {
     Ok(Json(bulk_release::get(&st.db, &p, &id, st.bulk_stale_ms).await?))
 }
 
 /// Takes over an interrupted or failed bulk release and runs the rest.
-#[utoipa::path(post, path = "/api/v1/quarantine/bulk-releases/{id}/resume", tag = "quarantine", params(("id" = String, Path)),
-    responses((status = 202, body = BulkReleaseView), (status = 409, body = ErrorBody, description = "still running, or finished")))]
+#[utoipa::path(
+    post, path = "/api/v1/quarantine/bulk-releases/{id}/resume", tag = "quarantine", params(IdPath),
+    responses(
+        (status = 202, body = BulkReleaseView),
+        (status = 409, body = ErrorBody, description = "still running, or finished"),
+    ),
+)]
 pub async fn resume_bulk_release(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(id): Path<String>,
+    Path(IdPath { id }): Path<IdPath>,
     _: NoBody,
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
     Ok((
@@ -161,36 +181,39 @@ pub struct PolicyBody {
     pub reason: String,
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
     responses((status = 200, body = RetryPolicyView)))]
 pub async fn get_retry_policy(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
     Ok(Json(retry_policy::get(&st.db, &p, &tenant).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(("tenant" = String, Path)), request_body = PolicyBody,
-    responses((status = 200, body = RetryPolicyView)))]
+#[utoipa::path(
+    put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
+    request_body = PolicyBody,
+    responses((status = 200, body = RetryPolicyView)),
+)]
 pub async fn set_retry_policy(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<PolicyBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
     Ok(Json(retry_policy::set(&st.db, &p, &tenant, &body.policy, &body.reason).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(("tenant" = String, Path)),
+#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(TenantPath),
     request_body = ReasonBody, responses((status = 200, body = RetryPolicyView), (status = 409, body = ErrorBody)))]
 pub async fn rollback_retry_policy(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
     Ok(Json(retry_policy::rollback(&st.db, &p, &tenant, &body.reason).await?))
@@ -227,13 +250,18 @@ pub async fn list_outbox(
     ))
 }
 
-#[utoipa::path(post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
-    responses((status = 200, body = OutboxView), (status = 409, body = ErrorBody, description = "the intent is not dead")))]
+#[utoipa::path(
+    post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(IdPath),
+    responses(
+        (status = 200, body = OutboxView),
+        (status = 409, body = ErrorBody, description = "the intent is not dead"),
+    ),
+)]
 pub async fn retry_outbox(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(id): Path<String>,
+    Path(IdPath { id }): Path<IdPath>,
     _: NoBody,
 ) -> Result<Json<OutboxView>, ApiError> {
     Ok(Json(outbox::retry(&st.db, &p, &id).await?))

@@ -13,6 +13,7 @@ use domain::registry::{
 };
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
+use super::params::{EndpointPath, TenantPath};
 
 #[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
 pub async fn list_tenants(
@@ -34,24 +35,26 @@ pub async fn create_tenant(
     Ok((StatusCode::CREATED, Json(tenants::create(&st.db, &p, body).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(TenantPath),
     responses((status = 200, body = TenantView)))]
 pub async fn get_tenant(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<TenantView>, ApiError> {
     Ok(Json(tenants::get(&st.db, &p, &tenant).await?))
 }
 
-#[utoipa::path(patch, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(("tenant" = String, Path)), request_body = TenantPatch,
-    responses((status = 200, body = TenantView)))]
+#[utoipa::path(
+    patch, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(TenantPath), request_body = TenantPatch,
+    responses((status = 200, body = TenantView)),
+)]
 pub async fn update_tenant(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<TenantPatch>,
 ) -> Result<Json<TenantView>, ApiError> {
     if body.name.is_none() && body.notify_url.is_none() {
@@ -60,48 +63,51 @@ pub async fn update_tenant(
     Ok(Json(tenants::update(&st.db, &p, &tenant, body).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)),
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
     responses((status = 200, body = [EndpointView])))]
 pub async fn list_endpoints(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<Vec<EndpointView>>, ApiError> {
     Ok(Json(endpoints::list(&st.db, &p, &tenant).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(("tenant" = String, Path)), request_body = NewEndpoint,
-    responses((status = 201, body = EndpointView), (status = 409, body = ErrorBody)))]
+#[utoipa::path(
+    post, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
+    request_body = NewEndpoint,
+    responses((status = 201, body = EndpointView), (status = 409, body = ErrorBody)),
+)]
 pub async fn create_endpoint(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(tenant): Path<String>,
+    Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<NewEndpoint>,
 ) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
     Ok((StatusCode::CREATED, Json(endpoints::create(&st.db, &p, &tenant, body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EndpointView)))]
+    params(EndpointPath), responses((status = 200, body = EndpointView)))]
 pub async fn get_endpoint(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<EndpointView>, ApiError> {
     Ok(Json(endpoints::get(&st.db, &p, &tenant, &endpoint).await?))
 }
 
 #[utoipa::path(patch, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EndpointPatch,
+    params(EndpointPath), request_body = EndpointPatch,
     responses((status = 200, body = EndpointView), (status = 409, body = ErrorBody)))]
 pub async fn update_endpoint(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     ApiJson(body): ApiJson<EndpointPatch>,
 ) -> Result<Json<EndpointView>, ApiError> {
     if body.event_types.is_none()
@@ -126,24 +132,24 @@ pub struct EventKeyChange {
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), responses((status = 200, body = EventKeyView)))]
+    params(EndpointPath), responses((status = 200, body = EventKeyView)))]
 pub async fn get_event_key(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<EventKeyView>, ApiError> {
     Ok(Json(event_key::get(&st.db, &p, &tenant, &endpoint).await?))
 }
 
 #[utoipa::path(put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = EventKeyChange,
+    params(EndpointPath), request_body = EventKeyChange,
     responses((status = 200, body = EventKeyView)))]
 pub async fn set_event_key(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     ApiJson(body): ApiJson<EventKeyChange>,
 ) -> Result<Json<EventKeyView>, ApiError> {
     Ok(Json(event_key::set(&st.db, &p, &tenant, &endpoint, body.fields, &body.reason).await?))

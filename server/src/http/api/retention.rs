@@ -10,6 +10,7 @@ use domain::retention::{self, HorizonView, RetentionChange, RetentionOverview, R
 use serde::Deserialize;
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
+use super::params::{EndpointPath, SchemePath};
 
 #[utoipa::path(get, path = "/api/v1/retention", tag = "retention",
     responses((status = 200, body = RetentionOverview)))]
@@ -22,25 +23,31 @@ pub async fn overview(
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)),
+    params(EndpointPath),
     responses((status = 200, body = RetentionView)))]
 pub async fn get_retention(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<RetentionView>, ApiError> {
     Ok(Json(retention::get(&st.db, &p, &tenant, &endpoint).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
-    params(("tenant" = String, Path), ("endpoint" = String, Path)), request_body = RetentionChange,
-    responses((status = 200, body = RetentionView), (status = 422, body = ErrorBody, description = "below the redelivery horizon, or a body kept longer than its claim")))]
+#[utoipa::path(
+    put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention", params(EndpointPath),
+    request_body = RetentionChange,
+    responses(
+        (status = 200, body = RetentionView),
+        (status = 422, body = ErrorBody,
+            description = "below the redelivery horizon, or a body kept longer than its claim"),
+    ),
+)]
 pub async fn set_retention(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path((tenant, endpoint)): Path<(String, String)>,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     ApiJson(change): ApiJson<RetentionChange>,
 ) -> Result<Json<RetentionView>, ApiError> {
     Ok(Json(retention::set(&st.db, &p, &tenant, &endpoint, &change).await?))
@@ -55,14 +62,19 @@ pub struct HorizonBody {
     pub reason: String,
 }
 
-#[utoipa::path(put, path = "/api/v1/retention/horizons/{scheme}", tag = "retention",
-    params(("scheme" = domain::registry::Scheme, Path)), request_body = HorizonBody,
-    responses((status = 200, body = HorizonView), (status = 409, body = ErrorBody, description = "an endpoint keeps claims for less than the new horizon")))]
+#[utoipa::path(
+    put, path = "/api/v1/retention/horizons/{scheme}", tag = "retention", params(SchemePath),
+    request_body = HorizonBody,
+    responses(
+        (status = 200, body = HorizonView),
+        (status = 409, body = ErrorBody, description = "an endpoint keeps claims for less than the new horizon"),
+    ),
+)]
 pub async fn set_horizon(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     _: NoQuery,
-    Path(scheme): Path<String>,
+    Path(SchemePath { scheme }): Path<SchemePath>,
     ApiJson(body): ApiJson<HorizonBody>,
 ) -> Result<Json<HorizonView>, ApiError> {
     Ok(Json(retention::set_horizon(&st.db, &p, &scheme, body.horizon_secs, &body.reason).await?))

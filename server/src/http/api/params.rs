@@ -1,0 +1,83 @@
+//! Path parameters: one type per shape, read by the handler's `Path`
+//! extractor and stated in the OpenAPI document, so the two cannot differ.
+//! Each pattern is the one the domain's generator or validator follows
+//! (`domain::ids`, `domain::auth::users`); a value outside it names nothing
+//! and answers 404, as any unknown name does.
+
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+/// `{tenant}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TenantPath {
+    /// Tenant slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub tenant: String,
+}
+
+/// `{tenant}/…/{endpoint}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct EndpointPath {
+    /// Tenant slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub tenant: String,
+    /// Endpoint slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub endpoint: String,
+}
+
+/// `{tenant}/reminders/{reminder_id}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ReminderPath {
+    /// Tenant slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub tenant: String,
+    /// The provider's reminder id, as its events carry it.
+    pub reminder_id: String,
+}
+
+/// `{key_id}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct KeyPath {
+    /// `key_` and 32 hex characters.
+    #[param(schema_with = domain::ids::key_id_schema)]
+    pub key_id: String,
+}
+
+/// `{id}`: a quarantine entry, a bulk release or an outbox intent.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct IdPath {
+    /// A UUID, lower-case and hyphenated.
+    #[param(schema_with = domain::ids::id_schema)]
+    pub id: String,
+}
+
+/// `{run_id}`: a drill run.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunPath {
+    /// A UUID, lower-case and hyphenated.
+    #[param(schema_with = domain::ids::id_schema)]
+    pub run_id: String,
+}
+
+/// `{username}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct UserPath {
+    #[param(schema_with = domain::auth::users::username_schema)]
+    pub username: String,
+}
+
+/// `{scheme}`: a signature scheme's name.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SchemePath {
+    #[param(value_type = domain::registry::Scheme)]
+    pub scheme: String,
+}

@@ -1,0 +1,50 @@
+//! The OpenAPI document states each path parameter's rule: the pattern its
+//! generator or validator follows, so a client (or schemathesis) can tell a
+//! well-formed name from one that can name nothing.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Every path parameter, by name, with its schema (the same name has the
+/// same schema on every route).
+fn path_parameters(doc: &Value) -> BTreeMap<String, Value> {
+    let mut found: BTreeMap<String, Value> = BTreeMap::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path") {
+                let name = p["name"].as_str().unwrap().to_owned();
+                assert!(path.contains(&format!("{{{name}}}")), "{method} {path} documents {name}, not in its path");
+                assert_eq!(p["required"], true, "{method} {path}: {name}");
+                let seen = found.entry(name.clone()).or_insert_with(|| p["schema"].clone());
+                assert_eq!(*seen, p["schema"], "{name} has two schemas ({method} {path})");
+            }
+            for name in path.split('{').skip(1).filter_map(|s| s.split_once('}')).map(|(n, _)| n) {
+                let documented = op["parameters"].as_array().into_iter().flatten().any(|p| p["name"] == name);
+                assert!(documented, "{method} {path} does not document {{{name}}}");
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn every_path_parameter_states_its_rule() {
+    let i = crate::support::Install::new(crate::support::Engine::Sqlite).expect("sqlite");
+    let s = i.serve();
+    let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
+    let params = path_parameters(&doc);
+    let pattern = |name: &str| params[name]["pattern"].as_str().unwrap_or_else(|| panic!("{name} has no pattern"));
+    assert_eq!(pattern("tenant"), domain::ids::slug_pattern());
+    assert_eq!(pattern("endpoint"), domain::ids::slug_pattern());
+    assert_eq!(pattern("key_id"), domain::ids::key_id_pattern());
+    for id in ["id", "run_id"] {
+        assert_eq!(pattern(id), domain::ids::id_pattern());
+    }
+    assert_eq!(pattern("username"), domain::auth::users::username_pattern());
+    assert_eq!(params["scheme"]["$ref"], "#/components/schemas/Scheme", "the scheme is one of the enum's names");
+    // The one free-text parameter: a provider's own reminder id.
+    assert_eq!(params["reminder_id"]["type"], "string");
+    let names: Vec<&String> = params.keys().collect();
+    assert_eq!(names, ["endpoint", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]);
+}

@@ -52,8 +52,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    #[cfg(feature = "ssr")]
-    ssr::set_page_csp();
     // Marks the document once the wasm bundle has taken over (effects never
     // run on the server). The browser tests use it to prove that the
     // "hydrated" journeys really ran hydrated, not on the SSR fallback.

@@ -342,22 +342,6 @@ pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
     Ok(dto::Me { username: p.actor.name().to_owned(), role: p.role, tenant })
 }
 
-/// A strict Content-Security-Policy for rendered pages: scripts run only
-/// with this response's nonce (Leptos puts it on its hydration and
-/// streaming scripts), so injected markup cannot execute.
-pub fn set_page_csp() {
-    if let (Some(nonce), Some(res)) = (leptos::nonce::use_nonce(), use_context::<ResponseOptions>()) {
-        let csp = format!(
-            "default-src 'self'; script-src 'nonce-{nonce}' 'strict-dynamic' 'wasm-unsafe-eval'; \
-             style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
-             frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-        );
-        if let Ok(v) = http::HeaderValue::from_str(&csp) {
-            res.insert_header(header::CONTENT_SECURITY_POLICY, v);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     /// A one-time secret is taken only by the session that created it; a

@@ -36,33 +36,51 @@ pub async fn origin_check(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+/// The nonce a rendered page's scripts carry. `security_headers` chooses it
+/// and puts it in the page's policy; the router's Leptos context hands the
+/// same value to the renderer (`page_nonce`), so header and page cannot
+/// disagree, whatever path the rendered response takes.
+#[derive(Clone)]
+pub struct PageNonce(pub String);
+
+/// The nonce chosen for this request, as the renderer's [`leptos::nonce::Nonce`].
+/// Called from the Leptos context closure, where the request's parts are.
+pub fn page_nonce() -> Option<leptos::nonce::Nonce> {
+    let parts = leptos::prelude::use_context::<http::request::Parts>()?;
+    parts.extensions.get::<PageNonce>().map(|n| leptos::nonce::Nonce::from_value(n.0.as_str()))
+}
+
+/// A rendered page's policy: scripts run only with this response's nonce
+/// (Leptos puts it on its hydration scripts), so injected markup cannot
+/// execute.
+fn page_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'nonce-{nonce}' 'strict-dynamic' 'wasm-unsafe-eval'; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+         frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    )
+}
+
+/// Everything that is not a rendered page (JSON, assets, errors) runs no script.
+const NO_SCRIPT_POLICY: &str = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
 /// Headers every response carries. Pages and API answers are never cached
 /// (they may show a secret once); built assets under `/pkg` may be.
-pub async fn security_headers(req: Request<Body>, next: Next) -> Response {
+pub async fn security_headers(mut req: Request<Body>, next: Next) -> Response {
     let cacheable = req.uri().path().starts_with("/pkg/");
-    let path = req.uri().path().to_owned();
+    let nonce = leptos::nonce::Nonce::new().to_string();
+    req.extensions_mut().insert(PageNonce(nonce.clone()));
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    // Rendered pages set their own nonce-based policy (app::ssr::set_page_csp);
-    // everything else (JSON, assets, errors) gets one that runs no script.
+    // A handler's own policy stays (the evidence page's hash-based one).
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
         let html =
             h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
-        let policy = if html {
-            // A console page whose own nonce policy did not reach the
-            // response (seen rarely in the no-JavaScript journeys, cause not
-            // yet found): its own assets may load, no inline script runs.
-            tracing::warn!(path = %path, "an HTML page had no CSP of its own; sent the fallback page policy");
-            "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
-             img-src 'self' data:; \
-             connect-src 'self'; object-src 'none'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-        } else {
-            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-        };
-        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
+        let policy = if html { HeaderValue::from_str(&page_policy(&nonce)).ok() } else { None };
+        h.insert(header::CONTENT_SECURITY_POLICY, policy.unwrap_or(HeaderValue::from_static(NO_SCRIPT_POLICY)));
     }
     if !cacheable {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -28,7 +28,13 @@ pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -
     // The server functions read the shared state from their context (the
     // 404 page renders the console too, so its handler provides it as well).
     let shared = state.shared.clone();
-    let provide_shared = move || provide_context(shared.clone());
+    // The page's script nonce is the one `security_headers` put in its policy.
+    let provide_shared = move || {
+        provide_context(shared.clone());
+        if let Some(nonce) = guards::page_nonce() {
+            provide_context(nonce);
+        }
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

@@ -56,3 +56,32 @@ both_engines!(the_session_cookie_is_host_bound_and_secure_off_loopback, async |i
     let cookie = sign_in(&s, "/").await.headers().get("set-cookie").unwrap().to_str().unwrap().to_owned();
     assert!(cookie.starts_with("__Host-signet_session=") && cookie.contains("Secure"), "{cookie}");
 });
+
+/// The nonce in a rendered page's policy: `script-src 'nonce-…'`.
+fn policy_nonce(res: &reqwest::Response) -> String {
+    let csp = res.headers()["content-security-policy"].to_str().unwrap();
+    let rest = csp.split_once("script-src 'nonce-").unwrap_or_else(|| panic!("no nonce policy: {csp}")).1;
+    rest.split_once('\'').unwrap().0.to_owned()
+}
+
+#[tokio::test]
+async fn every_script_of_a_page_carries_the_nonce_its_policy_names() {
+    let i = Install::new(crate::support::Engine::Sqlite).expect("sqlite");
+    let s = i.serve();
+    let mut seen = Vec::new();
+    // A page, the 404 page (rendered by the fallback handler), and the same
+    // page again: a fresh nonce each time.
+    for path in ["/login", "/no-such-page", "/login"] {
+        let res = reqwest::get(s.url(path)).await.unwrap();
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/html"), "{path}");
+        let nonce = policy_nonce(&res);
+        let html = res.text().await.unwrap();
+        let scripts: Vec<&str> = html.split("<script").skip(1).map(|s| s.split_once('>').unwrap().0).collect();
+        assert!(!scripts.is_empty(), "{path} has no script");
+        for attrs in scripts {
+            assert!(attrs.contains(&format!("nonce=\"{nonce}\"")), "{path}: <script{attrs}> lacks nonce {nonce}");
+        }
+        assert!(!seen.contains(&nonce), "{path}: a nonce was reused");
+        seen.push(nonce);
+    }
+}

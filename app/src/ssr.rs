@@ -185,7 +185,7 @@ fn cookie_in(headers: &http::HeaderMap, name: &str) -> Option<String> {
 
 /// The signed-in principal, or `Unauthenticated`.
 pub async fn principal() -> Result<Principal, AppError> {
-    maybe_principal().await?.ok_or_else(|| to_app_error(DomainError::Unauthenticated))
+    maybe_principal().await?.ok_or_else(|| AppError::from(DomainError::Unauthenticated))
 }
 
 /// The server state and the signed-in principal: what nearly every server
@@ -204,7 +204,7 @@ pub async fn polled_request(auto: Option<bool>) -> Result<(SharedState, Principa
 /// session alive.
 pub async fn polled_principal(auto: Option<bool>) -> Result<Principal, AppError> {
     let activity = if auto == Some(true) { Activity::Background } else { request_activity() };
-    principal_with(activity).await?.ok_or_else(|| to_app_error(DomainError::Unauthenticated))
+    principal_with(activity).await?.ok_or_else(|| AppError::from(DomainError::Unauthenticated))
 }
 
 /// Like [`principal`] but `None` when nobody is signed in (without marking
@@ -219,7 +219,7 @@ async fn principal_with(activity: Activity) -> Result<Option<Principal>, AppErro
     match domain::auth::sessions::authenticate(&st.db, st.sessions, &token, domain::clock::now_ms(), activity).await {
         Ok(p) => Ok(Some(p)),
         Err(DomainError::Unauthenticated) => Ok(None),
-        Err(e) => Err(to_app_error(e)),
+        Err(e) => Err(AppError::from(e)),
     }
 }
 
@@ -282,31 +282,34 @@ fn is_form_post() -> bool {
         .unwrap_or(false)
 }
 
-/// Maps a domain error once: a status for API-style callers, a public message
-/// for everyone, the detail only to the log.
-pub fn to_app_error(e: DomainError) -> AppError {
-    let status = match &e {
-        DomainError::NotFound => 404,
-        DomainError::Forbidden | DomainError::Refused { .. } => 403,
-        DomainError::Unauthenticated => 401,
-        DomainError::Invalid { .. } => 422,
-        DomainError::Conflict { .. } => 409,
-        DomainError::Throttled { .. } => 429,
-        DomainError::Db(err) => {
-            tracing::error!(error = %err, "database error in a server function");
-            500
+/// A domain refusal as the page shows it, mapped once: a status for
+/// API-style callers, a public message for everyone, the detail only to the
+/// log. (Here rather than beside `AppError`: the mapping is server-side.)
+impl From<DomainError> for AppError {
+    fn from(e: DomainError) -> Self {
+        let status = match &e {
+            DomainError::NotFound => 404,
+            DomainError::Forbidden | DomainError::Refused { .. } => 403,
+            DomainError::Unauthenticated => 401,
+            DomainError::Invalid { .. } => 422,
+            DomainError::Conflict { .. } => 409,
+            DomainError::Throttled { .. } => 429,
+            DomainError::Db(err) => {
+                tracing::error!(error = %err, "database error in a server function");
+                500
+            }
+            DomainError::Crypto(err) => {
+                tracing::error!(error = %err, "vault error in a server function");
+                500
+            }
+        };
+        if !is_form_post()
+            && let Some(res) = use_context::<ResponseOptions>()
+        {
+            res.set_status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
         }
-        DomainError::Crypto(err) => {
-            tracing::error!(error = %err, "vault error in a server function");
-            500
-        }
-    };
-    if !is_form_post()
-        && let Some(res) = use_context::<ResponseOptions>()
-    {
-        res.set_status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
+        AppError::new(e.code(), &e.public_message())
     }
-    AppError::new(e.code(), &e.public_message())
 }
 
 /// Sets or clears the session cookie on the response.
@@ -333,7 +336,7 @@ pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
     let tenant = match &p.tenant_id {
         Some(id) => domain::registry::tenants::list(&st.db, p)
             .await
-            .map_err(to_app_error)?
+            .map_err(AppError::from)?
             .into_iter()
             .find(|t| &t.id == id)
             .map(|t| t.slug),

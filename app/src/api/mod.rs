@@ -43,15 +43,6 @@ impl FromServerFnError for AppError {
     }
 }
 
-/// A domain refusal as the page shows it (status, code, public message; the
-/// detail of internal errors goes only to the log).
-#[cfg(feature = "ssr")]
-impl From<domain::DomainError> for AppError {
-    fn from(e: domain::DomainError) -> Self {
-        crate::ssr::to_app_error(e)
-    }
-}
-
 impl From<ServerFnError> for AppError {
     fn from(e: ServerFnError) -> Self {
         AppError::new("request_failed", &e.to_string())

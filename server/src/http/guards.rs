@@ -67,9 +67,14 @@ const NO_SCRIPT_POLICY: &str = "default-src 'none'; frame-ancestors 'none'; base
 /// Headers every response carries. Pages and API answers are never cached
 /// (they may show a secret once); built assets under `/pkg` may be.
 pub async fn security_headers(mut req: Request<Body>, next: Next) -> Response {
-    let cacheable = req.uri().path().starts_with("/pkg/");
-    let nonce = leptos::nonce::Nonce::new().to_string();
-    req.extensions_mut().insert(PageNonce(nonce.clone()));
+    let path = req.uri().path();
+    let cacheable = path.starts_with("/pkg/");
+    // Only the console renders pages: no nonce for webhooks, the API or assets.
+    let renders = !(cacheable || path.starts_with("/hooks/") || path.starts_with("/api/"));
+    let nonce = renders.then(|| leptos::nonce::Nonce::new().to_string());
+    if let Some(n) = &nonce {
+        req.extensions_mut().insert(PageNonce(n.clone()));
+    }
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
@@ -79,7 +84,7 @@ pub async fn security_headers(mut req: Request<Body>, next: Next) -> Response {
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
         let html =
             h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
-        let policy = if html { HeaderValue::from_str(&page_policy(&nonce)).ok() } else { None };
+        let policy = nonce.filter(|_| html).and_then(|n| HeaderValue::from_str(&page_policy(&n)).ok());
         h.insert(header::CONTENT_SECURITY_POLICY, policy.unwrap_or(HeaderValue::from_static(NO_SCRIPT_POLICY)));
     }
     if !cacheable {

@@ -45,6 +45,15 @@ async fn every_path_parameter_states_its_rule() {
     assert_eq!(params["scheme"]["$ref"], "#/components/schemas/Scheme", "the scheme is one of the enum's names");
     // The one free-text parameter: a provider's own reminder id.
     assert_eq!(params["reminder_id"]["type"], "string");
+    // A new tenant or endpoint is followed by its slug, never its id.
+    let links = |path: &str| doc["paths"][path]["post"]["responses"]["201"]["links"].as_object().unwrap().clone();
+    let tenant_links = links("/api/v1/tenants");
+    assert_eq!(tenant_links["get_tenant"]["parameters"]["tenant"], "$response.body#/slug");
+    assert_eq!(tenant_links["rollback_retry_policy"]["parameters"]["tenant"], "$response.body#/slug");
+    let endpoint_links = links("/api/v1/tenants/{tenant}/endpoints");
+    assert_eq!(endpoint_links["get_endpoint"]["parameters"]["endpoint"], "$response.body#/slug");
+    assert_eq!(endpoint_links["get_endpoint"]["parameters"]["tenant"], "$request.path.tenant");
+    assert!(!endpoint_links.contains_key("get_tenant"), "an endpoint's links fill only what it names");
     let names: Vec<&String> = params.keys().collect();
     assert_eq!(names, ["endpoint", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]);
 }

@@ -109,7 +109,7 @@ pub fn routes() -> Router<AppState> {
         evidence::sign_off, evidence::list_signoffs, evidence::public_key,
     ),
     components(schemas(auth::ErrorBody)),
-    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired),
+    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired, &SlugLinks),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -214,6 +214,54 @@ impl Modify for PathParametersRequired {
                         p.required = utoipa::openapi::Required::True;
                     }
                 }
+            }
+        }
+    }
+}
+
+/// Tenants and endpoints are addressed by slug, not by their `id`. The
+/// 201 of each create call links every operation under the new resource
+/// with its slug (`$response.body#/slug`), so a client, or schemathesis's
+/// stateful phase, follows the slug instead of guessing the `id`.
+struct SlugLinks;
+
+impl SlugLinks {
+    const TENANTS: &str = "/api/v1/tenants";
+    const ENDPOINTS: &str = "/api/v1/tenants/{tenant}/endpoints";
+
+    /// The link from a create call to `target`: the new slug in the
+    /// target's last path parameter, the create call's own for the rest.
+    fn link(created: &str, target_id: &str) -> utoipa::openapi::link::Link {
+        let link = utoipa::openapi::link::LinkBuilder::new().operation_id(target_id);
+        match created {
+            Self::TENANTS => link.parameter("tenant", "$response.body#/slug"),
+            _ => link.parameter("tenant", "$request.path.tenant").parameter("endpoint", "$response.body#/slug"),
+        }
+        .build()
+    }
+}
+
+impl Modify for SlugLinks {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let prefixes = [
+            (Self::TENANTS, "/api/v1/tenants/{tenant}"),
+            (Self::ENDPOINTS, "/api/v1/tenants/{tenant}/endpoints/{endpoint}"),
+        ];
+        for (created, under) in prefixes {
+            let mut targets: Vec<String> = Vec::new();
+            for (path, item) in &openapi.paths.paths {
+                // Exactly the new resource's own parameters: nothing else to fill.
+                let params = path.matches('{').count();
+                if !path.starts_with(under) || params != under.matches('{').count() {
+                    continue;
+                }
+                let ops = [&item.get, &item.put, &item.post, &item.patch, &item.delete];
+                targets.extend(ops.into_iter().flatten().filter_map(|op| op.operation_id.clone()));
+            }
+            let Some(post) = openapi.paths.paths.get_mut(created).and_then(|i| i.post.as_mut()) else { continue };
+            let Some(RefOr::T(created_response)) = post.responses.responses.get_mut("201") else { continue };
+            for target in targets {
+                created_response.links.insert(target.clone(), RefOr::T(Self::link(created, &target)));
             }
         }
     }

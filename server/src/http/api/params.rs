@@ -9,6 +9,7 @@ use utoipa::IntoParams;
 
 /// `{tenant}`.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct TenantPath {
     /// Tenant slug.
@@ -18,6 +19,7 @@ pub struct TenantPath {
 
 /// `{tenant}/…/{endpoint}`.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct EndpointPath {
     /// Tenant slug.
@@ -30,6 +32,7 @@ pub struct EndpointPath {
 
 /// `{tenant}/reminders/{reminder_id}`.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct ReminderPath {
     /// Tenant slug.
@@ -41,6 +44,7 @@ pub struct ReminderPath {
 
 /// `{key_id}`.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct KeyPath {
     /// `key_` and 32 hex characters.
@@ -50,6 +54,7 @@ pub struct KeyPath {
 
 /// `{id}`: a quarantine entry, a bulk release or an outbox intent.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct IdPath {
     /// A UUID, lower-case and hyphenated.
@@ -59,6 +64,7 @@ pub struct IdPath {
 
 /// `{run_id}`: a drill run.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct RunPath {
     /// A UUID, lower-case and hyphenated.
@@ -68,6 +74,7 @@ pub struct RunPath {
 
 /// `{username}`.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct UserPath {
     #[param(schema_with = domain::auth::users::username_schema)]
@@ -76,6 +83,7 @@ pub struct UserPath {
 
 /// `{scheme}`: a signature scheme's name.
 #[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct SchemePath {
     #[param(value_type = domain::registry::Scheme)]

@@ -53,6 +53,7 @@ async fn every_path_parameter_states_its_rule() {
     let endpoint_links = links("/api/v1/tenants/{tenant}/endpoints");
     assert_eq!(endpoint_links["get_endpoint"]["parameters"]["endpoint"], "$response.body#/slug");
     assert_eq!(endpoint_links["get_endpoint"]["parameters"]["tenant"], "$request.path.tenant");
+    assert_eq!(tenant_links["get_tenant"]["operationId"], "get_tenant", "OpenAPI spells it operationId");
     assert!(!endpoint_links.contains_key("get_tenant"), "an endpoint's links fill only what it names");
     let names: Vec<&String> = params.keys().collect();
     assert_eq!(names, ["endpoint", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]);

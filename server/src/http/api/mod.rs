@@ -33,7 +33,7 @@ pub use auth::ApiError;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
+        .route("/openapi.json", get(|| async { Json(document()) }))
         .route("/tenants", get(registry::list_tenants).post(registry::create_tenant))
         .route("/tenants/{tenant}", get(registry::get_tenant).patch(registry::update_tenant))
         .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
@@ -109,7 +109,7 @@ pub fn routes() -> Router<AppState> {
         evidence::sign_off, evidence::list_signoffs, evidence::public_key,
     ),
     components(schemas(auth::ErrorBody)),
-    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired, &SlugLinks),
+    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -219,52 +219,56 @@ impl Modify for PathParametersRequired {
     }
 }
 
-/// Tenants and endpoints are addressed by slug, not by their `id`. The
-/// 201 of each create call links every operation under the new resource
-/// with its slug (`$response.body#/slug`), so a client, or schemathesis's
-/// stateful phase, follows the slug instead of guessing the `id`.
-struct SlugLinks;
+/// The document as served: utoipa's, plus the slug links.
+pub fn document() -> &'static serde_json::Value {
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
+        slug_links(&mut doc);
+        doc
+    })
+}
 
-impl SlugLinks {
-    const TENANTS: &str = "/api/v1/tenants";
-    const ENDPOINTS: &str = "/api/v1/tenants/{tenant}/endpoints";
-
-    /// The link from a create call to `target`: the new slug in the
-    /// target's last path parameter, the create call's own for the rest.
-    fn link(created: &str, target_id: &str) -> utoipa::openapi::link::Link {
-        let link = utoipa::openapi::link::LinkBuilder::new().operation_id(target_id);
-        match created {
-            Self::TENANTS => link.parameter("tenant", "$response.body#/slug"),
-            _ => link.parameter("tenant", "$request.path.tenant").parameter("endpoint", "$response.body#/slug"),
+/// Tenants and endpoints are addressed by slug, not by their `id`. The 201
+/// of each create call links every operation under the new resource with
+/// its slug (`$response.body#/slug`), so a client, or schemathesis's
+/// stateful phase, follows the slug instead of guessing the `id`. Written
+/// on the JSON: utoipa 5's `Link` serializes `operation_id` in snake case,
+/// which no OpenAPI reader accepts.
+fn slug_links(doc: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let created = [
+        ("/api/v1/tenants", "/api/v1/tenants/{tenant}", json!({"tenant": "$response.body#/slug"})),
+        (
+            "/api/v1/tenants/{tenant}/endpoints",
+            "/api/v1/tenants/{tenant}/endpoints/{endpoint}",
+            json!({"tenant": "$request.path.tenant", "endpoint": "$response.body#/slug"}),
+        ),
+    ];
+    for (create, under, parameters) in created {
+        let mut links = serde_json::Map::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            // Exactly the new resource's own parameters: nothing else to fill.
+            if !path.starts_with(under) || path.matches('{').count() != under.matches('{').count() {
+                continue;
+            }
+            for op in item.as_object().into_iter().flatten().map(|(_, op)| op) {
+                if let Some(id) = op["operationId"].as_str() {
+                    links.insert(id.to_owned(), json!({"operationId": id, "parameters": parameters}));
+                }
+            }
         }
-        .build()
+        if let Some(Value::Object(response)) =
+            doc.pointer_mut(&format!("/paths/{}/post/responses/201", pointer(create)))
+        {
+            response.insert("links".to_owned(), Value::Object(links));
+        }
     }
 }
 
-impl Modify for SlugLinks {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let prefixes = [
-            (Self::TENANTS, "/api/v1/tenants/{tenant}"),
-            (Self::ENDPOINTS, "/api/v1/tenants/{tenant}/endpoints/{endpoint}"),
-        ];
-        for (created, under) in prefixes {
-            let mut targets: Vec<String> = Vec::new();
-            for (path, item) in &openapi.paths.paths {
-                // Exactly the new resource's own parameters: nothing else to fill.
-                let params = path.matches('{').count();
-                if !path.starts_with(under) || params != under.matches('{').count() {
-                    continue;
-                }
-                let ops = [&item.get, &item.put, &item.post, &item.patch, &item.delete];
-                targets.extend(ops.into_iter().flatten().filter_map(|op| op.operation_id.clone()));
-            }
-            let Some(post) = openapi.paths.paths.get_mut(created).and_then(|i| i.post.as_mut()) else { continue };
-            let Some(RefOr::T(created_response)) = post.responses.responses.get_mut("201") else { continue };
-            for target in targets {
-                created_response.links.insert(target.clone(), RefOr::T(Self::link(created, &target)));
-            }
-        }
-    }
+/// A path as one JSON Pointer token (RFC 6901: `~` is `~0`, `/` is `~1`).
+fn pointer(path: &str) -> String {
+    path.replace('~', "~0").replace('/', "~1")
 }
 
 /// Request bodies are strict (`auth::strict_json` refuses a field the call

@@ -70,6 +70,8 @@ pub struct SharedState {
     /// Runs started drill runs in the background (the server owns how
     /// drills reach its receiver).
     pub drills: Arc<dyn domain::evidence::runs::DrillSpawner>,
+    /// Per-caller budgets for expensive calls (429 beyond them).
+    pub budgets: Arc<domain::budget::Budgets>,
 }
 
 /// Secrets waiting to be shown once, right after provision or rotation. A
@@ -293,7 +295,7 @@ impl From<DomainError> for AppError {
             DomainError::Unauthenticated => 401,
             DomainError::Invalid { .. } => 422,
             DomainError::Conflict { .. } => 409,
-            DomainError::Throttled { .. } => 429,
+            DomainError::Throttled { .. } | DomainError::RateLimited { .. } => 429,
             DomainError::Db(err) => {
                 tracing::error!(error = %err, "database error in a server function");
                 500
@@ -307,6 +309,9 @@ impl From<DomainError> for AppError {
             && let Some(res) = use_context::<ResponseOptions>()
         {
             res.set_status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
+            if let Some(secs) = e.retry_after_secs() {
+                res.insert_header(header::RETRY_AFTER, http::HeaderValue::from(secs));
+            }
         }
         AppError::new(e.code(), &e.public_message())
     }

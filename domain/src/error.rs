@@ -30,6 +30,10 @@ pub enum DomainError {
     /// Too many failed logins.
     #[error("too many failed attempts; try again in {retry_after_secs} s")]
     Throttled { retry_after_secs: i64 },
+    /// One caller asked for an expensive action (an export, a drill run)
+    /// more often than its budget allows; nothing was done.
+    #[error("{message}; try again in {retry_after_secs} s")]
+    RateLimited { code: &'static str, message: String, retry_after_secs: i64 },
     #[error("database error")]
     Db(#[from] DbErr),
     #[error("vault error")]
@@ -48,6 +52,16 @@ impl DomainError {
     pub fn nothing_to_change() -> Self {
         DomainError::invalid("nothing_to_change", "every value given is already the stored one; nothing was changed")
     }
+    /// How long a refused caller should wait (`Retry-After`), for the two
+    /// refusals that are about time.
+    pub fn retry_after_secs(&self) -> Option<i64> {
+        match self {
+            DomainError::Throttled { retry_after_secs } | DomainError::RateLimited { retry_after_secs, .. } => {
+                Some((*retry_after_secs).max(1))
+            }
+            _ => None,
+        }
+    }
     /// Stable machine-readable code for API bodies and tests.
     pub fn code(&self) -> &'static str {
         match self {
@@ -56,7 +70,8 @@ impl DomainError {
             DomainError::Unauthenticated => "unauthenticated",
             DomainError::Invalid { code, .. }
             | DomainError::Conflict { code, .. }
-            | DomainError::Refused { code, .. } => code,
+            | DomainError::Refused { code, .. }
+            | DomainError::RateLimited { code, .. } => code,
             DomainError::Throttled { .. } => "throttled",
             DomainError::Db(_) | DomainError::Crypto(_) => "internal",
         }

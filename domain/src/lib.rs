@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod budget;
 pub mod clock;
 pub mod crypto;
 pub mod db;

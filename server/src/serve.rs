@@ -66,6 +66,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
         faults: faults.clone(),
         drills,
+        budgets: Arc::new(domain::budget::Budgets::default()),
     };
     let state = AppState { leptos_options, hsts: public_url.starts_with("https://"), shared };
 
@@ -154,8 +155,24 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
 /// instance takes effect here) and mark expired keys.
 async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
     let mut tick = tokio::time::interval(Duration::from_secs(10));
+    let mut n = 0u64;
     loop {
         tick.tick().await;
+        // Every 5 minutes, verify what the audit log gained and move the
+        // verification mark, so a page view's check stays O(new entries)
+        // and a broken chain reaches the log without anyone looking.
+        if n.is_multiple_of(30) {
+            match domain::audit::verify_new(&db, true).await {
+                Ok(r) if r.ok => {}
+                Ok(r) => tracing::error!(
+                    seq = r.first_broken.as_ref().map_or(0, |b| b.seq),
+                    reason = r.first_broken.as_ref().map_or("", |b| b.reason.as_str()),
+                    "the audit chain does not verify"
+                ),
+                Err(e) => tracing::warn!(error = %e, "audit chain verification failed to run"),
+            }
+        }
+        n += 1;
         if let Err(e) = vault.refresh(&db).await {
             tracing::error!(error = %e, "key ring refresh failed");
         }

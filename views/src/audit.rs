@@ -32,6 +32,14 @@ pub struct ChainReport {
     /// The first entry whose link is an HMAC under the vault-sealed key
     /// (entries before it carry plain SHA-256 links from before keying).
     pub keyed_since_seq: Option<i64>,
+    /// 0: every entry was recomputed. Otherwise the entries after this one
+    /// were; it and those before it were verified earlier (the verification
+    /// mark), and it still carries the link it had then.
+    #[serde(default)]
+    pub verified_from_seq: i64,
+    /// How many entries this verification recomputed.
+    #[serde(default)]
+    pub checked: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

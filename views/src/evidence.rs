@@ -181,9 +181,24 @@ pub struct AuditEvidence {
     pub head_hash: String,
     pub keyed_since_seq: Option<i64>,
     pub first_broken: Option<BrokenEntry>,
+    /// 0: the whole chain was recomputed for this bundle. Otherwise the
+    /// entries after this one were, and this one still carries the link it
+    /// had when the chain up to it was verified (`signet audit verify`
+    /// recomputes everything).
+    #[serde(default)]
+    pub verified_from_seq: i64,
     /// Keep this outside the database: `signet audit verify --checkpoint`
     /// compares the chain with it later.
     pub checkpoint: SignedCheckpoint,
+}
+
+/// Which entries a bundle's chain check recomputed, in words (the console
+/// and the printable page).
+pub fn chain_recomputed(verified_from_seq: i64) -> String {
+    match verified_from_seq {
+        0 => "every entry".to_owned(),
+        n => format!("the entries after {n} (verified earlier; entry {n} still carries the link it had then)"),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]

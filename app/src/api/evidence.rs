@@ -27,8 +27,8 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await?;
     let (bundle, since) = match exports.first() {
         Some(latest) => {
-            let b = export::stored(&st.db, &p, &latest.digest).await?;
-            let since = signoff::since_last_approval(&st.db, &p, tenant.as_deref(), &b.evidence).await?;
+            let b = export::stored(&st.db, &st.vault, &p, &latest.digest).await?;
+            let since = signoff::since_last_approval(&st.db, &st.vault, &p, tenant.as_deref(), &b.evidence).await?;
             let dto = crate::dto::BundleDto {
                 digest: b.digest.clone(),
                 actor: latest.actor.clone(),
@@ -83,13 +83,15 @@ pub async fn start_drills(tenant: Option<String>) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Exports a fresh signed bundle (recorded; the page shows it).
+/// Exports a fresh signed bundle (recorded; the page shows it). Within the
+/// caller's export budget.
 #[server(prefix = "/fn", endpoint = "export_evidence")]
 pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
     use crate::{components::format::with_query, ssr};
     let (st, p) = ssr::request().await?;
     let tenant = scope(tenant);
-    let b = domain::evidence::export::export(
+    st.budgets.exports.take(&p)?;
+    let done = domain::evidence::export::export(
         &st.db,
         &st.vault,
         &p,
@@ -99,7 +101,7 @@ pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
     .await?;
     leptos_axum::redirect(&with_query(
         "/evidence",
-        &[("tenant", tenant.as_deref().unwrap_or("")), ("exported", &b.digest)],
+        &[("tenant", tenant.as_deref().unwrap_or("")), ("exported", &done.bundle.digest)],
     ));
     Ok(())
 }

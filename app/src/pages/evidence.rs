@@ -507,6 +507,8 @@ fn Sections(e: Evidence) -> impl IntoView {
         <dl class="facts">
             <dt>"Chain"</dt>
             <dd>{if e.audit.chain_verified { "verifies" } else { "BROKEN" }} " · " {e.audit.entries} " entries"</dd>
+            <dt>"Recomputed"</dt>
+            <dd>{views::evidence::chain_recomputed(e.audit.verified_from_seq)}</dd>
             <dt>"Keyed since entry"</dt>
             <dd>{e.audit.keyed_since_seq.map_or_else(|| "–".to_owned(), |s| s.to_string())}</dd>
             <dt>"Head"</dt>

@@ -4,6 +4,7 @@
 pub mod api_token;
 pub mod audit_entry;
 pub mod audit_head;
+pub mod audit_verified;
 pub mod bulk_release;
 pub mod bulk_release_item;
 pub mod drill_run;

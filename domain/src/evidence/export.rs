@@ -2,13 +2,16 @@
 //! the export byte for byte (so a sign-off names exactly what was read, and
 //! the console can hand out the same files later). Audited.
 
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    TransactionTrait,
+};
 use serde_json::json;
 
 use super::{
     bundle::{self, Evidence},
     html,
-    manifest::{EVIDENCE_HTML, EVIDENCE_JSON, MANIFEST_JSON, MANIFEST_SIG, Manifest},
+    manifest::{self, EVIDENCE_HTML, EVIDENCE_JSON, MANIFEST_JSON, MANIFEST_SIG, Manifest},
 };
 use crate::{
     audit::{self, Change},
@@ -16,7 +19,7 @@ use crate::{
     clock,
     crypto::sha256_hex,
     db,
-    entity::{evidence_export, tenant},
+    entity::{evidence_export, evidence_signoff, tenant},
     error::{DomainError, DomainResult},
     service_keys,
     vault::Vault,
@@ -68,14 +71,33 @@ impl Bundle {
 
 pub use views::evidence::ExportView;
 
-/// Collects, renders, signs and records a bundle.
+/// How many of a scope's newest exports are kept whether or not anyone
+/// signed them off; older ones expire unless signed off (those stay for
+/// good: a sign-off names them).
+pub const KEEP_UNSIGNED: u64 = 20;
+/// Expired at most per export, so one export never does unbounded work.
+const EXPIRE_BATCH: u64 = 100;
+
+/// An export's outcome: the bundle, and whether this call stored it.
+#[derive(Debug)]
+pub struct Exported {
+    pub bundle: Bundle,
+    /// False when an identical bundle (same digest) was already stored,
+    /// typically by a concurrent export of the same scope: nothing new was
+    /// written, and the stored bundle is the answer.
+    pub created: bool,
+}
+
+/// Collects, renders, signs and records a bundle. Idempotent by digest: an
+/// export identical to a stored one answers with the stored one and writes
+/// nothing (no second row, no second audit entry).
 pub async fn export(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
     tenant: Option<&str>,
     via: Via,
-) -> DomainResult<Bundle> {
+) -> DomainResult<Exported> {
     let evidence = bundle::collect(db, vault, principal, tenant).await?;
     let signer = service_keys::evidence_signer(db, vault).await?;
     let mut evidence_json =
@@ -99,7 +121,9 @@ pub async fn export(
         principal.authorize(Permission::ExportEvidence, tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
     let critical = evidence.findings.iter().filter(|f| f.severity == "critical").count();
     let txn = db::begin_write(db).await?;
-    evidence_export::Entity::insert(evidence_export::ActiveModel {
+    // The digest decides: two exports that read the same state in the same
+    // second produce the same bundle, and the second one is the first.
+    let inserted = evidence_export::Entity::insert(evidence_export::ActiveModel {
         digest: Set(digest.clone()),
         tenant_id: Set(tenant_id.clone()),
         actor: Set(auth.actor().name().to_owned()),
@@ -111,8 +135,14 @@ pub async fn export(
         evidence_json: Set(evidence_json.clone()),
         evidence_html: Set(evidence_html.clone()),
     })
+    .on_conflict_do_nothing_on([evidence_export::Column::Digest])
     .exec_without_returning(&txn)
     .await?;
+    if !matches!(inserted, sea_orm::TryInsertResult::Inserted(n) if n > 0) {
+        txn.rollback().await?;
+        return Ok(Exported { bundle: stored(db, vault, principal, &digest).await?, created: false });
+    }
+    let expired = expire_unsigned(&txn, tenant_id.as_deref()).await?;
     audit::record(
         &txn,
         auth.actor(),
@@ -124,13 +154,79 @@ pub async fn export(
             before: None,
             after: Some(json!({
                 "via": via.as_str(), "tenant": evidence.tenant, "critical_findings": critical,
-                "warnings": evidence.findings.len() - critical,
+                "warnings": evidence.findings.len() - critical, "expired": expired,
             })),
         },
     )
     .await?;
     txn.commit().await?;
-    Ok(Bundle { digest, manifest, manifest_json, signature, evidence, evidence_json, evidence_html })
+    let bundle = Bundle { digest, manifest, manifest_json, signature, evidence, evidence_json, evidence_html };
+    Ok(Exported { bundle, created: true })
+}
+
+/// Deletes the scope's exports older than its newest [`KEEP_UNSIGNED`] that
+/// nobody signed off, at most [`EXPIRE_BATCH`] of them, and returns their
+/// digests (the export's audit entry lists them). Inside a savepoint: a
+/// sign-off landing on one of them at the same moment (its foreign key
+/// refuses the delete) leaves them all for the next export instead of
+/// failing this one.
+async fn expire_unsigned(txn: &DatabaseTransaction, tenant_id: Option<&str>) -> DomainResult<Vec<String>> {
+    let in_scope = |q: sea_orm::Select<evidence_export::Entity>| match tenant_id {
+        Some(t) => q.filter(evidence_export::Column::TenantId.eq(t)),
+        None => q.filter(evidence_export::Column::TenantId.is_null()),
+    };
+    let old: Vec<String> = in_scope(evidence_export::Entity::find())
+        .select_only()
+        .column(evidence_export::Column::Digest)
+        .order_by_desc(evidence_export::Column::CreatedAt)
+        .order_by_desc(evidence_export::Column::Digest)
+        .offset(KEEP_UNSIGNED)
+        .limit(EXPIRE_BATCH * 4)
+        .into_tuple()
+        .all(txn)
+        .await?;
+    if old.is_empty() {
+        return Ok(Vec::new());
+    }
+    let signed: Vec<String> = evidence_signoff::Entity::find()
+        .select_only()
+        .column(evidence_signoff::Column::Digest)
+        .filter(evidence_signoff::Column::Digest.is_in(old.clone()))
+        .into_tuple()
+        .all(txn)
+        .await?;
+    let expire: Vec<String> = old.into_iter().filter(|d| !signed.contains(d)).take(EXPIRE_BATCH as usize).collect();
+    if expire.is_empty() {
+        return Ok(expire);
+    }
+    let sp = txn.begin().await?;
+    let deleted = evidence_export::Entity::delete_many()
+        .filter(evidence_export::Column::Digest.is_in(expire.clone()))
+        .exec(&sp)
+        .await;
+    match deleted {
+        Ok(_) => {
+            sp.commit().await?;
+            Ok(expire)
+        }
+        Err(e) if matches!(e.sql_err(), Some(sea_orm::SqlErr::ForeignKeyConstraintViolation(_))) => {
+            sp.rollback().await?;
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The newest stored bundle of a scope (`tenant`, or a clinic admin's own;
+/// `None`: deployment-wide), re-verified. Reads only.
+pub async fn latest(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    tenant: Option<&str>,
+) -> DomainResult<Bundle> {
+    let newest = list(db, principal, tenant, 1).await?.into_iter().next().ok_or(DomainError::NotFound)?;
+    stored(db, vault, principal, &newest.digest).await
 }
 
 /// An export the caller may see, by digest.
@@ -174,19 +270,45 @@ async fn view(db: &DatabaseConnection, m: &evidence_export::Model) -> DomainResu
 }
 
 /// The bundle of an earlier export, rebuilt from what was stored.
-pub async fn stored(db: &DatabaseConnection, principal: &Principal, digest: &str) -> DomainResult<Bundle> {
+pub async fn stored(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    digest: &str,
+) -> DomainResult<Bundle> {
     let m = find(db, principal, digest).await?;
-    let manifest: Manifest = serde_json::from_str(&m.manifest).map_err(|_| DomainError::NotFound)?;
-    let evidence: Evidence = serde_json::from_str(&m.evidence_json).map_err(|_| DomainError::NotFound)?;
-    Ok(Bundle {
-        digest: m.digest,
+    let tampered = |why: String| {
+        tracing::error!(digest = %m.digest, problem = %why, "a stored evidence bundle fails its own check");
+        DomainError::conflict(
+            "bundle_tampered",
+            format!("the stored bundle {} fails its digest or signature check ({why}); it is not shown", m.digest),
+        )
+    };
+    let manifest: Manifest = serde_json::from_str(&m.manifest).map_err(|e| tampered(e.to_string()))?;
+    let evidence: Evidence = serde_json::from_str(&m.evidence_json).map_err(|e| tampered(e.to_string()))?;
+    let bundle = Bundle {
+        digest: m.digest.clone(),
         manifest,
-        manifest_json: m.manifest,
-        signature: m.signature,
+        manifest_json: m.manifest.clone(),
+        signature: m.signature.clone(),
         evidence,
-        evidence_json: m.evidence_json,
-        evidence_html: m.evidence_html,
-    })
+        evidence_json: m.evidence_json.clone(),
+        evidence_html: m.evidence_html.clone(),
+    };
+    // The row is the database's word only: the digest names the manifest,
+    // the manifest the files, and the signature must be this deployment's.
+    let files = bundle.files().into_iter().map(|(n, b)| (n.to_owned(), b)).collect();
+    let report = manifest::verify(&files, Some(&bundle.manifest.public_key));
+    if let Some(problem) = report.problems.first() {
+        return Err(tampered(problem.clone()));
+    }
+    if report.digest != bundle.digest {
+        return Err(tampered("manifest.json does not hash to the stored digest".into()));
+    }
+    if service_keys::evidence_signer(db, vault).await?.public_key_base64() != bundle.manifest.public_key {
+        return Err(tampered("it is signed by another key than this deployment's evidence key".into()));
+    }
+    Ok(bundle)
 }
 
 /// Exports the caller may see, newest first; `tenant`: only bundles limited

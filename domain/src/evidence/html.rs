@@ -370,13 +370,14 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     let _ = write!(
         h,
         "<h2>Audit log</h2>\n<table><tbody><tr><th>Chain verifies</th><td>{}{}</td></tr><tr><th>Entries</th>\
-         <td>{}</td></tr>\
+         <td>{}</td></tr><tr><th>Recomputed for this bundle</th><td>{}</td></tr>\
          <tr><th>Keyed (HMAC under a vault-sealed key) since entry</th><td>{}</td></tr>\
          <tr><th>Signed checkpoint</th><td class=\"mono\">seq {} · head {} · at {}\
          <br>signature {}</td></tr></tbody></table>\n",
         yes_no(a.chain_verified),
         a.first_broken.as_ref().map(|b| format!(" at entry {}: {}", b.seq, esc(&b.reason))).unwrap_or_default(),
         a.entries,
+        views::evidence::chain_recomputed(a.verified_from_seq),
         a.keyed_since_seq.map_or_else(|| "–".to_owned(), |s| s.to_string()),
         a.checkpoint.checkpoint.seq,
         esc(&a.checkpoint.checkpoint.head),

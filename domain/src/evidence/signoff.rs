@@ -19,6 +19,7 @@ use crate::{
     entity::{evidence_export, evidence_signoff},
     error::{DomainError, DomainResult},
     ids,
+    vault::Vault,
 };
 
 pub const APPROVED: &str = "approved";
@@ -43,8 +44,9 @@ pub struct NewSignoff {
     pub comment: String,
 }
 
+/// A manifest digest in the OpenAPI document.
 #[cfg(feature = "openapi")]
-fn digest_schema() -> utoipa::openapi::Object {
+pub fn digest_schema() -> utoipa::openapi::Object {
     crate::schema::string(DIGEST_PATTERN, None)
 }
 
@@ -171,6 +173,7 @@ pub async fn list(
 /// Compares `current` with the bundle of the last approval in its scope.
 pub async fn since_last_approval(
     db: &DatabaseConnection,
+    vault: &Vault,
     principal: &Principal,
     tenant: Option<&str>,
     current: &Evidence,
@@ -184,7 +187,7 @@ pub async fn since_last_approval(
         None => q.filter(evidence_signoff::Column::TenantId.is_null()),
     };
     let Some(approval) = q.one(db).await? else { return Ok(SinceApproval { approval: None, differences: Vec::new() }) };
-    let approved = export::stored(db, principal, &approval.digest).await?;
+    let approved = export::stored(db, vault, principal, &approval.digest).await?;
     Ok(SinceApproval {
         differences: differences(&approved.evidence, current),
         approval: Some(view(db, approval).await?),

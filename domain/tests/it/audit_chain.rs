@@ -197,3 +197,72 @@ db_test!(a_signed_checkpoint_catches_a_replaced_chain, async |t: &TestDb| {
         .unwrap();
     assert!(audit::matches_checkpoint(&t.db, &cp).await.unwrap().is_err());
 });
+
+// Verification from the mark recomputes only what was appended since the
+// last one: with 100 k entries stored, appending 10 costs 10 links, not
+// 100 k (counted, and timed against the full walk).
+db_test!(verification_from_the_mark_costs_only_the_new_entries, async |t: &TestDb| {
+    use domain::{audit::Change, auth::Actor};
+    for _ in 0..10 {
+        let txn = domain::db::begin_write(&t.db).await.unwrap();
+        let changes = (0..10_000)
+            .map(|_| Change {
+                action: "test.seed",
+                target_kind: "test",
+                target_id: "seed",
+                tenant_id: None,
+                before: None,
+                after: None,
+            })
+            .collect();
+        audit::record_many(&txn, &Actor::System, changes).await.unwrap();
+        txn.commit().await.unwrap();
+    }
+    let started = std::time::Instant::now();
+    let full = audit::verify_chain(&t.db).await.unwrap();
+    let full_took = started.elapsed();
+    assert!(full.ok, "{full:?}");
+    assert_eq!((full.entries, full.checked, full.verified_from_seq), (100_000, 100_000, 0));
+    // Nothing new: the mark holds and nothing is recomputed.
+    let none = audit::verify_new(&t.db, false).await.unwrap();
+    assert_eq!((none.ok, none.checked, none.verified_from_seq), (true, 0, 100_000), "{none:?}");
+    for i in 0..10 {
+        tenants::create(&t.db, &admin(), NewTenant { slug: format!("clinic-{i}"), name: None, notify_url: None })
+            .await
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    let new = audit::verify_new(&t.db, false).await.unwrap();
+    let new_took = started.elapsed();
+    assert!(new.ok, "{new:?}");
+    assert_eq!((new.entries, new.checked, new.verified_from_seq), (100_010, 10, 100_000));
+    assert!(new_took * 10 < full_took, "10 new entries took {new_took:?}, the whole chain {full_took:?}");
+});
+
+// The mark catches what a full walk of a re-headed chain cannot see: the
+// tail cut after a verification, and the head rewritten to the new end.
+// And the mark itself cannot be moved by hand.
+db_test!(a_tail_cut_after_a_verification_is_caught_from_the_mark, async |t: &TestDb| {
+    active_key(t).await;
+    assert!(audit::verify_new(&t.db, true).await.unwrap().ok);
+    as_database_owner(t).await;
+    let entries = audit_entry::Entity::find().order_by_asc(audit_entry::Column::Seq).all(&t.db).await.unwrap();
+    let keep = &entries[entries.len() - 3];
+    audit_entry::Entity::delete_many().filter(audit_entry::Column::Seq.gt(keep.seq)).exec(&t.db).await.unwrap();
+    t.db.execute_unprepared(&format!("UPDATE audit_head SET seq = {}, hash = '{}'", keep.seq, keep.hash))
+        .await
+        .unwrap();
+    let report = audit::verify_new(&t.db, false).await.unwrap();
+    assert!(!report.ok);
+    let broken = report.first_broken.unwrap();
+    assert_eq!(broken.seq, entries.last().unwrap().seq, "{broken:?}");
+    assert!(broken.reason.contains("cut or rewritten"), "{broken:?}");
+    let full = audit::verify_chain(&t.db).await.unwrap();
+    assert!(!full.ok, "the full walk checks the mark too: {full:?}");
+    // Moving the mark back by hand is refused too.
+    t.db.execute_unprepared(&format!("UPDATE audit_verified SET seq = {}, hash = '{}'", keep.seq, keep.hash))
+        .await
+        .unwrap();
+    let report = audit::verify_new(&t.db, false).await.unwrap();
+    assert!(report.first_broken.unwrap().reason.contains("mark was altered"));
+});

@@ -23,7 +23,7 @@ use domain::{
     },
     registry::{keys, tenants},
 };
-use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter};
 
 use crate::{
     db_test,
@@ -174,14 +174,14 @@ db_test!(one_run_at_a_time, async |t: &TestDb| {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_the_claim_constraint_drills_fail_and_evidence_shows_it_missing() {
     let Some(t) = TestDb::postgres().await else { return };
-    let sound = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap();
+    let sound = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap().bundle;
     assert!(sound.evidence.constraints.iter().all(|c| c.present), "{:?}", sound.evidence.constraints);
     t.db.execute_unprepared("ALTER TABLE inbox_claims DROP CONSTRAINT inbox_claims_pkey").await.unwrap();
     let run = runs::run(&t.db, &t.vault, &admin(), &InProcess::new(&t)).await.unwrap();
     assert_eq!(run.passed, Some(false));
     let failed: Vec<&str> = run.drills.iter().filter(|d| !d.passed).map(|d| d.name.as_str()).collect();
     assert!(failed.contains(&"concurrent_duplicates"), "{failed:?}");
-    let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap();
+    let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap().bundle;
     let claim = b.evidence.constraints.iter().find(|c| c.id == "claim_unique").unwrap();
     assert!(!claim.present);
     let codes: Vec<(&str, &str)> = b.evidence.findings.iter().map(|f| (f.code.as_str(), f.subject.as_str())).collect();
@@ -204,7 +204,7 @@ fn files(b: &export::Bundle) -> BTreeMap<String, Vec<u8>> {
 
 db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
     active_key(t).await;
-    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Cli).await.unwrap();
+    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Cli).await.unwrap().bundle;
     let key = b.manifest.public_key.clone();
     let good = files(&b);
     let ok = manifest::verify(&good, Some(&key));
@@ -229,7 +229,7 @@ db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
     extra.insert("notes.txt".into(), b"x".to_vec());
     assert!(manifest::verify(&extra, Some(&key)).problems.iter().any(|p| p.contains("notes.txt")));
     // A signature from another bundle of the same key, or by another key.
-    let other = export::export(&t.db, &t.vault, &reviewer(), None, Via::Cli).await.unwrap();
+    let other = export::export(&t.db, &t.vault, &reviewer(), None, Via::Cli).await.unwrap().bundle;
     let mut swapped = good.clone();
     swapped.insert(MANIFEST_SIG.into(), files(&other)[MANIFEST_SIG].clone());
     assert!(!manifest::verify(&swapped, Some(&key)).ok);
@@ -242,13 +242,13 @@ db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
         "another deployment's key must not verify it"
     );
     // The stored export gives back exactly the signed bytes.
-    let stored = export::stored(&t.db, &reviewer(), &b.digest).await.unwrap();
+    let stored = export::stored(&t.db, &t.vault, &reviewer(), &b.digest).await.unwrap();
     assert_eq!(files(&stored), good);
 });
 
 db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb| {
     let k = active_key(t).await;
-    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap();
+    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap().bundle;
     let new = |digest: &str, decision: &str| NewSignoff {
         digest: digest.into(),
         decision: decision.into(),
@@ -272,11 +272,11 @@ db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb
     let s = signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "approved")).await.unwrap();
     assert_eq!((s.decision.as_str(), s.actor.as_str()), ("approved", "reviewer-user"));
     // Nothing changed yet; then the key is revoked.
-    let same = signoff::since_last_approval(&t.db, &reviewer(), None, &b.evidence).await.unwrap();
+    let same = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &b.evidence).await.unwrap();
     assert!(same.differences.is_empty(), "{:?}", same.differences);
     keys::revoke(&t.db, &admin(), &k.key.key_id, "rotated out").await.unwrap();
-    let later = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap();
-    let since = signoff::since_last_approval(&t.db, &reviewer(), None, &later.evidence).await.unwrap();
+    let later = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap().bundle;
+    let since = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &later.evidence).await.unwrap();
     assert_eq!(since.approval.unwrap().digest, b.digest);
     let d = since.differences.iter().find(|d| d.section == "credentials" && d.subject == k.key.key_id).unwrap();
     assert!(
@@ -292,7 +292,7 @@ db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
     let b = tenant(t, "clinic-b").await;
     let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
     let ca = user(Role::ClinicAdmin, Some(&a_id));
-    let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap();
+    let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap().bundle;
     assert_eq!(own.evidence.tenant.as_deref(), Some("clinic-a"));
     assert!(own.evidence.credentials.iter().all(|c| c.tenant == "clinic-a"));
     assert!(own.evidence.retry_policy.iter().all(|p| p.tenant == "clinic-a"));
@@ -300,10 +300,97 @@ db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
         export::export(&t.db, &t.vault, &ca, Some("clinic-b"), Via::Api).await,
         Err(DomainError::NotFound)
     ));
-    let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap();
-    assert!(matches!(export::stored(&t.db, &ca, &global.digest).await, Err(DomainError::NotFound)));
+    let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap().bundle;
+    assert!(matches!(export::stored(&t.db, &t.vault, &ca, &global.digest).await, Err(DomainError::NotFound)));
     // Clinic admins cannot sign off.
     let s = NewSignoff { digest: own.digest.clone(), decision: "approved".into(), comment: "ok".into() };
     assert!(matches!(signoff::sign_off(&t.db, &ca, &s).await, Err(DomainError::Forbidden)));
     let _ = b;
+});
+
+// Eight exports of one scope at once: each answers a bundle (an identical
+// one is the stored one, never a unique-key failure), every stored bundle
+// has exactly one audit entry, and equal digests are equal bytes.
+db_test!(concurrent_exports_of_one_scope_all_answer, async |t: &TestDb| {
+    active_key(t).await;
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        let (db, vault) = (t.db.clone(), t.vault.clone());
+        handles.push(tokio::spawn(async move { export::export(&db, &vault, &reviewer(), None, Via::Api).await }));
+    }
+    let mut done = Vec::new();
+    for h in handles {
+        done.push(h.await.unwrap().expect("every concurrent export answers"));
+    }
+    let created = done.iter().filter(|d| d.created).count();
+    let digests: std::collections::BTreeSet<&str> = done.iter().map(|d| d.bundle.digest.as_str()).collect();
+    assert_eq!(created, digests.len(), "each distinct bundle is created exactly once");
+    assert_eq!(domain::entity::evidence_export::Entity::find().count(&t.db).await.unwrap() as usize, digests.len());
+    let audited = domain::entity::audit_entry::Entity::find()
+        .filter(domain::entity::audit_entry::Column::Action.eq("evidence.export"))
+        .count(&t.db)
+        .await
+        .unwrap();
+    assert_eq!(audited as usize, digests.len());
+    for d in &done {
+        let twin = done.iter().find(|o| o.bundle.digest == d.bundle.digest).unwrap();
+        assert_eq!(files(&d.bundle), files(&twin.bundle));
+    }
+});
+
+// A scope keeps its newest exports and every signed-off one; older
+// unsigned ones expire (listed in the export's audit entry), and another
+// scope's are untouched.
+db_test!(unsigned_exports_beyond_the_newest_expire_and_signed_ones_stay, async |t: &TestDb| {
+    let k = active_key(t).await;
+    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let own = export::export(&t.db, &t.vault, &reviewer(), Some("clinic-a"), Via::Api).await.unwrap().bundle;
+    let first = export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle;
+    let second = export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle;
+    let approve = NewSignoff { digest: first.digest.clone(), decision: "approved".into(), comment: "fine".into() };
+    signoff::sign_off(&t.db, &reviewer(), &approve).await.unwrap();
+    let keep = export::KEEP_UNSIGNED as usize;
+    let mut last = None;
+    for _ in 0..keep {
+        last = Some(export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle);
+    }
+    let global = export::list(&t.db, &reviewer(), None, 200).await.unwrap();
+    let digests: Vec<&str> = global.iter().map(|e| e.digest.as_str()).collect();
+    assert_eq!(digests.len(), keep + 1, "the newest {keep} and the signed-off one: {digests:?}");
+    assert!(digests.contains(&first.digest.as_str()), "a signed-off bundle never expires");
+    assert!(!digests.contains(&second.digest.as_str()), "the unsigned one beyond the newest expired");
+    assert!(matches!(export::stored(&t.db, &t.vault, &reviewer(), &second.digest).await, Err(DomainError::NotFound)));
+    let tenant_scope = export::list(&t.db, &reviewer(), Some("clinic-a"), 200).await.unwrap();
+    assert_eq!(tenant_scope.iter().map(|e| e.digest.as_str()).collect::<Vec<_>>(), [own.digest.as_str()]);
+    let entry = domain::audit::list(&t.db, &admin(), &domain::audit::AuditFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| {
+            e.action == "evidence.export" && e.after.as_ref().is_some_and(|a| a["expired"] != serde_json::json!([]))
+        })
+        .expect("an export that expired others says which");
+    assert_eq!(entry.after.unwrap()["expired"], serde_json::json!([second.digest]));
+    let _ = (k, a_id, last);
+});
+
+// A stored bundle is checked against its digest and signature before it
+// is shown: a row edited in the database is refused, loudly.
+db_test!(stored_bundles_are_reverified_before_they_are_shown, async |t: &TestDb| {
+    active_key(t).await;
+    let b = export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle;
+    assert_eq!(files(&export::latest(&t.db, &t.vault, &reviewer(), None).await.unwrap()), files(&b));
+    let edited = b.evidence_json.replace("\"chain_verified\": true", "\"chain_verified\": false");
+    assert_ne!(edited, b.evidence_json);
+    domain::entity::evidence_export::Entity::update_many()
+        .col_expr(domain::entity::evidence_export::Column::EvidenceJson, sea_orm::sea_query::Expr::value(edited))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    for shown in [
+        export::stored(&t.db, &t.vault, &reviewer(), &b.digest).await,
+        export::latest(&t.db, &t.vault, &reviewer(), None).await,
+    ] {
+        assert_eq!(shown.unwrap_err().code(), "bundle_tampered");
+    }
 });

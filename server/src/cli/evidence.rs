@@ -164,7 +164,7 @@ pub async fn evidence(
         EvidenceCmd::Export { out, tenant, run_drills: with_drills, force } => {
             prepare_dir(&out, force)?;
             let run = if with_drills { Some(run_drills(args, db, &vault, p).await?) } else { None };
-            let bundle = export::export(db, &vault, p, tenant.as_deref(), Via::Cli).await?;
+            let bundle = export::export(db, &vault, p, tenant.as_deref(), Via::Cli).await?.bundle;
             for (name, bytes) in bundle.files() {
                 let path = out.join(name);
                 std::fs::write(&path, bytes)

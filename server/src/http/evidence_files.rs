@@ -46,7 +46,7 @@ pub async fn file(
         Ok(p) => p,
         Err(e) => return ApiError::Domain(e).into_response(),
     };
-    let bundle = match export::stored(&st.db, &principal, &digest).await {
+    let bundle = match export::stored(&st.db, &st.vault, &principal, &digest).await {
         Ok(b) => b,
         Err(e) => return ApiError::Domain(e).into_response(),
     };

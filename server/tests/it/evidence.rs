@@ -257,10 +257,26 @@ both_engines!(sign_off_through_the_api_and_console_downloads, async |i: &Install
         i.cli_json(&["token", "create", "--name", "rita", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
     let s = i.serve();
     let api = reqwest::Client::new();
-    let b: Value =
-        api.get(s.url("/api/v1/evidence")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    let none = api.get(s.url("/api/v1/evidence")).bearer_auth(&reviewer).send().await.unwrap();
+    assert_eq!(none.status(), 404, "nothing exported yet, and a GET never exports");
+    let created = api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&reviewer).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let b: Value = created.json().await.unwrap();
     let digest = b["digest"].as_str().unwrap();
     assert_eq!(digest.len(), 64);
+    let latest: Value =
+        api.get(s.url("/api/v1/evidence")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    assert_eq!(latest, b, "the GET reads the stored bundle");
+    let by_digest: Value = api
+        .get(s.url(&format!("/api/v1/evidence/exports/{digest}")))
+        .bearer_auth(&reviewer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_digest, b);
     let bad = api
         .post(s.url("/api/v1/evidence/signoffs"))
         .bearer_auth(&reviewer)
@@ -296,4 +312,61 @@ both_engines!(sign_off_through_the_api_and_console_downloads, async |i: &Install
     // Console downloads need a session; the API token is not one.
     let anon = api.get(s.url(&format!("/evidence/files/{digest}/manifest.json"))).send().await.unwrap();
     assert_eq!(anon.status(), 401);
+});
+
+// Exports are POSTs: eight at once all answer (201, or 200 with the stored
+// identical bundle; never a 500), GETs read what was stored and write
+// nothing, and one caller's exports are budgeted (429 with Retry-After).
+both_engines!(exports_are_idempotent_posts_and_gets_never_write, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let token = |name: &str| {
+        i.cli_json(&["token", "create", "--name", name, "--role", "reviewer"])["token"].as_str().unwrap().to_owned()
+    };
+    let (rita, ross) = (token("rita"), token("ross"));
+    let s = i.serve();
+    let api = reqwest::Client::new();
+    let post = || api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&rita).json(&json!({})).send();
+    let answers = futures_util::future::join_all((0..8).map(|_| post())).await;
+    let mut bodies = Vec::new();
+    for res in answers {
+        let res = res.unwrap();
+        let status = res.status().as_u16();
+        assert!(matches!(status, 200 | 201), "a concurrent export answered {status}: {}", res.text().await.unwrap());
+        bodies.push((status, res.json::<Value>().await.unwrap()));
+    }
+    for (status, body) in &bodies {
+        let first = bodies.iter().find(|(_, b)| b["digest"] == body["digest"]).unwrap();
+        assert_eq!(&first.1, body, "one digest, one bundle");
+        if *status == 200 {
+            assert!(bodies.iter().any(|(st, b)| *st == 201 && b["digest"] == body["digest"]), "200 repeats a 201");
+        }
+    }
+    let listed = |api: reqwest::Client, url: String, t: String| async move {
+        api.get(url).bearer_auth(t).send().await.unwrap().json::<Value>().await.unwrap()
+    };
+    let exports_before = listed(api.clone(), s.url("/api/v1/evidence/exports"), rita.clone()).await;
+    let audit_before = listed(api.clone(), s.url("/api/v1/audit?limit=200"), ross.clone()).await;
+    for path in ["/api/v1/evidence", "/api/v1/evidence.html", "/api/v1/evidence/exports"] {
+        let res = api.get(s.url(path)).bearer_auth(&rita).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+    }
+    assert_eq!(listed(api.clone(), s.url("/api/v1/evidence/exports"), rita.clone()).await, exports_before);
+    assert_eq!(listed(api.clone(), s.url("/api/v1/audit?limit=200"), ross.clone()).await, audit_before);
+    // Rita spent 8 of her burst of 10: within a few more she is refused.
+    let mut refused = None;
+    for _ in 0..6 {
+        let res = post().await.unwrap();
+        if res.status() == 429 {
+            refused = Some(res);
+            break;
+        }
+        assert!(res.status().is_success(), "{}", res.status());
+    }
+    let refused = refused.expect("an export budget");
+    let wait: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=11).contains(&wait), "Retry-After {wait}");
+    assert_eq!(refused.json::<Value>().await.unwrap()["error"], "export_rate_limited");
+    // Another caller is not affected.
+    let other = api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&ross).send().await.unwrap();
+    assert!(other.status().is_success(), "{}", other.status());
 });

@@ -56,5 +56,47 @@ async fn every_path_parameter_states_its_rule() {
     assert_eq!(tenant_links["get_tenant"]["operationId"], "get_tenant", "OpenAPI spells it operationId");
     assert!(!endpoint_links.contains_key("get_tenant"), "an endpoint's links fill only what it names");
     let names: Vec<&String> = params.keys().collect();
-    assert_eq!(names, ["endpoint", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]);
+    assert_eq!(names, ["digest", "endpoint", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]);
+    assert_eq!(pattern("digest"), domain::evidence::signoff::DIGEST_PATTERN);
+}
+
+/// Rules across two body fields are stated in the schema (JSON Schema
+/// `if`/`then`/`else`), so a generated valid body satisfies them, and the
+/// server refuses what the schema's `then` excludes.
+#[tokio::test]
+async fn rules_across_two_body_fields_are_stated_in_the_schema() {
+    let i = crate::support::Install::new(crate::support::Engine::Sqlite).expect("sqlite");
+    let token =
+        i.cli_json(&["token", "create", "--name", "root", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve();
+    let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
+    let user = &doc["components"]["schemas"]["NewUserBody"];
+    assert_eq!(user["if"]["properties"]["role"]["const"], "clinic-admin");
+    assert_eq!(user["then"]["required"], serde_json::json!(["tenant"]));
+    assert_eq!(user["else"]["properties"]["tenant"]["enum"], serde_json::json!([null, ""]));
+    let filter = &doc["components"]["schemas"]["QuarantineFilter"];
+    assert_eq!(filter["if"]["required"], serde_json::json!(["endpoint"]));
+    assert_eq!(filter["then"]["required"], serde_json::json!(["tenant"]));
+    let api = reqwest::Client::new();
+    let post = |path: &str, body: Value| api.post(s.url(path)).bearer_auth(&token).json(&body).send();
+    let cases = [
+        ("/api/v1/users", serde_json::json!({"username": "carla", "role": "clinic-admin"}), "tenant_required"),
+        (
+            "/api/v1/users",
+            serde_json::json!({"username": "otto", "role": "oncall", "tenant": "x"}),
+            "tenant_not_allowed",
+        ),
+        (
+            "/api/v1/quarantine/bulk-releases",
+            serde_json::json!({"filter": {"endpoint": "hooks"}, "reason": "r"}),
+            "tenant_required",
+        ),
+    ];
+    for (path, body, code) in cases {
+        let res = post(path, body.clone()).await.unwrap();
+        assert_eq!(res.status(), 422, "{path} {body}");
+        assert_eq!(res.json::<Value>().await.unwrap()["error"], code, "{path} {body}");
+    }
+    let fine = post("/api/v1/users", serde_json::json!({"username": "otto", "role": "oncall", "tenant": ""})).await;
+    assert_eq!(fine.unwrap().status(), 201, "an empty tenant is no tenant");
 }

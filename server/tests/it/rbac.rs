@@ -932,6 +932,27 @@ fn api_cases() -> Vec<Case> {
             build: |_, _| get("/api/v1/evidence/exports".into()),
         },
         Case {
+            name: "POST /api/v1/evidence/exports",
+            allowed: EVIDENCE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::POST, "/api/v1/evidence/exports".into(), json!({})),
+        },
+        Case {
+            name: "POST /api/v1/evidence/exports",
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| json_req(M::POST, "/api/v1/evidence/exports".into(), json!({"tenant": "clinic-a"})),
+        },
+        Case {
+            name: "GET /api/v1/evidence/exports/{digest}",
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
+            fresh: Fresh::Export,
+            build: |id, _| get(format!("/api/v1/evidence/exports/{id}")),
+        },
+        Case {
             name: "GET /api/v1/evidence/signoffs",
             allowed: EVIDENCE,
             tenant_scoped: false,
@@ -1038,6 +1059,10 @@ async fn world(i: &Install, s: &Server) -> World {
     }
     let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
     let hook = (s.url("/hooks/clinic-a/hooks"), key["secret"].as_str().unwrap().to_owned());
+    // A stored bundle for every scope the callers read the latest of.
+    for scope in [None, Some("clinic-a"), Some("clinic-b")] {
+        export_by_cli(i, scope);
+    }
     World { hook, sessions, tokens, anonymous: s.client(), counter: AtomicUsize::new(0) }
 }
 
@@ -1060,21 +1085,23 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
         }
         Fresh::StoppedRewrap => return stopped_rewrap(i).await,
         Fresh::RetirableKek => return retirable_kek(i).await,
-        Fresh::Export => {
-            let res = w
-                .anonymous
-                .get(s.url("/api/v1/evidence?tenant=clinic-a"))
-                .bearer_auth(&w.tokens[&Who::Admin])
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), StatusCode::OK);
-            return res.json::<Value>().await.unwrap()["digest"].as_str().unwrap().to_owned();
-        }
+        Fresh::Export => return export_by_cli(i, Some("clinic-a")),
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
     i.cli_json(args)["key_id"].as_str().unwrap().to_owned()
+}
+
+/// Exports a bundle with the operator CLI (which no per-caller export
+/// budget limits) and returns its digest.
+fn export_by_cli(i: &Install, tenant: Option<&str>) -> String {
+    let out = i.dir.path().join(format!("bundle-{}", uuid::Uuid::new_v4().simple()));
+    let out = out.to_str().unwrap();
+    let mut args = vec!["evidence", "export", "--out", out];
+    if let Some(t) = tenant {
+        args.extend(["--tenant", t]);
+    }
+    i.cli_json(&args)["digest"].as_str().unwrap().to_owned()
 }
 
 /// Sends `body` as a provider would, with `event_id`.

@@ -31,7 +31,8 @@ pub enum Failure {
     TooLarge,
     UnsupportedMediaType,
     Invalid,
-    /// Sign-ins only; no API call answers it.
+    /// Too many sign-in failures, or an expensive call (an export, a drill
+    /// run) over its per-caller budget; with `Retry-After`.
     Throttled,
     Internal,
     /// Not answered within the request timeout (`limits::request_timeout`).
@@ -84,7 +85,7 @@ impl Failure {
                 "a field or query parameter the call does not take (`unknown_field`), a query value out of range \
                  (`invalid_query`), or a value the call refuses (the code says which)"
             }
-            Failure::Throttled => "too many attempts (`throttled`)",
+            Failure::Throttled => "too many attempts or calls (`throttled`, `rate_limited`); retry after `Retry-After`",
             Failure::Internal => "an internal failure (`internal`); the detail goes only to the server log",
             Failure::Unavailable => "not answered within the request timeout (`timeout`); retry after `Retry-After`",
         }
@@ -97,7 +98,7 @@ impl Failure {
             DomainError::Unauthenticated => Failure::Unauthenticated,
             DomainError::Invalid { .. } => Failure::Invalid,
             DomainError::Conflict { .. } => Failure::Conflict,
-            DomainError::Throttled { .. } => Failure::Throttled,
+            DomainError::Throttled { .. } | DomainError::RateLimited { .. } => Failure::Throttled,
             DomainError::Db(_) | DomainError::Crypto(_) => Failure::Internal,
         }
     }
@@ -149,6 +150,11 @@ impl IntoResponse for ApiError {
             },
         };
         let mut res = (failure.status(), Json(body)).into_response();
+        if let ApiError::Domain(e) = &self
+            && let Some(secs) = e.retry_after_secs()
+        {
+            res.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from(secs));
+        }
         if failure == Failure::Unauthenticated {
             res.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }

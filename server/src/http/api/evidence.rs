@@ -17,8 +17,8 @@ use domain::evidence::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery};
-use super::params::RunPath;
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery, OptionalJson};
+use super::params::{DigestPath, RunPath};
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StartedRun {
@@ -77,7 +77,7 @@ pub struct TenantParam {
     pub tenant: Option<String>,
 }
 
-/// `GET /api/v1/evidence`: a fresh, signed, recorded bundle.
+/// A bundle as the API answers it.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct EvidenceBody {
     /// Hex SHA-256 of `manifest.json` (what a sign-off names).
@@ -89,15 +89,64 @@ pub struct EvidenceBody {
     pub evidence: Evidence,
 }
 
+impl From<export::Bundle> for EvidenceBody {
+    fn from(b: export::Bundle) -> Self {
+        EvidenceBody { digest: b.digest, manifest: b.manifest, signature: b.signature, evidence: b.evidence }
+    }
+}
+
+/// `POST /api/v1/evidence/exports`: what to export.
+#[derive(Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRequest {
+    /// Limit every section to this tenant (a clinic admin always gets its own).
+    pub tenant: Option<String>,
+}
+
+#[utoipa::path(
+    post, path = "/api/v1/evidence/exports", tag = "evidence", request_body(content = Option<ExportRequest>),
+    responses(
+        (status = 201, body = EvidenceBody, description = "a fresh bundle, signed and stored"),
+        (status = 200, body = EvidenceBody,
+         description = "an identical bundle was already stored (same digest): that one, and nothing was written"),
+        (status = 429, body = ErrorBody,
+         description = "over this caller's export budget (`export_rate_limited`); retry after `Retry-After`"),
+    ),
+)]
+pub async fn create_export(
+    State(st): State<SharedState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    OptionalJson(body): OptionalJson<ExportRequest>,
+) -> Result<(StatusCode, Json<EvidenceBody>), ApiError> {
+    st.budgets.exports.take(&p)?;
+    let done = export::export(&st.db, &st.vault, &p, body.tenant.as_deref(), Via::Api).await?;
+    let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(done.bundle.into())))
+}
+
 #[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
-    responses((status = 200, body = EvidenceBody)))]
+    responses((status = 200, body = EvidenceBody,
+        description = "the newest stored bundle of the scope, re-verified; 404 when none was exported yet"),
+        (status = 409, body = ErrorBody, description = "the stored bundle fails its own check (`bundle_tampered`)")))]
 pub async fn get_evidence(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<EvidenceBody>, ApiError> {
-    let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
-    Ok(Json(EvidenceBody { digest: b.digest, manifest: b.manifest, signature: b.signature, evidence: b.evidence }))
+    Ok(Json(export::latest(&st.db, &st.vault, &p, q.tenant.as_deref()).await?.into()))
+}
+
+#[utoipa::path(get, path = "/api/v1/evidence/exports/{digest}", tag = "evidence", params(DigestPath),
+    responses((status = 200, body = EvidenceBody, description = "one stored bundle, re-verified"),
+        (status = 409, body = ErrorBody, description = "the stored bundle fails its own check (`bundle_tampered`)")))]
+pub async fn get_export(
+    State(st): State<SharedState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(DigestPath { digest }): Path<DigestPath>,
+) -> Result<Json<EvidenceBody>, ApiError> {
+    Ok(Json(export::stored(&st.db, &st.vault, &p, &digest.to_ascii_lowercase()).await?.into()))
 }
 
 /// The printable page is served with a policy that allows its one inline
@@ -123,7 +172,8 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
 #[utoipa::path(
     get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
     responses(
-        (status = 200, content_type = "text/html", description = "the printable page of a fresh, recorded bundle"),
+        (status = 200, content_type = "text/html", description = "the printable page of the newest stored bundle"),
+        (status = 409, body = ErrorBody, description = "the stored bundle fails its own check (`bundle_tampered`)"),
     ),
 )]
 pub async fn get_evidence_html(
@@ -131,7 +181,7 @@ pub async fn get_evidence_html(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Response, ApiError> {
-    let b = export::export(&st.db, &st.vault, &p, q.tenant.as_deref(), Via::Api).await?;
+    let b = export::latest(&st.db, &st.vault, &p, q.tenant.as_deref()).await?;
     Ok(html_response(b.evidence_html, None))
 }
 

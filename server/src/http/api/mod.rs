@@ -76,7 +76,8 @@ pub fn routes() -> Router<AppState> {
         .route("/drills/{run_id}", get(evidence::get_drill))
         .route("/evidence", get(evidence::get_evidence))
         .route("/evidence.html", get(evidence::get_evidence_html))
-        .route("/evidence/exports", get(evidence::list_exports))
+        .route("/evidence/exports", get(evidence::list_exports).post(evidence::create_export))
+        .route("/evidence/exports/{digest}", get(evidence::get_export))
         .route("/evidence/signoffs", get(evidence::list_signoffs).post(evidence::sign_off))
         .route("/evidence/public-key", get(evidence::public_key))
         .fallback(|| async { ApiError::not_found() })
@@ -105,7 +106,8 @@ pub fn routes() -> Router<AppState> {
         retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
         stats::get_stats,
         evidence::start_drills, evidence::list_drills, evidence::get_drill,
-        evidence::get_evidence, evidence::get_evidence_html, evidence::list_exports,
+        evidence::get_evidence, evidence::get_evidence_html, evidence::list_exports, evidence::create_export,
+        evidence::get_export,
         evidence::sign_off, evidence::list_signoffs, evidence::public_key,
     ),
     components(schemas(auth::ErrorBody)),
@@ -163,8 +165,7 @@ impl ErrorResponses {
             }),
             Failure::TooLarge | Failure::UnsupportedMediaType => op.request_body.is_some(),
             // Declared by each handler that can answer it, saying when.
-            Failure::Conflict => false,
-            Failure::Throttled => false,
+            Failure::Conflict | Failure::Throttled => false,
         }
     }
 }
@@ -225,6 +226,7 @@ pub fn document() -> &'static serde_json::Value {
     DOC.get_or_init(|| {
         let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
         slug_links(&mut doc);
+        cross_field_rules(&mut doc);
         doc
     })
 }
@@ -262,6 +264,37 @@ fn slug_links(doc: &mut serde_json::Value) {
             doc.pointer_mut(&format!("/paths/{}/post/responses/201", pointer(create)))
         {
             response.insert("links".to_owned(), Value::Object(links));
+        }
+    }
+}
+
+/// Rules across two fields of a request body, stated in the body's schema
+/// as JSON Schema `if`/`then`/`else` (utoipa derives one field at a time).
+/// An empty string counts as absent, as the domain reads it. The same rules
+/// over query parameters cannot be stated (OpenAPI has no dependencies
+/// between parameters) and stay documented exceptions (README, Admin API).
+fn cross_field_rules(doc: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let given = |field: &str| json!({"required": [field], "properties": {field: {"type": "string", "minLength": 1}}});
+    let rules = [
+        // Filtering by endpoint needs a tenant (`tenant_required`).
+        ("QuarantineFilter", json!({"if": given("endpoint"), "then": given("tenant")})),
+        // A clinic admin needs a tenant (`tenant_required`); no other role
+        // takes one (`tenant_not_allowed`).
+        (
+            "NewUserBody",
+            json!({
+                "if": {"required": ["role"], "properties": {"role": {"const": "clinic-admin"}}},
+                "then": given("tenant"),
+                "else": {"properties": {"tenant": {"enum": [null, ""]}}},
+            }),
+        ),
+    ];
+    for (name, rule) in rules {
+        if let (Some(Value::Object(schema)), Value::Object(rule)) =
+            (doc.pointer_mut(&format!("/components/schemas/{name}")), rule)
+        {
+            schema.extend(rule);
         }
     }
 }

@@ -89,3 +89,13 @@ pub struct SchemePath {
     #[param(value_type = domain::registry::Scheme)]
     pub scheme: String,
 }
+
+/// `{digest}`: an exported evidence bundle.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Path)]
+pub struct DigestPath {
+    /// Hex SHA-256 of the bundle's `manifest.json`.
+    #[param(schema_with = domain::evidence::signoff::digest_schema)]
+    pub digest: String,
+}

@@ -23,6 +23,12 @@ pub fn one_of(values: &[&str]) -> Object {
     ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values.iter().copied())).build()
 }
 
+/// One of the given strings, or `null` (an omitted optional field).
+pub fn nullable_one_of(values: &[&str]) -> Object {
+    let values = values.iter().map(|v| serde_json::Value::from(*v)).chain([serde_json::Value::Null]);
+    ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])).enum_values(Some(values)).build()
+}
+
 /// An array of `items`, with at least `min_items`.
 pub fn array(items: Object, min_items: usize) -> Array {
     ArrayBuilder::new().items(items).min_items(Some(min_items)).build()

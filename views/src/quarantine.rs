@@ -6,6 +6,32 @@ pub const RELEASED: &str = "released";
 
 pub const DISCARDED: &str = "discarded";
 
+/// The `status` filter's values (empty: `open`).
+pub const STATUS_FILTERS: [&str; 5] = ["", OPEN, RELEASED, DISCARDED, "all"];
+
+/// The `age` filter's values (empty: any age).
+pub const AGES: [&str; 4] = ["", "1h", "24h", "7d"];
+
+#[cfg(feature = "openapi")]
+fn status_param() -> utoipa::openapi::Object {
+    crate::openapi::one_of(&STATUS_FILTERS)
+}
+
+#[cfg(feature = "openapi")]
+fn status_schema() -> utoipa::openapi::Object {
+    crate::openapi::nullable_one_of(&STATUS_FILTERS)
+}
+
+#[cfg(feature = "openapi")]
+fn age_param() -> utoipa::openapi::Object {
+    crate::openapi::one_of(&AGES)
+}
+
+#[cfg(feature = "openapi")]
+fn age_schema() -> utoipa::openapi::Object {
+    crate::openapi::nullable_one_of(&AGES)
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct QuarantineFilter {
@@ -15,8 +41,10 @@ pub struct QuarantineFilter {
     pub endpoint: Option<String>,
     pub reason: Option<String>,
     /// `open` (default), `released`, `discarded` or `all`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = status_schema), param(schema_with = status_param))]
     pub status: Option<String>,
     /// Only entries quarantined within the last `1h`, `24h` or `7d`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = age_schema), param(schema_with = age_param))]
     pub age: Option<String>,
     /// 1–500, default 100.
     #[cfg_attr(

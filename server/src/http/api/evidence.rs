@@ -95,7 +95,8 @@ impl From<export::Bundle> for EvidenceBody {
     }
 }
 
-/// `POST /api/v1/evidence/exports`: what to export.
+/// `POST /api/v1/evidence/exports`: what to export (`{}`, or no body at
+/// all, for the whole deployment or a clinic admin's own tenant).
 #[derive(Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportRequest {
@@ -104,11 +105,12 @@ pub struct ExportRequest {
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/evidence/exports", tag = "evidence", request_body(content = Option<ExportRequest>),
+    post, path = "/api/v1/evidence/exports", tag = "evidence", request_body = ExportRequest,
     responses(
         (status = 201, body = EvidenceBody, description = "a fresh bundle, signed and stored"),
         (status = 200, body = EvidenceBody,
          description = "an identical bundle was already stored (same digest): that one, and nothing was written"),
+        (status = 404, body = ErrorBody, description = "the tenant named does not exist or is out of scope"),
         (status = 429, body = ErrorBody,
          description = "over this caller's export budget (`export_rate_limited`); retry after `Retry-After`"),
     ),

@@ -87,8 +87,12 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         unknown_log: Arc::default(),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
-    let notifier = crate::outbox_worker::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms))
-        .map_err(|e| format!("outbox relay: {e}"))?;
+    let notifier = crate::outbox_worker::Builtin::new(
+        outbox_file,
+        Duration::from_millis(args.outbox_timeout_ms),
+        args.relay_allow.clone().unwrap_or_default(),
+    )
+    .map_err(|e| format!("outbox relay: {e}"))?;
     let worker = crate::outbox_worker::spawn(
         db.clone(),
         vault.clone(),

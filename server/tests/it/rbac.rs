@@ -974,6 +974,8 @@ struct World {
 /// bulk release pauses after each entry (so one can be caught running).
 fn serve(i: &Install) -> Server {
     i.serve_with(&[
+        // The relay URL is on loopback: allowed, so sends fail by connection.
+        ("SIGNET_RELAY_ALLOW", "127.0.0.0/8"),
         ("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"),
         ("SIGNET_OUTBOX_POLL_MS", "50"),
         ("SIGNET_FAULTS", "stall_bulk_entry_ms=5000"),

@@ -267,6 +267,13 @@ fn server_fn_cases() -> Vec<Case> {
             build: |id, _| form("/fn/reveal_quarantine_body", vec![("id", id.into())]),
         },
         Case {
+            name: "shown_quarantine_body",
+            allowed: TRIAGE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/shown_quarantine_body", vec![("id", "q-1".into()), ("view", "not-a-view".into())]),
+        },
+        Case {
             name: "release_quarantine",
             allowed: TRIAGE,
             tenant_scoped: true,

@@ -390,6 +390,25 @@ mod tests {
         assert!(store.take("session-a", &handle).is_none(), "shown once");
     }
 
+    /// Only the request itself, a POST to a server function (behind the
+    /// Origin check), may decrypt: never a page being rendered for a GET.
+    #[test]
+    fn only_a_post_to_a_server_function_may_decrypt() {
+        use leptos::prelude::{Owner, provide_context};
+        let with_request = |req: http::Request<()>| {
+            let owner = Owner::new();
+            owner.with(|| {
+                provide_context(req.into_parts().0);
+                super::require_post().is_ok()
+            })
+        };
+        assert!(Owner::new().with(|| super::require_post().is_err()), "no request at all");
+        assert!(!with_request(http::Request::get("/quarantine/q-1?body=show").body(()).unwrap()));
+        assert!(!with_request(http::Request::get("/fn/reveal_quarantine_body?id=q-1").body(()).unwrap()));
+        assert!(!with_request(http::Request::post("/quarantine/q-1").body(()).unwrap()));
+        assert!(with_request(http::Request::post("/fn/reveal_quarantine_body").body(()).unwrap()));
+    }
+
     /// The body store holds few values, briefly: a full store drops its
     /// oldest, and an expired value is never handed out.
     #[test]

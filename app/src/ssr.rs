@@ -59,7 +59,10 @@ pub struct SharedState {
     /// Set the cookie's `Secure` flag and `__Host-` name: always, except
     /// for a plain-http loopback public URL ([`cookies_secure`]).
     pub secure_cookies: bool,
-    pub reveals: Arc<RevealStore>,
+    pub reveals: Arc<RevealStore<SigningSecret>>,
+    /// Quarantined bodies decrypted by a POST, waiting for the page it
+    /// redirects to (see `api::operations::reveal_quarantine_body`).
+    pub body_views: Arc<RevealStore<dto::RevealedBody>>,
     pub setup: Arc<SetupToken>,
     /// Fields masked when a quarantined body is shown.
     pub redaction: Arc<domain::quarantine::redact::Redaction>,
@@ -74,46 +77,66 @@ pub struct SharedState {
     pub budgets: Arc<domain::budget::Budgets>,
 }
 
-/// Secrets waiting to be shown once, right after provision or rotation. A
-/// form post (with or without JavaScript) ends in a redirect, so the secret
-/// cannot travel in the response; it waits here, in memory only, bound to
-/// the session that created it, for at most [`RevealStore::TTL`].
-#[derive(Default)]
-pub struct RevealStore {
-    items: Mutex<HashMap<String, Reveal>>,
+/// What is shown once, right after the POST that produced it: a new key's
+/// secret after provision or rotation, a quarantined body after the request
+/// that decrypted it. A form post (with or without JavaScript) ends in a
+/// redirect, so the value cannot travel in the response; it waits here, in
+/// memory only, bound to the session that created it, for at most the
+/// store's time to live, and the page after the redirect takes it.
+pub struct RevealStore<T> {
+    items: Mutex<HashMap<String, Reveal<T>>>,
+    ttl: Duration,
+    /// Held at most; a new value evicts the oldest beyond it.
+    cap: usize,
 }
 
-struct Reveal {
+struct Reveal<T> {
     session_digest: String,
-    key_id: String,
-    secret: SigningSecret,
+    /// What the value belongs to (a key id, a quarantine entry id).
+    subject: String,
+    value: T,
     created: Instant,
 }
 
-impl RevealStore {
-    pub const TTL: Duration = Duration::from_secs(600);
+/// The signing-secret store: ten minutes, unbounded (a key's secret that is
+/// dropped unseen can only be rotated).
+impl<T> Default for RevealStore<T> {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(600), usize::MAX)
+    }
+}
 
-    /// Stores a secret; returns the one-time handle for the reveal page.
-    pub fn put(&self, session_token: &str, key_id: &str, secret: SigningSecret) -> String {
+impl<T> RevealStore<T> {
+    pub fn new(ttl: Duration, cap: usize) -> Self {
+        RevealStore { items: Mutex::default(), ttl, cap }
+    }
+
+    /// Stores a value; returns the one-time handle for the page that shows it.
+    pub fn put(&self, session_token: &str, subject: &str, value: T) -> String {
         let handle = domain::crypto::random_token("").expose().to_owned();
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
-        items.retain(|_, r| r.created.elapsed() < Self::TTL);
+        items.retain(|_, r| r.created.elapsed() < self.ttl);
+        while items.len() >= self.cap {
+            let Some(oldest) = items.iter().min_by_key(|(_, r)| r.created).map(|(h, _)| h.clone()) else { break };
+            items.remove(&oldest);
+        }
         items.insert(
             handle.clone(),
             Reveal {
                 session_digest: sha256_hex(session_token.as_bytes()),
-                key_id: key_id.to_owned(),
-                secret,
+                subject: subject.to_owned(),
+                value,
                 created: Instant::now(),
             },
         );
         handle
     }
 
-    /// Removes and returns the secret if it belongs to this session and has
-    /// not expired. A second call returns `None`. Another session's request
-    /// (a guessed or leaked handle) removes nothing: the owner still gets it.
-    pub fn take(&self, session_token: &str, handle: &str) -> Option<(String, SigningSecret)> {
+    /// Removes and returns the value (with its subject) if it belongs to this
+    /// session and has not expired. A second call returns `None`. Another
+    /// session's request (a guessed or leaked handle) removes nothing: the
+    /// owner still gets it.
+    pub fn take(&self, session_token: &str, handle: &str) -> Option<(String, T)> {
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
         let mine = items.get(handle).is_some_and(|r| {
             domain::crypto::constant_time_eq(
@@ -125,7 +148,7 @@ impl RevealStore {
             return None;
         }
         let r = items.remove(handle)?;
-        (r.created.elapsed() < Self::TTL).then_some((r.key_id, r.secret))
+        (r.created.elapsed() < self.ttl).then_some((r.subject, r.value))
     }
 }
 
@@ -183,6 +206,14 @@ fn cookie_in(headers: &http::HeaderMap, name: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// Refuses unless this call is the request itself: a POST to `/fn/…`, which
+/// the server's Origin check guards. A server function that decrypts calls
+/// this first, so no page rendered for a GET can run it.
+pub fn require_post() -> Result<(), AppError> {
+    let direct = parts().is_some_and(|p| p.method == http::Method::POST && p.uri.path().starts_with("/fn/"));
+    if direct { Ok(()) } else { Err(AppError::new("post_required", "this action runs only from its form")) }
 }
 
 /// The signed-in principal, or `Unauthenticated`.
@@ -362,6 +393,44 @@ mod tests {
         let (key, _) = store.take("session-a", &handle).expect("the owner still gets it");
         assert_eq!(key, "key-1");
         assert!(store.take("session-a", &handle).is_none(), "shown once");
+    }
+
+    /// Only the request itself, a POST to a server function (behind the
+    /// Origin check), may decrypt: never a page being rendered for a GET.
+    #[test]
+    fn only_a_post_to_a_server_function_may_decrypt() {
+        use leptos::prelude::{Owner, provide_context};
+        let with_request = |req: http::Request<()>| {
+            let owner = Owner::new();
+            owner.with(|| {
+                provide_context(req.into_parts().0);
+                super::require_post().is_ok()
+            })
+        };
+        assert!(Owner::new().with(|| super::require_post().is_err()), "no request at all");
+        assert!(!with_request(http::Request::get("/quarantine/q-1?body=show").body(()).unwrap()));
+        assert!(!with_request(http::Request::get("/fn/reveal_quarantine_body?id=q-1").body(()).unwrap()));
+        assert!(!with_request(http::Request::post("/quarantine/q-1").body(()).unwrap()));
+        assert!(with_request(http::Request::post("/fn/reveal_quarantine_body").body(()).unwrap()));
+    }
+
+    /// The body store holds few values, briefly: a full store drops its
+    /// oldest, and an expired value is never handed out.
+    #[test]
+    fn a_bounded_store_drops_its_oldest_and_expired_values() {
+        use std::time::Duration;
+        let store = super::RevealStore::new(Duration::from_secs(60), 2);
+        let first = store.put("s", "q-1", 1);
+        std::thread::sleep(Duration::from_millis(2));
+        let second = store.put("s", "q-2", 2);
+        std::thread::sleep(Duration::from_millis(2));
+        let third = store.put("s", "q-3", 3);
+        assert!(store.take("s", &first).is_none(), "evicted");
+        assert_eq!(store.take("s", &second), Some(("q-2".to_owned(), 2)));
+        assert_eq!(store.take("s", &third), Some(("q-3".to_owned(), 3)));
+        let expired = super::RevealStore::new(Duration::ZERO, 8);
+        let handle = expired.put("s", "q-1", 1);
+        assert!(expired.take("s", &handle).is_none());
     }
 
     #[test]

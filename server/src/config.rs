@@ -83,6 +83,11 @@ pub struct ServeArgs {
     /// Relay request timeout.
     #[arg(long, env = "SIGNET_OUTBOX_TIMEOUT_MS", default_value_t = 10_000)]
     pub outbox_timeout_ms: u64,
+    /// Comma-separated CIDRs (or addresses) the outbox relay may reach
+    /// although they are loopback, private, link-local, unique-local or
+    /// otherwise internal. Default: none.
+    #[arg(long, env = "SIGNET_RELAY_ALLOW", value_parser = clap::value_parser!(crate::egress::RelayAllow))]
+    pub relay_allow: Option<crate::egress::RelayAllow>,
     /// A client must send a request's whole head within this; it is also how
     /// long an idle keep-alive connection stays open.
     #[arg(

@@ -6,6 +6,7 @@
 mod cli;
 mod config;
 mod drills;
+mod egress;
 mod http;
 mod listen;
 mod metrics;

@@ -9,6 +9,16 @@ use prometheus::{
 };
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 
+/// How an outbox send attempt ended (`signet_outbox_send_attempts_total`'s
+/// `result`).
+#[derive(Debug, Clone, Copy)]
+pub enum SendResult {
+    Delivered,
+    Failed,
+    /// The relay's address was refused before any connection (`egress`).
+    Refused,
+}
+
 pub struct Metrics {
     registry: Registry,
     webhooks: IntCounterVec,
@@ -140,10 +150,14 @@ impl Metrics {
         }
     }
 
-    /// One outbox send attempt: `delivered` or `failed`; `dead` when it was
-    /// the last one.
-    pub fn observe_send(&self, delivered: bool, dead: bool) {
-        self.outbox_attempts.with_label_values(&[if delivered { "delivered" } else { "failed" }]).inc();
+    /// One outbox send attempt by its result; `dead` when it was the last one.
+    pub fn observe_send(&self, result: SendResult, dead: bool) {
+        let label = match result {
+            SendResult::Delivered => "delivered",
+            SendResult::Failed => "failed",
+            SendResult::Refused => "refused",
+        };
+        self.outbox_attempts.with_label_values(&[label]).inc();
         if dead {
             self.outbox_dead.inc();
         }

@@ -13,11 +13,18 @@ use sea_orm::DatabaseConnection;
 use serde_json::json;
 use tokio::{io::AsyncWriteExt, sync::watch, task::JoinHandle};
 
+use crate::{
+    egress::{self, GuardedResolver, RelayAllow},
+    metrics::SendResult,
+};
+
 /// Why a send failed; `permanent` failures are not retried.
 #[derive(Debug)]
 pub struct SendFailure {
     pub message: String,
     pub permanent: bool,
+    /// The relay's address was refused (`egress`): nothing was sent.
+    pub refused: bool,
 }
 
 /// Where notifications go.
@@ -36,42 +43,64 @@ fn message(d: &Delivery) -> serde_json::Value {
     })
 }
 
-/// POSTs JSON to the tenant's relay URL with `Idempotency-Key` = intent id.
+/// POSTs JSON to the tenant's relay URL with `Idempotency-Key` = intent id,
+/// only to addresses `egress` permits.
 pub struct HttpRelay {
     client: reqwest::Client,
+    allow: Arc<RelayAllow>,
 }
 
 impl HttpRelay {
-    pub fn new(timeout: Duration) -> Result<Self, reqwest::Error> {
-        Ok(HttpRelay {
-            client: reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build()?,
-        })
+    pub fn new(timeout: Duration, allow: RelayAllow) -> Result<Self, reqwest::Error> {
+        let allow = Arc::new(allow);
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            // A proxy would make the connection (and the lookup) elsewhere.
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver::new(allow.clone())))
+            .build()?;
+        Ok(HttpRelay { client, allow })
     }
 
     async fn post(&self, url: &str, d: &Delivery) -> Result<(), SendFailure> {
         // Stored before the https-or-loopback rule: refused, not used.
-        if !domain::registry::tenants::notify_url_allowed(url) {
+        let parsed = reqwest::Url::parse(url).ok().filter(|_| domain::registry::tenants::notify_url_allowed(url));
+        let Some(url) = parsed else {
             return Err(SendFailure {
                 message: "the tenant's notify URL is not https:// (or http:// to loopback); fix it and retry".into(),
                 permanent: true,
+                refused: false,
             });
-        }
+        };
+        egress::check_url(&url, &self.allow).map_err(refused)?;
         let res = self.client.post(url).header("Idempotency-Key", &d.id).json(&message(d)).send().await;
         match res {
             Ok(r) if r.status().is_success() => Ok(()),
-            // A timeout or a dropped connection is an uncertain outcome: retried
-            // with the same key, never a new one.
-            Err(e) => Err(SendFailure {
-                message: format!("relay unreachable or timed out: {}", without_url(&e)),
-                permanent: false,
-            }),
+            Err(e) => match egress::refusal(&e) {
+                Some(r) => Err(refused(r.clone())),
+                // A timeout or a dropped connection is an uncertain outcome:
+                // retried with the same key, never a new one.
+                None => Err(SendFailure {
+                    message: format!("relay unreachable or timed out: {}", without_url(&e)),
+                    permanent: false,
+                    refused: false,
+                }),
+            },
             Ok(r) => {
                 let s = r.status();
                 let retryable = s.is_server_error() || matches!(s.as_u16(), 408 | 409 | 425 | 429);
-                Err(SendFailure { message: format!("relay answered {s}"), permanent: !retryable })
+                Err(SendFailure { message: format!("relay answered {s}"), permanent: !retryable, refused: false })
             }
         }
     }
+}
+
+/// A refused target is a configuration problem, not a passing one: the intent
+/// goes `dead` at once, saying why; on-call retries it once the URL or
+/// `SIGNET_RELAY_ALLOW` is fixed.
+fn refused(r: egress::Refused) -> SendFailure {
+    SendFailure { message: r.to_string(), permanent: true, refused: true }
 }
 
 /// reqwest errors carry the URL, which may hold credentials; keep the kind only.
@@ -121,6 +150,7 @@ impl FileSink {
         write.await.map_err(|e| SendFailure {
             message: format!("cannot write {}: {e}", self.path.display()),
             permanent: false,
+            refused: false,
         })
     }
 }
@@ -133,8 +163,8 @@ pub struct Builtin {
 }
 
 impl Builtin {
-    pub fn new(file: PathBuf, timeout: Duration) -> Result<Self, String> {
-        Ok(Builtin { relay: HttpRelay::new(timeout).map_err(|e| e.to_string())?, file: FileSink { path: file } })
+    pub fn new(file: PathBuf, timeout: Duration, allow: RelayAllow) -> Result<Self, String> {
+        Ok(Builtin { relay: HttpRelay::new(timeout, allow).map_err(|e| e.to_string())?, file: FileSink { path: file } })
     }
 }
 
@@ -216,7 +246,7 @@ async fn deliver<N: Notifier>(
 ) {
     match notifier.send(d).await {
         Ok(()) => {
-            metrics.observe_send(true, false);
+            metrics.observe_send(SendResult::Delivered, false);
             if let Some(stall) = faults.stall_after_send {
                 tokio::time::sleep(stall).await;
             }
@@ -227,7 +257,8 @@ async fn deliver<N: Notifier>(
         }
         Err(f) => match outbox::mark_failed(db, d, &f.message, f.permanent, rule).await {
             Ok(status) => {
-                metrics.observe_send(false, status == outbox::DEAD);
+                let result = if f.refused { SendResult::Refused } else { SendResult::Failed };
+                metrics.observe_send(result, status == outbox::DEAD);
                 tracing::warn!(
                     intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message,
                     "notification not delivered"

@@ -61,6 +61,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         sessions: SessionPolicy::default(),
         secure_cookies: app::ssr::cookies_secure(&public_url),
         reveals: Arc::new(RevealStore::default()),
+        // Taken by the page the reveal redirects to, a moment later.
+        body_views: Arc::new(RevealStore::new(Duration::from_secs(120), 64)),
         setup: Arc::new(SetupToken::default()),
         redaction: Arc::new(domain::quarantine::redact::Redaction::from_config(args.redact_fields.as_deref())),
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
@@ -88,8 +90,12 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         unknown_log: Arc::default(),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
-    let notifier = crate::outbox_worker::Builtin::new(outbox_file, Duration::from_millis(args.outbox_timeout_ms))
-        .map_err(|e| format!("outbox relay: {e}"))?;
+    let notifier = crate::outbox_worker::Builtin::new(
+        outbox_file,
+        Duration::from_millis(args.outbox_timeout_ms),
+        args.relay_allow.clone().unwrap_or_default(),
+    )
+    .map_err(|e| format!("outbox relay: {e}"))?;
     let worker = crate::outbox_worker::spawn(
         db.clone(),
         vault.clone(),

@@ -91,6 +91,7 @@ server_fns!(
     operations::ListQuarantine,
     operations::QuarantineDetail,
     operations::RevealQuarantineBody,
+    operations::ShownQuarantineBody,
     operations::ReleaseQuarantine,
     operations::DiscardQuarantine,
     operations::StartBulkRelease,

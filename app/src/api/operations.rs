@@ -37,13 +37,34 @@ pub async fn quarantine_detail(id: String) -> Result<QuarantineView, AppError> {
     Ok(domain::quarantine::get(&st.db, &p, &id).await?)
 }
 
-/// Decrypts the body for display (on-call and admin only). POST: every
-/// call is written to the audit log.
+/// Decrypts the body (on-call and admin only), writes the audit entry, and
+/// sends the browser back to the entry's page, which shows the redacted body
+/// once ([`shown_quarantine_body`]). Only this POST decrypts, after the
+/// Origin check; it refuses to run inside the rendering of a page, whose
+/// GET no such check guards.
 #[server(prefix = "/fn", endpoint = "reveal_quarantine_body")]
-pub async fn reveal_quarantine_body(id: String) -> Result<RevealedBody, AppError> {
+pub async fn reveal_quarantine_body(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    ssr::require_post()?;
+    let (st, p) = ssr::request().await?;
+    let token = ssr::session_token().ok_or_else(|| AppError::new("unauthenticated", "sign in again"))?;
+    let body = domain::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await?;
+    let handle = st.body_views.put(&token, &id, body);
+    leptos_axum::redirect(&format!("/quarantine/{id}?view={handle}"));
+    Ok(())
+}
+
+/// The body [`reveal_quarantine_body`] decrypted for this session, once.
+/// `None` once shown, after two minutes, or for another session's `view`.
+/// It decrypts nothing and records nothing: the reveal did both. POST
+/// because it consumes the view.
+#[server(prefix = "/fn", endpoint = "shown_quarantine_body")]
+pub async fn shown_quarantine_body(id: String, view: String) -> Result<Option<RevealedBody>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::quarantine::reveal_body(&st.db, &st.vault, &p, &id, &st.redaction).await?)
+    p.authorize(domain::auth::Permission::RevealBodies, domain::auth::Scope::Global)?;
+    let Some(token) = ssr::session_token() else { return Ok(None) };
+    Ok(st.body_views.take(&token, &view).filter(|(entry, _)| *entry == id).map(|(_, body)| body))
 }
 
 #[server(prefix = "/fn", endpoint = "release_quarantine")]

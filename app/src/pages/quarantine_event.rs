@@ -1,26 +1,48 @@
 //! `/quarantine/:id`: one quarantined event. Metadata for everyone who may
-//! see the tenant; the decrypted (redacted) body only on an explicit click
-//! by on-call or an admin, and every such view is audited.
+//! see the tenant; the decrypted (redacted) body only for on-call or an
+//! admin, on an explicit click that posts a form (Origin-checked, audited).
+//! The post redirects here with `?view=<handle>`, and the page shows the
+//! body it decrypted, once; rendering the page never decrypts.
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
-    api::operations::{DiscardQuarantine, ReleaseQuarantine, quarantine_detail, reveal_quarantine_body},
-    components::{
-        ActionError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit, format::when,
-        quarantine_labels::reason_label,
+    api::{
+        AppError,
+        operations::{
+            DiscardQuarantine, ReleaseQuarantine, RevealQuarantineBody, quarantine_detail, shown_quarantine_body,
+        },
     },
-    dto::{Me, QuarantineView},
+    components::{
+        ActionError, Awaited, FormError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit,
+        format::when, quarantine_labels::reason_label,
+    },
+    dto::{Me, QuarantineView, RevealedBody},
 };
+
+/// The body a reveal left for this page, if the URL names one.
+type Shown = Resource<Result<Option<RevealedBody>, AppError>>;
 
 #[component]
 pub fn QuarantineEventPage() -> impl IntoView {
     let params = use_params_map();
     let query = use_query_map();
     let id = move || params.read().get("id").unwrap_or_default();
+    let handle = move || query.read().get("view").unwrap_or_default();
     let refresh = Refresh::provide();
     let entry = Resource::new(move || (id(), refresh.get()), |(id, _)| quarantine_detail(id));
+    // Created here, not inside the `Loaded` below: a view is taken once, and a
+    // Suspense may render its children more than once on the server.
+    let shown: Shown = Resource::new(
+        move || (id(), handle()),
+        |(id, handle)| async move {
+            if handle.is_empty() {
+                return Ok(None);
+            }
+            shown_quarantine_body(id, handle).await
+        },
+    );
     view! {
         <Layout
             title=""
@@ -29,8 +51,7 @@ pub fn QuarantineEventPage() -> impl IntoView {
                     let me = me.clone();
                     move |q| {
                         let done = query.read().get("done");
-                        let show_body = query.read().get("body").is_some_and(|b| b == "show");
-                        view! { <Detail q me=me.clone() done show_body/> }
+                        view! { <Detail q me=me.clone() done shown/> }
                     }
                 }/>
             }
@@ -39,7 +60,7 @@ pub fn QuarantineEventPage() -> impl IntoView {
 }
 
 #[component]
-fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> impl IntoView {
+fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl IntoView {
     let open = q.status == "open";
     let can_triage = me.can_triage();
     let self_href = format!("/quarantine/{}", q.id);
@@ -65,17 +86,8 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
         view! { <p class="hint">"The body is no longer stored (body retention)."</p> }.into_any()
     } else if !can_triage {
         view! { <p class="hint">"Only on-call engineers and administrators can view event bodies."</p> }.into_any()
-    } else if show_body {
-        view! { <RevealedBody id=q.id.clone() hide=self_href.clone()/> }.into_any()
     } else {
-        view! {
-            <p>
-                "The body may contain patient data. Viewing it is recorded in the audit log under your name; \
-                configured fields are redacted."
-            </p>
-            <a class="button secondary" href=format!("{self_href}?body=show")>"Show body"</a>
-        }
-        .into_any()
+        view! { <Body id=q.id.clone() shown hide=self_href.clone()/> }.into_any()
     };
     view! {
         <p class="crumbs"><a href="/quarantine">"Quarantine"</a> " / " <code>{q.event_id.clone()}</code></p>
@@ -122,29 +134,63 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, show_body: bool) -> i
     }
 }
 
+/// The body card for someone who may see bodies: the body a reveal just
+/// decrypted, or the form that reveals it.
 #[component]
-fn RevealedBody(id: String, hide: String) -> impl IntoView {
-    let body = Resource::new(move || id.clone(), reveal_quarantine_body);
+fn Body(id: String, shown: Shown, hide: String) -> impl IntoView {
+    let reveal = ServerAction::<RevealQuarantineBody>::new();
+    let query = use_query_map();
     view! {
-        <Loaded resource=body loading="Decrypting…" render=move |b| {
-            let shown = if b.json {
-                view! {
-                    <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
-                    <pre class="body" data-testid="event-body">{b.text}</pre>
-                }
-                .into_any()
-            } else {
-                let withheld = format!(
-                    "The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.",
-                    b.size_bytes
-                );
-                view! { <p class="warning" data-testid="event-body-withheld">{withheld}</p> }.into_any()
-            };
-            view! {
-                {shown}
-                <a class="button secondary" href=hide.clone()>"Hide body"</a>
+        <Awaited resource=shown loading="Loading…" render=move |r| match r {
+            Ok(Some(b)) => view! { <BodyShown b hide=hide.clone()/> }.into_any(),
+            Ok(None) => {
+                // The URL names a view this session can no longer take.
+                let gone = query.with_untracked(|q| q.get("view").is_some_and(|v| !v.is_empty()));
+                view! { <ShowBody id=id.clone() reveal gone/> }.into_any()
             }
+            Err(error) => view! { <FormError error/> <ShowBody id=id.clone() reveal gone=false/> }.into_any(),
         }/>
+    }
+}
+
+/// "Show body": a form, so the decryption is a POST (Origin-checked and
+/// audited) with or without JavaScript.
+#[component]
+fn ShowBody(id: String, reveal: ServerAction<RevealQuarantineBody>, gone: bool) -> impl IntoView {
+    view! {
+        {gone.then(|| view! {
+            <p class="hint">"That view of the body has been shown already or has expired. Show it again if needed."</p>
+        })}
+        <p>
+            "The body may contain patient data. Viewing it is recorded in the audit log under your name; \
+            configured fields are redacted."
+        </p>
+        <ActionError action=reveal/>
+        <ActionForm action=reveal>
+            <input type="hidden" name="id" value=id/>
+            <Submit action=reveal label="Show body" kind="secondary"/>
+        </ActionForm>
+    }
+}
+
+#[component]
+fn BodyShown(b: RevealedBody, hide: String) -> impl IntoView {
+    let shown = if b.json {
+        view! {
+            <p class="hint">"Redacted fields: " {b.redacted_fields.join(", ")}</p>
+            <pre class="body" data-testid="event-body">{b.text}</pre>
+        }
+        .into_any()
+    } else {
+        let withheld = format!(
+            "The body is not JSON ({} bytes). Nothing in it could be redacted, so it is not shown.",
+            b.size_bytes
+        );
+        view! { <p class="warning" data-testid="event-body-withheld">{withheld}</p> }.into_any()
+    };
+    view! {
+        {shown}
+        <a class="button secondary" href=hide>"Hide body"</a>
     }
 }
 

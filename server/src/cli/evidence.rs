@@ -166,9 +166,8 @@ pub async fn evidence(
             let run = if with_drills { Some(run_drills(args, db, &vault, p).await?) } else { None };
             let bundle = export::export(db, &vault, p, tenant.as_deref(), Via::Cli).await?.bundle;
             for (name, bytes) in bundle.files() {
-                let path = out.join(name);
-                std::fs::write(&path, bytes)
-                    .map_err(|e| CliError::new("write", format!("cannot write {}: {e}", path.display())))?;
+                replace_file(&out, name, &bytes)
+                    .map_err(|e| CliError::new("write", format!("cannot write {}: {e}", out.join(name).display())))?;
             }
             let critical = bundle.evidence.findings.iter().filter(|f| f.severity == "critical").count();
             let report = json!({
@@ -266,13 +265,51 @@ fn prepare_dir(out: &Path, force: bool) -> Result<(), CliError> {
             ));
         }
     }
-    std::fs::create_dir_all(out).map_err(|e| CliError::new("out", format!("cannot create {}: {e}", out.display())))?;
+    crate::config::private_dir(out)
+        .map_err(|e| CliError::new("out", format!("cannot create {}: {e}", out.display())))?;
     // Fail before exporting (an export is recorded) if nothing can be written.
-    let probe = out.join(".signet-write-test");
-    std::fs::write(&probe, b"")
+    let probe = out.join(temp_name("write-test"));
+    new_private_file(&probe)
         .map_err(|e| CliError::new("out_not_writable", format!("cannot write to {}: {e}", out.display())))?;
     std::fs::remove_file(&probe).ok();
     Ok(())
+}
+
+/// A name no one else can have planted anything at in advance.
+fn temp_name(what: &str) -> String {
+    format!(".signet-{what}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Created exclusively (`O_CREAT | O_EXCL`, which never follows a symlink)
+/// and owner-only.
+fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
+/// Writes `dir/name` without writing through whatever is already there: the
+/// bytes go to a new private file in `dir`, which is then renamed over
+/// `name`. A symlink (or a file) at `name` is replaced, never followed, so
+/// a link planted in the output directory cannot aim the export at a file
+/// elsewhere; and a reader never sees a half-written file.
+fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(temp_name(name));
+    let written = new_private_file(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))
+    });
+    if written.is_err() {
+        std::fs::remove_file(&tmp).ok();
+    }
+    written
 }
 
 /// Every regular file in `dir` (a bundle has no subdirectories).

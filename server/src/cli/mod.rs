@@ -293,7 +293,7 @@ pub enum DrillCmd {
 pub enum EvidenceCmd {
     /// Write evidence.json, evidence.html, manifest.json and manifest.sig.
     Export {
-        /// Output directory (created if missing; must be empty unless --force).
+        /// Output directory (created owner-only if missing; must be empty unless --force).
         #[arg(long)]
         out: std::path::PathBuf,
         /// Limit every section to one tenant.
@@ -302,7 +302,8 @@ pub enum EvidenceCmd {
         /// Run the drills first, so the bundle carries a fresh run.
         #[arg(long)]
         run_drills: bool,
-        /// Overwrite the bundle's files in a non-empty directory.
+        /// Replace the bundle's files in a non-empty directory (whatever is at
+        /// their names, a symlink included, is replaced, never written through).
         #[arg(long)]
         force: bool,
     },

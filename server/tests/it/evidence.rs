@@ -251,6 +251,45 @@ both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Instal
     assert!(verified.status.success(), "{}", stderr(&verified));
 });
 
+both_engines!(export_never_writes_through_a_planted_symlink, async |i: &Install| {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("bundle");
+    std::fs::create_dir(&out).unwrap();
+    // Links planted at two of the bundle's names: one at a file someone
+    // cares about, one dangling (it would create the file it names).
+    let victim = work.path().join("authorized_keys");
+    std::fs::write(&victim, "ssh-ed25519 AAAA the owner's key\n").unwrap();
+    symlink(&victim, out.join("evidence.json")).unwrap();
+    let nowhere = work.path().join("created-elsewhere");
+    symlink(&nowhere, out.join("manifest.sig")).unwrap();
+
+    let refused = i.cli(&["evidence", "export", "--out", out.to_str().unwrap()], "");
+    assert!(!refused.status.success() && stderr(&refused).contains("not empty"), "{}", stderr(&refused));
+    let forced = i.cli(&["--json", "evidence", "export", "--out", out.to_str().unwrap(), "--force"], "");
+    assert!(forced.status.success(), "{}", stderr(&forced));
+
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "ssh-ed25519 AAAA the owner's key\n", "target untouched");
+    assert!(!nowhere.exists(), "nothing created through a dangling link");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["evidence.html", "evidence.json", "manifest.json", "manifest.sig"], "no temporary files left");
+    for name in &names {
+        let meta = std::fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(meta.file_type().is_file(), "{name} is a regular file now");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
+    }
+    let ok = i.cli(&["evidence", "verify", out.to_str().unwrap()], "");
+    assert!(ok.status.success(), "{}", stderr(&ok));
+
+    // A directory the export creates is owner-only too.
+    let fresh = work.path().join("fresh");
+    i.cli_json(&["evidence", "export", "--out", fresh.to_str().unwrap()]);
+    assert_eq!(std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o700);
+});
+
 both_engines!(sign_off_through_the_api_and_console_downloads, async |i: &Install| {
     i.cli_json(&["tenant", "create", "clinic-a"]);
     let reviewer =

@@ -94,7 +94,9 @@ async fn wait_status(s: &Server, token: &str, status: &str, n: usize) -> Vec<Val
     panic!("fewer than {n} intents reached {status}");
 }
 
-const FAST: [(&str, &str); 1] = [("SIGNET_OUTBOX_POLL_MS", "50")];
+/// The sink listens on loopback, which the relay reaches only when allowed.
+const LOOPBACK_ALLOWED: (&str, &str) = ("SIGNET_RELAY_ALLOW", "127.0.0.0/8");
+const FAST: [(&str, &str); 2] = [("SIGNET_OUTBOX_POLL_MS", "50"), LOOPBACK_ALLOWED];
 
 both_engines!(each_intent_is_delivered_once_with_its_idempotency_key, async |i: &Install| {
     let sink = Sink::default();
@@ -154,12 +156,12 @@ both_engines!(a_crash_between_send_and_mark_resends_with_the_same_key, async |i:
     let token =
         i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let lease = ("SIGNET_OUTBOX_LEASE_MS", "1500");
-    let mut s = i.serve_with(&[FAST[0], lease, ("SIGNET_FAULTS", "stall_after_send_ms=60000")]);
+    let mut s = i.serve_with(&[FAST[0], FAST[1], lease, ("SIGNET_FAULTS", "stall_after_send_ms=60000")]);
     otp(i, &s, "clinic-a", &a, "otp-crash", "evt-crash");
     let first = sink.wait_for(1).await;
     s.kill9(); // after the send, before the mark
     drop(s);
-    let s = i.serve_with(&[FAST[0], lease]);
+    let s = i.serve_with(&[FAST[0], FAST[1], lease]);
     let both = sink.wait_for(2).await;
     assert_eq!(both[0].0, first[0].0);
     assert_eq!(both[1].0, first[0].0, "the resend carries the same idempotency key");
@@ -182,6 +184,7 @@ both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &
         i.cli_json(&["token", "create", "--name", "rev", "--role", "reviewer"])["token"].as_str().unwrap().to_owned();
     let s = i.serve_with(&[
         FAST[0],
+        FAST[1],
         ("SIGNET_OUTBOX_MAX_ATTEMPTS", "3"),
         ("SIGNET_OUTBOX_BASE_DELAY_MS", "20"),
         ("SIGNET_OUTBOX_MAX_DELAY_MS", "100"),
@@ -216,4 +219,53 @@ both_engines!(failures_back_off_to_dead_and_on_call_retries_by_hand, async |i: &
     let audit: Value =
         c.get(s.url("/api/v1/audit?action=outbox.")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
     assert!(audit.to_string().contains("outbox.retry"), "{audit}");
+});
+
+both_engines!(relays_reach_internal_addresses_only_when_the_operator_allows_them, async |i: &Install| {
+    let sink = Sink::default();
+    let url = sink.start().await;
+    let port = url.trim_start_matches("http://127.0.0.1:").split('/').next().unwrap().to_owned();
+    // `localhost` resolves to 127.0.0.1 (/etc/hosts): the name is checked by
+    // what it resolves to, at the moment of the send.
+    let by_name = format!("http://localhost:{port}/notify");
+    let a = clinic(i, "clinic-a", Some(&by_name));
+    let b = clinic(i, "clinic-b", Some(&url));
+    let admin =
+        i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve_with(&FAST[..1]);
+    otp(i, &s, "clinic-a", &a, "otp-name", "evt-name");
+    otp(i, &s, "clinic-b", &b, "otp-literal", "evt-literal");
+    let dead = wait_status(&s, &admin, "dead", 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(sink.seen().is_empty(), "nothing reached the internal address: {:?}", sink.seen());
+    let error_of = |tenant: &str| {
+        let v = dead.iter().find(|v| v["tenant"] == tenant).unwrap_or_else(|| panic!("{tenant} in {dead:?}"));
+        assert_eq!(v["attempts"], 1, "refused once, not retried: {v}");
+        v["last_error"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        error_of("clinic-a"),
+        "relay host localhost resolves only to forbidden addresses (127.0.0.1 is loopback); \
+         allow its range with SIGNET_RELAY_ALLOW"
+    );
+    assert_eq!(error_of("clinic-b"), "relay address 127.0.0.1 is loopback and not allowed (SIGNET_RELAY_ALLOW)");
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("signet_outbox_send_attempts_total{result=\"refused\"} 2"), "{metrics}");
+    let log = s.output();
+    assert!(log.contains("notification not delivered") && log.contains("127.0.0.1 is loopback"), "{log}");
+    drop(s);
+
+    // With the loopback range allowed, the same intents go through once retried.
+    let s = i.serve_with(&FAST);
+    let c = reqwest::Client::new();
+    for v in &dead {
+        let id = v["id"].as_str().unwrap();
+        let res = c.post(s.url(&format!("/api/v1/outbox/{id}/retry"))).bearer_auth(&admin).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    let seen = sink.wait_for(2).await;
+    let mut tenants: Vec<&str> = seen.iter().map(|(_, b)| b["tenant"].as_str().unwrap()).collect();
+    tenants.sort();
+    assert_eq!(tenants, ["clinic-a", "clinic-b"]);
+    wait_status(&s, &admin, "sent", 2).await;
 });

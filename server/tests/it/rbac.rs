@@ -267,6 +267,13 @@ fn server_fn_cases() -> Vec<Case> {
             build: |id, _| form("/fn/reveal_quarantine_body", vec![("id", id.into())]),
         },
         Case {
+            name: "shown_quarantine_body",
+            allowed: TRIAGE,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| form("/fn/shown_quarantine_body", vec![("id", "q-1".into()), ("view", "not-a-view".into())]),
+        },
+        Case {
             name: "release_quarantine",
             allowed: TRIAGE,
             tenant_scoped: true,
@@ -995,6 +1002,8 @@ struct World {
 /// bulk release pauses after each entry (so one can be caught running).
 fn serve(i: &Install) -> Server {
     i.serve_with(&[
+        // The relay URL is on loopback: allowed, so sends fail by connection.
+        ("SIGNET_RELAY_ALLOW", "127.0.0.0/8"),
         ("SIGNET_OUTBOX_MAX_ATTEMPTS", "1"),
         ("SIGNET_OUTBOX_POLL_MS", "50"),
         ("SIGNET_FAULTS", "stall_bulk_entry_ms=5000"),

@@ -1,5 +1,6 @@
 //! A provisioned secret is shown once and appears nowhere else: not in the
-//! raw database, not in logs, not in any later response.
+//! raw database, not in logs, not in any later response. A quarantined body
+//! is decrypted only by an Origin-checked POST, never by a GET.
 
 use serde_json::Value;
 
@@ -141,4 +142,96 @@ both_engines!(nobody_approves_a_key_they_created, async |i: &Install| {
     let keys: Value =
         c.get(s.url("/api/v1/keys?tenant=clinic-a")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
     assert_eq!(keys.as_array().unwrap().len(), 2, "{keys}");
+});
+
+both_engines!(a_body_is_decrypted_only_by_an_origin_checked_post, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let secret = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"])["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let admin =
+        i.cli_json(&["token", "create", "--name", "t", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    i.cli_json_stdin(&["user", "create", "otto", "--role", "oncall"], "a long enough password");
+    let s = i.serve();
+    let body = r#"{"type":"reminder.scheduled","data":{"reminder_id":"r-late","phone":"+41 79 555 01 23"}}"#;
+    i.send_event(&s.url("/hooks/clinic-a/hooks"), &secret, "msg_early", body);
+    let api = reqwest::Client::new();
+    let list: Value = api
+        .get(s.url("/api/v1/quarantine?tenant=clinic-a"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = list["items"][0]["id"].as_str().unwrap().to_owned();
+    let reveals = async || {
+        let entries: Vec<Value> = api
+            .get(s.url("/api/v1/audit?action=quarantine.reveal_body"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        entries.iter().filter(|e| e["action"] == "quarantine.reveal_body").count()
+    };
+
+    let otto = s.client();
+    let login = otto
+        .post(s.url("/fn/login"))
+        .header("Origin", &s.base)
+        .form(&[("username", "otto"), ("password", "a long enough password")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let page = async |path: &str| {
+        let res = otto.get(s.url(path)).header("Accept", "text/html").send().await.unwrap();
+        (res.status(), res.text().await.unwrap())
+    };
+    // GETs, however they are spelled, decrypt nothing and record nothing.
+    for path in [
+        format!("/quarantine/{id}?body=show"),
+        format!("/quarantine/{id}?view=guessed"),
+        format!("/quarantine/{id}"),
+        format!("/fn/reveal_quarantine_body?id={id}"),
+    ] {
+        let (status, html) = page(&path).await;
+        assert!(!html.contains("r-late") && !html.contains("event-body\""), "{path} showed the body: {html}");
+        assert!(status == 200 || path.starts_with("/fn/"), "{path}: {status}");
+        assert_eq!(reveals().await, 0, "{path} was recorded as a reveal");
+    }
+    // The POST without our Origin is refused before it runs.
+    for origin in [None, Some("http://evil.test")] {
+        let mut r = otto.post(s.url("/fn/reveal_quarantine_body")).form(&[("id", id.as_str())]);
+        if let Some(o) = origin {
+            r = r.header("Origin", o);
+        }
+        assert_eq!(r.send().await.unwrap().status(), 403, "{origin:?}");
+    }
+    assert_eq!(reveals().await, 0);
+    // The form post (JavaScript off) decrypts once, records it, and sends the
+    // browser to the page that shows it, once.
+    let posted = otto
+        .post(s.url("/fn/reveal_quarantine_body"))
+        .header("Origin", &s.base)
+        .header("Accept", "text/html")
+        .form(&[("id", id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert!(posted.status().is_redirection(), "{}", posted.status());
+    let location = posted.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with(&format!("/quarantine/{id}?view=")), "{location}");
+    assert_eq!(reveals().await, 1);
+    let (_, shown) = page(&location).await;
+    assert!(shown.contains("r-late") && shown.contains("[redacted]") && !shown.contains("555 01 23"), "{shown}");
+    let (_, again) = page(&location).await;
+    assert!(!again.contains("r-late") && again.contains("shown already"), "a view is shown once: {again}");
+    assert_eq!(reveals().await, 1, "showing decrypted nothing more");
 });

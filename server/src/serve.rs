@@ -150,8 +150,14 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Audit windows recorded and stale rows deleted per sign-in throttle
+/// sweep (each at most; the global budget lets far fewer appear in 10 s).
+const THROTTLE_SWEEP_BATCH: u64 = 200;
+
 /// Periodic work: refresh the KEK ring (so `signet kek rotate` on another
-/// instance takes effect here) and mark expired keys.
+/// instance takes effect here), mark expired keys, and record ended sign-in
+/// failure windows and delete stale throttle rows
+/// (`domain::auth::throttle::sweep`).
 async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     loop {
@@ -163,6 +169,9 @@ async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
             Ok(0) => {}
             Ok(n) => tracing::info!(count = n, "retiring keys expired"),
             Err(e) => tracing::error!(error = %e, "expiry sweep failed"),
+        }
+        if let Err(e) = domain::auth::throttle::sweep(&db, domain::clock::now_ms(), THROTTLE_SWEEP_BATCH).await {
+            tracing::error!(error = %e, "sign-in throttle sweep failed");
         }
     }
 }

@@ -21,6 +21,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             args.body_timeout_secs, args.request_timeout_secs
         ));
     }
+    let trusted_proxies = app::ssr::client_addr::TrustedProxies::parse(args.trusted_proxies.as_deref().unwrap_or(""))
+        .map_err(|e| format!("SIGNET_TRUSTED_PROXIES (--trusted-proxies): {e}"))?;
     let url = db_args.url().map_err(|e| e.to_string())?;
     let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
@@ -66,6 +68,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
         faults: faults.clone(),
         drills,
+        trusted_proxies: Arc::new(trusted_proxies),
     };
     let state = AppState { leptos_options, hsts: public_url.starts_with("https://"), shared };
 

@@ -10,16 +10,16 @@
 //! - A success clears the account's (or device's) count and takes back its
 //!   own reservations on the address and the global budget, so successes
 //!   never count against either; a failure keeps the reservation as its
-//!   count. A lock begins
-//!   with the attempt that reaches the limit and grows with every further
-//!   counted attempt (30 s, 1 min, 2 min … at most 15 min). Attempts refused
-//!   while locked are not counted, so hammering a locked account does not
-//!   lengthen its lock.
+//!   count. A lock begins with the attempt that reaches the limit and grows
+//!   with every further counted attempt (30 s, 1 min, 2 min … at most
+//!   15 min). Attempts refused while locked are not counted, so hammering a
+//!   locked account does not lengthen its lock.
 //! - Subjects: the client's address (IPv6 grouped by /64, since one host
 //!   holds a whole /64), and either the account (`user:`) or, when the
 //!   browser presents a device token this account was signed in with before
-//!   (`device:`), that device alone, without the address: behind a reverse
-//!   proxy every client shares one address, and an attacker's failures
+//!   (`device:`), that device alone, without the address: behind a NAT, or
+//!   a proxy not listed as trusted, every client shares one address, and an
+//!   attacker's failures
 //!   there must not lock out the owner's own browser. An attacker without
 //!   the owner's browser can lock the account, and the address, only for
 //!   browsers the account has never been used from: the owner's own device

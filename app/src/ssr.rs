@@ -1,6 +1,8 @@
 //! Server-side glue for the server functions: shared state, who is asking,
 //! error mapping and DTO conversions. Compiled only with `ssr`.
 
+pub mod client_addr;
+
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -75,6 +77,9 @@ pub struct SharedState {
     pub drills: Arc<dyn domain::evidence::runs::DrillSpawner>,
     /// Per-caller budgets for expensive calls (429 beyond them).
     pub budgets: Arc<domain::budget::Budgets>,
+    /// Reverse proxies whose forwarding headers name the client
+    /// (`SIGNET_TRUSTED_PROXIES`).
+    pub trusted_proxies: Arc<client_addr::TrustedProxies>,
 }
 
 /// What is shown once, right after the POST that produced it: a new key's
@@ -297,14 +302,32 @@ pub fn set_device_cookie(token: &str, secure: bool) {
     }
 }
 
-/// The client's address for login throttling (the socket peer; Signet does
-/// not trust forwarding headers).
-pub fn client_ip() -> String {
-    parts()
-        .and_then(|p| {
-            p.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_owned())
+/// The client's address for login throttling: the socket peer, or what a
+/// trusted proxy's forwarding header names ([`client_addr`]). A trusted
+/// proxy's header that cannot be read refuses the request (400
+/// `forwarding_invalid`) rather than charging the proxy's own address,
+/// which every browser behind it shares.
+pub fn client_ip() -> Result<String, AppError> {
+    let Some((parts, st)) = parts().zip(use_context::<SharedState>()) else { return Ok("unknown".to_owned()) };
+    let Some(peer) = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip())
+    else {
+        return Ok("unknown".to_owned());
+    };
+    match client_addr::client_addr(peer, &parts.headers, &st.trusted_proxies) {
+        Ok(ip) => Ok(ip.to_string()),
+        Err(e) => {
+            tracing::warn!(peer = %peer, error = %e, "sign-in refused: a trusted proxy's forwarding header");
+            if !is_form_post()
+                && let Some(res) = use_context::<ResponseOptions>()
+            {
+                res.set_status(http::StatusCode::BAD_REQUEST);
+            }
+            Err(AppError::new(
+                "forwarding_invalid",
+                "the reverse proxy's forwarding header could not be read; the operator must fix the proxy",
+            ))
+        }
+    }
 }
 
 /// A plain HTML form post (JavaScript off): errors travel in the redirect

@@ -21,6 +21,7 @@ mod m20261204_000011_hardening;
 mod m20261204_000012_edge_cases;
 mod m20261204_000013_scope_author;
 mod m20261205_000014_audit_verified;
+mod m20261205_000015_login_windows;
 
 pub struct Migrator;
 
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000012_edge_cases::Migration),
             Box::new(m20261204_000013_scope_author::Migration),
             Box::new(m20261205_000014_audit_verified::Migration),
+            Box::new(m20261205_000015_login_windows::Migration),
         ]
     }
 }

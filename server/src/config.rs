@@ -136,6 +136,11 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(1..=100_000)
     )]
     pub max_in_flight: u64,
+    /// Reverse proxies (comma-separated CIDR blocks or addresses) whose
+    /// `Forwarded` / `X-Forwarded-For` name the client for sign-in
+    /// throttling. Unset: the socket peer is the client.
+    #[arg(long, env = "SIGNET_TRUSTED_PROXIES")]
+    pub trusted_proxies: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

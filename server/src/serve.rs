@@ -21,6 +21,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             args.body_timeout_secs, args.request_timeout_secs
         ));
     }
+    let trusted_proxies = app::ssr::client_addr::TrustedProxies::parse(args.trusted_proxies.as_deref().unwrap_or(""))
+        .map_err(|e| format!("SIGNET_TRUSTED_PROXIES (--trusted-proxies): {e}"))?;
     let url = db_args.url().map_err(|e| e.to_string())?;
     let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
@@ -69,6 +71,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         faults: faults.clone(),
         drills,
         budgets: Arc::new(domain::budget::Budgets::default()),
+        trusted_proxies: Arc::new(trusted_proxies),
     };
     let state = AppState { leptos_options, hsts: public_url.starts_with("https://"), shared };
 
@@ -157,8 +160,14 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Audit windows recorded and stale rows deleted per sign-in throttle
+/// sweep (each at most; the global budget lets far fewer appear in 10 s).
+const THROTTLE_SWEEP_BATCH: u64 = 200;
+
 /// Periodic work: refresh the KEK ring (so `signet kek rotate` on another
-/// instance takes effect here) and mark expired keys.
+/// instance takes effect here), mark expired keys, and record ended sign-in
+/// failure windows and delete stale throttle rows
+/// (`domain::auth::throttle::sweep`).
 async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     let mut n = 0u64;
@@ -186,6 +195,9 @@ async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
             Ok(0) => {}
             Ok(n) => tracing::info!(count = n, "retiring keys expired"),
             Err(e) => tracing::error!(error = %e, "expiry sweep failed"),
+        }
+        if let Err(e) = domain::auth::throttle::sweep(&db, domain::clock::now_ms(), THROTTLE_SWEEP_BATCH).await {
+            tracing::error!(error = %e, "sign-in throttle sweep failed");
         }
     }
 }

@@ -47,7 +47,7 @@ pub async fn login(username: String, password: String, next: Option<String>) -> 
     use domain::{auth::sessions, clock, crypto::Password};
     let st = ssr::state()?;
     let password = Password::new(password);
-    let (ip, device) = (ssr::client_ip(), ssr::device_token());
+    let (ip, device) = (ssr::client_ip()?, ssr::device_token());
     let attempt = sessions::LoginAttempt {
         username: username.trim(),
         password: &password,

@@ -41,6 +41,7 @@ fn login_message(code: &str) -> &'static str {
     match code {
         "bad_credentials" => "Wrong username or password.",
         "throttled" => "Too many attempts. Wait a moment and try again.",
+        "forwarding_invalid" => "Sign-in is refused: the reverse proxy sent a forwarding header Signet cannot read.",
         "invalid_input" => "Enter a username and a password.",
         _ => "try again.",
     }

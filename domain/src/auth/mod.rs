@@ -1,5 +1,6 @@
 //! Users, sessions, API tokens, login throttling and the role matrix.
 
+pub mod failures;
 mod hash_pool;
 pub mod policy;
 pub mod principal;

@@ -4,7 +4,11 @@
 
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 
-use super::{Actor, Principal, throttle};
+use super::{
+    Actor, Principal,
+    failures::{self, Failure},
+    throttle,
+};
 use crate::{
     audit::{self, Change},
     crypto::{Password, RandomToken, random_token, sha256_hex, verify_password, verify_password_dummy},
@@ -45,7 +49,8 @@ pub struct LoginSuccess {
 pub struct LoginAttempt<'a> {
     pub username: &'a str,
     pub password: &'a Password,
-    /// The socket peer (forwarding headers are not trusted).
+    /// The client's address: the socket peer, or, when the peer is a trusted
+    /// reverse proxy, the address it reported (`app::client_addr`).
     pub client_ip: &'a str,
     /// The device token from the browser's cookie, if any.
     pub device: Option<&'a str>,
@@ -109,11 +114,12 @@ async fn reserve_all(db: &DatabaseConnection, subjects: &[(&str, throttle::Limit
     Ok(())
 }
 
-/// Checks credentials with per-address and per-account (or per-device)
-/// throttling, reserved before the password is hashed. Every evaluated
-/// attempt costs one argon2 verification, whether the account exists, is
-/// disabled or is real. Failures are audited (user, address, reason; never
-/// the password).
+/// Checks credentials with global, per-address and per-account throttling
+/// (or per-device alone, for a browser this account signed in from),
+/// reserved before the password is hashed. Every evaluated attempt costs
+/// one argon2 verification, whether the account exists, is disabled or is
+/// real. Failures are logged, and audited once per subject and window with
+/// a count (`failures`; never the password).
 pub async fn login(
     db: &DatabaseConnection,
     policy: SessionPolicy,
@@ -127,9 +133,11 @@ pub async fn login(
     // otherwise store whatever text a client sends, at any length). It
     // still costs the argon2 time and counts against the address.
     if super::users::validate_username(username).is_err() || password.expose().len() > MAX_PASSWORD_BYTES {
-        reserve_all(db, &[(&address, throttle::ADDRESS)], now).await?;
+        reserve_all(db, &[(throttle::GLOBAL_SUBJECT, throttle::GLOBAL), (&address, throttle::ADDRESS)], now).await?;
         password_matches(password, None).await;
-        record_failure(db, None, &address, "invalid_input").await?;
+        let failure =
+            Failure { subject: &address, target: failures::NOT_A_USERNAME, address: &address, reason: "invalid_input" };
+        record_failure(db, failure, now).await?;
         return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
     }
     let found = user::Entity::find().filter(user::Column::Username.eq(username)).one(db).await?;
@@ -143,14 +151,17 @@ pub async fn login(
         _ => None,
     };
     // The owner's own browser answers for its own failures only: neither
-    // the account's nor the address's (which a proxy makes everyone's).
+    // the account's, nor the address's (which a proxy may make everyone's),
+    // nor the global budget's. The global budget goes first: an attempt it
+    // refuses writes no other row.
     let account = match &known_device {
         Some(d) => throttle::device_subject(&d.digest),
         None => throttle::account_subject(username),
     };
-    let counts_address = known_device.is_none();
-    let mut subjects = Vec::with_capacity(2);
-    if counts_address {
+    let unknown_browser = known_device.is_none();
+    let mut subjects = Vec::with_capacity(3);
+    if unknown_browser {
+        subjects.push((throttle::GLOBAL_SUBJECT, throttle::GLOBAL));
         subjects.push((address.as_str(), throttle::ADDRESS));
     }
     subjects.push((account.as_str(), throttle::ACCOUNT));
@@ -159,7 +170,8 @@ pub async fn login(
     // account answers no faster than a wrong password for a real one.
     let matches = password_matches(password, found.as_ref().map(|u| u.password_hash.clone())).await;
     let Some(u) = found.as_ref().filter(|u| matches && !u.disabled) else {
-        record_failure(db, Some(username), &address, failure_reason(found.as_ref(), matches)).await?;
+        let reason = failure_reason(found.as_ref(), matches);
+        record_failure(db, Failure { subject: &account, target: username, address: &address, reason }, now).await?;
         return Err(DomainError::invalid("bad_credentials", BAD_CREDENTIALS));
     };
     let u = u.clone();
@@ -177,10 +189,13 @@ pub async fn login(
     let mut active: user::ActiveModel = u.clone().into();
     active.last_login_at = Set(Some(now));
     active.update(&txn).await?;
-    throttle::clear(&txn, &account).await?;
-    if counts_address {
+    // Throttle rows before the audit head (which `clear` may take), as
+    // every other writer of both takes them: no lock cycle on PostgreSQL.
+    if unknown_browser {
         throttle::release(&txn, &address, throttle::ADDRESS).await?;
+        throttle::release(&txn, throttle::GLOBAL_SUBJECT, throttle::GLOBAL).await?;
     }
+    throttle::clear(&txn, &account).await?;
     let new_device = match &known_device {
         Some(d) => {
             login_device::Entity::update_many()
@@ -214,29 +229,12 @@ pub async fn login(
     Ok(LoginSuccess { token, principal, device: new_device })
 }
 
-/// Audits and logs a failed sign-in: the name tried (only when it is a
-/// valid username, so no attacker text reaches the log), the address and
-/// why. Never the password.
-async fn record_failure(
-    db: &DatabaseConnection,
-    username: Option<&str>,
-    address: &str,
-    reason: &str,
-) -> DomainResult<()> {
-    let target = username.unwrap_or("(not a valid username)");
-    tracing::info!(username = %target, address = %address, reason, "login failed");
-    let txn = db::begin_write(db).await?;
-    let change = Change {
-        action: "session.login_failed",
-        target_kind: "user",
-        target_id: target,
-        tenant_id: None,
-        before: None,
-        after: Some(serde_json::json!({"address": address.trim_start_matches("ip:"), "reason": reason})),
-    };
-    audit::record(&txn, &Actor::System, change).await?;
-    txn.commit().await?;
-    Ok(())
+/// Logs a failed sign-in and counts it in its subject's audit window
+/// (`failures`): the name tried (only when it is a valid username, so no
+/// attacker text reaches the log), the address and why. Never the password.
+async fn record_failure(db: &DatabaseConnection, f: Failure<'_>, now: i64) -> DomainResult<()> {
+    tracing::info!(username = %f.target, address = %f.address, reason = f.reason, "login failed");
+    failures::record(db, f, now).await
 }
 
 /// Audits a sign-in or sign-out as the user themself.
@@ -258,7 +256,13 @@ async fn record_session_event<C: sea_orm::ConnectionTrait>(
 }
 
 fn subject_kind(subject: &str) -> &'static str {
-    if subject.starts_with("ip:") { "address" } else { "account" }
+    if subject == throttle::GLOBAL_SUBJECT {
+        "global"
+    } else if subject.starts_with("ip:") {
+        "address"
+    } else {
+        "account"
+    }
 }
 
 /// The user's principal. Fails closed: a role this build does not know, or a

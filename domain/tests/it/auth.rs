@@ -1,16 +1,16 @@
 use domain::{
     DomainError,
     auth::{
-        Principal, Role,
+        Principal, Role, failures,
         sessions::{self, Activity, SessionPolicy},
-        tokens,
+        throttle, tokens,
         users::{self, NewUser, UserPatch},
     },
     clock,
     crypto::Password,
-    entity::{session, user},
+    entity::{login_throttle, session, user},
 };
-use sea_orm::EntityTrait;
+use sea_orm::{EntityTrait, PaginatorTrait};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
@@ -50,6 +50,15 @@ async fn make_user(t: &TestDb, name: &str, role: Role, tenant: Option<&str>) {
     )
     .await
     .unwrap();
+}
+
+/// Records every ended audit window and deletes every stale row at `now`.
+async fn sweep_all(t: &TestDb, now: i64) {
+    while throttle::sweep(&t.db, now, 100).await.unwrap() != throttle::Swept::default() {}
+}
+
+async fn throttle_rows(t: &TestDb) -> u64 {
+    login_throttle::Entity::find().count(&t.db).await.unwrap()
 }
 
 db_test!(bootstrap_only_once, async |t: &TestDb| {
@@ -322,8 +331,11 @@ db_test!(parallel_guesses_are_counted_before_any_is_evaluated, async |t: &TestDb
     let refused = results.iter().filter(|r| matches!(r, Err(DomainError::Throttled { .. }))).count();
     assert!(evaluated <= 5, "at most five of fifty parallel guesses are evaluated, saw {evaluated}");
     assert_eq!(evaluated + refused, 50, "{results:?}");
+    sweep_all(t, now + failures::WINDOW_MS).await;
     let audited = audit_entries(t, "session.login_failed").await;
-    assert_eq!(audited.len(), evaluated, "each evaluated failure is audited, no refusal is");
+    let counted: i64 = audited.iter().map(|(_, after)| after["failures"].as_i64().unwrap()).sum();
+    assert_eq!(counted, evaluated as i64, "each evaluated failure is counted, no refusal is: {audited:?}");
+    assert!(audited.len() <= 1, "one entry for the one account in one window: {audited:?}");
 });
 
 db_test!(ipv6_addresses_are_throttled_by_their_64, async |t: &TestDb| {
@@ -347,14 +359,16 @@ db_test!(failed_logins_are_audited_without_the_password, async |t: &TestDb| {
     let _ = login(t, "nobody", secret, "10.0.0.2", None, now).await;
     let _ = login(t, "bob", GOOD, "10.0.0.3", None, now).await;
     let _ = login(t, "Robert'); DROP", secret, "10.0.0.4", None, now).await;
+    sweep_all(t, now + failures::WINDOW_MS).await;
     let entries = audit_entries(t, "session.login_failed").await;
     let seen: Vec<(String, String, String)> = entries
         .iter()
         .map(|(target, after)| {
+            assert_eq!(after["failures"], 1, "{after}");
             (
                 target.clone(),
-                after["address"].as_str().unwrap_or("").to_owned(),
-                after["reason"].as_str().unwrap_or("").to_owned(),
+                after["addresses"][0].as_str().unwrap_or("").to_owned(),
+                after["reasons"][0].as_str().unwrap_or("").to_owned(),
             )
         })
         .collect();
@@ -379,4 +393,154 @@ db_test!(api_tokens_are_digests_scoped_and_revocable, async |t: &TestDb| {
     assert!(tokens::authenticate(&t.db, created.token.expose(), clock::now_ms()).await.is_err());
     let denied = tokens::create(&t.db, &reviewer(), "x", Role::Admin, None).await;
     assert!(matches!(denied, Err(DomainError::Forbidden)));
+});
+
+// Item 24.3: failures are audited once per subject and window, with a count;
+// a window closes at the subject's next failure after it ended, at its
+// next success (before the `session.login` entry), or at the sweep.
+db_test!(failures_are_audited_once_per_subject_and_window_with_a_count, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    let now = clock::now_ms();
+    for i in 0..4 {
+        let r = login(t, "root", "wrong password!", &format!("10.0.0.{}", i % 3), None, now + i).await;
+        assert!(matches!(r, Err(DomainError::Invalid { .. })), "{r:?}");
+    }
+    let _ = login(t, "nobody", "wrong password!", "10.0.0.9", None, now).await;
+    assert!(audit_entries(t, "session.login_failed").await.is_empty(), "the windows are still open");
+    throttle::sweep(&t.db, now + failures::WINDOW_MS - 1, 100).await.unwrap();
+    assert!(audit_entries(t, "session.login_failed").await.is_empty(), "not yet ended");
+    let swept = throttle::sweep(&t.db, now + failures::WINDOW_MS, 100).await.unwrap();
+    assert_eq!(swept.windows_closed, 2);
+    let entries = audit_entries(t, "session.login_failed").await;
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let (target, after) = &entries.iter().find(|(target, _)| target == "root").unwrap();
+    assert_eq!(target, "root");
+    assert_eq!(after["failures"], 4);
+    assert_eq!(after["addresses"], serde_json::json!(["10.0.0.0", "10.0.0.1", "10.0.0.2"]));
+    assert_eq!(after["more_addresses"], false);
+    assert_eq!(after["reasons"], serde_json::json!(["wrong_password"]));
+    assert_eq!(after["first"], clock::rfc3339(now));
+    assert_eq!(after["last"], clock::rfc3339(now + 3));
+    throttle::sweep(&t.db, now + 2 * failures::WINDOW_MS, 100).await.unwrap();
+    assert_eq!(audit_entries(t, "session.login_failed").await.len(), 2, "a window is recorded once");
+
+    // The next failure after a window ended records it at once and opens
+    // the next one.
+    let later = now + 3 * failures::WINDOW_MS;
+    let _ = login(t, "nobody", "wrong password!", "10.0.0.9", None, later).await;
+    let _ = login(t, "nobody", "wrong password!", "10.0.0.9", None, later + failures::WINDOW_MS).await;
+    let nobody: Vec<_> =
+        audit_entries(t, "session.login_failed").await.into_iter().filter(|e| e.0 == "nobody").collect();
+    assert_eq!(nobody.len(), 2, "{nobody:?}");
+    assert_eq!(nobody[1].1["failures"], 1);
+
+    // A success records the open window before its own entry, and leaves
+    // no throttle row behind it.
+    let at = later + 10 * failures::WINDOW_MS;
+    sweep_all(t, at).await;
+    assert_eq!(throttle_rows(t).await, 0, "stale rows are gone");
+    for i in 0..2 {
+        let _ = login(t, "root", "wrong password!", "10.5.0.1", None, at + i).await;
+    }
+    assert!(login(t, "root", GOOD, "10.5.0.2", None, at + 2).await.is_ok());
+    let failed = audit_entries(t, "session.login_failed").await;
+    assert_eq!(failed.last().unwrap().1["failures"], 2);
+    let seqs = |action: &'static str| async move {
+        use sea_orm::{ColumnTrait, QueryFilter};
+        domain::entity::audit_entry::Entity::find()
+            .filter(domain::entity::audit_entry::Column::Action.eq(action))
+            .all(&t.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.seq)
+            .max()
+            .unwrap()
+    };
+    assert!(seqs("session.login_failed").await < seqs("session.login").await, "failures first, then the success");
+    let mut rows: Vec<String> =
+        login_throttle::Entity::find().all(&t.db).await.unwrap().into_iter().map(|r| r.subject).collect();
+    rows.sort();
+    assert_eq!(rows, ["global", "ip:10.5.0.1"], "only the failures keep a count");
+});
+
+// Item 24.3: sixty addresses (127.0.0.0/8 on the host) failing twenty times
+// each with a new name every time: the global budget caps what is counted,
+// so audit entries and throttle rows stay bounded, and the owner's browser
+// still gets in.
+db_test!(rotating_addresses_and_names_cannot_grow_storage, async |t: &TestDb| {
+    make_user(t, "root", Role::Admin, None).await;
+    let hour = 3_600_000;
+    // Inside one clock hour, so one global budget applies throughout.
+    let start = clock::now_ms() / hour * hour + hour;
+    let device = login(t, "root", GOOD, "10.0.0.1", None, start).await.unwrap().device.expect("a device token");
+    let (mut refused, mut failed) = (0, 0);
+    for a in 0..60 {
+        for i in 0..20 {
+            let at = start + a * 30_000 + i;
+            match login(t, &format!("ghost-{a}-{i}"), "guess guess guess", &format!("127.0.{a}.1"), None, at).await {
+                Err(DomainError::Throttled { .. }) => refused += 1,
+                Err(DomainError::Invalid { code: "bad_credentials", .. }) => failed += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let budget = throttle::GLOBAL.max_failures as u64;
+    assert_eq!(failed, budget, "the global budget is what gets evaluated");
+    assert_eq!(refused, 1200 - budget);
+    let rows = throttle_rows(t).await;
+    assert!(rows <= 1 + 2 * budget, "one global row, an address and a name per counted failure: {rows}");
+    let end = start + 30 * 60_000;
+    sweep_all(t, end + failures::WINDOW_MS).await;
+    let entries = audit_entries(t, "session.login_failed").await;
+    assert!(entries.len() as u64 <= budget, "{} audit entries", entries.len());
+    // Every browser without a device token waits for the next hour; the
+    // owner's does not.
+    let stranger = login(t, "root", GOOD, "10.8.0.1", None, end).await;
+    assert!(matches!(stranger, Err(DomainError::Throttled { .. })), "{stranger:?}");
+    let owner = login(t, "root", GOOD, "10.0.0.1", Some(device.expose()), end).await;
+    assert!(owner.is_ok(), "the owner's browser gets in: {owner:?}");
+    assert!(login(t, "root", GOOD, "10.8.0.1", None, start + hour).await.is_ok(), "the next hour, anyone");
+    // An hour later everything is swept away; the audit log keeps its entries.
+    sweep_all(t, start + 3 * hour).await;
+    assert_eq!(throttle_rows(t).await, 0);
+    assert_eq!(audit_entries(t, "session.login_failed").await.len(), entries.len());
+});
+
+// Item 24.3: the sweep deletes rows idle for an hour, after their audit
+// window is recorded, at most `batch` per call; a row still in use stays.
+db_test!(stale_throttle_rows_are_swept_in_bounded_batches, async |t: &TestDb| {
+    let now = clock::now_ms();
+    for i in 0..30 {
+        let _ = login(t, &format!("ghost{i}"), "nope nope nope", &format!("10.2.0.{i}"), None, now).await;
+    }
+    assert_eq!(throttle_rows(t).await, 61, "the global row, thirty addresses, thirty names");
+    assert_eq!(throttle::sweep(&t.db, now + 1, 10).await.unwrap(), throttle::Swept::default(), "all in use");
+    let mut closed = 0;
+    loop {
+        let swept = throttle::sweep(&t.db, now + failures::WINDOW_MS, 10).await.unwrap();
+        assert!(swept.windows_closed <= 10 && swept.rows_deleted == 0, "{swept:?}");
+        if swept.windows_closed == 0 {
+            break;
+        }
+        closed += swept.windows_closed;
+    }
+    assert_eq!(closed, 30);
+    assert_eq!(audit_entries(t, "session.login_failed").await.len(), 30);
+    let late = now + throttle::FORGET_AFTER_MS + 1;
+    let _ = login(t, "fresh", "nope nope nope", "10.2.1.1", None, late).await;
+    let mut deleted = 0;
+    loop {
+        let swept = throttle::sweep(&t.db, late, 10).await.unwrap();
+        assert!(swept.rows_deleted <= 10, "{swept:?}");
+        if swept.rows_deleted == 0 {
+            break;
+        }
+        deleted += swept.rows_deleted;
+    }
+    assert_eq!(deleted, 60, "thirty addresses, thirty names");
+    let mut left: Vec<String> =
+        login_throttle::Entity::find().all(&t.db).await.unwrap().into_iter().map(|r| r.subject).collect();
+    left.sort();
+    assert_eq!(left, ["global", "ip:10.2.1.1", "user:fresh"], "the attempt just made keeps its rows");
 });

@@ -1,6 +1,6 @@
 //! The session cookie: `Secure` with the `__Host-` prefix (and HSTS) unless
 //! the public URL is plain http on loopback; a sign-in never redirects off
-//! the site.
+//! the site; the sign-in throttle's client address behind a trusted proxy.
 
 use crate::{both_engines, support::Install};
 
@@ -85,3 +85,66 @@ async fn every_script_of_a_page_carries_the_nonce_its_policy_names() {
         seen.push(nonce);
     }
 }
+
+/// A sign-in (API style: the answer's status tells) with extra headers.
+async fn sign_in_with(
+    s: &crate::support::Server,
+    username: &str,
+    password: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let c = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let mut req =
+        c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", username), ("password", password)]);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.send().await.unwrap()
+}
+
+// Item 24.11: forwarding headers name the client only when the peer is a
+// trusted proxy (`SIGNET_TRUSTED_PROXIES`), and then by the rightmost
+// untrusted hop; a header a trusted proxy sent that cannot be read refuses
+// the sign-in.
+both_engines!(forwarding_headers_count_only_from_a_trusted_proxy, async |i: &Install| {
+    i.cli_json_stdin(&["user", "create", "root", "--role", "admin"], &format!("{PASSWORD}\n"));
+    let wrong = "not the password at all";
+
+    // Nobody trusted: a spoofed header is ignored, the peer is the client.
+    let s = i.serve();
+    let spoofed = [("x-forwarded-for", "203.0.113.7"), ("forwarded", "for=203.0.113.7")];
+    assert_eq!(sign_in_with(&s, "ghost", wrong, &spoofed).await.status(), 422);
+    let log = s.output();
+    assert!(log.contains("ip:127.0.0.1") && !log.contains("203.0.113.7"), "{log}");
+    drop(s);
+
+    // The loopback peer trusted: the rightmost hop it does not trust counts;
+    // the spoofed hop the client put on the left does not.
+    let s = i.serve_with(&[("SIGNET_TRUSTED_PROXIES", "127.0.0.0/8, ::1")]);
+    let behind = |client: &'static str| [("x-forwarded-for", client)];
+    for n in 0..20 {
+        let chain = [("x-forwarded-for", "198.51.100.1, 203.0.113.8")];
+        assert_eq!(sign_in_with(&s, &format!("ghost{n}"), wrong, &chain).await.status(), 422, "failure {n}");
+    }
+    let log = s.output();
+    assert!(log.contains("ip:203.0.113.8") && !log.contains("198.51.100.1"), "{log}");
+    // That client is locked; another one behind the same proxy is not.
+    assert_eq!(sign_in_with(&s, "root", PASSWORD, &behind("203.0.113.8")).await.status(), 429);
+    let other = sign_in_with(&s, "root", PASSWORD, &behind("203.0.113.9")).await;
+    assert!(other.status().is_success() || other.status().is_redirection(), "{}", other.status());
+    // RFC 7239, a quoted IPv6 node with a port (throttled by its /64).
+    let v6 = [("forwarded", "for=\"[2001:db8::5]:4711\";proto=https")];
+    assert_eq!(sign_in_with(&s, "ghost", wrong, &v6).await.status(), 422);
+    assert!(s.output().contains("ip:2001:db8:0:0::/64"), "{}", s.output());
+    // Unreadable, or two headers naming different clients: refused, and
+    // nothing is counted against the proxy's own address.
+    for headers in [
+        &[("x-forwarded-for", "203.0.113.9:1234")][..],
+        &[("forwarded", "for=unknown")],
+        &[("forwarded", "for=198.51.100.1"), ("x-forwarded-for", "203.0.113.9")],
+    ] {
+        let r = sign_in_with(&s, "root", PASSWORD, headers).await;
+        assert_eq!(r.status(), 400, "{headers:?}");
+        assert!(r.text().await.unwrap().contains("forwarding_invalid"), "{headers:?}");
+    }
+});

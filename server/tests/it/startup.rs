@@ -66,3 +66,34 @@ fn serve_must_refuse(i: &Install) -> String {
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     err
 }
+
+/// Item 24.11: a bad `SIGNET_TRUSTED_PROXIES` (or `--trusted-proxies`)
+/// refuses to start, with one line naming the entry.
+#[test]
+fn a_bad_trusted_proxy_block_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for (bad, says) in [
+        ("10.0.0.0/33", "`10.0.0.0/33` is not a CIDR block"),
+        ("10.0.0.0/8,10.0.0.1/8", "`10.0.0.1/8` has host bits set; the block is 10.0.0.0/8"),
+        ("proxy.internal", "`proxy.internal` is not an address"),
+    ] {
+        for by_flag in [false, true] {
+            let mut cmd = std::process::Command::new(crate::support::BIN);
+            cmd.env_clear()
+                .env("SIGNET_DATA_DIR", dir.path())
+                .env("SIGNET_ADDR", "127.0.0.1:0")
+                .env("SIGNET_METRICS_ADDR", "127.0.0.1:0")
+                .arg("serve");
+            if by_flag {
+                cmd.args(["--trusted-proxies", bad]);
+            } else {
+                cmd.env("SIGNET_TRUSTED_PROXIES", bad);
+            }
+            let out = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{bad}: started");
+            assert_eq!(err.trim_end().lines().count(), 1, "{bad}: one line: {err}");
+            assert!(err.contains("SIGNET_TRUSTED_PROXIES") && err.contains(says), "{bad}: {err}");
+        }
+    }
+}

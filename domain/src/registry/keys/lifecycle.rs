@@ -246,9 +246,9 @@ pub async fn set_scope(
     event_types: &[String],
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
-    let types = validate_event_types(event_types)?;
     let txn = db::begin_write(db).await?;
     let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let types = validate_event_types(event_types)?;
     let status = effective_status(&l.key, now);
     if !matches!(status, KeyStatus::PendingApproval | KeyStatus::Active) {
         return Err(DomainError::conflict("not_changeable", format!("the scope of a {status} key cannot change")));

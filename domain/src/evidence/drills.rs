@@ -148,6 +148,7 @@ impl Checks {
 /// like any other), and opens the key's secret.
 pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fixture> {
     let now = clock::now_ms();
+    vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
     let mut created = Vec::new();
     let t = match tenant::Entity::find().filter(tenant::Column::Slug.eq(DRILL_TENANT)).one(&txn).await? {

@@ -3,7 +3,10 @@
 //! takes traffic, and real tenants' figures do not move; bundles export,
 //! verify, and refuse bad input with one clear line.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Value, json};
 
@@ -159,9 +162,16 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
         .sum();
     assert_eq!(foreign, 2, "only the two outside requests: {metrics}");
     assert_eq!(drill_count(&metrics), runner_deliveries, "the runner's counter holds only its own");
-    let log = s.output();
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains("the drill runner did not send")).collect();
-    assert_eq!(lines.len(), 2, "{log}");
+    // The log is read from the server's pipe by another thread: wait for it.
+    let logged = |log: &str| -> Vec<String> {
+        log.lines().filter(|l| l.contains("the drill runner did not send")).map(str::to_owned).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while logged(&s.output()).len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lines = logged(&s.output());
+    assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[1].contains("_drill-probe"), "{}", lines[1]);
 });
 

@@ -274,6 +274,7 @@ pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principa
             version: Set(next as i32),
             wrapped_key: Set(wrapped),
             created_at: Set(clock::now_ms()),
+            ..Default::default()
         })
         .exec(&txn)
         .await
@@ -475,13 +476,14 @@ pub async fn step(
         .map(serde_json::from_str)
         .transpose()
         .map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))?;
+    vault.reserve_seals(db, std::cmp::max(window, 1)).await?;
     let txn = db::begin_write(db).await?;
     // The window: the next WINDOW rows after the cursor, with what a reseal
     // needs, in one index range scan. (Selecting the stale rows by a second
     // range predicate instead let PostgreSQL's planner choose a parallel
     // sequential scan per window on ten million claims.)
-    let ring = vault.ring();
-    let target = ring.newest_version().ok_or(CryptoError::EmptyKeyring)?;
+    // The version this process seals under: the newest, as of the reserve.
+    let target = vault.sealing_version().ok_or(CryptoError::SealsNotReserved)?;
     let mut q = Query::select();
     for c in source.pk.iter().chain(source.extra) {
         q.column(Alias::new(*c));
@@ -523,7 +525,7 @@ pub async fn step(
         };
         let Some(sealed) = row.try_get::<Option<Vec<u8>>>("", source.column)? else { continue };
         let aad = (source.aad)(row)?;
-        let Some(resealed) = ring.rewrap(&aad, &sealed)? else { continue };
+        let Some(resealed) = vault.rewrap(&aad, &sealed)? else { continue };
         let version = kek_version_of(&resealed)? as i32;
         let pk: Vec<String> = source.pk.iter().map(|c| text(row, c)).collect::<Result<_, _>>()?;
         let update = Query::update()

@@ -33,7 +33,8 @@ pub async fn open(
 }
 
 /// Seals and stores a new key for `purpose` unless one exists; returns
-/// whether this call stored it.
+/// whether this call stored it. The caller reserves the seal first
+/// (`Vault::reserve_seals`), before any transaction `conn` is in.
 pub async fn insert<C: ConnectionTrait>(
     conn: &C,
     vault: &Vault,
@@ -69,6 +70,7 @@ pub async fn evidence_signer(
     use crate::crypto::{CryptoError, service::EvidenceSigner};
     if find(db, EVIDENCE_SIGNING).await?.is_none() {
         let (signer, seed) = EvidenceSigner::generate();
+        vault.reserve_seals(db, 1).await?;
         if insert(db, vault, EVIDENCE_SIGNING, &seed, Some(signer.public_key_base64()), String::new()).await? {
             tracing::info!(public_key = %signer.public_key_base64(), "generated the evidence-signing key");
         }

@@ -22,6 +22,7 @@ mod m20261204_000012_edge_cases;
 mod m20261204_000013_scope_author;
 mod m20261205_000014_audit_verified;
 mod m20261205_000015_login_windows;
+mod m20261205_000016_kek_seal_counts;
 
 pub struct Migrator;
 
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000013_scope_author::Migration),
             Box::new(m20261205_000014_audit_verified::Migration),
             Box::new(m20261205_000015_login_windows::Migration),
+            Box::new(m20261205_000016_kek_seal_counts::Migration),
         ]
     }
 }

@@ -141,7 +141,22 @@ pub struct ServeArgs {
     /// throttling. Unset: the socket peer is the client.
     #[arg(long, env = "SIGNET_TRUSTED_PROXIES")]
     pub trusted_proxies: Option<String>,
+    /// Webhook body bytes held in memory at once, over all deliveries
+    /// (bodies are buffered before their signature is checked); past it
+    /// `/hooks` answers 503 with `Retry-After`. The last eighth is kept for
+    /// bodies up to 64 KiB. At least 16 MiB, so the largest body an endpoint
+    /// may allow (10 MiB) fits.
+    #[arg(
+        long,
+        env = "SIGNET_MAX_INFLIGHT_BODY_BYTES",
+        default_value_t = DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+        value_parser = clap::value_parser!(u64).range(16 << 20..=1 << 40)
+    )]
+    pub max_inflight_body_bytes: u64,
 }
+
+/// `SIGNET_MAX_INFLIGHT_BODY_BYTES`' default: 64 MiB.
+pub const DEFAULT_MAX_INFLIGHT_BODY_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -9,7 +9,7 @@ use std::{process::Stdio, sync::Arc, time::Duration};
 use domain::{
     auth::Principal,
     evidence::{
-        drills::{Answer, DrillRequest, Transport, Until},
+        drills::{Answer, DrillRequest, Transport, TransportError, Until},
         runs::{self, DrillSpawner},
     },
     receiver::{
@@ -23,12 +23,40 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::config::DbArgs;
 
+/// The header that carries [`RunnerToken`].
+pub const RUNNER_HEADER: &str = "signet-drill-runner";
+
+/// A secret the drill runner sends with each of its deliveries, so that
+/// `/hooks` tells the runner's own traffic to `/hooks/_drill…` from anyone
+/// else's (which is counted and logged). Random per process, never logged
+/// or stored; the in-process receiver and the transport share it.
+pub struct RunnerToken(zeroize::Zeroizing<String>);
+
+impl RunnerToken {
+    pub fn generate() -> Arc<RunnerToken> {
+        let t = domain::crypto::random_token("");
+        Arc::new(RunnerToken(zeroize::Zeroizing::new(t.expose().to_owned())))
+    }
+
+    /// Whether `headers` carry this token (compared in constant time).
+    pub fn sent_with(&self, headers: &http::HeaderMap) -> bool {
+        headers.get(RUNNER_HEADER).is_some_and(|v| domain::crypto::constant_time_eq(v.as_bytes(), self.0.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for RunnerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunnerToken(<redacted>)")
+    }
+}
+
 /// Delivers drill requests to `base` (e.g. `http://127.0.0.1:3000`).
 pub struct HttpTransport {
     base: String,
     client: reqwest::Client,
     faults: Arc<DrillFaults>,
     child: ChildEnv,
+    token: Arc<RunnerToken>,
 }
 
 /// What a `signet drill child` needs to open the same database and vault
@@ -52,47 +80,67 @@ impl ChildEnv {
 }
 
 impl HttpTransport {
-    pub fn new(base: String, faults: Arc<DrillFaults>, child: ChildEnv) -> Result<HttpTransport, String> {
+    pub fn new(
+        base: String,
+        faults: Arc<DrillFaults>,
+        child: ChildEnv,
+        token: Arc<RunnerToken>,
+    ) -> Result<HttpTransport, String> {
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| e.to_string())?;
-        Ok(HttpTransport { base, client, faults, child })
+        Ok(HttpTransport { base, client, faults, child, token })
     }
 
-    fn post(&self, req: &DrillRequest) -> reqwest::RequestBuilder {
-        let mut r =
-            self.client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
+    fn post(&self, client: &reqwest::Client, req: &DrillRequest) -> reqwest::RequestBuilder {
+        let mut r = client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
         for (k, v) in &req.headers {
             r = r.header(k, v);
         }
-        r.header("content-type", "application/json")
+        r.header("content-type", "application/json").header(RUNNER_HEADER, self.token.0.as_str())
     }
 }
 
+/// A failed delivery in fixed words; reqwest's own text (the URL, the OS
+/// error) only as the detail, for the log.
+fn delivery_failed(e: reqwest::Error) -> TransportError {
+    let what = if e.is_timeout() {
+        "the receiver did not answer in time"
+    } else if e.is_connect() {
+        "the receiver refused the connection"
+    } else {
+        "the delivery failed before an answer"
+    };
+    TransportError::new(what, e)
+}
+
 impl Transport for HttpTransport {
-    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, String> {
-        let res = self.post(req).send().await.map_err(|e| format!("delivery failed: {e}"))?;
+    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, TransportError> {
+        let res = self.post(&self.client, req).send().await.map_err(delivery_failed)?;
         let status = res.status().as_u16();
         let body = res.json().await.unwrap_or(serde_json::Value::Null);
         Ok(Answer { status, body })
     }
 
-    async fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> Result<bool, String> {
+    async fn deliver_then_drop<'a>(
+        &'a self,
+        req: &'a DrillRequest,
+        committed: Until<'a>,
+    ) -> Result<bool, TransportError> {
         // Its own client: dropping the request must close its connection,
         // not return it to a shared pool.
-        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().map_err(|e| e.to_string())?;
-        let mut r = client.post(format!("{}/hooks/{}/{}", self.base, req.tenant, req.endpoint)).body(req.body.clone());
-        for (k, v) in &req.headers {
-            r = r.header(k, v);
-        }
-        let send = r.send();
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| TransportError::new("the drill's HTTP client could not be built", e))?;
+        let send = self.post(&client, req).send();
         tokio::select! {
             // The answer came first: nothing was lost, the drill did not
             // happen as designed.
-            answer = send => answer.map(|_| false).map_err(|e| format!("delivery failed: {e}")),
+            answer = send => answer.map(|_| false).map_err(delivery_failed),
             seen = committed => Ok(seen),
         }
     }
 
-    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, String> {
+    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, TransportError> {
         kill_child_before_commit(&self.child, req).await
     }
 
@@ -106,8 +154,8 @@ pub const HELD: &str = "held-before-commit";
 
 /// Runs `signet drill child` with `req` on stdin, waits until it holds the
 /// claim transaction open before COMMIT, and SIGKILLs it there.
-async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the signet binary: {e}"))?;
+async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<String, TransportError> {
+    let exe = std::env::current_exe().map_err(|e| TransportError::new("the signet binary could not be found", e))?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(["drill", "child"])
         .env("DATABASE_URL", &env.database_url)
@@ -120,12 +168,15 @@ async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<
     if let Some(f) = &env.master_key_file {
         cmd.env("SIGNET_MASTER_KEY_FILE", f);
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start the drill child: {e}"))?;
+    let mut child = cmd.spawn().map_err(|e| TransportError::new("the drill child could not be started", e))?;
     let pid = child.id().unwrap_or_default();
-    let mut stdin = child.stdin.take().ok_or("the drill child has no stdin")?;
-    stdin.write_all(&serde_json::to_vec(req).map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?;
+    let handed =
+        |e: &dyn std::fmt::Display| TransportError::new("the drill request could not be handed to the child", e);
+    let mut stdin = child.stdin.take().ok_or_else(|| handed(&"no stdin"))?;
+    let request = serde_json::to_vec(req).map_err(|e| handed(&e))?;
+    stdin.write_all(&request).await.map_err(|e| handed(&e))?;
     drop(stdin);
-    let stdout = child.stdout.take().ok_or("the drill child has no stdout")?;
+    let stdout = child.stdout.take().ok_or_else(|| handed(&"no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let held = tokio::time::timeout(Duration::from_secs(30), async {
         while let Ok(Some(line)) = lines.next_line().await {
@@ -133,17 +184,20 @@ async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<
                 return Ok(());
             }
             if let Some(answer) = line.strip_prefix("answered ") {
-                return Err(format!("the child answered ({answer}) without holding the transaction open"));
+                return Err(TransportError::new(
+                    "the drill child answered without holding the transaction open",
+                    format!("it answered {answer}"),
+                ));
             }
         }
-        Err("the drill child exited before holding the transaction open".to_owned())
+        Err(TransportError::new("the drill child exited before holding the transaction open", format!("pid {pid}")))
     })
     .await
-    .map_err(|_| "the drill child did not hold the transaction within 30 s".to_owned())?;
+    .map_err(|_| TransportError::new("the drill child did not hold the transaction within 30 s", format!("pid {pid}")));
     // SIGKILL, whatever happened: never leave a child holding a transaction.
-    child.start_kill().map_err(|e| format!("cannot kill the drill child: {e}"))?;
-    let status = child.wait().await.map_err(|e| e.to_string())?;
-    held?;
+    child.start_kill().map_err(|e| TransportError::new("the drill child could not be killed", e))?;
+    let status = child.wait().await.map_err(|e| TransportError::new("the drill child could not be waited for", e))?;
+    held??;
     Ok(format!("signet drill child (pid {pid}) killed with SIGKILL while holding the claim transaction open: {status}"))
 }
 
@@ -215,5 +269,37 @@ impl DrillSpawner for ServeSpawner {
                 tracing::error!(run_id, error = %e, "drill run failed to record its result");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A refused connection is recorded in fixed words; the URL and the OS
+    // error stay in the detail, which only the log sees.
+    #[tokio::test]
+    async fn a_refused_connection_is_told_without_its_url_or_os_error() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let child = ChildEnv { database_url: String::new(), data_dir: "/nonexistent".into(), master_key_file: None };
+        let t = HttpTransport::new(format!("http://127.0.0.1:{port}"), Arc::default(), child, RunnerToken::generate())
+            .unwrap();
+        let req = DrillRequest { tenant: "_drill".into(), endpoint: "drill".into(), headers: vec![], body: vec![] };
+        let e = t.deliver(&req).await.unwrap_err();
+        assert_eq!(e.to_string(), "the receiver refused the connection");
+        assert!(e.detail.contains(&port.to_string()), "the detail keeps what the log needs: {}", e.detail);
+    }
+
+    #[test]
+    fn the_runner_token_is_recognised_and_never_printed() {
+        let token = RunnerToken::generate();
+        let mut headers = http::HeaderMap::new();
+        assert!(!token.sent_with(&headers));
+        headers.insert(RUNNER_HEADER, http::HeaderValue::from_str(token.0.as_str()).unwrap());
+        assert!(token.sent_with(&headers));
+        assert!(!RunnerToken::generate().sent_with(&headers), "each process has its own");
+        assert!(!format!("{token:?}").contains(token.0.as_str()));
     }
 }

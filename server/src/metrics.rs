@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use domain::receiver::{Outcome, cache::EndpointCtx};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 
@@ -36,6 +36,9 @@ pub struct Metrics {
     outbox_attempts: IntCounterVec,
     outbox_dead: IntCounter,
     drill_webhooks: IntCounterVec,
+    drill_foreign: IntCounterVec,
+    shed: IntCounterVec,
+    kek_seals: IntGaugeVec,
 }
 
 impl Metrics {
@@ -79,6 +82,27 @@ impl Metrics {
             ),
             &["outcome"],
         )?;
+        let drill_foreign = IntCounterVec::new(
+            Opts::new(
+                "signet_drill_foreign_requests_total",
+                "Requests to /hooks/_drill… that the drill runner did not send, by outcome",
+            ),
+            &["outcome"],
+        )?;
+        let shed = IntCounterVec::new(
+            Opts::new(
+                "signet_webhooks_shed_total",
+                "Webhooks answered 503 overloaded unprocessed, by the limit reached (in_flight, body_bytes)",
+            ),
+            &["limit"],
+        )?;
+        let kek_seals = IntGaugeVec::new(
+            Opts::new(
+                "signet_kek_seals",
+                "Values sealed under each KEK version, counted ahead (never under); rotate well before 2^32",
+            ),
+            &["version"],
+        )?;
         let claim_retries = IntCounter::new(
             "signet_claim_retries_total",
             "Claim attempts repeated after a transient failure or a lost database connection",
@@ -103,6 +127,9 @@ impl Metrics {
         registry.register(Box::new(outbox_attempts.clone()))?;
         registry.register(Box::new(outbox_dead.clone()))?;
         registry.register(Box::new(drill_webhooks.clone()))?;
+        registry.register(Box::new(drill_foreign.clone()))?;
+        registry.register(Box::new(shed.clone()))?;
+        registry.register(Box::new(kek_seals.clone()))?;
         registry.register(Box::new(claim_batches.clone()))?;
         registry.register(Box::new(claim_batched_events.clone()))?;
         registry.register(Box::new(purged.clone()))?;
@@ -130,6 +157,9 @@ impl Metrics {
             outbox_attempts,
             outbox_dead,
             drill_webhooks,
+            drill_foreign,
+            shed,
+            kek_seals,
         })
     }
 
@@ -168,6 +198,16 @@ impl Metrics {
         self.drill_webhooks.with_label_values(&[outcome.labels().0]).inc();
     }
 
+    /// Counts one `/hooks/_drill…` request the drill runner did not send.
+    pub fn observe_drill_foreign(&self, outcome: &Outcome) {
+        self.drill_foreign.with_label_values(&[outcome.labels().0]).inc();
+    }
+
+    /// Counts one webhook answered 503 `overloaded` by `limit`.
+    pub fn observe_shed(&self, limit: &str) {
+        self.shed.with_label_values(&[limit]).inc();
+    }
+
     /// Refreshes the gauges from the database (small tables, indexed).
     pub async fn refresh_gauges(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
         use domain::entity::{outbox_intent, quarantine_entry};
@@ -186,6 +226,11 @@ impl Metrics {
         self.quarantine_open.set(open as i64);
         self.outbox_pending.set(pending as i64);
         self.outbox_oldest_age.set(oldest.map(|o| (domain::clock::now_ms() - o.created_at) / 1000).unwrap_or(0));
+        let versions = domain::entity::kek_version::Entity::find().all(db).await?;
+        self.kek_seals.reset();
+        for v in versions {
+            self.kek_seals.with_label_values(&[&v.version.to_string()]).set(v.seals);
+        }
         Ok(())
     }
 

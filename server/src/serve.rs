@@ -44,10 +44,12 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     } else {
         local
     };
+    let drill_runner = crate::drills::RunnerToken::generate();
     let transport = crate::drills::HttpTransport::new(
         format!("http://{loopback}"),
         receiver.faults().drill.clone(),
         crate::drills::ChildEnv::from_args(&db_args)?,
+        drill_runner.clone(),
     )?;
     let drills =
         Arc::new(crate::drills::ServeSpawner { db: db.clone(), vault: vault.clone(), transport: Arc::new(transport) });
@@ -91,6 +93,12 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| format!("metrics: {e}"))?),
         body_read: Duration::from_secs(args.body_timeout_secs),
         unknown_log: Arc::default(),
+        body_budget: crate::http::limits::BodyBudget::new(
+            usize::try_from(args.max_inflight_body_bytes).map_err(|_| "SIGNET_MAX_INFLIGHT_BODY_BYTES is too large")?,
+        ),
+        shed_log: Arc::default(),
+        drill_runner,
+        drill_log: Arc::default(),
     };
     let outbox_file = args.outbox_file.clone().unwrap_or_else(|| db_args.data_dir.join("notifications.jsonl"));
     let notifier = crate::outbox_worker::Builtin::new(

@@ -38,6 +38,21 @@ pub struct Deployment {
     pub schema_version: String,
     /// Base64 Ed25519 public key that signs the manifest.
     pub evidence_public_key: String,
+    /// Values sealed under each KEK version (bundles from before the count
+    /// have none).
+    #[serde(default)]
+    pub kek_seals: Vec<KekSeals>,
+}
+
+/// Values sealed under one KEK version, counted ahead of sealing: never
+/// fewer than were made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KekSeals {
+    pub version: u32,
+    pub seals: i64,
+    /// The version new values are sealed under.
+    pub newest: bool,
 }
 
 /// One signing key: the credential-to-tenant mapping (never a secret).

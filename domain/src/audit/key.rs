@@ -101,6 +101,7 @@ pub async fn load(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Arc<Ch
 /// Creates the key under the head row's lock, so its first keyed sequence
 /// number is exact even while others append.
 async fn create(db: &DatabaseConnection, vault: &Vault) -> DomainResult<()> {
+    vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
     audit_head::Entity::update_many()
         .col_expr(audit_head::Column::Seq, Expr::col(audit_head::Column::Seq))

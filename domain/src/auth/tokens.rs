@@ -60,14 +60,7 @@ pub async fn create(
             return Err(DomainError::invalid("tenant_not_allowed", format!("role {role} is not bound to a tenant")));
         }
         (false, None) => None,
-        (true, Some(slug)) => Some(
-            tenant::Entity::find()
-                .filter(tenant::Column::Slug.eq(slug))
-                .one(&txn)
-                .await?
-                .ok_or_else(|| DomainError::invalid("unknown_tenant", format!("no tenant {slug:?}")))?
-                .id,
-        ),
+        (true, Some(slug)) => Some(crate::registry::tenants::bindable_id(&txn, slug).await?),
     };
     let token = random_token(PREFIX);
     let model = api_token::ActiveModel {

@@ -103,12 +103,7 @@ async fn tenant_id_for<C: ConnectionTrait>(conn: &C, role: Role, slug: Option<&s
             format!("role {role} is not bound to a tenant; leave the tenant empty"),
         )),
         (false, None) => Ok(None),
-        (true, Some(slug)) => tenant::Entity::find()
-            .filter(tenant::Column::Slug.eq(slug))
-            .one(conn)
-            .await?
-            .map(|t| Some(t.id))
-            .ok_or_else(|| DomainError::invalid("unknown_tenant", format!("no tenant {slug:?}"))),
+        (true, Some(slug)) => crate::registry::tenants::bindable_id(conn, slug).await.map(Some),
     }
 }
 

@@ -44,4 +44,8 @@ pub enum CryptoError {
     PasswordHash,
     #[error("Signet's {0} key is missing or not loaded")]
     MissingServiceKey(&'static str),
+    /// Sealing needs its count raised in the database first
+    /// (`Vault::reserve_seals`), and this process has no seals left.
+    #[error("no seals are counted ahead under the current KEK version; nothing was sealed")]
+    SealsNotReserved,
 }

@@ -182,6 +182,12 @@ impl Keyring {
         seal_raw(&kek.0, *version, aad, plaintext)
     }
 
+    /// Seals `plaintext` under KEK `version`.
+    pub fn seal_under(&self, version: u32, aad: &Aad, plaintext: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        let kek = self.keks.get(&version).ok_or(CryptoError::UnknownKekVersion(version))?;
+        seal_raw(&kek.0, version, aad, plaintext)
+    }
+
     /// Opens a ciphertext sealed under any version in the ring.
     pub fn open(&self, aad: &Aad, ciphertext: &[u8]) -> Result<Zeroizing<Vec<u8>>, CryptoError> {
         let (version, _) = parse(ciphertext)?;

@@ -9,6 +9,9 @@ pub struct Model {
     pub version: i32,
     pub wrapped_key: Vec<u8>,
     pub created_at: i64,
+    /// Values sealed under this version, counted ahead: never below the
+    /// true number (`vault::Vault::reserve_seals`).
+    pub seals: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -15,12 +15,12 @@ use crate::{
     audit::{self},
     auth::{Permission, Principal, Role, Scope, role_allows},
     clock,
-    entity::{api_token, audit_entry, key_approval, signing_key, tenant, user},
+    entity::{api_token, audit_entry, kek_version, key_approval, signing_key, tenant, user},
     error::DomainResult,
     registry::{keys, tenants},
     retention, retry_policy, service_keys,
     stats::{self, Window},
-    vault::Vault,
+    vault::{SEALS_WARN_AT, Vault},
 };
 
 /// Live keys older than this are flagged for rotation.
@@ -30,7 +30,7 @@ pub const DRILL_STALE_DAYS: i64 = 7;
 const DAY_MS: i64 = 86_400_000;
 
 pub use views::evidence::{
-    AuditEvidence, CredentialRow, Deployment, DrillEvidence, Evidence, Finding, Holder, MetricsEvidence,
+    AuditEvidence, CredentialRow, Deployment, DrillEvidence, Evidence, Finding, Holder, KekSeals, MetricsEvidence,
     RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess, SignedCheckpoint,
 };
 
@@ -99,6 +99,7 @@ pub async fn collect(
             engine: runs::engine_name(db).into(),
             schema_version: runs::schema_version(db).await?,
             evidence_public_key: signer.public_key_base64(),
+            kek_seals: kek_seals(db).await?,
         },
         tenant: tenant_slug,
         credentials,
@@ -113,6 +114,15 @@ pub async fn collect(
     };
     e.findings = findings(&e);
     Ok(e)
+}
+
+async fn kek_seals(db: &DatabaseConnection) -> DomainResult<Vec<KekSeals>> {
+    let versions = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(db).await?;
+    let newest = versions.last().map(|v| v.version);
+    Ok(versions
+        .into_iter()
+        .map(|v| KekSeals { version: v.version as u32, seals: v.seals, newest: Some(v.version) == newest })
+        .collect())
 }
 
 async fn credentials(
@@ -385,6 +395,18 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 retention::human(r.dedup_secs),
                 r.scheme,
                 retention::human(r.horizon_secs)
+            ),
+        ));
+    }
+    for k in e.deployment.kek_seals.iter().filter(|k| k.newest && k.seals >= SEALS_WARN_AT) {
+        out.push(finding(
+            "warning",
+            "kek_seal_count_high",
+            format!("kek v{}", k.version),
+            format!(
+                "KEK version {} has sealed {} values (counted ahead), past 2^30; AES-GCM with random nonces must \
+                 be rotated well before 2^32: run `signet kek rotate`",
+                k.version, k.seals
             ),
         ));
     }

@@ -76,24 +76,49 @@ impl Answer {
     }
 }
 
+/// Why a drill delivery got no answer. Only `what` is recorded with the run
+/// (shown in the console and the API, and signed into evidence), and it is
+/// a fixed text; `detail` may name internal addresses, paths or OS errors
+/// and goes to the server log alone.
+#[derive(Debug)]
+pub struct TransportError {
+    pub what: &'static str,
+    pub detail: String,
+}
+
+impl TransportError {
+    pub fn new(what: &'static str, detail: impl std::fmt::Display) -> TransportError {
+        TransportError { what, detail: detail.to_string() }
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.what)
+    }
+}
+
 /// A boxed future the transport awaits before dropping a connection.
 pub type Until<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 
 /// How drill deliveries reach a receiver.
 pub trait Transport: Sync {
     /// Posts and returns the answer.
-    fn deliver(&self, req: &DrillRequest) -> impl Future<Output = Result<Answer, String>> + Send;
+    fn deliver(&self, req: &DrillRequest) -> impl Future<Output = Result<Answer, TransportError>> + Send;
     /// Posts, waits for `committed`, then drops the connection without
     /// reading the answer. Returns what `committed` said.
     fn deliver_then_drop<'a>(
         &'a self,
         req: &'a DrillRequest,
         committed: Until<'a>,
-    ) -> impl Future<Output = Result<bool, String>> + Send + 'a;
+    ) -> impl Future<Output = Result<bool, TransportError>> + Send + 'a;
     /// Delivers in another process whose receiver holds the claim
     /// transaction open before COMMIT (after the effect), and kills that
     /// process there with SIGKILL. Returns a description of what was killed.
-    fn deliver_in_killed_process(&self, req: &DrillRequest) -> impl Future<Output = Result<String, String>> + Send;
+    fn deliver_in_killed_process(
+        &self,
+        req: &DrillRequest,
+    ) -> impl Future<Output = Result<String, TransportError>> + Send;
     /// The drill faults of the receiver that `deliver` reaches.
     fn faults(&self) -> &DrillFaults;
 }
@@ -115,14 +140,21 @@ impl Checks {
     }
 
     /// An answer's code, or the transport's error as the observation.
-    fn answer(&mut self, check: &str, expected: &str, got: &Result<Answer, String>) {
+    fn answer(&mut self, check: &str, expected: &str, got: &Result<Answer, TransportError>) {
         match got {
             Ok(a) => self.want(check, expected, a.code()),
             Err(e) => {
                 self.want(check, expected, "no answer");
-                self.errors.push(format!("{check}: {e}"));
+                self.failed(check, e);
             }
         }
+    }
+
+    /// Records a transport failure: its fixed text with the run, its detail
+    /// in the log only.
+    fn failed(&mut self, check: &str, e: &TransportError) {
+        tracing::warn!(check, detail = %e.detail, "drill delivery failed: {}", e.what);
+        self.errors.push(format!("{check}: {}", e.what));
     }
 
     fn done(self, name: &str, started: Instant) -> DrillResult {
@@ -148,6 +180,7 @@ impl Checks {
 /// like any other), and opens the key's secret.
 pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fixture> {
     let now = clock::now_ms();
+    vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
     let mut created = Vec::new();
     let t = match tenant::Entity::find().filter(tenant::Column::Slug.eq(DRILL_TENANT)).one(&txn).await? {
@@ -443,7 +476,10 @@ async fn concurrent_duplicates<T: Transport>(
         .filter_map(|a| match a {
             Ok(a) if a.code() == "applied" || a.code() == "duplicate" => None,
             Ok(a) => Some(format!("{} {}", a.status, a.body)),
-            Err(e) => Some(format!("no answer: {e}")),
+            Err(e) => {
+                tracing::warn!(detail = %e.detail, "drill delivery failed: {}", e.what);
+                Some(format!("no answer: {}", e.what))
+            }
         })
         .collect();
     if !strays.is_empty() {
@@ -474,7 +510,7 @@ async fn interrupted_before_commit<T: Transport>(
         Ok(killed) => c.want("killed_before_commit", true, !killed.is_empty()),
         Err(e) => {
             c.want("killed_before_commit", true, false);
-            c.errors.push(format!("killed_before_commit: {e}"));
+            c.failed("killed_before_commit", &e);
         }
     }
     let o = observe(db, fx, &event, &r).await?;
@@ -514,7 +550,7 @@ async fn lost_ack<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T, c:
         Ok(seen) => c.want("connection_dropped_after_commit", true, seen),
         Err(e) => {
             c.want("connection_dropped_after_commit", true, false);
-            c.errors.push(format!("connection_dropped_after_commit: {e}"));
+            c.failed("connection_dropped_after_commit", &e);
         }
     }
     let retry = t.deliver(&fx.request(&event, &envelope, 0)).await;
@@ -621,6 +657,22 @@ mod tests {
         assert!(!r.passed);
         assert_eq!(r.failures, vec!["outbox_intents: expected 1, observed 2".to_owned()]);
         assert_eq!(r.expected["claims"], json!(1));
+    }
+
+    #[test]
+    fn transport_failures_are_recorded_without_their_detail() {
+        let mut c = Checks::default();
+        let refused = TransportError::new(
+            "the receiver refused the connection",
+            "error sending request for url (http://10.0.0.7:3000/hooks/_drill/drill): \
+             Connection refused (os error 111)",
+        );
+        c.answer("answer", "applied", &Err(refused));
+        let r = c.done("x", Instant::now());
+        assert_eq!(
+            r.failures,
+            ["answer: expected \"applied\", observed \"no answer\"", "answer: the receiver refused the connection"]
+        );
     }
 
     #[test]

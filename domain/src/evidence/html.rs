@@ -76,12 +76,17 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>Signet sign-off evidence ({scope})</title>\
          <style>{STYLE}</style></head><body>\n<h1>Signet sign-off evidence</h1>\n\
-         <p class=\"meta\">Generated {} for {scope} · Signet {} on {} · schema {}<br>\
+         <p class=\"meta\">Generated {} for {scope} · Signet {} on {} · schema {}{}<br>\
          evidence.json SHA-256 <code>{}</code><br>Evidence-signing public key (Ed25519) <code>{}</code></p>\n",
         esc(&e.generated_at),
         esc(&e.deployment.version),
         esc(&e.deployment.engine),
         esc(&e.deployment.schema_version),
+        e.deployment
+            .kek_seals
+            .iter()
+            .find(|k| k.newest)
+            .map_or_else(String::new, |k| format!(" · KEK v{}: {} values sealed (counted ahead)", k.version, k.seals)),
         esc(evidence_sha256),
         esc(&e.deployment.evidence_public_key),
     );

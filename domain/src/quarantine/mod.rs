@@ -359,6 +359,8 @@ async fn release_marking(
     let reason = require_reason(reason)?;
     let e = find(db, principal, id).await?;
     let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&e.tenant_id))?;
+    // The effect may seal an outbox payload.
+    vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
     if !resolve(&txn, id, RELEASED, auth.actor(), &reason).await? {
         txn.rollback().await?;

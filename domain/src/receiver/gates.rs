@@ -17,13 +17,18 @@ use super::{
 };
 use crate::{clock, crypto::signature::HeaderSource, db, error::DomainError, vault::Vault};
 
+/// Seals the receiver keeps counted ahead (see `vault`): more than all
+/// deliveries in flight seal between two checks.
+const SEAL_SLACK: u64 = 4096;
+
 /// A request as the receiver sees it: headers at hand, and a body that is
 /// only read when gate 2 asks for it, under the endpoint's limit.
 pub trait Delivery {
     type Headers: HeaderSource + Sync + ?Sized;
     fn headers(&self) -> &Self::Headers;
     /// Gate 2: the body, keeping at most `limit` bytes; `Err` is
-    /// `body_too_large` or `body_incomplete`.
+    /// `body_too_large`, `body_incomplete` or `overloaded` (the server's
+    /// bound on body bytes held at once).
     fn body(&mut self, limit: usize) -> impl Future<Output = Result<Bytes, Refusal>> + Send;
 }
 
@@ -77,6 +82,12 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     let key_id = Some(verified.key_id().to_owned());
     // Gates 7 and 8 are decided now; they take effect after gate 6, in order.
     let admission = admission::admit(verified);
+    // The claim seals the body (and an outbox payload): counted first, outside
+    // its transaction. A failure here is only logged: seals already counted
+    // may last, and sealing without one fails as any transient error does.
+    if let Err(e) = r.vault.reserve_seals(&r.db, SEAL_SLACK).await {
+        tracing::warn!(error = %e, "counting seals ahead failed");
+    }
     // Gates 6 and 9: the replay record, the claim, the effect and its outbox
     // intents, committed together before anyone is answered.
     let outcome = r.claims.settle(admission).await;

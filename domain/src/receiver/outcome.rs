@@ -9,6 +9,9 @@ pub enum Refusal {
     BodyTooLarge,
     /// The client stopped sending before the body was complete.
     BodyIncomplete,
+    /// The server holds as many body bytes as it may at once; nothing was
+    /// read further (503 with `Retry-After`, like the in-flight limit).
+    Overloaded,
     SignatureMissing,
     SignatureMalformed,
     SignatureMismatch,
@@ -27,6 +30,7 @@ impl Refusal {
             Refusal::UnknownEndpoint => "unknown_endpoint",
             Refusal::BodyTooLarge => "body_too_large",
             Refusal::BodyIncomplete => "body_incomplete",
+            Refusal::Overloaded => "overloaded",
             Refusal::SignatureMissing => "signature_missing",
             Refusal::SignatureMalformed => "signature_malformed",
             Refusal::SignatureMismatch => "signature_mismatch",
@@ -44,6 +48,7 @@ impl Refusal {
             Refusal::UnknownEndpoint => "unknown_endpoint",
             Refusal::BodyTooLarge => "too_large",
             Refusal::BodyIncomplete => "incomplete",
+            Refusal::Overloaded => "overloaded",
             Refusal::SignatureMissing => "missing",
             Refusal::SignatureMalformed => "malformed",
             Refusal::SignatureMismatch => "mismatch",
@@ -114,6 +119,7 @@ impl Outcome {
                 Refusal::UnknownEndpoint => 404,
                 Refusal::BodyTooLarge => 413,
                 Refusal::BodyIncomplete => 400,
+                Refusal::Overloaded => 503,
                 Refusal::SignatureMissing
                 | Refusal::SignatureMalformed
                 | Refusal::SignatureMismatch
@@ -152,6 +158,7 @@ impl Outcome {
             Outcome::IdentityConflict { .. } => ("identity_conflict", String::new()),
             Outcome::Quarantined { reason, .. } => ("quarantined", reason.clone()),
             Outcome::Refused(Refusal::Replay) => ("replay", String::new()),
+            Outcome::Refused(Refusal::Overloaded) => ("overloaded", String::new()),
             Outcome::Refused(r) => ("verification_failed", r.reason().to_owned()),
             Outcome::Unavailable => ("unavailable", String::new()),
         }

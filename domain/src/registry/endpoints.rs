@@ -137,6 +137,10 @@ pub async fn create(
     tenant_slug: &str,
     new: NewEndpoint,
 ) -> DomainResult<EndpointView> {
+    let txn = db::begin_write(db).await?;
+    let t = tenants::find(&txn, principal, tenant_slug).await?;
+    let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
+    // Input is looked at only for a caller who may make the change.
     ids::validate_slug("endpoint", &new.slug)?;
     let types = match &new.event_types {
         Some(list) => validate_event_types(list)?,
@@ -144,9 +148,6 @@ pub async fn create(
     };
     let tolerance = check_tolerance(new.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS))?;
     let max_body = check_body_limit(new.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))?;
-    let txn = db::begin_write(db).await?;
-    let t = tenants::find(&txn, principal, tenant_slug).await?;
-    let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
     let model = endpoint::ActiveModel {
         id: Set(ids::new_id()),
         tenant_id: Set(t.id.clone()),

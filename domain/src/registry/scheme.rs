@@ -16,19 +16,26 @@ pub fn parse_scheme(text: &str) -> DomainResult<Scheme> {
 
 /// The longest event type.
 pub const MAX_EVENT_TYPE_LEN: usize = 100;
+/// The most entries a list of event types may have (repeats count).
+pub const MAX_EVENT_TYPES: usize = 256;
 
 /// An event type as a regular expression ([`validate_event_types`]).
 pub fn event_type_pattern() -> String {
     format!("^[a-z0-9][a-z0-9._-]{{0,{}}}$", MAX_EVENT_TYPE_LEN - 1)
 }
 
-/// A list of event types: `["*"]` (repeats allowed), or one or more types.
+/// A list of event types: `["*"]` (repeats allowed), or one or more types;
+/// at most [`MAX_EVENT_TYPES`] entries.
 #[cfg(feature = "openapi")]
 pub fn event_types_schema() -> utoipa::openapi::Schema {
     use crate::schema::{array, one_of, string};
+    let capped = |mut a: utoipa::openapi::Array| {
+        a.max_items = Some(MAX_EVENT_TYPES);
+        a
+    };
     utoipa::openapi::schema::OneOfBuilder::new()
-        .item(array(one_of(&[ANY_TYPE]), 1))
-        .item(array(string(&event_type_pattern(), Some(MAX_EVENT_TYPE_LEN)), 1))
+        .item(capped(array(one_of(&[ANY_TYPE]), 1)))
+        .item(capped(array(string(&event_type_pattern(), Some(MAX_EVENT_TYPE_LEN)), 1)))
         .into()
 }
 
@@ -44,8 +51,16 @@ pub fn optional_event_types_schema() -> utoipa::openapi::Schema {
 
 /// Validates and normalises a list of event types: `*` alone, or names like
 /// `reminder.created` ([`event_type_pattern`]), sorted and de-duplicated.
+/// A list longer than [`MAX_EVENT_TYPES`] is refused before any entry is
+/// looked at; the rest is linear in the list's size.
 pub fn validate_event_types<S: AsRef<str>>(types: &[S]) -> DomainResult<EventTypes> {
-    let mut out: Vec<String> = Vec::new();
+    if types.len() > MAX_EVENT_TYPES {
+        return Err(DomainError::invalid(
+            "too_many_event_types",
+            format!("at most {MAX_EVENT_TYPES} event types may be listed, got {}", types.len()),
+        ));
+    }
+    let mut out = std::collections::BTreeSet::new();
     for raw in types {
         let t = raw.as_ref();
         let ok = t == ANY_TYPE
@@ -58,18 +73,15 @@ pub fn validate_event_types<S: AsRef<str>>(types: &[S]) -> DomainResult<EventTyp
                 format!("event type {t:?} must be '*' or match {} (like 'reminder.created')", event_type_pattern()),
             ));
         }
-        if !out.iter().any(|x| x == t) {
-            out.push(t.to_owned());
-        }
+        out.insert(t);
     }
     if out.is_empty() {
         return Err(DomainError::invalid("invalid_event_type", "at least one event type is needed"));
     }
-    if out.len() > 1 && out.iter().any(|t| t == ANY_TYPE) {
+    if out.len() > 1 && out.contains(ANY_TYPE) {
         return Err(DomainError::invalid("invalid_event_type", "'*' already permits every type; list it alone"));
     }
-    out.sort();
-    Ok(EventTypes::from_validated(out))
+    Ok(EventTypes::from_validated(out.into_iter().map(str::to_owned).collect()))
 }
 
 #[cfg(test)]
@@ -88,6 +100,17 @@ mod tests {
         assert!(validate_event_types::<&str>(&[]).is_err());
         assert!(validate_event_types(&["*", "a"]).is_err());
         assert_eq!(EventTypes::from_json(&a.to_json()), a);
+    }
+
+    #[test]
+    fn event_type_lists_are_capped() {
+        let most: Vec<String> = (0..MAX_EVENT_TYPES).map(|i| format!("t{i}")).collect();
+        assert_eq!(validate_event_types(&most).unwrap().as_slice().len(), MAX_EVENT_TYPES);
+        let repeats = vec!["a"; MAX_EVENT_TYPES + 1];
+        let err = validate_event_types(&repeats).unwrap_err();
+        assert_eq!(err.code(), "too_many_event_types", "repeats count: the cap is on what was sent");
+        let huge: Vec<String> = (0..100_000).map(|i| format!("t{i}")).collect();
+        assert_eq!(validate_event_types(&huge).unwrap_err().code(), "too_many_event_types");
     }
 
     #[test]

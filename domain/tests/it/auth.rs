@@ -543,4 +543,36 @@ db_test!(stale_throttle_rows_are_swept_in_bounded_batches, async |t: &TestDb| {
         login_throttle::Entity::find().all(&t.db).await.unwrap().into_iter().map(|r| r.subject).collect();
     left.sort();
     assert_eq!(left, ["global", "ip:10.2.1.1", "user:fresh"], "the attempt just made keeps its rows");
+
+// Nobody can be made to act for the drills' synthetic tenant: not a new
+// user, not an existing one moved to it, not a token.
+db_test!(nothing_binds_to_the_drill_tenant, async |t: &TestDb| {
+    let fx = domain::evidence::drills::fixture(&t.db, &t.vault).await.unwrap();
+    drop(fx);
+    let drill = domain::evidence::drills::DRILL_TENANT;
+    let new = users::create(
+        &t.db,
+        &Principal::cli(),
+        NewUser {
+            username: "drill-ca".into(),
+            role: Role::ClinicAdmin,
+            tenant: Some(drill.into()),
+            password: pw(GOOD),
+        },
+    )
+    .await;
+    assert!(matches!(new, Err(DomainError::Invalid { code: "synthetic_tenant", .. })), "{new:?}");
+    tenant(t, "clinic-a").await;
+    make_user(t, "alice", Role::ClinicAdmin, Some("clinic-a")).await;
+    let moved =
+        users::update(&t.db, &admin(), "alice", UserPatch { tenant: Some(drill.into()), ..Default::default() }).await;
+    assert!(matches!(moved, Err(DomainError::Invalid { code: "synthetic_tenant", .. })), "{moved:?}");
+    let token = tokens::create(&t.db, &Principal::cli(), "drill", Role::ClinicAdmin, Some(drill)).await;
+    assert!(matches!(token, Err(DomainError::Invalid { code: "synthetic_tenant", .. })), "{:?}", token.err());
+    let listed = users::list(&t.db, &admin()).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|u| (u.username.as_str(), u.tenant.as_deref())).collect::<Vec<_>>(),
+        [("alice", Some("clinic-a"))]
+    );
+    assert!(tokens::list(&t.db, &admin()).await.unwrap().is_empty());
 });

@@ -11,7 +11,7 @@ use domain::{
     auth::Role,
     entity::{inbox_claim, outbox_intent, reminder},
     evidence::{
-        drills::{Answer, DRILL_NAMES, DRILL_TENANT, DrillRequest, Transport, Until},
+        drills::{Answer, DRILL_NAMES, DRILL_TENANT, DrillRequest, Transport, TransportError, Until},
         export::{self, Via},
         manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
         runs,
@@ -58,11 +58,15 @@ async fn run_in(r: &Arc<Receiver>, req: DrillRequest) -> Answer {
 }
 
 impl Transport for InProcess {
-    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, String> {
+    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, TransportError> {
         Ok(run_in(&self.r, req.clone()).await)
     }
 
-    async fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> Result<bool, String> {
+    async fn deliver_then_drop<'a>(
+        &'a self,
+        req: &'a DrillRequest,
+        committed: Until<'a>,
+    ) -> Result<bool, TransportError> {
         let (r, req) = (self.r.clone(), req.clone());
         let task = tokio::spawn(async move { run_in(&r, req).await });
         let seen = committed.await;
@@ -71,7 +75,7 @@ impl Transport for InProcess {
         Ok(seen)
     }
 
-    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, String> {
+    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, TransportError> {
         // In-process stand-in for the child: a receiver whose fault holds the
         // transaction open; aborting the task drops it uncommitted.
         let faults = Faults::default();
@@ -82,7 +86,7 @@ impl Transport for InProcess {
         let task = tokio::spawn(async move { run_in(&r, req).await });
         tokio::time::timeout(std::time::Duration::from_secs(20), reached.notified())
             .await
-            .map_err(|_| "never held".to_owned())?;
+            .map_err(|e| TransportError::new("the transaction was never held", e))?;
         task.abort();
         let _ = task.await;
         Ok("task aborted while holding the transaction".into())
@@ -92,6 +96,44 @@ impl Transport for InProcess {
         &self.r.faults().drill
     }
 }
+
+/// A transport whose every delivery fails the way a refused connection does,
+/// with the detail a real HTTP client gives (an internal URL, an OS error).
+struct Unreachable(DrillFaults);
+
+const UNREACHABLE_DETAIL: &str = "error sending request for url (http://10.9.8.7:3000/hooks/_drill/drill): \
+     client error (Connect): tcp connect error: Connection refused (os error 111)";
+
+impl Transport for Unreachable {
+    async fn deliver(&self, _: &DrillRequest) -> Result<Answer, TransportError> {
+        Err(TransportError::new("the receiver refused the connection", UNREACHABLE_DETAIL))
+    }
+    async fn deliver_then_drop<'a>(&'a self, _: &'a DrillRequest, _: Until<'a>) -> Result<bool, TransportError> {
+        Err(TransportError::new("the receiver refused the connection", UNREACHABLE_DETAIL))
+    }
+    async fn deliver_in_killed_process(&self, _: &DrillRequest) -> Result<String, TransportError> {
+        Err(TransportError::new("the drill child could not be started", "No such file or directory (os error 2)"))
+    }
+    fn faults(&self) -> &DrillFaults {
+        &self.0
+    }
+}
+
+// What a failed run records (the console, the API, signed evidence) says
+// what failed in fixed words; the internal URL and the OS error are in the
+// server log only.
+db_test!(drill_failures_never_record_internal_urls_or_os_errors, async |t: &TestDb| {
+    let run = runs::run(&t.db, &t.vault, &reviewer(), &Unreachable(DrillFaults::default())).await.unwrap();
+    assert_eq!(run.passed, Some(false));
+    let stored = runs::get(&t.db, &reviewer(), &run.run_id).await.unwrap();
+    let text = serde_json::to_string(&stored).unwrap();
+    for leak in ["10.9.8.7", "http://", "os error", "Connection refused", "/hooks/"] {
+        assert!(!text.contains(leak), "{leak} in {text}");
+    }
+    let failures: Vec<String> = stored.drills.iter().flat_map(|d| d.failures.clone()).collect();
+    assert!(failures.iter().any(|f| f.ends_with(": the receiver refused the connection")), "{failures:?}");
+    assert!(failures.iter().any(|f| f.ends_with(": the drill child could not be started")), "{failures:?}");
+});
 
 db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb| {
     let transport = InProcess::new(t);

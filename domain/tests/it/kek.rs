@@ -262,3 +262,59 @@ db_test!(small_windows_walk_composite_keys_without_gaps, async |t: &TestDb| {
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
     assert_eq!(everything_opens(t).await, sealed);
 });
+
+/// `kek_versions.seals` of `version`.
+async fn seals(t: &TestDb, version: i32) -> i64 {
+    kek_version::Entity::find_by_id(version).one(&t.db).await.unwrap().unwrap().seals
+}
+
+// Seals are counted per KEK version before they are made, so the stored
+// count is never below what was sealed, whichever processes sealed it; a
+// process that counted none seals nothing; the version in use past 2^30
+// seals is a finding in the evidence.
+db_test!(seals_are_counted_ahead_per_version_and_flagged_at_2_30, async |t: &TestDb| {
+    use domain::{evidence::bundle, vault::SEALS_WARN_AT};
+    let master = || MasterKey::from_base64(&t.master_b64).unwrap();
+    let sealed = fill(t).await as i64;
+    // A second process provisions a key: its seal is counted too.
+    let other = domain::startup::open_vault(&t.db, master()).await.unwrap();
+    keys::provision(&t.db, &other, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending)
+        .await
+        .unwrap();
+    let rows = sealed + 1;
+    assert_eq!(everything_opens(t).await as i64, rows);
+    let counted = seals(t, 1).await;
+    assert!(counted >= rows, "never under: {counted} counted, {rows} sealed");
+    assert!(counted <= rows + 2 * 65_536 + 8192, "over by at most what two processes reserved: {counted}");
+    // Without a count raised first, a process seals nothing.
+    let idle = domain::startup::open_vault(&t.db, master()).await.unwrap();
+    assert_eq!(idle.seal(&Aad::outbox_payload("t", "i"), b"{}"), Err(domain::crypto::CryptoError::SealsNotReserved));
+    // The rewrap's reseals count under the new version.
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
+    assert!(seals(t, 2).await >= rows, "{} counted under v2", seals(t, 2).await);
+    let high = |e: &domain::evidence::bundle::Evidence| {
+        e.findings.iter().filter(|f| f.code == "kek_seal_count_high").map(|f| f.subject.clone()).collect::<Vec<_>>()
+    };
+    // Just under 2^30 on the version in use (and far past it on the old
+    // one, which seals nothing any more): no finding.
+    let set = |version: i32, n: i64| {
+        kek_version::Entity::update_many()
+            .col_expr(kek_version::Column::Seals, sea_orm::sea_query::Expr::value(n))
+            .filter(kek_version::Column::Version.eq(version))
+            .exec(&t.db)
+    };
+    set(1, 4 * SEALS_WARN_AT).await.unwrap();
+    set(2, SEALS_WARN_AT - 1).await.unwrap();
+    let e = bundle::collect(&t.db, &t.vault, &reviewer(), None).await.unwrap();
+    assert_eq!(high(&e), Vec::<String>::new());
+    let v2 = e.deployment.kek_seals.iter().find(|k| k.newest).unwrap();
+    assert_eq!((v2.version, v2.seals), (2, SEALS_WARN_AT - 1));
+    // A process starting to seal counts its block first, which crosses it.
+    let next = domain::startup::open_vault(&t.db, master()).await.unwrap();
+    next.reserve_seals(&t.db, 1).await.unwrap();
+    next.seal(&Aad::outbox_payload("t", "i"), b"{}").unwrap();
+    let e = bundle::collect(&t.db, &t.vault, &reviewer(), None).await.unwrap();
+    assert_eq!(high(&e), ["kek v2"]);
+    assert!(e.findings.iter().any(|f| f.code == "kek_seal_count_high" && f.severity == "warning"));
+});

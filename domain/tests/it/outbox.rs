@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::{db_test, fixtures::*, support::TestDb};
 
 async fn intents(t: &TestDb, tenant_id: &str, n: usize) {
+    t.vault.reserve_seals(&t.db, n as u64).await.unwrap();
     for i in 0..n {
         let id = format!("int_{i:04}");
         let (sealed, kek) =

@@ -6,6 +6,7 @@ use domain::{
     registry::{
         Scheme,
         endpoints::{self, EndpointPatch, NewEndpoint},
+        keys,
         tenants::{self, NewTenant, TenantPatch},
     },
 };
@@ -186,4 +187,45 @@ db_test!(narrowing_endpoint_types_refused_while_keys_use_them, async |t: &TestDb
     .await
     .unwrap();
     assert_eq!(widen.event_types.len(), 3);
+});
+
+// Event-type lists are looked at only for a caller allowed to make the
+// change, and only up to 256 entries: a long list from anyone else costs
+// nothing but the permission check.
+db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
+    let k = active_key(t).await;
+    let a = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let long: Vec<String> = (0..20_000).map(|i| format!("t{}", i % 7)).collect();
+    let invalid = vec!["Not A Type".to_owned()];
+    let new = |types: &Vec<String>| NewEndpoint {
+        slug: "more".into(),
+        scheme: Scheme::StandardWebhooks,
+        event_types: Some(types.clone()),
+        tolerance_secs: None,
+        max_body_bytes: None,
+    };
+    for types in [&long, &invalid] {
+        // On-call may not create endpoints: refused as such, whatever the list.
+        let r = endpoints::create(&t.db, &oncall(), "clinic-a", new(types)).await;
+        assert!(matches!(r, Err(DomainError::Forbidden)), "{r:?}");
+        // Another clinic's admin does not learn the tenant exists.
+        let other = user(Role::ClinicAdmin, Some("someone-else"));
+        let r = endpoints::create(&t.db, &other, "clinic-a", new(types)).await;
+        assert!(matches!(r, Err(DomainError::NotFound)), "{r:?}");
+        let r = keys::set_scope(&t.db, &oncall(), &k.key.key_id, types).await;
+        assert!(matches!(r, Err(DomainError::Forbidden)), "{r:?}");
+    }
+    // The clinic's own admin is told what is wrong with the list.
+    let ca = user(Role::ClinicAdmin, Some(&a.id));
+    let r = endpoints::create(&t.db, &ca, "clinic-a", new(&long)).await;
+    assert!(matches!(r, Err(DomainError::Invalid { code: "too_many_event_types", .. })), "{r:?}");
+    let r = keys::set_scope(&t.db, &ca, &k.key.key_id, &long).await;
+    assert!(matches!(r, Err(DomainError::Invalid { code: "too_many_event_types", .. })), "{r:?}");
+    // 256 entries, repeats included, are fine and come back as a set.
+    let most: Vec<String> = (0..256).map(|i| format!("t{}", i % 100)).collect();
+    let e = endpoints::create(&t.db, &ca, "clinic-a", new(&most)).await.unwrap();
+    assert_eq!(e.event_types.len(), 100);
+    assert!(e.event_types.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+    let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id, &vec!["reminder.created".to_owned(); 256]).await.unwrap();
+    assert_eq!(scoped.event_types, ["reminder.created"]);
 });

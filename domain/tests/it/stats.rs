@@ -102,6 +102,7 @@ db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     tenant(t, "clinic-b").await;
     let now = clock::now_ms();
+    t.vault.reserve_seals(&t.db, 3).await.unwrap();
     for i in 0..3 {
         let id = format!("int_{i}");
         let (sealed, kek) = t.vault.seal(&Aad::outbox_payload(&a.id, &id), b"{}").unwrap();

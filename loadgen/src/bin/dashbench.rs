@@ -219,6 +219,7 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
             .await
             .expect("claims to seal");
         let Some(last) = rows.last().cloned() else { break };
+        vault.reserve_seals(db, rows.len() as u64).await.expect("count the seals ahead");
         let txn = db.begin().await.expect("begin");
         for (t, e, ev) in &rows {
             let (sealed_body, kek) = vault.seal(&domain::crypto::Aad::event_body(t, e, ev), &body).expect("seal");

@@ -78,12 +78,17 @@ async fn run_drills(
     p: &Principal,
 ) -> Result<runs::DrillRunView, CliError> {
     let faults = Faults::default();
+    let drill_runner = crate::drills::RunnerToken::generate();
     let hooks = crate::http::hooks::HookState {
         receiver: Arc::new(Receiver::new(db.clone(), vault.clone(), faults.clone())),
         telemetry: Arc::new(Telemetry::default()),
         metrics: Arc::new(crate::metrics::Metrics::new().map_err(|e| CliError::new("metrics", e.to_string()))?),
         body_read: std::time::Duration::from_secs(30),
         unknown_log: Arc::default(),
+        body_budget: crate::http::limits::BodyBudget::new(crate::config::DEFAULT_MAX_INFLIGHT_BODY_BYTES as usize),
+        shed_log: Arc::default(),
+        drill_runner: drill_runner.clone(),
+        drill_log: Arc::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -95,6 +100,7 @@ async fn run_drills(
         format!("http://{addr}"),
         faults.drill.clone(),
         ChildEnv::from_args(args).map_err(|e| CliError::new("config", e))?,
+        drill_runner,
     )
     .map_err(|e| CliError::new("http", e))?;
     let run = runs::run(db, vault, p, &transport).await;

@@ -18,7 +18,8 @@ use domain::{
     receiver::{self, Delivery, Outcome, Receipt, Receiver, Refusal, telemetry::Telemetry},
 };
 
-use crate::metrics::Metrics;
+use super::limits::{self, BodyBudget, BodyReservation};
+use crate::{drills::RunnerToken, metrics::Metrics};
 
 /// What the receiver route needs.
 #[derive(Clone)]
@@ -30,6 +31,15 @@ pub struct HookState {
     pub body_read: std::time::Duration,
     /// Lines about unknown paths are rationed: anyone can send those.
     pub unknown_log: Arc<LogBudget>,
+    /// Body bytes held at once by all deliveries (`SIGNET_MAX_INFLIGHT_BODY_BYTES`).
+    pub body_budget: Arc<BodyBudget>,
+    /// Lines about deliveries refused for the body budget, rationed too.
+    pub shed_log: Arc<LogBudget>,
+    /// What the drill runner sends, to tell its deliveries from anyone
+    /// else's to `/hooks/_drill…`.
+    pub drill_runner: Arc<RunnerToken>,
+    /// Lines about `/hooks/_drill…` requests the runner did not send.
+    pub drill_log: Arc<LogBudget>,
 }
 
 /// At most [`LogBudget::LINES`] log lines per [`LogBudget::WINDOW`]; counts
@@ -81,11 +91,14 @@ impl HeaderSource for Headers {
 }
 
 /// An HTTP request as the receiver's delivery: its body is read at gate 2,
-/// within the endpoint's limit and the body timeout.
+/// within the endpoint's limit, the body timeout and the shared body
+/// budget. The budget is held until the delivery is dropped, when the
+/// pipeline is done with the body.
 struct HttpDelivery {
     headers: Headers,
     body: Option<Body>,
     within: std::time::Duration,
+    held: BodyReservation,
 }
 
 impl Delivery for HttpDelivery {
@@ -95,10 +108,11 @@ impl Delivery for HttpDelivery {
     }
     async fn body(&mut self, limit: usize) -> Result<bytes::Bytes, Refusal> {
         let body = self.body.take().ok_or(Refusal::BodyIncomplete)?;
-        match read_limited(body, limit, &self.headers.0, self.within).await {
+        match read_limited(body, limit, &self.headers.0, self.within, &mut self.held).await {
             Ok(bytes) => Ok(bytes),
             Err(BodyError::TooLarge) => Err(Refusal::BodyTooLarge),
             Err(BodyError::Incomplete) => Err(Refusal::BodyIncomplete),
+            Err(BodyError::Overloaded) => Err(Refusal::Overloaded),
         }
     }
 }
@@ -110,14 +124,41 @@ async fn receive(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let delivery = HttpDelivery { headers: Headers(headers), body: Some(body), within: st.body_read };
+    let from_runner = st.drill_runner.sent_with(&headers);
+    let held = BodyReservation::new(st.body_budget.clone());
+    let delivery = HttpDelivery { headers: Headers(headers), body: Some(body), within: st.body_read, held };
     let Receipt { outcome, endpoint: ep, key_id } = receiver::receive(&st.receiver, &tenant, &endpoint, delivery).await;
+    // Shed like the in-flight limit: not a verdict on the request, so it
+    // stays out of the tenant's figures.
+    if outcome == Outcome::Refused(Refusal::Overloaded) {
+        st.metrics.observe_shed("body_bytes");
+        if let Some(held_back) = st.shed_log.take() {
+            tracing::warn!(
+                tenant = %printable(&tenant), endpoint = %printable(&endpoint), held_back,
+                held_bytes = st.body_budget.used(),
+                "webhook refused: the in-flight body budget is spent"
+            );
+        }
+        return limits::overloaded("too many webhook body bytes in flight; retry shortly");
+    }
     // Drill traffic (the synthetic tenant, and the unknown-tenant drill's
     // `_drill…` paths, which no real tenant can have) has its own counter and
-    // never moves real tenants' figures, rollups or dashboards.
+    // never moves real tenants' figures, rollups or dashboards. The same
+    // paths from anyone but the runner are counted apart and logged: nobody
+    // else has a reason to send them.
     let drill = ep.as_ref().map_or(tenant.starts_with(DRILL_PREFIX), |e| e.synthetic);
-    if drill {
+    if drill && from_runner {
         st.metrics.observe_drill(&outcome);
+        return respond(outcome);
+    }
+    if drill {
+        st.metrics.observe_drill_foreign(&outcome);
+        if let Some(held_back) = st.drill_log.take() {
+            tracing::warn!(
+                tenant = %printable(&tenant), endpoint = %printable(&endpoint), outcome = outcome.labels().0,
+                held_back, "a request to the drill tenant's paths that the drill runner did not send"
+            );
+        }
         return respond(outcome);
     }
     st.telemetry.record(ep.as_deref(), &outcome, key_id.as_deref(), started.elapsed());
@@ -158,22 +199,39 @@ enum BodyError {
     TooLarge,
     /// The client stopped sending (or was too slow); nothing is processed.
     Incomplete,
+    /// The shared body budget has no room for this body; nothing more is read.
+    Overloaded,
 }
+
+/// The first allocation for a body of unknown length.
+const FIRST_CHUNK: usize = 16 * 1024;
 
 /// Gate 2: reads the body, keeping at most `limit` bytes in memory. A
 /// declared `Content-Length` over the limit is refused without keeping
 /// anything; a streamed body is refused as soon as it crosses the limit.
+///
+/// Every byte of buffer is taken from the shared budget (`held`) before it
+/// is allocated: a declared length at once, a streamed body as its buffer
+/// grows (at most doubling, never past `limit`). Where the budget has no
+/// room, the body is refused without reading on.
 async fn read_limited(
     body: Body,
     limit: usize,
     headers: &HeaderMap,
     within: std::time::Duration,
+    held: &mut BodyReservation,
 ) -> Result<bytes::Bytes, BodyError> {
     use http_body_util::BodyExt;
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let mut too_large = declared.is_some_and(|n| n > limit as u64);
-    let mut kept = bytes::BytesMut::new();
+    let mut kept: Vec<u8> = Vec::new();
+    if let Some(n) = declared.filter(|_| !too_large).map(|n| n as usize) {
+        if !held.grow_to(n) {
+            return Err(BodyError::Overloaded);
+        }
+        kept.reserve_exact(n);
+    }
     let mut seen = 0usize;
     let mut body = body;
     let read = async {
@@ -186,17 +244,25 @@ async fn read_limited(
                 Err(_) => return Err(BodyError::Incomplete),
             };
             seen += data.len();
-            if !too_large && kept.len() + data.len() > limit {
+            let wanted = kept.len() + data.len();
+            if !too_large && wanted > limit {
                 too_large = true;
-                kept = bytes::BytesMut::new();
+                kept = Vec::new();
             }
             if too_large {
                 if seen > DRAIN_LIMIT {
                     break;
                 }
-            } else {
-                kept.extend_from_slice(&data);
+                continue;
             }
+            if wanted > kept.capacity() {
+                let grown = wanted.max(kept.capacity() * 2).max(FIRST_CHUNK).min(limit);
+                if !held.grow_to(grown) {
+                    return Err(BodyError::Overloaded);
+                }
+                kept.reserve_exact(grown - kept.len());
+            }
+            kept.extend_from_slice(&data);
         }
         Ok(())
     };
@@ -205,7 +271,7 @@ async fn read_limited(
         return Err(BodyError::TooLarge);
     }
     match finished {
-        Ok(Ok(())) => Ok(kept.freeze()),
+        Ok(Ok(())) => Ok(bytes::Bytes::from(kept)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(BodyError::Incomplete),
     }

@@ -5,7 +5,7 @@ pub mod api;
 mod evidence_files;
 mod guards;
 pub mod hooks;
-mod limits;
+pub mod limits;
 pub mod state;
 
 use app::{App, shell};
@@ -51,8 +51,10 @@ pub fn router(state: AppState, hooks: hooks::HookState, limits: RequestLimits) -
         )
         .nest_service("/hooks", {
             let in_flight = limits::InFlight::new(limits.hooks_in_flight);
-            let limit =
-                axum::middleware::from_fn(move |req, next| limits::hooks_in_flight(in_flight.clone(), req, next));
+            let metrics = hooks.metrics.clone();
+            let limit = axum::middleware::from_fn(move |req, next| {
+                limits::hooks_in_flight(in_flight.clone(), metrics.clone(), req, next)
+            });
             hooks::routes(hooks).layer(limit)
         })
         .nest("/api/v1", api::routes())

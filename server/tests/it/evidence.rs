@@ -3,7 +3,10 @@
 //! takes traffic, and real tenants' figures do not move; bundles export,
 //! verify, and refuse bad input with one clear line.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Value, json};
 
@@ -136,6 +139,40 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
         .as_i64()
         .unwrap();
     assert_eq!(applied, 160, "the dashboard counts only real traffic");
+
+    // The drill tenant's paths from anyone but the runner (here: guessing
+    // the runner's header) are counted apart and logged, and still refused.
+    let drill_count = |metrics: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("signet_drill_webhooks_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let runner_deliveries = drill_count(&metrics);
+    for (path, status) in [("/hooks/_drill/drill", 401), ("/hooks/_drill-probe/x", 404)] {
+        let res = api.post(s.url(path)).header("signet-drill-runner", "guess").body("{}").send().await.unwrap();
+        assert_eq!(res.status(), status, "{path}");
+    }
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+    let foreign: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("signet_drill_foreign_requests_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(foreign, 2, "only the two outside requests: {metrics}");
+    assert_eq!(drill_count(&metrics), runner_deliveries, "the runner's counter holds only its own");
+    // The log is read from the server's pipe by another thread: wait for it.
+    let logged = |log: &str| -> Vec<String> {
+        log.lines().filter(|l| l.contains("the drill runner did not send")).map(str::to_owned).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while logged(&s.output()).len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lines = logged(&s.output());
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains("_drill-probe"), "{}", lines[1]);
 });
 
 fn write_key(dir: &Path, i: &Install) -> std::path::PathBuf {

@@ -322,3 +322,128 @@ both_engines!(the_connection_limit_and_the_request_timeout_hold, async |i: &Inst
     assert!(first["response"].as_str().unwrap().contains("timeout"), "{report}");
     assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
 });
+
+const MIB: usize = 1024 * 1024;
+
+/// `VmRSS` or `VmHWM` (the peak) of a process, in bytes.
+fn memory_of(pid: u32, field: &str) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field}"));
+    line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 1024
+}
+
+/// A webhook whose 10 MiB body arrives slowly: 8 MiB in 256 KiB pieces,
+/// then nothing until `hold_until`, then the rest. Stops sending as soon as
+/// the server answers. Returns the answer ("" when the connection was cut
+/// before one could be read).
+async fn slow_large_body(addr: String, declared: bool, hold_until: tokio::time::Instant) -> String {
+    const PIECE: usize = 256 * 1024;
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let framing = if declared { format!("Content-Length: {}", 10 * MIB) } else { "Transfer-Encoding: chunked".into() };
+    let head = format!(
+        "POST /hooks/clinic-a/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         {framing}\r\n\r\n"
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let piece = if declared {
+        vec![b' '; PIECE]
+    } else {
+        [format!("{PIECE:x}\r\n").into_bytes(), vec![b' '; PIECE], b"\r\n".to_vec()].concat()
+    };
+    let mut answer = Vec::new();
+    let mut sent = 0;
+    while sent < 10 * MIB {
+        if sent == 8 * MIB {
+            tokio::time::sleep_until(hold_until).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // An answer before the body is complete: the server refused it.
+        let mut buf = [0u8; 4096];
+        match conn.try_read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&buf[..n]);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+        if conn.write_all(&piece).await.is_err() {
+            break;
+        }
+        sent += PIECE;
+    }
+    if sent == 10 * MIB && !declared {
+        let _ = conn.write_all(b"0\r\n\r\n").await;
+    }
+    let (rest, _) = until_closed(&mut conn, Duration::from_secs(10)).await;
+    String::from_utf8_lossy(&answer).into_owned() + &rest
+}
+
+// Bodies are read before their signature can be checked, so what they hold
+// is bounded for all deliveries together (SIGNET_MAX_INFLIGHT_BODY_BYTES,
+// here its 64 MiB default). Fifty slow 10 MiB bodies to an endpoint that
+// allows 10 MiB: the server's peak memory stays under the budget plus
+// 100 MiB, the bodies that do not fit are told to come back (503
+// `overloaded`, `Retry-After: 1`), a signed webhook to another endpoint
+// gets its normal answer meanwhile, and the budget is whole again after.
+both_engines!(fifty_slow_large_bodies_stay_within_the_body_budget, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let big = (10 * MIB).to_string();
+    i.cli_json(&["endpoint", "create", "clinic-a", "big", "--scheme", "standard-webhooks", "--max-body-bytes", &big]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let secret = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"])["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let s = i.serve();
+    let pid = s.child.id();
+    let addr = addr_of(&s);
+    let started = Instant::now();
+    let hold_until = tokio::time::Instant::now() + Duration::from_secs(4);
+    let clients: Vec<_> =
+        (0..50).map(|n| tokio::spawn(slow_large_body(addr.clone(), n % 2 == 0, hold_until))).collect();
+
+    // While they are all in flight: a normal signed webhook elsewhere.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let body = r#"{"type":"reminder.created","data":{"reminder_id":"r-1","send_at":"2027-01-05T09:00:00Z"}}"#;
+    let key = domain::crypto::SigningSecret::parse(&secret).unwrap();
+    let ts = domain::clock::now_ms() / 1000;
+    let headers = domain::crypto::signature::sign(
+        domain::registry::Scheme::StandardWebhooks,
+        &key,
+        body.as_bytes(),
+        ts,
+        "msg_beside",
+    )
+    .unwrap();
+    let mut req = reqwest::Client::new().post(s.url("/hooks/clinic-a/hooks")).body(body);
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<serde_json::Value>().await.unwrap()["status"], "applied");
+    let during = memory_of(pid, "VmRSS:");
+
+    let answers: Vec<String> = futures_util::future::join_all(clients).await.into_iter().map(Result::unwrap).collect();
+    let peak = memory_of(pid, "VmHWM:");
+    assert!(peak < (64 + 100) * MIB, "peak RSS {} MiB (while all were in flight: {} MiB)", peak / MIB, during / MIB);
+    let taken = answers.iter().filter(|a| a.starts_with("HTTP/1.1 401")).count();
+    let refused = answers.iter().filter(|a| a.starts_with("HTTP/1.1 503")).count();
+    for a in answers.iter().filter(|a| a.starts_with("HTTP/1.1 503")) {
+        assert!(a.contains("overloaded") && a.to_ascii_lowercase().contains("retry-after: 1"), "{a}");
+    }
+    let cut = answers.iter().filter(|a| a.is_empty()).count();
+    assert_eq!(taken + refused + cut, 50, "401 (read whole, unsigned) or 503 only: {answers:?}");
+    assert!((1..=5).contains(&taken), "at most 56 MiB of large bodies at once: {taken} taken");
+    assert!(refused >= 25, "{refused} refused with an answer, {cut} cut off");
+    let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("signet_webhooks_shed_total{limit=\"body_bytes\"}"), "{metrics}");
+
+    // Everything held was given back: a whole 10 MiB body is read again.
+    let whole = reqwest::Client::new().post(s.url("/hooks/clinic-a/big")).body(vec![b' '; 10 * MIB]).send().await;
+    assert_eq!(whole.unwrap().status(), 401);
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+});

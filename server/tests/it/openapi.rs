@@ -100,3 +100,42 @@ async fn rules_across_two_body_fields_are_stated_in_the_schema() {
     let fine = post("/api/v1/users", serde_json::json!({"username": "otto", "role": "oncall", "tenant": ""})).await;
     assert_eq!(fine.unwrap().status(), 201, "an empty tenant is no tenant");
 }
+
+// A list of event types has at most 256 entries, in the document and in
+// the answers: 257 is 422 `too_many_event_types` for a caller who may make
+// the change, and a caller who may not is refused as such first.
+#[tokio::test]
+async fn event_type_lists_are_capped_in_the_document_and_the_api() {
+    let i = crate::support::Install::new(crate::support::Engine::Sqlite).expect("sqlite");
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
+    let token = |role: &str| {
+        i.cli_json(&["token", "create", "--name", role, "--role", role])["token"].as_str().unwrap().to_owned()
+    };
+    let (admin, oncall) = (token("admin"), token("oncall"));
+    let s = i.serve();
+    let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
+    // Every request body that takes a list of event types.
+    for body in ["NewEndpoint", "EndpointPatch", "ProvisionBody", "ScopeBody"] {
+        let list = &doc["components"]["schemas"][body]["properties"]["event_types"];
+        let arrays: Vec<&Value> = list["oneOf"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body}: {list}"))
+            .iter()
+            .filter(|v| v["type"] != "null")
+            .collect();
+        assert_eq!(arrays.len(), 2, "{body}: {list}");
+        for a in arrays {
+            assert_eq!(a["maxItems"], 256, "{body}: {list}");
+        }
+    }
+    let c = reqwest::Client::new();
+    let types: Vec<String> = (0..257).map(|n| format!("t{n}")).collect();
+    let body = serde_json::json!({"slug": "more", "scheme": "standard-webhooks", "event_types": types});
+    let post = |token: &str| c.post(s.url("/api/v1/tenants/clinic-a/endpoints")).bearer_auth(token).json(&body).send();
+    let res = post(&oncall).await.unwrap();
+    assert_eq!(res.status(), 403);
+    let res = post(&admin).await.unwrap();
+    assert_eq!(res.status(), 422);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"], "too_many_event_types");
+}

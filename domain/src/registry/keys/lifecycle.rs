@@ -87,6 +87,7 @@ pub async fn provision(
     approval: Approval,
 ) -> DomainResult<ProvisionedKey> {
     let now = clock::now_ms();
+    vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
     let (t, e) = crate::registry::endpoints::find(&txn, principal, tenant_slug, endpoint_slug).await?;
     let auth = principal.authorize(Permission::ManageKeys, Scope::Tenant(&t.id))?;
@@ -156,6 +157,7 @@ pub async fn rotate(
             format!("overlap must be {MIN_OVERLAP_SECS}–{MAX_OVERLAP_SECS} seconds (1 minute to 7 days)"),
         ));
     }
+    vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
     let (old, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
     if old.key.status != "active" {
@@ -246,9 +248,9 @@ pub async fn set_scope(
     event_types: &[String],
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
-    let types = validate_event_types(event_types)?;
     let txn = db::begin_write(db).await?;
     let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let types = validate_event_types(event_types)?;
     let status = effective_status(&l.key, now);
     if !matches!(status, KeyStatus::PendingApproval | KeyStatus::Active) {
         return Err(DomainError::conflict("not_changeable", format!("the scope of a {status} key cannot change")));

@@ -26,7 +26,10 @@ pub fn one_of(values: &[&str]) -> Object {
 /// One of the given strings, or `null` (an omitted optional field).
 pub fn nullable_one_of(values: &[&str]) -> Object {
     let values = values.iter().map(|v| serde_json::Value::from(*v)).chain([serde_json::Value::Null]);
-    ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])).enum_values(Some(values)).build()
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(values))
+        .build()
 }
 
 /// An array of `items`, with at least `min_items`.

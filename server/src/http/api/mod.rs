@@ -133,7 +133,7 @@ impl Modify for BearerAuth {
 /// admin sees only its own tenant: another's answers 404); every change is
 /// refused to some role. `tests/it/rbac.rs` checks this against the role
 /// matrix, both ways.
-pub const READS_WITH_A_ROLE_CHECK: [&str; 9] = [
+pub const READS_WITH_A_ROLE_CHECK: [&str; 10] = [
     "GET /api/v1/users",
     "GET /api/v1/quarantine/{id}",
     "GET /api/v1/drills",
@@ -141,6 +141,7 @@ pub const READS_WITH_A_ROLE_CHECK: [&str; 9] = [
     "GET /api/v1/evidence",
     "GET /api/v1/evidence.html",
     "GET /api/v1/evidence/exports",
+    "GET /api/v1/evidence/exports/{digest}",
     "GET /api/v1/evidence/signoffs",
     "GET /api/v1/evidence/public-key",
 ];

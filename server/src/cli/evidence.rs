@@ -191,7 +191,7 @@ pub async fn evidence(
                     bundle.digest
                 )];
                 for f in &bundle.evidence.findings {
-                    lines.push(format!("  {}: {} {}: {}", f.severity, f.code, f.subject, f.message));
+                    lines.push(format!("  {}: {} {}: {}", f.severity, f.id, f.subject, f.message));
                 }
                 lines.join("\n")
             });

@@ -543,6 +543,7 @@ db_test!(stale_throttle_rows_are_swept_in_bounded_batches, async |t: &TestDb| {
         login_throttle::Entity::find().all(&t.db).await.unwrap().into_iter().map(|r| r.subject).collect();
     left.sort();
     assert_eq!(left, ["global", "ip:10.2.1.1", "user:fresh"], "the attempt just made keeps its rows");
+});
 
 // Nobody can be made to act for the drills' synthetic tenant: not a new
 // user, not an existing one moved to it, not a token.

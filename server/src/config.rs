@@ -47,6 +47,20 @@ pub struct ServeArgs {
     /// `$SIGNET_DATA_DIR/notifications.jsonl`.
     #[arg(long, env = "SIGNET_OUTBOX_FILE")]
     pub outbox_file: Option<PathBuf>,
+    /// File the signed audit checkpoints are appended to (JSON lines),
+    /// outside the database. Default:
+    /// `$SIGNET_DATA_DIR/audit-checkpoints.jsonl`.
+    #[arg(long, env = "SIGNET_AUDIT_CHECKPOINT_FILE")]
+    pub audit_checkpoint_file: Option<PathBuf>,
+    /// Seconds between audit checkpoints while nothing sensitive happens
+    /// (one follows every sensitive action within a second).
+    #[arg(
+        long,
+        env = "SIGNET_AUDIT_CHECKPOINT_SECS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub audit_checkpoint_secs: u64,
     /// Seconds between retention purges (0: never; run `signet retention purge`).
     #[arg(long, env = "SIGNET_PURGE_INTERVAL_SECS", default_value_t = 3600)]
     pub purge_interval_secs: u64,
@@ -237,7 +251,7 @@ fn read_key_file(path: &Path) -> Result<MasterKey, ConfigError> {
 /// permissions its operator gave it (an upgrade never chmods); say so when
 /// others can read it.
 #[cfg(unix)]
-fn warn_if_readable_by_others(path: &Path, what: &str) {
+pub fn warn_if_readable_by_others(path: &Path, what: &str) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(meta) = std::fs::metadata(path)
         && meta.permissions().mode() & 0o077 != 0
@@ -247,7 +261,7 @@ fn warn_if_readable_by_others(path: &Path, what: &str) {
     }
 }
 #[cfg(not(unix))]
-fn warn_if_readable_by_others(_: &Path, _: &str) {}
+pub fn warn_if_readable_by_others(_: &Path, _: &str) {}
 
 /// The file a `sqlite://<path>?mode=rwc` URL lets SQLite create, so it can be
 /// created owner-only first (`None` for other URLs and in-memory databases).

@@ -3,6 +3,7 @@
 
 #![recursion_limit = "256"]
 
+mod anchor;
 mod cli;
 mod config;
 mod drills;

@@ -128,6 +128,18 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         let every = Duration::from_secs(args.purge_interval_secs);
         crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), every.min(Duration::from_secs(30)), every)
     });
+    let checkpoints =
+        args.audit_checkpoint_file.clone().unwrap_or_else(|| db_args.data_dir.join("audit-checkpoints.jsonl"));
+    let anchor_file = crate::anchor::AnchorFile::open(&checkpoints).map_err(|e| {
+        format!("cannot open the audit checkpoint file {} (SIGNET_AUDIT_CHECKPOINT_FILE): {e}", checkpoints.display())
+    })?;
+    let anchors = crate::anchor::spawn(
+        db.clone(),
+        vault.clone(),
+        anchor_file,
+        Duration::from_secs(args.audit_checkpoint_secs),
+        |_| {},
+    );
     let background = tokio::spawn(background(db.clone(), vault.clone()));
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
     let telemetry = hooks.telemetry.clone();
@@ -155,6 +167,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     crate::listen::serve(listener, router, conn_limits, shutdown_signal()).await;
     metrics_server.abort();
     background.abort();
+    anchors.abort();
     flusher.abort();
     worker.stop().await;
     if let Some(p) = purger {

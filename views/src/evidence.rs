@@ -219,9 +219,13 @@ pub fn chain_recomputed(verified_from_seq: i64) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Finding {
-    /// `critical` or `warning`.
+    /// `critical`, `warning` or `info`.
     pub severity: String,
-    pub code: String,
+    /// The finding's kind, stable across bundles and releases (for example
+    /// `drills_stale`): what a sign-off acknowledges. Bundles exported
+    /// before it was named `id` call it `code`.
+    #[serde(alias = "code")]
+    pub id: String,
     pub subject: String,
     pub message: String,
 }

@@ -351,7 +351,7 @@ fn Findings(e: Evidence) -> impl IntoView {
                 view! {
                     <li class=format!("finding finding-{}", f.severity)>
                         <span class=format!("badge badge-{badge}")>{f.severity.clone()}</span>
-                        " " <code>{f.code.clone()}</code>
+                        " " <code>{f.id.clone()}</code>
                         " " <strong>{f.subject.clone()}</strong>
                         ": " {f.message.clone()}
                     </li>

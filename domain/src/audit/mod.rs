@@ -14,6 +14,7 @@
 //! rare; the webhook hot path never appends here. Triggers refuse UPDATE and
 //! DELETE on the table (migration 000010).
 
+pub mod anchor;
 pub mod key;
 
 use sea_orm::{

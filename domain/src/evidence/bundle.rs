@@ -34,8 +34,8 @@ pub use views::evidence::{
     RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess, SignedCheckpoint,
 };
 
-fn finding(severity: &str, code: &str, subject: impl Into<String>, message: impl Into<String>) -> Finding {
-    Finding { severity: severity.into(), code: code.into(), subject: subject.into(), message: message.into() }
+fn finding(severity: &str, id: &str, subject: impl Into<String>, message: impl Into<String>) -> Finding {
+    Finding { severity: severity.into(), id: id.into(), subject: subject.into(), message: message.into() }
 }
 
 /// The tenant a bundle is limited to: the one asked for, or a clinic
@@ -423,8 +423,11 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
             ));
         }
     }
-    out.sort_by(|a, b| {
-        (a.severity != "critical", &a.code, &a.subject).cmp(&(b.severity != "critical", &b.code, &b.subject))
-    });
+    let rank = |f: &Finding| match f.severity.as_str() {
+        "critical" => 0,
+        "warning" => 1,
+        _ => 2,
+    };
+    out.sort_by(|a, b| (rank(a), &a.id, &a.subject).cmp(&(rank(b), &b.id, &b.subject)));
     out
 }

@@ -126,7 +126,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 h,
                 "<li><span class=\"{class}\">{}</span> <code>{}</code> {}: {}</li>",
                 esc(&f.severity),
-                esc(&f.code),
+                esc(&f.id),
                 esc(&f.subject),
                 esc(&f.message)
             );

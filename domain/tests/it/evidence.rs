@@ -226,7 +226,7 @@ async fn without_the_claim_constraint_drills_fail_and_evidence_shows_it_missing(
     let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap().bundle;
     let claim = b.evidence.constraints.iter().find(|c| c.id == "claim_unique").unwrap();
     assert!(!claim.present);
-    let codes: Vec<(&str, &str)> = b.evidence.findings.iter().map(|f| (f.code.as_str(), f.subject.as_str())).collect();
+    let codes: Vec<(&str, &str)> = b.evidence.findings.iter().map(|f| (f.id.as_str(), f.subject.as_str())).collect();
     assert!(codes.contains(&("constraint_missing", "claim_unique")), "{codes:?}");
     assert!(codes.iter().any(|(c, _)| *c == "drill_failed"), "{codes:?}");
     t.close().await;

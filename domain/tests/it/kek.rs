@@ -294,7 +294,7 @@ db_test!(seals_are_counted_ahead_per_version_and_flagged_at_2_30, async |t: &Tes
     kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert!(seals(t, 2).await >= rows, "{} counted under v2", seals(t, 2).await);
     let high = |e: &domain::evidence::bundle::Evidence| {
-        e.findings.iter().filter(|f| f.code == "kek_seal_count_high").map(|f| f.subject.clone()).collect::<Vec<_>>()
+        e.findings.iter().filter(|f| f.id == "kek_seal_count_high").map(|f| f.subject.clone()).collect::<Vec<_>>()
     };
     // Just under 2^30 on the version in use (and far past it on the old
     // one, which seals nothing any more): no finding.
@@ -316,5 +316,5 @@ db_test!(seals_are_counted_ahead_per_version_and_flagged_at_2_30, async |t: &Tes
     next.seal(&Aad::outbox_payload("t", "i"), b"{}").unwrap();
     let e = bundle::collect(&t.db, &t.vault, &reviewer(), None).await.unwrap();
     assert_eq!(high(&e), ["kek v2"]);
-    assert!(e.findings.iter().any(|f| f.code == "kek_seal_count_high" && f.severity == "warning"));
+    assert!(e.findings.iter().any(|f| f.id == "kek_seal_count_high" && f.severity == "warning"));
 });

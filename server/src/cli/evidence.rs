@@ -191,7 +191,7 @@ pub async fn evidence(
                     bundle.digest
                 )];
                 for f in &bundle.evidence.findings {
-                    lines.push(format!("  {}: {} {}: {}", f.severity, f.code, f.subject, f.message));
+                    lines.push(format!("  {}: {} {}: {}", f.severity, f.id, f.subject, f.message));
                 }
                 lines.join("\n")
             });
@@ -208,8 +208,16 @@ pub async fn evidence(
                 ),
                 None => None,
             };
-            let report = manifest::verify(&read_bundle(&dir)?, key.as_deref());
-            emit(json, &report, || {
+            let files = read_bundle(&dir)?;
+            let report = manifest::verify(&files, key.as_deref());
+            let live = live_chain(db, &files, report.ok).await?;
+            let mut problems = report.problems.clone();
+            problems.extend(live.problems.iter().cloned());
+            let mut out = serde_json::to_value(&report).unwrap_or_default();
+            out["ok"] = json!(problems.is_empty());
+            out["problems"] = json!(problems);
+            out["live_chain"] = json!({"checked": live.checked, "note": live.note, "problems": live.problems});
+            emit(json, &out, || {
                 let mut lines: Vec<String> =
                     report.files.iter().map(|f| format!("{:<14} {}", f.name, f.status)).collect();
                 lines.push(format!(
@@ -221,14 +229,15 @@ pub async fn evidence(
                         "note: pass --public-key (from `signet evidence public-key`) to check who signed it".into(),
                     );
                 }
+                lines.push(format!("live chain     {}", live.note));
                 lines.join("\n")
             });
-            match report.problems.first() {
+            match problems.first() {
                 None => Ok(()),
                 Some(first) => Err(CliError::new(
                     "evidence_invalid",
-                    if report.problems.len() > 1 {
-                        format!("{first} (and {} more problems)", report.problems.len() - 1)
+                    if problems.len() > 1 {
+                        format!("{first} (and {} more problems)", problems.len() - 1)
                     } else {
                         first.clone()
                     },
@@ -349,7 +358,34 @@ fn read_bundle(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, CliError> {
 pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cmd: AuditCmd) -> Result<(), CliError> {
     let vault = need(vault)?;
     match cmd {
-        AuditCmd::Verify { checkpoint, public_key } => {
+        AuditCmd::Verify { checkpoint, checkpoints, public_key } => {
+            if public_key.is_some() && checkpoint.is_none() && checkpoints.is_none() {
+                return Err(CliError::new("usage", "--public-key checks --checkpoint or --checkpoints; give one"));
+            }
+            let key = match public_key {
+                Some(p) => std::fs::read_to_string(&p)
+                    .map_err(|e| CliError::new("public_key", format!("cannot read {}: {e}", p.display())))?
+                    .trim()
+                    .to_owned(),
+                None => domain::service_keys::evidence_signer(db, &vault).await?.public_key_base64(),
+            };
+            // Bad input first, each as one line naming what is wrong.
+            let anchored = match &checkpoints {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| CliError::new("checkpoints", format!("cannot read {}: {e}", path.display())))?;
+                    let lines = audit::anchor::parse(&text)
+                        .map_err(|e| CliError::new("checkpoints", format!("{}: {e}", path.display())))?;
+                    if lines.is_empty() {
+                        return Err(CliError::new(
+                            "checkpoints",
+                            format!("{} holds no checkpoint", path.display()),
+                        ));
+                    }
+                    Some(lines)
+                }
+                None => None,
+            };
             let report = audit::verify_chain(db).await?;
             let mut problems: Vec<String> = report
                 .first_broken
@@ -363,11 +399,6 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
                 let cp: SignedCheckpoint = serde_json::from_str(&text).map_err(|e| {
                     CliError::new("checkpoint", format!("{} is not a signed checkpoint: {e}", path.display()))
                 })?;
-                let key = match public_key {
-                    Some(p) => std::fs::read_to_string(&p)
-                        .map_err(|e| CliError::new("public_key", format!("cannot read {}: {e}", p.display())))?,
-                    None => domain::service_keys::evidence_signer(db, &vault).await?.public_key_base64(),
-                };
                 if let Err(e) =
                     domain::crypto::service::verify_signature(&key, &cp.checkpoint.signed_bytes(), &cp.signature)
                 {
@@ -377,23 +408,35 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
                 }
                 checked = Some(cp.checkpoint);
             }
-            // The chain report's fields, as before, plus the checkpoint's verdict.
+            let anchors_checked = anchored.as_ref().map(Vec::len);
+            if let (Some(lines), Some(path)) = (&anchored, &checkpoints) {
+                for p in audit::anchor::check(db, lines, &key).await? {
+                    problems.push(format!("{}: {p}", path.display()));
+                }
+            }
+            // The chain report's fields, as before, plus the checkpoints' verdict.
             let mut out = serde_json::to_value(&report).unwrap_or_default();
             out["ok"] = json!(problems.is_empty());
             out["checkpoint"] = json!(checked);
+            out["checkpoints_checked"] = json!(anchors_checked);
             out["problems"] = json!(problems);
             emit(json, &out, || match problems.first() {
                 None => format!(
-                    "audit chain intact: {} entries, keyed since entry {}{}",
+                    "audit chain intact: {} entries, keyed since entry {}{}{}",
                     report.entries,
                     report.keyed_since_seq.map_or_else(|| "–".into(), |s| s.to_string()),
                     if out["checkpoint"].is_null() {
                         String::new()
                     } else {
                         "; the signed checkpoint is still part of it".into()
-                    }
+                    },
+                    anchors_checked.map_or_else(String::new, |n| format!("; it holds all {n} anchored checkpoints")),
                 ),
-                Some(p) => format!("audit chain BROKEN: {p}"),
+                Some(_) => {
+                    let mut lines = vec![format!("audit chain BROKEN: {}", problems[0])];
+                    lines.extend(problems.iter().skip(1).map(|p| format!("  also: {p}")));
+                    lines.join("\n")
+                }
             });
             match problems.first() {
                 None => Ok(()),
@@ -401,17 +444,48 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
             }
         }
         AuditCmd::Checkpoint => {
-            let signer = domain::service_keys::evidence_signer(db, &vault).await?;
-            let cp = audit::checkpoint(db).await?;
-            let signed = SignedCheckpoint {
-                signature: signer.sign_base64(&cp.signed_bytes()),
-                public_key: signer.public_key_base64(),
-                checkpoint: cp,
-            };
+            let signed = audit::anchor::signed(db, &vault).await?;
             // A document to keep: JSON either way.
             let _ = json;
             println!("{}", serde_json::to_string_pretty(&signed).unwrap_or_default());
             Ok(())
         }
     }
+}
+
+/// What the live chain says of a bundle's audit checkpoint.
+struct LiveChain {
+    checked: bool,
+    note: String,
+    problems: Vec<String>,
+}
+
+/// Holds the bundle's signed audit checkpoint against this deployment's
+/// live chain, when the bundle is this deployment's (signed by its evidence
+/// key) and intact; a bundle of another deployment is not checked, and
+/// says so.
+async fn live_chain(
+    db: &DatabaseConnection,
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+    intact: bool,
+) -> Result<LiveChain, CliError> {
+    let skip = |note: &str| Ok(LiveChain { checked: false, note: note.to_owned(), problems: Vec::new() });
+    if !intact {
+        return skip("not checked (the bundle itself does not verify)");
+    }
+    let evidence: Option<domain::evidence::bundle::Evidence> =
+        files.get(manifest::EVIDENCE_JSON).and_then(|b| serde_json::from_slice(b).ok());
+    let Some(evidence) = evidence else { return skip("not checked (evidence.json has no audit checkpoint)") };
+    let ours = domain::service_keys::evidence_public_key(db).await?;
+    let cp = evidence.audit.checkpoint;
+    if ours.as_deref() != Some(cp.public_key.as_str()) {
+        return skip("not checked (the bundle is another deployment's)");
+    }
+    let anchored = [audit::anchor::Anchored { source: "the bundle's checkpoint".into(), checkpoint: cp.clone() }];
+    let problems = audit::anchor::check(db, &anchored, &cp.public_key).await?;
+    let note = match problems.first() {
+        None => format!("holds the bundle's checkpoint (entry {})", cp.checkpoint.seq),
+        Some(p) => format!("BROKEN: {p}"),
+    };
+    Ok(LiveChain { checked: true, note, problems })
 }

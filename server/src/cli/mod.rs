@@ -264,9 +264,14 @@ pub enum AuditCmd {
         /// `audit.checkpoint` of an evidence bundle).
         #[arg(long)]
         checkpoint: Option<std::path::PathBuf>,
-        /// The evidence public key to check the checkpoint's signature with
+        /// A file of signed checkpoints, one JSON a line (what `serve`
+        /// appends to `SIGNET_AUDIT_CHECKPOINT_FILE`): the chain must still
+        /// hold every one.
+        #[arg(long)]
+        checkpoints: Option<std::path::PathBuf>,
+        /// The evidence public key to check the checkpoints' signatures with
         /// (default: this deployment's own).
-        #[arg(long, requires = "checkpoint")]
+        #[arg(long)]
         public_key: Option<std::path::PathBuf>,
     },
     /// Print a checkpoint of the chain's head, signed with the evidence key;

@@ -180,7 +180,7 @@ both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell,
         serde_json::from_str(&std::fs::read_to_string(evidence.join("evidence.json")).unwrap()).unwrap();
     let findings = bundle["findings"].as_array().unwrap();
     assert!(
-        findings.iter().any(|f| f["code"] == "retention_below_horizon" && f["subject"] == "clinic-a/hooks"),
+        findings.iter().any(|f| f["id"] == "retention_below_horizon" && f["subject"] == "clinic-a/hooks"),
         "{findings:?}"
     );
 

@@ -293,7 +293,7 @@ impl From<DomainError> for AppError {
             DomainError::Unauthenticated => 401,
             DomainError::Invalid { .. } => 422,
             DomainError::Conflict { .. } => 409,
-            DomainError::Throttled { .. } => 429,
+            DomainError::Throttled { .. } | DomainError::RateLimited { .. } => 429,
             DomainError::Db(err) => {
                 tracing::error!(error = %err, "database error in a server function");
                 500

@@ -30,6 +30,10 @@ pub enum DomainError {
     /// Too many failed logins.
     #[error("too many failed attempts; try again in {retry_after_secs} s")]
     Throttled { retry_after_secs: i64 },
+    /// Too many of one kind of request from one principal; the message says
+    /// which limit.
+    #[error("{message}")]
+    RateLimited { code: &'static str, message: String, retry_after_secs: i64 },
     #[error("database error")]
     Db(#[from] DbErr),
     #[error("vault error")]
@@ -56,9 +60,19 @@ impl DomainError {
             DomainError::Unauthenticated => "unauthenticated",
             DomainError::Invalid { code, .. }
             | DomainError::Conflict { code, .. }
-            | DomainError::Refused { code, .. } => code,
+            | DomainError::Refused { code, .. }
+            | DomainError::RateLimited { code, .. } => code,
             DomainError::Throttled { .. } => "throttled",
             DomainError::Db(_) | DomainError::Crypto(_) => "internal",
+        }
+    }
+    /// Seconds the caller should wait before trying again (`Retry-After`).
+    pub fn retry_after_secs(&self) -> Option<i64> {
+        match self {
+            DomainError::Throttled { retry_after_secs } | DomainError::RateLimited { retry_after_secs, .. } => {
+                Some(*retry_after_secs)
+            }
+            _ => None,
         }
     }
     /// What may be shown to the caller: never a database or vault detail.

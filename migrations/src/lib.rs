@@ -20,6 +20,7 @@ mod m20261203_000010_audit_mac;
 mod m20261204_000011_hardening;
 mod m20261204_000012_edge_cases;
 mod m20261204_000013_scope_author;
+mod m20261205_000014_drill_run_tenant;
 
 pub struct Migrator;
 
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000011_hardening::Migration),
             Box::new(m20261204_000012_edge_cases::Migration),
             Box::new(m20261204_000013_scope_author::Migration),
+            Box::new(m20261205_000014_drill_run_tenant::Migration),
         ]
     }
 }

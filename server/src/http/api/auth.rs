@@ -31,7 +31,8 @@ pub enum Failure {
     TooLarge,
     UnsupportedMediaType,
     Invalid,
-    /// Sign-ins only; no API call answers it.
+    /// A rate limit (`POST /api/v1/drills`), with `Retry-After`; declared
+    /// by each handler that can answer it.
     Throttled,
     Internal,
     /// Not answered within the request timeout (`limits::request_timeout`).
@@ -84,7 +85,7 @@ impl Failure {
                 "a field or query parameter the call does not take (`unknown_field`), a query value out of range \
                  (`invalid_query`), or a value the call refuses (the code says which)"
             }
-            Failure::Throttled => "too many attempts (`throttled`)",
+            Failure::Throttled => "too many requests of this kind from the caller; retry after `Retry-After`",
             Failure::Internal => "an internal failure (`internal`); the detail goes only to the server log",
             Failure::Unavailable => "not answered within the request timeout (`timeout`); retry after `Retry-After`",
         }
@@ -97,7 +98,7 @@ impl Failure {
             DomainError::Unauthenticated => Failure::Unauthenticated,
             DomainError::Invalid { .. } => Failure::Invalid,
             DomainError::Conflict { .. } => Failure::Conflict,
-            DomainError::Throttled { .. } => Failure::Throttled,
+            DomainError::Throttled { .. } | DomainError::RateLimited { .. } => Failure::Throttled,
             DomainError::Db(_) | DomainError::Crypto(_) => Failure::Internal,
         }
     }
@@ -134,6 +135,10 @@ impl From<DomainError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let failure = self.failure();
+        let retry_after = match &self {
+            ApiError::Domain(e) => e.retry_after_secs(),
+            ApiError::UnsupportedMediaType => None,
+        };
         let body = match &self {
             ApiError::Domain(e) => {
                 match e {
@@ -151,6 +156,9 @@ impl IntoResponse for ApiError {
         let mut res = (failure.status(), Json(body)).into_response();
         if failure == Failure::Unauthenticated {
             res.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = retry_after {
+            res.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from(secs.max(1)));
         }
         res
     }

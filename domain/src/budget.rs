@@ -66,10 +66,11 @@ impl CallBudget {
         }
         self.limiter.check_key(&key).map_err(|until| {
             let wait = until.wait_time_from(self.clock.now());
+            let retry_after_secs = i64::try_from(wait.as_secs()).unwrap_or(i64::MAX).saturating_add(1);
             DomainError::RateLimited {
                 code: self.code,
-                message: format!("too many {} by this caller", self.what),
-                retry_after_secs: i64::try_from(wait.as_secs()).unwrap_or(i64::MAX).saturating_add(1),
+                message: format!("too many {} by this caller; try again in {retry_after_secs} s", self.what),
+                retry_after_secs,
             }
         })
     }

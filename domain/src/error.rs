@@ -31,8 +31,9 @@ pub enum DomainError {
     #[error("too many failed attempts; try again in {retry_after_secs} s")]
     Throttled { retry_after_secs: i64 },
     /// One caller asked for an expensive action (an export, a drill run)
-    /// more often than its budget allows; nothing was done.
-    #[error("{message}; try again in {retry_after_secs} s")]
+    /// more often than its budget allows; nothing was done. The message
+    /// says which limit and how long to wait.
+    #[error("{message}")]
     RateLimited { code: &'static str, message: String, retry_after_secs: i64 },
     #[error("database error")]
     Db(#[from] DbErr),

@@ -23,6 +23,7 @@ mod m20261204_000013_scope_author;
 mod m20261205_000014_audit_verified;
 mod m20261205_000015_login_windows;
 mod m20261205_000016_kek_seal_counts;
+mod m20261205_000017_drill_run_tenant;
 
 pub struct Migrator;
 
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000014_audit_verified::Migration),
             Box::new(m20261205_000015_login_windows::Migration),
             Box::new(m20261205_000016_kek_seal_counts::Migration),
+            Box::new(m20261205_000017_drill_run_tenant::Migration),
         ]
     }
 }

@@ -152,8 +152,11 @@ impl Transport for HttpTransport {
 /// The line a drill child prints once its transaction is held open.
 pub const HELD: &str = "held-before-commit";
 
-/// Runs `signet drill child` with `req` on stdin, waits until it holds the
-/// claim transaction open before COMMIT, and SIGKILLs it there.
+/// Runs `signet drill child` with `req` as one line on its stdin, waits
+/// until it holds the claim transaction open before COMMIT, and SIGKILLs it
+/// there. Its stdin stays open until then: if this process dies first, the
+/// child reads end of file and leaves at once, so its open transaction (and
+/// SQLite's write lock) never outlives the drill.
 async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<String, TransportError> {
     let exe = std::env::current_exe().map_err(|e| TransportError::new("the signet binary could not be found", e))?;
     let mut cmd = tokio::process::Command::new(exe);
@@ -173,9 +176,11 @@ async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<
     let handed =
         |e: &dyn std::fmt::Display| TransportError::new("the drill request could not be handed to the child", e);
     let mut stdin = child.stdin.take().ok_or_else(|| handed(&"no stdin"))?;
-    let request = serde_json::to_vec(req).map_err(|e| handed(&e))?;
-    stdin.write_all(&request).await.map_err(|e| handed(&e))?;
-    drop(stdin);
+    // Compact JSON has no raw newline: the request is exactly one line.
+    let mut line = serde_json::to_vec(req).map_err(|e| handed(&e))?;
+    line.push(b'\n');
+    stdin.write_all(&line).await.map_err(|e| handed(&e))?;
+    stdin.flush().await.map_err(|e| handed(&e))?;
     let stdout = child.stdout.take().ok_or_else(|| handed(&"no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let held = tokio::time::timeout(Duration::from_secs(30), async {
@@ -197,20 +202,20 @@ async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<
     // SIGKILL, whatever happened: never leave a child holding a transaction.
     child.start_kill().map_err(|e| TransportError::new("the drill child could not be killed", e))?;
     let status = child.wait().await.map_err(|e| TransportError::new("the drill child could not be waited for", e))?;
+    drop(stdin);
     held??;
     Ok(format!("signet drill child (pid {pid}) killed with SIGKILL while holding the claim transaction open: {status}"))
 }
 
 /// `signet drill child`: one delivery through an in-process receiver whose
-/// drill fault holds the transaction open before COMMIT; prints
-/// [`HELD`] and waits to be killed. If nobody kills it within a minute it
-/// exits, and the transaction dies with the process, uncommitted.
+/// drill fault holds the transaction open before COMMIT; prints [`HELD`] and
+/// waits to be killed. It never outlives its parent's interest: when its
+/// stdin closes (the parent died, or dropped the drill) it exits at once,
+/// and after [`CHILD_MAX_HOLD`] without being killed it exits too; either
+/// way the transaction dies with the process, uncommitted.
 pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), String> {
-    use std::io::Read;
-    let mut input = Vec::new();
-    // Bounded: a drill request is a few hundred bytes.
-    std::io::stdin().take(1 << 20).read_to_end(&mut input).map_err(|e| format!("reading the drill request: {e}"))?;
-    let req: DrillRequest = serde_json::from_slice(&input).map_err(|e| format!("bad drill request: {e}"))?;
+    let req = read_request()?;
+    exit_when_stdin_closes();
     let faults = Faults::default();
     let reached = Arc::new(tokio::sync::Notify::new());
     faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
@@ -233,7 +238,7 @@ pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), Stri
             println!("{HELD}");
             use std::io::Write;
             std::io::stdout().flush().ok();
-            tokio::time::sleep(Duration::from_secs(60)).await;
+            tokio::time::sleep(CHILD_MAX_HOLD).await;
             // Never killed: leave without committing.
             std::process::exit(3);
         }
@@ -243,6 +248,42 @@ pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), Stri
             Err("the delivery finished without reaching the commit".into())
         }
     }
+}
+
+/// How long a drill child holds its transaction open if its parent, alive,
+/// never kills it. The parent kills it as soon as it reads [`HELD`].
+const CHILD_MAX_HOLD: Duration = Duration::from_secs(10);
+
+/// The drill request: the first line on stdin (bounded: a drill request is
+/// a few hundred bytes).
+fn read_request() -> Result<DrillRequest, String> {
+    use std::io::{BufRead, Read};
+    let mut line = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(1 << 20)
+        .read_until(b'\n', &mut line)
+        .map_err(|e| format!("reading the drill request: {e}"))?;
+    serde_json::from_slice(&line).map_err(|e| format!("bad drill request: {e}"))
+}
+
+/// Watches stdin on a thread of its own (the runtime may be stuck in the
+/// held transaction): the parent keeps it open while it lives, so end of
+/// file means nobody will kill this process. It exits then, within
+/// milliseconds of the parent's death; the open transaction dies with it.
+fn exit_when_stdin_closes() {
+    std::thread::spawn(|| {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        loop {
+            match std::io::stdin().read(&mut buf) {
+                Ok(0) => std::process::exit(4),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => std::process::exit(4),
+            }
+        }
+    });
 }
 
 struct RequestHeaders(Vec<(String, String)>);

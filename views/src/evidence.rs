@@ -94,9 +94,25 @@ pub struct Holder {
 pub struct RoleAccess {
     pub role: String,
     pub permissions: Vec<String>,
-    /// Enabled users and unrevoked tokens with this role (for a tenant's
-    /// bundle: global roles and that tenant's clinic admins).
+    /// Enabled users and unrevoked tokens with this role, by name. A
+    /// tenant's bundle names only that tenant's clinic admins: holders of
+    /// deployment-wide roles are counted, never named.
     pub holders: Vec<Holder>,
+    /// Enabled users with this role in the bundle's scope, named or not.
+    /// (Bundles stored before the counts existed read as 0.)
+    #[serde(default)]
+    pub user_count: u64,
+    /// Unrevoked tokens with this role in the bundle's scope, named or not.
+    #[serde(default)]
+    pub token_count: u64,
+}
+
+impl RoleAccess {
+    /// Holders counted but not named (a tenant's bundle, global roles).
+    pub fn unnamed(&self) -> (u64, u64) {
+        let named = |kind: &str| self.holders.iter().filter(|h| h.kind == kind).count() as u64;
+        (self.user_count.saturating_sub(named("user")), self.token_count.saturating_sub(named("token")))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -251,7 +267,9 @@ pub struct DrillRunView {
     pub passed: Option<bool>,
     /// `running`, `finished` or `interrupted`.
     pub status: String,
-    pub actor: String,
+    /// Who started the run; null only in a tenant's evidence bundle when
+    /// the run was started outside that tenant.
+    pub actor: Option<String>,
     pub actor_kind: String,
     pub engine: String,
     pub version: String,

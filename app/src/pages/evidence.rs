@@ -122,6 +122,10 @@ fn Drills(runs: Vec<DrillRunView>, tenant: String, me: Me) -> impl IntoView {
             <ActionError action/>
             {match latest {
                 Some(run) => view! { <LiveRun run/> }.into_any(),
+                // A clinic admin sees only its own tenant's runs.
+                None if me.tenant.is_some() => {
+                    view! { <p class="empty">"No drill run started in this tenant yet."</p> }.into_any()
+                }
                 None => view! { <p class="empty">"No drill has run on this deployment yet."</p> }.into_any(),
             }}
             {(runs.len() > 1).then(|| view! {
@@ -132,7 +136,7 @@ fn Drills(runs: Vec<DrillRunView>, tenant: String, me: Me) -> impl IntoView {
                         view! {
                             <tr>
                                 <td class="nowrap">{when(&r.started_at)}</td>
-                                <td>{r.actor.clone()}</td>
+                                <td>{r.actor.clone().unwrap_or_else(|| "–".into())}</td>
                                 <td>{r.engine.clone()}</td>
                                 <td><span class=format!("badge badge-drill-{class}")>{text}</span></td>
                             </tr>
@@ -207,7 +211,8 @@ fn RunView(run: DrillRunView) -> impl IntoView {
         <div class="drill-run" data-run-id=run.run_id.clone() data-status=run.status.clone()>
             <p role="status" aria-live="polite">
                 <span class=format!("badge badge-drill-{class}")>{text}</span>
-                " · started " {when(&run.started_at)} " by " <strong>{run.actor.clone()}</strong>
+                " · started " {when(&run.started_at)} " by "
+                <strong>{run.actor.clone().unwrap_or_else(|| "–".into())}</strong>
                 " on " {run.engine.clone()}
                 {run.finished_at.as_deref().map(|f| format!(" · finished {}", when(f)))}
             </p>
@@ -372,15 +377,18 @@ fn Check(ok: bool, yes: &'static str, no: &'static str) -> impl IntoView {
     }
 }
 
-/// Who holds a role: `user alice (clinic-a), token ci`.
+/// Who holds a role: `user alice (clinic-a), token ci`; in a tenant's
+/// bundle, holders of deployment-wide roles only as counts.
 fn holders(access: &RoleAccess) -> String {
-    if access.holders.is_empty() {
-        return "–".to_owned();
-    }
     let holder = |h: &Holder| {
         format!("{} {}{}", h.kind, h.name, h.tenant.as_deref().map(|t| format!(" ({t})")).unwrap_or_default())
     };
-    access.holders.iter().map(holder).collect::<Vec<_>>().join(", ")
+    let mut shown: Vec<String> = access.holders.iter().map(holder).collect();
+    let (users, tokens) = access.unnamed();
+    if users + tokens > 0 {
+        shown.push(format!("{users} user(s), {tokens} token(s), not named in a tenant's bundle"));
+    }
+    if shown.is_empty() { "–".to_owned() } else { shown.join(", ") }
 }
 
 #[component]

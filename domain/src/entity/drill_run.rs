@@ -9,6 +9,9 @@ pub struct Model {
     pub id: String,
     pub actor: String,
     pub actor_kind: String,
+    /// The tenant of the clinic admin who started the run; `None` for
+    /// deployment-wide roles and the CLI.
+    pub tenant_id: Option<String>,
     /// `running`, `finished` or `interrupted` (its runner died).
     pub status: String,
     /// Set when finished: every drill passed.

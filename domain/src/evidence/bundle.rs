@@ -70,7 +70,7 @@ pub async fn collect(
     let credentials = credentials(db, principal, tenant_slug.as_deref(), now).await?;
     let access = access(db, scope.as_ref()).await?;
     let constraints = catalog::constraints(db).await?;
-    let drills = drill_evidence(db, now).await?;
+    let drills = drill_evidence(db, scope.as_ref(), now).await?;
     let retention = retention_evidence(db, principal, scope.as_ref()).await?;
     let retry_policy = retry_evidence(db, principal, scope.as_ref(), &access).await?;
     let metrics = metrics_evidence(db, principal, tenant_slug.as_deref()).await?;
@@ -188,23 +188,52 @@ fn permissions_of(role: Role) -> Vec<String> {
     Permission::ALL.iter().filter(|p| role_allows(role, **p)).map(|p| p.as_str().to_owned()).collect()
 }
 
+/// Each role's permissions and holders. In a tenant's bundle only that
+/// tenant's clinic admins are named; holders of deployment-wide roles (users
+/// and tokens with no tenant) are counted, so a clinic admin never learns
+/// the names of the deployment's staff or tokens.
 async fn access(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> DomainResult<Vec<RoleAccess>> {
     let slugs: BTreeMap<String, String> =
         tenant::Entity::find().all(db).await?.into_iter().map(|t| (t.id, t.slug)).collect();
-    let visible = |tenant_id: &Option<String>| match (scope, tenant_id) {
-        (None, _) | (_, None) => true,
-        (Some(s), Some(t)) => &s.id == t,
+    #[derive(PartialEq)]
+    enum Shown {
+        Named,
+        Counted,
+        Hidden,
+    }
+    let shown = |tenant_id: &Option<String>| match (scope, tenant_id) {
+        (None, _) => Shown::Named,
+        (Some(_), None) => Shown::Counted,
+        (Some(s), Some(t)) if &s.id == t => Shown::Named,
+        (Some(_), Some(_)) => Shown::Hidden,
     };
-    let mut holders: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
+    let mut roles: BTreeMap<String, RoleAccess> = Role::ALL
+        .iter()
+        .map(|r| {
+            let a = RoleAccess {
+                role: r.as_str().into(),
+                permissions: permissions_of(*r),
+                holders: Vec::new(),
+                user_count: 0,
+                token_count: 0,
+            };
+            (r.as_str().to_owned(), a)
+        })
+        .collect();
     for u in user::Entity::find()
         .filter(user::Column::Disabled.eq(false))
         .order_by_asc(user::Column::Username)
         .all(db)
         .await?
     {
-        if visible(&u.tenant_id) {
+        let (show, Some(a)) = (shown(&u.tenant_id), roles.get_mut(&u.role)) else { continue };
+        if show == Shown::Hidden {
+            continue;
+        }
+        a.user_count += 1;
+        if show == Shown::Named {
             let tenant = u.tenant_id.as_ref().and_then(|t| slugs.get(t).cloned());
-            holders.entry(u.role.clone()).or_default().push(Holder { kind: "user".into(), name: u.username, tenant });
+            a.holders.push(Holder { kind: "user".into(), name: u.username, tenant });
         }
     }
     for t in api_token::Entity::find()
@@ -213,23 +242,25 @@ async fn access(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> Domai
         .all(db)
         .await?
     {
-        if visible(&t.tenant_id) {
+        let (show, Some(a)) = (shown(&t.tenant_id), roles.get_mut(&t.role)) else { continue };
+        if show == Shown::Hidden {
+            continue;
+        }
+        a.token_count += 1;
+        if show == Shown::Named {
             let tenant = t.tenant_id.as_ref().and_then(|id| slugs.get(id).cloned());
-            holders.entry(t.role.clone()).or_default().push(Holder { kind: "token".into(), name: t.name, tenant });
+            a.holders.push(Holder { kind: "token".into(), name: t.name, tenant });
         }
     }
-    Ok(Role::ALL
-        .iter()
-        .map(|r| RoleAccess {
-            role: r.as_str().into(),
-            permissions: permissions_of(*r),
-            holders: holders.remove(r.as_str()).unwrap_or_default(),
-        })
-        .collect())
+    Ok(Role::ALL.iter().filter_map(|r| roles.remove(r.as_str())).collect())
 }
 
-async fn drill_evidence(db: &DatabaseConnection, now: i64) -> DomainResult<DrillEvidence> {
-    let latest = runs::latest_finished(db).await?;
+async fn drill_evidence(
+    db: &DatabaseConnection,
+    scope: Option<&tenant::Model>,
+    now: i64,
+) -> DomainResult<DrillEvidence> {
+    let latest = runs::latest_finished(db, scope.map(|t| t.id.as_str())).await?;
     let mut reasons = Vec::new();
     if let Some(run) = &latest {
         if now - run.started_at_ms > DRILL_STALE_DAYS * DAY_MS {
@@ -288,8 +319,13 @@ async fn retry_evidence(
         .iter()
         .filter(|a| a.permissions.iter().any(|p| p == Permission::ManageRetryPolicy.as_str()))
         .flat_map(|a| {
+            let (users, tokens) = a.unnamed();
+            let counted = (users + tokens > 0).then(|| {
+                format!("{users} user(s) and {tokens} token(s) of role {} (not named in a tenant's bundle)", a.role)
+            });
             std::iter::once(format!("role {}", a.role))
                 .chain(a.holders.iter().map(|h| format!("{} {}", h.kind, h.name)))
+                .chain(counted)
         })
         .collect();
     let mut out = Vec::new();

@@ -174,7 +174,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 <th>Permissions (live policy)</th><th>Held by</th></tr></thead><tbody>\n",
     );
     for a in &e.access {
-        let holders: Vec<String> = a
+        let mut holders: Vec<String> = a
             .holders
             .iter()
             .map(|x| {
@@ -186,6 +186,10 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 )
             })
             .collect();
+        let (users, tokens) = a.unnamed();
+        if users + tokens > 0 {
+            holders.push(format!("{users} user(s), {tokens} token(s), not named in a tenant's bundle"));
+        }
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -227,7 +231,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 h,
                 "<p>Run <code>{}</code> by {} ({}) on {} · started {} · finished {} · {}{}</p>",
                 esc(&r.run_id),
-                esc(&r.actor),
+                esc(r.actor.as_deref().unwrap_or("someone outside this tenant")),
                 esc(&r.actor_kind),
                 esc(&r.engine),
                 esc(&r.started_at),

@@ -1,6 +1,9 @@
-//! Drill runs: started (one at a time), executed with progress after each
-//! drill, stored and audited. A run whose runner died (no progress for
-//! [`STALE_MS`]) reads as `interrupted`, and no longer blocks a new run.
+//! Drill runs: started (one at a time, and at most [`RUNS_PER_WINDOW`] per
+//! principal in [`WINDOW_MS`]), executed with progress after each drill,
+//! stored and audited. A run whose runner died (no progress for
+//! [`STALE_MS`]) reads as `interrupted`, and no longer blocks a new run. A
+//! run started by a clinic admin belongs to its tenant: other clinic admins
+//! never see it; deployment-wide roles see every run.
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
@@ -11,7 +14,7 @@ use serde_json::json;
 use super::drills::{self, DRILL_NAMES, DrillResult, Transport};
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Actor, Permission, Principal, Scope},
     clock, db,
     entity::drill_run,
     error::{DomainError, DomainResult},
@@ -21,6 +24,15 @@ use crate::{
 
 /// A running run that has not moved for this long has lost its runner.
 pub const STALE_MS: i64 = 120_000;
+
+/// Runs one user or token may start in any [`WINDOW_MS`]: each run has a
+/// commit stall (`lost_ack`), a killed process holding a write lock
+/// (`interrupted_before_commit`) and 32 concurrent deliveries that share
+/// the database with every tenant. The CLI, which acts on the database
+/// directly anyway, is not limited. (`POST /api/v1/drills` documents its
+/// 429 with these numbers.)
+pub const RUNS_PER_WINDOW: usize = 3;
+pub const WINDOW_MS: i64 = 10 * 60_000;
 
 pub use views::evidence::DrillRunView;
 
@@ -32,7 +44,7 @@ fn view(m: drill_run::Model, now: i64) -> DrillRunView {
         run_id: m.id,
         passed: m.passed,
         status,
-        actor: m.actor,
+        actor: Some(m.actor),
         actor_kind: m.actor_kind,
         engine: m.engine,
         version: m.version,
@@ -74,12 +86,49 @@ pub fn engine_name(db: &DatabaseConnection) -> &'static str {
     }
 }
 
+/// Refuses a user or token that started [`RUNS_PER_WINDOW`] runs in the
+/// last [`WINDOW_MS`], saying when the oldest of them leaves the window.
+/// Read inside the start's write transaction; two starts that race past it
+/// still meet the one-run-at-a-time index.
+async fn within_rate_limit<C: ConnectionTrait>(conn: &C, actor: &Actor, now: i64) -> DomainResult<()> {
+    if !matches!(actor, Actor::User { .. } | Actor::Token { .. }) {
+        return Ok(());
+    }
+    let recent: Vec<i64> = drill_run::Entity::find()
+        .select_only()
+        .column(drill_run::Column::StartedAt)
+        .filter(drill_run::Column::ActorKind.eq(actor.kind()))
+        .filter(drill_run::Column::Actor.eq(actor.name()))
+        .filter(drill_run::Column::StartedAt.gt(now - WINDOW_MS))
+        .order_by_desc(drill_run::Column::StartedAt)
+        .limit(RUNS_PER_WINDOW as u64)
+        .into_tuple()
+        .all(conn)
+        .await?;
+    if recent.len() < RUNS_PER_WINDOW {
+        return Ok(());
+    }
+    let frees_at = recent.iter().min().copied().unwrap_or(now) + WINDOW_MS;
+    let retry_after_secs = ((frees_at - now + 999) / 1000).max(1);
+    Err(DomainError::RateLimited {
+        code: "drill_rate_limited",
+        message: format!(
+            "at most {RUNS_PER_WINDOW} drill runs per {} minutes for each user or token; \
+             try again in {retry_after_secs} s",
+            WINDOW_MS / 60_000
+        ),
+        retry_after_secs,
+    })
+}
+
 /// Starts a run (stored as `running`, audited). Refused while another run is
-/// in progress; a stale one is marked interrupted first.
+/// in progress (a stale one is marked interrupted first), and past the
+/// principal's rate limit.
 pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResult<DrillRunView> {
     let auth = principal.authorize(Permission::RunDrills, scope(principal))?;
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
+    within_rate_limit(&txn, auth.actor(), now).await?;
     drill_run::Entity::update_many()
         .col_expr(drill_run::Column::Status, Expr::value("interrupted"))
         .col_expr(
@@ -94,6 +143,7 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
         id: Set(ids::new_id()),
         actor: Set(auth.actor().name().to_owned()),
         actor_kind: Set(auth.actor().kind().to_owned()),
+        tenant_id: Set(principal.tenant_filter().map(str::to_owned)),
         status: Set("running".into()),
         passed: Set(None),
         engine: Set(engine_name(db).to_owned()),
@@ -218,17 +268,28 @@ pub async fn run<T: Transport>(
     execute(db, vault, principal, &started.run_id, transport).await
 }
 
+/// The runs a principal may see: a clinic admin's tenant's only.
+fn visible(principal: &Principal) -> sea_orm::Select<drill_run::Entity> {
+    match principal.tenant_filter() {
+        Some(own) => drill_run::Entity::find().filter(drill_run::Column::TenantId.eq(own)),
+        None => drill_run::Entity::find(),
+    }
+}
+
+/// One run; another tenant's (or a deployment-wide role's) answers not
+/// found to a clinic admin.
 pub async fn get(db: &DatabaseConnection, principal: &Principal, run_id: &str) -> DomainResult<DrillRunView> {
     principal.authorize(Permission::RunDrills, scope(principal))?;
-    let row = drill_run::Entity::find_by_id(run_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let row =
+        visible(principal).filter(drill_run::Column::Id.eq(run_id)).one(db).await?.ok_or(DomainError::NotFound)?;
     Ok(view(row, clock::now_ms()))
 }
 
-/// Newest first.
+/// Newest first; a clinic admin's tenant's runs only.
 pub async fn list(db: &DatabaseConnection, principal: &Principal, limit: u64) -> DomainResult<Vec<DrillRunView>> {
     principal.authorize(Permission::RunDrills, scope(principal))?;
     let now = clock::now_ms();
-    let rows = drill_run::Entity::find()
+    let rows = visible(principal)
         .order_by_desc(drill_run::Column::StartedAt)
         .limit(limit.clamp(1, crate::paging::DRILL_RUNS.max))
         .all(db)
@@ -236,15 +297,27 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, limit: u64) ->
     Ok(rows.into_iter().map(|m| view(m, now)).collect())
 }
 
-/// The newest finished run (for the evidence), whoever started it.
-pub(crate) async fn latest_finished(db: &DatabaseConnection) -> DomainResult<Option<DrillRunView>> {
+/// The newest finished run, whoever started it: drills test the deployment,
+/// so every bundle carries the latest. In a bundle limited to `tenant`, who
+/// started a run outside that tenant is not named (`actor` is null).
+pub(crate) async fn latest_finished(
+    db: &DatabaseConnection,
+    tenant: Option<&str>,
+) -> DomainResult<Option<DrillRunView>> {
     let now = clock::now_ms();
     let row = drill_run::Entity::find()
         .filter(drill_run::Column::Status.eq("finished"))
         .order_by_desc(drill_run::Column::StartedAt)
         .one(db)
         .await?;
-    Ok(row.map(|m| view(m, now)))
+    Ok(row.map(|m| {
+        let named = tenant.is_none_or(|t| m.tenant_id.as_deref() == Some(t));
+        let mut v = view(m, now);
+        if !named {
+            v.actor = None;
+        }
+        v
+    }))
 }
 
 /// Something that starts a run's execution in the background (the server

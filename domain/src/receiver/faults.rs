@@ -28,7 +28,8 @@ pub enum DrillFault {
     /// notified once it is held.
     HoldBeforeCommit { reached: Arc<tokio::sync::Notify> },
     /// Sleep after COMMIT, before answering, so the drill can drop the
-    /// connection between the two (`lost_ack`).
+    /// connection between the two (`lost_ack`). The sleep starts once the
+    /// claim has released its write turn: other tenants' claims go on.
     StallAfterCommit(Duration),
 }
 
@@ -57,7 +58,8 @@ pub struct Faults {
     pub drill: Arc<DrillFaults>,
     /// Sleep inside the claim transaction, after the effect, before commit.
     pub stall_effect: Option<Duration>,
-    /// Sleep after commit, before the answer is returned.
+    /// Sleep after commit (and after the write turn is released), before
+    /// the answer is returned.
     pub stall_after_commit: Option<Duration>,
     /// Make every claim transaction fail with a transient error.
     pub transient: bool,

@@ -145,7 +145,7 @@ db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb
     assert_eq!(run.drills.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), DRILL_NAMES);
     assert_eq!(run.passed, Some(true));
     assert_eq!(run.status, "finished");
-    assert_eq!(run.actor, "reviewer-user");
+    assert_eq!(run.actor.as_deref(), Some("reviewer-user"));
     let listed = runs::list(&t.db, &reviewer(), 5).await.unwrap();
     assert_eq!(listed[0].run_id, run.run_id);
     let actions: Vec<String> = domain::audit::list(&t.db, &admin(), &Default::default())
@@ -435,4 +435,171 @@ db_test!(stored_bundles_are_reverified_before_they_are_shown, async |t: &TestDb|
     ] {
         assert_eq!(shown.unwrap_err().code(), "bundle_tampered");
     }
+
+/// Marks a started run finished without executing it (the limit counts
+/// starts, not how runs ended).
+async fn finish_now(t: &TestDb, run_id: &str) {
+    use domain::entity::drill_run;
+    use sea_orm::{ColumnTrait, QueryFilter};
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::Status, sea_orm::sea_query::Expr::value("finished"))
+        .filter(drill_run::Column::Id.eq(run_id))
+        .exec(&t.db)
+        .await
+        .unwrap();
+}
+
+db_test!(drill_runs_are_rate_limited_per_principal, async |t: &TestDb| {
+    for _ in 0..runs::RUNS_PER_WINDOW {
+        let run = runs::start(&t.db, &admin()).await.unwrap();
+        finish_now(t, &run.run_id).await;
+    }
+    let refused = runs::start(&t.db, &admin()).await.unwrap_err();
+    assert_eq!(refused.code(), "drill_rate_limited", "{refused:?}");
+    let wait = refused.retry_after_secs().unwrap();
+    assert!(wait > 0 && wait <= runs::WINDOW_MS / 1000, "{wait}");
+    // Another principal is not held back by the admin's runs, nor is the CLI.
+    let other = runs::start(&t.db, &reviewer()).await.unwrap();
+    finish_now(t, &other.run_id).await;
+    for _ in 0..=runs::RUNS_PER_WINDOW {
+        let run = runs::start(&t.db, &domain::auth::Principal::cli()).await.unwrap();
+        finish_now(t, &run.run_id).await;
+    }
+    // Once the admin's runs leave the window, it may start again.
+    use domain::entity::drill_run;
+    use sea_orm::{ColumnTrait, QueryFilter};
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::StartedAt, sea_orm::sea_query::Expr::value(0i64))
+        .filter(drill_run::Column::Actor.eq("admin-user"))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    runs::start(&t.db, &admin()).await.unwrap();
+});
+
+db_test!(a_clinic_admin_sees_only_its_own_tenants_runs, async |t: &TestDb| {
+    active_key(t).await;
+    let b = tenant(t, "clinic-b").await;
+    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let ca = user(Role::ClinicAdmin, Some(&a_id));
+    let cb = domain::auth::Principal {
+        actor: domain::auth::Actor::User { id: "id-b".into(), username: "clinic-b-user".into() },
+        role: Role::ClinicAdmin,
+        tenant_id: Some(b.id.clone()),
+    };
+    let mut ids = Vec::new();
+    for p in [&cb, &admin(), &ca] {
+        let run = runs::start(&t.db, p).await.unwrap();
+        finish_now(t, &run.run_id).await;
+        ids.push(run.run_id);
+    }
+    let (by_b, by_admin, by_a) = (&ids[0], &ids[1], &ids[2]);
+    let listed: Vec<String> = runs::list(&t.db, &ca, 10).await.unwrap().into_iter().map(|r| r.run_id).collect();
+    assert_eq!(listed, [by_a.as_str()]);
+    for other in [by_b, by_admin] {
+        assert!(matches!(runs::get(&t.db, &ca, other).await, Err(DomainError::NotFound)));
+    }
+    assert_eq!(runs::get(&t.db, &ca, by_a).await.unwrap().actor.as_deref(), Some("clinic-admin-user"));
+    assert_eq!(runs::list(&t.db, &admin(), 10).await.unwrap().len(), 3);
+    assert_eq!(runs::get(&t.db, &reviewer(), by_b).await.unwrap().actor.as_deref(), Some("clinic-b-user"));
+});
+
+db_test!(a_tenants_bundle_counts_deployment_roles_and_never_names_them, async |t: &TestDb| {
+    use domain::auth::tokens;
+    active_key(t).await;
+    tenant(t, "clinic-b").await;
+    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let ca = user(Role::ClinicAdmin, Some(&a_id));
+    let staff = [("ops-root", Role::Admin), ("audit-rita", Role::Reviewer), ("pager-otto", Role::Oncall)];
+    for (name, role) in staff {
+        tokens::create(&t.db, &admin(), name, role, None).await.unwrap();
+    }
+    tokens::create(&t.db, &admin(), "a-ci", Role::ClinicAdmin, Some("clinic-a")).await.unwrap();
+    tokens::create(&t.db, &admin(), "b-ci", Role::ClinicAdmin, Some("clinic-b")).await.unwrap();
+    let run = runs::start(&t.db, &admin()).await.unwrap();
+    finish_now(t, &run.run_id).await;
+
+    let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap();
+    let text = serde_json::to_string(&own.evidence).unwrap();
+    for name in ["ops-root", "audit-rita", "pager-otto", "b-ci"] {
+        assert!(!text.contains(name), "a tenant's bundle names {name}");
+        assert!(!own.evidence_html.contains(name), "a tenant's printable page names {name}");
+    }
+    let role =
+        |e: &domain::evidence::bundle::Evidence, r: &str| e.access.iter().find(|a| a.role == r).cloned().unwrap();
+    for r in ["admin", "reviewer", "oncall"] {
+        let a = role(&own.evidence, r);
+        assert!(a.holders.is_empty(), "{a:?}");
+        assert_eq!((a.user_count, a.token_count), (0, 1), "{a:?}");
+    }
+    let clinic = role(&own.evidence, "clinic-admin");
+    assert_eq!(clinic.holders.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["a-ci"]);
+    assert_eq!(clinic.token_count, 1);
+    assert!(own.evidence.retry_policy[0].may_roll_back.iter().any(|w| w.starts_with("0 user(s) and 1 token(s)")));
+    let latest = own.evidence.drills.latest.as_ref().unwrap();
+    assert_eq!((latest.run_id.as_str(), latest.actor.as_deref()), (run.run_id.as_str(), None));
+
+    // The deployment's bundle still names everyone.
+    let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap();
+    let text = serde_json::to_string(&global.evidence).unwrap();
+    for name in ["ops-root", "audit-rita", "pager-otto", "a-ci", "b-ci"] {
+        assert!(text.contains(name), "the deployment's bundle must name {name}");
+    }
+    assert_eq!(global.evidence.drills.latest.as_ref().unwrap().actor.as_deref(), Some("admin-user"));
+    assert_eq!(role(&global.evidence, "clinic-admin").token_count, 2);
+});
+
+/// In-process deliveries whose lost connection is never noticed: the
+/// `lost_ack` delivery sleeps out its whole post-commit stall, and meanwhile
+/// another tenant's event goes through the same receiver.
+struct NeverDrops {
+    inner: InProcess,
+    real: crate::receiver::Setup,
+    beside: std::sync::Mutex<Option<(domain::receiver::Outcome, std::time::Duration)>>,
+}
+
+impl Transport for NeverDrops {
+    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, String> {
+        self.inner.deliver(req).await
+    }
+
+    async fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> Result<bool, String> {
+        let (r, req) = (self.inner.r.clone(), req.clone());
+        let stalled = tokio::spawn(async move { run_in(&r, req).await });
+        let seen = committed.await;
+        let body = created("r-beside-a-drill");
+        let headers = crate::receiver::signed(
+            &self.real,
+            domain::registry::Scheme::StandardWebhooks,
+            &body,
+            now_s(),
+            "evt-beside",
+        );
+        let started = std::time::Instant::now();
+        let outcome = deliver(&self.real, &headers, &body).await;
+        *self.beside.lock().unwrap() = Some((outcome, started.elapsed()));
+        let _ = stalled.await;
+        Ok(seen)
+    }
+
+    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, String> {
+        self.inner.deliver_in_killed_process(req).await
+    }
+
+    fn faults(&self) -> &DrillFaults {
+        self.inner.faults()
+    }
+}
+
+// `lost_ack` stalls 3 s after its commit; the stall must not hold the
+// receiver's write turn (SQLite), or every tenant waits it out.
+db_test!(a_stalled_drill_delivery_never_holds_up_another_tenant, async |t: &TestDb| {
+    let real = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
+    let inner = InProcess { db: t.db.clone(), vault: t.vault.clone(), r: real.r.clone() };
+    let transport = NeverDrops { inner, real, beside: std::sync::Mutex::new(None) };
+    let run = runs::run(&t.db, &t.vault, &admin(), &transport).await.unwrap();
+    assert_eq!(run.passed, Some(true), "{:?}", run.drills.iter().flat_map(|d| d.failures.clone()).collect::<Vec<_>>());
+    let (outcome, took) = transport.beside.lock().unwrap().take().expect("a delivery beside the stalled one");
+    assert!(matches!(outcome, domain::receiver::Outcome::Applied { .. }), "{outcome:?}");
+    assert!(took < std::time::Duration::from_secs(1), "another tenant's event waited {took:?} for a drill's stall");
 });

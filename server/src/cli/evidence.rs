@@ -57,7 +57,12 @@ pub async fn drill(
                         };
                         format!(
                             "{}  {}  {}  {}/{} drills  by {}",
-                            r.started_at, r.run_id, verdict, r.done, r.total, r.actor
+                            r.started_at,
+                            r.run_id,
+                            verdict,
+                            r.done,
+                            r.total,
+                            r.actor.as_deref().unwrap_or("-")
                         )
                     })
                     .collect::<Vec<_>>()

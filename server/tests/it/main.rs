@@ -5,6 +5,7 @@ mod support;
 
 mod bulk_release;
 mod cli;
+mod drills;
 mod evidence;
 mod hooks;
 mod limits;

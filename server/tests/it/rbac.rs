@@ -62,7 +62,7 @@ enum Fresh {
     InterruptedBulkRelease,
     /// No drill run in progress (runs go one at a time).
     IdleDrills,
-    /// A finished drill run.
+    /// A finished drill run of clinic-a (started by its clinic admin).
     DrillRun,
     /// An exported evidence bundle of clinic-a (its digest).
     Export,
@@ -452,8 +452,8 @@ fn server_fn_cases() -> Vec<Case> {
         },
         Case {
             name: "drill_run",
-            allowed: EVIDENCE,
-            tenant_scoped: false,
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
             fresh: Fresh::DrillRun,
             build: |id, _| get(format!("/fn/drill_run?run_id={id}")),
         },
@@ -905,8 +905,8 @@ fn api_cases() -> Vec<Case> {
         },
         Case {
             name: "GET /api/v1/drills/{run_id}",
-            allowed: EVIDENCE,
-            tenant_scoped: false,
+            allowed: EVIDENCE_OF_A,
+            tenant_scoped: true,
             fresh: Fresh::DrillRun,
             build: |id, _| get(format!("/api/v1/drills/{id}")),
         },
@@ -1181,14 +1181,17 @@ async fn drills_idle(s: &Server, w: &World) {
     panic!("a drill run never finished");
 }
 
-/// A finished drill run's id.
+/// A finished drill run of clinic-a: its clinic admin's latest, or a new
+/// one (a clinic admin sees only its own tenant's runs).
 async fn drill_run(s: &Server, w: &World) -> String {
     drills_idle(s, w).await;
-    let runs = admin_get(s, w, "/api/v1/drills?limit=1").await;
+    let own = &w.tokens[&Who::ClinicOwn];
+    let runs: Value =
+        w.anonymous.get(s.url("/api/v1/drills?limit=1")).bearer_auth(own).send().await.unwrap().json().await.unwrap();
     if let Some(id) = runs.as_array().and_then(|r| r.first()).and_then(|r| r["run_id"].as_str()) {
         return id.to_owned();
     }
-    let res = w.anonymous.post(s.url("/api/v1/drills")).bearer_auth(&w.tokens[&Who::Admin]).send().await.unwrap();
+    let res = w.anonymous.post(s.url("/api/v1/drills")).bearer_auth(own).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::ACCEPTED);
     let id = res.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_owned();
     drills_idle(s, w).await;

@@ -66,7 +66,8 @@ impl Install {
         self.dir.path().to_owned()
     }
 
-    fn command(&self) -> Command {
+    /// `signet` with this installation's environment (and nothing else).
+    pub fn command(&self) -> Command {
         let mut c = Command::new(BIN);
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())

@@ -125,12 +125,15 @@ async fn commit_batch(ctx: &ClaimContext, jobs: Vec<Queued>, stats: &BatchStats)
     // Rows are locked in one order (tenant, endpoint, event id) by every
     // batch, so two batches cannot deadlock on each other's claims.
     batch.sort_by(|(a, _), (b, _)| event_key(a).cmp(&event_key(b)));
-    let queued = ctx.write_turn().await;
+    // A batch is one commit for whatever queued (drill deliveries that
+    // expect to apply included): it waits as a real tenant's claim.
+    let queued = ctx.write_turn(false).await;
     let jobs: Vec<&Job> = batch.iter().map(|(j, _)| j).collect();
     let result = attempt(ctx, &jobs).await;
     drop(queued);
     match result {
-        Ok(outcomes) => {
+        Ok((outcomes, after)) => {
+            after.wait().await;
             stats.batches.fetch_add(1, Ordering::Relaxed);
             stats.events.fetch_add(batch.len() as u64, Ordering::Relaxed);
             for ((_, tx), outcome) in batch.into_iter().zip(outcomes) {
@@ -190,8 +193,9 @@ impl From<DbErr> for Failure {
     }
 }
 
-/// Gates 6 and 9 and the effects for every job, in one transaction.
-async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<Vec<Outcome>, Failure> {
+/// Gates 6 and 9 and the effects for every job, in one transaction, and
+/// what is left to do once the write turn is released.
+async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, rows::AfterCommit), Failure> {
     if ctx.faults.transient {
         return Err(Failure::Db(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout)));
     }
@@ -236,8 +240,8 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<Vec<Outcome>, Fail
     }
     // Drill faults never fire in a shared transaction: a drill delivery
     // with one armed takes the one-event path (`Claims::settle`).
-    rows::commit(txn, &ctx.faults, false).await?;
-    Ok(outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unavailable)).collect())
+    let after = rows::commit(txn, &ctx.faults, false).await?;
+    Ok((outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unavailable)).collect(), after))
 }
 
 /// Inserts the jobs' replay records in one statement; returns the

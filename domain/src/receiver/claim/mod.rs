@@ -89,9 +89,16 @@ impl Claims {
         let mut last: Option<DbErr> = prior;
         let (mut attempt, mut lost) = (0, 0);
         while attempt < TRANSIENT_ATTEMPTS {
-            let queued = self.ctx.write_turn().await;
+            let queued = self.ctx.write_turn(a.verified().endpoint().synthetic).await;
             let result = single::attempt(&self.ctx, a).await;
             drop(queued);
+            let result = match result {
+                Ok((outcome, after)) => {
+                    after.wait().await;
+                    Ok(outcome)
+                }
+                Err(e) => Err(e),
+            };
             match result {
                 // A failed earlier attempt may have committed before its
                 // answer was lost: then the replay record this retry trips

@@ -2,6 +2,8 @@
 //! claims (gate 9), the verdict against an existing claim, and the commit
 //! with its fault points. The primary key on the claim decides duplicates.
 
+use std::time::Duration;
+
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult,
 };
@@ -136,10 +138,26 @@ pub(super) async fn settled(
     Ok(Outcome::StaleTransition { event_id: event_id.to_owned() })
 }
 
-/// Commits a transaction that applied effects, with the fault points around
-/// the commit (see `faults`). Drill faults apply only to the drill tenant
-/// (`synthetic`).
-pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults, synthetic: bool) -> Result<(), DbErr> {
+/// What a commit leaves to do once the write turn is released: the
+/// post-commit stalls of the fault points. Sleeping while holding the turn
+/// would hold up every other tenant's claims on SQLite for the whole stall.
+#[must_use = "the post-commit stall runs only when awaited"]
+#[derive(Debug, Default)]
+pub(super) struct AfterCommit(Option<Duration>);
+
+impl AfterCommit {
+    pub async fn wait(self) {
+        if let Some(stall) = self.0 {
+            tokio::time::sleep(stall).await;
+        }
+    }
+}
+
+/// Commits a transaction that applied effects, with the fault points before
+/// the commit (see `faults`); those after it are returned, for the caller to
+/// run after releasing its write turn. Drill faults apply only to the drill
+/// tenant (`synthetic`).
+pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults, synthetic: bool) -> Result<AfterCommit, DbErr> {
     let drill = if synthetic { faults.drill.take() } else { None };
     if let Some(DrillFault::HoldBeforeCommit { reached }) = &drill {
         reached.notify_one();
@@ -154,13 +172,15 @@ pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults, synthetic:
     if faults.lose_commit_answer() {
         return Err(db::lost_connection_error());
     }
-    if let Some(DrillFault::StallAfterCommit(stall)) = drill {
-        tokio::time::sleep(stall).await;
-    }
-    if let Some(stall) = faults.stall_after_commit {
-        tokio::time::sleep(stall).await;
-    }
-    Ok(())
+    let drill_stall = match drill {
+        Some(DrillFault::StallAfterCommit(stall)) => Some(stall),
+        _ => None,
+    };
+    let stall = match (drill_stall, faults.stall_after_commit) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    Ok(AfterCommit(stall))
 }
 
 /// An effect that did not apply: its quarantine reason, or the database or

@@ -5,7 +5,9 @@ use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set};
 
 use super::{
     context::ClaimContext,
-    rows::{claim_row, commit, conflicted, inserted, quarantine_reason, record_message, replayed, settled},
+    rows::{
+        AfterCommit, claim_row, commit, conflicted, inserted, quarantine_reason, record_message, replayed, settled,
+    },
 };
 use crate::{
     clock, db,
@@ -19,8 +21,9 @@ use crate::{
     },
 };
 
-/// One attempt at gates 6–9.
-pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<Outcome, DbErr> {
+/// One attempt at gates 6–9, and what is left to do once the caller has
+/// released its write turn.
+pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<(Outcome, AfterCommit), DbErr> {
     if ctx.faults.transient {
         return Err(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout));
     }
@@ -28,7 +31,8 @@ pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<Outcome
         Admission::Admitted(job) => job,
         // The quarantine transaction runs the replay check (gate 6) itself.
         Admission::Quarantine(h, reason) => {
-            return quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), reason).await;
+            let outcome = quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), reason).await?;
+            return Ok((outcome, AfterCommit::default()));
         }
         // Gate 6 before gate 8: a replay is answered as one.
         Admission::Refused(h, refusal) => {
@@ -38,36 +42,37 @@ pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<Outcome
                 true => Outcome::Refused(*refusal),
             };
             txn.rollback().await?;
-            return Ok(verdict);
+            return Ok((verdict, AfterCommit::default()));
         }
     };
     apply(ctx, job).await
 }
 
 /// Gates 6 and 9 and the effect for an admitted delivery.
-async fn apply(ctx: &ClaimContext, job: &Job) -> Result<Outcome, DbErr> {
+async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), DbErr> {
     let Job { verified: v, event_id, envelope: env } = job;
     let txn = db::begin_write(&ctx.db).await?;
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
         txn.rollback().await?;
-        return Ok(verdict);
+        return Ok((verdict, AfterCommit::default()));
     }
     if let Some(existing) = insert_claim(ctx, &txn, v, event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
         txn.commit().await?;
-        return Ok(existing);
+        return Ok((existing, AfterCommit::default()));
     }
     let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
     match effects::apply(&txn, &ctx.vault, at, event_id, env, v.signed_at()).await {
         Ok(applied) => {
             let outcome = settled(&txn, v, event_id, applied).await?;
-            commit(txn, &ctx.faults, v.endpoint().synthetic).await?;
-            Ok(outcome)
+            let after = commit(txn, &ctx.faults, v.endpoint().synthetic).await?;
+            Ok((outcome, after))
         }
         Err(e) => {
             let reason = quarantine_reason(e)?;
             txn.rollback().await?;
-            quarantine(ctx, v, event_id, Some(&env.event_type), reason).await
+            let outcome = quarantine(ctx, v, event_id, Some(&env.event_type), reason).await?;
+            Ok((outcome, AfterCommit::default()))
         }
     }
 }

@@ -135,6 +135,10 @@ impl From<DomainError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let failure = self.failure();
+        let retry_after = match &self {
+            ApiError::Domain(e) => e.retry_after_secs(),
+            ApiError::UnsupportedMediaType => None,
+        };
         let body = match &self {
             ApiError::Domain(e) => {
                 match e {
@@ -157,6 +161,9 @@ impl IntoResponse for ApiError {
         }
         if failure == Failure::Unauthenticated {
             res.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = retry_after {
+            res.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from(secs.max(1)));
         }
         res
     }

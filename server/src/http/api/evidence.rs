@@ -26,8 +26,13 @@ pub struct StartedRun {
 }
 
 #[utoipa::path(post, path = "/api/v1/drills", tag = "evidence",
-    responses((status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
-              (status = 409, body = ErrorBody, description = "a drill run is already in progress")))]
+    responses(
+        (status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
+        (status = 409, body = ErrorBody, description = "a drill run is already in progress"),
+        (status = 429, body = ErrorBody,
+         description = "the caller started 3 drill runs in the last 10 minutes (`drill_rate_limited`)",
+         headers(("Retry-After" = u64, description = "seconds until the caller may start another run"))),
+    ))]
 pub async fn start_drills(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,

@@ -90,7 +90,11 @@ async fn sensitive_since(db: &DatabaseConnection, seq: i64) -> bool {
     }
 }
 
-async fn write(db: &DatabaseConnection, vault: &Vault, file: &Arc<std::sync::Mutex<AnchorFile>>) -> Result<i64, String> {
+async fn write(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    file: &Arc<std::sync::Mutex<AnchorFile>>,
+) -> Result<i64, String> {
     let cp = anchor::signed(db, vault).await.map_err(|e| e.to_string())?;
     let (seq, to_file) = (cp.checkpoint.seq, cp.clone());
     let file = file.clone();

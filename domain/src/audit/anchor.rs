@@ -14,13 +14,7 @@ use std::collections::BTreeMap;
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect};
 
 use super::checkpoint;
-use crate::{
-    crypto::service::verify_signature,
-    entity::audit_entry,
-    error::DomainResult,
-    service_keys,
-    vault::Vault,
-};
+use crate::{crypto::service::verify_signature, entity::audit_entry, error::DomainResult, service_keys, vault::Vault};
 
 pub use views::evidence::SignedCheckpoint;
 
@@ -41,9 +35,8 @@ pub async fn signed(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Sign
 
 /// Whether an entry after `seq` records a [`SENSITIVE`] action.
 pub async fn sensitive_after(db: &DatabaseConnection, seq: i64) -> DomainResult<bool> {
-    let any = SENSITIVE
-        .iter()
-        .fold(Condition::any(), |c, prefix| c.add(audit_entry::Column::Action.starts_with(*prefix)));
+    let any =
+        SENSITIVE.iter().fold(Condition::any(), |c, prefix| c.add(audit_entry::Column::Action.starts_with(*prefix)));
     let hit = audit_entry::Entity::find()
         .select_only()
         .column(audit_entry::Column::Seq)
@@ -140,7 +133,9 @@ pub async fn check(db: &DatabaseConnection, anchors: &[Anchored], public_key: &s
                  rewritten",
                 a.source
             )),
-            None => problems.push(format!("entry {seq}, recorded by the checkpoint of {at} ({}), is missing", a.source)),
+            None => {
+                problems.push(format!("entry {seq}, recorded by the checkpoint of {at} ({}), is missing", a.source))
+            }
         }
     }
     Ok(problems)

@@ -435,6 +435,7 @@ db_test!(stored_bundles_are_reverified_before_they_are_shown, async |t: &TestDb|
     ] {
         assert_eq!(shown.unwrap_err().code(), "bundle_tampered");
     }
+});
 
 /// Marks a started run finished without executing it (the limit counts
 /// starts, not how runs ended).
@@ -519,7 +520,7 @@ db_test!(a_tenants_bundle_counts_deployment_roles_and_never_names_them, async |t
     let run = runs::start(&t.db, &admin()).await.unwrap();
     finish_now(t, &run.run_id).await;
 
-    let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap();
+    let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap().bundle;
     let text = serde_json::to_string(&own.evidence).unwrap();
     for name in ["ops-root", "audit-rita", "pager-otto", "b-ci"] {
         assert!(!text.contains(name), "a tenant's bundle names {name}");
@@ -540,7 +541,7 @@ db_test!(a_tenants_bundle_counts_deployment_roles_and_never_names_them, async |t
     assert_eq!((latest.run_id.as_str(), latest.actor.as_deref()), (run.run_id.as_str(), None));
 
     // The deployment's bundle still names everyone.
-    let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap();
+    let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap().bundle;
     let text = serde_json::to_string(&global.evidence).unwrap();
     for name in ["ops-root", "audit-rita", "pager-otto", "a-ci", "b-ci"] {
         assert!(text.contains(name), "the deployment's bundle must name {name}");
@@ -559,11 +560,15 @@ struct NeverDrops {
 }
 
 impl Transport for NeverDrops {
-    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, String> {
+    async fn deliver(&self, req: &DrillRequest) -> Result<Answer, TransportError> {
         self.inner.deliver(req).await
     }
 
-    async fn deliver_then_drop<'a>(&'a self, req: &'a DrillRequest, committed: Until<'a>) -> Result<bool, String> {
+    async fn deliver_then_drop<'a>(
+        &'a self,
+        req: &'a DrillRequest,
+        committed: Until<'a>,
+    ) -> Result<bool, TransportError> {
         let (r, req) = (self.inner.r.clone(), req.clone());
         let stalled = tokio::spawn(async move { run_in(&r, req).await });
         let seen = committed.await;
@@ -582,7 +587,7 @@ impl Transport for NeverDrops {
         Ok(seen)
     }
 
-    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, String> {
+    async fn deliver_in_killed_process(&self, req: &DrillRequest) -> Result<String, TransportError> {
         self.inner.deliver_in_killed_process(req).await
     }
 

@@ -382,10 +382,7 @@ pub async fn audit(json: bool, db: &DatabaseConnection, vault: Option<Vault>, cm
                     let lines = audit::anchor::parse(&text)
                         .map_err(|e| CliError::new("checkpoints", format!("{}: {e}", path.display())))?;
                     if lines.is_empty() {
-                        return Err(CliError::new(
-                            "checkpoints",
-                            format!("{} holds no checkpoint", path.display()),
-                        ));
+                        return Err(CliError::new("checkpoints", format!("{} holds no checkpoint", path.display())));
                     }
                     Some(lines)
                 }

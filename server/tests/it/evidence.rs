@@ -481,8 +481,7 @@ both_engines!(a_tail_cut_by_hand_is_caught_by_the_checkpoints_kept_outside, asyn
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     let bundle = i.dir.path().join("bundle");
     i.cli_json(&["evidence", "export", "--out", bundle.to_str().unwrap()]);
-    let exported: Value =
-        serde_json::from_slice(&std::fs::read(bundle.join("evidence.json")).unwrap()).unwrap();
+    let exported: Value = serde_json::from_slice(&std::fs::read(bundle.join("evidence.json")).unwrap()).unwrap();
     let bundle_seq = exported["audit"]["checkpoint"]["seq"].as_i64().unwrap();
     // More changes, the last one sensitive, and anchored too.
     for t in ["clinic-b", "clinic-c"] {

@@ -259,8 +259,8 @@ both_engines!(a_clinic_admin_sees_only_its_tenants_runs_and_no_staff_names, asyn
     finished(&s, &admin, &by_admin).await;
 
     // Alice's bundle: her tenant's clinic admins by name, staff as counts.
-    let bundle = api.get(s.url("/api/v1/evidence")).bearer_auth(&alice).send().await.unwrap();
-    assert_eq!(bundle.status(), StatusCode::OK);
+    let bundle = api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(bundle.status(), StatusCode::CREATED);
     let text = bundle.text().await.unwrap();
     let html = api.get(s.url("/api/v1/evidence.html")).bearer_auth(&alice).send().await.unwrap().text().await.unwrap();
     for name in staff.iter().chain(&others) {
@@ -313,7 +313,8 @@ both_engines!(a_clinic_admin_sees_only_its_tenants_runs_and_no_staff_names, asyn
     finished(&s, &alice, &by_a).await;
 
     // The deployment's bundle and run list still name everyone.
-    let global = api.get(s.url("/api/v1/evidence")).bearer_auth(&admin).send().await.unwrap().text().await.unwrap();
+    let global =
+        api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&admin).send().await.unwrap().text().await.unwrap();
     for name in staff.iter().chain(&others).chain(&["alice"]) {
         assert!(global.contains(name), "the deployment's bundle must name {name}");
     }

@@ -19,7 +19,7 @@ use domain::{
     vault::Vault,
 };
 use sea_orm::DatabaseConnection;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::config::DbArgs;
 
@@ -152,9 +152,11 @@ impl Transport for HttpTransport {
 /// The line a drill child prints once its transaction is held open.
 pub const HELD: &str = "held-before-commit";
 
-/// Runs `signet drill child` with `req` as one line on its stdin, waits
-/// until it holds the claim transaction open before COMMIT, and SIGKILLs it
-/// there. Its stdin stays open until then: if this process dies first, the
+/// Runs `signet drill child` with `req` in its environment
+/// ([`REQUEST_ENV`]: it has it from its first instruction, whatever happens
+/// to this process after the spawn), waits until it holds the claim
+/// transaction open before COMMIT, and SIGKILLs it there. Its stdin is a
+/// pipe this process keeps open until then: if this process dies first, the
 /// child reads end of file and leaves at once, so its open transaction (and
 /// SQLite's write lock) never outlives the drill.
 async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<String, TransportError> {
@@ -171,16 +173,14 @@ async fn kill_child_before_commit(env: &ChildEnv, req: &DrillRequest) -> Result<
     if let Some(f) = &env.master_key_file {
         cmd.env("SIGNET_MASTER_KEY_FILE", f);
     }
+    let request = serde_json::to_string(req)
+        .map_err(|e| TransportError::new("the drill request could not be handed to the child", e))?;
+    cmd.env(REQUEST_ENV, request);
     let mut child = cmd.spawn().map_err(|e| TransportError::new("the drill child could not be started", e))?;
     let pid = child.id().unwrap_or_default();
     let handed =
         |e: &dyn std::fmt::Display| TransportError::new("the drill request could not be handed to the child", e);
-    let mut stdin = child.stdin.take().ok_or_else(|| handed(&"no stdin"))?;
-    // Compact JSON has no raw newline: the request is exactly one line.
-    let mut line = serde_json::to_vec(req).map_err(|e| handed(&e))?;
-    line.push(b'\n');
-    stdin.write_all(&line).await.map_err(|e| handed(&e))?;
-    stdin.flush().await.map_err(|e| handed(&e))?;
+    let stdin = child.stdin.take().ok_or_else(|| handed(&"no stdin"))?;
     let stdout = child.stdout.take().ok_or_else(|| handed(&"no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let held = tokio::time::timeout(Duration::from_secs(30), async {
@@ -254,17 +254,14 @@ pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), Stri
 /// never kills it. The parent kills it as soon as it reads [`HELD`].
 const CHILD_MAX_HOLD: Duration = Duration::from_secs(10);
 
-/// The drill request: the first line on stdin (bounded: a drill request is
-/// a few hundred bytes).
+/// Where a drill child finds its request: the environment, set at exec.
+/// (Synthetic drill data only: the drill tenant's ids and a body of its own.)
+pub const REQUEST_ENV: &str = "SIGNET_DRILL_REQUEST";
+
 fn read_request() -> Result<DrillRequest, String> {
-    use std::io::{BufRead, Read};
-    let mut line = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(1 << 20)
-        .read_until(b'\n', &mut line)
-        .map_err(|e| format!("reading the drill request: {e}"))?;
-    serde_json::from_slice(&line).map_err(|e| format!("bad drill request: {e}"))
+    let text =
+        std::env::var(REQUEST_ENV).map_err(|_| format!("{REQUEST_ENV} is not set: run by `signet drill run`"))?;
+    serde_json::from_str(&text).map_err(|e| format!("bad drill request: {e}"))
 }
 
 /// Watches stdin on a thread of its own (the runtime may be stuck in the

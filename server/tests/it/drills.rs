@@ -110,9 +110,9 @@ both_engines!(a_drill_child_never_outlives_its_parent, async |i: &Install| {
         assert!(Instant::now() < deadline, "no drill child appeared");
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
-    // The child has exec'd, so the parent is past `spawn` and has written
-    // the request; the child cannot have held its transaction yet (it still
-    // has to open the database and the vault).
+    // The child has exec'd with its request in its environment; it cannot
+    // have held its transaction yet (it still has to open the database and
+    // the vault).
     signal(parent.id(), "-STOP");
     while !write_held(i).await {
         assert!(alive(child), "the drill child exited before holding its transaction");
@@ -380,25 +380,30 @@ async fn drills_keep_other_tenants_latency() {
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "standard-webhooks"]);
     let key = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "key-approver"]);
     let secret = key["secret"].as_str().unwrap().to_owned();
-    // A run takes about half a second. Twelve of them, three per principal
-    // (the rate limit), in six spells of two back to back, each after a
-    // quiet spell: short spells, so that both phases share whatever else
-    // the machine is doing.
-    let drillers: Vec<String> = (0..4).map(|n| token(&i, &format!("driller-{n}"), "admin", None)).collect();
+    // A run takes a quarter to half a second. Six spells of runs back to
+    // back, each at least as long as the quiet spell before it (short
+    // spells, so that both phases share whatever else the machine is
+    // doing), with three runs per principal (the rate limit): enough
+    // principals for runs as short as 100 ms.
+    let drillers: Vec<String> = (0..30).map(|n| token(&i, &format!("driller-{n}"), "admin", None)).collect();
     let s = Arc::new(i.serve());
     let url = s.url("/hooks/clinic-a/hooks");
     let phase = Arc::new(AtomicU8::new(BETWEEN));
     let driver = tokio::spawn({
         let (s, phase) = (s.clone(), phase.clone());
         async move {
+            let mut runs = 0;
             for spell in 0..6 {
                 phase.store(QUIET, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 phase.store(BETWEEN, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 phase.store(DRILLING, Ordering::SeqCst);
-                for n in 0..2 {
-                    let driller = &drillers[(spell * 2 + n) % drillers.len()];
+                let spell_start = Instant::now();
+                while spell_start.elapsed() < Duration::from_millis(1500) {
+                    assert!(runs < drillers.len() * 3, "drill runs ran out of principals in spell {spell}");
+                    let driller = &drillers[runs % drillers.len()];
+                    runs += 1;
                     let run = start_run(&s, driller).await;
                     finished(&s, driller, &run).await;
                 }

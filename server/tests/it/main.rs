@@ -3,6 +3,7 @@
 
 mod support;
 
+mod alerts;
 mod bulk_release;
 mod cli;
 mod drills;

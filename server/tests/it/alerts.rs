@@ -382,11 +382,15 @@ async fn start_prometheus(bin: &Path, target: &str) -> Prometheus {
     p
 }
 
-/// Starts `signet serve` with an endpoint, and Prometheus scraping it once
-/// it has seen the target up. `None` when the test is skipped.
+/// Starts `signet serve` with an endpoint whose key was rotated (the secret
+/// returned is the old one, in its overlap), and Prometheus, once it has
+/// seen the target up. `None` when the test is skipped.
 pub(crate) async fn signet_with_prometheus(i: &Install) -> Option<(Server, Prometheus, SigningSecret)> {
     let bin = prometheus_binary()?;
-    let (_, secret) = setup(i);
+    let (key, secret) = setup(i);
+    // The provider keeps the rotated-out key: a key in its overlap, so the
+    // overlap series exist from the first gauge refresh, at start.
+    i.cli_json(&["key", "rotate", &key, "--approve-as", "rita"]);
     let s = i.serve();
     let target = s.metrics.trim_start_matches("http://").trim_end_matches("/metrics").to_owned();
     let p = start_prometheus(&bin, &target).await;
@@ -404,12 +408,16 @@ pub(crate) async fn signet_with_prometheus(i: &Install) -> Option<(Server, Prome
 
 // The shipped rules in a real Prometheus, scraping a real server: bad
 // signatures at an endpoint fire the burst alert, labelled with the
-// endpoint. The rule is loaded as shipped: it has no `for`, so nothing is
-// shortened for the test; the rules with a `for` are covered by promtool's
-// unit tests (alerts.test.yml), where time is simulated.
-both_engines!(bad_signatures_fire_the_burst_alert_in_prometheus, async |i: &Install| {
+// endpoint; then every query of the Grafana dashboard runs there. The rule
+// is loaded as shipped: it has no `for`, so nothing is shortened for the
+// test; the rules with a `for` are covered by promtool's unit tests
+// (alerts.test.yml), where time is simulated.
+both_engines!(bad_signatures_fire_the_burst_alert_and_the_dashboard_queries_run, async |i: &Install| {
     let Some((s, p, secret)) = signet_with_prometheus(i).await else { return };
     let url = s.url("/hooks/clinic-a/hooks");
+    // One that verifies: the failures after it are counted under its key.
+    let (status, v) = post(&url, &secret, &created("good"), "m-good", false).await;
+    assert_eq!((status, v["status"].as_str()), (200, Some("applied")), "{v}");
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut sent = 0;
     let firing = loop {
@@ -443,4 +451,6 @@ both_engines!(bad_signatures_fire_the_burst_alert_in_prometheus, async |i: &Inst
             assert_eq!(rule["health"], "ok", "{rule}");
         }
     }
+    // Item 2: the dashboard's queries against the same Prometheus.
+    crate::dashboard::every_query_runs_and_names_exported_metrics(&p, &s).await;
 });

@@ -34,6 +34,20 @@ if ! command -v chromium >/dev/null 2>&1; then
   $SUDO apt-get install -y chromium || { $SUDO apt-get update && $SUDO apt-get install -y chromium; }
 fi
 
+# promtool (the alert rules' checks and unit tests) and the prometheus
+# server (the end-to-end alert test starts its own, on a free port).
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  say "installing Debian prometheus for the alert rule tests"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get install -y --no-install-recommends prometheus \
+    || { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends prometheus; }
+  # The package starts a daemon on :9090 where systemd runs; nothing here needs it.
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+    say "stopping the prometheus service the package started (the tests run their own)"
+    $SUDO systemctl disable --now prometheus || true
+  fi
+fi
+
 # Playwright (driving the system chromium; never downloading a browser) and
 # binaryen's wasm-opt for release builds (Debian's is too old).
 if [ ! -x end2end/node_modules/.bin/playwright ] || [ end2end/package-lock.json -nt end2end/node_modules/.package-lock.json ]; then

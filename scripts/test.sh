@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Everything `make test` runs: unit and integration tests (SQLite and
-# PostgreSQL), schemathesis against the real server, then the Playwright
-# journeys against a real server.
+# Everything `make test` runs: the alert rules' promtool tests, unit and
+# integration tests (SQLite and PostgreSQL), schemathesis against the real
+# server, then the Playwright journeys against a real server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -13,6 +13,10 @@ export LEPTOS_OUTPUT_NAME=signet
 
 echo "==> layering rules (domain has no HTTP/UI; the wasm build has no DB or crypto)"
 scripts/check-deps.sh
+
+echo "==> alert rules (promtool check rules; promtool test rules: each fires and stays quiet)"
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts.test.yml
 
 echo "==> formatting (cargo fmt --check) and lints (clippy, warnings are errors)"
 cargo fmt --all --check

@@ -1,5 +1,7 @@
 //! Prometheus metrics: webhook outcomes by tenant, endpoint, outcome and
-//! reason; latency; quarantine size and outbox backlog.
+//! reason; latency; quarantine size and outbox backlog; and what the alert
+//! rules in `deploy/prometheus/alerts.yml` need (the build, keys in overlap,
+//! claim rollbacks, `/hooks` load, the audit checkpoint, drills, sign-offs).
 
 use std::time::Duration;
 
@@ -39,7 +41,23 @@ pub struct Metrics {
     drill_foreign: IntCounterVec,
     shed: IntCounterVec,
     kek_seals: IntGaugeVec,
+    quarantine_oldest_open_age: IntGauge,
+    claim_rollbacks: IntCounterVec,
+    key_overlap_end: IntGaugeVec,
+    key_overlap_last_verified: IntGaugeVec,
+    hooks_in_flight: IntGauge,
+    hooks_overloaded: IntCounter,
+    audit_checkpoint: IntGauge,
+    audit_checkpoint_interval: IntGauge,
+    purge_interval: IntGauge,
+    drills_last_run: IntGaugeVec,
+    evidence_last_signoff: IntGaugeVec,
 }
+
+/// Drill results exported by `signet_drills_last_run_timestamp_seconds`.
+const DRILL_RESULTS: [&str; 3] = ["passed", "failed", "interrupted"];
+/// Sign-off decisions exported by `signet_evidence_last_signoff_timestamp_seconds`.
+const SIGNOFF_DECISIONS: [&str; 2] = ["approved", "rejected"];
 
 impl Metrics {
     pub fn new() -> Result<Metrics, prometheus::Error> {
@@ -122,6 +140,79 @@ impl Metrics {
             &["result"],
         )?;
         let outbox_dead = IntCounter::new("signet_outbox_dead_total", "Outbox intents that went dead (given up on)")?;
+        let build_info = IntGaugeVec::new(
+            Opts::new("signet_build_info", "Always 1: the running build's version and git commit"),
+            &["version", "commit"],
+        )?;
+        build_info.with_label_values(&[env!("CARGO_PKG_VERSION"), build_commit()]).set(1);
+        let quarantine_oldest_open_age = IntGauge::new(
+            "signet_quarantine_oldest_open_age_seconds",
+            "Age of the oldest quarantined event awaiting triage (0: none)",
+        )?;
+        let claim_rollbacks = IntCounterVec::new(
+            Opts::new(
+                "signet_claim_rollbacks_total",
+                "Claim transactions that ended without a commit, by reason (replay, refused, quarantine, error)",
+            ),
+            &["reason"],
+        )?;
+        for reason in ["replay", "refused", "quarantine", "error"] {
+            claim_rollbacks.with_label_values(&[reason]);
+        }
+        let key_overlap_end = IntGaugeVec::new(
+            Opts::new(
+                "signet_key_overlap_end_timestamp_seconds",
+                "When a rotated-out key (in its overlap) stops verifying (Unix time)",
+            ),
+            &["tenant", "endpoint", "key_id"],
+        )?;
+        let key_overlap_last_verified = IntGaugeVec::new(
+            Opts::new(
+                "signet_key_overlap_last_verified_timestamp_seconds",
+                "When a key in its overlap last verified a delivery (Unix time; 0: never)",
+            ),
+            &["tenant", "endpoint", "key_id"],
+        )?;
+        let hooks_in_flight = IntGauge::new("signet_hooks_in_flight", "Webhook deliveries being processed now")?;
+        let hooks_overloaded = IntCounter::new(
+            "signet_hooks_overloaded_total",
+            "Webhooks answered 503 overloaded (any limit; by limit: signet_webhooks_shed_total)",
+        )?;
+        let audit_checkpoint = IntGauge::new(
+            "signet_audit_checkpoint_timestamp_seconds",
+            "When this process last wrote a signed audit checkpoint (Unix time; 0: not yet)",
+        )?;
+        let audit_checkpoint_interval = IntGauge::new(
+            "signet_audit_checkpoint_interval_seconds",
+            "The longest wait between audit checkpoints (SIGNET_AUDIT_CHECKPOINT_SECS)",
+        )?;
+        let purge_interval = IntGauge::new(
+            "signet_retention_purge_interval_seconds",
+            "Seconds between retention purges (SIGNET_PURGE_INTERVAL_SECS; 0: never)",
+        )?;
+        let drills_last_run = IntGaugeVec::new(
+            Opts::new(
+                "signet_drills_last_run_timestamp_seconds",
+                "When the last drill run on this build's version ended, by result (Unix time; 0: none)",
+            ),
+            &["result"],
+        )?;
+        let evidence_last_signoff = IntGaugeVec::new(
+            Opts::new(
+                "signet_evidence_last_signoff_timestamp_seconds",
+                "When the last evidence sign-off was recorded, by decision (Unix time; 0: none)",
+            ),
+            &["decision"],
+        )?;
+        for g in [&build_info, &key_overlap_end, &key_overlap_last_verified, &drills_last_run, &evidence_last_signoff] {
+            registry.register(Box::new(g.clone()))?;
+        }
+        for g in [&quarantine_oldest_open_age, &hooks_in_flight, &audit_checkpoint, &audit_checkpoint_interval] {
+            registry.register(Box::new(g.clone()))?;
+        }
+        registry.register(Box::new(purge_interval.clone()))?;
+        registry.register(Box::new(claim_rollbacks.clone()))?;
+        registry.register(Box::new(hooks_overloaded.clone()))?;
         registry.register(Box::new(claim_retries.clone()))?;
         registry.register(Box::new(key_failures.clone()))?;
         registry.register(Box::new(outbox_attempts.clone()))?;
@@ -160,7 +251,34 @@ impl Metrics {
             drill_foreign,
             shed,
             kek_seals,
+            quarantine_oldest_open_age,
+            claim_rollbacks,
+            key_overlap_end,
+            key_overlap_last_verified,
+            hooks_in_flight,
+            hooks_overloaded,
+            audit_checkpoint,
+            audit_checkpoint_interval,
+            purge_interval,
+            drills_last_run,
+            evidence_last_signoff,
         })
+    }
+
+    /// The configured intervals the alert rules compare against.
+    pub fn set_intervals(&self, purge_secs: u64, audit_checkpoint_secs: u64) {
+        self.purge_interval.set(purge_secs as i64);
+        self.audit_checkpoint_interval.set(audit_checkpoint_secs as i64);
+    }
+
+    /// An audit checkpoint was written at `at` (Unix seconds).
+    pub fn audit_checkpoint_written(&self, at: i64) {
+        self.audit_checkpoint.set(at);
+    }
+
+    /// `/hooks` deliveries being processed (see `http::limits`).
+    pub fn hooks_in_flight(&self) -> &IntGauge {
+        &self.hooks_in_flight
     }
 
     /// Counts one request. Unknown paths share one label value so probing
@@ -206,6 +324,7 @@ impl Metrics {
     /// Counts one webhook answered 503 `overloaded` by `limit`.
     pub fn observe_shed(&self, limit: &str) {
         self.shed.with_label_values(&[limit]).inc();
+        self.hooks_overloaded.inc();
     }
 
     /// Refreshes the gauges from the database (small tables, indexed).
@@ -230,6 +349,84 @@ impl Metrics {
         self.kek_seals.reset();
         for v in versions {
             self.kek_seals.with_label_values(&[&v.version.to_string()]).set(v.seals);
+        }
+        let now = domain::clock::now_ms();
+        let oldest_open = quarantine_entry::Entity::find()
+            .filter(quarantine_entry::Column::Status.eq("open"))
+            .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))
+            .order_by_asc(quarantine_entry::Column::CreatedAt)
+            .one(db)
+            .await?;
+        self.quarantine_oldest_open_age.set(oldest_open.map_or(0, |q| (now - q.created_at).max(0) / 1000));
+        self.refresh_overlaps(db, now).await?;
+        self.refresh_evidence(db).await
+    }
+
+    /// One series per key in its overlap (at most a few per endpoint); keys
+    /// whose overlap ended leave the gauge.
+    async fn refresh_overlaps(&self, db: &DatabaseConnection, now: i64) -> Result<(), sea_orm::DbErr> {
+        use std::collections::HashMap;
+
+        use domain::entity::{endpoint, signing_key, tenant};
+        let keys = signing_key::Entity::find()
+            .filter(signing_key::Column::Status.eq("retiring"))
+            .filter(signing_key::Column::ExpiresAt.gt(now))
+            .filter(domain::registry::tenants::not_synthetic_tenant(signing_key::Column::TenantId))
+            .all(db)
+            .await?;
+        let tenants: HashMap<String, String> = tenant::Entity::find()
+            .filter(tenant::Column::Id.is_in(keys.iter().map(|k| k.tenant_id.clone())))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|t| (t.id, t.slug))
+            .collect();
+        let endpoints: HashMap<String, String> = endpoint::Entity::find()
+            .filter(endpoint::Column::Id.is_in(keys.iter().map(|k| k.endpoint_id.clone())))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|e| (e.id, e.slug))
+            .collect();
+        self.key_overlap_end.reset();
+        self.key_overlap_last_verified.reset();
+        for k in keys {
+            let (Some(t), Some(e), Some(end)) =
+                (tenants.get(&k.tenant_id), endpoints.get(&k.endpoint_id), k.expires_at)
+            else {
+                continue;
+            };
+            let labels = [t.as_str(), e.as_str(), k.id.as_str()];
+            self.key_overlap_end.with_label_values(&labels).set(end / 1000);
+            self.key_overlap_last_verified.with_label_values(&labels).set(k.last_verified_at.unwrap_or(0) / 1000);
+        }
+        Ok(())
+    }
+
+    /// The last drill run on this version by result, and the last sign-off
+    /// by decision (0 when there is none, so the series always exists).
+    async fn refresh_evidence(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
+        use domain::entity::{drill_run, evidence_signoff};
+        let runs = drill_run::Entity::find().filter(drill_run::Column::Version.eq(env!("CARGO_PKG_VERSION")));
+        for result in DRILL_RESULTS {
+            let run = match result {
+                "interrupted" => runs.clone().filter(drill_run::Column::Status.eq("interrupted")),
+                _ => runs
+                    .clone()
+                    .filter(drill_run::Column::Status.eq("finished"))
+                    .filter(drill_run::Column::Passed.eq(result == "passed")),
+            };
+            let last = run.order_by_desc(drill_run::Column::UpdatedAt).one(db).await?;
+            let at = last.map_or(0, |r| r.finished_at.unwrap_or(r.updated_at) / 1000);
+            self.drills_last_run.with_label_values(&[result]).set(at);
+        }
+        for decision in SIGNOFF_DECISIONS {
+            let last = evidence_signoff::Entity::find()
+                .filter(evidence_signoff::Column::Decision.eq(decision))
+                .order_by_desc(evidence_signoff::Column::At)
+                .one(db)
+                .await?;
+            self.evidence_last_signoff.with_label_values(&[decision]).set(last.map_or(0, |s| s.at / 1000));
         }
         Ok(())
     }
@@ -266,6 +463,14 @@ impl Metrics {
         self.claim_retries.inc_by(total.saturating_sub(self.claim_retries.get()));
     }
 
+    /// Brings the claim-rollback counters up to the receiver's own.
+    pub fn sync_rollbacks(&self, rollbacks: &domain::receiver::Rollbacks) {
+        for (reason, total) in rollbacks.totals() {
+            let counter = self.claim_rollbacks.with_label_values(&[reason]);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
@@ -273,4 +478,9 @@ impl Metrics {
         }
         String::from_utf8(buf).unwrap_or_default()
     }
+}
+
+/// The git commit this binary was built from, when the build recorded one.
+fn build_commit() -> &'static str {
+    option_env!("SIGNET_GIT_COMMIT").unwrap_or("unknown")
 }

@@ -133,12 +133,14 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let anchor_file = crate::anchor::AnchorFile::open(&checkpoints).map_err(|e| {
         format!("cannot open the audit checkpoint file {} (SIGNET_AUDIT_CHECKPOINT_FILE): {e}", checkpoints.display())
     })?;
+    hooks.metrics.set_intervals(args.purge_interval_secs, args.audit_checkpoint_secs);
+    let checkpoint_metrics = hooks.metrics.clone();
     let anchors = crate::anchor::spawn(
         db.clone(),
         vault.clone(),
         anchor_file,
         Duration::from_secs(args.audit_checkpoint_secs),
-        |_| {},
+        move |at| checkpoint_metrics.audit_checkpoint_written(at),
     );
     let background = tokio::spawn(background(db.clone(), vault.clone()));
     let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));

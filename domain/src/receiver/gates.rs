@@ -10,7 +10,7 @@ use super::{
     admission,
     attribution::Attribution,
     cache::{EndpointCache, EndpointCtx},
-    claim::{BatchStats, Claims},
+    claim::{BatchStats, Claims, Rollbacks},
     faults::Faults,
     outcome::{Outcome, Refusal},
     verify::{Verified, verify},
@@ -190,5 +190,10 @@ impl Receiver {
     /// Claim attempts repeated so far (transient failures, lost connections).
     pub fn claim_retries(&self) -> u64 {
         self.claims.retries()
+    }
+
+    /// Claim transactions rolled back so far, by reason.
+    pub fn claim_rollbacks(&self) -> &Rollbacks {
+        self.claims.rollbacks()
     }
 }

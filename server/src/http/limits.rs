@@ -50,7 +50,25 @@ pub async fn hooks_in_flight(limit: InFlight, metrics: Arc<Metrics>, req: Reques
         metrics.observe_shed("in_flight");
         return overloaded("too many webhooks in flight; retry shortly");
     };
+    let _counted = Counted::new(metrics.hooks_in_flight());
     next.run(req).await
+}
+
+/// One delivery in `signet_hooks_in_flight`, until dropped (with the
+/// request's future: a client gone mid-request is uncounted too).
+struct Counted(prometheus::IntGauge);
+
+impl Counted {
+    fn new(gauge: &prometheus::IntGauge) -> Counted {
+        gauge.inc();
+        Counted(gauge.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// 503 `overloaded` with `Retry-After: 1`: a limit on work held at once was

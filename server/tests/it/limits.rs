@@ -441,6 +441,26 @@ both_engines!(fifty_slow_large_bodies_stay_within_the_body_budget, async |i: &In
     assert!(refused >= 25, "{refused} refused with an answer, {cut} cut off");
     let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("signet_webhooks_shed_total{limit=\"body_bytes\"}"), "{metrics}");
+    // The alert rules read one total of 503 overloaded answers, whatever the limit.
+    let shed: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("signet_webhooks_shed_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    let overloaded =
+        metrics.lines().find_map(|l| l.strip_prefix("signet_hooks_overloaded_total ")?.trim().parse::<f64>().ok());
+    assert_eq!(overloaded, Some(shed), "{metrics}");
+    assert!(shed >= refused as f64, "{metrics}");
+    // Every delivery left the in-flight gauge, those cut off included.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let m = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+        if m.lines().any(|l| l == "signet_hooks_in_flight 0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "deliveries still counted in flight: {m}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Everything held was given back: a whole 10 MiB body is read again.
     let whole = reqwest::Client::new().post(s.url("/hooks/clinic-a/big")).body(vec![b' '; 10 * MIB]).send().await;

@@ -3,8 +3,10 @@
 
 mod support;
 
+mod alerts;
 mod bulk_release;
 mod cli;
+mod dashboard;
 mod drills;
 mod evidence;
 mod hooks;

@@ -29,7 +29,7 @@ use sea_orm::{
 };
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{context::ClaimContext, rows};
+use super::{context::ClaimContext, rollbacks::RollbackReason, rows};
 use crate::{
     db,
     entity::{inbox_claim, replay_record},
@@ -143,7 +143,10 @@ async fn commit_batch(ctx: &ClaimContext, jobs: Vec<Queued>, stats: &BatchStats)
         Err(failure) => {
             let err = match failure {
                 Failure::Quarantine => None,
-                Failure::Db(e) => Some(e),
+                Failure::Db(e) => {
+                    ctx.rolled_back(RollbackReason::Error);
+                    Some(e)
+                }
             };
             for (job, tx) in batch {
                 let _ = tx.send(Reply::Alone(Box::new(job), err.clone()));
@@ -231,6 +234,7 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
                 Err(e) => {
                     rows::quarantine_reason(e)?;
                     txn.rollback().await?;
+                    ctx.rolled_back(RollbackReason::Quarantine);
                     return Err(Failure::Quarantine);
                 }
             }

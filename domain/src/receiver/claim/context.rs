@@ -12,19 +12,25 @@ use std::{
 use sea_orm::DatabaseConnection;
 use tokio::sync::{Mutex, MutexGuard, Notify};
 
+use super::rollbacks::{RollbackReason, Rollbacks};
 use crate::{receiver::faults::Faults, vault::Vault};
 
 pub(crate) struct ClaimContext {
     pub db: DatabaseConnection,
     pub vault: Arc<Vault>,
     pub faults: Faults,
+    pub rollbacks: Rollbacks,
     write_queue: Option<WriteQueue>,
 }
 
 impl ClaimContext {
     pub fn new(db: DatabaseConnection, vault: Arc<Vault>, faults: Faults) -> Self {
         let sqlite = db.get_database_backend() == sea_orm::DbBackend::Sqlite;
-        ClaimContext { db, vault, faults, write_queue: sqlite.then(WriteQueue::new) }
+        ClaimContext { db, vault, faults, rollbacks: Rollbacks::default(), write_queue: sqlite.then(WriteQueue::new) }
+    }
+
+    pub fn rolled_back(&self, reason: RollbackReason) {
+        self.rollbacks.count(reason);
     }
 
     pub fn is_sqlite(&self) -> bool {

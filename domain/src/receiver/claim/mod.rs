@@ -5,6 +5,7 @@
 
 mod batch;
 mod context;
+mod rollbacks;
 mod rows;
 mod single;
 
@@ -19,6 +20,7 @@ use std::{
 pub use batch::BatchStats;
 use batch::{Batcher, Reply};
 use context::ClaimContext;
+pub use rollbacks::Rollbacks;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use super::{
@@ -64,6 +66,10 @@ impl Claims {
         self.retries.load(Ordering::Relaxed)
     }
 
+    pub fn rollbacks(&self) -> &Rollbacks {
+        &self.ctx.rollbacks
+    }
+
     /// Gates 6 to 9 for an admitted, quarantined or refused delivery.
     pub async fn settle(&self, admission: Admission) -> Outcome {
         // A drill delivery with a drill fault armed takes the one-event
@@ -97,7 +103,10 @@ impl Claims {
                     after.wait().await;
                     Ok(outcome)
                 }
-                Err(e) => Err(e),
+                Err(e) => {
+                    self.ctx.rolled_back(rollbacks::RollbackReason::Error);
+                    Err(e)
+                }
             };
             match result {
                 // A failed earlier attempt may have committed before its
@@ -155,6 +164,7 @@ impl Claims {
         match single::quarantine(&self.ctx, a.verified(), held_id, event_type, "transient").await {
             Ok(outcome) => outcome,
             Err(e) => {
+                self.ctx.rolled_back(rollbacks::RollbackReason::Error);
                 tracing::error!(error = %e, "could not quarantine after transient failures");
                 Outcome::Unavailable
             }

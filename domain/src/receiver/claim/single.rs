@@ -5,6 +5,7 @@ use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set};
 
 use super::{
     context::ClaimContext,
+    rollbacks::RollbackReason,
     rows::{
         AfterCommit, claim_row, commit, conflicted, inserted, quarantine_reason, record_message, replayed, settled,
     },
@@ -37,11 +38,12 @@ pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<(Outcom
         // Gate 6 before gate 8: a replay is answered as one.
         Admission::Refused(h, refusal) => {
             let txn = db::begin_write(&ctx.db).await?;
-            let verdict = match record_message(&txn, &h.verified).await? {
-                false => replayed(&txn, &h.verified, &h.event_id).await?,
-                true => Outcome::Refused(*refusal),
+            let (verdict, why) = match record_message(&txn, &h.verified).await? {
+                false => (replayed(&txn, &h.verified, &h.event_id).await?, RollbackReason::Replay),
+                true => (Outcome::Refused(*refusal), RollbackReason::Refused),
             };
             txn.rollback().await?;
+            ctx.rolled_back(why);
             return Ok((verdict, AfterCommit::default()));
         }
     };
@@ -55,6 +57,7 @@ async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), 
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
         txn.rollback().await?;
+        ctx.rolled_back(RollbackReason::Replay);
         return Ok((verdict, AfterCommit::default()));
     }
     if let Some(existing) = insert_claim(ctx, &txn, v, event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
@@ -71,6 +74,7 @@ async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), 
         Err(e) => {
             let reason = quarantine_reason(e)?;
             txn.rollback().await?;
+            ctx.rolled_back(RollbackReason::Quarantine);
             let outcome = quarantine(ctx, v, event_id, Some(&env.event_type), reason).await?;
             Ok((outcome, AfterCommit::default()))
         }
@@ -115,6 +119,7 @@ pub(super) async fn quarantine(
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
         txn.rollback().await?;
+        ctx.rolled_back(RollbackReason::Replay);
         return Ok(verdict);
     }
     if let Some(existing) = insert_claim(ctx, &txn, v, event_id, event_type, ClaimOutcome::Quarantined).await? {

@@ -10,6 +10,7 @@ mod evidence;
 mod hooks;
 mod limits;
 mod openapi;
+mod ordering;
 mod outbox;
 mod rbac;
 mod readme;

@@ -92,8 +92,7 @@ pub struct Target<'a> {
 pub const ORDER_OCCURRED_AT: &str = "occurred_at";
 /// `reminders.state_order` of a transition without a sender order.
 pub const ORDER_NONE: &str = "none";
-/// The quarantine reason of a transition whose order is unknown.
-pub const AMBIGUOUS_ORDER: &str = "ambiguous_order";
+pub use views::quarantine::AMBIGUOUS_ORDER;
 
 /// How a transition is placed against the reminder's current state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +118,12 @@ pub fn occurred_at(env: &Envelope) -> Result<Option<i64>, EffectError> {
 /// missing (`reminder_not_found`), canceled or ordered after it (`Stale`), or
 /// which one is newer is unknown (`ambiguous_order`). `unordered`: the event
 /// carried no sender order.
-async fn refused<C: ConnectionTrait>(conn: &C, tenant: &str, id: &str, unordered: bool) -> Result<Applied, EffectError> {
+async fn refused<C: ConnectionTrait>(
+    conn: &C,
+    tenant: &str,
+    id: &str,
+    unordered: bool,
+) -> Result<Applied, EffectError> {
     let Some(row) = reminder::Entity::find_by_id((tenant.to_owned(), id.to_owned())).one(conn).await? else {
         return Err(EffectError::Quarantine("reminder_not_found"));
     };

@@ -11,7 +11,7 @@ pub use views::evidence::{
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{
-    BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
+    AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
 };
 pub use views::retry_policy::{PolicyVersionView, RetryPolicyView};
 pub use views::stats::{

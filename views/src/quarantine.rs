@@ -32,6 +32,11 @@ fn age_schema() -> utoipa::openapi::Object {
     crate::openapi::nullable_one_of(&AGES)
 }
 
+/// The quarantine reason of a reminder transition whose order against the
+/// reminder's state is unknown (no `occurred_at`, and it contradicts a
+/// state applied since creation). Releasing such an entry applies it.
+pub const AMBIGUOUS_ORDER: &str = "ambiguous_order";
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct QuarantineFilter {
@@ -39,6 +44,7 @@ pub struct QuarantineFilter {
     pub tenant: Option<String>,
     /// Endpoint slug (needs `tenant`).
     pub endpoint: Option<String>,
+    /// A quarantine reason (see `QuarantineView.reason`), e.g. `ambiguous_order`.
     pub reason: Option<String>,
     /// `open` (default), `released`, `discarded` or `all`.
     #[cfg_attr(feature = "openapi", schema(schema_with = status_schema), param(schema_with = status_param))]
@@ -64,6 +70,9 @@ pub struct QuarantineView {
     pub endpoint: String,
     pub event_id: String,
     pub event_type: Option<String>,
+    /// Why the receiver kept it: `malformed_envelope`, `missing_event_id`, `unknown_event_type`,
+    /// `invalid_data`, `reminder_exists`, `reminder_not_found`, `ambiguous_order` (a reminder
+    /// transition whose order is unknown: releasing it applies it as the newest) or `transient`.
     pub reason: String,
     /// `open`, `released` or `discarded`.
     pub status: String,

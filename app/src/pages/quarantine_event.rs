@@ -18,7 +18,7 @@ use crate::{
         ActionError, Awaited, FormError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit,
         format::when, quarantine_labels::reason_label,
     },
-    dto::{Me, QuarantineView, RevealedBody},
+    dto::{AMBIGUOUS_ORDER, Me, QuarantineView, RevealedBody},
 };
 
 /// The body a reveal left for this page, if the URL names one.
@@ -104,11 +104,27 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
         </div>
         {done_notice}
         <ReturnedError/>
-        {q.last_release_error.clone().filter(|_| open).map(|e| view! {
-            <p class="warning" role="alert">
-                "The last release attempt failed: " <strong>{reason_label(&e)}</strong>
+        {q.last_release_error.clone().filter(|_| open).map(|e| {
+            let next = if e == AMBIGUOUS_ORDER {
+                ". Releasing again applies it as the newest transition."
+            } else {
                 ". Fix the cause, then release again."
-            </p>
+            };
+            view! {
+                <p class="warning" role="alert">
+                    "The last release attempt failed: " <strong>{reason_label(&e)}</strong> {next}
+                </p>
+            }
+        })}
+        {(open && (q.reason == AMBIGUOUS_ORDER || q.last_release_error.as_deref() == Some(AMBIGUOUS_ORDER))).then(|| {
+            view! {
+                <p class="hint">
+                    "This reminder transition carries no " <code>"occurred_at"</code>
+                    " and contradicts a state applied since, so which is newer is unknown. "
+                    "Releasing it applies it as the newest (unless the reminder was canceled); "
+                    "discard it if the current state is the newer one."
+                </p>
+            }
         })}
         <div class="two-col">
             <section class="card">

@@ -14,9 +14,13 @@ pub struct Model {
     pub send_at: i64,
     pub created_at: i64,
     pub updated_at: i64,
-    /// When the event that set `status` happened (ms): its `occurred_at`,
-    /// else its signed timestamp. An older `scheduled` applies nothing.
+    /// When the event that set `status` happened (ms), the sender's
+    /// `occurred_at`; read only when `state_order` is `occurred_at`.
     pub state_at: Option<i64>,
+    /// How the transition that set `status` was ordered: `None` (no
+    /// transition since creation), `occurred_at`, or `none` (no sender order;
+    /// see `receiver::effects`).
+    pub state_order: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -382,7 +382,7 @@ async fn release_marking(
                 Err(refusal) => refusal,
                 Ok(compound_id) => {
                     let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
-                    match effects::apply(&txn, vault, at, &e.event_id, &env, claim.received_at).await {
+                    match effects::apply(&txn, vault, at, &e.event_id, &env, release_order(&e)).await {
                         Ok(applied) => {
                             // A transition the reminder has moved past since:
                             // released, and recorded as the stale one it is.
@@ -434,6 +434,21 @@ async fn release_marking(
         "release_failed",
         format!("the event still cannot apply ({failure}); it stays in quarantine"),
     ))
+}
+
+/// How a release places a reminder transition. An entry quarantined as
+/// `ambiguous_order`, or whose last release failed as one, is on-call's to
+/// order: releasing it is the decision that it is the newest, so it applies
+/// unless the reminder was canceled. Any other entry meets the sender's
+/// order rules, so an ambiguity found now fails the release and says so,
+/// and a second release is that decision.
+fn release_order(e: &entry::Model) -> effects::Order {
+    let ambiguous = |r: &str| r == effects::AMBIGUOUS_ORDER;
+    if ambiguous(&e.reason) || e.last_release_error.as_deref().is_some_and(ambiguous) {
+        effects::Order::Triage
+    } else {
+        effects::Order::Sender
+    }
 }
 
 /// Gate 8 again, at release: the key that verified the event still exists

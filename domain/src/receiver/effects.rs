@@ -3,13 +3,24 @@
 //! returns a quarantine reason and the whole transaction rolls back.
 //!
 //! Reminders follow a small state machine, because events can arrive out of
-//! order (seed 002): `canceled` is terminal, and a `reminder.scheduled` that
-//! happened before the transition it would replace (by the envelope's
-//! `occurred_at`, else the signed timestamp) applies nothing. Creation sets
-//! no transition time, so the first transition always applies. Such an event
-//! is [`Applied::Stale`]: claimed (so retries are duplicates), counted and
-//! listed as `stale_transition`, never silently dropped. Each transition is
-//! one conditional UPDATE, so two racing events cannot both pass the check.
+//! order (seed 002). Transitions are ordered only by the sender, never by
+//! when a delivery was signed or arrived: a re-signed retry of an old
+//! `reminder.scheduled` carries a fresh signature timestamp.
+//! - `canceled` is terminal: nothing applies after it, in any order.
+//! - A `reminder.scheduled` with an `occurred_at` that happened before the
+//!   ordered transition it would replace applies nothing.
+//! - A transition without an `occurred_at` applies only where it contradicts
+//!   no transition applied since creation (a `scheduled` whose `send_at`, if
+//!   any, is the reminder's): otherwise which one is newer is unknown, and it
+//!   is quarantined as `ambiguous_order` for on-call. So is an ordered one
+//!   that contradicts a state set without order. A cancellation never
+//!   contradicts: being terminal, it is the last transition in either order.
+//!
+//! Creation is no transition, so the first transition always applies. An
+//! event the rules refuse without ambiguity is [`Applied::Stale`]: claimed
+//! (so retries are duplicates), counted and listed as `stale_transition`,
+//! never silently dropped. Each transition is one conditional UPDATE, so two
+//! racing events cannot both pass the check.
 
 use rand::Rng;
 use sea_orm::{
@@ -76,42 +87,77 @@ pub struct Target<'a> {
     pub endpoint_id: &'a str,
 }
 
-/// When the event happened (ms): its envelope's `occurred_at`, else
-/// `signed_at` (the signed timestamp, or the receipt time where the scheme
-/// signs none).
-pub fn occurred_at(env: &Envelope, signed_at: i64) -> Result<i64, EffectError> {
+/// `reminders.state_order` of a transition ordered by the sender's
+/// `occurred_at` (then in `state_at`).
+pub const ORDER_OCCURRED_AT: &str = "occurred_at";
+/// `reminders.state_order` of a transition without a sender order.
+pub const ORDER_NONE: &str = "none";
+pub use views::quarantine::AMBIGUOUS_ORDER;
+
+/// How a transition is placed against the reminder's current state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// By the sender's `occurred_at`; without one, only where nothing
+    /// applied since creation contradicts it (see the module notes).
+    Sender,
+    /// On-call released an `ambiguous_order` entry: that decision stands in
+    /// for the missing order, so only the terminal rule can refuse it.
+    Triage,
+}
+
+/// When the event happened (ms), if the sender says: its envelope's
+/// `occurred_at`. Never the signed or received time (seed 002).
+pub fn occurred_at(env: &Envelope) -> Result<Option<i64>, EffectError> {
     match &env.occurred_at {
-        Some(text) => clock::parse_rfc3339(text).ok_or(EffectError::Quarantine("invalid_data")),
-        None => Ok(signed_at),
+        Some(text) => clock::parse_rfc3339(text).map(Some).ok_or(EffectError::Quarantine("invalid_data")),
+        None => Ok(None),
     }
 }
 
-/// Whether the reminder exists at all (after a transition matched nothing):
-/// `Stale` if it does, else the quarantine reason.
-async fn stale_or_missing<C: ConnectionTrait>(conn: &C, tenant: &str, id: &str) -> Result<Applied, EffectError> {
-    match reminder::Entity::find_by_id((tenant.to_owned(), id.to_owned())).one(conn).await? {
-        Some(_) => Ok(Applied::Stale),
-        None => Err(EffectError::Quarantine("reminder_not_found")),
+/// Why a transition's conditional UPDATE matched nothing: the reminder is
+/// missing (`reminder_not_found`), canceled or ordered after it (`Stale`), or
+/// which one is newer is unknown (`ambiguous_order`). `unordered`: the event
+/// carried no sender order.
+async fn refused<C: ConnectionTrait>(
+    conn: &C,
+    tenant: &str,
+    id: &str,
+    unordered: bool,
+) -> Result<Applied, EffectError> {
+    let Some(row) = reminder::Entity::find_by_id((tenant.to_owned(), id.to_owned())).one(conn).await? else {
+        return Err(EffectError::Quarantine("reminder_not_found"));
+    };
+    if row.status == "canceled" {
+        return Ok(Applied::Stale);
     }
+    if unordered || row.state_order.as_deref() == Some(ORDER_NONE) {
+        return Err(EffectError::Quarantine(AMBIGUOUS_ORDER));
+    }
+    Ok(Applied::Stale)
 }
 
 /// Applies the event's effect and records its outbox intents, inside the
-/// caller's transaction (the receiver's claim, or a quarantine release).
-/// `signed_at` is when the sender says the event happened (ms), for the
-/// transition rules when the envelope has no `occurred_at`.
+/// caller's transaction (the receiver's claim, or a quarantine release),
+/// placing a reminder transition by `order`.
 pub async fn apply<C: ConnectionTrait>(
     conn: &C,
     vault: &Vault,
     at: Target<'_>,
     event_id: &str,
     env: &Envelope,
-    signed_at: i64,
+    order: Order,
 ) -> Result<Applied, EffectError> {
     let now = clock::now_ms();
     let t = at.tenant_id;
     // Only transitions are ordered: a bad `occurred_at` on another type is
-    // no reason to refuse it.
-    let happened = || occurred_at(env, signed_at);
+    // no reason to refuse it. The state they set records how it was ordered.
+    let ordering = || -> Result<(Option<i64>, Option<i64>, &'static str), EffectError> {
+        let happened = occurred_at(env)?;
+        Ok(match (order, happened) {
+            (Order::Sender, Some(t)) => (happened, Some(t), ORDER_OCCURRED_AT),
+            _ => (happened, None, ORDER_NONE),
+        })
+    };
     match env.event_type.as_str() {
         "reminder.created" => {
             let id = text_field(&env.data, "reminder_id")?;
@@ -127,6 +173,7 @@ pub async fn apply<C: ConnectionTrait>(
                 // `canceled` applies whenever it happened (it may have been
                 // quarantined until the reminder existed).
                 state_at: Set(None),
+                state_order: Set(None),
             })
             .on_conflict_do_nothing_on([reminder::Column::TenantId, reminder::Column::ReminderId])
             .exec_without_returning(conn)
@@ -138,28 +185,47 @@ pub async fn apply<C: ConnectionTrait>(
         "reminder.scheduled" => {
             let id = text_field(&env.data, "reminder_id")?;
             let send_at = time_field(&env.data, "send_at")?;
-            let happened = happened()?;
+            let (happened, state_at, state_order) = ordering()?;
             let mut update = reminder::Entity::update_many()
                 .col_expr(reminder::Column::Status, Expr::value("scheduled"))
-                .col_expr(reminder::Column::StateAt, Expr::value(Some(happened)))
+                .col_expr(reminder::Column::StateAt, Expr::value(state_at))
+                .col_expr(reminder::Column::StateOrder, Expr::value(Some(state_order)))
                 .col_expr(reminder::Column::UpdatedAt, Expr::value(now));
             if let Some(at) = send_at {
                 update = update.col_expr(reminder::Column::SendAt, Expr::value(at));
             }
-            // Not after a cancellation (terminal), nor over a newer state.
-            let res = update
+            // The current state agrees with this event: applying it moves
+            // nothing but the notice, so its place in the order is moot.
+            let agrees = send_at.map(|at| reminder::Column::SendAt.eq(at));
+            let placed = match (order, happened) {
+                (Order::Triage, _) => None,
+                // Over no transition, an older ordered one, or a state set
+                // without order that it agrees with.
+                (Order::Sender, Some(happened)) => Some(
+                    Condition::any()
+                        .add(reminder::Column::StateOrder.is_null())
+                        .add(
+                            Condition::all()
+                                .add(reminder::Column::StateOrder.eq(ORDER_OCCURRED_AT))
+                                .add(reminder::Column::StateAt.lte(happened)),
+                        )
+                        .add(Condition::all().add(reminder::Column::StateOrder.eq(ORDER_NONE)).add_option(agrees)),
+                ),
+                // Over no transition, or a state it agrees with.
+                (Order::Sender, None) => {
+                    agrees.map(|agrees| Condition::any().add(reminder::Column::StateOrder.is_null()).add(agrees))
+                }
+            };
+            // Never after a cancellation (terminal).
+            let mut update = update
                 .filter(reminder::Column::TenantId.eq(t))
                 .filter(reminder::Column::ReminderId.eq(id))
-                .filter(reminder::Column::Status.ne("canceled"))
-                .filter(
-                    Condition::any()
-                        .add(reminder::Column::StateAt.is_null())
-                        .add(reminder::Column::StateAt.lte(happened)),
-                )
-                .exec(conn)
-                .await?;
-            if res.rows_affected == 0 {
-                return stale_or_missing(conn, t, id).await;
+                .filter(reminder::Column::Status.ne("canceled"));
+            if let Some(placed) = placed {
+                update = update.filter(placed);
+            }
+            if update.exec(conn).await?.rows_affected == 0 {
+                return refused(conn, t, id, order == Order::Sender && happened.is_none()).await;
             }
             let key = format!("reminder_notice:{}:{event_id}", at.endpoint_id);
             insert_intent(
@@ -175,10 +241,11 @@ pub async fn apply<C: ConnectionTrait>(
         }
         "reminder.canceled" => {
             let id = text_field(&env.data, "reminder_id")?;
-            let happened = happened()?;
+            let (_, state_at, state_order) = ordering()?;
             let res = reminder::Entity::update_many()
                 .col_expr(reminder::Column::Status, Expr::value("canceled"))
-                .col_expr(reminder::Column::StateAt, Expr::value(Some(happened)))
+                .col_expr(reminder::Column::StateAt, Expr::value(state_at))
+                .col_expr(reminder::Column::StateOrder, Expr::value(Some(state_order)))
                 .col_expr(reminder::Column::UpdatedAt, Expr::value(now))
                 .filter(reminder::Column::TenantId.eq(t))
                 .filter(reminder::Column::ReminderId.eq(id))
@@ -186,7 +253,8 @@ pub async fn apply<C: ConnectionTrait>(
                 .exec(conn)
                 .await?;
             if res.rows_affected == 0 {
-                return stale_or_missing(conn, t, id).await;
+                // Only a cancellation refuses one: stale, in any order.
+                return refused(conn, t, id, false).await;
             }
         }
         "otp.requested" => {

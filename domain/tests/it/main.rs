@@ -10,6 +10,7 @@ mod fixtures;
 mod kek;
 mod keys;
 mod operations;
+mod ordering;
 mod outbox;
 mod receiver;
 mod registry;

@@ -12,6 +12,7 @@ mod evidence;
 mod hooks;
 mod limits;
 mod openapi;
+mod ordering;
 mod outbox;
 mod rbac;
 mod readme;

@@ -229,7 +229,7 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
         );
         if claimed.contains(&key) {
             let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
-            match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope, job.verified.signed_at()).await {
+            match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope, effects::Order::Sender).await {
                 Ok(applied) => outcomes[i] = Some(rows::settled(&txn, &job.verified, &job.event_id, applied).await?),
                 Err(e) => {
                     rows::quarantine_reason(e)?;

@@ -65,7 +65,7 @@ async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), 
         return Ok((existing, AfterCommit::default()));
     }
     let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
-    match effects::apply(&txn, &ctx.vault, at, event_id, env, v.signed_at()).await {
+    match effects::apply(&txn, &ctx.vault, at, event_id, env, effects::Order::Sender).await {
         Ok(applied) => {
             let outcome = settled(&txn, v, event_id, applied).await?;
             let after = commit(txn, &ctx.faults, v.endpoint().synthetic).await?;

@@ -41,6 +41,8 @@ pub struct Vault {
     seals: Mutex<Option<Allowance>>,
     /// One refill at a time per process.
     refill: tokio::sync::Mutex<()>,
+    /// Where the master key and data live (evidence reads their modes).
+    files: crate::evidence::files::DeploymentFiles,
 }
 
 /// Seals this process may still make under `version`: already counted.
@@ -100,7 +102,19 @@ impl Vault {
             ring: RwLock::new(Arc::new(ring)),
             seals: Mutex::new(None),
             refill: tokio::sync::Mutex::new(()),
+            files: Default::default(),
         })
+    }
+
+    /// Records where the master key and the data live (the server's
+    /// config knows; evidence bundles show their modes and owners).
+    pub fn with_files(mut self, files: crate::evidence::files::DeploymentFiles) -> Vault {
+        self.files = files;
+        self
+    }
+
+    pub fn files(&self) -> &crate::evidence::files::DeploymentFiles {
+        &self.files
     }
 
     /// The current ring (cheap clone of an `Arc`).

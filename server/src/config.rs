@@ -211,6 +211,21 @@ impl DbArgs {
         Ok(format!("sqlite://{}?mode=rwc", file.display()))
     }
 
+    /// Where the data and the master key live, as [`Self::master_key`]
+    /// finds them (evidence bundles show their modes and owners).
+    pub fn deployment_files(&self) -> domain::evidence::files::DeploymentFiles {
+        let from_env = self.master_key_file.is_none() && std::env::var_os("SIGNET_MASTER_KEY").is_some();
+        domain::evidence::files::DeploymentFiles {
+            data_dir: Some(self.data_dir.clone()),
+            master_key_file: match &self.master_key_file {
+                Some(path) => Some(path.clone()),
+                None if from_env => None,
+                None => Some(self.data_dir.join("master.key")),
+            },
+            master_key_from_env: from_env,
+        }
+    }
+
     /// Finds the master key: the key file, then `SIGNET_MASTER_KEY`, then
     /// `$SIGNET_DATA_DIR/master.key`, which is created (mode 0600) only on a
     /// database that holds no sealed data yet.

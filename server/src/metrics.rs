@@ -480,7 +480,8 @@ impl Metrics {
     }
 }
 
-/// The git commit this binary was built from, when the build recorded one.
+/// The git commit this binary was built from (`domain/build.rs`; `unknown`
+/// outside git): the same one the evidence bundle's `build` names.
 fn build_commit() -> &'static str {
-    option_env!("SIGNET_GIT_COMMIT").unwrap_or("unknown")
+    domain::evidence::identity::COMMIT
 }

@@ -27,8 +27,12 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
     let master = db_args.master_key(&db).await.map_err(|e| e.to_string())?;
-    let vault =
-        Arc::new(domain::startup::open_vault(&db, master).await.map_err(|e| format!("refusing to start: {e}"))?);
+    let vault = Arc::new(
+        domain::startup::open_vault(&db, master)
+            .await
+            .map_err(|e| format!("refusing to start: {e}"))?
+            .with_files(db_args.deployment_files()),
+    );
 
     // Bound first: drills started from the console or the API deliver to
     // this very listener.

@@ -15,6 +15,17 @@ pub struct Evidence {
     pub format: String,
     pub generated_at: String,
     pub deployment: Deployment,
+    /// The build that wrote the bundle. (Bundles from before it was
+    /// recorded read with empty values.)
+    #[serde(default)]
+    pub build: BuildEvidence,
+    /// The database: engine, schema and its durability settings, read live.
+    #[serde(default)]
+    pub database: DatabaseEvidence,
+    /// Modes and owners of the data directory, the SQLite file and the
+    /// master key file, read live.
+    #[serde(default)]
+    pub files: Vec<FileEvidence>,
     /// The tenant every section is limited to, if any.
     pub tenant: Option<String>,
     pub credentials: Vec<CredentialRow>,
@@ -42,6 +53,81 @@ pub struct Deployment {
     /// have none).
     #[serde(default)]
     pub kek_seals: Vec<KekSeals>,
+}
+
+/// The running build: what a drill run and a bundle are bound to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BuildEvidence {
+    /// Signet's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// The git commit it was built from, `unknown` when built outside git.
+    pub commit: String,
+    /// Hex SHA-256 of the running binary (empty when it could not be read).
+    pub binary_sha256: String,
+}
+
+/// The database as read at export.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DatabaseEvidence {
+    /// `sqlite` or `postgres`.
+    pub engine: String,
+    /// The newest applied migration.
+    pub schema_version: String,
+    /// The durability settings as the server reports them to Signet's own
+    /// connections: PostgreSQL's `fsync`, `synchronous_commit`,
+    /// `full_page_writes`, `wal_level` and `synchronous_standby_names`;
+    /// SQLite's `journal_mode` and `synchronous`.
+    pub durability: std::collections::BTreeMap<String, String>,
+    /// PostgreSQL: whether a synchronous standby is configured
+    /// (`synchronous_standby_names` is set). Null on SQLite.
+    pub synchronous_standby: Option<bool>,
+}
+
+/// Whether the durability rule judges `setting` on `engine`; the other
+/// settings read are shown only (README "Evidence": the rule).
+pub fn durability_judged(engine: &str, setting: &str) -> bool {
+    match engine {
+        "postgres" => matches!(setting, "fsync" | "synchronous_commit" | "full_page_writes"),
+        "sqlite" => matches!(setting, "synchronous" | "journal_mode"),
+        _ => false,
+    }
+}
+
+/// One file or directory Signet's safety rests on, as `stat` reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FileEvidence {
+    /// `data_dir`, `sqlite_file` or `master_key_file`.
+    pub role: String,
+    /// Null when there is no such file (a master key given in
+    /// `SIGNET_MASTER_KEY`; see `note`).
+    pub path: Option<String>,
+    /// Permission bits in octal, e.g. `0600`.
+    pub mode: Option<String>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Whether the owner is the user Signet runs as.
+    pub owned_by_signet: Option<bool>,
+    /// Any permission bit for group or others is set.
+    pub group_or_world_access: bool,
+    /// Why nothing could be read, or where the key came from instead.
+    pub note: Option<String>,
+}
+
+/// A credential's verifications over the bundle's metrics window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyVerification {
+    /// Deliveries this key verified.
+    pub successes: i64,
+    /// Verification failures attributed to this key.
+    pub failures: i64,
+    pub failures_by_reason: Vec<ReasonCount>,
+    /// The key's latest failure, whenever it was.
+    pub last_failure_at: Option<String>,
+    pub last_failure_reason: Option<String>,
 }
 
 /// Values sealed under one KEK version, counted ahead of sealing: never
@@ -78,6 +164,10 @@ pub struct CredentialRow {
     pub last_verified_at: Option<String>,
     /// When a retiring key stops being accepted.
     pub overlap_ends_at: Option<String>,
+    /// Verifications over the bundle's metrics window (`metrics.start` to
+    /// `metrics.end`).
+    #[serde(default)]
+    pub verification: KeyVerification,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,6 +363,12 @@ pub struct DrillRunView {
     pub actor_kind: String,
     pub engine: String,
     pub version: String,
+    /// The commit and binary the run ran on (empty for runs stored before
+    /// they were recorded): a run counts only for that build.
+    #[serde(default)]
+    pub build_commit: String,
+    #[serde(default)]
+    pub binary_sha256: String,
     pub schema_version: String,
     pub started_at: String,
     pub started_at_ms: i64,
@@ -318,7 +414,8 @@ pub struct SignoffView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Difference {
-    /// `credentials`, `constraints`, `retention` or `retry_policy`.
+    /// `credentials`, `constraints`, `retention`, `retry_policy`, `build`
+    /// or `database`.
     pub section: String,
     pub subject: String,
     /// `None`: absent on that side.

@@ -391,6 +391,69 @@ fn holders(access: &RoleAccess) -> String {
     if shown.is_empty() { "–".to_owned() } else { shown.join(", ") }
 }
 
+/// The build the bundle is bound to, the database's durability settings as
+/// read (a weak one is named by a `durability_weak` finding), and the files'
+/// modes.
+#[component]
+fn BuildAndDatabase(e: Evidence) -> impl IntoView {
+    let weak: Vec<String> =
+        e.findings.iter().filter(|f| f.id == "durability_weak").map(|f| f.subject.clone()).collect();
+    let engine = e.database.engine.clone();
+    let sha = if e.build.binary_sha256.is_empty() { "(not read)".to_owned() } else { e.build.binary_sha256.clone() };
+    view! {
+        <h3>"Build and database"</h3>
+        <dl class="facts" id="build">
+            <dt>"Version"</dt><dd data-build="version">{e.build.version.clone()}</dd>
+            <dt>"Commit"</dt><dd><code class="wrap" data-build="commit">{e.build.commit.clone()}</code></dd>
+            <dt>"Binary SHA-256"</dt><dd><code class="wrap" data-build="binary_sha256">{sha}</code></dd>
+            <dt>"Engine · schema"</dt>
+            <dd>{e.database.engine.clone()} " · " <code>{e.database.schema_version.clone()}</code></dd>
+            {e.database.synchronous_standby.map(|s| view! {
+                <dt>"Synchronous standby"</dt><dd>{if s { "configured" } else { "none" }}</dd>
+            })}
+        </dl>
+        <Table heads=&["Durability setting (live)", "Value", "Ack promise"]>
+            {e.database.durability.iter().map(|(name, value)| {
+                let judged = views::evidence::durability_judged(&engine, name);
+                let ok = !weak.contains(name);
+                view! {
+                    <tr data-setting=name.clone() data-weak=(!ok).to_string()>
+                        <td><code>{name.clone()}</code></td>
+                        <td>{value.clone()}</td>
+                        <td>
+                            {if judged {
+                                view! { <Check ok=ok yes="holds" no="WEAK"/> }.into_any()
+                            } else {
+                                view! { <small class="muted">"shown, not judged"</small> }.into_any()
+                            }}
+                        </td>
+                    </tr>
+                }
+            }).collect_view()}
+        </Table>
+        <Table heads=&["File", "Path", "Mode", "Owner (uid:gid)", "Owner-only"]>
+            {e.files.iter().map(|f| view! {
+                <tr data-file=f.role.clone()>
+                    <td>{f.role.replace('_', " ")}</td>
+                    <td><code class="wrap">{f.path.clone().or_else(|| f.note.clone()).unwrap_or_default()}</code></td>
+                    <td><code>{f.mode.clone().unwrap_or_else(|| "–".into())}</code></td>
+                    <td>
+                        {match (f.uid, f.gid) { (Some(u), Some(g)) => format!("{u}:{g}"), _ => "–".into() }}
+                        {(f.owned_by_signet == Some(false)).then(|| view! {
+                            <br/><small class="error-text">"not Signet's user"</small>
+                        })}
+                    </td>
+                    <td>
+                        {f.mode.is_some().then(|| view! {
+                            <Check ok=!f.group_or_world_access yes="yes" no="NO"/>
+                        })}
+                    </td>
+                </tr>
+            }).collect_view()}
+        </Table>
+    }
+}
+
 #[component]
 fn Sections(e: Evidence) -> impl IntoView {
     const CREDENTIAL_HEADS: &[&str] = &[
@@ -403,6 +466,7 @@ fn Sections(e: Evidence) -> impl IntoView {
         "KEK",
         "Age",
         "Last verified",
+        "Verifications (window)",
     ];
     const RETENTION_HEADS: &[&str] = &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Decided"];
     let m = e.metrics.clone();
@@ -415,6 +479,7 @@ fn Sections(e: Evidence) -> impl IntoView {
     };
     let no_keys = e.credentials.is_empty();
     view! {
+        <BuildAndDatabase e=e.clone()/>
         <h3>"Credentials"</h3>
         <Table heads=CREDENTIAL_HEADS>
             {e.credentials.iter().map(|k| view! {
@@ -436,6 +501,17 @@ fn Sections(e: Evidence) -> impl IntoView {
                     <td>"v" {k.kek_version}</td>
                     <td class="nowrap">{k.age_days} " d"</td>
                     <td class="nowrap">{when_or(k.last_verified_at.as_deref(), "never")}</td>
+                    <td data-verifications=k.key_id.clone()>
+                        {k.verification.successes} " verified · " {k.verification.failures} " failed"
+                        {(!k.verification.failures_by_reason.is_empty())
+                            .then(|| format!(" ({})", reasons(&k.verification.failures_by_reason)))}
+                        {k.verification.last_failure_at.clone().map(|at| view! {
+                            <br/><small class="muted">
+                                "last failure " {when(&at)} " ("
+                                {k.verification.last_failure_reason.clone().unwrap_or_default()} ")"
+                            </small>
+                        })}
+                    </td>
                 </tr>
             }).collect_view()}
         </Table>

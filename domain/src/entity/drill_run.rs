@@ -22,6 +22,12 @@ pub struct Model {
     pub version: String,
     /// The newest applied migration when the run started.
     pub schema_version: String,
+    /// The git commit the running binary was built from (`unknown` when
+    /// built outside git; empty for runs stored before it was recorded).
+    pub build_commit: String,
+    /// Hex SHA-256 of the binary that ran the drills (empty when it could
+    /// not be read, or for runs stored before it was recorded).
+    pub binary_sha256: String,
     /// JSON array of each finished drill's result.
     pub results: String,
     pub error: Option<String>,

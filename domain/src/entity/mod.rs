@@ -19,6 +19,7 @@ pub mod kek_rewrap;
 pub mod kek_version;
 pub mod key_approval;
 pub mod key_failure_rollup;
+pub mod key_use_rollup;
 pub mod login_device;
 pub mod login_throttle;
 pub mod outbox_intent;

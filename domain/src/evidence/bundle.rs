@@ -9,13 +9,18 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Quer
 use super::{
     catalog::{self},
     drills::DRILL_NAMES,
+    durability, files,
+    identity::{self, BuildEvidence},
     runs::{self},
 };
 use crate::{
     audit::{self},
     auth::{Permission, Principal, Role, Scope, role_allows},
     clock,
-    entity::{api_token, audit_entry, kek_version, key_approval, signing_key, tenant, user},
+    entity::{
+        api_token, audit_entry, kek_version, key_approval, key_failure_rollup, key_use_rollup, signing_key, tenant,
+        user,
+    },
     error::DomainResult,
     registry::{keys, tenants},
     retention, retry_policy, service_keys,
@@ -30,9 +35,14 @@ pub const DRILL_STALE_DAYS: i64 = 7;
 const DAY_MS: i64 = 86_400_000;
 
 pub use views::evidence::{
-    AuditEvidence, CredentialRow, Deployment, DrillEvidence, Evidence, Finding, Holder, KekSeals, MetricsEvidence,
-    RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess, SignedCheckpoint,
+    AuditEvidence, CredentialRow, DatabaseEvidence, Deployment, DrillEvidence, Evidence, FileEvidence, Finding, Holder,
+    KekSeals, KeyVerification, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess,
+    SignedCheckpoint,
 };
+
+/// Hours of per-key verification counts a bundle shows: the metrics
+/// section's window (`Window::Week`, 168 hourly buckets).
+const VERIFICATION_WINDOW_HOURS: i64 = 168;
 
 fn finding(severity: &str, id: &str, subject: impl Into<String>, message: impl Into<String>) -> Finding {
     Finding { severity: severity.into(), id: id.into(), subject: subject.into(), message: message.into() }
@@ -66,11 +76,21 @@ pub async fn collect(
     let now = clock::now_ms();
     let signer = service_keys::evidence_signer(db, vault).await?;
     let tenant_slug = scope.as_ref().map(|t| t.slug.clone());
+    let build = identity::current().await;
+    let database = durability::read(db).await?;
+    let mut files = files::read(db, vault.files()).await?;
+    if scope.is_some() {
+        // A tenant's bundle shows the modes, not where the host keeps things.
+        for f in files.iter_mut().filter(|f| f.path.is_some()) {
+            f.path = None;
+            f.note = Some("path shown in deployment-wide bundles".into());
+        }
+    }
 
     let credentials = credentials(db, principal, tenant_slug.as_deref(), now).await?;
     let access = access(db, scope.as_ref()).await?;
     let constraints = catalog::constraints(db).await?;
-    let drills = drill_evidence(db, scope.as_ref(), now).await?;
+    let drills = drill_evidence(db, scope.as_ref(), &build, now).await?;
     let retention = retention_evidence(db, principal, scope.as_ref()).await?;
     let retry_policy = retry_evidence(db, principal, scope.as_ref(), &access).await?;
     let metrics = metrics_evidence(db, principal, tenant_slug.as_deref()).await?;
@@ -95,12 +115,15 @@ pub async fn collect(
         format: "signet-evidence/1".into(),
         generated_at: clock::rfc3339(now),
         deployment: Deployment {
-            version: env!("CARGO_PKG_VERSION").into(),
-            engine: runs::engine_name(db).into(),
-            schema_version: runs::schema_version(db).await?,
+            version: build.version.clone(),
+            engine: database.engine.clone(),
+            schema_version: database.schema_version.clone(),
             evidence_public_key: signer.public_key_base64(),
             kek_seals: kek_seals(db).await?,
         },
+        build,
+        database,
+        files,
         tenant: tenant_slug,
         credentials,
         access,
@@ -152,11 +175,15 @@ async fn credentials(
     {
         approvals.insert(a.key_id.clone(), a);
     }
+    let mut verification = verification_counts(db, &ids_in(&rows), now).await?;
     let mut out: Vec<CredentialRow> = views
         .into_iter()
         .filter_map(|k| {
             let row = rows.get(&k.key_id)?;
             let approval = approvals.get(&k.key_id);
+            let mut verified = verification.remove(&k.key_id).unwrap_or_default();
+            verified.last_failure_at = clock::rfc3339_opt(row.last_failure_at);
+            verified.last_failure_reason = row.last_failure_reason.clone();
             Some(CredentialRow {
                 tenant: k.tenant,
                 endpoint: k.endpoint,
@@ -174,6 +201,7 @@ async fn credentials(
                 age_days: (now - row.created_at) / DAY_MS,
                 last_verified_at: k.last_verified_at,
                 overlap_ends_at: if row.status == "retiring" { k.expires_at } else { None },
+                verification: verified,
                 key_id: k.key_id,
             })
         })
@@ -181,6 +209,57 @@ async fn credentials(
     out.sort_by(|a, b| {
         (&a.tenant, &a.endpoint, &a.created_at, &a.key_id).cmp(&(&b.tenant, &b.endpoint, &b.created_at, &b.key_id))
     });
+    Ok(out)
+}
+
+fn ids_in(rows: &BTreeMap<String, signing_key::Model>) -> Vec<String> {
+    rows.keys().cloned().collect()
+}
+
+/// Each key's successes and failures (by reason) over the last
+/// [`VERIFICATION_WINDOW_HOURS`], summed in the database from the hourly
+/// per-key rollups.
+async fn verification_counts(
+    db: &DatabaseConnection,
+    ids: &[String],
+    now: i64,
+) -> DomainResult<BTreeMap<String, KeyVerification>> {
+    use sea_orm::{QuerySelect, sea_query::Expr};
+    let from_hour = now / 3_600_000 - VERIFICATION_WINDOW_HOURS + 1;
+    let mut out: BTreeMap<String, KeyVerification> = BTreeMap::new();
+    let uses: Vec<(String, i64)> = key_use_rollup::Entity::find()
+        .select_only()
+        .column(key_use_rollup::Column::KeyId)
+        .column_as(Expr::cust("CAST(SUM(count) AS BIGINT)"), "n")
+        .filter(key_use_rollup::Column::KeyId.is_in(ids.to_vec()))
+        .filter(key_use_rollup::Column::Hour.gte(from_hour))
+        .group_by(key_use_rollup::Column::KeyId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    for (key, n) in uses {
+        out.entry(key).or_default().successes = n;
+    }
+    let failures: Vec<(String, String, i64)> = key_failure_rollup::Entity::find()
+        .select_only()
+        .column(key_failure_rollup::Column::KeyId)
+        .column(key_failure_rollup::Column::Reason)
+        .column_as(Expr::cust("CAST(SUM(count) AS BIGINT)"), "n")
+        .filter(key_failure_rollup::Column::KeyId.is_in(ids.to_vec()))
+        .filter(key_failure_rollup::Column::Hour.gte(from_hour))
+        .group_by(key_failure_rollup::Column::KeyId)
+        .group_by(key_failure_rollup::Column::Reason)
+        .into_tuple()
+        .all(db)
+        .await?;
+    for (key, reason, count) in failures {
+        let v = out.entry(key).or_default();
+        v.failures += count;
+        v.failures_by_reason.push(stats::ReasonCount { reason, count });
+    }
+    for v in out.values_mut() {
+        v.failures_by_reason.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    }
     Ok(out)
 }
 
@@ -258,11 +337,29 @@ async fn access(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> Domai
 async fn drill_evidence(
     db: &DatabaseConnection,
     scope: Option<&tenant::Model>,
+    build: &BuildEvidence,
     now: i64,
 ) -> DomainResult<DrillEvidence> {
     let latest = runs::latest_finished(db, scope.map(|t| t.id.as_str())).await?;
     let mut reasons = Vec::new();
     if let Some(run) = &latest {
+        // A run counts only for the build it ran on: an upgrade (another
+        // binary, or another commit or version) needs drills again.
+        if !identity::same_build(&run.version, &run.build_commit, &run.binary_sha256, build) {
+            let was = match (run.build_commit.as_str(), run.binary_sha256.get(..12)) {
+                ("", _) => format!("version {}, build not recorded", run.version),
+                (commit, Some(sha)) if !sha.is_empty() => {
+                    format!("version {}, commit {commit}, binary {sha}…", run.version)
+                }
+                (commit, _) => format!("version {}, commit {commit}", run.version),
+            };
+            reasons.push(format!(
+                "the run was on another build ({was}; now version {}, commit {}, binary {}…)",
+                build.version,
+                build.commit,
+                build.binary_sha256.get(..12).unwrap_or_default()
+            ));
+        }
         if now - run.started_at_ms > DRILL_STALE_DAYS * DAY_MS {
             reasons.push(format!("the run is older than {DRILL_STALE_DAYS} days"));
         }
@@ -378,6 +475,42 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
             &c.id,
             format!("{} on {} is not enforced by the database: {}", c.kind, c.table, c.guarantees),
         ));
+    }
+    for w in durability::weak(&e.database) {
+        out.push(finding(
+            "critical",
+            "durability_weak",
+            w.setting,
+            format!(
+                "{} {} = {}: {} (the ack promise needs every acknowledged commit to survive a crash)",
+                e.database.engine,
+                w.setting,
+                w.value.as_deref().unwrap_or("(could not be read)"),
+                w.why
+            ),
+        ));
+    }
+    for f in e.files.iter().filter(|f| f.group_or_world_access) {
+        let path = f.path.as_deref().unwrap_or(&f.role);
+        let mode = f.mode.as_deref().unwrap_or("?");
+        if f.role == files::MASTER_KEY_FILE {
+            out.push(finding(
+                "critical",
+                "master_key_file_exposed",
+                path,
+                format!(
+                    "the master key file has mode {mode}: group or others can read or change the key that opens \
+                     every sealed secret; chmod 600 it"
+                ),
+            ));
+        } else {
+            out.push(finding(
+                "warning",
+                "data_file_exposed",
+                path,
+                format!("the {} has mode {mode}: group or others have access; chmod it owner-only", f.role),
+            ));
+        }
     }
     if !e.audit.chain_verified {
         let why =

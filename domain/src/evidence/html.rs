@@ -65,6 +65,93 @@ fn opt(v: &Option<String>) -> String {
     v.as_deref().map_or_else(|| "–".to_owned(), esc)
 }
 
+/// A key's verifications over the window, in words.
+pub fn verification(v: &super::bundle::KeyVerification) -> String {
+    let reasons: Vec<String> = v.failures_by_reason.iter().map(|r| format!("{} {}", esc(&r.reason), r.count)).collect();
+    let mut out = format!("{} verified · {} failed", v.successes, v.failures);
+    if !reasons.is_empty() {
+        let _ = write!(out, " ({})", reasons.join(", "));
+    }
+    if let Some(at) = &v.last_failure_at {
+        let _ =
+            write!(out, "<br><span class=\"muted\">last failure {} ({})</span>", esc(at), opt(&v.last_failure_reason));
+    }
+    out
+}
+
+/// The build, the database's durability settings and the files' modes.
+fn build_and_database(h: &mut String, e: &Evidence) {
+    let weak: Vec<&str> = super::durability::weak(&e.database).into_iter().map(|w| w.setting).collect();
+    let _ = writeln!(
+        h,
+        "<h2>Build and database</h2>\n<table><tbody><tr><th>Version</th><td>{}</td></tr>\
+         <tr><th>Commit</th><td class=\"mono\">{}</td></tr>\
+         <tr><th>Binary SHA-256</th><td class=\"mono\">{}</td></tr>\
+         <tr><th>Engine · schema</th><td>{} · {}</td></tr>{}</tbody></table>",
+        esc(&e.build.version),
+        esc(&e.build.commit),
+        if e.build.binary_sha256.is_empty() { "(not read)".to_owned() } else { esc(&e.build.binary_sha256) },
+        esc(&e.database.engine),
+        esc(&e.database.schema_version),
+        e.database.synchronous_standby.map_or_else(String::new, |s| format!(
+            "<tr><th>Synchronous standby</th><td>{}</td></tr>",
+            if s { "configured" } else { "none" }
+        )),
+    );
+    h.push_str(
+        "<h3>Durability settings (read live)</h3>\n<table><thead><tr><th>Setting</th><th>Value</th>\
+                <th>Holds the ack promise</th></tr></thead><tbody>\n",
+    );
+    for (name, value) in &e.database.durability {
+        let judged = super::durability::judged(&e.database.engine, name);
+        let _ = writeln!(
+            h,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            esc(name),
+            esc(value),
+            if !judged {
+                "<span class=\"muted\">shown, not judged</span>"
+            } else {
+                yes_no(!weak.contains(&name.as_str()))
+            }
+        );
+    }
+    for w in weak.iter().filter(|w| !e.database.durability.contains_key(**w)) {
+        let _ = writeln!(
+            h,
+            "<tr><td><code>{}</code></td><td>(could not be read)</td><td>{}</td></tr>",
+            esc(w),
+            yes_no(false)
+        );
+    }
+    h.push_str(
+        "</tbody></table>\n<h3>Files</h3>\n<table><thead><tr><th>What</th><th>Path</th><th>Mode</th>\
+                <th>Owner (uid:gid)</th><th>Group or others have access</th></tr></thead><tbody>\n",
+    );
+    for f in &e.files {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"mono\">{}</td><td>{}</td><td>{}{}</td><td>{}</td></tr>",
+            esc(&f.role.replace('_', " ")),
+            f.path.as_deref().map_or_else(|| opt(&f.note), esc),
+            opt(&f.mode),
+            match (f.uid, f.gid) {
+                (Some(u), Some(g)) => format!("{u}:{g}"),
+                _ => "–".to_owned(),
+            },
+            match f.owned_by_signet {
+                Some(false) => " <span class=\"warn\">(not Signet's user)</span>",
+                _ => "",
+            },
+            if f.mode.is_none() { "–" } else { yes_no(!f.group_or_world_access) }
+        );
+    }
+    if e.files.is_empty() {
+        h.push_str("<tr><td colspan=\"5\" class=\"muted\">Not known to this process.</td></tr>\n");
+    }
+    h.push_str("</tbody></table>\n");
+}
+
 /// Renders the page. `evidence_sha256` is printed so the page can be tied to
 /// its `evidence.json`.
 pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
@@ -134,17 +221,19 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         h.push_str("</ul>\n");
     }
 
+    build_and_database(&mut h, e);
+
     h.push_str(
         "<h2>Credentials</h2>\n<table><thead><tr><th>Tenant / endpoint</th><th>Key</th><th>Status</th>\
                 <th>Scheme · event types</th>\
                 <th>Owner · rotation owner</th><th>Approved by</th><th>Scope hash</th><th>KEK</th><th>Age</th>\
-                <th>Last verified</th><th>Overlap ends</th></tr></thead><tbody>\n",
+                <th>Last verified</th><th>Overlap ends</th><th>Verifications (window)</th></tr></thead><tbody>\n",
     );
     for k in &e.credentials {
         let _ = writeln!(
             h,
             "<tr><td>{}/{}</td><td class=\"mono\">{}</td><td>{}</td><td>{} · {}</td><td>{} · {}</td><td>{}{}</td>\
-             <td class=\"mono\">{}{}</td><td>v{}</td><td>{} d</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"mono\">{}{}</td><td>v{}</td><td>{} d</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&k.tenant),
             esc(&k.endpoint),
             esc(&k.key_id),
@@ -164,10 +253,11 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
             k.age_days,
             opt(&k.last_verified_at),
             opt(&k.overlap_ends_at),
+            verification(&k.verification),
         );
     }
     if e.credentials.is_empty() {
-        h.push_str("<tr><td colspan=\"11\" class=\"muted\">No keys.</td></tr>\n");
+        h.push_str("<tr><td colspan=\"12\" class=\"muted\">No keys.</td></tr>\n");
     }
     h.push_str(
         "</tbody></table>\n<h3>Who can touch credentials</h3>\n<table><thead><tr><th>Role</th>\

@@ -7,14 +7,19 @@
 //!   drills, retention, retry policy, metrics, the audit chain, findings.
 //! - [`html`], [`manifest`], [`export`]: the printable page, the signed
 //!   manifest, and the record of every export.
+//! - [`identity`], [`durability`], [`files`]: the build, the database's
+//!   durability settings and the modes of the files the bundle is bound to.
 //! - [`signoff`]: reviewers' decisions on a bundle, and what changed since
 //!   the last approval.
 
 pub mod bundle;
 pub mod catalog;
 pub mod drills;
+pub mod durability;
 pub mod export;
+pub mod files;
 pub mod html;
+pub mod identity;
 pub mod manifest;
 pub mod runs;
 pub mod signoff;

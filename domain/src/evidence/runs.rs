@@ -48,6 +48,8 @@ fn view(m: drill_run::Model, now: i64) -> DrillRunView {
         actor_kind: m.actor_kind,
         engine: m.engine,
         version: m.version,
+        build_commit: m.build_commit,
+        binary_sha256: m.binary_sha256,
         schema_version: m.schema_version,
         started_at: clock::rfc3339(m.started_at),
         started_at_ms: m.started_at,
@@ -126,6 +128,8 @@ async fn within_rate_limit<C: ConnectionTrait>(conn: &C, actor: &Actor, now: i64
 /// principal's rate limit.
 pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResult<DrillRunView> {
     let auth = principal.authorize(Permission::RunDrills, scope(principal))?;
+    // Before the transaction: the first call hashes the binary.
+    let build = super::identity::current().await;
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
     within_rate_limit(&txn, auth.actor(), now).await?;
@@ -147,7 +151,9 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
         status: Set("running".into()),
         passed: Set(None),
         engine: Set(engine_name(db).to_owned()),
-        version: Set(env!("CARGO_PKG_VERSION").to_owned()),
+        version: Set(build.version),
+        build_commit: Set(build.commit),
+        binary_sha256: Set(build.binary_sha256),
         schema_version: Set(schema_version(&txn).await?),
         results: Set("[]".into()),
         error: Set(None),

@@ -194,7 +194,8 @@ pub async fn since_last_approval(
     })
 }
 
-/// Keys, constraints, retention and retry policy, side by side.
+/// Keys, constraints, retention, retry policy, the build and the
+/// database's settings, side by side.
 pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
     let mut out = Vec::new();
     let cred = |e: &Evidence| -> BTreeMap<String, String> {
@@ -250,6 +251,25 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
         e.retry_policy.iter().map(|p| (p.tenant.clone(), format!("{} (v{})", p.policy, p.version))).collect()
     };
     compare(&mut out, "retry_policy", pol(before), pol(after));
+    // What the bundle is bound to: another binary, or a durability setting
+    // changed since the approval. (Bundles from before these were recorded
+    // have none: everything reads as new.)
+    let build = |e: &Evidence| -> BTreeMap<String, String> {
+        [("version", &e.build.version), ("commit", &e.build.commit), ("binary_sha256", &e.build.binary_sha256)]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect()
+    };
+    compare(&mut out, "build", build(before), build(after));
+    let database = |e: &Evidence| -> BTreeMap<String, String> {
+        let mut m = e.database.durability.clone();
+        if !e.database.schema_version.is_empty() {
+            m.insert("schema_version".into(), e.database.schema_version.clone());
+        }
+        m
+    };
+    compare(&mut out, "database", database(before), database(after));
     out
 }
 

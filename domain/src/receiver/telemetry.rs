@@ -20,13 +20,15 @@ use sea_orm::{
 use super::{cache::EndpointCtx, outcome::Outcome};
 use crate::{
     clock, db,
-    entity::{key_failure_rollup, signing_key},
+    entity::{key_failure_rollup, key_use_rollup, signing_key},
     error::DomainResult,
 };
 
 type RollupKey = (i64, String, String, &'static str, String);
 /// (hour, key id, tenant id, endpoint id, reason).
 type KeyFailureKey = (i64, String, String, String, String);
+/// (hour, key id, tenant id, endpoint id).
+type KeyUseKey = (i64, String, String, String);
 
 /// The rollup outcome that holds latency buckets.
 pub const LATENCY: &str = "latency";
@@ -54,6 +56,15 @@ pub struct Telemetry {
     key_uses: Mutex<HashMap<String, (i64, i64)>>,
     key_failure_rollups: Mutex<HashMap<KeyFailureKey, i64>>,
     key_failures: Mutex<HashMap<String, KeyFailures>>,
+    key_use_rollups: Mutex<HashMap<KeyUseKey, i64>>,
+}
+
+fn tenant_of(ep: Option<&EndpointCtx>) -> String {
+    ep.map(|e| e.tenant_id.clone()).unwrap_or_default()
+}
+
+fn endpoint_of(ep: Option<&EndpointCtx>) -> String {
+    ep.map(|e| e.endpoint_id.clone()).unwrap_or_default()
 }
 
 impl Telemetry {
@@ -88,10 +99,18 @@ impl Telemetry {
             *rollups.entry((minute, tenant, endpoint, label, reason)).or_default() += 1;
         }
         if let (false, Some(k)) = (failed, key_id) {
-            let mut uses = self.key_uses.lock().unwrap_or_else(|p| p.into_inner());
-            let e = uses.entry(k.to_owned()).or_default();
-            e.0 += 1;
-            e.1 = Ord::max(e.1, now);
+            {
+                let mut uses = self.key_uses.lock().unwrap_or_else(|p| p.into_inner());
+                let e = uses.entry(k.to_owned()).or_default();
+                e.0 += 1;
+                e.1 = Ord::max(e.1, now);
+            }
+            *self
+                .key_use_rollups
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((now / 3_600_000, k.to_owned(), tenant_of(ep), endpoint_of(ep)))
+                .or_default() += 1;
         }
     }
 
@@ -148,16 +167,46 @@ impl Telemetry {
 }
 
 impl Telemetry {
-    /// Writes the per-key failure counts (hourly rollups and each key's
-    /// latest failure) in one transaction; on failure they are kept whole.
+    /// Writes the per-key counts (hourly failure and success rollups and
+    /// each key's latest failure) in one transaction; on failure they are
+    /// kept whole.
     async fn flush_key_failures(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
         let rollups = std::mem::take(&mut *self.key_failure_rollups.lock().unwrap_or_else(|p| p.into_inner()));
         let failures = std::mem::take(&mut *self.key_failures.lock().unwrap_or_else(|p| p.into_inner()));
-        if rollups.is_empty() && failures.is_empty() {
+        let uses = std::mem::take(&mut *self.key_use_rollups.lock().unwrap_or_else(|p| p.into_inner()));
+        if rollups.is_empty() && failures.is_empty() && uses.is_empty() {
             return Ok(());
         }
         let result = async {
             let txn = db::begin_write(db).await?;
+            for ((hour, key, tenant, endpoint), count) in &uses {
+                let stmt = Query::insert()
+                    .into_table(key_use_rollup::Entity)
+                    .columns([
+                        key_use_rollup::Column::Hour,
+                        key_use_rollup::Column::KeyId,
+                        key_use_rollup::Column::TenantId,
+                        key_use_rollup::Column::EndpointId,
+                        key_use_rollup::Column::Count,
+                    ])
+                    .values_panic([
+                        (*hour).into(),
+                        key.as_str().into(),
+                        tenant.as_str().into(),
+                        endpoint.as_str().into(),
+                        (*count).into(),
+                    ])
+                    .on_conflict(
+                        OnConflict::columns([key_use_rollup::Column::Hour, key_use_rollup::Column::KeyId])
+                            .value(
+                                key_use_rollup::Column::Count,
+                                Expr::col((key_use_rollup::Entity, key_use_rollup::Column::Count)).add(*count),
+                            )
+                            .to_owned(),
+                    )
+                    .to_owned();
+                txn.execute(&stmt).await?;
+            }
             for ((hour, key, tenant, endpoint, reason), count) in &rollups {
                 let stmt = Query::insert()
                     .into_table(key_failure_rollup::Entity)
@@ -221,6 +270,11 @@ impl Telemetry {
         }
         .await;
         if result.is_err() {
+            let mut u = self.key_use_rollups.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, v) in uses {
+                *u.entry(k).or_default() += v;
+            }
+            drop(u);
             let mut r = self.key_failure_rollups.lock().unwrap_or_else(|p| p.into_inner());
             for (k, v) in rollups {
                 *r.entry(k).or_default() += v;

@@ -6,6 +6,7 @@ mod audit_chain;
 mod auth;
 mod bulk_release;
 mod evidence;
+mod evidence_binding;
 mod fixtures;
 mod kek;
 mod keys;

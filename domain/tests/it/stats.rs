@@ -192,4 +192,15 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert_eq!((failing.by_key[0].key_id.as_str(), failing.by_key[0].failures), (s.key_id.as_str(), 3));
     let key = domain::registry::keys::get(&t.db, &admin(), &s.key_id).await.unwrap();
     assert_eq!((key.failure_count, key.last_failure_reason.as_deref()), (3, Some("stale")));
+    // The evidence bundle's credential row: successes, failures by reason
+    // and the last failure, over the window.
+    let e = domain::evidence::bundle::collect(&t.db, &t.vault, &admin(), Some("clinic-a")).await.unwrap();
+    let v = &e.credentials.iter().find(|c| c.key_id == s.key_id).unwrap().verification;
+    assert_eq!((v.successes, v.failures), (1, 3), "{v:?}");
+    assert_eq!(v.failures_by_reason.iter().map(|r| r.count).sum::<i64>(), 3);
+    assert!(v.failures_by_reason.iter().any(|r| r.reason == "stale" && r.count == 1), "{v:?}");
+    assert_eq!(v.last_failure_reason.as_deref(), Some("stale"));
+    assert!(v.last_failure_at.is_some());
+    let html = domain::evidence::html::render(&e, "x");
+    assert!(html.contains("1 verified · 3 failed"), "the printable page shows them");
 });

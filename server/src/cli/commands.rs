@@ -464,7 +464,8 @@ async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {
 
 pub(super) async fn open_vault(args: &DbArgs, db: &DatabaseConnection) -> Result<Vault, CliError> {
     let master = args.master_key(db).await?;
-    domain::startup::open_vault(db, master).await.map_err(|e| CliError::new("vault", e.to_string()))
+    let vault = domain::startup::open_vault(db, master).await.map_err(|e| CliError::new("vault", e.to_string()))?;
+    Ok(vault.with_files(args.deployment_files()))
 }
 
 fn parse_role(text: &str) -> Result<Role, CliError> {

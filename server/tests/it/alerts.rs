@@ -102,6 +102,8 @@ fn seed_drill_run(id: &str, version: &str, passed: bool, at_ms: i64) -> domain::
         engine: "seeded".into(),
         version: version.into(),
         schema_version: "seeded".into(),
+        build_commit: String::new(),
+        binary_sha256: String::new(),
         results: "[]".into(),
         error: None,
         started_at: at_ms - 1000,
@@ -131,7 +133,7 @@ both_engines!(the_metrics_the_alert_rules_read_are_exported, async |i: &Install|
     // Before anything happens: every series exists, at zero.
     let m = scrape(&s).await;
     let build =
-        [("version", env!("CARGO_PKG_VERSION")), ("commit", option_env!("SIGNET_GIT_COMMIT").unwrap_or("unknown"))];
+        [("version", env!("CARGO_PKG_VERSION")), ("commit", domain::evidence::identity::COMMIT)];
     assert_eq!(value(&m, "signet_build_info", &build), Some(1.0), "{m}");
     for reason in ["replay", "refused", "quarantine", "error"] {
         assert_eq!(value(&m, "signet_claim_rollbacks_total", &[("reason", reason)]), Some(0.0), "{m}");

@@ -193,6 +193,8 @@ both_engines!(drill_runs_are_rate_limited_per_principal, async |i: &Install| {
                 passed: Some(true),
                 engine: "seeded".into(),
                 version: "seeded".into(),
+                build_commit: String::new(),
+                binary_sha256: String::new(),
                 schema_version: "seeded".into(),
                 results: "[]".into(),
                 error: None,

@@ -184,6 +184,12 @@ fn write_key(dir: &Path, i: &Install) -> std::path::PathBuf {
 }
 
 both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Install| {
+    // Owner-only, as `signet` makes a data directory it creates (a temporary
+    // directory starts 0755, which the bundle would flag).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(i.data_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
     i.cli_json(&["tenant", "create", "clinic-a"]);
     i.cli_json(&["endpoint", "create", "clinic-a", "hooks", "--scheme", "github"]);
     i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
@@ -214,7 +220,31 @@ both_engines!(evidence_exports_verifies_and_refuses_bad_input, async |i: &Instal
     assert!(evidence["constraints"].as_array().unwrap().iter().all(|c| c["present"] == true));
     assert_eq!(evidence["drills"]["latest"]["passed"], true);
     assert_eq!(evidence["audit"]["chain_verified"], true);
+    // Bound to this binary and this database (issue 23 item 2): the drills
+    // ran on the same binary the bundle names.
+    let binary = domain::crypto::sha256_hex(&std::fs::read(crate::support::BIN).unwrap());
+    assert_eq!(evidence["build"]["binary_sha256"], binary.as_str());
+    assert_eq!(evidence["drills"]["latest"]["binary_sha256"], binary.as_str());
+    assert_eq!(evidence["build"]["version"], env!("CARGO_PKG_VERSION"));
+    let engine = if matches!(i.engine, crate::support::Engine::Postgres) { "postgres" } else { "sqlite" };
+    assert_eq!(evidence["database"]["engine"], engine);
+    assert!(evidence["database"]["schema_version"].as_str().unwrap().starts_with('m'));
+    let setting = if engine == "postgres" { "synchronous_commit" } else { "synchronous" };
+    assert!(evidence["database"]["durability"][setting].is_string(), "{}", evidence["database"]);
+    let file = |role: &str| {
+        evidence["files"].as_array().unwrap().iter().find(|f| f["role"] == role).cloned().unwrap_or_default()
+    };
+    assert_eq!(file("data_dir")["path"], i.data_dir().display().to_string());
+    assert_eq!(file("data_dir")["mode"], "0700");
+    assert_eq!(file("master_key_file")["mode"], "0600", "{}", evidence["files"]);
+    assert_eq!(file("master_key_file")["owned_by_signet"], true);
+    assert_eq!(file("sqlite_file")["mode"].as_str(), (engine == "sqlite").then_some("0600"));
+    let ids: Vec<&str> = evidence["findings"].as_array().unwrap().iter().filter_map(|f| f["id"].as_str()).collect();
+    for never in ["durability_weak", "master_key_file_exposed", "data_file_exposed", "drills_stale"] {
+        assert!(!ids.contains(&never), "{never} in {ids:?}");
+    }
     let html = std::fs::read_to_string(out.join("evidence.html")).unwrap();
+    assert!(html.contains("Build and database") && html.contains(&binary), "the printable page shows the build");
     assert!(
         html.contains("@media print")
             && !html.contains("<script")

@@ -1,0 +1,22 @@
+//! `key_use_rollups` rows: successful verifications per key and hour
+//! (flushed with the other rollups), for the evidence bundle's per-credential
+//! counts over its window.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "key_use_rollups")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub hour: i64,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub key_id: String,
+    pub tenant_id: String,
+    pub endpoint_id: String,
+    pub count: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

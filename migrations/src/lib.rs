@@ -25,6 +25,7 @@ mod m20261205_000015_login_windows;
 mod m20261205_000016_kek_seal_counts;
 mod m20261205_000017_drill_run_tenant;
 mod m20261206_000031_signoff_integrity;
+mod m20261206_000032_manual_resend;
 
 pub struct Migrator;
 
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000016_kek_seal_counts::Migration),
             Box::new(m20261205_000017_drill_run_tenant::Migration),
             Box::new(m20261206_000031_signoff_integrity::Migration),
+            Box::new(m20261206_000032_manual_resend::Migration),
         ]
     }
 }

@@ -141,6 +141,9 @@ pub struct RetentionRow {
     pub reason: String,
     /// The decision keeps claims at least as long as the horizon.
     pub guard_holds: bool,
+    /// The scheme's manual resend window now (0: none recorded).
+    #[serde(default)]
+    pub manual_resend_secs: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -404,7 +404,8 @@ fn Sections(e: Evidence) -> impl IntoView {
         "Age",
         "Last verified",
     ];
-    const RETENTION_HEADS: &[&str] = &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Decided"];
+    const RETENTION_HEADS: &[&str] =
+        &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Manual resend", "Decided"];
     let m = e.metrics.clone();
     let reasons = |rs: &[crate::dto::ReasonCount]| {
         if rs.is_empty() {
@@ -480,6 +481,10 @@ fn Sections(e: Evidence) -> impl IntoView {
                     <td>{seconds(r.body_secs)}</td>
                     <td>{seconds(r.horizon_secs)}</td>
                     <td><Check ok=r.guard_holds yes="holds" no="below horizon"/></td>
+                    <td>
+                        {seconds(r.manual_resend_secs)} <br/>
+                        <Check ok={r.dedup_secs >= r.manual_resend_secs} yes="covered" no="risk accepted"/>
+                    </td>
                     <td>
                         {r.decided_by.clone()}
                         <br/><small class="muted">{when(&r.decided_at)} " · " {r.reason.clone()}</small>

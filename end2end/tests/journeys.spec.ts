@@ -333,7 +333,8 @@ test('the administrator records an endpoint\'s retention, never below the redeli
   await page.getByRole('link', { name: 'Retention' }).click();
   await expect(page).toHaveURL(/\/retention$/);
   const row = page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' });
-  await expect(row).toContainText('30 d');
+  // 90 d: the default covers Svix's manual resend window as well as the horizon.
+  await expect(row).toContainText('90 d');
   await expect(row).toContainText('7 d');
   const form = page.locator('#change-retention');
   await form.getByLabel('Endpoint').selectOption('clinic-a/reminders');
@@ -343,13 +344,25 @@ test('the administrator records an endpoint\'s retention, never below the redeli
   await expect(page.getByText(/below the standard-webhooks redelivery horizon of 2 d/)).toBeVisible();
   // Each horizon names its source: the sender's published retry schedule.
   await expect(page.locator('#horizons tr', { hasText: 'standard-webhooks' })).toContainText('27.6 h');
+  // Each horizon also names the sender's manual resend window and its source.
+  await expect(page.locator('#horizons tr', { hasText: 'standard-webhooks' })).toContainText('docs.svix.com');
+  // Below the manual resend window: refused until the risk is accepted.
   await page.goto('/retention');
   await form.getByLabel('Endpoint').selectOption('clinic-a/reminders');
   await form.getByLabel('Keep claims for').fill('14d');
   await form.getByLabel('Keep bodies for').fill('2d');
   await form.getByLabel('Reason').fill('data minimisation agreed with the clinic');
   await form.getByRole('button', { name: 'Record decision' }).click();
+  await expect(page.getByText(/below the standard-webhooks manual resend window of 90 d/)).toBeVisible();
+  await page.goto('/retention');
+  await form.getByLabel('Endpoint').selectOption('clinic-a/reminders');
+  await form.getByLabel('Keep claims for').fill('14d');
+  await form.getByLabel('Keep bodies for').fill('2d');
+  await form.getByLabel('Reason').fill('data minimisation agreed with the clinic');
+  await form.getByLabel(/Accept the risk/).check();
+  await form.getByRole('button', { name: 'Record decision' }).click();
   await expect(page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' })).toContainText('14 d');
+  await expect(page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' })).toContainText('below manual resend');
   await expect(page.locator('#endpoints tr', { hasText: 'clinic-a / reminders' })).toContainText('data minimisation agreed with the clinic');
   await shot(page, info, '22-retention');
 });

@@ -98,4 +98,10 @@ pub const EXPECTED: &[Expected] = &[
         kind: ExpectedKind::AppendOnly,
         guarantees: "audit entries cannot be updated or deleted through ordinary SQL",
     },
+    Expected {
+        id: "signoff_once_per_reviewer",
+        table: "evidence_signoffs",
+        kind: ExpectedKind::Unique { columns: &["digest", "actor_kind", "actor"] },
+        guarantees: "a reviewer signs a bundle at most once: a second sign-off by the same person is refused",
+    },
 ];

@@ -25,6 +25,8 @@ mod m20261205_000015_login_windows;
 mod m20261205_000016_kek_seal_counts;
 mod m20261205_000017_drill_run_tenant;
 mod m20261206_000021_build_identity;
+mod m20261206_000031_signoff_integrity;
+mod m20261206_000032_manual_resend;
 mod m20261206_000051_reminder_state_order;
 
 pub struct Migrator;
@@ -51,6 +53,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000016_kek_seal_counts::Migration),
             Box::new(m20261205_000017_drill_run_tenant::Migration),
             Box::new(m20261206_000021_build_identity::Migration),
+            Box::new(m20261206_000031_signoff_integrity::Migration),
+            Box::new(m20261206_000032_manual_resend::Migration),
             Box::new(m20261206_000051_reminder_state_order::Migration),
         ]
     }

@@ -231,6 +231,9 @@ pub struct RetentionRow {
     pub reason: String,
     /// The decision keeps claims at least as long as the horizon.
     pub guard_holds: bool,
+    /// The scheme's manual resend window now (0: none recorded).
+    #[serde(default)]
+    pub manual_resend_secs: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -408,6 +411,22 @@ pub struct SignoffView {
     pub actor: String,
     pub actor_kind: String,
     pub at: String,
+    /// The reviewer's word on findings of the bundle, by finding id: every
+    /// critical finding of an approved bundle has one.
+    #[serde(default)]
+    pub acknowledged: Vec<Acknowledgement>,
+}
+
+/// A reviewer's acknowledgement of one finding (by its `id`) in a sign-off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Acknowledgement {
+    /// A finding `id` of the bundle signed off (for example `drill_failed`);
+    /// it covers every finding of that id.
+    pub finding: String,
+    /// Why the reviewer accepts it.
+    pub comment: String,
 }
 
 /// One difference between the approved bundle and a newer one.

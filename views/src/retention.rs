@@ -16,6 +16,14 @@ pub struct HorizonView {
     /// Where the value comes from (the sender's published retry schedule),
     /// when recorded.
     pub source: Option<String>,
+    /// The sender's manual resend window: how far back a person can resend
+    /// an event by hand (0 where none is recorded). `horizon_secs` is the
+    /// automatic retry window (with margin).
+    #[serde(default)]
+    pub manual_resend_secs: i64,
+    /// Where the manual resend window comes from.
+    #[serde(default)]
+    pub manual_resend_source: Option<String>,
 }
 
 /// One retention decision for an endpoint.
@@ -50,6 +58,14 @@ pub struct RetentionView {
     /// horizon was raised since): the purge keeps them for the horizon
     /// anyway, but the decision on record should be raised, by a person.
     pub below_horizon: bool,
+    /// The scheme's manual resend window now (0: none recorded).
+    #[serde(default)]
+    pub manual_resend_secs: i64,
+    /// The decision keeps claims for less than the manual resend window: a
+    /// person resending an older event would apply it twice. Only set with
+    /// the risk accepted on record (or decided before the window was).
+    #[serde(default)]
+    pub below_manual_resend: bool,
     pub history: Vec<RetentionVersionView>,
 }
 

@@ -106,22 +106,28 @@ pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Approves or rejects the bundle with this digest.
+/// Approves or rejects the bundle with this digest. `acknowledge`: a
+/// comment per critical finding id (`acknowledge[drill_failed]=…`); blank
+/// ones are left out, so the domain names them if an approval needs them.
 #[server(prefix = "/fn", endpoint = "sign_off_evidence")]
 pub async fn sign_off_evidence(
     tenant: Option<String>,
     digest: String,
     decision: String,
     comment: String,
+    acknowledge: Option<std::collections::BTreeMap<String, String>>,
 ) -> Result<(), AppError> {
+    use domain::evidence::signoff::{self, NewAcknowledgement, NewSignoff};
+
     use crate::{components::format::with_query, ssr};
     let (st, p) = ssr::request().await?;
-    let s = domain::evidence::signoff::sign_off(
-        &st.db,
-        &p,
-        &domain::evidence::signoff::NewSignoff { digest, decision, comment },
-    )
-    .await?;
+    let acknowledge = acknowledge
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, comment)| !comment.trim().is_empty())
+        .map(|(finding, comment)| NewAcknowledgement { finding, comment })
+        .collect();
+    let s = signoff::sign_off(&st.db, &st.vault, &p, &NewSignoff { digest, decision, comment, acknowledge }).await?;
     leptos_axum::redirect(&with_query(
         "/evidence",
         &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", &s.decision)],

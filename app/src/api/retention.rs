@@ -13,9 +13,16 @@ pub async fn retention_overview() -> Result<views::retention::RetentionOverview,
 }
 
 /// `target` is `tenant/endpoint`; `dedup` and `body` are durations such as
-/// `30d` or `36h` (empty keeps the current value).
+/// `30d` or `36h` (empty keeps the current value); `accept_risk` (a checked
+/// box): record a dedup retention below the manual resend window.
 #[server(prefix = "/fn", endpoint = "set_retention")]
-pub async fn set_retention(target: String, dedup: String, body: String, reason: String) -> Result<(), AppError> {
+pub async fn set_retention(
+    target: String,
+    dedup: String,
+    body: String,
+    reason: String,
+    accept_risk: Option<String>,
+) -> Result<(), AppError> {
     use domain::retention::{self, RetentionChange, parse_duration};
 
     use crate::ssr;
@@ -26,7 +33,12 @@ pub async fn set_retention(target: String, dedup: String, body: String, reason: 
         "" => Ok(None),
         t => parse_duration(t).map(Some).map_err(AppError::from),
     };
-    let change = RetentionChange { dedup_secs: duration(&dedup)?, body_secs: duration(&body)?, reason };
+    let change = RetentionChange {
+        dedup_secs: duration(&dedup)?,
+        body_secs: duration(&body)?,
+        reason,
+        accept_risk: accept_risk.is_some_and(|v| matches!(v.as_str(), "true" | "on")),
+    };
     retention::set(&st.db, &p, tenant, endpoint, &change).await?;
     leptos_axum::redirect(&crate::components::format::with_query("/retention", &[("changed", &target)]));
     Ok(())

@@ -468,7 +468,8 @@ fn Sections(e: Evidence) -> impl IntoView {
         "Last verified",
         "Verifications (window)",
     ];
-    const RETENTION_HEADS: &[&str] = &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Decided"];
+    const RETENTION_HEADS: &[&str] =
+        &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Manual resend", "Decided"];
     let m = e.metrics.clone();
     let reasons = |rs: &[crate::dto::ReasonCount]| {
         if rs.is_empty() {
@@ -557,6 +558,10 @@ fn Sections(e: Evidence) -> impl IntoView {
                     <td>{seconds(r.horizon_secs)}</td>
                     <td><Check ok=r.guard_holds yes="holds" no="below horizon"/></td>
                     <td>
+                        {seconds(r.manual_resend_secs)} <br/>
+                        <Check ok={r.dedup_secs >= r.manual_resend_secs} yes="covered" no="risk accepted"/>
+                    </td>
+                    <td>
                         {r.decided_by.clone()}
                         <br/><small class="muted">{when(&r.decided_at)} " · " {r.reason.clone()}</small>
                     </td>
@@ -605,10 +610,38 @@ fn Sections(e: Evidence) -> impl IntoView {
 fn SignOff(bundle: BundleDto, tenant: String) -> impl IntoView {
     let action = ServerAction::<SignOffEvidence>::new();
     Refresh::after(action);
+    // One acknowledgement per critical finding id, covering its subjects.
+    let mut critical: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in bundle.evidence.findings.iter().filter(|f| f.severity == "critical") {
+        critical.entry(f.id.clone()).or_default().push(format!("{}: {}", f.subject, f.message));
+    }
+    let count = critical.len().to_string();
+    let acknowledgements = (!critical.is_empty()).then(|| {
+        view! {
+            <fieldset class="field" data-acknowledge=count>
+                <legend>"Acknowledge each critical finding (required to approve)"</legend>
+                {critical.into_iter().map(|(id, lines)| view! {
+                    <label class="field">
+                        <span><code>{id.clone()}</code></span>
+                        <ul class="hint">{lines.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}</ul>
+                        <textarea
+                            name=format!("acknowledge[{id}]")
+                            rows="2"
+                            maxlength="2000"
+                            placeholder="Why this finding is accepted"
+                        ></textarea>
+                    </label>
+                }).collect_view()}
+            </fieldset>
+        }
+    });
     view! {
         <section class="card" id="sign-off">
             <h2>"Sign off"</h2>
-            <p class="hint">"Your decision names this bundle's digest; a later bundle needs its own sign-off."</p>
+            <p class="hint">
+                "Your decision names this bundle's digest; only the newest bundle can be signed off, once per "
+                "reviewer."
+            </p>
             <ActionError action/>
             <ActionForm action>
                 <input type="hidden" name="tenant" value=tenant/>
@@ -630,6 +663,7 @@ fn SignOff(bundle: BundleDto, tenant: String) -> impl IntoView {
                         placeholder="What you reviewed, and why this decision"
                     ></textarea>
                 </label>
+                {acknowledgements}
                 <div class="actions"><Submit action label="Record sign-off" kind="primary"/></div>
             </ActionForm>
         </section>
@@ -703,9 +737,10 @@ fn History(signoffs: Vec<SignoffView>) -> impl IntoView {
         view! { <p class="empty">"No sign-offs yet."</p> }.into_any()
     } else {
         view! {
-            <Table heads=&["When", "Who", "Decision", "Bundle", "Comment"]>
+            <Table heads=&["When", "Who", "Decision", "Bundle", "Comment", "Acknowledged"]>
                 {signoffs.into_iter().map(|s| {
                     let badge = if s.decision == "approved" { "active" } else { "danger" };
+                    let acknowledged = s.acknowledged.len().to_string();
                     view! {
                         <tr data-decision=s.decision.clone()>
                             <td class="nowrap">{when(&s.at)}</td>
@@ -717,6 +752,13 @@ fn History(signoffs: Vec<SignoffView>) -> impl IntoView {
                                 </a>
                             </td>
                             <td>{s.comment}</td>
+                            <td data-acknowledged=acknowledged>
+                                <ul>
+                                    {s.acknowledged.into_iter().map(|a| view! {
+                                        <li><code>{a.finding}</code> ": " {a.comment}</li>
+                                    }).collect_view()}
+                                </ul>
+                            </td>
                         </tr>
                     }
                 }).collect_view()}

@@ -101,6 +101,17 @@ fn EndpointRow(r: RetentionView) -> impl IntoView {
             <small class="muted">{note}</small>
         }
         .into_any()
+    } else if r.below_manual_resend {
+        let note = format!(
+            " decided {}, less than the manual resend window of {}: the risk was accepted on record",
+            human(r.current.dedup_secs),
+            human(r.manual_resend_secs)
+        );
+        view! {
+            <span class="badge badge-warning" data-testid="below-manual-resend">"below manual resend"</span>
+            <small class="muted">{note}</small>
+        }
+        .into_any()
     } else {
         view! { <small class="muted">{format!("horizon {}", human(r.horizon_secs))}</small> }.into_any()
     };
@@ -132,7 +143,9 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
             <h2>"Change an endpoint's retention"</h2>
             <p class="hint">
                 "Durations such as 30d, 36h or 1d 12h. Leave a field empty to keep its current value. \
-                Claims cannot be kept for less than the scheme's horizon, nor bodies longer than claims."
+                Claims cannot be kept for less than the scheme's horizon, nor bodies longer than claims. \
+                Less than the scheme's manual resend window needs the risk accepted: it is audited and \
+                shows as a finding in every evidence bundle."
             </p>
             <ActionError action/>
             <ActionForm action>
@@ -154,6 +167,10 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
                     <input type="text" name="body" placeholder="e.g. 7d" autocomplete="off"/>
                 </label>
                 <ReasonField placeholder="e.g. data minimisation agreed with the clinic"/>
+                <label class="check">
+                    <input type="checkbox" name="accept_risk" value="true"/>
+                    " Accept the risk of keeping claims for less than the manual resend window"
+                </label>
                 <div class="actions"><Submit action label="Record decision"/></div>
             </ActionForm>
         </section>
@@ -164,7 +181,12 @@ fn ChangeRetention(targets: Vec<String>) -> impl IntoView {
 fn HorizonTable(rows: Vec<HorizonView>) -> impl IntoView {
     view! {
         <table class="compact">
-            <thead><tr><th>"Scheme"</th><th>"Horizon"</th><th>"Source"</th><th>"Decided"</th><th>"Why"</th></tr></thead>
+            <thead>
+                <tr>
+                    <th>"Scheme"</th><th>"Horizon (automatic retries)"</th><th>"Source"</th>
+                    <th>"Manual resend"</th><th>"Decided"</th><th>"Why"</th>
+                </tr>
+            </thead>
             <tbody>
                 {rows.into_iter().map(|h| view! {
                     <tr>
@@ -172,6 +194,10 @@ fn HorizonTable(rows: Vec<HorizonView>) -> impl IntoView {
                         <td><strong>{human(h.horizon_secs)}</strong></td>
                         <td class="source">
                             {h.source.unwrap_or_else(|| "an administrator's decision (see why)".to_owned())}
+                        </td>
+                        <td class="source" data-testid="manual-resend">
+                            <strong>{human(h.manual_resend_secs)}</strong> <br/>
+                            <small>{h.manual_resend_source.unwrap_or_else(|| "none recorded".to_owned())}</small>
                         </td>
                         <td class="nowrap">
                             "v" {h.version} " · " {h.actor} <br/> <small class="muted">{when(&h.created_at)}</small>

@@ -16,6 +16,8 @@ pub struct Model {
     pub actor: String,
     pub actor_kind: String,
     pub at: i64,
+    /// JSON array of `{finding, comment}`: the reviewer's acknowledgements.
+    pub acknowledged: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -16,6 +16,10 @@ pub struct Model {
     pub created_at: i64,
     /// Where the value comes from (the sender's published schedule).
     pub source: Option<String>,
+    /// How far back the sender lets a person resend by hand (0: unknown
+    /// or none); a dedup retention below it needs the risk accepted.
+    pub manual_resend_secs: i64,
+    pub manual_resend_source: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

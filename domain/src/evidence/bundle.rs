@@ -398,6 +398,7 @@ async fn retention_evidence(
             body_secs: r.current.body_secs,
             horizon_secs: r.horizon_secs,
             effective_dedup_secs: r.effective_dedup_secs,
+            manual_resend_secs: r.manual_resend_secs,
             decided_by: r.current.actor,
             decided_at: r.current.created_at,
             reason: r.current.reason,
@@ -564,6 +565,25 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 retention::human(r.dedup_secs),
                 r.scheme,
                 retention::human(r.horizon_secs)
+            ),
+        ));
+    }
+    // A warning, not critical: the sender's automatic retries are still
+    // covered, and only a person resending an older event by hand could
+    // apply it twice; the decision was accepted on record, by name.
+    for r in e.retention.endpoints.iter().filter(|r| r.guard_holds && r.dedup_secs < r.manual_resend_secs) {
+        out.push(finding(
+            "warning",
+            "retention_below_manual_resend",
+            format!("{}/{}", r.tenant, r.endpoint),
+            format!(
+                "dedup retention {} is below the {} manual resend window {} (risk accepted by {}: {}): an event \
+                 resent by hand after its claim is purged would apply twice",
+                retention::human(r.dedup_secs),
+                r.scheme,
+                retention::human(r.manual_resend_secs),
+                r.decided_by,
+                r.reason
             ),
         ));
     }

@@ -365,15 +365,19 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     }
 
     h.push_str(
-        "<h2>Retention</h2>\n<table><thead><tr><th>Scheme</th><th>Redelivery horizon</th><th>Version</th>\
+        "<h2>Retention</h2>\n<table><thead><tr><th>Scheme</th><th>Redelivery horizon (automatic retries)</th>\
+                <th>Manual resend window</th><th>Version</th>\
                 <th>Decided by</th><th>When</th><th>Why</th></tr></thead><tbody>\n",
     );
     for x in &e.retention.horizons {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}<br>{}</td><td>{}<br>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&x.scheme),
             esc(&human(x.horizon_secs)),
+            esc(x.source.as_deref().unwrap_or("")),
+            esc(&human(x.manual_resend_secs)),
+            esc(x.manual_resend_source.as_deref().unwrap_or("none recorded")),
             x.version,
             esc(&x.actor),
             esc(&x.created_at),
@@ -382,14 +386,14 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     }
     h.push_str(
         "</tbody></table>\n<table><thead><tr><th>Tenant / endpoint</th><th>Scheme</th><th>Dedup</th>\
-                <th>Bodies</th><th>Horizon</th><th>Guard holds</th><th>Decided by</th><th>When</th>\
-                <th>Why</th></tr></thead><tbody>\n",
+                <th>Bodies</th><th>Horizon</th><th>Guard holds</th><th>Manual resend</th><th>Covers it</th>\
+                <th>Decided by</th><th>When</th><th>Why</th></tr></thead><tbody>\n",
     );
     for r in &e.retention.endpoints {
         let _ = writeln!(
             h,
             "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.tenant),
             esc(&r.endpoint),
             esc(&r.scheme),
@@ -397,6 +401,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
             esc(&human(r.body_secs)),
             esc(&human(r.horizon_secs)),
             yes_no(r.guard_holds),
+            esc(&human(r.manual_resend_secs)),
+            yes_no(r.dedup_secs >= r.manual_resend_secs),
             esc(&r.decided_by),
             esc(&r.decided_at),
             esc(&r.reason)

@@ -1,10 +1,19 @@
 //! A reviewer's decision on one exported bundle, named by its manifest
 //! digest: stored, audited, listed; and what changed since the last bundle
 //! that was approved.
+//!
+//! Integrity of a sign-off (issue 23 item 4):
+//! - only the newest bundle of its scope can be signed (`stale_bundle`), so
+//!   an old bundle never becomes the baseline of "what changed";
+//! - the bundle is re-verified (digest and signature) before it is signed;
+//! - approving a bundle with critical findings names each critical finding
+//!   id with the reviewer's comment (`unacknowledged_findings`);
+//! - one reviewer signs a bundle once: a unique index decides
+//!   (`already_signed`), not a read before the insert.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -25,10 +34,13 @@ use crate::{
 pub const APPROVED: &str = "approved";
 pub const REJECTED: &str = "rejected";
 const MAX_COMMENT: usize = 2000;
+/// At most this many acknowledgements in one sign-off.
+pub const MAX_ACKNOWLEDGEMENTS: usize = 100;
+const MAX_FINDING_ID: usize = 64;
 /// A manifest digest: hex SHA-256.
 pub const DIGEST_PATTERN: &str = "^[0-9a-fA-F]{64}$";
 
-pub use views::evidence::{Difference, SignoffView, SinceApproval};
+pub use views::evidence::{Acknowledgement, Difference, SignoffView, SinceApproval};
 
 /// A sign-off as the API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,6 +54,32 @@ pub struct NewSignoff {
     pub decision: String,
     #[cfg_attr(feature = "openapi", schema(schema_with = comment_schema))]
     pub comment: String,
+    /// The reviewer's word on the bundle's findings, one per finding id.
+    /// Approving a bundle with critical findings needs one for each
+    /// critical finding id (422 `unacknowledged_findings` names the missing).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100))]
+    pub acknowledge: Vec<NewAcknowledgement>,
+}
+
+/// One finding acknowledged in a sign-off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewAcknowledgement {
+    /// A finding `id` of the bundle (for example `drill_failed`); it covers
+    /// every finding of that id. An id the bundle does not carry answers 422
+    /// `unknown_finding`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = finding_schema))]
+    pub finding: String,
+    /// Why the reviewer accepts it (required).
+    #[cfg_attr(feature = "openapi", schema(schema_with = comment_schema))]
+    pub comment: String,
+}
+
+#[cfg(feature = "openapi")]
+fn finding_schema() -> utoipa::openapi::Object {
+    crate::schema::string("^[a-z0-9_]+$", Some(MAX_FINDING_ID))
 }
 
 /// A manifest digest in the OpenAPI document.
@@ -65,6 +103,9 @@ async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResu
         Some(id) => crate::entity::tenant::Entity::find_by_id(id.clone()).one(db).await?.map(|t| t.slug),
         None => None,
     };
+    let acknowledged = serde_json::from_str(&m.acknowledged).map_err(|e| {
+        DomainError::invalid("internal", format!("sign-off {} has unreadable acknowledgements: {e}", m.id))
+    })?;
     Ok(SignoffView {
         id: m.id,
         digest: m.digest,
@@ -74,12 +115,123 @@ async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResu
         actor: m.actor,
         actor_kind: m.actor_kind,
         at: clock::rfc3339(m.at),
+        acknowledged,
     })
 }
 
-/// Records a decision on an exported bundle. Refused for a digest that was
-/// never exported (or that the caller cannot see).
-pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewSignoff) -> DomainResult<SignoffView> {
+/// The digest of the newest bundle of a scope (ties on the millisecond go
+/// to the greater digest, as the expiry orders them).
+async fn newest_digest(db: &impl ConnectionTrait, tenant_id: Option<&str>) -> DomainResult<Option<String>> {
+    let q = evidence_export::Entity::find()
+        .select_only()
+        .column(evidence_export::Column::Digest)
+        .order_by_desc(evidence_export::Column::CreatedAt)
+        .order_by_desc(evidence_export::Column::Digest);
+    let q = match tenant_id {
+        Some(t) => q.filter(evidence_export::Column::TenantId.eq(t)),
+        None => q.filter(evidence_export::Column::TenantId.is_null()),
+    };
+    Ok(q.into_tuple().one(db).await?)
+}
+
+fn refuse_stale(digest: &str, newest: Option<String>) -> DomainResult<()> {
+    match newest {
+        Some(n) if n != digest => Err(DomainError::conflict(
+            "stale_bundle",
+            format!(
+                "bundle {digest} is not the newest of its scope ({n} is); only the newest bundle can be signed off"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks the acknowledgements' shape: a finding id and a comment each, one
+/// per finding id.
+fn check_acknowledgements(acks: &[NewAcknowledgement]) -> DomainResult<Vec<Acknowledgement>> {
+    if acks.len() > MAX_ACKNOWLEDGEMENTS {
+        return Err(DomainError::invalid(
+            "too_many_acknowledgements",
+            format!("at most {MAX_ACKNOWLEDGEMENTS} acknowledgements, one per finding id"),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(acks.len());
+    for a in acks {
+        let finding = a.finding.trim();
+        if finding.is_empty() || finding.len() > MAX_FINDING_ID {
+            return Err(DomainError::invalid("unknown_finding", "an acknowledgement names no finding id"));
+        }
+        if crate::text::is_blank(&a.comment) {
+            return Err(DomainError::invalid(
+                "acknowledgement_comment_required",
+                format!("the acknowledgement of {finding} needs a comment: why this finding is accepted"),
+            ));
+        }
+        if !crate::text::fits(&a.comment, MAX_COMMENT) {
+            return Err(DomainError::invalid(
+                "comment_too_long",
+                format!("the comment on {finding} must be at most {MAX_COMMENT} characters"),
+            ));
+        }
+        if !seen.insert(finding.to_owned()) {
+            return Err(DomainError::invalid(
+                "duplicate_acknowledgement",
+                format!("{finding} is acknowledged twice; one acknowledgement covers every finding of that id"),
+            ));
+        }
+        out.push(Acknowledgement { finding: finding.to_owned(), comment: a.comment.trim().to_owned() });
+    }
+    Ok(out)
+}
+
+/// Every acknowledgement names a finding of the bundle; an approval
+/// acknowledges every critical one.
+fn check_against_findings(decision: &str, acks: &[Acknowledgement], evidence: &Evidence) -> DomainResult<()> {
+    let ids: BTreeSet<&str> = evidence.findings.iter().map(|f| f.id.as_str()).collect();
+    let unknown: Vec<&str> = acks.iter().map(|a| a.finding.as_str()).filter(|f| !ids.contains(f)).collect();
+    if !unknown.is_empty() {
+        return Err(DomainError::invalid(
+            "unknown_finding",
+            format!("the bundle has no finding {}; acknowledge only the findings it carries", unknown.join(", ")),
+        ));
+    }
+    if decision != APPROVED {
+        return Ok(());
+    }
+    let acked: BTreeSet<&str> = acks.iter().map(|a| a.finding.as_str()).collect();
+    let missing: BTreeSet<&str> = evidence
+        .findings
+        .iter()
+        .filter(|f| f.severity == "critical")
+        .map(|f| f.id.as_str())
+        .filter(|f| !acked.contains(f))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<&str> = missing.into_iter().collect();
+    Err(DomainError::invalid(
+        "unacknowledged_findings",
+        format!(
+            "approving this bundle needs an acknowledgement with a comment for each critical finding; missing: {}",
+            missing.join(", ")
+        ),
+    ))
+}
+
+/// Records a decision on the newest exported bundle of its scope, after
+/// re-verifying it. Refused for a digest that was never exported (or that
+/// the caller cannot see), an older bundle (`stale_bundle`), a bundle that
+/// fails its check (`bundle_tampered`), an approval that leaves a critical
+/// finding unacknowledged, and a second sign-off by the same reviewer
+/// (`already_signed`).
+pub async fn sign_off(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    new: &NewSignoff,
+) -> DomainResult<SignoffView> {
     let decision = match new.decision.as_str() {
         d @ (APPROVED | REJECTED) => d,
         other => {
@@ -102,6 +254,7 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
             format!("the comment must be at most {MAX_COMMENT} characters"),
         ));
     }
+    let acknowledged = check_acknowledgements(&new.acknowledge)?;
     let digest = new.digest.to_ascii_lowercase();
     if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(DomainError::invalid("invalid_digest", "digest must be the 64-hex-digit SHA-256 of manifest.json"));
@@ -118,6 +271,13 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
     }
     let auth = principal
         .authorize(Permission::SignOffEvidence, export.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
+    refuse_stale(&digest, newest_digest(db, export.tenant_id.as_deref()).await?)?;
+    // What the reviewer acknowledges is what the stored bundle says, and
+    // only once it proves to be the bundle this deployment signed.
+    let bundle = export::stored(db, vault, principal, &digest).await?;
+    check_against_findings(decision, &acknowledged, &bundle.evidence)?;
+    let acknowledged_json =
+        serde_json::to_string(&acknowledged).map_err(|e| DomainError::invalid("internal", e.to_string()))?;
     let model = evidence_signoff::Model {
         id: ids::new_id(),
         digest: digest.clone(),
@@ -127,11 +287,26 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
         actor: auth.actor().name().to_owned(),
         actor_kind: auth.actor().kind().to_owned(),
         at: clock::now_ms(),
+        acknowledged: acknowledged_json,
     };
     let txn = db::begin_write(db).await?;
-    evidence_signoff::Entity::insert(evidence_signoff::ActiveModel::from(model.clone()))
+    // Again under the write lock: an export that landed since is newer.
+    refuse_stale(&digest, newest_digest(&txn, export.tenant_id.as_deref()).await?)?;
+    let inserted = evidence_signoff::Entity::insert(evidence_signoff::ActiveModel::from(model.clone()))
+        .on_conflict_do_nothing_on([
+            evidence_signoff::Column::Digest,
+            evidence_signoff::Column::ActorKind,
+            evidence_signoff::Column::Actor,
+        ])
         .exec_without_returning(&txn)
         .await?;
+    if !matches!(inserted, sea_orm::TryInsertResult::Inserted(n) if n > 0) {
+        txn.rollback().await?;
+        return Err(DomainError::conflict(
+            "already_signed",
+            format!("{} has already signed off bundle {digest}; a reviewer signs a bundle once", model.actor),
+        ));
+    }
     audit::record(
         &txn,
         auth.actor(),
@@ -141,7 +316,7 @@ pub async fn sign_off(db: &DatabaseConnection, principal: &Principal, new: &NewS
             target_id: &digest,
             tenant_id: export.tenant_id.as_deref(),
             before: None,
-            after: Some(json!({"decision": decision, "comment": comment})),
+            after: Some(json!({"decision": decision, "comment": comment, "acknowledged": acknowledged})),
         },
     )
     .await?;

@@ -1,6 +1,7 @@
 //! What a new tenant or endpoint starts with, written in the transaction
 //! that creates its row: retry policy version 1 (disabled) and retention
-//! version 1 (the defaults, never under the scheme's redelivery horizon).
+//! version 1 (the defaults, never under the scheme's redelivery horizon nor
+//! its manual resend window).
 //! The operations that change these later (`retry_policy`,
 //! `retention`) build on this, not the other way round.
 
@@ -52,7 +53,7 @@ pub(crate) async fn retention_v1<C: ConnectionTrait>(
     retention_version::Entity::insert(retention_version::ActiveModel {
         endpoint_id: Set(endpoint_id.to_owned()),
         version: Set(1),
-        dedup_secs: Set(DEFAULT_DEDUP_SECS.max(h.horizon_secs)),
+        dedup_secs: Set(DEFAULT_DEDUP_SECS.max(h.horizon_secs).max(h.manual_resend_secs)),
         body_secs: Set(DEFAULT_BODY_SECS),
         horizon_secs: Set(h.horizon_secs),
         actor: Set(actor.name().to_owned()),

@@ -53,6 +53,11 @@ pub struct RetentionChange {
     pub body_secs: Option<i64>,
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::text::reason_schema))]
     pub reason: String,
+    /// Accept, on record, a dedup retention below the scheme's manual resend
+    /// window (otherwise 422 `below_manual_resend`): audited, and a
+    /// `retention_below_manual_resend` finding in every bundle while it lasts.
+    #[serde(default)]
+    pub accept_risk: bool,
 }
 
 /// Claims are kept at least for the horizon, itself at least
@@ -84,6 +89,8 @@ impl From<horizon::Model> for HorizonView {
             reason: h.reason,
             created_at: clock::rfc3339(h.created_at),
             source: h.source,
+            manual_resend_secs: h.manual_resend_secs,
+            manual_resend_source: h.manual_resend_source,
         }
     }
 }
@@ -185,9 +192,11 @@ pub async fn current_decisions<C: ConnectionTrait>(conn: &C) -> DomainResult<Has
 fn assemble(
     t: &tenant::Model,
     e: &endpoint::Model,
-    horizon_secs: i64,
+    horizon: Option<&horizon::Model>,
     rows: Vec<version::Model>,
 ) -> DomainResult<RetentionView> {
+    let horizon_secs = horizon.map_or(0, |h| h.horizon_secs);
+    let manual_resend_secs = horizon.map_or(0, |h| h.manual_resend_secs);
     let mut history = rows.into_iter().map(RetentionVersionView::from);
     let current = history.next().ok_or_else(|| {
         DomainError::conflict(
@@ -201,6 +210,8 @@ fn assemble(
         scheme: e.scheme.clone(),
         effective_dedup_secs: current.dedup_secs.max(horizon_secs),
         below_horizon: current.dedup_secs < horizon_secs,
+        below_manual_resend: current.dedup_secs < manual_resend_secs,
+        manual_resend_secs,
         horizon_secs,
         current,
         history: history.collect(),
@@ -217,7 +228,7 @@ pub async fn get(
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     let h = horizon_of(db, &e.scheme).await?;
-    let mut view = assemble(&t, &e, h.horizon_secs, history(db, &e.id).await?)?;
+    let mut view = assemble(&t, &e, Some(&h), history(db, &e.id).await?)?;
     // The history shown includes the current version at its head.
     view.history.insert(0, view.current.clone());
     Ok(view)
@@ -242,9 +253,8 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal) -> DomainR
     let mut endpoints_out = Vec::with_capacity(eps.len());
     for t in &tenants {
         for e in eps.iter().filter(|e| e.tenant_id == t.id) {
-            let h = horizons.get(&e.scheme).map_or(0, |h| h.horizon_secs);
             let rows = decisions.remove(&e.id).into_iter().collect();
-            endpoints_out.push(assemble(t, e, h, rows)?);
+            endpoints_out.push(assemble(t, e, horizons.get(&e.scheme), rows)?);
         }
     }
     let mut current: Vec<HorizonView> = horizons.into_values().map(HorizonView::from).collect();
@@ -279,6 +289,27 @@ fn check_dedup(dedup: i64, horizon: &horizon::Model) -> DomainResult<i64> {
         ));
     }
     Ok(dedup)
+}
+
+/// A dedup retention below the sender's manual resend window lets a person's
+/// resend of an older event apply twice: refused unless the risk is accepted.
+fn check_manual_resend(dedup: i64, horizon: &horizon::Model, accept_risk: bool) -> DomainResult<bool> {
+    let below = dedup < horizon.manual_resend_secs;
+    if below && !accept_risk {
+        return Err(DomainError::invalid(
+            "below_manual_resend",
+            format!(
+                "dedup retention {} is below the {} manual resend window of {} ({}): an event resent by hand \
+                 after its claim is purged would apply twice; pass accept_risk (CLI --accept-risk) to record \
+                 this decision anyway",
+                human(dedup),
+                horizon.scheme,
+                human(horizon.manual_resend_secs),
+                horizon.manual_resend_source.as_deref().unwrap_or("the sender's documentation")
+            ),
+        ));
+    }
+    Ok(below)
 }
 
 fn check_body(body: i64, dedup: i64) -> DomainResult<i64> {
@@ -324,6 +355,12 @@ pub async fn set(
         check_dedup(change.dedup_secs.or(before.as_ref().map(|b| b.dedup_secs)).unwrap_or(DEFAULT_DEDUP_SECS), &h)?;
     let body =
         check_body(change.body_secs.or(before.as_ref().map(|b| b.body_secs)).unwrap_or(DEFAULT_BODY_SECS), dedup)?;
+    // Only a dedup retention being set is checked: a body-only change leaves
+    // an older decision as it was (flagged in the evidence if below).
+    let accepted_risk = match change.dedup_secs {
+        Some(_) => check_manual_resend(dedup, &h, change.accept_risk)?,
+        None => false,
+    };
     let next = before.as_ref().map_or(1, |b| b.version + 1);
     let kept_before = effective_dedup_secs(&txn, &e.id, &e.scheme).await?;
     version::Entity::insert(version::ActiveModel {
@@ -356,6 +393,8 @@ pub async fn set(
                 "dedup_secs": dedup,
                 "body_secs": body,
                 "horizon_secs": h.horizon_secs,
+                "manual_resend_secs": h.manual_resend_secs,
+                "accepted_risk": accepted_risk,
                 "version": next,
                 "reason": reason,
             })),
@@ -418,6 +457,10 @@ pub async fn set_horizon(
         reason: reason.clone(),
         created_at: clock::now_ms(),
         source: None,
+        // A person changes the automatic window; the sender's manual one
+        // stays as recorded.
+        manual_resend_secs: before.manual_resend_secs,
+        manual_resend_source: before.manual_resend_source.clone(),
     };
     horizon::Entity::insert(horizon::ActiveModel::from(row.clone())).exec_without_returning(&txn).await.map_err(
         db::conflict_if_unique("concurrent_change", "the horizon was changed at the same moment; reload and try again"),

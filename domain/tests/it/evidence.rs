@@ -34,14 +34,14 @@ use crate::{
 
 /// Deliveries straight into an in-process receiver (the server tests drive
 /// the real binary over HTTP and kill a real child process).
-struct InProcess {
+pub(crate) struct InProcess {
     db: sea_orm::DatabaseConnection,
     vault: Arc<domain::vault::Vault>,
     r: Arc<Receiver>,
 }
 
 impl InProcess {
-    fn new(t: &TestDb) -> InProcess {
+    pub(crate) fn new(t: &TestDb) -> InProcess {
         InProcess {
             db: t.db.clone(),
             vault: t.vault.clone(),
@@ -99,7 +99,7 @@ impl Transport for InProcess {
 
 /// A transport whose every delivery fails the way a refused connection does,
 /// with the detail a real HTTP client gives (an internal URL, an OS error).
-struct Unreachable(DrillFaults);
+pub(crate) struct Unreachable(pub(crate) DrillFaults);
 
 const UNREACHABLE_DETAIL: &str = "error sending request for url (http://10.9.8.7:3000/hooks/_drill/drill): \
      client error (Connect): tcp connect error: Connection refused (os error 111)";
@@ -295,23 +295,24 @@ db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb
         digest: digest.into(),
         decision: decision.into(),
         comment: "reviewed the bundle".into(),
+        acknowledge: Vec::new(),
     };
     let never = "ab".repeat(32);
     assert_eq!(
-        signoff::sign_off(&t.db, &reviewer(), &new(&never, "approved")).await.unwrap_err().code(),
+        signoff::sign_off(&t.db, &t.vault, &reviewer(), &new(&never, "approved")).await.unwrap_err().code(),
         "unknown_digest"
     );
     assert!(matches!(
-        signoff::sign_off(&t.db, &user(Role::Oncall, None), &new(&b.digest, "approved")).await,
+        signoff::sign_off(&t.db, &t.vault, &user(Role::Oncall, None), &new(&b.digest, "approved")).await,
         Err(DomainError::Forbidden)
     ));
     assert_eq!(
-        signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "maybe")).await.unwrap_err().code(),
+        signoff::sign_off(&t.db, &t.vault, &reviewer(), &new(&b.digest, "maybe")).await.unwrap_err().code(),
         "invalid_decision"
     );
     let empty = NewSignoff { comment: "  ".into(), ..new(&b.digest, "approved") };
-    assert_eq!(signoff::sign_off(&t.db, &reviewer(), &empty).await.unwrap_err().code(), "comment_required");
-    let s = signoff::sign_off(&t.db, &reviewer(), &new(&b.digest, "approved")).await.unwrap();
+    assert_eq!(signoff::sign_off(&t.db, &t.vault, &reviewer(), &empty).await.unwrap_err().code(), "comment_required");
+    let s = signoff::sign_off(&t.db, &t.vault, &reviewer(), &new(&b.digest, "approved")).await.unwrap();
     assert_eq!((s.decision.as_str(), s.actor.as_str()), ("approved", "reviewer-user"));
     // Nothing changed yet; then the key is revoked.
     let same = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &b.evidence).await.unwrap();
@@ -345,8 +346,13 @@ db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
     let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap().bundle;
     assert!(matches!(export::stored(&t.db, &t.vault, &ca, &global.digest).await, Err(DomainError::NotFound)));
     // Clinic admins cannot sign off.
-    let s = NewSignoff { digest: own.digest.clone(), decision: "approved".into(), comment: "ok".into() };
-    assert!(matches!(signoff::sign_off(&t.db, &ca, &s).await, Err(DomainError::Forbidden)));
+    let s = NewSignoff {
+        digest: own.digest.clone(),
+        decision: "approved".into(),
+        comment: "ok".into(),
+        acknowledge: Vec::new(),
+    };
+    assert!(matches!(signoff::sign_off(&t.db, &t.vault, &ca, &s).await, Err(DomainError::Forbidden)));
     let _ = b;
 });
 
@@ -388,9 +394,15 @@ db_test!(unsigned_exports_beyond_the_newest_expire_and_signed_ones_stay, async |
     let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
     let own = export::export(&t.db, &t.vault, &reviewer(), Some("clinic-a"), Via::Api).await.unwrap().bundle;
     let first = export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle;
+    // Signed while it is the newest (only the newest can be signed off).
+    let approve = NewSignoff {
+        digest: first.digest.clone(),
+        decision: "approved".into(),
+        comment: "fine".into(),
+        acknowledge: Vec::new(),
+    };
+    signoff::sign_off(&t.db, &t.vault, &reviewer(), &approve).await.unwrap();
     let second = export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle;
-    let approve = NewSignoff { digest: first.digest.clone(), decision: "approved".into(), comment: "fine".into() };
-    signoff::sign_off(&t.db, &reviewer(), &approve).await.unwrap();
     let keep = export::KEEP_UNSIGNED as usize;
     let mut last = None;
     for _ in 0..keep {

@@ -27,8 +27,10 @@ use crate::{
     support::TestDb,
 };
 
+/// A change with the manual-resend risk accepted: these tests are about the
+/// automatic horizon (`manual_resend` tests the refusal).
 fn change(dedup: Option<i64>, body: Option<i64>, reason: &str) -> RetentionChange {
-    RetentionChange { dedup_secs: dedup, body_secs: body, reason: reason.into() }
+    RetentionChange { dedup_secs: dedup, body_secs: body, reason: reason.into(), accept_risk: true }
 }
 
 fn code(e: DomainError) -> &'static str {
@@ -39,7 +41,9 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     let a = tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
     let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
-    assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (1, 30 * DAY_SECS, 7 * DAY_SECS));
+    // 90 d: Svix's manual resend window (payloads kept 90 days) is longer
+    // than the 30-day default.
+    assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (1, 90 * DAY_SECS, 7 * DAY_SECS));
     assert_eq!(v.horizon_secs, 2 * DAY_SECS, "Svix's schedule spans about 27.6 h; the seeded horizon is 2 d");
     assert_eq!(v.current.actor, "admin-user", "the creator accepted the defaults");
 
@@ -127,11 +131,12 @@ db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
     let h = retention::set_horizon(&t.db, &admin(), "standard-webhooks", 3 * DAY_SECS, "provider retries longer now")
         .await
         .unwrap();
-    assert_eq!((h.version, h.horizon_secs), (3, 3 * DAY_SECS));
+    assert_eq!((h.version, h.horizon_secs), (4, 3 * DAY_SECS));
+    assert_eq!(h.manual_resend_secs, 90 * DAY_SECS, "a person's change keeps the sender's manual window");
     let o = retention::overview(&t.db, &reviewer()).await.unwrap();
     let sw = o.horizons.iter().find(|h| h.scheme == "standard-webhooks").unwrap();
-    assert_eq!((sw.version, sw.horizon_secs), (3, 3 * DAY_SECS));
-    assert_eq!(o.horizon_history.iter().filter(|h| h.scheme == "standard-webhooks").count(), 3);
+    assert_eq!((sw.version, sw.horizon_secs), (4, 3 * DAY_SECS));
+    assert_eq!(o.horizon_history.iter().filter(|h| h.scheme == "standard-webhooks").count(), 4);
     assert_eq!(o.endpoints.len(), 1);
     assert_eq!(o.endpoints[0].effective_dedup_secs, 5 * DAY_SECS);
     // Now the floor is 3 days.
@@ -291,8 +296,10 @@ db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
 db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
     let s = Arc::new(setup(t, Scheme::StandardWebhooks, None).await);
     let ep = endpoint::Entity::find().filter(endpoint::Column::Slug.eq("hooks")).one(&t.db).await.unwrap().unwrap();
+    // Past the default retention (90 d for Standard Webhooks: Svix's manual
+    // resend window).
     for i in 0..600 {
-        old_claim(t, &ep.tenant_id, &ep.id, &format!("old-{i}"), 31 * DAY_SECS).await;
+        old_claim(t, &ep.tenant_id, &ep.id, &format!("old-{i}"), 91 * DAY_SECS).await;
     }
     let purger = {
         let db = t.db.clone();
@@ -372,6 +379,8 @@ db_test!(seeded_horizons_name_their_source_and_short_decisions_are_flagged, asyn
         reason: Set("a later schedule".into()),
         created_at: Set(clock::now_ms()),
         source: Set(Some("test".into())),
+        manual_resend_secs: Set(sw.manual_resend_secs),
+        manual_resend_source: Set(sw.manual_resend_source.clone()),
     })
     .exec_without_returning(&t.db)
     .await
@@ -380,4 +389,67 @@ db_test!(seeded_horizons_name_their_source_and_short_decisions_are_flagged, asyn
     assert!(v.below_horizon);
     assert_eq!(v.current.dedup_secs, 2 * DAY_SECS, "not changed silently");
     assert_eq!(v.effective_dedup_secs, 3 * DAY_SECS, "the purge keeps claims for the horizon meanwhile");
+});
+
+// Each scheme's horizon records its automatic retry window and its manual
+// resend window, with their sources; a dedup retention below the manual
+// window is refused unless the risk is accepted, which is audited and a
+// `retention_below_manual_resend` finding until the retention is raised.
+db_test!(a_retention_below_the_manual_resend_window_needs_the_risk_accepted, async |t: &TestDb| {
+    let o = retention::overview(&t.db, &admin()).await.unwrap();
+    let window = |s: &str| {
+        let h = o.horizons.iter().find(|h| h.scheme == s).unwrap();
+        (h.horizon_secs, h.manual_resend_secs, h.manual_resend_source.clone().unwrap_or_default())
+    };
+    let (auto, manual, source) = window("stripe");
+    assert_eq!((auto, manual), (4 * DAY_SECS, 30 * DAY_SECS));
+    assert!(source.contains("last 30 days") && source.contains("docs.stripe.com"), "{source}");
+    let (auto, manual, source) = window("github");
+    assert_eq!((auto, manual), (4 * DAY_SECS, 3 * DAY_SECS));
+    assert!(source.contains("past 3 days") && source.contains("docs.github.com"), "{source}");
+    let (auto, manual, source) = window("standard-webhooks");
+    assert_eq!((auto, manual), (2 * DAY_SECS, 90 * DAY_SECS));
+    assert!(source.contains("docs.svix.com/retries") && source.contains("90 days"), "{source}");
+
+    tenant(t, "clinic-a").await;
+    endpoint(t, "clinic-a", "reminders", None).await;
+    let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
+    assert_eq!(
+        (v.current.dedup_secs, v.manual_resend_secs, v.below_manual_resend),
+        (90 * DAY_SECS, 90 * DAY_SECS, false)
+    );
+    let findings = || async {
+        let e = domain::evidence::bundle::collect(&t.db, &t.vault, &reviewer(), None).await.unwrap();
+        e.findings
+            .into_iter()
+            .filter(|f| f.id == "retention_below_manual_resend")
+            .map(|f| (f.severity, f.subject))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(findings().await, []);
+
+    let unaccepted = RetentionChange { accept_risk: false, ..change(Some(30 * DAY_SECS), None, "shorter") };
+    let err = retention::set(&t.db, &admin(), "clinic-a", "reminders", &unaccepted).await.unwrap_err();
+    assert_eq!(err.code(), "below_manual_resend");
+    assert!(err.public_message().contains("90 d") && err.public_message().contains("accept_risk"), "{err:?}");
+    assert_eq!(retention_version::Entity::find().count(&t.db).await.unwrap(), 1, "nothing recorded");
+
+    let accepted =
+        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(30 * DAY_SECS), None, "minimise"))
+            .await
+            .unwrap();
+    assert!(accepted.below_manual_resend);
+    assert_eq!(findings().await, [("warning".to_owned(), "clinic-a/reminders".to_owned())]);
+    let audited = audit_entries(t, "retention.set").await;
+    assert_eq!(audited.last().unwrap().1["accepted_risk"], json!(true));
+    assert_eq!(audited.last().unwrap().1["manual_resend_secs"], json!(90 * DAY_SECS));
+    // A body-only change leaves the accepted decision as it is.
+    let body_only = RetentionChange { accept_risk: false, ..change(None, Some(DAY_SECS), "fewer bodies") };
+    retention::set(&t.db, &admin(), "clinic-a", "reminders", &body_only).await.unwrap();
+
+    let raised = RetentionChange { accept_risk: false, ..change(Some(90 * DAY_SECS), None, "cover manual resends") };
+    let v = retention::set(&t.db, &admin(), "clinic-a", "reminders", &raised).await.unwrap();
+    assert!(!v.below_manual_resend);
+    assert_eq!(findings().await, []);
+    assert_eq!(audit_entries(t, "retention.set").await.last().unwrap().1["accepted_risk"], json!(false));
 });

@@ -362,6 +362,12 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
                 "\tBELOW HORIZON: decided {}, raise it (the purge keeps claims for the horizon meanwhile)",
                 human(v.current.dedup_secs)
             )
+        } else if v.below_manual_resend {
+            format!(
+                "\tBELOW MANUAL RESEND: decided {} against a manual resend window of {} (risk accepted)",
+                human(v.current.dedup_secs),
+                human(v.manual_resend_secs)
+            )
         } else {
             String::new()
         };
@@ -405,8 +411,13 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
                     .iter()
                     .map(|h| {
                         let source = h.source.as_deref().map(|s| format!("\tsource: {s}")).unwrap_or_default();
+                        let manual = h
+                            .manual_resend_source
+                            .as_deref()
+                            .map(|s| format!("\tmanual resend {} (source: {s})", human(h.manual_resend_secs)))
+                            .unwrap_or_default();
                         format!(
-                            "horizon {}\t{}\tv{} by {}: {}{source}",
+                            "horizon {}\t{}\tv{} by {}: {}{source}{manual}",
                             h.scheme,
                             human(h.horizon_secs),
                             h.version,
@@ -422,11 +433,12 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
         RetentionCmd::Show { .. } => {
             return Err(CliError::new("usage", "give both <tenant> and <endpoint>, or neither for the overview"));
         }
-        RetentionCmd::Set { tenant, endpoint, dedup, body, reason } => {
+        RetentionCmd::Set { tenant, endpoint, dedup, body, reason, accept_risk } => {
             let change = RetentionChange {
                 dedup_secs: dedup.as_deref().map(parse_duration).transpose()?,
                 body_secs: body.as_deref().map(parse_duration).transpose()?,
                 reason,
+                accept_risk,
             };
             let v = retention::set(db, p, &tenant, &endpoint, &change).await?;
             emit(json, &v, || line(&v));

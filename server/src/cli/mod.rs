@@ -391,6 +391,10 @@ pub enum RetentionCmd {
         body: Option<String>,
         #[arg(long)]
         reason: String,
+        /// Record a dedup retention below the scheme's manual resend window
+        /// (audited; a finding in every evidence bundle while it lasts).
+        #[arg(long)]
+        accept_risk: bool,
     },
     /// Change a scheme's redelivery horizon (the floor for dedup retention).
     Horizon {

@@ -410,7 +410,7 @@ fn server_fn_cases() -> Vec<Case> {
                     "/fn/set_retention",
                     vec![
                         ("target", "clinic-a/hooks".into()),
-                        ("dedup", "30d".into()),
+                        ("dedup", "90d".into()),
                         ("body", "".into()),
                         ("reason", "matrix".into()),
                     ],
@@ -872,7 +872,7 @@ fn api_cases() -> Vec<Case> {
                 json_req(
                     M::PUT,
                     "/api/v1/tenants/clinic-a/endpoints/hooks/retention".into(),
-                    json!({"dedup_secs": 2_592_000, "reason": "matrix"}),
+                    json!({"dedup_secs": 7_776_000, "reason": "matrix"}),
                 )
             },
         },

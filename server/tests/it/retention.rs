@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, Statement};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{both_engines, support::Install};
 
@@ -44,7 +44,7 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
 
     let overview = i.cli_json(&["retention", "show"]);
     assert_eq!(overview["horizons"].as_array().unwrap().len(), 3);
-    assert_eq!(overview["endpoints"][0]["current"]["dedup_secs"], 30 * 86_400);
+    assert_eq!(overview["endpoints"][0]["current"]["dedup_secs"], 90 * 86_400, "the manual resend window");
 
     let below = i.cli(&["retention", "set", "clinic-a", "hooks", "--dedup", "12h", "--reason", "shorter"], "");
     assert!(!below.status.success());
@@ -64,6 +64,7 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
         "1d",
         "--reason",
         "data minimisation",
+        "--accept-risk",
     ]);
     assert_eq!((v["current"]["version"].as_i64(), v["current"]["actor"].as_str()), (Some(2), Some("cli")));
     let refused = i.cli(&["retention", "horizon", "standard-webhooks", "3d", "--reason", "longer retries"], "");
@@ -147,6 +148,7 @@ both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell,
         "1d",
         "--reason",
         "at the horizon",
+        "--accept-risk",
     ]);
     let text = |args: &[&str]| String::from_utf8_lossy(&i.cli(args, "").stdout).into_owned();
     assert!(!text(&["retention", "show"]).contains("BELOW HORIZON"));
@@ -210,4 +212,58 @@ both_engines!(short_decisions_are_flagged_and_event_keys_are_set_from_the_shell,
     assert_eq!(removed["history"].as_array().unwrap().len(), 2);
     let audit = i.cli(&["audit", "verify"], "");
     assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stderr));
+});
+
+// Retention below a scheme's manual resend window: the CLI exits 1 and the
+// API answers 422 `below_manual_resend` unless the risk is accepted
+// (`--accept-risk`, `accept_risk: true`); each horizon shows both windows
+// with their sources; an accepted risk is a finding in the bundle.
+both_engines!(retention_below_a_manual_resend_window_needs_the_risk_accepted, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    i.cli_json(&["endpoint", "create", "clinic-a", "pay", "--scheme", "stripe"]);
+    let shown = String::from_utf8_lossy(&i.cli(&["retention", "show"], "").stdout).into_owned();
+    assert!(shown.contains("manual resend 30 d (source: Stripe"), "{shown}");
+    let overview = i.cli_json(&["retention", "show"]);
+    assert_eq!(overview["endpoints"][0]["current"]["dedup_secs"], 30 * 86_400);
+
+    let refused = i.cli(&["retention", "set", "clinic-a", "pay", "--dedup", "7d", "--reason", "shorter"], "");
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("below the stripe manual resend window of 30 d") && err.contains("--accept-risk"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let v = i.cli_json(&["retention", "set", "clinic-a", "pay", "--dedup", "7d", "--reason", "x", "--accept-risk"]);
+    assert_eq!(v["below_manual_resend"], true);
+
+    let admin =
+        i.cli_json(&["token", "create", "--name", "ops", "--role", "admin"])["token"].as_str().unwrap().to_owned();
+    let s = i.serve();
+    let api = reqwest::Client::new();
+    let url = s.url("/api/v1/tenants/clinic-a/endpoints/pay/retention");
+    let put = |body: Value| api.put(url.clone()).bearer_auth(&admin).json(&body).send();
+    let res = put(json!({"dedup_secs": 10 * 86_400, "reason": "shorter"})).await.unwrap();
+    assert_eq!(res.status(), 422);
+    assert_eq!(res.json::<Value>().await.unwrap()["error"], "below_manual_resend");
+    let res = put(json!({"dedup_secs": 10 * 86_400, "reason": "agreed", "accept_risk": true})).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(
+        (body["below_manual_resend"].as_bool(), body["manual_resend_secs"].as_i64()),
+        (Some(true), Some(30 * 86_400))
+    );
+    let export = api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&admin).send().await.unwrap();
+    let bundle: Value = export.json().await.unwrap();
+    let findings = bundle["evidence"]["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["id"] == "retention_below_manual_resend"
+            && f["severity"] == "warning"
+            && f["subject"] == "clinic-a/pay"),
+        "{findings:?}"
+    );
+    let stripe = bundle["evidence"]["retention"]["horizons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["scheme"] == "stripe")
+        .cloned();
+    assert_eq!(stripe.unwrap()["manual_resend_secs"], 30 * 86_400);
 });

@@ -206,7 +206,15 @@ pub async fn list_exports(
     post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
     responses(
         (status = 201, body = SignoffView),
-        (status = 422, body = ErrorBody, description = "unknown digest, bad decision or missing comment"),
+        (status = 409, body = ErrorBody,
+         description = "`stale_bundle`: a newer bundle of the scope exists (only the newest can be signed off); \
+                        `already_signed`: this reviewer signed this bundle before; `bundle_tampered`: the stored \
+                        bundle fails its digest or signature check"),
+        (status = 422, body = ErrorBody,
+         description = "unknown digest, bad decision or missing comment; `unacknowledged_findings`: an approval \
+                        leaves critical findings (named) without an acknowledgement; `unknown_finding`: an \
+                        acknowledgement names a finding id the bundle does not carry; \
+                        `acknowledgement_comment_required`: an acknowledgement without a comment"),
     ),
 )]
 pub async fn sign_off(
@@ -215,7 +223,7 @@ pub async fn sign_off(
     _: NoQuery,
     ApiJson(body): ApiJson<NewSignoff>,
 ) -> Result<(StatusCode, Json<SignoffView>), ApiError> {
-    Ok((StatusCode::CREATED, Json(signoff::sign_off(&st.db, &p, &body).await?)))
+    Ok((StatusCode::CREATED, Json(signoff::sign_off(&st.db, &st.vault, &p, &body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),

@@ -40,7 +40,9 @@ pub async fn get_retention(
     responses(
         (status = 200, body = RetentionView),
         (status = 422, body = ErrorBody,
-            description = "below the redelivery horizon, or a body kept longer than its claim"),
+            description = "below the redelivery horizon (`below_redelivery_horizon`), below the scheme's manual \
+                           resend window without `accept_risk: true` (`below_manual_resend`), or a body kept \
+                           longer than its claim"),
     ),
 )]
 pub async fn set_retention(

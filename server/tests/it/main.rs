@@ -20,3 +20,4 @@ mod secrecy;
 mod send_tls;
 mod sessions;
 mod startup;
+mod systemd;

@@ -35,6 +35,11 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let listener =
         tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    // Before any background work starts: an instance whose metrics port is
+    // taken stops here, having done nothing.
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| metrics_bind_error(args.metrics_addr, &e))?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.addr));
     // Test fault points (debug builds only), read once and passed down.
     let faults = domain::receiver::faults::Faults::from_env();
@@ -149,9 +154,6 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
         hooks_in_flight: args.max_in_flight as usize,
     };
-    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_addr)
-        .await
-        .map_err(|e| format!("cannot listen for /metrics on {}: {e}", args.metrics_addr))?;
     let metrics_local = metrics_listener.local_addr().map_err(|e| e.to_string())?;
     let metrics_router = crate::http::metrics_router(&hooks);
     let router = crate::http::router(state, hooks, limits);
@@ -267,6 +269,20 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// Why `/metrics` cannot be served, naming the setting to change: a second
+/// instance on one host (or `make bench` beside `make run`) needs its own
+/// metrics port.
+fn metrics_bind_error(addr: SocketAddr, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "cannot listen for /metrics on {addr}: the port is taken (another Signet instance?); \
+             give this one its own with SIGNET_METRICS_ADDR (--metrics-addr), e.g. 127.0.0.1:0 for any free port"
+        )
+    } else {
+        format!("cannot listen for /metrics on {addr} (SIGNET_METRICS_ADDR): {e}")
+    }
 }
 
 /// The URL without credentials, for the log.

@@ -286,7 +286,7 @@ fn metrics_bind_error(addr: SocketAddr, e: &std::io::Error) -> String {
 }
 
 /// The URL without credentials, for the log.
-fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}://…@{}", &url[..s], &url[at + 1..]),
         _ => url.to_owned(),

@@ -6,6 +6,7 @@ mod support;
 mod alerts;
 mod bulk_release;
 mod cli;
+mod config_check;
 mod dashboard;
 mod drills;
 mod evidence;

@@ -94,6 +94,7 @@ pub async fn check(db: &DbArgs, serve: &ServeArgs) -> Report {
         ("request_timeout_secs", serve.request_timeout_secs.to_string()),
         ("max_connections", serve.max_connections.to_string()),
         ("max_in_flight", serve.max_in_flight.to_string()),
+        ("shutdown_timeout_secs", serve.shutdown_timeout_secs.to_string()),
         ("max_inflight_body_bytes", serve.max_inflight_body_bytes.to_string()),
         ("outbox_poll_ms", serve.outbox_poll_ms.to_string()),
         ("outbox_max_attempts", serve.outbox_max_attempts.to_string()),

@@ -166,19 +166,46 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         header_read: Duration::from_secs(args.header_timeout_secs),
         max_connections: args.max_connections as usize,
     };
-    let metrics_server =
-        tokio::spawn(crate::listen::serve(metrics_listener, metrics_router, conn_limits, std::future::pending()));
-    crate::listen::serve(listener, router, conn_limits, shutdown_signal()).await;
+    let timeout = Duration::from_secs(args.shutdown_timeout_secs);
+    let metrics_server = tokio::spawn(crate::listen::serve(
+        metrics_listener,
+        metrics_router,
+        conn_limits,
+        timeout,
+        std::future::pending(),
+    ));
+    let signalled = Arc::new(std::sync::OnceLock::new());
+    let shutdown = {
+        let signalled = signalled.clone();
+        async move {
+            shutdown_signal().await;
+            let _ = signalled.set(tokio::time::Instant::now());
+        }
+    };
+    // Requests in flight get most of the budget. Each webhook waits for its
+    // claim's commit (a group-commit batch answers every member), so once
+    // they are answered the claim batch is flushed; the rest of the budget is
+    // for the background work's safe point and the last telemetry flush.
+    crate::listen::serve(listener, router, conn_limits, timeout * 4 / 5, shutdown).await;
+    let deadline = signalled.get().copied().unwrap_or_else(tokio::time::Instant::now) + timeout;
     metrics_server.abort();
+    // Their database work is transactional: stopped at an await, a
+    // transaction rolls back whole.
     background.abort();
     anchors.abort();
     flusher.abort();
-    worker.stop().await;
-    if let Some(p) = purger {
-        p.stop().await;
-    }
-    if let Err(e) = telemetry.flush(&db).await {
-        tracing::error!(error = %e, "final telemetry flush failed");
+    let safe_point = async {
+        // Each finishes the intent or purge batch it is on, then stops.
+        worker.stop().await;
+        if let Some(p) = purger {
+            p.stop().await;
+        }
+        if let Err(e) = telemetry.flush(&db).await {
+            tracing::error!(error = %e, "final telemetry flush failed");
+        }
+    };
+    if tokio::time::timeout_at(deadline, safe_point).await.is_err() {
+        tracing::warn!("SIGNET_SHUTDOWN_TIMEOUT_SECS reached before the background work stopped; exiting");
     }
     db.close().await.ok();
     tracing::info!("signet stopped");

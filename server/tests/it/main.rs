@@ -8,6 +8,7 @@ mod bulk_release;
 mod cli;
 mod config_check;
 mod dashboard;
+mod drain;
 mod drills;
 mod evidence;
 mod hooks;

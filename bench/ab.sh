@@ -39,11 +39,15 @@ start() {
   $bin tenant create bench >/dev/null
   $bin endpoint create bench hooks --scheme standard-webhooks >/dev/null
   secret=$($bin --json key provision bench hooks --approve-as bench | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
-  # Both servers run at once: each its own metrics listener too.
-  SIGNET_ADDR=127.0.0.1:$port SIGNET_METRICS_ADDR=127.0.0.1:$((port + 100)) $bin serve >/dev/null 2>"$data/server.log" &
+  # Both servers run at once: each its own metrics listener too (any free port).
+  SIGNET_ADDR=127.0.0.1:$port SIGNET_METRICS_ADDR=127.0.0.1:0 $bin serve >/dev/null 2>"$data/server.log" &
   pids+=($!)
   for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null || { echo "$bin did not start; see $data/server.log" >&2; exit 1; }
+  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null || {
+    echo "$bin did not come up on port $port; its log:" >&2
+    cat "$data/server.log" >&2
+    exit 1
+  }
   unset SIGNET_DATA_DIR DATABASE_URL
 }
 load() { # SECRET PORT: verified events/s of one run

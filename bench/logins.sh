@@ -36,6 +36,11 @@ printf '%s' "$PASSWORD" | $BIN user create bench-user --role oncall >/dev/null
 SIGNET_ADDR=127.0.0.1:$PORT SIGNET_METRICS_ADDR=127.0.0.1:0 $BIN serve >/dev/null 2>"$data/server.log" &
 server=$!
 for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
+curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || {
+  echo "signet serve did not come up on port $PORT; its log:" >&2
+  cat "$data/server.log" >&2
+  exit 1
+}
 
 run() {
   LOADGEN_SECRET=$secret target/release/loadgen --url "http://127.0.0.1:$PORT/hooks/bench/hooks" --concurrency 16 --seconds "$SECS" --rate "$RATE"

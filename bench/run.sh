@@ -33,9 +33,15 @@ start_server() {
   $BIN tenant create bench >/dev/null
   $BIN endpoint create bench hooks --scheme standard-webhooks >/dev/null
   secret=$($BIN --json key provision bench hooks --approve-as bench | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
-  SIGNET_ADDR=127.0.0.1:$PORT "$@" $BIN serve >/dev/null 2>"$data/server.log" &
+  # Metrics on any free port: a `make run` beside it keeps 9464.
+  SIGNET_ADDR=127.0.0.1:$PORT SIGNET_METRICS_ADDR=127.0.0.1:0 "$@" $BIN serve >/dev/null 2>"$data/server.log" &
   server=$!
   for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
+  curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || {
+    echo "signet serve did not come up on port $PORT; its log:" >&2
+    cat "$data/server.log" >&2
+    exit 1
+  }
 }
 stop_server() {
   kill "$server"; wait "$server" 2>/dev/null || true

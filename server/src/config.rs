@@ -141,6 +141,16 @@ pub struct ServeArgs {
     /// public address.
     #[arg(long, env = "SIGNET_METRICS_ADDR", default_value = "127.0.0.1:9464")]
     pub metrics_addr: SocketAddr,
+    /// On SIGTERM / SIGINT: stop accepting, let requests in flight finish and
+    /// the background work reach a safe point, and exit within this many
+    /// seconds.
+    #[arg(
+        long,
+        env = "SIGNET_SHUTDOWN_TIMEOUT_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub shutdown_timeout_secs: u64,
     /// Webhook deliveries being processed at once at most; beyond it `/hooks`
     /// answers 503 with `Retry-After` at once instead of queueing.
     #[arg(

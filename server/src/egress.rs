@@ -166,6 +166,14 @@ impl FromStr for RelayAllow {
     }
 }
 
+/// The ranges, comma-separated, as `signet config check` prints them.
+impl fmt::Display for RelayAllow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
 impl RelayAllow {
     fn permits(&self, ip: IpAddr) -> bool {
         let canonical = ip.to_canonical();

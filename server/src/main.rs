@@ -6,6 +6,7 @@
 mod anchor;
 mod cli;
 mod config;
+mod config_check;
 mod drills;
 mod egress;
 mod http;

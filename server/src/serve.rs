@@ -39,6 +39,11 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let listener =
         tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    // Before any background work starts: an instance whose metrics port is
+    // taken stops here, having done nothing.
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| metrics_bind_error(args.metrics_addr, &e))?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.addr));
     // Test fault points (debug builds only), read once and passed down.
     let faults = domain::receiver::faults::Faults::from_env();
@@ -153,9 +158,6 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
         hooks_in_flight: args.max_in_flight as usize,
     };
-    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_addr)
-        .await
-        .map_err(|e| format!("cannot listen for /metrics on {}: {e}", args.metrics_addr))?;
     let metrics_local = metrics_listener.local_addr().map_err(|e| e.to_string())?;
     let metrics_router = crate::http::metrics_router(&hooks);
     let router = crate::http::router(state, hooks, limits);
@@ -168,19 +170,46 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         header_read: Duration::from_secs(args.header_timeout_secs),
         max_connections: args.max_connections as usize,
     };
-    let metrics_server =
-        tokio::spawn(crate::listen::serve(metrics_listener, metrics_router, conn_limits, std::future::pending()));
-    crate::listen::serve(listener, router, conn_limits, shutdown_signal()).await;
+    let timeout = Duration::from_secs(args.shutdown_timeout_secs);
+    let metrics_server = tokio::spawn(crate::listen::serve(
+        metrics_listener,
+        metrics_router,
+        conn_limits,
+        timeout,
+        std::future::pending(),
+    ));
+    let signalled = Arc::new(std::sync::OnceLock::new());
+    let shutdown = {
+        let signalled = signalled.clone();
+        async move {
+            shutdown_signal().await;
+            let _ = signalled.set(tokio::time::Instant::now());
+        }
+    };
+    // Requests in flight get most of the budget. Each webhook waits for its
+    // claim's commit (a group-commit batch answers every member), so once
+    // they are answered the claim batch is flushed; the rest of the budget is
+    // for the background work's safe point and the last telemetry flush.
+    crate::listen::serve(listener, router, conn_limits, timeout * 4 / 5, shutdown).await;
+    let deadline = signalled.get().copied().unwrap_or_else(tokio::time::Instant::now) + timeout;
     metrics_server.abort();
+    // Their database work is transactional: stopped at an await, a
+    // transaction rolls back whole.
     background.abort();
     anchors.abort();
     flusher.abort();
-    worker.stop().await;
-    if let Some(p) = purger {
-        p.stop().await;
-    }
-    if let Err(e) = telemetry.flush(&db).await {
-        tracing::error!(error = %e, "final telemetry flush failed");
+    let safe_point = async {
+        // Each finishes the intent or purge batch it is on, then stops.
+        worker.stop().await;
+        if let Some(p) = purger {
+            p.stop().await;
+        }
+        if let Err(e) = telemetry.flush(&db).await {
+            tracing::error!(error = %e, "final telemetry flush failed");
+        }
+    };
+    if tokio::time::timeout_at(deadline, safe_point).await.is_err() {
+        tracing::warn!("SIGNET_SHUTDOWN_TIMEOUT_SECS reached before the background work stopped; exiting");
     }
     db.close().await.ok();
     tracing::info!("signet stopped");
@@ -273,8 +302,22 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
+/// Why `/metrics` cannot be served, naming the setting to change: a second
+/// instance on one host (or `make bench` beside `make run`) needs its own
+/// metrics port.
+fn metrics_bind_error(addr: SocketAddr, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "cannot listen for /metrics on {addr}: the port is taken (another Signet instance?); \
+             give this one its own with SIGNET_METRICS_ADDR (--metrics-addr), e.g. 127.0.0.1:0 for any free port"
+        )
+    } else {
+        format!("cannot listen for /metrics on {addr} (SIGNET_METRICS_ADDR): {e}")
+    }
+}
+
 /// The URL without credentials, for the log.
-fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}://…@{}", &url[..s], &url[at + 1..]),
         _ => url.to_owned(),

@@ -74,7 +74,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Drill(cmd) => super::evidence::drill(json, &cli.db, &db, vault, p, cmd).await?,
         Command::Evidence(cmd) => super::evidence::evidence(json, &cli.db, &db, vault, p, cmd).await?,
         Command::Audit(cmd) => super::evidence::audit(json, &db, vault, cmd).await?,
-        Command::Serve(_) | Command::Send { .. } => {}
+        Command::Serve(_) | Command::Send { .. } | Command::Config(_) => {}
         Command::Migrate => emit(json, &json!({"migrated": true}), || "migrations are up to date".into()),
         Command::Tenant(TenantCmd::Create { tenant, name, notify_url }) => {
             let t = tenants::create(&db, p, NewTenant { slug: tenant, name, notify_url }).await?;

@@ -35,6 +35,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run database migrations and exit.
     Migrate,
+    /// The configuration `serve` would run with.
+    #[command(subcommand)]
+    Config(ConfigCmd),
     /// Tenants (clinics).
     #[command(subcommand)]
     Tenant(TenantCmd),
@@ -105,6 +108,15 @@ pub enum Command {
         #[arg(long)]
         ca_cert: Option<std::path::PathBuf>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Print the effective configuration (no secrets) and one line per
+    /// problem: an unreachable database, a master key file others can read,
+    /// metrics on the public address, plain http on a non-loopback bind.
+    /// Exit 0 when good, 1 otherwise. Takes `serve`'s settings.
+    Check(ServeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -420,6 +432,10 @@ impl Cli {
 
 pub async fn run(cli: Cli) -> ExitCode {
     let json = cli.json;
+    // Its own exit code and output: a problem is a finding, not an error.
+    if let Some(Command::Config(ConfigCmd::Check(args))) = &cli.command {
+        return crate::config_check::run(json, &cli.db, args).await;
+    }
     match commands::dispatch(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -97,3 +97,29 @@ fn a_bad_trusted_proxy_block_refuses_to_start() {
         }
     }
 }
+
+/// Item 25.5: a second instance whose metrics port is taken refuses to start,
+/// and its error says the port is taken and names `SIGNET_METRICS_ADDR`.
+#[test]
+fn a_taken_metrics_port_refuses_to_start_naming_signet_metrics_addr() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(crate::support::BIN)
+        .env_clear()
+        .env("SIGNET_DATA_DIR", dir.path())
+        .env("SIGNET_ADDR", "127.0.0.1:0")
+        .env("SIGNET_METRICS_ADDR", &addr)
+        .env("SIGNET_LOG", "warn")
+        .arg("serve")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started although {addr} is taken: {err}");
+    let line = err.lines().find(|l| l.contains("/metrics")).unwrap_or_else(|| panic!("no /metrics error: {err}"));
+    assert!(line.contains(&addr) && line.contains("the port is taken"), "{line}");
+    assert!(line.contains("SIGNET_METRICS_ADDR"), "{line}");
+    // It stopped before anything else: no setup link, no listening line.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+    drop(taken);
+}

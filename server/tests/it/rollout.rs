@@ -46,3 +46,24 @@ both_engines!(enabling_retries_over_the_api_follows_the_rollout_order, async |i:
     let v: Value = ok.json().await.unwrap();
     assert_eq!((v["policy"].as_str(), v["version"].as_i64()), (Some("enabled"), Some(3)), "{v}");
 });
+
+// The setting is validated (1–90 days) and the CLI reads it.
+both_engines!(the_drill_age_setting_is_validated_and_read_by_the_cli, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let set = |age: &str| {
+        i.command()
+            .env("SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS", age)
+            .args(["retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "cohort 1"])
+            .output()
+            .unwrap()
+    };
+    for bad in ["0", "91", "week"] {
+        let out = set(bad);
+        assert!(!out.status.success(), "{bad} was accepted");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("rollout-drill-max-age-days"), "{bad}");
+    }
+    let out = set("30");
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("in the last 30 days"), "{said}");
+});

@@ -70,6 +70,9 @@ pub struct SharedState {
     pub redaction: Arc<domain::quarantine::redact::Redaction>,
     /// When a silent bulk-release runner counts as interrupted.
     pub bulk_stale_ms: i64,
+    /// How recent a passing drill run must be to enable retries
+    /// (`SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS`).
+    pub rollout_drill_max_age_days: u32,
     /// Test fault points (`SIGNET_FAULTS`, debug builds), read once at start.
     pub faults: domain::receiver::faults::Faults,
     /// Runs started drill runs in the background (the server owns how
@@ -80,6 +83,13 @@ pub struct SharedState {
     /// Reverse proxies whose forwarding headers name the client
     /// (`SIGNET_TRUSTED_PROXIES`).
     pub trusted_proxies: Arc<client_addr::TrustedProxies>,
+}
+
+impl SharedState {
+    /// What the rollout gate needs from this process.
+    pub fn rollout(&self) -> domain::rollout::Rollout<'_> {
+        domain::rollout::Rollout { vault: &self.vault, drill_max_age_days: self.rollout_drill_max_age_days }
+    }
 }
 
 /// What is shown once, right after the POST that produced it: a new key's

@@ -21,6 +21,7 @@ pub mod receiver;
 pub mod registry;
 pub mod retention;
 pub mod retry_policy;
+pub mod rollout;
 #[cfg(feature = "openapi")]
 pub mod schema;
 pub mod service_keys;

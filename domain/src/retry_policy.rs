@@ -9,8 +9,9 @@
 //!
 //! Seed 000's rollout order: deploy the claim with delivery retries off, run
 //! the drills, then enable retries for a small cohort. So a new tenant
-//! starts `disabled`, and the console's cohort form shows the latest drill
-//! run beside the tenants it would move.
+//! starts `disabled`, the console's cohort form shows the latest drill
+//! run beside the tenants it would move, and enabling is refused until the
+//! order is met ([`crate::rollout`]).
 
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, sea_query::Expr,
@@ -24,6 +25,7 @@ use crate::{
     entity::{retry_policy_version as version, tenant},
     error::{DomainError, DomainResult},
     registry::tenants,
+    rollout::{self, Rollout},
     text::require_reason,
 };
 
@@ -141,15 +143,17 @@ async fn append<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Sets one tenant's policy.
+/// Sets one tenant's policy. Enabling passes the rollout gate
+/// ([`rollout::check`]); disabling never waits for it.
 pub async fn set(
     db: &DatabaseConnection,
+    gate: &Rollout<'_>,
     principal: &Principal,
     tenant_slug: &str,
     policy: &str,
     reason: &str,
 ) -> DomainResult<RetryPolicyView> {
-    set_cohort(db, principal, &[tenant_slug.to_owned()], policy, reason).await?;
+    set_cohort(db, gate, principal, &[tenant_slug.to_owned()], policy, reason).await?;
     get(db, principal, tenant_slug).await
 }
 
@@ -158,6 +162,7 @@ pub async fn set(
 /// a version, so the decision is on record).
 pub async fn set_cohort(
     db: &DatabaseConnection,
+    gate: &Rollout<'_>,
     principal: &Principal,
     tenant_slugs: &[String],
     policy: &str,
@@ -167,6 +172,16 @@ pub async fn set_cohort(
     let reason = require_reason(reason)?;
     if tenant_slugs.is_empty() {
         return Err(DomainError::invalid("no_tenants", "choose at least one tenant"));
+    }
+    if policy == ENABLED {
+        // Authorized first, so a refused caller learns nothing of the gate.
+        let mut cohort = Vec::with_capacity(tenant_slugs.len());
+        for slug in tenant_slugs {
+            let t = tenants::find(db, principal, slug).await?;
+            principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;
+            cohort.push(t);
+        }
+        rollout::check(db, gate, &cohort).await?;
     }
     let txn = db::begin_write(db).await?;
     for slug in tenant_slugs {
@@ -178,14 +193,24 @@ pub async fn set_cohort(
     Ok(tenant_slugs.len())
 }
 
-/// Restores the value of the version before the newest one.
+/// Restores the value of the version before the newest one. A rollback
+/// that would enable retries passes the rollout gate like any enabling.
 pub async fn rollback(
     db: &DatabaseConnection,
+    gate: &Rollout<'_>,
     principal: &Principal,
     tenant_slug: &str,
     reason: &str,
 ) -> DomainResult<RetryPolicyView> {
     let reason = require_reason(reason)?;
+    {
+        let t = tenants::find(db, principal, tenant_slug).await?;
+        principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;
+        let rows = history(db, &t.id).await?;
+        if rows.get(1).is_some_and(|v| v.policy == ENABLED) {
+            rollout::check(db, gate, std::slice::from_ref(&t)).await?;
+        }
+    }
     let txn = db::begin_write(db).await?;
     let t = tenants::find(&txn, principal, tenant_slug).await?;
     let auth = principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;

@@ -299,10 +299,11 @@ test('on-call bulk-releases a backlog and watches it finish', async ({ page, req
   await expect(page.getByText('quarantine.bulk_release.finish', { exact: true })).toBeVisible();
 });
 
-test('the administrator enables retries for a cohort, then switches one tenant off and rolls it back', async ({ page }, info) => {
+test('the administrator cannot enable retries before the drills and a review', async ({ page }, info) => {
   await signIn(page, 'root');
   // New tenants start with retries off (seed 000's rollout order); the
-  // cohort form shows the latest drill run beside the tenants it moves.
+  // cohort form shows the latest drill run beside the tenants it moves,
+  // and enabling is refused until drills passed and a bundle was approved.
   await page.goto('/tenants');
   const cohort = page.locator('#cohort');
   await expect(cohort.getByTestId('cohort-drills')).toContainText('No drill run yet');
@@ -312,20 +313,11 @@ test('the administrator enables retries for a cohort, then switches one tenant o
   await cohort.getByLabel('Reason').fill('cohort 1 of the retries rollout');
   await shot(page, info, '21a-retry-cohort');
   await cohort.getByRole('button', { name: 'Apply to cohort' }).click();
-  await expect(page.locator('#cohort label', { hasText: 'clinic-a' })).toContainText('retries enabled');
-  await expect(page.locator('#cohort label', { hasText: 'clinic-b' })).toContainText('retries disabled');
-  await page.goto('/tenants/clinic-a');
-  const card = page.locator('#retry-policy');
-  await expect(card).toContainText('retries enabled');
-  await card.getByLabel('Reason for the change').fill('database failover drill');
-  await card.getByRole('button', { name: 'Disable retries' }).click();
-  await expect(page.locator('#retry-policy')).toContainText('retries disabled');
-  await expect(page.locator('#retry-policy')).toContainText('database failover drill');
-  await page.locator('#retry-policy').getByLabel('Rollback reason').fill('drill over');
-  await page.locator('#retry-policy').getByRole('button', { name: 'Roll back' }).click();
-  await expect(page.locator('#retry-policy')).toContainText('retries enabled');
-  await expect(page.locator('#retry-policy')).toContainText('rollback to v2: drill over');
-  await shot(page, info, '21-retry-policy');
+  await expect(page.getByText(/no drill run passed on this build/).first()).toBeVisible();
+  await expect(page.getByText(/clinic-a: no approved evidence bundle/).first()).toBeVisible();
+  await shot(page, info, '21b-retry-cohort-refused');
+  await page.goto('/tenants');
+  await expect(page.locator('#cohort label', { hasText: 'clinic-a' })).toContainText('retries disabled');
 });
 
 test('the administrator records an endpoint\'s retention, never below the redelivery horizon', async ({ page }, info) => {
@@ -448,10 +440,29 @@ test('on-call cannot open the sign-off evidence', async ({ page }, info) => {
   await shot(page, info, '29-evidence-oncall');
 });
 
-test('the cohort form shows the latest drill run beside the tenants', async ({ page }) => {
+test('after drills and sign-off the administrator enables retries for a cohort, then switches one tenant off and rolls it back', async ({ page }, info) => {
   await signIn(page, 'root');
   await page.goto('/tenants');
-  await expect(page.locator('#cohort').getByTestId('cohort-drills')).toContainText('all drills passed');
+  const cohort = page.locator('#cohort');
+  await expect(cohort.getByTestId('cohort-drills')).toContainText('all drills passed');
+  await cohort.locator('label', { hasText: 'clinic-a' }).getByRole('checkbox').check();
+  await cohort.getByLabel('Policy').selectOption('enabled');
+  await cohort.getByLabel('Reason').fill('cohort 1 of the retries rollout');
+  await cohort.getByRole('button', { name: 'Apply to cohort' }).click();
+  await expect(page.locator('#cohort label', { hasText: 'clinic-a' })).toContainText('retries enabled');
+  await expect(page.locator('#cohort label', { hasText: 'clinic-b' })).toContainText('retries disabled');
+  await page.goto('/tenants/clinic-a');
+  const card = page.locator('#retry-policy');
+  await expect(card).toContainText('retries enabled');
+  await card.getByLabel('Reason for the change').fill('database failover drill');
+  await card.getByRole('button', { name: 'Disable retries' }).click();
+  await expect(page.locator('#retry-policy')).toContainText('retries disabled');
+  await expect(page.locator('#retry-policy')).toContainText('database failover drill');
+  await page.locator('#retry-policy').getByLabel('Rollback reason').fill('drill over');
+  await page.locator('#retry-policy').getByRole('button', { name: 'Roll back' }).click();
+  await expect(page.locator('#retry-policy')).toContainText('retries enabled');
+  await expect(page.locator('#retry-policy')).toContainText('rollback to v2: drill over');
+  await shot(page, info, '21-retry-policy');
 });
 
 test('a crafted sign-in link shows none of its text and cannot send the user off-site', async ({ page, baseURL }) => {

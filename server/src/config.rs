@@ -26,9 +26,26 @@ pub struct DbArgs {
     pub master_key_file: Option<PathBuf>,
 }
 
+/// The rollout gate's settings, for `serve` and the CLI's retry-policy
+/// commands alike.
+#[derive(Args, Debug, Clone)]
+pub struct RolloutArgs {
+    /// Enabling retries needs a drill run that passed on this build within
+    /// this many days.
+    #[arg(
+        long,
+        env = "SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS",
+        default_value_t = domain::rollout::DEFAULT_DRILL_MAX_AGE_DAYS,
+        value_parser = clap::value_parser!(u32).range(1..=90)
+    )]
+    pub rollout_drill_max_age_days: u32,
+}
+
 /// Settings for `serve`.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub rollout: RolloutArgs,
     /// Address to listen on.
     #[arg(long, env = "SIGNET_ADDR", default_value = "127.0.0.1:3000")]
     pub addr: SocketAddr,

@@ -142,7 +142,7 @@ pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
 pub async fn set_retry_policy(tenant: String, policy: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::retry_policy::set(&st.db, &p, &tenant, &policy, &reason).await?;
+    domain::retry_policy::set(&st.db, &st.rollout(), &p, &tenant, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=changed#retry-policy"));
     Ok(())
 }
@@ -151,7 +151,7 @@ pub async fn set_retry_policy(tenant: String, policy: String, reason: String) ->
 pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::retry_policy::rollback(&st.db, &p, &tenant, &reason).await?;
+    domain::retry_policy::rollback(&st.db, &st.rollout(), &p, &tenant, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=rolled-back#retry-policy"));
     Ok(())
 }
@@ -193,7 +193,7 @@ pub async fn set_retry_policy_cohort(
     use crate::ssr;
     let (st, p) = ssr::request().await?;
     let slugs: Vec<String> = tenants.unwrap_or_default().into_iter().filter(|t| !t.trim().is_empty()).collect();
-    let n = domain::retry_policy::set_cohort(&st.db, &p, &slugs, &policy, &reason).await?;
+    let n = domain::retry_policy::set_cohort(&st.db, &st.rollout(), &p, &slugs, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())
 }

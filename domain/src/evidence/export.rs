@@ -276,7 +276,16 @@ pub async fn stored(
     principal: &Principal,
     digest: &str,
 ) -> DomainResult<Bundle> {
-    let m = find(db, principal, digest).await?;
+    verified(db, vault, find(db, principal, digest).await?).await
+}
+
+/// A stored export rebuilt and re-verified (digest and signature), for a
+/// caller already allowed to read it (or the rollout gate).
+pub(crate) async fn verified(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    m: evidence_export::Model,
+) -> DomainResult<Bundle> {
     let tampered = |why: String| {
         tracing::error!(digest = %m.digest, problem = %why, "a stored evidence bundle fails its own check");
         DomainError::conflict(

@@ -11,6 +11,7 @@ use domain::{
     evidence::{bundle, runs},
     receiver::faults::DrillFaults,
     registry::keys,
+    retry_policy,
 };
 use sea_orm::{EntityTrait, sea_query::Expr};
 
@@ -71,7 +72,18 @@ db_test!(key_past_rotation_age_appears_for_an_old_live_key_and_clears_when_revok
 db_test!(retries_without_drill_appears_when_enabled_and_clears_after_a_passing_run, async |t: &TestDb| {
     active_key(t).await;
     assert_eq!(found(t, "retries_without_drill").await, []);
-    enable_retries(t, "clinic-a").await;
+    // The rollout gate needs a passing run before enabling; this one ran an
+    // hour before, so none has passed since the enabling.
+    record_passing_drill(t).await;
+    let hour_ago = clock::now_ms() - 3_600_000;
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::StartedAt, Expr::value(hour_ago))
+        .col_expr(drill_run::Column::FinishedAt, Expr::value(hour_ago))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    approve_current_bundle(t).await;
+    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
     assert_eq!(found(t, "retries_without_drill").await, [("warning".to_owned(), "clinic-a".to_owned())]);
     // A failing run does not count; a passing one does.
     runs::run(&t.db, &t.vault, &reviewer(), &Unreachable(DrillFaults::default())).await.unwrap();

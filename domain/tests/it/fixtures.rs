@@ -92,7 +92,75 @@ pub async fn audit_entries(t: &TestDb, action: &str) -> Vec<(String, serde_json:
         .collect()
 }
 
-/// Turns the tenant's retry policy on (new tenants start with it off).
+/// The rollout gate with the default drill age.
+pub fn gate(t: &TestDb) -> domain::rollout::Rollout<'_> {
+    domain::rollout::Rollout { vault: &t.vault, drill_max_age_days: domain::rollout::DEFAULT_DRILL_MAX_AGE_DAYS }
+}
+
+/// Test seam for the rollout order's first half: a drill run that passed on
+/// this build and schema, stored as `runs::execute` stores one (running the
+/// seven drills in every test that enables retries would add seconds each;
+/// the drills themselves are tested in `evidence`).
+pub async fn record_passing_drill(t: &TestDb) {
+    use domain::{
+        entity::drill_run,
+        evidence::{identity, runs},
+    };
+    use sea_orm::{ActiveModelTrait, Set};
+    let build = identity::current().await;
+    let now = domain::clock::now_ms();
+    drill_run::ActiveModel {
+        id: Set(domain::ids::new_id()),
+        actor: Set("admin-user".into()),
+        actor_kind: Set("user".into()),
+        tenant_id: Set(None),
+        status: Set("finished".into()),
+        passed: Set(Some(true)),
+        engine: Set(runs::engine_name(&t.db).into()),
+        version: Set(build.version),
+        build_commit: Set(build.commit),
+        binary_sha256: Set(build.binary_sha256),
+        schema_version: Set(runs::schema_version(&t.db).await.unwrap()),
+        results: Set("[]".into()),
+        error: Set(None),
+        started_at: Set(now),
+        updated_at: Set(now),
+        finished_at: Set(Some(now)),
+    }
+    .insert(&t.db)
+    .await
+    .expect("drill run");
+}
+
+/// The second half, through the real functions: a deployment-wide bundle
+/// exported now and approved by a reviewer, acknowledging each critical
+/// finding. Returns its digest.
+pub async fn approve_current_bundle(t: &TestDb) -> String {
+    use domain::evidence::{
+        export::{self, Via},
+        signoff::{self, NewAcknowledgement, NewSignoff},
+    };
+    let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.expect("export").bundle;
+    let mut ids: Vec<String> =
+        b.evidence.findings.iter().filter(|f| f.severity == "critical").map(|f| f.id.clone()).collect();
+    ids.dedup();
+    let acknowledge = ids.into_iter().map(|finding| NewAcknowledgement { finding, comment: "test".into() }).collect();
+    let new = NewSignoff { digest: b.digest.clone(), decision: "approved".into(), comment: "ok".into(), acknowledge };
+    signoff::sign_off(&t.db, &t.vault, &reviewer(), &new).await.expect("sign off");
+    b.digest
+}
+
+/// Both prerequisites of enabling retries, as things stand now.
+pub async fn meet_rollout_order(t: &TestDb) {
+    record_passing_drill(t).await;
+    approve_current_bundle(t).await;
+}
+
+/// Turns the tenant's retry policy on (new tenants start with it off),
+/// meeting the rollout order first.
 pub async fn enable_retries(t: &TestDb, slug: &str) {
-    domain::retry_policy::set(&t.db, &admin(), slug, "enabled", "test: retries on").await.expect("enable retries");
+    meet_rollout_order(t).await;
+    domain::retry_policy::set(&t.db, &gate(t), &admin(), slug, "enabled", "test: retries on")
+        .await
+        .expect("enable retries");
 }

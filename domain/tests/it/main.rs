@@ -17,6 +17,7 @@ mod outbox;
 mod receiver;
 mod registry;
 mod retention;
+mod rollout;
 mod signoff;
 mod stats;
 mod vault;

@@ -215,21 +215,22 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     // Seed 000's rollout order: a new tenant starts with retries off.
     assert_eq!((v.policy.as_str(), v.version, v.history.len()), ("disabled", 1, 1));
     assert!(v.history[0].reason.contains("drills"), "{:?}", v.history[0]);
-    let nothing = retry_policy::rollback(&t.db, &admin(), "clinic-a", "why").await;
+    let nothing = retry_policy::rollback(&t.db, &gate(t), &admin(), "clinic-a", "why").await;
     assert!(matches!(nothing, Err(DomainError::Conflict { code: "nothing_to_roll_back", .. })));
     for (policy, reason, code) in [("maybe", "x", "invalid_retry_policy"), ("disabled", " ", "reason_required")] {
-        let r = retry_policy::set(&t.db, &admin(), "clinic-a", policy, reason).await;
+        let r = retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", policy, reason).await;
         assert!(matches!(r, Err(DomainError::Invalid { code: c, .. }) if c == code), "{r:?}");
     }
     assert!(matches!(
-        retry_policy::set(&t.db, &oncall(), "clinic-a", "enabled", "x").await,
+        retry_policy::set(&t.db, &gate(t), &oncall(), "clinic-a", "enabled", "x").await,
         Err(DomainError::Forbidden)
     ));
 
-    let v = retry_policy::set(&t.db, &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
+    meet_rollout_order(t).await;
+    let v = retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
     assert_eq!((v.policy.as_str(), v.version), ("enabled", 2));
     assert_eq!((v.history[0].actor.as_str(), v.history[0].reason.as_str()), ("admin-user", "cohort 1"));
-    let v = retry_policy::rollback(&t.db, &admin(), "clinic-a", "incident 42").await.unwrap();
+    let v = retry_policy::rollback(&t.db, &gate(t), &admin(), "clinic-a", "incident 42").await.unwrap();
     assert_eq!((v.policy.as_str(), v.version), ("disabled", 3));
     assert_eq!(v.history[0].reason, "rollback to v1: incident 42");
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
@@ -239,13 +240,27 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
 
     // A cohort moves all or none.
     tenant(t, "clinic-b").await;
-    let partial =
-        retry_policy::set_cohort(&t.db, &admin(), &["clinic-b".into(), "no-such".into()], "enabled", "cohort 1").await;
+    let partial = retry_policy::set_cohort(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &["clinic-b".into(), "no-such".into()],
+        "enabled",
+        "cohort 1",
+    )
+    .await;
     assert!(matches!(partial, Err(DomainError::NotFound)));
     assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-b").await.unwrap().version, 1);
-    let n = retry_policy::set_cohort(&t.db, &admin(), &["clinic-a".into(), "clinic-b".into()], "enabled", "cohort 1")
-        .await
-        .unwrap();
+    let n = retry_policy::set_cohort(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &["clinic-a".into(), "clinic-b".into()],
+        "enabled",
+        "cohort 1",
+    )
+    .await
+    .unwrap();
     assert_eq!(n, 2);
     for slug in ["clinic-a", "clinic-b"] {
         assert_eq!(retry_policy::get(&t.db, &admin(), slug).await.unwrap().policy, "enabled");
@@ -254,13 +269,15 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
 
 db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| {
     tenant(t, "clinic-a").await;
+    meet_rollout_order(t).await;
     let db = Arc::new(t.db.clone());
     let mut tasks = Vec::new();
     for i in 0..8 {
-        let db = db.clone();
+        let (db, vault) = (db.clone(), t.vault.clone());
         let policy = if i % 2 == 0 { "disabled" } else { "enabled" };
         tasks.push(tokio::spawn(async move {
-            retry_policy::set(&db, &admin(), "clinic-a", policy, &format!("change {i}")).await
+            let gate = domain::rollout::Rollout { vault: &vault, drill_max_age_days: 7 };
+            retry_policy::set(&db, &gate, &admin(), "clinic-a", policy, &format!("change {i}")).await
         }));
     }
     for task in tasks {
@@ -278,7 +295,7 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
 // release to apply.
 db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created"])).await;
-    retry_policy::set(&t.db, &admin(), "clinic-a", "disabled", "keep events through a database incident")
+    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "keep events through a database incident")
         .await
         .unwrap();
     let faults = domain::receiver::faults::Faults { transient: true, ..Default::default() };

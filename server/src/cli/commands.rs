@@ -202,7 +202,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         }
         Command::Kek(cmd) => kek(json, &cli.db, &db, p, cmd).await?,
         Command::Quarantine(cmd) => quarantine(json, &cli.db, &db, p, cmd).await?,
-        Command::RetryPolicy(cmd) => retry_policy(json, &db, p, cmd).await?,
+        Command::RetryPolicy(cmd) => retry_policy(json, &cli.db, &db, p, cmd).await?,
         Command::Retention(cmd) => retention(json, &db, p, cmd).await?,
     }
     Ok(())
@@ -329,8 +329,14 @@ async fn quarantine(
     Ok(())
 }
 
-async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: RetryPolicyCmd) -> Result<(), CliError> {
-    use domain::retry_policy;
+async fn retry_policy(
+    json: bool,
+    args: &DbArgs,
+    db: &DatabaseConnection,
+    p: &Principal,
+    cmd: RetryPolicyCmd,
+) -> Result<(), CliError> {
+    use domain::{retry_policy, rollout::Rollout};
     let show =
         |v: &retry_policy::RetryPolicyView| format!("{}: retries {} (version {})", v.tenant, v.policy, v.version);
     match cmd {
@@ -338,16 +344,20 @@ async fn retry_policy(json: bool, db: &DatabaseConnection, p: &Principal, cmd: R
             let v = retry_policy::get(db, p, &tenant).await?;
             emit(json, &v, || show(&v));
         }
-        RetryPolicyCmd::Set { tenants, policy, reason } => {
-            retry_policy::set_cohort(db, p, &tenants, &policy, &reason).await?;
+        RetryPolicyCmd::Set { tenants, policy, reason, rollout } => {
+            let vault = open_vault(args, db).await?;
+            let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
+            retry_policy::set_cohort(db, &gate, p, &tenants, &policy, &reason).await?;
             let mut views = Vec::new();
             for t in &tenants {
                 views.push(retry_policy::get(db, p, t).await?);
             }
             emit(json, &views, || views.iter().map(show).collect::<Vec<_>>().join("\n"));
         }
-        RetryPolicyCmd::Rollback { tenant, reason } => {
-            let v = retry_policy::rollback(db, p, &tenant, &reason).await?;
+        RetryPolicyCmd::Rollback { tenant, reason, rollout } => {
+            let vault = open_vault(args, db).await?;
+            let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
+            let v = retry_policy::rollback(db, &gate, p, &tenant, &reason).await?;
             emit(json, &v, || show(&v));
         }
     }

@@ -370,6 +370,8 @@ pub enum RetryPolicyCmd {
     /// The current policy and its history.
     Show { tenant: String },
     /// Move one or more tenants (all or none) to `--policy`.
+    /// Enabling is refused (exit 1, `rollout_order`) until a drill run passed
+    /// on this build and an approved bundle covers the tenants' keys.
     Set {
         #[arg(required = true)]
         tenants: Vec<String>,
@@ -378,12 +380,16 @@ pub enum RetryPolicyCmd {
         policy: String,
         #[arg(long)]
         reason: String,
+        #[command(flatten)]
+        rollout: crate::config::RolloutArgs,
     },
     /// Restore the previous version's value (as a new version).
     Rollback {
         tenant: String,
         #[arg(long)]
         reason: String,
+        #[command(flatten)]
+        rollout: crate::config::RolloutArgs,
     },
 }
 

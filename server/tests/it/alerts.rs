@@ -132,8 +132,7 @@ both_engines!(the_metrics_the_alert_rules_read_are_exported, async |i: &Install|
 
     // Before anything happens: every series exists, at zero.
     let m = scrape(&s).await;
-    let build =
-        [("version", env!("CARGO_PKG_VERSION")), ("commit", domain::evidence::identity::COMMIT)];
+    let build = [("version", env!("CARGO_PKG_VERSION")), ("commit", domain::evidence::identity::COMMIT)];
     assert_eq!(value(&m, "signet_build_info", &build), Some(1.0), "{m}");
     for reason in ["replay", "refused", "quarantine", "error"] {
         assert_eq!(value(&m, "signet_claim_rollbacks_total", &[("reason", reason)]), Some(0.0), "{m}");
@@ -164,25 +163,23 @@ both_engines!(the_metrics_the_alert_rules_read_are_exported, async |i: &Install|
     let api = reqwest::Client::new();
     let bundle: Value =
         api.post(s.url("/api/v1/evidence/exports")).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
-    // The seeded failed run of another build is a critical finding: an
-    // approval acknowledges each critical finding by id.
-    let mut critical: Vec<&str> = bundle["evidence"]["findings"]
+    let signed_at = now();
+    // The seeded failed run is a critical finding: acknowledged by id.
+    let acknowledge: Vec<Value> = bundle["evidence"]["findings"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|f| f["severity"] == "critical")
-        .filter_map(|f| f["id"].as_str())
+        .filter_map(|f| f["id"].as_str().map(str::to_owned))
+        .collect::<std::collections::BTreeSet<String>>()
+        .into_iter()
+        .map(|id| json!({"finding": id, "comment": "seeded for the metrics"}))
         .collect();
-    critical.sort_unstable();
-    critical.dedup();
-    let acknowledge: Vec<Value> =
-        critical.iter().map(|id| json!({"finding": id, "comment": "seeded by this test"})).collect();
-    let signed_at = now();
     let ok = api
         .post(s.url("/api/v1/evidence/signoffs"))
         .bearer_auth(&reviewer)
         .json(&json!({"digest": bundle["digest"], "decision": "approved", "comment": "reviewed",
-                      "acknowledge": acknowledge}))
+            "acknowledge": acknowledge}))
         .send()
         .await
         .unwrap();
@@ -228,6 +225,7 @@ both_engines!(the_metrics_the_alert_rules_read_are_exported, async |i: &Install|
 // tenant's retries mean the provider is asked to come back.
 both_engines!(claim_rollbacks_count_database_errors, async |i: &Install| {
     let (_, secret) = setup(i);
+    i.meet_rollout_order();
     i.cli_json(&["retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "in the enabled cohort"]);
     let s = i.serve_with(&[("SIGNET_FAULTS", "transient=1")]);
     let (status, _) = post(&s.url("/hooks/clinic-a/hooks"), &secret, &created("r-t"), "m-t", false).await;

@@ -200,8 +200,15 @@ both_engines!(on_call_triage_and_retry_policy_from_the_shell, async |i: &Install
     assert!(!missing_reason.status.success());
     assert_eq!(i.cli_json(&["quarantine", "list"])["total"], 1);
 
-    // New tenants start with retries off; a cohort turns them on together.
+    // New tenants start with retries off; a cohort turns them on together,
+    // once drills and review came first (the rollout order).
     assert_eq!(i.cli_json(&["retry-policy", "show", "clinic-b"])["policy"], "disabled");
+    let early =
+        i.cli(&["--json", "retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "cohort 1"], "");
+    assert_eq!(early.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&early.stderr);
+    assert!(said.contains("rollout_order") && said.contains("no drill run passed on this build"), "{said}");
+    i.meet_rollout_order();
     let set =
         i.cli_json(&["retry-policy", "set", "clinic-a", "clinic-b", "--policy", "enabled", "--reason", "cohort 1"]);
     assert_eq!(set.as_array().unwrap().len(), 2);

@@ -19,6 +19,7 @@ mod outbox;
 mod rbac;
 mod readme;
 mod retention;
+mod rollout;
 mod secrecy;
 mod send_tls;
 mod sessions;

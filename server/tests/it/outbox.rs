@@ -64,11 +64,16 @@ fn clinic(i: &Install, tenant: &str, notify_url: Option<&str>) -> String {
         args.extend(["--notify-url", u]);
     }
     i.cli_json(&args);
-    // Failed sends are retried only for tenants whose retries are enabled
-    // (new tenants start with them off).
-    i.cli_json(&["retry-policy", "set", tenant, "--policy", "enabled", "--reason", "in the enabled cohort"]);
     i.cli_json(&["endpoint", "create", tenant, "hooks", "--scheme", "standard-webhooks"]);
-    i.cli_json(&["key", "provision", tenant, "hooks", "--approve-as", "rita"])["secret"].as_str().unwrap().to_owned()
+    let secret = i.cli_json(&["key", "provision", tenant, "hooks", "--approve-as", "rita"])["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Failed sends are retried only for tenants whose retries are enabled
+    // (new tenants start with them off), once drills and review came first.
+    i.meet_rollout_order();
+    i.cli_json(&["retry-policy", "set", tenant, "--policy", "enabled", "--reason", "in the enabled cohort"]);
+    secret
 }
 
 fn otp(i: &Install, s: &Server, tenant: &str, secret: &str, request: &str, event_id: &str) {

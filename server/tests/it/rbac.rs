@@ -365,10 +365,12 @@ fn server_fn_cases() -> Vec<Case> {
             allowed: ADMIN,
             tenant_scoped: true,
             fresh: Fresh::Nothing,
+            // `disabled`: enabling also waits for the rollout order
+            // (server/tests/it/rollout.rs); who may call is the same.
             build: |_, _| {
                 form(
                     "/fn/set_retry_policy_cohort",
-                    vec![("tenants[0]", "clinic-a".into()), ("policy", "enabled".into()), ("reason", "matrix".into())],
+                    vec![("tenants[0]", "clinic-a".into()), ("policy", "disabled".into()), ("reason", "matrix".into())],
                 )
             },
         },

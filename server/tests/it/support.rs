@@ -128,6 +128,55 @@ impl Install {
         })
     }
 
+    /// Meets the rollout order that enabling retries needs, as an operator
+    /// would: `signet drill run` on this binary, then a deployment-wide
+    /// bundle exported and approved by a reviewer through the API (each
+    /// critical finding acknowledged), covering the keys that exist now.
+    /// Starts and stops its own server; callable from sync code.
+    pub fn meet_rollout_order(&self) {
+        static REVIEWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = self.cli_json(&["drill", "run"]);
+        assert_eq!(run["passed"], true, "{run:#}");
+        let n = REVIEWERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("rollout-reviewer-{n}");
+        let token = self.cli_json(&["token", "create", "--name", &name, "--role", "reviewer"])["token"]
+            .as_str()
+            .expect("token")
+            .to_owned();
+        let s = self.serve();
+        let (exports, signoffs) = (s.url("/api/v1/evidence/exports"), s.url("/api/v1/evidence/signoffs"));
+        let sign = async move {
+            let c = reqwest::Client::new();
+            let bundle: serde_json::Value =
+                c.post(exports).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+            let mut critical: Vec<&str> = bundle["evidence"]["findings"]
+                .as_array()
+                .expect("findings")
+                .iter()
+                .filter(|f| f["severity"] == "critical")
+                .filter_map(|f| f["id"].as_str())
+                .collect();
+            critical.sort_unstable();
+            critical.dedup();
+            let acknowledge: Vec<_> =
+                critical.iter().map(|f| serde_json::json!({"finding": f, "comment": "test install"})).collect();
+            let body = serde_json::json!({
+                "digest": bundle["digest"], "decision": "approved", "comment": "rollout order for the test",
+                "acknowledge": acknowledge,
+            });
+            let signed = c.post(signoffs).bearer_auth(&token).json(&body).send().await.unwrap();
+            assert_eq!(signed.status(), 201, "{}", signed.text().await.unwrap());
+        };
+        // Its own runtime on its own thread: callers may be sync or async.
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(sign))
+                .join()
+                .expect("sign-off")
+        });
+        drop(s);
+    }
+
     /// Starts `signet serve` on a free port.
     pub fn serve(&self) -> Server {
         self.serve_with(&[])

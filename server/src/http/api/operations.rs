@@ -195,7 +195,10 @@ pub async fn get_retry_policy(
 #[utoipa::path(
     put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
     request_body = PolicyBody,
-    responses((status = 200, body = RetryPolicyView)),
+    description = "Enabling is refused with 409 `rollout_order` (naming what is missing) unless a drill run passed \
+        on this build within `SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS` and an approved bundle covers the tenant's live keys \
+        at their current scope. Disabling is never refused for the rollout order.",
+    responses((status = 200, body = RetryPolicyView), (status = 409, body = ErrorBody)),
 )]
 pub async fn set_retry_policy(
     State(st): State<SharedState>,
@@ -204,7 +207,7 @@ pub async fn set_retry_policy(
     Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<PolicyBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
-    Ok(Json(retry_policy::set(&st.db, &p, &tenant, &body.policy, &body.reason).await?))
+    Ok(Json(retry_policy::set(&st.db, &st.rollout(), &p, &tenant, &body.policy, &body.reason).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(TenantPath),
@@ -216,7 +219,7 @@ pub async fn rollback_retry_policy(
     Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
-    Ok(Json(retry_policy::rollback(&st.db, &p, &tenant, &body.reason).await?))
+    Ok(Json(retry_policy::rollback(&st.db, &st.rollout(), &p, &tenant, &body.reason).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

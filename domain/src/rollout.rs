@@ -1,0 +1,154 @@
+//! Seed 000's rollout order as a gate (issue 23 item 3): retries are enabled
+//! for a tenant only once
+//! - a drill run passed on this build (same binary, or same version and
+//!   commit when either side has no hash) and this schema, within
+//!   [`Rollout::drill_max_age_days`]; and
+//! - an approved bundle covers the tenant's current keys: every live key
+//!   (`active`, or `retiring` inside its overlap) appears in the bundle's
+//!   credential map with the same key id and the same scope hash. The
+//!   bundle is the tenant's or a deployment-wide one, among the newest
+//!   [`APPROVALS_READ`] approvals, and it is re-verified (digest and
+//!   signature) before it counts. A tenant with no live key still needs
+//!   one approved bundle.
+//!
+//! Schemes: a drill run records no scheme. The drills exercise the claim,
+//! dedup, replay and ack paths, which are the same for every scheme after
+//! verification; the drill endpoint signs with standard-webhooks only, so
+//! scheme-specific verification is not drilled and not checked here.
+//!
+//! Disabling retries is never gated: it is the rollback switch.
+
+use std::collections::BTreeMap;
+
+use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+
+use crate::{
+    clock,
+    entity::{drill_run, evidence_export, evidence_signoff, signing_key, tenant},
+    error::{DomainError, DomainResult},
+    evidence::{export, identity, runs, signoff::APPROVED},
+    vault::Vault,
+};
+
+/// The default of `SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS`.
+pub const DEFAULT_DRILL_MAX_AGE_DAYS: u32 = 7;
+/// Approvals read per tenant, newest first.
+pub const APPROVALS_READ: u64 = 20;
+const DAY_MS: i64 = 86_400_000;
+
+/// What the gate needs: the vault (to re-verify approved bundles) and the
+/// drill age limit.
+#[derive(Clone, Copy)]
+pub struct Rollout<'a> {
+    pub vault: &'a Vault,
+    pub drill_max_age_days: u32,
+}
+
+/// Refuses (409 `rollout_order`) unless every tenant in `cohort` meets the
+/// rollout order, naming everything that is missing.
+pub async fn check(db: &DatabaseConnection, gate: &Rollout<'_>, cohort: &[tenant::Model]) -> DomainResult<()> {
+    let mut missing = Vec::new();
+    if let Some(why) = drill_missing(db, gate).await? {
+        missing.push(why);
+    }
+    for t in cohort {
+        if let Some(why) = approval_missing(db, gate.vault, t).await? {
+            missing.push(why);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(DomainError::conflict(
+        "rollout_order",
+        format!("retries cannot be enabled before drills and review: {}", missing.join("; ")),
+    ))
+}
+
+/// Why no drill run counts, or `None` when one does.
+async fn drill_missing(db: &DatabaseConnection, gate: &Rollout<'_>) -> DomainResult<Option<String>> {
+    let build = identity::current().await;
+    let schema = runs::schema_version(db).await?;
+    let since = clock::now_ms() - i64::from(gate.drill_max_age_days) * DAY_MS;
+    let passed = drill_run::Entity::find()
+        .filter(drill_run::Column::Status.eq("finished"))
+        .filter(drill_run::Column::Passed.eq(true))
+        .filter(drill_run::Column::FinishedAt.gte(since))
+        .order_by_desc(drill_run::Column::FinishedAt)
+        .limit(200)
+        .all(db)
+        .await?;
+    let counts = passed.iter().any(|r| {
+        r.schema_version == schema && identity::same_build(&r.version, &r.build_commit, &r.binary_sha256, &build)
+    });
+    if counts {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "no drill run passed on this build (version {}, commit {}, binary {}…) and schema {schema} in the last {} \
+         days (run `signet drill run`)",
+        build.version,
+        build.commit,
+        build.binary_sha256.get(..12).unwrap_or_default(),
+        gate.drill_max_age_days
+    )))
+}
+
+/// Why no approved bundle covers `t`'s live keys, or `None` when one does.
+async fn approval_missing(db: &DatabaseConnection, vault: &Vault, t: &tenant::Model) -> DomainResult<Option<String>> {
+    let now = clock::now_ms();
+    let live: BTreeMap<String, String> = signing_key::Entity::find()
+        .filter(signing_key::Column::TenantId.eq(&t.id))
+        .filter(signing_key::Column::Status.is_in(["active", "retiring"]))
+        .all(db)
+        .await?
+        .into_iter()
+        .filter(|k| k.status == "active" || k.expires_at.is_none_or(|e| e > now))
+        .map(|k| (k.id, k.scope_hash))
+        .collect();
+    let approvals = evidence_signoff::Entity::find()
+        .filter(evidence_signoff::Column::Decision.eq(APPROVED))
+        .filter(
+            Condition::any()
+                .add(evidence_signoff::Column::TenantId.eq(&t.id))
+                .add(evidence_signoff::Column::TenantId.is_null()),
+        )
+        .order_by_desc(evidence_signoff::Column::At)
+        .limit(APPROVALS_READ)
+        .all(db)
+        .await?;
+    if approvals.is_empty() {
+        return Ok(Some(format!(
+            "{}: no approved evidence bundle (export one and have a reviewer approve it)",
+            t.slug
+        )));
+    }
+    // The keys the newest approval leaves out are the ones named.
+    let mut uncovered_in_newest: Option<Vec<String>> = None;
+    for a in approvals {
+        let Some(row) = evidence_export::Entity::find_by_id(a.digest.clone()).one(db).await? else { continue };
+        let bundle = export::verified(db, vault, row).await?;
+        let approved: BTreeMap<&str, &str> = bundle
+            .evidence
+            .credentials
+            .iter()
+            .filter(|c| c.tenant == t.slug)
+            .map(|c| (c.key_id.as_str(), c.scope_hash.as_str()))
+            .collect();
+        let uncovered: Vec<String> = live
+            .iter()
+            .filter(|(id, hash)| approved.get(id.as_str()) != Some(&hash.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if uncovered.is_empty() {
+            return Ok(None);
+        }
+        uncovered_in_newest.get_or_insert(uncovered);
+    }
+    Ok(Some(format!(
+        "{}: no approved bundle covers its current keys (not in the newest approved bundle with their current \
+         scope: {})",
+        t.slug,
+        uncovered_in_newest.unwrap_or_default().join(", ")
+    )))
+}

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 pub use views::evidence::{
-    AuditEvidence, ConstraintRow, CredentialRow, DRILL_NAMES, Difference, DrillEvidence, DrillResult, DrillRunView,
-    Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess,
-    SignoffView, SinceApproval,
+    AuditEvidence, CohortBreach, CohortCheck, ConstraintRow, CredentialRow, DRILL_NAMES, Difference, DrillEvidence,
+    DrillResult, DrillRunView, Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence, RetentionRow,
+    RetryPolicyEvidence, RoleAccess, SignoffView, SinceApproval,
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{
@@ -153,6 +153,8 @@ pub struct CohortDrillsDto {
     pub status: String,
     pub finished_at: Option<String>,
     pub failed: Vec<String>,
+    /// The signature schemes the run verified.
+    pub schemes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -11,20 +11,23 @@
 //!   signature) before it counts. A tenant with no live key still needs
 //!   one approved bundle.
 //!
-//! Schemes: a drill run records no scheme. The drills exercise the claim,
-//! dedup, replay and ack paths, which are the same for every scheme after
-//! verification; the drill endpoint signs with standard-webhooks only, so
-//! scheme-specific verification is not drilled and not checked here.
+//! Schemes: a run records the signature schemes its `scheme_verification`
+//! drill verified (`drill_runs.schemes`; [`crate::evidence::scheme_drill`]).
+//! Every scheme of the cohort's endpoints (enabled or not: enabling an
+//! endpoint is not gated) must be covered by some counting run, or the
+//! refusal names the scheme and the endpoints using it. Runs stored before
+//! schemes were recorded signed with standard-webhooks only and count for
+//! that scheme alone.
 //!
 //! Disabling retries is never gated: it is the rollback switch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
     clock,
-    entity::{drill_run, evidence_export, evidence_signoff, signing_key, tenant},
+    entity::{drill_run, endpoint, evidence_export, evidence_signoff, signing_key, tenant},
     error::{DomainError, DomainResult},
     evidence::{export, identity, runs, signoff::APPROVED},
     vault::Vault,
@@ -47,10 +50,7 @@ pub struct Rollout<'a> {
 /// Refuses (409 `rollout_order`) unless every tenant in `cohort` meets the
 /// rollout order, naming everything that is missing.
 pub async fn check(db: &DatabaseConnection, gate: &Rollout<'_>, cohort: &[tenant::Model]) -> DomainResult<()> {
-    let mut missing = Vec::new();
-    if let Some(why) = drill_missing(db, gate).await? {
-        missing.push(why);
-    }
+    let mut missing = drill_missing(db, gate, &schemes_in_use(db, cohort).await?).await?;
     for t in cohort {
         if let Some(why) = approval_missing(db, gate.vault, t).await? {
             missing.push(why);
@@ -65,8 +65,33 @@ pub async fn check(db: &DatabaseConnection, gate: &Rollout<'_>, cohort: &[tenant
     ))
 }
 
-/// Why no drill run counts, or `None` when one does.
-async fn drill_missing(db: &DatabaseConnection, gate: &Rollout<'_>) -> DomainResult<Option<String>> {
+/// Each scheme the cohort's endpoints use, with those endpoints
+/// (`tenant/endpoint`).
+async fn schemes_in_use(
+    db: &DatabaseConnection,
+    cohort: &[tenant::Model],
+) -> DomainResult<BTreeMap<String, Vec<String>>> {
+    let slugs: BTreeMap<&str, &str> = cohort.iter().map(|t| (t.id.as_str(), t.slug.as_str())).collect();
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let rows = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.is_in(slugs.keys().copied()))
+        .order_by_asc(endpoint::Column::Slug)
+        .all(db)
+        .await?;
+    for e in rows {
+        let tenant = slugs.get(e.tenant_id.as_str()).copied().unwrap_or_default();
+        out.entry(e.scheme).or_default().push(format!("{tenant}/{}", e.slug));
+    }
+    Ok(out)
+}
+
+/// Why no drill run counts, and each scheme in use that no counting run
+/// covered; empty when runs cover them all.
+async fn drill_missing(
+    db: &DatabaseConnection,
+    gate: &Rollout<'_>,
+    in_use: &BTreeMap<String, Vec<String>>,
+) -> DomainResult<Vec<String>> {
     let build = identity::current().await;
     let schema = runs::schema_version(db).await?;
     let since = clock::now_ms() - i64::from(gate.drill_max_age_days) * DAY_MS;
@@ -78,20 +103,35 @@ async fn drill_missing(db: &DatabaseConnection, gate: &Rollout<'_>) -> DomainRes
         .limit(200)
         .all(db)
         .await?;
-    let counts = passed.iter().any(|r| {
-        r.schema_version == schema && identity::same_build(&r.version, &r.build_commit, &r.binary_sha256, &build)
-    });
-    if counts {
-        return Ok(None);
+    let counting: Vec<&drill_run::Model> = passed
+        .iter()
+        .filter(|r| {
+            r.schema_version == schema && identity::same_build(&r.version, &r.build_commit, &r.binary_sha256, &build)
+        })
+        .collect();
+    if counting.is_empty() {
+        return Ok(vec![format!(
+            "no drill run passed on this build (version {}, commit {}, binary {}…) and schema {schema} in the last \
+             {} days (run `signet drill run`)",
+            build.version,
+            build.commit,
+            build.binary_sha256.get(..12).unwrap_or_default(),
+            gate.drill_max_age_days
+        )]);
     }
-    Ok(Some(format!(
-        "no drill run passed on this build (version {}, commit {}, binary {}…) and schema {schema} in the last {} \
-         days (run `signet drill run`)",
-        build.version,
-        build.commit,
-        build.binary_sha256.get(..12).unwrap_or_default(),
-        gate.drill_max_age_days
-    )))
+    let covered: BTreeSet<String> =
+        counting.iter().flat_map(|r| runs::recorded_schemes(r.schemes.as_deref())).collect();
+    Ok(in_use
+        .iter()
+        .filter(|(scheme, _)| !covered.contains(*scheme))
+        .map(|(scheme, endpoints)| {
+            format!(
+                "no drill run that counts verified the {scheme} scheme (used by {}); run `signet drill run` on this \
+                 build",
+                endpoints.join(", ")
+            )
+        })
+        .collect())
 }
 
 /// Why no approved bundle covers `t`'s live keys, or `None` when one does.

@@ -394,7 +394,7 @@ test('the reviewer runs the drills, exports the evidence, reads the printable pa
   await expect(run).toBeVisible();
   if ((await run.getAttribute('data-status')) === 'running') await shot(page, info, '24-drills-running');
   await expect(run).toHaveAttribute('data-status', 'finished', { timeout: 120_000 });
-  for (const drill of ['concurrent_duplicates', 'interrupted_before_commit', 'lost_ack', 'unknown_tenant', 'invalid_signature', 'replay', 'identity_conflict']) {
+  for (const drill of ['concurrent_duplicates', 'interrupted_before_commit', 'lost_ack', 'unknown_tenant', 'invalid_signature', 'replay', 'identity_conflict', 'scheme_verification']) {
     await expect(page.locator(`tr[data-drill="${drill}"]`)).toHaveAttribute('data-passed', 'true');
   }
   await expect(run).toContainText('all drills passed');

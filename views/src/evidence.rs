@@ -36,6 +36,10 @@ pub struct Evidence {
     pub drills: DrillEvidence,
     pub retention: RetentionEvidence,
     pub retry_policy: Vec<RetryPolicyEvidence>,
+    /// The live cohort check: each tenant with retries enabled, since they
+    /// were (bundles from before it was recorded have none).
+    #[serde(default)]
+    pub cohort_check: Vec<CohortCheck>,
     pub metrics: MetricsEvidence,
     pub audit: AuditEvidence,
     pub findings: Vec<Finding>,
@@ -256,6 +260,38 @@ pub struct RetryPolicyEvidence {
     pub may_roll_back: Vec<String>,
 }
 
+/// Seed 000 after enabling: since retries were enabled for a tenant, each
+/// event has one claim, at most one reminder transition and at most one
+/// outbox intent per kind. Read live at export.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CohortCheck {
+    pub tenant: String,
+    /// When the policy version that enabled retries was written (the oldest
+    /// of the newest run of `enabled` versions).
+    pub enabled_since: String,
+    pub enabled_since_ms: i64,
+    /// Events claimed since then (an event with two claim rows counts once).
+    pub events_checked: u64,
+    /// Every breach found; `breaches` lists the first of them.
+    pub breaches_total: u64,
+    pub breaches: Vec<CohortBreach>,
+}
+
+/// One event (or outbox key) that broke the cohort's promise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CohortBreach {
+    /// `duplicate_claim`, `repeated_transition` or `duplicate_intent`.
+    pub check: String,
+    /// The event, when the rows name it (an OTP intent is keyed by its
+    /// request id, not the event).
+    pub event_id: Option<String>,
+    /// The endpoint's slug, when the rows name it.
+    pub endpoint: Option<String>,
+    pub what: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MetricsEvidence {
@@ -316,6 +352,22 @@ pub struct AuditEvidence {
     pub checkpoint: SignedCheckpoint,
 }
 
+/// The schemes a drill run verified, in words (the console and the
+/// printable page).
+pub fn schemes_text(schemes: &[String]) -> String {
+    if schemes.is_empty() { "none".to_owned() } else { schemes.join(", ") }
+}
+
+/// One cohort-check breach in words: the check, where, and what.
+pub fn breach_text(b: &CohortBreach) -> String {
+    let at = match (&b.endpoint, &b.event_id) {
+        (Some(e), Some(id)) => format!(" {e}/{id}"),
+        (None, Some(id)) => format!(" {id}"),
+        _ => String::new(),
+    };
+    format!("{}{at}: {}", b.check, b.what)
+}
+
 /// Which entries a bundle's chain check recomputed, in words (the console
 /// and the printable page).
 pub fn chain_recomputed(verified_from_seq: i64) -> String {
@@ -341,7 +393,7 @@ pub struct Finding {
 
 /// Every drill, in the order they run: the runner's list and the order the
 /// console shows a run's rows in, waiting ones included.
-pub const DRILL_NAMES: [&str; 7] = [
+pub const DRILL_NAMES: [&str; 8] = [
     "concurrent_duplicates",
     "interrupted_before_commit",
     "lost_ack",
@@ -349,6 +401,7 @@ pub const DRILL_NAMES: [&str; 7] = [
     "invalid_signature",
     "replay",
     "identity_conflict",
+    "scheme_verification",
 ];
 
 /// A run, as `drill run --json` prints it and `/api/v1/drills/{id}` returns
@@ -382,6 +435,12 @@ pub struct DrillRunView {
     pub done: usize,
     pub error: Option<String>,
     pub drills: Vec<DrillResult>,
+    /// The signature schemes whose verification the run drilled and saw
+    /// pass (`standard-webhooks`, `stripe`, `github`): the rollout order
+    /// counts a run only for these. A run stored before they were recorded
+    /// reads `["standard-webhooks"]`, the one scheme it signed with.
+    #[serde(default)]
+    pub schemes: Vec<String>,
 }
 
 /// One drill's result, as stored and as `drill run --json` prints it.

@@ -178,6 +178,7 @@ pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> 
         status: r.status,
         finished_at: r.finished_at.or(Some(r.started_at)),
         failed: r.drills.iter().filter(|d| !d.passed).map(|d| d.name.clone()).collect(),
+        schemes: r.schemes,
     });
     Ok(crate::dto::CohortContextDto { tenants, latest_drills })
 }

@@ -9,6 +9,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
+use super::cohort_check::CohortCheckSection;
 use crate::{
     api::evidence::{ExportEvidence, SignOffEvidence, StartDrills, drill_run, evidence_page},
     components::{
@@ -215,6 +216,8 @@ fn RunView(run: DrillRunView) -> impl IntoView {
                 <strong>{run.actor.clone().unwrap_or_else(|| "–".into())}</strong>
                 " on " {run.engine.clone()}
                 {run.finished_at.as_deref().map(|f| format!(" · finished {}", when(f)))}
+                " · signature schemes verified: "
+                <span data-schemes="">{views::evidence::schemes_text(&run.schemes)}</span>
             </p>
             <ProgressBar label="Drills done" percent state=if class == "failed" { "failed" } else { "running" }/>
             {run.error.clone().map(|e| view! { <p class="error">{e}</p> })}
@@ -578,6 +581,7 @@ fn Sections(e: Evidence) -> impl IntoView {
                 </tr>
             }).collect_view()}
         </Table>
+        <CohortCheckSection checks=e.cohort_check.clone()/>
         <h3>"Metrics (" {m.window.clone()} ")"</h3>
         <dl class="facts">
             <dt>"Applied"</dt><dd>{m.applied}</dd>

@@ -3,6 +3,7 @@
 mod approvals;
 mod audit;
 mod bulk_release;
+mod cohort_check;
 mod dashboard;
 mod evidence;
 mod home;

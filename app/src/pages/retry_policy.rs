@@ -142,7 +142,8 @@ fn CohortBody(c: CohortContextDto, action: ServerAction<SetRetryPolicyCohort>) -
             match d.passed {
                 Some(true) => view! {
                     <p class="notice" data-testid="cohort-drills">
-                        "Latest drill run: all drills passed (" {when_text} "). " <a href="/evidence">"Evidence"</a>
+                        "Latest drill run: all drills passed (" {when_text} "); signature schemes verified: "
+                        {views::evidence::schemes_text(&d.schemes)} ". " <a href="/evidence">"Evidence"</a>
                     </p>
                 }
                 .into_any(),

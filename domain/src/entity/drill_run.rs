@@ -35,6 +35,10 @@ pub struct Model {
     /// Heartbeat: moves after each drill.
     pub updated_at: i64,
     pub finished_at: Option<i64>,
+    /// JSON array of the schemes whose verification the run drilled (`[]`
+    /// while running); `None` for runs stored before it was recorded, which
+    /// signed with standard-webhooks only.
+    pub schemes: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,6 +8,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Quer
 
 use super::{
     catalog::{self},
+    cohort,
     drills::DRILL_NAMES,
     durability, files,
     identity::{self, BuildEvidence},
@@ -93,6 +94,7 @@ pub async fn collect(
     let drills = drill_evidence(db, scope.as_ref(), &build, now).await?;
     let retention = retention_evidence(db, principal, scope.as_ref()).await?;
     let retry_policy = retry_evidence(db, principal, scope.as_ref(), &access).await?;
+    let cohort_check = cohort::check(db, scope.as_ref()).await?;
     let metrics = metrics_evidence(db, principal, tenant_slug.as_deref()).await?;
     // Exports are POSTs: the mark may move (the next export starts there).
     let chain = audit::verify_new(db, true).await?;
@@ -131,6 +133,7 @@ pub async fn collect(
         drills,
         retention,
         retry_policy,
+        cohort_check,
         metrics,
         audit,
         findings: Vec::new(),
@@ -611,6 +614,22 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                  (seed 000: enable retries only after the drills pass)",
             ));
         }
+    }
+    for c in e.cohort_check.iter().filter(|c| c.breaches_total > 0) {
+        let named: Vec<String> = c.breaches.iter().take(5).map(views::evidence::breach_text).collect();
+        let more = c.breaches_total.saturating_sub(named.len() as u64);
+        let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+        out.push(finding(
+            "critical",
+            "cohort_breach",
+            &c.tenant,
+            format!(
+                "since retries were enabled ({}), {} event(s) broke once-only: {}{more}",
+                c.enabled_since,
+                c.breaches_total,
+                named.join("; ")
+            ),
+        ));
     }
     let rank = |f: &Finding| match f.severity.as_str() {
         "critical" => 0,

@@ -18,17 +18,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    audit::{self, Change},
-    auth::Actor,
     clock,
     crypto::{SigningSecret, sha256_hex, signature},
-    db,
-    entity::{endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
+    entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, tenant},
     error::DomainResult,
-    ids,
     receiver::faults::{DrillFault, DrillFaults},
-    registry::{EventTypes, Scheme, defaults, keys},
-    vault::Vault,
+    registry::Scheme,
 };
 
 /// The drill tenant's slug: outside the slug syntax, so no real tenant can
@@ -39,18 +34,11 @@ pub const DRILL_ENDPOINT: &str = "drill";
 /// to one that does not exist).
 pub const DRILL_PREFIX: &str = "_drill";
 
+pub use super::drill_fixture::{Fixture, SchemeTarget, clear, fixture};
 pub use views::evidence::DRILL_NAMES;
 
 /// Concurrent deliveries in `concurrent_duplicates`.
 const CONCURRENT: usize = 32;
-
-/// The drill tenant, endpoint and key, with the key's secret (to sign with).
-pub struct Fixture {
-    pub tenant_id: String,
-    pub endpoint_id: String,
-    pub key_id: String,
-    secret: SigningSecret,
-}
 
 /// One signed delivery to `/hooks/{tenant}/{endpoint}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -127,20 +115,20 @@ pub use views::evidence::DrillResult;
 
 /// Expected next to observed, check by check.
 #[derive(Default)]
-struct Checks {
+pub(super) struct Checks {
     expected: Map<String, Value>,
     observed: Map<String, Value>,
     errors: Vec<String>,
 }
 
 impl Checks {
-    fn want(&mut self, check: &str, expected: impl Into<Value>, observed: impl Into<Value>) {
+    pub(super) fn want(&mut self, check: &str, expected: impl Into<Value>, observed: impl Into<Value>) {
         self.expected.insert(check.to_owned(), expected.into());
         self.observed.insert(check.to_owned(), observed.into());
     }
 
     /// An answer's code, or the transport's error as the observation.
-    fn answer(&mut self, check: &str, expected: &str, got: &Result<Answer, TransportError>) {
+    pub(super) fn answer(&mut self, check: &str, expected: &str, got: &Result<Answer, TransportError>) {
         match got {
             Ok(a) => self.want(check, expected, a.code()),
             Err(e) => {
@@ -152,7 +140,7 @@ impl Checks {
 
     /// Records a transport failure: its fixed text with the run, its detail
     /// in the log only.
-    fn failed(&mut self, check: &str, e: &TransportError) {
+    pub(super) fn failed(&mut self, check: &str, e: &TransportError) {
         tracing::warn!(check, detail = %e.detail, "drill delivery failed: {}", e.what);
         self.errors.push(format!("{check}: {}", e.what));
     }
@@ -176,149 +164,17 @@ impl Checks {
     }
 }
 
-/// Finds or creates the drill tenant, endpoint and an active key (sealed
-/// like any other), and opens the key's secret.
-pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fixture> {
-    let now = clock::now_ms();
-    vault.reserve_seals(db, 1).await?;
-    let txn = db::begin_write(db).await?;
-    let mut created = Vec::new();
-    let t = match tenant::Entity::find().filter(tenant::Column::Slug.eq(DRILL_TENANT)).one(&txn).await? {
-        Some(t) => t,
-        None => {
-            let t = tenant::Model {
-                id: ids::new_id(),
-                slug: DRILL_TENANT.to_owned(),
-                name: "Signet drills (synthetic)".to_owned(),
-                notify_url: None,
-                created_at: now,
-                retry_policy: "enabled".to_owned(),
-                synthetic: true,
-            };
-            tenant::Entity::insert(tenant::ActiveModel::from(t.clone())).exec_without_returning(&txn).await?;
-            defaults::retry_policy_v1(&txn, &Actor::System, &t.id, now).await?;
-            created.push("tenant");
-            t
-        }
-    };
-    let e = match endpoint::Entity::find()
-        .filter(endpoint::Column::TenantId.eq(&t.id))
-        .filter(endpoint::Column::Slug.eq(DRILL_ENDPOINT))
-        .one(&txn)
-        .await?
-    {
-        Some(e) => e,
-        None => {
-            let e = endpoint::Model {
-                id: ids::new_id(),
-                tenant_id: t.id.clone(),
-                slug: DRILL_ENDPOINT.to_owned(),
-                scheme: Scheme::StandardWebhooks.as_str().to_owned(),
-                event_types: EventTypes::any().to_json(),
-                tolerance_secs: 300,
-                timestamp_floor: None,
-                event_id_fields: None,
-                max_body_bytes: 64 * 1024,
-                enabled: true,
-                created_at: now,
-            };
-            endpoint::Entity::insert(endpoint::ActiveModel::from(e.clone())).exec_without_returning(&txn).await?;
-            defaults::retention_v1(&txn, &Actor::System, &e.id, Scheme::StandardWebhooks, now).await?;
-            created.push("endpoint");
-            e
-        }
-    };
-    let key = match keys::accepted_key_rows(&txn, &e.id, now).await?.into_iter().next() {
-        Some(k) => k,
-        None => {
-            let key_id = ids::new_key_id();
-            let secret = SigningSecret::generate();
-            let types = EventTypes::any();
-            let scope = keys::scope_hash(&t, &e, &types);
-            let (sealed, kek) =
-                vault.seal(&crate::crypto::Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
-            let k = signing_key::Model {
-                id: key_id,
-                tenant_id: t.id.clone(),
-                endpoint_id: e.id.clone(),
-                status: "active".into(),
-                event_types: types.to_json(),
-                scope_hash: scope.clone(),
-                approved_scope_hash: Some(scope),
-                secret_ciphertext: sealed,
-                kek_version: kek as i32,
-                owner: "signet drills".into(),
-                rotation_owner: "signet drills".into(),
-                replaces_key_id: None,
-                overlap_secs: None,
-                created_by: "system".into(),
-                created_at: now,
-                activated_at: Some(now),
-                expires_at: None,
-                revoked_at: None,
-                revoked_reason: None,
-                last_verified_at: None,
-                verified_count: 0,
-                failure_count: 0,
-                last_failure_at: None,
-                last_failure_reason: None,
-                scope_changed_by: None,
-            };
-            signing_key::Entity::insert(signing_key::ActiveModel::from(k.clone())).exec_without_returning(&txn).await?;
-            created.push("key");
-            k
-        }
-    };
-    if !created.is_empty() {
-        audit::record(
-            &txn,
-            &Actor::System,
-            Change {
-                action: "drill.fixture",
-                target_kind: "tenant",
-                target_id: DRILL_TENANT,
-                tenant_id: Some(&t.id),
-                before: None,
-                after: Some(json!({"created": created, "endpoint": DRILL_ENDPOINT, "key_id": key.id})),
-            },
-        )
-        .await?;
-    }
-    txn.commit().await?;
-    let secret = keys::open_secret(db, vault, &key).await?;
-    Ok(Fixture { tenant_id: t.id, endpoint_id: e.id, key_id: key.id, secret })
-}
-
-/// Removes the drill tenant's event rows from earlier runs (nothing of any
-/// other tenant): each run starts from an empty drill tenant.
-pub async fn clear(db: &DatabaseConnection, fx: &Fixture) -> DomainResult<()> {
-    let txn = db::begin_write(db).await?;
-    quarantine_entry::Entity::delete_many()
-        .filter(quarantine_entry::Column::TenantId.eq(&fx.tenant_id))
-        .exec(&txn)
-        .await?;
-    inbox_claim::Entity::delete_many().filter(inbox_claim::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
-    outbox_intent::Entity::delete_many().filter(outbox_intent::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
-    reminder::Entity::delete_many().filter(reminder::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
-    replay_record::Entity::delete_many()
-        .filter(replay_record::Column::EndpointId.eq(&fx.endpoint_id))
-        .exec(&txn)
-        .await?;
-    txn.commit().await?;
-    Ok(())
-}
-
-fn short_id(prefix: &str) -> String {
+pub(super) fn short_id(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
 
 /// A future time, whole seconds, as the envelope carries it.
-fn send_at(days: i64) -> (String, i64) {
+pub(super) fn send_at(days: i64) -> (String, i64) {
     let ms = (clock::now_ms() / 1000 + days * 86_400) * 1000;
     (clock::rfc3339(ms), ms)
 }
 
-fn created(reminder_id: &str, at: &str) -> Value {
+pub(super) fn created(reminder_id: &str, at: &str) -> Value {
     json!({"type": "reminder.created", "data": {"reminder_id": reminder_id, "send_at": at}})
 }
 
@@ -400,7 +256,7 @@ async fn observe(db: &DatabaseConnection, fx: &Fixture, event_id: &str, reminder
 /// Rows anywhere (every tenant) that a delivery of `event_id` about
 /// `reminder_id` could have left: claims, quarantine entries, outbox
 /// intents keyed by the event, reminders.
-async fn rows_anywhere(db: &DatabaseConnection, event_id: &str, reminder_id: &str) -> DomainResult<u64> {
+pub(super) async fn rows_anywhere(db: &DatabaseConnection, event_id: &str, reminder_id: &str) -> DomainResult<u64> {
     let claims = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq(event_id)).count(db).await?;
     let quarantined =
         quarantine_entry::Entity::find().filter(quarantine_entry::Column::EventId.eq(event_id)).count(db).await?;
@@ -433,6 +289,7 @@ pub async fn run_one<T: Transport>(db: &DatabaseConnection, fx: &Fixture, t: &T,
         "invalid_signature" => invalid_signature(db, fx, t, &mut c).await,
         "replay" => replay(db, fx, t, &mut c).await,
         "identity_conflict" => identity_conflict(db, fx, t, &mut c).await,
+        "scheme_verification" => super::scheme_drill::scheme_verification(db, fx, t, &mut c).await,
         other => {
             c.errors.push(format!("no drill named {other}"));
             Ok(())
@@ -677,7 +534,7 @@ mod tests {
 
     #[test]
     fn drill_slugs_can_never_be_real_tenants() {
-        assert!(ids::validate_slug("tenant", DRILL_TENANT).is_err());
-        assert!(ids::validate_slug("tenant", &format!("{DRILL_PREFIX}-missing-x")).is_err());
+        assert!(crate::ids::validate_slug("tenant", DRILL_TENANT).is_err());
+        assert!(crate::ids::validate_slug("tenant", &format!("{DRILL_PREFIX}-missing-x")).is_err());
     }
 }

@@ -154,6 +154,42 @@ fn build_and_database(h: &mut String, e: &Evidence) {
 
 /// Renders the page. `evidence_sha256` is printed so the page can be tied to
 /// its `evidence.json`.
+/// The live cohort check: one row per tenant with retries enabled.
+fn cohort_section(h: &mut String, e: &Evidence) {
+    h.push_str("<h2>Live cohort check (since retries were enabled)</h2>\n");
+    if e.cohort_check.is_empty() {
+        h.push_str("<p>No tenant has retries enabled.</p>\n");
+        return;
+    }
+    h.push_str(
+        "<table><thead><tr><th>Tenant</th><th>Enabled since</th><th>Events checked</th><th>Breaches</th>\
+         </tr></thead><tbody>\n",
+    );
+    for c in &e.cohort_check {
+        let breaches = if c.breaches_total == 0 {
+            "<span class=\"ok\">none</span>".to_owned()
+        } else {
+            let named: Vec<String> = c.breaches.iter().map(|b| esc(&views::evidence::breach_text(b))).collect();
+            let more = c.breaches_total.saturating_sub(c.breaches.len() as u64);
+            format!(
+                "<span class=\"bad\">{}</span><br>{}{}",
+                c.breaches_total,
+                named.join("<br>"),
+                if more > 0 { format!("<br>and {more} more") } else { String::new() }
+            )
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.tenant),
+            esc(&c.enabled_since),
+            c.events_checked,
+            breaches
+        );
+    }
+    h.push_str("</tbody></table>\n");
+}
+
 pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     let mut h = String::with_capacity(32 * 1024);
     let scope = e.tenant.as_deref().map_or_else(|| "all tenants".to_owned(), |t| format!("tenant {}", esc(t)));
@@ -337,6 +373,8 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                     String::new()
                 },
             );
+            let _ =
+                writeln!(h, "<p>Signature schemes verified: {}</p>", esc(&views::evidence::schemes_text(&r.schemes)));
             h.push_str(
                 "<table><thead><tr><th>Drill</th><th>Result</th><th>Expected</th><th>Observed</th>\
                         <th>Time</th></tr></thead><tbody>\n",
@@ -440,6 +478,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         );
     }
     h.push_str("</tbody></table>\n");
+    cohort_section(&mut h, e);
 
     let m = &e.metrics;
     let reasons = |rs: &[crate::stats::ReasonCount]| {

@@ -1,7 +1,10 @@
 //! Sign-off evidence (CONTRACT §5, seed 000's "sign-off artifact").
 //!
 //! - [`drills`] and [`runs`]: the seed's test matrix, run on the live
-//!   deployment through the real receiver, checked against the database.
+//!   deployment through the real receiver, checked against the database;
+//!   [`scheme_drill`] verifies each signature scheme on its own
+//!   [`drill_fixture`] endpoint.
+//! - [`cohort`]: the live cohort check of tenants with retries enabled.
 //! - [`bundle`]: `evidence.json`, read live: credentials and who may touch
 //!   them, the constraints in the database catalog ([`catalog`]), the latest
 //!   drills, retention, retry policy, metrics, the audit chain, findings.
@@ -14,6 +17,8 @@
 
 pub mod bundle;
 pub mod catalog;
+pub mod cohort;
+pub mod drill_fixture;
 pub mod drills;
 pub mod durability;
 pub mod export;
@@ -22,4 +27,5 @@ pub mod html;
 pub mod identity;
 pub mod manifest;
 pub mod runs;
+pub mod scheme_drill;
 pub mod signoff;

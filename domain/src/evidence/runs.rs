@@ -34,7 +34,7 @@ pub const STALE_MS: i64 = 120_000;
 pub const RUNS_PER_WINDOW: usize = 3;
 pub const WINDOW_MS: i64 = 10 * 60_000;
 
-pub use views::evidence::DrillRunView;
+pub use views::evidence::{DrillRunView, schemes_text};
 
 fn view(m: drill_run::Model, now: i64) -> DrillRunView {
     let drills: Vec<DrillResult> = serde_json::from_str(&m.results).unwrap_or_default();
@@ -59,6 +59,16 @@ fn view(m: drill_run::Model, now: i64) -> DrillRunView {
         done: drills.len(),
         error: m.error,
         drills,
+        schemes: recorded_schemes(m.schemes.as_deref()),
+    }
+}
+
+/// The schemes a stored run drilled; a run stored before they were
+/// recorded signed with standard-webhooks only.
+pub(crate) fn recorded_schemes(stored: Option<&str>) -> Vec<String> {
+    match stored {
+        None => vec![crate::registry::Scheme::StandardWebhooks.as_str().to_owned()],
+        Some(json) => serde_json::from_str(json).unwrap_or_default(),
     }
 }
 
@@ -160,6 +170,7 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
         started_at: Set(now),
         updated_at: Set(now),
         finished_at: Set(None),
+        schemes: Set(Some("[]".into())),
     }
     .insert(&txn)
     .await
@@ -216,6 +227,7 @@ pub async fn execute<T: Transport>(
         }
     };
     let passed = error.is_none() && results.iter().all(|r| r.passed);
+    let covered = super::scheme_drill::covered(&results);
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
     drill_run::Entity::update_many()
@@ -226,6 +238,10 @@ pub async fn execute<T: Transport>(
             Expr::value(serde_json::to_string(&results).unwrap_or_else(|_| "[]".into())),
         )
         .col_expr(drill_run::Column::Error, Expr::value(error.clone()))
+        .col_expr(
+            drill_run::Column::Schemes,
+            Expr::value(serde_json::to_string(&covered).unwrap_or_else(|_| "[]".into())),
+        )
         .col_expr(drill_run::Column::UpdatedAt, Expr::value(now))
         .col_expr(drill_run::Column::FinishedAt, Expr::value(now))
         .filter(drill_run::Column::Id.eq(run_id))
@@ -241,7 +257,7 @@ pub async fn execute<T: Transport>(
             target_id: run_id,
             tenant_id: None,
             before: None,
-            after: Some(json!({"passed": passed, "failed": failed, "error": error})),
+            after: Some(json!({"passed": passed, "failed": failed, "error": error, "schemes": covered})),
         },
     )
     .await?;

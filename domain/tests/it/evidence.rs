@@ -133,6 +133,7 @@ db_test!(drill_failures_never_record_internal_urls_or_os_errors, async |t: &Test
     let failures: Vec<String> = stored.drills.iter().flat_map(|d| d.failures.clone()).collect();
     assert!(failures.iter().any(|f| f.ends_with(": the receiver refused the connection")), "{failures:?}");
     assert!(failures.iter().any(|f| f.ends_with(": the drill child could not be started")), "{failures:?}");
+    assert!(stored.schemes.is_empty(), "a run whose deliveries failed verified no scheme");
 });
 
 db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb| {
@@ -146,6 +147,18 @@ db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb
     assert_eq!(run.passed, Some(true));
     assert_eq!(run.status, "finished");
     assert_eq!(run.actor.as_deref(), Some("reviewer-user"));
+    // Each scheme's verification was drilled on its own endpoint, and the
+    // run records the schemes it covered.
+    assert_eq!(run.schemes, ["standard-webhooks", "stripe", "github"]);
+    let schemes = run.drills.iter().find(|d| d.name == "scheme_verification").unwrap();
+    for s in ["standard-webhooks", "stripe", "github"] {
+        assert_eq!(schemes.observed[&format!("{s}.answer")], "applied");
+        assert_eq!(schemes.observed[&format!("{s}.retry.answer")], "duplicate");
+        assert_eq!(schemes.observed[&format!("{s}.claims")], 1);
+        assert_eq!(schemes.observed[&format!("{s}.wrong_key.http_status")], 401);
+    }
+    let stored = domain::entity::drill_run::Entity::find_by_id(run.run_id.clone()).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(stored.schemes.as_deref(), Some(r#"["standard-webhooks","stripe","github"]"#));
     let listed = runs::list(&t.db, &reviewer(), 5).await.unwrap();
     assert_eq!(listed[0].run_id, run.run_id);
     let actions: Vec<String> = domain::audit::list(&t.db, &admin(), &Default::default())

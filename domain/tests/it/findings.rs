@@ -3,7 +3,8 @@
 //! by `bundle::collect` on both engines. Kinds covered elsewhere:
 //! `constraint_missing` and `drill_failed` (evidence.rs),
 //! `audit_chain_broken` (audit_chain.rs), `retention_below_horizon`
-//! (retention.rs), `kek_seal_count_high` (kek.rs).
+//! (retention.rs), `kek_seal_count_high` (kek.rs), `cohort_breach`
+//! (cohort_check.rs).
 
 use domain::{
     clock,

@@ -100,8 +100,14 @@ pub fn gate(t: &TestDb) -> domain::rollout::Rollout<'_> {
 /// Test seam for the rollout order's first half: a drill run that passed on
 /// this build and schema, stored as `runs::execute` stores one (running the
 /// seven drills in every test that enables retries would add seconds each;
-/// the drills themselves are tested in `evidence`).
+/// the drills themselves are tested in `evidence`). It verified every scheme.
 pub async fn record_passing_drill(t: &TestDb) {
+    record_drill_covering(t, Some(r#"["standard-webhooks","stripe","github"]"#)).await;
+}
+
+/// A passing run on this build that recorded `schemes` (JSON; `None`: a run
+/// stored before schemes were recorded).
+pub async fn record_drill_covering(t: &TestDb, schemes: Option<&str>) {
     use domain::{
         entity::drill_run,
         evidence::{identity, runs},
@@ -126,6 +132,7 @@ pub async fn record_passing_drill(t: &TestDb) {
         started_at: Set(now),
         updated_at: Set(now),
         finished_at: Set(Some(now)),
+        schemes: Set(schemes.map(str::to_owned)),
     }
     .insert(&t.db)
     .await

@@ -5,6 +5,7 @@ mod support;
 mod audit_chain;
 mod auth;
 mod bulk_release;
+mod cohort_check;
 mod evidence;
 mod evidence_binding;
 mod findings;

@@ -123,3 +123,66 @@ db_test!(a_key_whose_scope_changed_since_the_approval_is_not_covered, async |t: 
     assert!(refused.contains(&key), "{refused}");
     assert!(!refused.contains("clinic-b"), "{refused}");
 });
+
+/// Endpoint `slug` of `tenant` signed with `scheme`, and an approved key.
+async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: domain::registry::Scheme) {
+    domain::registry::endpoints::create(
+        &t.db,
+        &admin(),
+        tenant,
+        domain::registry::endpoints::NewEndpoint {
+            slug: slug.into(),
+            scheme,
+            event_types: None,
+            tolerance_secs: None,
+            max_body_bytes: None,
+        },
+    )
+    .await
+    .unwrap();
+    keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        tenant,
+        slug,
+        ProvisionRequest::default(),
+        Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
+    )
+    .await
+    .unwrap();
+}
+
+// Runs stored before schemes were recorded signed with standard-webhooks
+// only: they count for it and for nothing else. The refusal names each
+// scheme no counting run verified, with the endpoints using it.
+db_test!(the_gate_names_each_scheme_no_counting_drill_run_verified, async |t: &TestDb| {
+    use domain::registry::Scheme;
+    active_key(t).await;
+    tenant(t, "clinic-b").await;
+    scheme_endpoint(t, "clinic-b", "payments", Scheme::Stripe).await;
+    scheme_endpoint(t, "clinic-b", "repo", Scheme::Github).await;
+    approve_current_bundle(t).await;
+    record_drill_covering(t, None).await;
+    // clinic-a signs with standard-webhooks only: the old run covers it.
+    assert_eq!(enable(t, &gate(t), "clinic-a").await.unwrap(), "enabled");
+    let refused = enable(t, &gate(t), "clinic-b").await.unwrap_err();
+    assert!(refused.contains("verified the stripe scheme (used by clinic-b/payments)"), "{refused}");
+    assert!(refused.contains("verified the github scheme (used by clinic-b/repo)"), "{refused}");
+    assert!(!refused.contains("standard-webhooks") && !refused.contains("approved"), "{refused}");
+    // A run that verified stripe only: github is still named.
+    record_drill_covering(t, Some(r#"["standard-webhooks","stripe"]"#)).await;
+    let refused = enable(t, &gate(t), "clinic-b").await.unwrap_err();
+    assert!(!refused.contains("stripe") && refused.contains("the github scheme"), "{refused}");
+    // Counting runs cover a cohort together; a failed run covers nothing.
+    record_drill_covering(t, Some(r#"["github"]"#)).await;
+    drill_run::Entity::update_many()
+        .col_expr(drill_run::Column::Passed, Expr::value(false))
+        .filter(drill_run::Column::Schemes.eq(r#"["github"]"#))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    assert!(enable(t, &gate(t), "clinic-b").await.unwrap_err().contains("the github scheme"));
+    record_drill_covering(t, Some(r#"["github"]"#)).await;
+    assert_eq!(enable(t, &gate(t), "clinic-b").await.unwrap(), "enabled");
+});

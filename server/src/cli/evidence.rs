@@ -56,12 +56,13 @@ pub async fn drill(
                             None => r.status.as_str(),
                         };
                         format!(
-                            "{}  {}  {}  {}/{} drills  by {}",
+                            "{}  {}  {}  {}/{} drills  schemes {}  by {}",
                             r.started_at,
                             r.run_id,
                             verdict,
                             r.done,
                             r.total,
+                            runs::schemes_text(&r.schemes),
                             r.actor.as_deref().unwrap_or("-")
                         )
                     })
@@ -141,6 +142,7 @@ fn describe_run(r: &runs::DrillRunView) -> String {
     if let Some(e) = &r.error {
         lines.push(format!("  {e}"));
     }
+    lines.push(format!("  signature schemes verified: {}", runs::schemes_text(&r.schemes)));
     lines.join("\n")
 }
 

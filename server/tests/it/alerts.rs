@@ -109,6 +109,7 @@ fn seed_drill_run(id: &str, version: &str, passed: bool, at_ms: i64) -> domain::
         started_at: at_ms - 1000,
         updated_at: at_ms,
         finished_at: Some(at_ms),
+        schemes: None,
     })
 }
 

@@ -201,6 +201,7 @@ both_engines!(drill_runs_are_rate_limited_per_principal, async |i: &Install| {
                 started_at: now - ago,
                 updated_at: now - ago,
                 finished_at: Some(now - ago),
+                schemes: None,
             },
         ))
         .exec_without_returning(&db)

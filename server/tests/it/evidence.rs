@@ -20,7 +20,15 @@ both_engines!(drill_run_passes_and_kills_a_real_child_process, async |i: &Instal
     let run = i.cli_json(&["drill", "run"]);
     assert_eq!(run["passed"], true, "{run:#}");
     let drills = run["drills"].as_array().unwrap();
-    assert_eq!(drills.len(), 7);
+    assert_eq!(drills.len(), 8);
+    // Verification was drilled for every scheme Signet receives.
+    assert_eq!(run["schemes"], json!(["standard-webhooks", "stripe", "github"]), "{run:#}");
+    let schemes = drills.iter().find(|d| d["name"] == "scheme_verification").unwrap();
+    for s in ["standard-webhooks", "stripe", "github"] {
+        assert_eq!(schemes["observed"][format!("{s}.answer")], "applied");
+        assert_eq!(schemes["observed"][format!("{s}.retry.answer")], "duplicate");
+        assert_eq!(schemes["observed"][format!("{s}.wrong_key.answer")], "signature_mismatch");
+    }
     for d in drills {
         assert_eq!(d["passed"], true, "{d:#}");
         assert!(d["observed"].is_object() && d["expected"].is_object());
@@ -99,7 +107,7 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
             .unwrap();
         if r["passed"].is_null() {
             seen_running = true;
-            assert!(r["done"].as_u64().unwrap() <= 7);
+            assert!(r["done"].as_u64().unwrap() <= 8);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }

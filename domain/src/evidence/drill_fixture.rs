@@ -1,0 +1,201 @@
+//! The drills' synthetic tenant (`_drill`): one endpoint per signature
+//! scheme Signet receives, each with an active key sealed like any other.
+//! `drill` (standard-webhooks) carries the exactly-once drills; every
+//! endpoint carries `scheme_verification`.
+
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use serde_json::json;
+
+use super::drills::{DRILL_ENDPOINT, DRILL_TENANT};
+use crate::{
+    audit::{self, Change},
+    auth::Actor,
+    clock,
+    crypto::SigningSecret,
+    db,
+    entity::{endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
+    error::DomainResult,
+    ids,
+    registry::{EventTypes, Scheme, defaults, keys},
+    vault::Vault,
+};
+
+/// One drill endpoint: its scheme, slug and id, and its key's secret.
+pub struct SchemeTarget {
+    pub scheme: Scheme,
+    pub endpoint: String,
+    pub endpoint_id: String,
+    pub(crate) secret: SigningSecret,
+}
+
+/// The drill tenant, the `drill` endpoint and key (with the key's secret, to
+/// sign with), and one endpoint per scheme.
+pub struct Fixture {
+    pub tenant_id: String,
+    pub endpoint_id: String,
+    pub key_id: String,
+    pub(crate) secret: SigningSecret,
+    /// Every scheme in [`Scheme::ALL`] order; standard-webhooks is `drill`.
+    pub schemes: Vec<SchemeTarget>,
+}
+
+/// The drill endpoint's slug for `scheme`: `drill` keeps its name, so the
+/// fixtures of earlier versions are reused.
+pub fn endpoint_slug(scheme: Scheme) -> String {
+    match scheme {
+        Scheme::StandardWebhooks => DRILL_ENDPOINT.to_owned(),
+        other => format!("{DRILL_ENDPOINT}-{other}"),
+    }
+}
+
+/// Finds or creates the drill tenant, its endpoints and an active key on
+/// each (sealed like any other), and opens the keys' secrets.
+pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fixture> {
+    let now = clock::now_ms();
+    vault.reserve_seals(db, Scheme::ALL.len() as u64).await?;
+    let txn = db::begin_write(db).await?;
+    let mut created: Vec<String> = Vec::new();
+    let t = match tenant::Entity::find().filter(tenant::Column::Slug.eq(DRILL_TENANT)).one(&txn).await? {
+        Some(t) => t,
+        None => {
+            let t = tenant::Model {
+                id: ids::new_id(),
+                slug: DRILL_TENANT.to_owned(),
+                name: "Signet drills (synthetic)".to_owned(),
+                notify_url: None,
+                created_at: now,
+                retry_policy: "enabled".to_owned(),
+                synthetic: true,
+            };
+            tenant::Entity::insert(tenant::ActiveModel::from(t.clone())).exec_without_returning(&txn).await?;
+            defaults::retry_policy_v1(&txn, &Actor::System, &t.id, now).await?;
+            created.push("tenant".into());
+            t
+        }
+    };
+    let mut rows = Vec::new();
+    for scheme in Scheme::ALL {
+        rows.push((scheme, endpoint_with_key(&txn, vault, &t, scheme, now, &mut created).await?));
+    }
+    if !created.is_empty() {
+        let key_ids: Vec<&str> = rows.iter().map(|(_, (_, k))| k.id.as_str()).collect();
+        audit::record(
+            &txn,
+            &Actor::System,
+            Change {
+                action: "drill.fixture",
+                target_kind: "tenant",
+                target_id: DRILL_TENANT,
+                tenant_id: Some(&t.id),
+                before: None,
+                after: Some(json!({"created": created, "endpoint": DRILL_ENDPOINT, "key_ids": key_ids})),
+            },
+        )
+        .await?;
+    }
+    txn.commit().await?;
+    let mut schemes = Vec::new();
+    for (scheme, (e, k)) in &rows {
+        let secret = keys::open_secret(db, vault, k).await?;
+        schemes.push(SchemeTarget { scheme: *scheme, endpoint: e.slug.clone(), endpoint_id: e.id.clone(), secret });
+    }
+    let (_, (e, k)) = rows.into_iter().next().ok_or(crate::DomainError::NotFound)?;
+    let secret = keys::open_secret(db, vault, &k).await?;
+    Ok(Fixture { tenant_id: t.id, endpoint_id: e.id, key_id: k.id, secret, schemes })
+}
+
+/// The drill endpoint for `scheme` and an accepted key on it, created when
+/// missing (noted in `created`).
+async fn endpoint_with_key<C: ConnectionTrait>(
+    txn: &C,
+    vault: &Vault,
+    t: &tenant::Model,
+    scheme: Scheme,
+    now: i64,
+    created: &mut Vec<String>,
+) -> DomainResult<(endpoint::Model, signing_key::Model)> {
+    let slug = endpoint_slug(scheme);
+    let e = match endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.eq(&t.id))
+        .filter(endpoint::Column::Slug.eq(&slug))
+        .one(txn)
+        .await?
+    {
+        Some(e) => e,
+        None => {
+            let e = endpoint::Model {
+                id: ids::new_id(),
+                tenant_id: t.id.clone(),
+                slug: slug.clone(),
+                scheme: scheme.as_str().to_owned(),
+                event_types: EventTypes::any().to_json(),
+                tolerance_secs: 300,
+                timestamp_floor: None,
+                event_id_fields: None,
+                max_body_bytes: 64 * 1024,
+                enabled: true,
+                created_at: now,
+            };
+            endpoint::Entity::insert(endpoint::ActiveModel::from(e.clone())).exec_without_returning(txn).await?;
+            defaults::retention_v1(txn, &Actor::System, &e.id, scheme, now).await?;
+            created.push(format!("endpoint {slug}"));
+            e
+        }
+    };
+    if let Some(k) = keys::accepted_key_rows(txn, &e.id, now).await?.into_iter().next() {
+        return Ok((e, k));
+    }
+    let key_id = ids::new_key_id();
+    let secret = SigningSecret::generate();
+    let types = EventTypes::any();
+    let scope = keys::scope_hash(t, &e, &types);
+    let (sealed, kek) =
+        vault.seal(&crate::crypto::Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+    let k = signing_key::Model {
+        id: key_id,
+        tenant_id: t.id.clone(),
+        endpoint_id: e.id.clone(),
+        status: "active".into(),
+        event_types: types.to_json(),
+        scope_hash: scope.clone(),
+        approved_scope_hash: Some(scope),
+        secret_ciphertext: sealed,
+        kek_version: kek as i32,
+        owner: "signet drills".into(),
+        rotation_owner: "signet drills".into(),
+        replaces_key_id: None,
+        overlap_secs: None,
+        created_by: "system".into(),
+        created_at: now,
+        activated_at: Some(now),
+        expires_at: None,
+        revoked_at: None,
+        revoked_reason: None,
+        last_verified_at: None,
+        verified_count: 0,
+        failure_count: 0,
+        last_failure_at: None,
+        last_failure_reason: None,
+        scope_changed_by: None,
+    };
+    signing_key::Entity::insert(signing_key::ActiveModel::from(k.clone())).exec_without_returning(txn).await?;
+    created.push(format!("key {slug}"));
+    Ok((e, k))
+}
+
+/// Removes the drill tenant's event rows from earlier runs (nothing of any
+/// other tenant): each run starts from an empty drill tenant.
+pub async fn clear(db: &DatabaseConnection, fx: &Fixture) -> DomainResult<()> {
+    let txn = db::begin_write(db).await?;
+    quarantine_entry::Entity::delete_many()
+        .filter(quarantine_entry::Column::TenantId.eq(&fx.tenant_id))
+        .exec(&txn)
+        .await?;
+    inbox_claim::Entity::delete_many().filter(inbox_claim::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
+    outbox_intent::Entity::delete_many().filter(outbox_intent::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
+    reminder::Entity::delete_many().filter(reminder::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
+    let endpoints: Vec<&str> = fx.schemes.iter().map(|s| s.endpoint_id.as_str()).collect();
+    replay_record::Entity::delete_many().filter(replay_record::Column::EndpointId.is_in(endpoints)).exec(&txn).await?;
+    txn.commit().await?;
+    Ok(())
+}

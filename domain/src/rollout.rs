@@ -47,6 +47,27 @@ pub struct Rollout<'a> {
 /// Refuses (409 `rollout_order`) unless every tenant in `cohort` meets the
 /// rollout order, naming everything that is missing.
 pub async fn check(db: &DatabaseConnection, gate: &Rollout<'_>, cohort: &[tenant::Model]) -> DomainResult<()> {
+    let missing = missing(db, gate, cohort).await?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(refusal(&missing))
+}
+
+/// The 409 `rollout_order` naming what is missing.
+pub fn refusal(missing: &[String]) -> DomainError {
+    DomainError::conflict(
+        "rollout_order",
+        format!("retries cannot be enabled before drills and review: {}", missing.join("; ")),
+    )
+}
+
+/// Everything the rollout order still needs for `cohort` (empty when met).
+pub async fn missing(
+    db: &DatabaseConnection,
+    gate: &Rollout<'_>,
+    cohort: &[tenant::Model],
+) -> DomainResult<Vec<String>> {
     let mut missing = Vec::new();
     if let Some(why) = drill_missing(db, gate).await? {
         missing.push(why);
@@ -56,13 +77,7 @@ pub async fn check(db: &DatabaseConnection, gate: &Rollout<'_>, cohort: &[tenant
             missing.push(why);
         }
     }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(DomainError::conflict(
-        "rollout_order",
-        format!("retries cannot be enabled before drills and review: {}", missing.join("; ")),
-    ))
+    Ok(missing)
 }
 
 /// Why no drill run counts, or `None` when one does.

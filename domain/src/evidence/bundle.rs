@@ -433,6 +433,7 @@ async fn retry_evidence(
         }
         let v = retry_policy::get(db, principal, &t.slug).await?;
         out.push(RetryPolicyEvidence {
+            open_overrides: crate::break_glass::open(db, &t.id, &t.slug).await?,
             tenant: v.tenant,
             policy: v.policy,
             version: v.version,
@@ -610,6 +611,11 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 "retries are enabled and no drill run has passed since they were \
                  (seed 000: enable retries only after the drills pass)",
             ));
+        }
+    }
+    for p in &e.retry_policy {
+        for o in &p.open_overrides {
+            out.push(finding("critical", "rollout_override", &p.tenant, crate::break_glass::finding_message(o)));
         }
     }
     let rank = |f: &Finding| match f.severity.as_str() {

@@ -13,7 +13,7 @@ pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{
     AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
 };
-pub use views::retry_policy::{PolicyVersionView, RetryPolicyView};
+pub use views::retry_policy::{PolicyVersionView, RetryPolicyView, RolloutOverrideView};
 pub use views::stats::{
     FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,
     StatsView,

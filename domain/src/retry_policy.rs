@@ -70,7 +70,7 @@ async fn history<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<
         .await?)
 }
 
-async fn view<C: ConnectionTrait>(conn: &C, t: &tenant::Model) -> DomainResult<RetryPolicyView> {
+pub(crate) async fn view<C: ConnectionTrait>(conn: &C, t: &tenant::Model) -> DomainResult<RetryPolicyView> {
     let rows = history(conn, &t.id).await?;
     Ok(RetryPolicyView {
         tenant: t.slug.clone(),
@@ -88,7 +88,7 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &s
 
 /// Takes the tenant row's write lock (a no-op UPDATE locks on both engines)
 /// so that concurrent changes read the history one after the other.
-async fn lock<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<()> {
+pub(crate) async fn lock<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<()> {
     tenant::Entity::update_many()
         .col_expr(tenant::Column::RetryPolicy, Expr::col(tenant::Column::RetryPolicy))
         .filter(tenant::Column::Id.eq(tenant_id))
@@ -100,7 +100,7 @@ async fn lock<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<()>
 /// Appends a version inside `conn`'s transaction. The tenant row is updated
 /// first: that write lock serialises concurrent changes, so the next version
 /// number is read after any other change has committed.
-async fn append<C: ConnectionTrait>(
+pub(crate) async fn append<C: ConnectionTrait>(
     conn: &C,
     auth: &Authorized,
     t: &tenant::Model,

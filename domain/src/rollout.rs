@@ -50,19 +50,34 @@ pub struct Rollout<'a> {
 /// Refuses (409 `rollout_order`) unless every tenant in `cohort` meets the
 /// rollout order, naming everything that is missing.
 pub async fn check(db: &DatabaseConnection, gate: &Rollout<'_>, cohort: &[tenant::Model]) -> DomainResult<()> {
+    let missing = missing(db, gate, cohort).await?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(refusal(&missing))
+}
+
+/// The 409 `rollout_order` naming what is missing.
+pub fn refusal(missing: &[String]) -> DomainError {
+    DomainError::conflict(
+        "rollout_order",
+        format!("retries cannot be enabled before drills and review: {}", missing.join("; ")),
+    )
+}
+
+/// Everything the rollout order still needs for `cohort` (empty when met).
+pub async fn missing(
+    db: &DatabaseConnection,
+    gate: &Rollout<'_>,
+    cohort: &[tenant::Model],
+) -> DomainResult<Vec<String>> {
     let mut missing = drill_missing(db, gate, &schemes_in_use(db, cohort).await?).await?;
     for t in cohort {
         if let Some(why) = approval_missing(db, gate.vault, t).await? {
             missing.push(why);
         }
     }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(DomainError::conflict(
-        "rollout_order",
-        format!("retries cannot be enabled before drills and review: {}", missing.join("; ")),
-    ))
+    Ok(missing)
 }
 
 /// Each scheme the cohort's endpoints use, with those endpoints

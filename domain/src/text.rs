@@ -62,3 +62,9 @@ pub(crate) fn require_reason(reason: &str) -> DomainResult<String> {
 pub fn reason_schema() -> utoipa::openapi::Object {
     schema(MAX_REASON_CHARS)
 }
+
+/// An optional reason's schema: absent or null, else as [`reason_schema`].
+#[cfg(feature = "openapi")]
+pub fn optional_reason_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(schema(MAX_REASON_CHARS))
+}

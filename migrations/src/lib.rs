@@ -28,6 +28,7 @@ mod m20261206_000021_build_identity;
 mod m20261206_000031_signoff_integrity;
 mod m20261206_000032_manual_resend;
 mod m20261206_000051_reminder_state_order;
+mod m20261206_000071_rollout_overrides;
 mod m20261206_000075_drill_run_schemes;
 
 pub struct Migrator;
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000031_signoff_integrity::Migration),
             Box::new(m20261206_000032_manual_resend::Migration),
             Box::new(m20261206_000051_reminder_state_order::Migration),
+            Box::new(m20261206_000071_rollout_overrides::Migration),
             Box::new(m20261206_000075_drill_run_schemes::Migration),
         ]
     }

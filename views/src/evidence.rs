@@ -258,6 +258,10 @@ pub struct RetryPolicyEvidence {
     /// Who may flip the rollback switch (roles with the permission, and
     /// their holders).
     pub may_roll_back: Vec<String>,
+    /// Approved break-glass overrides that no passing drill run on this build
+    /// and no approved sign-off postdate yet (finding `rollout_override`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_overrides: Vec<crate::retry_policy::RolloutOverrideView>,
 }
 
 /// Seed 000 after enabling: since retries were enabled for a tenant, each

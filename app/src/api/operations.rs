@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{BulkReleaseView, QuarantineList, QuarantineView, RetryPolicyView, RevealedBody};
+use crate::dto::{BulkReleaseView, QuarantineList, QuarantineView, RetryPolicyView, RevealedBody, RolloutOverrideView};
 
 #[cfg(feature = "ssr")]
 fn filter(
@@ -138,12 +138,44 @@ pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
     Ok(domain::retry_policy::get(&st.db, &p, &tenant).await?)
 }
 
+/// A blank override reason means none (the console's field is optional).
 #[server(prefix = "/fn", endpoint = "set_retry_policy")]
-pub async fn set_retry_policy(tenant: String, policy: String, reason: String) -> Result<(), AppError> {
+pub async fn set_retry_policy(
+    tenant: String,
+    policy: String,
+    reason: String,
+    override_reason: Option<String>,
+) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::break_glass::{self, SetOutcome};
+    let (st, p) = ssr::request().await?;
+    let why = override_reason.filter(|r| !r.trim().is_empty());
+    let out = break_glass::set(&st.db, &st.rollout(), &p, &tenant, &policy, &reason, why.as_deref()).await?;
+    let done = if matches!(out, SetOutcome::Requested(_)) { "override-requested" } else { "changed" };
+    leptos_axum::redirect(&format!("/tenants/{tenant}?policy={done}#retry-policy"));
+    Ok(())
+}
+
+/// The tenant's break-glass requests, newest first.
+#[server(prefix = "/fn", endpoint = "retry_overrides", input = GetUrl)]
+pub async fn retry_overrides(tenant: String) -> Result<Vec<RolloutOverrideView>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::retry_policy::set(&st.db, &st.rollout(), &p, &tenant, &policy, &reason).await?;
-    leptos_axum::redirect(&format!("/tenants/{tenant}?policy=changed#retry-policy"));
+    Ok(domain::break_glass::list(&st.db, &p, &tenant).await?)
+}
+
+/// A second person's decision on a pending override (`approve` or `reject`).
+#[server(prefix = "/fn", endpoint = "decide_override")]
+pub async fn decide_override(tenant: String, id: String, decision: String, comment: String) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::break_glass;
+    let (st, p) = ssr::request().await?;
+    match decision.as_str() {
+        "approve" => break_glass::approve(&st.db, &p, &tenant, &id, None, &comment).await?,
+        "reject" => break_glass::reject(&st.db, &p, &tenant, &id, None, &comment).await?,
+        _ => return Err(domain::DomainError::invalid("invalid_decision", "decision must be approve or reject").into()),
+    };
+    leptos_axum::redirect(&format!("/tenants/{tenant}?policy=override-{decision}d#retry-policy"));
     Ok(())
 }
 

@@ -7,11 +7,22 @@ use leptos::prelude::*;
 use crate::{
     api::{
         AppError,
-        operations::{RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort, cohort_context},
+        operations::{
+            DecideOverride, RollbackRetryPolicy, SetRetryPolicy, SetRetryPolicyCohort, cohort_context, retry_overrides,
+            retry_policy,
+        },
     },
     components::{ActionError, FormError, Loaded, ReasonField, Refresh, Submit, format::when},
-    dto::{CohortContextDto, RetryPolicyView},
+    dto::{CohortContextDto, RetryPolicyView, RolloutOverrideView},
 };
+
+/// The panel's data: the policy and the tenant's break-glass requests.
+pub type PanelData = (RetryPolicyView, Vec<RolloutOverrideView>);
+
+/// Loads the panel's data (the tenant page loads it with the rest).
+pub async fn load_panel(tenant: String) -> Result<PanelData, AppError> {
+    Ok((retry_policy(tenant.clone()).await?, retry_overrides(tenant).await?))
+}
 
 fn meaning(policy: &str) -> &'static str {
     if policy == "disabled" {
@@ -26,12 +37,16 @@ fn meaning(policy: &str) -> &'static str {
 /// The panel; its data is loaded by the tenant page together with the
 /// rest (one resource per page keeps hydration in step with the server).
 #[component]
-pub fn RetryPolicyCard(policy: Result<RetryPolicyView, AppError>, is_admin: bool) -> impl IntoView {
+pub fn RetryPolicyCard(policy: Result<PanelData, AppError>, is_admin: bool) -> impl IntoView {
     view! {
         <section class="card" id="retry-policy">
             <h2>"Retry policy"</h2>
             {match policy {
-                Ok(p) => view! { <PolicyPanel p is_admin/> }.into_any(),
+                Ok((p, overrides)) => view! {
+                    <PolicyPanel p is_admin/>
+                    <Overrides overrides is_admin/>
+                }
+                .into_any(),
                 Err(error) => view! { <FormError error/> }.into_any(),
             }}
         </section>
@@ -67,8 +82,23 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
                 <input type="hidden" name="tenant" value=tenant.clone()/>
                 <input type="hidden" name="policy" value=other/>
                 <input type="text" name="reason" required placeholder="why" aria-label="Reason for the change"/>
+                {(other == "enabled").then(|| view! {
+                    <input
+                        type="text"
+                        name="override_reason"
+                        placeholder="break-glass reason (optional)"
+                        aria-label="Break-glass override reason"
+                    />
+                })}
                 <Submit action=set label=set_label kind="primary"/>
             </ActionForm>
+            {(other == "enabled").then(|| view! {
+                <small class="hint">
+                    "Enabling waits for a passing drill run on this build and an approved bundle. Break-glass: \
+                    with an override reason, a refused enabling becomes a request that a second administrator \
+                    approves below; it stays a critical finding until drills and a sign-off catch up."
+                </small>
+            })}
             {rollback_form}
         }
     });
@@ -100,6 +130,60 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
             </table>
         </details>
     }
+}
+
+/// Break-glass requests (newest first); a pending one has approve and
+/// reject forms for a second administrator (the server refuses the
+/// requester, 403 `self_approval`).
+#[component]
+fn Overrides(overrides: Vec<RolloutOverrideView>, is_admin: bool) -> impl IntoView {
+    let decide = ServerAction::<DecideOverride>::new();
+    Refresh::after(decide);
+    (!overrides.is_empty()).then(|| {
+        view! {
+            <h3>"Break-glass overrides"</h3>
+            <ActionError action=decide/>
+            <table class="compact" data-testid="overrides">
+                <thead>
+                    <tr><th>"Status"</th><th>"Asked"</th><th>"By"</th><th>"Why"</th><th>"Missing"</th><th></th></tr>
+                </thead>
+                <tbody>
+                    {overrides.into_iter().map(|o| {
+                        let pending = is_admin && o.status == "pending_approval";
+                        let decided = o.decided_by.clone().map(|by| format!("{} by {by}", o.status));
+                        let (t1, i1, t2, i2) = (o.tenant.clone(), o.id.clone(), o.tenant.clone(), o.id.clone());
+                        let forms = pending.then(move || view! {
+                            <ActionForm action=decide attr:class="inline-form">
+                                <input type="hidden" name="tenant" value=t1/>
+                                <input type="hidden" name="id" value=i1/>
+                                <input type="hidden" name="decision" value="approve"/>
+                                <input type="text" name="comment" placeholder="comment" aria-label="Approval comment"/>
+                                <Submit action=decide label="Approve (second person)" kind="primary"/>
+                            </ActionForm>
+                            <ActionForm action=decide attr:class="inline-form">
+                                <input type="hidden" name="tenant" value=t2/>
+                                <input type="hidden" name="id" value=i2/>
+                                <input type="hidden" name="decision" value="reject"/>
+                                <input type="text" name="comment" required placeholder="why not"
+                                    aria-label="Rejection comment"/>
+                                <Submit action=decide label="Reject" kind="secondary"/>
+                            </ActionForm>
+                        });
+                        view! {
+                            <tr>
+                                <td><span class="badge">{decided.unwrap_or(o.status.clone())}</span></td>
+                                <td class="nowrap">{when(&o.created_at)}</td>
+                                <td>{o.requested_by}</td>
+                                <td>{o.override_reason}</td>
+                                <td>{o.missing.join("; ")}</td>
+                                <td>{forms}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        }
+    })
 }
 
 /// Moves several tenants at once, in one transaction. Beside it: the latest

@@ -8,7 +8,6 @@ use crate::{
     api::{
         AppError,
         keys::ProvisionKey,
-        operations::retry_policy,
         registry::{CreateEndpoint, SetEndpointEnabled, load_tenant},
     },
     components::{
@@ -16,7 +15,7 @@ use crate::{
         StatusBadge, Submit,
         format::{bytes, is_any_type, seconds, when},
     },
-    dto::{EndpointKeys, KeyStatus, KeyView, Me, RetryPolicyView, Scheme, TenantOverview, TenantSummary},
+    dto::{EndpointKeys, KeyStatus, KeyView, Me, Scheme, TenantOverview, TenantSummary},
 };
 
 #[component]
@@ -31,7 +30,7 @@ pub fn TenantPage() -> impl IntoView {
         move || (slug(), refresh.get()),
         |(slug, _)| async move {
             let overview = load_tenant(slug.clone()).await?;
-            Ok::<_, AppError>((overview, retry_policy(slug).await))
+            Ok::<_, AppError>((overview, super::retry_policy::load_panel(slug).await))
         },
     );
     let revoked = move || query.read().get("revoked");
@@ -53,7 +52,7 @@ fn TenantDetail(
     ov: TenantOverview,
     me: Me,
     revoked: Option<String>,
-    policy: Result<RetryPolicyView, AppError>,
+    policy: Result<super::retry_policy::PanelData, AppError>,
 ) -> impl IntoView {
     let TenantSummary { tenant: t, endpoint_count, active_keys, pending_keys } = ov.tenant;
     let can_manage = ov.can_manage;

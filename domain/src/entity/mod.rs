@@ -29,6 +29,7 @@ pub mod reminder;
 pub mod replay_record;
 pub mod retention_version;
 pub mod retry_policy_version;
+pub mod rollout_override;
 pub mod service_key;
 pub mod session;
 pub mod signing_key;

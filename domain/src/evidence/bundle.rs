@@ -436,6 +436,7 @@ async fn retry_evidence(
         }
         let v = retry_policy::get(db, principal, &t.slug).await?;
         out.push(RetryPolicyEvidence {
+            open_overrides: crate::break_glass::open(db, &t.id, &t.slug).await?,
             tenant: v.tenant,
             policy: v.policy,
             version: v.version,
@@ -630,6 +631,11 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
                 named.join("; ")
             ),
         ));
+    }
+    for p in &e.retry_policy {
+        for o in &p.open_overrides {
+            out.push(finding("critical", "rollout_override", &p.tenant, crate::break_glass::finding_message(o)));
+        }
     }
     let rank = |f: &Finding| match f.severity.as_str() {
         "critical" => 0,

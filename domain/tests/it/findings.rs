@@ -121,3 +121,47 @@ db_test!(audit_chain_broken_appears_for_an_edited_entry_and_clears_when_restored
     forget_mark().await.unwrap();
     assert_eq!(found(t, "audit_chain_broken").await, []);
 });
+
+db_test!(rollout_override_appears_after_an_approval_until_drills_and_a_signoff_postdate_it, async |t: &TestDb| {
+    use crate::break_glass::{request, second_admin};
+    use domain::break_glass;
+    // Sleeps around the approval keep "before" and "after" it strict.
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(5));
+    let approve = async |slug: &str| {
+        let req = request(t, slug).await;
+        assert_eq!(found(t, "rollout_override").await, [], "a pending request is not an override yet");
+        pause().await;
+        break_glass::approve(&t.db, &second_admin(), slug, &req.id, None, "").await.unwrap();
+        pause().await;
+    };
+    active_key(t).await;
+    approve("clinic-a").await;
+    assert_eq!(found(t, "rollout_override").await, [("critical".to_owned(), "clinic-a".to_owned())]);
+    // A sign-off alone does not clear it; the drills after it do.
+    approve_current_bundle(t).await;
+    assert_eq!(found(t, "rollout_override").await.len(), 1);
+    record_passing_drill(t).await;
+    assert_eq!(found(t, "rollout_override").await, []);
+
+    // A tenant whose key no approved bundle holds: refused again, overridden.
+    tenant(t, "clinic-b").await;
+    endpoint(t, "clinic-b", "hooks", None).await;
+    keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        "clinic-b",
+        "hooks",
+        keys::ProvisionRequest::default(),
+        keys::Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
+    )
+    .await
+    .unwrap();
+    approve("clinic-b").await;
+    assert_eq!(found(t, "rollout_override").await, [("critical".to_owned(), "clinic-b".to_owned())]);
+    // The drills alone do not clear it; the sign-off after it does.
+    record_passing_drill(t).await;
+    assert_eq!(found(t, "rollout_override").await.len(), 1);
+    approve_current_bundle(t).await;
+    assert_eq!(found(t, "rollout_override").await, []);
+});

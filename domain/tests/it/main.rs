@@ -4,6 +4,7 @@ mod support;
 
 mod audit_chain;
 mod auth;
+mod break_glass;
 mod bulk_release;
 mod cohort_check;
 mod evidence;

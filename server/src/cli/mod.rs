@@ -380,8 +380,34 @@ pub enum RetryPolicyCmd {
         policy: String,
         #[arg(long)]
         reason: String,
+        /// Break-glass (one tenant): when the rollout order refuses, record
+        /// an override request that a second person approves
+        /// (`approve-override`); exit 0 with the request.
+        #[arg(long)]
+        override_reason: Option<String>,
         #[command(flatten)]
         rollout: crate::config::RolloutArgs,
+    },
+    /// A tenant's break-glass override requests, newest first.
+    Overrides { tenant: String },
+    /// Approve a pending override as a second person: enables retries.
+    ApproveOverride {
+        tenant: String,
+        id: String,
+        /// Who approves (not the requester).
+        #[arg(long)]
+        reviewer: String,
+        #[arg(long, default_value = "")]
+        comment: String,
+    },
+    /// Reject a pending override.
+    RejectOverride {
+        tenant: String,
+        id: String,
+        #[arg(long)]
+        reviewer: String,
+        #[arg(long)]
+        comment: String,
     },
     /// Restore the previous version's value (as a new version).
     Rollback {

@@ -4,6 +4,7 @@
 mod support;
 
 mod alerts;
+mod break_glass;
 mod bulk_release;
 mod cli;
 mod config_check;

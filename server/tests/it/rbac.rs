@@ -72,6 +72,8 @@ enum Fresh {
     StoppedRewrap,
     /// A KEK version no row uses, a newer one long in the ring (its number).
     RetirableKek,
+    /// A pending break-glass override of clinic-a, asked for by the CLI (its id).
+    PendingOverride,
 }
 
 struct Case {
@@ -517,6 +519,31 @@ fn server_fn_cases() -> Vec<Case> {
             tenant_scoped: false,
             fresh: Fresh::RetirableKek,
             build: |version, _| form("/fn/retire_kek", vec![("version", version.into())]),
+        },
+        // Last: an approved override is a critical finding in later bundles.
+        Case {
+            name: "retry_overrides",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/retry_overrides?tenant=clinic-a".into()),
+        },
+        Case {
+            name: "decide_override",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::PendingOverride,
+            build: |id, _| {
+                form(
+                    "/fn/decide_override",
+                    vec![
+                        ("tenant", "clinic-a".into()),
+                        ("id", id.to_owned()),
+                        ("decision", "approve".into()),
+                        ("comment", "matrix".into()),
+                    ],
+                )
+            },
         },
     ]
 }
@@ -988,6 +1015,37 @@ fn api_cases() -> Vec<Case> {
             fresh: Fresh::Nothing,
             build: |_, _| get("/api/v1/evidence/public-key".into()),
         },
+        // Last: an approved override is a critical finding in later bundles,
+        // which the sign-off case above does not acknowledge.
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/retry-policy/overrides",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/tenants/clinic-a/retry-policy/overrides".into()),
+        },
+        Case {
+            name: "POST /api/v1/tenants/{tenant}/retry-policy/overrides/{id}/approve",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::PendingOverride,
+            build: |id, _| {
+                json_req(M::POST, format!("/api/v1/tenants/clinic-a/retry-policy/overrides/{id}/approve"), json!({}))
+            },
+        },
+        Case {
+            name: "POST /api/v1/tenants/{tenant}/retry-policy/overrides/{id}/reject",
+            allowed: ADMIN,
+            tenant_scoped: true,
+            fresh: Fresh::PendingOverride,
+            build: |id, _| {
+                json_req(
+                    M::POST,
+                    format!("/api/v1/tenants/clinic-a/retry-policy/overrides/{id}/reject"),
+                    json!({"comment": "matrix"}),
+                )
+            },
+        },
     ]
 }
 
@@ -1097,10 +1155,26 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
         Fresh::StoppedRewrap => return stopped_rewrap(i).await,
         Fresh::RetirableKek => return retirable_kek(i).await,
         Fresh::Export => return export_by_cli(i, Some("clinic-a")),
+        Fresh::PendingOverride => return pending_override(i),
         Fresh::ActiveKey => &["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"],
         Fresh::PendingKey => &["key", "provision", "clinic-a", "hooks"],
     };
     i.cli_json(args)["key_id"].as_str().unwrap().to_owned()
+}
+
+/// The pending override of clinic-a, or a new one. The CLI asks for it, so
+/// every signed-in caller is a second person; a key provisioned just before
+/// is in no approved bundle, so the rollout order refuses and a request is
+/// recorded.
+fn pending_override(i: &Install) -> String {
+    let listed = i.cli_json(&["retry-policy", "overrides", "clinic-a"]);
+    if let Some(o) = listed.as_array().unwrap().iter().find(|o| o["status"] == "pending_approval") {
+        return o["id"].as_str().unwrap().to_owned();
+    }
+    i.cli_json(&["key", "provision", "clinic-a", "hooks", "--approve-as", "rita"]);
+    let set = ["retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "matrix"];
+    let o = i.cli_json(&[&set[..], &["--override-reason", "matrix"]].concat());
+    o["id"].as_str().unwrap_or_else(|| panic!("no override was recorded: {o}")).to_owned()
 }
 
 /// Exports a bundle with the operator CLI (which no per-caller export

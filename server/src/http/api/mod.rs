@@ -4,6 +4,7 @@
 
 mod admin;
 mod auth;
+mod break_glass;
 mod events;
 pub mod evidence;
 mod keys;
@@ -65,6 +66,9 @@ pub fn routes() -> Router<AppState> {
         .route("/outbox/{id}/retry", post(operations::retry_outbox))
         .route("/tenants/{tenant}/retry-policy", get(operations::get_retry_policy).put(operations::set_retry_policy))
         .route("/tenants/{tenant}/retry-policy/rollback", post(operations::rollback_retry_policy))
+        .route("/tenants/{tenant}/retry-policy/overrides", get(break_glass::list_overrides))
+        .route("/tenants/{tenant}/retry-policy/overrides/{id}/approve", post(break_glass::approve_override))
+        .route("/tenants/{tenant}/retry-policy/overrides/{id}/reject", post(break_glass::reject_override))
         .route("/stats", get(stats::get_stats))
         .route("/retention", get(retention::overview))
         .route("/retention/horizons/{scheme}", axum::routing::put(retention::set_horizon))
@@ -102,6 +106,7 @@ pub fn routes() -> Router<AppState> {
         operations::start_bulk_release, operations::list_bulk_releases, operations::get_bulk_release,
         operations::resume_bulk_release,
         operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
+        break_glass::list_overrides, break_glass::approve_override, break_glass::reject_override,
         operations::list_outbox, operations::retry_outbox,
         retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
         stats::get_stats,

@@ -6,6 +6,7 @@ use axum::{
     extract::{Path, State},
 };
 use domain::{
+    break_glass::{self, RolloutOverrideView, SetOutcome},
     outbox::{self, OutboxView},
     quarantine::{
         self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
@@ -179,6 +180,11 @@ pub struct PolicyBody {
     pub policy: String,
     #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,
+    /// Break-glass: when the rollout order refuses enabling, record a request
+    /// (202) that a second person approves. Ignored when the order is met.
+    #[serde(default)]
+    #[schema(schema_with = domain::text::optional_reason_schema)]
+    pub override_reason: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
@@ -197,8 +203,14 @@ pub async fn get_retry_policy(
     request_body = PolicyBody,
     description = "Enabling is refused with 409 `rollout_order` (naming what is missing) unless a drill run passed \
         on this build within `SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS` and an approved bundle covers the tenant's live keys \
-        at their current scope. Disabling is never refused for the rollout order.",
-    responses((status = 200, body = RetryPolicyView), (status = 409, body = ErrorBody)),
+        at their current scope. Disabling is never refused for the rollout order. Break-glass: with \
+        `override_reason`, a refused enabling answers 202 with a pending override that a second person approves \
+        (`…/retry-policy/overrides/{id}/approve`); when the order is met the change is made as usual (200).",
+    responses(
+        (status = 200, body = RetryPolicyView),
+        (status = 202, body = RolloutOverrideView, description = "an override request waits for a second person"),
+        (status = 409, body = ErrorBody, description = "`rollout_order`, or `override_pending`"),
+    ),
 )]
 pub async fn set_retry_policy(
     State(st): State<SharedState>,
@@ -206,8 +218,22 @@ pub async fn set_retry_policy(
     _: NoQuery,
     Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<PolicyBody>,
-) -> Result<Json<RetryPolicyView>, ApiError> {
-    Ok(Json(retry_policy::set(&st.db, &st.rollout(), &p, &tenant, &body.policy, &body.reason).await?))
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let out = break_glass::set(
+        &st.db,
+        &st.rollout(),
+        &p,
+        &tenant,
+        &body.policy,
+        &body.reason,
+        body.override_reason.as_deref(),
+    )
+    .await?;
+    Ok(match out {
+        SetOutcome::Changed(v) => Json(v).into_response(),
+        SetOutcome::Requested(o) => (axum::http::StatusCode::ACCEPTED, Json(o)).into_response(),
+    })
 }
 
 #[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(TenantPath),

@@ -99,3 +99,16 @@ pub struct DigestPath {
     #[param(schema_with = domain::evidence::signoff::digest_schema)]
     pub digest: String,
 }
+
+/// `{tenant}/retry-policy/overrides/{id}`: a break-glass request.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Path)]
+pub struct OverridePath {
+    /// Tenant slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub tenant: String,
+    /// A UUID, lower-case and hyphenated.
+    #[param(schema_with = domain::ids::id_schema)]
+    pub id: String,
+}

@@ -35,6 +35,6 @@ pub mod replay;
 pub mod telemetry;
 pub mod verify;
 
-pub use claim::{BatchStats, Rollbacks};
+pub use claim::{BatchStats, DeliveryLogStats, Rollbacks};
 pub use gates::{Buffered, Delivery, Receipt, Receiver, receive};
 pub use outcome::{ClaimOutcome, Outcome, Refusal};

@@ -24,4 +24,5 @@ mod secrecy;
 mod send_tls;
 mod sessions;
 mod startup;
+mod story;
 mod systemd;

@@ -20,6 +20,7 @@ pub use views::stats::{
 };
 pub use views::{
     audit::AuditView,
+    events::{EventRef, EventStory, StoryDelivery},
     keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
     outbox::OutboxView,
     registry::{EndpointView, TenantView},

@@ -80,6 +80,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/quarantine/bulk/:id") view=BulkReleasePage ssr=SsrMode::Async/>
                 <Route path=path!("/quarantine/:id") view=QuarantineEventPage ssr=SsrMode::Async/>
                 <Route path=path!("/outbox") view=OutboxPage ssr=SsrMode::Async/>
+                <Route path=path!("/events") view=EventFinderPage ssr=SsrMode::Async/>
+                <Route path=path!("/events/:tenant/:endpoint/:event_id") view=EventStoryPage ssr=SsrMode::Async/>
                 <Route path=path!("/retention") view=RetentionPage ssr=SsrMode::Async/>
                 <Route path=path!("/dashboard") view=DashboardPage ssr=SsrMode::Async/>
                 <Route path=path!("/evidence") view=EvidencePage ssr=SsrMode::Async/>

@@ -1,5 +1,7 @@
 //! Read side of the receiver: received events' metadata (never bodies) and
-//! the reminders they produced.
+//! the reminders they produced; one event's whole story (`story`).
+
+pub mod story;
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 

@@ -225,7 +225,7 @@ pub async fn mark_failed(
 
 pub use views::outbox::OutboxView;
 
-fn view(r: intent::Model, slug: String) -> OutboxView {
+pub(crate) fn view(r: intent::Model, slug: String) -> OutboxView {
     OutboxView {
         id: r.id,
         tenant: slug,

@@ -30,6 +30,7 @@ mod m20261206_000032_manual_resend;
 mod m20261206_000051_reminder_state_order;
 mod m20261206_000071_rollout_overrides;
 mod m20261206_000075_drill_run_schemes;
+mod m20261206_000081_delivery_log;
 
 pub struct Migrator;
 
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000051_reminder_state_order::Migration),
             Box::new(m20261206_000071_rollout_overrides::Migration),
             Box::new(m20261206_000075_drill_run_schemes::Migration),
+            Box::new(m20261206_000081_delivery_log::Migration),
         ]
     }
 }

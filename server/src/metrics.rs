@@ -33,6 +33,8 @@ pub struct Metrics {
     purge_last_success: IntGauge,
     claim_batches: IntCounter,
     claim_batched_events: IntCounter,
+    delivery_log_written: IntCounter,
+    delivery_log_dropped: IntCounter,
     claim_retries: IntCounter,
     key_failures: IntCounterVec,
     outbox_attempts: IntCounterVec,
@@ -89,6 +91,12 @@ impl Metrics {
         )?;
         let claim_batches =
             IntCounter::new("signet_claim_batches_total", "Shared claim transactions committed (group commit)")?;
+        let delivery_log_written =
+            IntCounter::new("signet_delivery_log_written_total", "Delivery-log rows written (one per answer)")?;
+        let delivery_log_dropped = IntCounter::new(
+            "signet_delivery_log_dropped_total",
+            "Delivery-log rows dropped: the queue was full or the write failed",
+        )?;
         let claim_batched_events = IntCounter::new(
             "signet_claim_batched_events_total",
             "Events claimed in shared transactions; divided by batches, events per commit",
@@ -223,6 +231,8 @@ impl Metrics {
         registry.register(Box::new(kek_seals.clone()))?;
         registry.register(Box::new(claim_batches.clone()))?;
         registry.register(Box::new(claim_batched_events.clone()))?;
+        registry.register(Box::new(delivery_log_written.clone()))?;
+        registry.register(Box::new(delivery_log_dropped.clone()))?;
         registry.register(Box::new(purged.clone()))?;
         registry.register(Box::new(purge_runs.clone()))?;
         registry.register(Box::new(purge_last_success.clone()))?;
@@ -243,6 +253,8 @@ impl Metrics {
             purge_last_success,
             claim_batches,
             claim_batched_events,
+            delivery_log_written,
+            delivery_log_dropped,
             claim_retries,
             key_failures,
             outbox_attempts,
@@ -438,6 +450,7 @@ impl Metrics {
             ("bodies", r.bodies_cleared),
             ("replay", r.replay_deleted),
             ("minute_rollups", r.minute_rollups_deleted),
+            ("deliveries", r.deliveries_deleted),
         ] {
             self.purged.with_label_values(&[kind]).inc_by(n);
         }
@@ -454,6 +467,16 @@ impl Metrics {
     pub fn sync_batches(&self, stats: &domain::receiver::BatchStats) {
         use std::sync::atomic::Ordering::Relaxed;
         for (counter, total) in [(&self.claim_batches, &stats.batches), (&self.claim_batched_events, &stats.events)] {
+            counter.inc_by(total.load(Relaxed).saturating_sub(counter.get()));
+        }
+    }
+
+    /// Brings the delivery-log counters up to the receiver's own.
+    pub fn sync_delivery_log(&self, stats: &domain::receiver::DeliveryLogStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (counter, total) in
+            [(&self.delivery_log_written, &stats.written), (&self.delivery_log_dropped, &stats.dropped)]
+        {
             counter.inc_by(total.load(Relaxed).saturating_sub(counter.get()));
         }
     }

@@ -43,6 +43,7 @@ pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, eve
                             bodies = report.bodies_cleared,
                             replay = report.replay_deleted,
                             minute_rollups = report.minute_rollups_deleted,
+                            deliveries = report.deliveries_deleted,
                             "retention purge"
                         );
                     }

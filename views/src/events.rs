@@ -24,3 +24,88 @@ pub struct ReminderView {
     pub created_at: String,
     pub updated_at: String,
 }
+
+/// One event's whole story (`GET …/events/{event_id}`): metadata only, never
+/// the body. Exactly these keys.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventStory {
+    /// The claim, while dedup retention keeps it (`None`: never claimed, or purged).
+    pub claim: Option<StoryClaim>,
+    /// Every answer Signet gave to a delivery naming this event, oldest first.
+    pub deliveries: Vec<StoryDelivery>,
+    /// The replay records of the signed messages that verified.
+    pub replay: Vec<StoryReplay>,
+    pub quarantine: Option<StoryQuarantine>,
+    pub reminder: Option<StoryReminder>,
+    /// The outbox intents the event created, with their send attempts.
+    pub outbox: Vec<crate::outbox::OutboxView>,
+    /// Audit entries that name the event, its quarantine entry or its intents, oldest first.
+    pub audit: Vec<crate::audit::AuditView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoryClaim {
+    pub event_type: Option<String>,
+    /// `applied`, `quarantined` or `stale_transition`.
+    pub outcome: String,
+    pub key_id: String,
+    pub body_sha256: String,
+    /// False once body retention has cleared it.
+    pub body_stored: bool,
+    pub received_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoryDelivery {
+    pub answered_at: String,
+    /// The HTTP status answered.
+    pub status: u16,
+    /// The answer's `status` or `error` code: `applied`, `duplicate`, `quarantined`,
+    /// `signature_mismatch`, `replay`, `unavailable`, …
+    pub answer: String,
+    /// The key that verified, or the one a refusal is counted under.
+    pub key_id: Option<String>,
+    pub scheme: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoryReplay {
+    pub message_sha256: String,
+    /// When the record is purged and the message could be accepted again.
+    pub expires_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoryQuarantine {
+    pub entry: crate::quarantine::QuarantineView,
+    /// Its triage history (audit entries on the entry), oldest first.
+    pub triage: Vec<crate::audit::AuditView>,
+    /// The audited reveal of its body (API; the console page is `/quarantine/{id}`).
+    pub reveal: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoryReminder {
+    pub reminder_id: String,
+    /// The transition the event asked for (its type: `reminder.scheduled`, …).
+    pub transition: String,
+    /// What became of it: `applied`, `stale_transition` or `quarantined`.
+    pub outcome: String,
+    /// The reminder now.
+    pub current: Option<ReminderView>,
+}
+
+/// Where an event's story is: the console page `/events/{tenant}/{endpoint}/{event_id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventRef {
+    pub tenant: String,
+    pub endpoint: String,
+    pub event_id: String,
+}

@@ -73,6 +73,8 @@ macro_rules! server_fns {
 
 server_fns!(
     audit::AuditLog,
+    events::StoryOfEvent,
+    events::LocateEvent,
     kek::KekOverview,
     kek::RotateKek,
     kek::StartRewrap,

@@ -4,6 +4,7 @@
 //! Origin check covers every POST under `/fn/`.
 
 pub mod audit;
+pub mod events;
 pub mod evidence;
 #[cfg(feature = "ssr")]
 pub mod forms;

@@ -69,6 +69,11 @@ pub fn sentence(msg: &str) -> String {
     }
 }
 
+/// The console page of one event's story (each segment percent-encoded).
+pub fn event_href(tenant: &str, endpoint: &str, event_id: &str) -> String {
+    format!("/events/{}/{}/{}", query_value(tenant), query_value(endpoint), query_value(event_id))
+}
+
 /// Percent-encodes a query value (everything but RFC 3986 unreserved bytes).
 pub fn query_value(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

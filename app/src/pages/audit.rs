@@ -180,9 +180,24 @@ fn EntryRow(row: AuditRow) -> impl IntoView {
                 {e.actor}
             </td>
             <td class="nowrap"><code>{e.action}</code></td>
-            <td><span class="muted">{e.target_kind} " "</span><code class="wrap">{e.target_id}</code></td>
+            <td>
+                <span class="muted">{e.target_kind.clone()} " "</span><code class="wrap">{e.target_id.clone()}</code>
+                {story_link(&e.target_kind, &e.target_id)}
+            </td>
             <td>{tenant.unwrap_or_else(|| "—".to_owned())}</td>
             <td class="change">{change}</td>
         </tr>
     }
+}
+
+/// A link to the event's story, for entries about a quarantine entry or an
+/// outbox intent (`/events` finds the event and redirects).
+fn story_link(kind: &str, id: &str) -> Option<AnyView> {
+    let param = match kind {
+        "quarantine" => "quarantine",
+        "outbox_intent" => "intent",
+        _ => return None,
+    };
+    let href = format!("/events?{param}={}", crate::components::format::query_value(id));
+    Some(view! { <br/><a href=href class="small">"event story"</a> }.into_any())
 }

@@ -68,6 +68,7 @@ pub fn DashboardPage() -> impl IntoView {
         <Layout
             title="Dashboard"
             render=move |me| view! {
+                <crate::pages::EventSearch/>
                 <Loaded resource=data render={
                     let me = me.clone();
                     move |s| view! { <Dashboard s me=me.clone()/> }

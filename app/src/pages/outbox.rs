@@ -6,7 +6,10 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::operations::{RetryOutbox, list_outbox},
-    components::{ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when},
+    components::{
+        ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
+        format::{query_value, when},
+    },
     dto::OutboxView,
 };
 
@@ -91,7 +94,13 @@ fn Intents(list: Vec<OutboxView>, can_retry: bool) -> impl IntoView {
                             <tr>
                                 <td class="nowrap">{when(&o.created_at)}</td>
                                 <td><code>{o.tenant}</code></td>
-                                <td>{o.kind} <br/><code class="wrap">{o.idempotency_key}</code></td>
+                                <td>
+                                    {o.kind.clone()} <br/><code class="wrap">{o.idempotency_key}</code>
+                                    {(o.kind == "reminder_notice").then(|| {
+                                        let href = format!("/events?intent={}", query_value(&o.id));
+                                        view! { <br/><a href=href class="small">"event story"</a> }
+                                    })}
+                                </td>
                                 <td>
                                     <span class=format!("badge badge-outbox-{}", o.status)>{o.status.clone()}</span>
                                     {o.last_error.map(|e| view! { <br/><small class="muted">{e}</small> })}

@@ -199,12 +199,13 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
 #[component]
 fn Row(q: QuarantineView) -> impl IntoView {
     let href = format!("/quarantine/{}", q.id);
+    let story = crate::components::format::event_href(&q.tenant, &q.endpoint, &q.event_id);
     view! {
         <tr>
             <td class="nowrap"><a href=href>{when(&q.quarantined_at)}</a></td>
             <td><code>{q.tenant}</code> " / " <code>{q.endpoint}</code></td>
             <td>
-                <code class="wrap">{q.event_id}</code>
+                <a href=story title="The event's whole story"><code class="wrap">{q.event_id}</code></a>
                 <br/>
                 <span class="muted">{q.event_type.unwrap_or_else(|| "no type (malformed)".to_owned())}</span>
             </td>

@@ -133,6 +133,20 @@ pub fn parse_headers<H: HeaderSource + ?Sized>(scheme: Scheme, headers: &H) -> R
     }
 }
 
+/// The message id a request's headers claim (standard-webhooks `webhook-id`,
+/// GitHub `X-GitHub-Delivery`), read without verifying anything: only for
+/// recording a refusal under the event it names. Stripe carries its id in
+/// the body, which is never read before it verified.
+pub fn claimed_message_id<H: HeaderSource + ?Sized>(scheme: Scheme, headers: &H) -> Option<String> {
+    let name = match scheme {
+        Scheme::StandardWebhooks => "webhook-id",
+        Scheme::Github => "x-github-delivery",
+        Scheme::Stripe => return None,
+    };
+    let id = text(headers.header(name)?).ok()?;
+    (!id.is_empty() && id.len() <= 255 && !id.chars().any(char::is_control)).then(|| id.to_owned())
+}
+
 fn finish(
     scheme: Scheme,
     timestamp: Option<i64>,

@@ -7,6 +7,7 @@ pub mod audit_head;
 pub mod audit_verified;
 pub mod bulk_release;
 pub mod bulk_release_item;
+pub mod delivery_log;
 pub mod drill_run;
 pub mod endpoint;
 pub mod event_key_version;

@@ -153,7 +153,7 @@ pub async fn list(
 
 /// Joins slugs and claim metadata onto entries (a handful of queries, not
 /// one per row).
-async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>) -> DomainResult<Vec<QuarantineView>> {
+pub(crate) async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>) -> DomainResult<Vec<QuarantineView>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }

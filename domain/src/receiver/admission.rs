@@ -41,6 +41,14 @@ impl Admission {
             Admission::Quarantine(held, _) | Admission::Refused(held, _) => &held.verified,
         }
     }
+
+    /// The id the claim (or a refusal) is recorded under.
+    pub fn event_id(&self) -> &str {
+        match self {
+            Admission::Admitted(job) => &job.event_id,
+            Admission::Quarantine(held, _) | Admission::Refused(held, _) => &held.event_id,
+        }
+    }
 }
 
 /// Gates 7 and 8 for a verified delivery.

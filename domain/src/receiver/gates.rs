@@ -4,18 +4,25 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use bytes::Bytes;
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, Set};
 
 use super::{
     admission,
     attribution::Attribution,
     cache::{EndpointCache, EndpointCtx},
-    claim::{BatchStats, Claims, Rollbacks},
+    claim::{BatchStats, Claims, DeliveryLogStats, Rollbacks},
     faults::Faults,
     outcome::{Outcome, Refusal},
     verify::{Verified, verify},
 };
-use crate::{clock, crypto::signature::HeaderSource, db, error::DomainError, vault::Vault};
+use crate::{
+    clock,
+    crypto::signature::{HeaderSource, claimed_message_id},
+    db,
+    entity::delivery_log,
+    error::DomainError,
+    vault::Vault,
+};
 
 /// Seals the receiver keeps counted ahead (see `vault`): more than all
 /// deliveries in flight seal between two checks.
@@ -72,12 +79,12 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     // Gate 2: the body, read within the endpoint's limit.
     let body = match delivery.body(ep.max_body_bytes).await {
         Ok(body) => body,
-        Err(refusal) => return Receipt { outcome: Outcome::Refused(refusal), endpoint: Some(ep), key_id: None },
+        Err(refusal) => return r.refused(&ep, delivery.headers(), refusal, None),
     };
     // Gates 3, 4 and 5: an accepted key's signature over these exact bytes, in time.
     let verified = match authenticate(r, &ep, delivery.headers(), body).await {
         Ok(verified) => verified,
-        Err((refusal, key_id)) => return Receipt { outcome: Outcome::Refused(refusal), endpoint: Some(ep), key_id },
+        Err((refusal, key_id)) => return r.refused(&ep, delivery.headers(), refusal, key_id),
     };
     let key_id = Some(verified.key_id().to_owned());
     // Gates 7 and 8 are decided now; they take effect after gate 6, in order.
@@ -90,7 +97,11 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     }
     // Gates 6 and 9: the replay record, the claim, the effect and its outbox
     // intents, committed together before anyone is answered.
+    let (event_id, digest) =
+        (admission.event_id().to_owned(), admission.verified().message_digest().map(str::to_owned));
     let outcome = r.claims.settle(admission).await;
+    // The answer goes in the delivery log, off the hot path (`claim::log`).
+    r.log(&ep, event_id, &outcome, key_id.as_deref(), digest);
     Receipt { outcome, endpoint: Some(ep), key_id }
 }
 
@@ -175,6 +186,52 @@ impl Receiver {
                 }
             }
         }
+    }
+
+    /// A refusal before the signature verified, logged under the event id
+    /// its headers claim, when they claim a readable one.
+    fn refused<H: HeaderSource + ?Sized>(
+        &self,
+        ep: &Arc<EndpointCtx>,
+        headers: &H,
+        refusal: Refusal,
+        key_id: Option<String>,
+    ) -> Receipt {
+        let outcome = Outcome::Refused(refusal);
+        if let Some(event_id) = claimed_message_id(ep.scheme, headers) {
+            self.log(ep, event_id, &outcome, key_id.as_deref(), None);
+        }
+        Receipt { outcome, endpoint: Some(ep.clone()), key_id }
+    }
+
+    /// Queues the delivery-log row for this answer (never for drill traffic,
+    /// which no one can read a story of).
+    fn log(&self, ep: &EndpointCtx, event_id: String, outcome: &Outcome, key_id: Option<&str>, digest: Option<String>) {
+        if ep.synthetic {
+            return;
+        }
+        self.claims.log(delivery_log::ActiveModel {
+            id: Set(crate::ids::new_id()),
+            tenant_id: Set(ep.tenant_id.clone()),
+            endpoint_id: Set(ep.endpoint_id.clone()),
+            event_id: Set(event_id),
+            answered_at: Set(clock::now_ms()),
+            status: Set(i32::from(outcome.status())),
+            answer: Set(outcome.answer().to_owned()),
+            key_id: Set(key_id.map(str::to_owned)),
+            scheme: Set(ep.scheme.as_str().to_owned()),
+            message_digest: Set(digest),
+        });
+    }
+
+    /// Waits until every answer so far is in the delivery log (tests).
+    pub async fn flush_delivery_log(&self) {
+        self.claims.flush_log().await;
+    }
+
+    /// Delivery-log rows written and dropped so far.
+    pub fn delivery_log_stats(&self) -> &DeliveryLogStats {
+        self.claims.log_stats()
     }
 
     /// The fault points this receiver was built with.

@@ -7,8 +7,10 @@
 //! - Verify, then parse: the body is only interpreted after a signature from
 //!   the endpoint's accepted key set matched the exact received bytes.
 //!   Comparison is constant-time; every candidate signature and key is tried.
-//! - Nothing from a request refused at gates 1–6 or 8 is stored (a counter and
-//!   a log line with reason, tenant, endpoint and key id at most).
+//! - Nothing from a request refused at gates 1–6 or 8 is stored but a
+//!   delivery-log row (time, answer, key id, scheme and the event id it
+//!   names: `claim::log`), a counter and a log line with reason, tenant,
+//!   endpoint and key id at most.
 //! - Exactly one effect per event: the claim `(tenant, endpoint, event id)` is
 //!   decided by the primary key inside the same transaction as the replay
 //!   record, the business effect and the outbox intents; the caller answers
@@ -35,6 +37,6 @@ pub mod replay;
 pub mod telemetry;
 pub mod verify;
 
-pub use claim::{BatchStats, Rollbacks};
+pub use claim::{BatchStats, DeliveryLogStats, Rollbacks};
 pub use gates::{Buffered, Delivery, Receipt, Receiver, receive};
 pub use outcome::{ClaimOutcome, Outcome, Refusal};

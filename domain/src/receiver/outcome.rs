@@ -149,6 +149,19 @@ impl Outcome {
         }
     }
 
+    /// The answer's `status` or `error` code, as the delivery log keeps it.
+    pub fn answer(&self) -> &'static str {
+        match self {
+            Outcome::Applied { .. } => "applied",
+            Outcome::StaleTransition { .. } => "stale_transition",
+            Outcome::Duplicate { .. } => "duplicate",
+            Outcome::IdentityConflict { .. } => "identity_conflict",
+            Outcome::Quarantined { .. } => "quarantined",
+            Outcome::Refused(r) => r.code(),
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+
     /// `(outcome, reason)` labels for metrics and rollups.
     pub fn labels(&self) -> (&'static str, String) {
         match self {

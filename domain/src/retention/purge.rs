@@ -9,6 +9,9 @@
 //! - bodies of claims received before `now - body retention` are cleared,
 //!   except those of an open quarantine entry;
 //!
+//! - delivery-log rows answered before `now - dedup` are deleted (the log
+//!   tells an event's story while its claim can still decide duplicates);
+//!
 //! Then replay records past their expiry (received + 2 x tolerance) go, and
 //! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
 //! them for the last hour only; the hourly rollups stay).
@@ -31,7 +34,8 @@ use crate::{
     auth::Actor,
     db,
     entity::{
-        endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record as replay,
+        delivery_log, endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry,
+        replay_record as replay,
     },
     error::DomainResult,
     quarantine::OPEN,
@@ -53,6 +57,9 @@ pub struct PurgeReport {
     pub bodies_cleared: u64,
     pub replay_deleted: u64,
     pub minute_rollups_deleted: u64,
+    /// Delivery-log rows (absent from reports written before the log).
+    #[serde(default)]
+    pub deliveries_deleted: u64,
 }
 
 impl PurgeReport {
@@ -81,6 +88,7 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         let claim_cutoff = now_ms - ms(dedup);
         report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
         report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
+        report.deliveries_deleted += purge_batches(batch, |b| delete_deliveries(db, &e.id, claim_cutoff, b)).await?;
         let body_cutoff = now_ms - ms(body.min(dedup));
         report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &e.id, body_cutoff, b)).await?;
     }
@@ -204,6 +212,22 @@ async fn clear_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, b
         .await?;
     txn.commit().await?;
     Ok(rows.len() as u64)
+}
+
+async fn delete_deliveries(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
+    let txn = db::begin_write(db).await?;
+    let q = delivery_log::Entity::find()
+        .select_only()
+        .column(delivery_log::Column::Id)
+        .filter(delivery_log::Column::EndpointId.eq(endpoint_id))
+        .filter(delivery_log::Column::AnsweredAt.lt(cutoff))
+        .limit(batch);
+    let ids: Vec<String> = skip_locked(db, q).into_tuple().all(&txn).await?;
+    if !ids.is_empty() {
+        delivery_log::Entity::delete_many().filter(delivery_log::Column::Id.is_in(ids.clone())).exec(&txn).await?;
+    }
+    txn.commit().await?;
+    Ok(ids.len() as u64)
 }
 
 /// Resolved entries are created no earlier than their claim, so one created

@@ -22,4 +22,5 @@ mod retention;
 mod rollout;
 mod signoff;
 mod stats;
+mod story;
 mod vault;

@@ -237,7 +237,8 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
             quarantine_deleted: 1,
             bodies_cleared: 1,
             replay_deleted: 1,
-            minute_rollups_deleted: 1
+            minute_rollups_deleted: 1,
+            deliveries_deleted: 0,
         },
         "batches of 2 still finish the work"
     );

@@ -74,6 +74,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Drill(cmd) => super::evidence::drill(json, &cli.db, &db, vault, p, cmd).await?,
         Command::Evidence(cmd) => super::evidence::evidence(json, &cli.db, &db, vault, p, cmd).await?,
         Command::Audit(cmd) => super::evidence::audit(json, &db, vault, cmd).await?,
+        Command::Event(cmd) => super::event::event(json, &db, vault, p, cmd).await?,
         Command::Serve(_) | Command::Send { .. } | Command::Config(_) => {}
         Command::Migrate => emit(json, &json!({"migrated": true}), || "migrations are up to date".into()),
         Command::Tenant(TenantCmd::Create { tenant, name, notify_url }) => {
@@ -512,12 +513,13 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
             emit(json, &r, || {
                 format!(
                     "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, \
-                     {} minute rollups",
+                     {} minute rollups, {} delivery-log rows",
                     r.claims_deleted,
                     r.quarantine_deleted,
                     r.bodies_cleared,
                     r.replay_deleted,
-                    r.minute_rollups_deleted
+                    r.minute_rollups_deleted,
+                    r.deliveries_deleted
                 )
             });
         }

@@ -3,6 +3,7 @@
 //! value on stdout.
 
 mod commands;
+mod event;
 mod evidence;
 mod output;
 pub mod send;
@@ -59,6 +60,9 @@ pub enum Command {
     /// The audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// One event's whole story.
+    #[command(subcommand)]
+    Event(EventCmd),
     /// Quarantined events: list, release, discard.
     #[command(subcommand)]
     Quarantine(QuarantineCmd),
@@ -338,6 +342,14 @@ pub enum EvidenceCmd {
         #[arg(long)]
         pem: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EventCmd {
+    /// Every answer to its deliveries, its claim, replay records, quarantine
+    /// and triage, reminder transition, outbox intents and audit entries
+    /// (never the body). `--json` prints the API's object.
+    Show { tenant: String, endpoint: String, event_id: String },
 }
 
 #[derive(Subcommand, Debug)]

@@ -81,6 +81,7 @@ pub fn metrics_router(hooks: &hooks::HookState) -> Router {
             async move {
                 metrics.sync_batches(receiver.batch_stats());
                 metrics.sync_retries(receiver.claim_retries());
+                metrics.sync_delivery_log(receiver.delivery_log_stats());
                 metrics.sync_rollbacks(receiver.claim_rollbacks());
                 ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
             }

@@ -25,4 +25,5 @@ mod secrecy;
 mod send_tls;
 mod sessions;
 mod startup;
+mod story;
 mod systemd;

@@ -56,7 +56,11 @@ async fn every_path_parameter_states_its_rule() {
     assert_eq!(tenant_links["get_tenant"]["operationId"], "get_tenant", "OpenAPI spells it operationId");
     assert!(!endpoint_links.contains_key("get_tenant"), "an endpoint's links fill only what it names");
     let names: Vec<&String> = params.keys().collect();
-    assert_eq!(names, ["digest", "endpoint", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]);
+    assert_eq!(
+        names,
+        ["digest", "endpoint", "event_id", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]
+    );
+    assert_eq!(pattern("event_id"), domain::events::story::EVENT_ID_PATTERN);
     assert_eq!(pattern("digest"), domain::evidence::signoff::DIGEST_PATTERN);
 }
 

@@ -51,6 +51,8 @@ enum Fresh {
     PendingKey,
     /// A reminder in clinic-a, created by a signed webhook.
     Reminder,
+    /// An event of clinic-a/hooks, applied (its id).
+    Event,
     /// An open quarantine entry in clinic-a (`reminder_not_found`) whose
     /// cause has since been fixed, so a release applies.
     Quarantined,
@@ -253,6 +255,20 @@ fn server_fn_cases() -> Vec<Case> {
             tenant_scoped: false,
             fresh: Fresh::Nothing,
             build: |_, _| get("/fn/list_quarantine".into()),
+        },
+        Case {
+            name: "event_story",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Event,
+            build: |id, _| get(format!("/fn/event_story?tenant=clinic-a&endpoint=hooks&event_id={id}")),
+        },
+        Case {
+            name: "locate_event",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Quarantined,
+            build: |id, _| get(format!("/fn/locate_event?quarantine={id}")),
         },
         Case {
             name: "quarantine_detail",
@@ -669,6 +685,14 @@ fn api_cases() -> Vec<Case> {
             tenant_scoped: true,
             fresh: Fresh::Reminder,
             build: |id, _| get(format!("/api/v1/tenants/clinic-a/reminders/{id}")),
+        },
+        Case {
+            name: "GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}",
+            allowed: READERS,
+            tenant_scoped: true,
+            // The reminder's event, `evt-matrix`.
+            fresh: Fresh::Reminder,
+            build: |_, _| get("/api/v1/tenants/clinic-a/endpoints/hooks/events/evt-matrix".into()),
         },
         Case {
             name: "GET /api/v1/keys",
@@ -1139,6 +1163,14 @@ async fn fresh(i: &Install, s: &Server, w: &World, f: Fresh) -> String {
     let args: &[&str] = match f {
         Fresh::Nothing => return String::new(),
         Fresh::Reminder => return "r-matrix".to_owned(),
+        Fresh::Event => {
+            let n = w.counter.fetch_add(1, Ordering::SeqCst);
+            let body = format!(
+                r#"{{"type":"reminder.created","data":{{"reminder_id":"r-e-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#
+            );
+            deliver(i, w, &body, &format!("e-{n}"));
+            return format!("e-{n}");
+        }
         Fresh::Quarantined => return quarantined(i, s, w).await,
         Fresh::DeadIntent => return dead_intent(i, s, w).await,
         Fresh::BulkRelease => return bulk_release(i, s, w, false).await,
@@ -1537,6 +1569,8 @@ both_engines!(api_routes_authorize_every_role, async |i: &Install| {
             key["secret"].as_str().unwrap(),
             "--file",
             body.to_str().unwrap(),
+            "--event-id",
+            "evt-matrix",
         ],
         "",
     );

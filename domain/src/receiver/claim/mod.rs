@@ -5,6 +5,7 @@
 
 mod batch;
 mod context;
+mod log;
 mod rollbacks;
 mod rows;
 mod single;
@@ -20,6 +21,7 @@ use std::{
 pub use batch::BatchStats;
 use batch::{Batcher, Reply};
 use context::ClaimContext;
+pub use log::DeliveryLogStats;
 pub use rollbacks::Rollbacks;
 use sea_orm::{DatabaseConnection, DbErr};
 
@@ -41,6 +43,7 @@ const PG_BATCH_WORKERS: usize = 4;
 pub(super) struct Claims {
     ctx: Arc<ClaimContext>,
     batcher: Batcher,
+    log: log::DeliveryLog,
     /// Claim attempts repeated after a transient failure or a lost
     /// connection (for `/metrics`).
     retries: AtomicU64,
@@ -51,7 +54,25 @@ impl Claims {
     pub fn start(db: DatabaseConnection, vault: Arc<Vault>, faults: Faults) -> Claims {
         let ctx = Arc::new(ClaimContext::new(db, vault, faults));
         let workers = if ctx.is_sqlite() { 1 } else { PG_BATCH_WORKERS };
-        Claims { batcher: Batcher::start(ctx.clone(), workers), ctx, retries: AtomicU64::new(0) }
+        Claims {
+            batcher: Batcher::start(ctx.clone(), workers),
+            log: log::DeliveryLog::start(ctx.clone()),
+            ctx,
+            retries: AtomicU64::new(0),
+        }
+    }
+
+    /// Queues a delivery-log row (never waits; see `log`).
+    pub fn log(&self, row: crate::entity::delivery_log::ActiveModel) {
+        self.log.record(row);
+    }
+
+    pub async fn flush_log(&self) {
+        self.log.flush().await;
+    }
+
+    pub fn log_stats(&self) -> &DeliveryLogStats {
+        &self.log.stats
     }
 
     pub fn faults(&self) -> &Faults {

@@ -5,11 +5,11 @@ use axum::{
     Json,
     extract::{Path, State},
 };
-use domain::events::{self, EventView, ReminderView};
+use domain::events::{self, EventView, ReminderView, story::EventStory};
 use serde::Deserialize;
 
 use super::auth::{ApiError, ApiPrincipal, ApiQuery, NoQuery};
-use super::params::{ReminderPath, TenantPath};
+use super::params::{EventPath, ReminderPath, TenantPath};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -51,4 +51,15 @@ pub async fn get_reminder(
     Path(ReminderPath { tenant, reminder_id }): Path<ReminderPath>,
 ) -> Result<Json<ReminderView>, ApiError> {
     Ok(Json(events::get_reminder(&st.db, &p, &tenant, &reminder_id).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}", tag = "events",
+    params(EventPath), responses((status = 200, body = EventStory)))]
+pub async fn get_event_story(
+    State(st): State<SharedState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(EventPath { tenant, endpoint, event_id }): Path<EventPath>,
+) -> Result<Json<EventStory>, ApiError> {
+    Ok(Json(events::story::story(&st.db, &st.vault, &p, &tenant, &endpoint, &event_id).await?))
 }

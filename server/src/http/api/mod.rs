@@ -45,6 +45,7 @@ pub fn routes() -> Router<AppState> {
             get(registry::get_event_key).put(registry::set_event_key),
         )
         .route("/tenants/{tenant}/events", get(events::list_events))
+        .route("/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}", get(events::get_event_story))
         .route("/tenants/{tenant}/reminders/{reminder_id}", get(events::get_reminder))
         .route("/keys", get(keys::list_keys))
         .route("/keys/{key_id}", get(keys::get_key).patch(keys::set_scope))
@@ -101,7 +102,7 @@ pub fn routes() -> Router<AppState> {
         keys::list_endpoint_keys, keys::provision, keys::list_keys, keys::get_key, keys::set_scope,
         keys::approve, keys::reject, keys::rotate, keys::revoke,
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
-        events::list_events, events::get_reminder,
+        events::list_events, events::get_reminder, events::get_event_story,
         operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
         operations::start_bulk_release, operations::list_bulk_releases, operations::get_bulk_release,
         operations::resume_bulk_release,

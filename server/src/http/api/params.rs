@@ -42,6 +42,22 @@ pub struct ReminderPath {
     pub reminder_id: String,
 }
 
+/// `{tenant}/endpoints/{endpoint}/events/{event_id}`.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Path)]
+pub struct EventPath {
+    /// Tenant slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub tenant: String,
+    /// Endpoint slug.
+    #[param(schema_with = domain::ids::slug_schema)]
+    pub endpoint: String,
+    /// The event id as its claim records it (1-255 bytes, no control characters or `/`; else 422).
+    #[param(schema_with = domain::events::story::event_id_schema)]
+    pub event_id: String,
+}
+
 /// `{key_id}`.
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -1,0 +1,251 @@
+//! One event's whole story (issue 25 item 4): every answer Signet gave to a
+//! delivery naming it, its claim, replay records, quarantine entry with its
+//! triage, the reminder transition, outbox intents and the audit entries
+//! that name them. Metadata only: the body is read here only to find which
+//! reminder or OTP request it named, and is never returned; the quarantine
+//! entry links to its audited reveal.
+
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+
+use crate::{
+    auth::{Permission, Principal, Scope},
+    clock,
+    crypto::Aad,
+    entity::{
+        audit_entry, delivery_log, endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record,
+    },
+    error::{DomainError, DomainResult},
+    outbox, quarantine,
+    receiver::envelope,
+    registry::tenants,
+    vault::Vault,
+};
+
+pub use views::events::{EventRef, EventStory, StoryClaim, StoryDelivery, StoryQuarantine, StoryReminder, StoryReplay};
+
+/// The longest event id a story is asked for: the longest any scheme or
+/// envelope carries.
+pub const MAX_EVENT_ID_LEN: usize = 255;
+/// At most this many deliveries and audit entries are shown (oldest first).
+pub const MAX_ROWS: u64 = 500;
+
+/// An event id the path can carry: 1–255 characters, no control characters
+/// and no `/` (a path segment). Anything else is 422 `invalid_event_id`.
+pub fn validate_event_id(id: &str) -> DomainResult<()> {
+    if id.is_empty() || id.chars().count() > MAX_EVENT_ID_LEN || id.chars().any(|c| c.is_control() || c == '/') {
+        return Err(DomainError::invalid(
+            "invalid_event_id",
+            format!("an event id is 1-{MAX_EVENT_ID_LEN} characters without control characters or '/'"),
+        ));
+    }
+    Ok(())
+}
+
+/// [`validate_event_id`]'s rule as a pattern (with at most
+/// [`MAX_EVENT_ID_LEN`] characters).
+pub const EVENT_ID_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f/]+$";
+
+/// [`validate_event_id`] as a schema.
+#[cfg(feature = "openapi")]
+pub fn event_id_schema() -> utoipa::openapi::Object {
+    crate::schema::string(EVENT_ID_PATTERN, Some(MAX_EVENT_ID_LEN))
+}
+
+/// The story of `event_id` at `tenant_slug`/`endpoint_slug`. An unknown
+/// tenant, endpoint or event, or one outside the caller's tenant, is
+/// `NotFound` alike.
+pub async fn story(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    tenant_slug: &str,
+    endpoint_slug: &str,
+    event_id: &str,
+) -> DomainResult<EventStory> {
+    validate_event_id(event_id)?;
+    let t = tenants::find(db, principal, tenant_slug).await?;
+    principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
+    principal.authorize(Permission::ReadAudit, Scope::Tenant(&t.id))?;
+    let ep = endpoint::Entity::find()
+        .filter(endpoint::Column::TenantId.eq(&t.id))
+        .filter(endpoint::Column::Slug.eq(endpoint_slug))
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    let claim = inbox_claim::Entity::find_by_id((t.id.clone(), ep.id.clone(), event_id.to_owned())).one(db).await?;
+    let deliveries = delivery_log::Entity::find()
+        .filter(delivery_log::Column::TenantId.eq(&t.id))
+        .filter(delivery_log::Column::EndpointId.eq(&ep.id))
+        .filter(delivery_log::Column::EventId.eq(event_id))
+        .order_by_asc(delivery_log::Column::AnsweredAt)
+        .limit(MAX_ROWS)
+        .all(db)
+        .await?;
+    let entry = quarantine_entry::Entity::find()
+        .filter(quarantine_entry::Column::TenantId.eq(&t.id))
+        .filter(quarantine_entry::Column::EndpointId.eq(&ep.id))
+        .filter(quarantine_entry::Column::EventId.eq(event_id))
+        .one(db)
+        .await?;
+    if claim.is_none() && deliveries.is_empty() && entry.is_none() {
+        return Err(DomainError::NotFound);
+    }
+
+    let digests: Vec<String> = deliveries.iter().filter_map(|d| d.message_digest.clone()).collect();
+    let replay = if digests.is_empty() {
+        Vec::new()
+    } else {
+        replay_record::Entity::find()
+            .filter(replay_record::Column::EndpointId.eq(&ep.id))
+            .filter(replay_record::Column::MessageDigest.is_in(digests))
+            .all(db)
+            .await?
+    };
+    let named = match &claim {
+        Some(c) => named_ids(db, vault, c).await,
+        None => Named::default(),
+    };
+    let reminder = match (&claim, named.reminder_id) {
+        (Some(c), Some(id)) => {
+            let current = reminder::Entity::find_by_id((t.id.clone(), id.clone())).one(db).await?;
+            Some(StoryReminder {
+                reminder_id: id,
+                transition: c.event_type.clone().unwrap_or_default(),
+                outcome: c.outcome.clone(),
+                current: current.map(|r| views::events::ReminderView {
+                    reminder_id: r.reminder_id,
+                    status: r.status,
+                    send_at: clock::rfc3339(r.send_at),
+                    created_at: clock::rfc3339(r.created_at),
+                    updated_at: clock::rfc3339(r.updated_at),
+                }),
+            })
+        }
+        _ => None,
+    };
+    // The intents the effect created: a reminder notice is keyed by the
+    // event, an OTP by the request id the event named.
+    let mut keys = vec![format!("reminder_notice:{}:{event_id}", ep.id)];
+    keys.extend(named.otp_request_id.map(|r| format!("otp:{r}")));
+    let intents = outbox_intent::Entity::find()
+        .filter(outbox_intent::Column::TenantId.eq(&t.id))
+        .filter(outbox_intent::Column::IdempotencyKey.is_in(keys))
+        .order_by_asc(outbox_intent::Column::CreatedAt)
+        .all(db)
+        .await?;
+
+    let mut targets: Vec<String> = intents.iter().map(|i| i.id.clone()).collect();
+    targets.extend(entry.as_ref().map(|e| e.id.clone()));
+    targets.push(event_id.to_owned());
+    let audit: Vec<views::audit::AuditView> = audit_entry::Entity::find()
+        .filter(audit_entry::Column::TenantId.eq(&t.id))
+        .filter(audit_entry::Column::TargetId.is_in(targets))
+        .order_by_asc(audit_entry::Column::Seq)
+        .limit(MAX_ROWS)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    let quarantine = match entry {
+        Some(e) => {
+            let id = e.id.clone();
+            let triage = audit.iter().filter(|a| a.target_kind == "quarantine" && a.target_id == id).cloned().collect();
+            let entry = quarantine::views(db, vec![e]).await?.remove(0);
+            Some(StoryQuarantine { entry, triage, reveal: format!("/api/v1/quarantine/{id}?include_body=true") })
+        }
+        None => None,
+    };
+    Ok(EventStory {
+        claim: claim.map(|c| StoryClaim {
+            event_type: c.event_type,
+            outcome: c.outcome,
+            key_id: c.key_id,
+            body_sha256: c.body_digest,
+            body_stored: c.body_ciphertext.is_some(),
+            received_at: clock::rfc3339(c.received_at),
+        }),
+        deliveries: deliveries
+            .into_iter()
+            .map(|d| StoryDelivery {
+                answered_at: clock::rfc3339(d.answered_at),
+                status: u16::try_from(d.status).unwrap_or_default(),
+                answer: d.answer,
+                key_id: d.key_id,
+                scheme: d.scheme,
+            })
+            .collect(),
+        replay: replay
+            .into_iter()
+            .map(|r| StoryReplay { message_sha256: r.message_digest, expires_at: clock::rfc3339(r.expires_at) })
+            .collect(),
+        quarantine,
+        reminder,
+        outbox: intents.into_iter().map(|i| outbox::view(i, t.slug.clone())).collect(),
+        audit,
+    })
+}
+
+/// The event a quarantine entry or an outbox intent belongs to, for links
+/// from their rows. Only reminder notices name their event; an OTP intent
+/// (keyed by its request id) is `NotFound`, as is anything outside the
+/// caller's tenant.
+pub async fn locate(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    quarantine_id: Option<&str>,
+    intent_id: Option<&str>,
+) -> DomainResult<EventRef> {
+    if let Some(id) = quarantine_id.filter(|s| !s.is_empty()) {
+        let q = quarantine::get(db, principal, id).await?;
+        return Ok(EventRef { tenant: q.tenant, endpoint: q.endpoint, event_id: q.event_id });
+    }
+    let Some(id) = intent_id.filter(|s| !s.is_empty()) else {
+        return Err(DomainError::invalid("nothing_to_find", "name a quarantine entry or an outbox intent"));
+    };
+    let i = outbox_intent::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    if !principal.can_see_tenant(&i.tenant_id) {
+        return Err(DomainError::NotFound);
+    }
+    principal.authorize(Permission::ReadEvents, Scope::Tenant(&i.tenant_id))?;
+    let (endpoint_id, event_id) = i
+        .idempotency_key
+        .strip_prefix("reminder_notice:")
+        .and_then(|rest| rest.split_once(':'))
+        .ok_or(DomainError::NotFound)?;
+    let e = endpoint::Entity::find_by_id(endpoint_id.to_owned())
+        .one(db)
+        .await?
+        .filter(|e| e.tenant_id == i.tenant_id)
+        .ok_or(DomainError::NotFound)?;
+    let t =
+        crate::entity::tenant::Entity::find_by_id(i.tenant_id.clone()).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(EventRef { tenant: t.slug, endpoint: e.slug, event_id: event_id.to_owned() })
+}
+
+/// What the event's body named, for finding the rows its effect touched.
+#[derive(Default)]
+struct Named {
+    reminder_id: Option<String>,
+    otp_request_id: Option<String>,
+}
+
+/// Reads the two ids from the sealed body; nothing else of it leaves this
+/// function. A purged or unreadable body names nothing.
+async fn named_ids(db: &DatabaseConnection, vault: &Vault, c: &inbox_claim::Model) -> Named {
+    let Some(sealed) = c.body_ciphertext.as_deref() else { return Named::default() };
+    let body = match vault.open(db, &Aad::event_body(&c.tenant_id, &c.endpoint_id, &c.event_id), sealed).await {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::warn!(error = %e, "opening an event body for its story failed");
+            return Named::default();
+        }
+    };
+    let Some(env) = envelope::parse(&body) else { return Named::default() };
+    let field = |name: &str| env.data.get(name).and_then(|v| v.as_str()).map(str::to_owned);
+    match env.event_type.as_str() {
+        t if t.starts_with("reminder.") => Named { reminder_id: field("reminder_id"), otp_request_id: None },
+        "otp.requested" => Named { reminder_id: None, otp_request_id: field("otp_request_id") },
+        _ => Named::default(),
+    }
+}

@@ -1,0 +1,174 @@
+//! One event's whole story on both engines: the delivery log records every
+//! answer (accepted, duplicate, bad signature, quarantined), and the story
+//! gathers the claim, replay records, quarantine with triage, reminder
+//! transition, outbox intents with attempts and audit entries; a clinic
+//! admin of another tenant, an unknown tenant and an unknown event all get
+//! the same not-found; an id a path cannot carry is invalid; retention
+//! purges old delivery rows.
+
+use domain::{
+    DomainError,
+    auth::Role,
+    clock,
+    crypto::SigningSecret,
+    entity::delivery_log,
+    events::story::{self, EventStory},
+    outbox::{self, RetryRule},
+    quarantine,
+    receiver::Outcome,
+    registry::Scheme,
+    retention::purge,
+};
+use sea_orm::{EntityTrait, PaginatorTrait, Set};
+use serde_json::json;
+
+use crate::{
+    db_test,
+    fixtures::*,
+    receiver::{created, deliver, now_s, setup, signed},
+    support::TestDb,
+};
+
+async fn story_of(t: &TestDb, event_id: &str) -> EventStory {
+    story::story(&t.db, &t.vault, &admin(), "clinic-a", "hooks", event_id).await.unwrap()
+}
+
+fn scheduled(id: &str) -> Vec<u8> {
+    json!({"type": "reminder.scheduled", "data": {"reminder_id": id, "send_at": "2027-01-06T09:00:00Z"}})
+        .to_string()
+        .into_bytes()
+}
+
+db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    // Accepted, then delivered again (re-signed: a duplicate).
+    let body = created("rem-1");
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-c"), &body).await,
+        Outcome::Applied { .. }
+    ));
+    let sched = scheduled("rem-1");
+    let first = signed(&s, Scheme::StandardWebhooks, &sched, now_s(), "evt-s");
+    assert!(matches!(deliver(&s, &first, &sched).await, Outcome::Applied { .. }));
+    let again = signed(&s, Scheme::StandardWebhooks, &sched, now_s() - 1, "evt-s");
+    assert!(matches!(deliver(&s, &again, &sched).await, Outcome::Duplicate { .. }));
+    // A bad signature naming an event id: answered 401 and logged under it.
+    let wrong = SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let forged = domain::crypto::signature::sign(Scheme::StandardWebhooks, &wrong, &sched, now_s(), "evt-bad").unwrap();
+    assert_eq!(deliver(&s, &forged, &sched).await.status(), 401);
+    // Quarantined, then discarded by on-call.
+    let odd = json!({"type": "invoice.paid", "data": {}}).to_string().into_bytes();
+    let q = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &odd, now_s(), "evt-q"), &odd).await;
+    assert!(matches!(q, Outcome::Quarantined { .. }));
+    s.r.flush_delivery_log().await;
+
+    let st = story_of(t, "evt-s").await;
+    let claim = st.claim.as_ref().unwrap();
+    assert_eq!((claim.outcome.as_str(), claim.event_type.as_deref()), ("applied", Some("reminder.scheduled")));
+    assert_eq!(claim.key_id, s.key_id);
+    let answers: Vec<(u16, &str, Option<&str>, &str)> =
+        st.deliveries.iter().map(|d| (d.status, d.answer.as_str(), d.key_id.as_deref(), d.scheme.as_str())).collect();
+    assert_eq!(
+        answers,
+        [
+            (200, "applied", Some(s.key_id.as_str()), "standard-webhooks"),
+            (200, "duplicate", Some(s.key_id.as_str()), "standard-webhooks")
+        ]
+    );
+    assert_eq!(st.replay.len(), 2, "each signed message's replay record");
+    let reminder = st.reminder.as_ref().unwrap();
+    assert_eq!((reminder.reminder_id.as_str(), reminder.transition.as_str()), ("rem-1", "reminder.scheduled"));
+    assert_eq!(reminder.current.as_ref().unwrap().status, "scheduled");
+    assert_eq!(st.outbox.len(), 1);
+    assert_eq!((st.outbox[0].kind.as_str(), st.outbox[0].attempts), ("reminder_notice", 0));
+    assert!(st.quarantine.is_none());
+    let text = serde_json::to_string(&st).unwrap();
+    assert!(!text.contains("\"data\"") && !text.contains("body_ciphertext"), "no body: {text}");
+    let keys: Vec<String> = serde_json::to_value(&st).unwrap().as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["audit", "claim", "deliveries", "outbox", "quarantine", "reminder", "replay"]);
+
+    // A send attempt that failed shows on the intent; a manual retry is audited.
+    let leased = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
+    let notice = leased.iter().find(|d| d.id == st.outbox[0].id).unwrap();
+    let rule = RetryRule { base_ms: 10, cap_ms: 10, max_attempts: 1 };
+    assert_eq!(outbox::mark_failed(&t.db, notice, "relay answered 500", false, &rule).await.unwrap(), outbox::DEAD);
+    let st = story_of(t, "evt-s").await;
+    assert_eq!((st.outbox[0].status.as_str(), st.outbox[0].attempts), ("dead", 1));
+    assert_eq!(st.outbox[0].last_error.as_deref(), Some("relay answered 500"));
+    // The manual retry starts the count over; its audit entry keeps the attempts before it.
+    outbox::retry(&t.db, &oncall(), &notice.id).await.unwrap();
+    let st = story_of(t, "evt-s").await;
+    assert_eq!((st.outbox[0].status.as_str(), st.outbox[0].attempts), ("pending", 0));
+    let retried = st.audit.iter().find(|a| a.action == "outbox.retry" && a.target_id == notice.id).unwrap();
+    assert_eq!(retried.before.as_ref().unwrap()["attempts"], 1);
+
+    let bad = story_of(t, "evt-bad").await;
+    assert!(bad.claim.is_none() && bad.replay.is_empty() && bad.outbox.is_empty());
+    assert_eq!(bad.deliveries.len(), 1);
+    assert_eq!((bad.deliveries[0].status, bad.deliveries[0].answer.as_str()), (401, "signature_mismatch"));
+
+    let entry = story_of(t, "evt-q").await.quarantine.unwrap().entry;
+    quarantine::discard(&t.db, &oncall(), &entry.id, "not ours").await.unwrap();
+    let qs = story_of(t, "evt-q").await;
+    assert_eq!(qs.deliveries.iter().map(|d| (d.status, d.answer.as_str())).collect::<Vec<_>>(), [(202, "quarantined")]);
+    let q = qs.quarantine.unwrap();
+    assert_eq!((q.entry.status.as_str(), q.entry.reason.as_str()), ("discarded", "unknown_event_type"));
+    assert_eq!(q.triage.iter().map(|a| a.action.as_str()).collect::<Vec<_>>(), ["quarantine.discard"]);
+    assert_eq!(q.reveal, format!("/api/v1/quarantine/{}?include_body=true", entry.id));
+    assert!(qs.audit.iter().any(|a| a.action == "quarantine.discard"));
+});
+
+db_test!(unknown_foreign_and_unknown_tenant_are_the_same_not_found, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let b = tenant(t, "clinic-b").await;
+    let body = created("rem-1");
+    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-1"), &body).await;
+    s.r.flush_delivery_log().await;
+    let other = user(Role::ClinicAdmin, Some(&b.id));
+    let a_id = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let own = user(Role::ClinicAdmin, Some(&a_id));
+    assert!(story::story(&t.db, &t.vault, &own, "clinic-a", "hooks", "evt-1").await.is_ok());
+    assert!(story::story(&t.db, &t.vault, &reviewer(), "clinic-a", "hooks", "evt-1").await.is_ok());
+    for (who, tenant, endpoint, event) in [
+        (&other, "clinic-a", "hooks", "evt-1"),
+        (&admin(), "clinic-a", "hooks", "evt-unknown"),
+        (&admin(), "clinic-zz", "hooks", "evt-1"),
+        (&admin(), "clinic-a", "nope", "evt-1"),
+    ] {
+        let e = story::story(&t.db, &t.vault, who, tenant, endpoint, event).await.unwrap_err();
+        assert!(matches!(e, DomainError::NotFound), "{tenant}/{endpoint}/{event}: {e:?}");
+    }
+    let long = "x".repeat(256);
+    for id in ["", "a/b", "tab\there", long.as_str()] {
+        let e = story::story(&t.db, &t.vault, &admin(), "clinic-zz", "hooks", id).await.unwrap_err();
+        assert_eq!(e.code(), "invalid_event_id", "{id:?}");
+    }
+});
+
+db_test!(retention_purges_old_delivery_rows, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let body = created("rem-1");
+    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-1"), &body).await;
+    s.r.flush_delivery_log().await;
+    let fresh = delivery_log::Entity::find().one(&t.db).await.unwrap().unwrap();
+    let old_at = clock::now_ms() - 400 * 86_400_000;
+    delivery_log::Entity::insert(delivery_log::ActiveModel {
+        id: Set(domain::ids::new_id()),
+        tenant_id: Set(fresh.tenant_id.clone()),
+        endpoint_id: Set(fresh.endpoint_id.clone()),
+        event_id: Set("evt-old".into()),
+        answered_at: Set(old_at),
+        status: Set(200),
+        answer: Set("applied".into()),
+        key_id: Set(None),
+        scheme: Set(fresh.scheme.clone()),
+        message_digest: Set(None),
+    })
+    .exec_without_returning(&t.db)
+    .await
+    .unwrap();
+    let report = purge::run(&t.db, clock::now_ms(), purge::DEFAULT_BATCH).await.unwrap();
+    assert_eq!(report.deliveries_deleted, 1, "past the endpoint's dedup retention");
+    assert_eq!(delivery_log::Entity::find().count(&t.db).await.unwrap(), 1, "the fresh row stays");
+    assert_eq!(story_of(t, "evt-1").await.deliveries.len(), 1);
+});

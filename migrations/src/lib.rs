@@ -28,6 +28,7 @@ mod m20261206_000021_build_identity;
 mod m20261206_000031_signoff_integrity;
 mod m20261206_000032_manual_resend;
 mod m20261206_000051_reminder_state_order;
+mod m20261206_000091_outbox_trace_context;
 
 pub struct Migrator;
 
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000031_signoff_integrity::Migration),
             Box::new(m20261206_000032_manual_resend::Migration),
             Box::new(m20261206_000051_reminder_state_order::Migration),
+            Box::new(m20261206_000091_outbox_trace_context::Migration),
         ]
     }
 }

@@ -25,3 +25,4 @@ mod send_tls;
 mod sessions;
 mod startup;
 mod systemd;
+mod traces;

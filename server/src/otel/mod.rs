@@ -49,14 +49,7 @@ impl Guard {
 /// stderr is its one error line. Never a secret, a password or a payload:
 /// callers choose fields.
 pub fn init(server: bool, log_format: &str) -> Result<Guard, String> {
-    let default = if server { "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn" } else { "warn" };
-    let mut filter = EnvFilter::try_from_env("SIGNET_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new(default));
-    // The trace spans are never log lines, whatever SIGNET_LOG says.
-    if let Ok(off) = format!("{}=off", domain::TRACE_TARGET).parse() {
-        filter = filter.add_directive(off);
-    }
+    let filter = log_filter(server);
     let (format, otlp) = if server {
         (log_format.parse::<LogFormat>()?, settings::otlp_from_env()?)
     } else {
@@ -88,6 +81,19 @@ pub fn init(server: bool, log_format: &str) -> Result<Guard, String> {
     Ok(Guard(Some(provider)))
 }
 
+/// `SIGNET_LOG` (or `RUST_LOG`, or the default), with the trace spans'
+/// target switched off: they are never log lines, whatever it says.
+fn log_filter(server: bool) -> EnvFilter {
+    let default = if server { "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn" } else { "warn" };
+    let filter = EnvFilter::try_from_env("SIGNET_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new(default));
+    match format!("{}=off", domain::TRACE_TARGET).parse() {
+        Ok(off) => filter.add_directive(off),
+        Err(_) => filter,
+    }
+}
+
 /// The batch exporter to `otlp`. `OTEL_SERVICE_NAME` names the service
 /// (default `signet`); the SDK reads `OTEL_RESOURCE_ATTRIBUTES`,
 /// `OTEL_TRACES_SAMPLER*`, `OTEL_BSP_*`, `OTEL_EXPORTER_OTLP_HEADERS` and
@@ -107,4 +113,23 @@ fn provider(otlp: &settings::Otlp) -> Result<SdkTracerProvider, String> {
         resource = resource.with_service_name("signet");
     }
     Ok(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource.build()).build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Free when off: under the log subscriber alone (no exporter) the trace
+    /// spans are disabled at their call site, so nothing is built or
+    /// recorded for them, while ordinary log lines still pass.
+    #[test]
+    fn without_an_exporter_the_trace_spans_are_disabled() {
+        let logs = tracing_subscriber::fmt().with_env_filter(log_filter(true)).with_writer(std::io::sink).finish();
+        tracing::subscriber::with_default(logs, || {
+            let span = tracing::info_span!(target: domain::TRACE_TARGET, "webhook", outcome = tracing::field::Empty);
+            assert!(span.is_disabled());
+            assert_eq!(traceparent(&span), None);
+            assert!(tracing::enabled!(tracing::Level::INFO), "log lines still pass");
+        });
+    }
 }

@@ -32,3 +32,9 @@ pub mod text;
 pub mod vault;
 
 pub use error::{DomainError, DomainResult};
+
+/// The `tracing` target of the spans exported as OpenTelemetry traces (a
+/// webhook's verification, claim and answer; an outbox send). The server
+/// enables it only while an OTLP exporter runs and never logs it, so with
+/// traces off these spans are disabled at their call site and cost nothing.
+pub const TRACE_TARGET: &str = "signet_trace";

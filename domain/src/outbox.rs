@@ -72,6 +72,9 @@ pub struct Delivery {
     pub attempts: i32,
     /// The tenant's retry policy: when disabled a failed send is `dead` at once.
     pub retries_enabled: bool,
+    /// The W3C `traceparent` of the webhook that created the intent, if it
+    /// was stored (traces were exported then).
+    pub trace_context: Option<String>,
 }
 
 /// Leases up to `limit` due intents (pending and due, or sending with an
@@ -157,6 +160,7 @@ pub async fn claim_batch(
             kind: r.kind,
             idempotency_key: r.idempotency_key,
             payload,
+            trace_context: r.trace_context,
         });
     }
     Ok(out)

@@ -31,6 +31,7 @@ mod m20261206_000051_reminder_state_order;
 mod m20261206_000071_rollout_overrides;
 mod m20261206_000075_drill_run_schemes;
 mod m20261206_000081_delivery_log;
+mod m20261206_000091_outbox_trace_context;
 
 pub struct Migrator;
 
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000071_rollout_overrides::Migration),
             Box::new(m20261206_000075_drill_run_schemes::Migration),
             Box::new(m20261206_000081_delivery_log::Migration),
+            Box::new(m20261206_000091_outbox_trace_context::Migration),
         ]
     }
 }

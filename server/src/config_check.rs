@@ -20,8 +20,9 @@ pub struct Report {
     pub problems: Vec<String>,
 }
 
-pub async fn run(json: bool, db: &DbArgs, serve: &ServeArgs) -> ExitCode {
-    let report = check(db, serve).await;
+pub async fn run(json: bool, db: &DbArgs, serve: &ServeArgs, log_format: &str) -> ExitCode {
+    let mut report = check(db, serve).await;
+    telemetry(log_format, &mut report);
     if json {
         let config: Map<String, Value> = report.config.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
         let ok = report.problems.is_empty();
@@ -105,6 +106,26 @@ pub async fn check(db: &DbArgs, serve: &ServeArgs) -> Report {
         ("redact_fields", serve.redact_fields.clone().unwrap_or_else(|| "(the default list)".into())),
     ];
     Report { config, problems }
+}
+
+/// `SIGNET_LOG_FORMAT` and where traces go (`OTEL_*`), as `serve` reads them.
+fn telemetry(log_format: &str, report: &mut Report) {
+    use crate::otel::{LogFormat, settings};
+    match log_format.parse::<LogFormat>() {
+        Ok(f) => report.config.push(("log_format", f.as_str().into())),
+        Err(e) => {
+            report.config.push(("log_format", "(invalid)".into()));
+            report.problems.push(e);
+        }
+    }
+    match settings::otlp_from_env() {
+        Ok(Some(otlp)) => report.config.push(("otlp_traces", otlp.shown)),
+        Ok(None) => report.config.push(("otlp_traces", "off".into())),
+        Err(e) => {
+            report.config.push(("otlp_traces", "(invalid)".into()));
+            report.problems.push(e);
+        }
+    }
 }
 
 /// The URL `serve` would open, computed without creating anything.

@@ -12,6 +12,7 @@ mod egress;
 mod http;
 mod listen;
 mod metrics;
+mod otel;
 mod outbox_worker;
 mod purge_task;
 mod serve;
@@ -20,7 +21,13 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::parse();
-    init_tracing(args.is_server());
+    let telemetry = match otel::init(args.is_server(), &args.log_format) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -28,17 +35,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(cli::run(args))
-}
-
-/// Logs go to stderr (stdout is reserved for command output and `--json`).
-/// The server logs at info; CLI commands only warn, so a failing command's
-/// stderr is its one error line. Never a secret, a password or a payload:
-/// callers choose fields.
-fn init_tracing(server: bool) {
-    let default = if server { "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SIGNET_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let code = runtime.block_on(cli::run(args));
+    drop(runtime);
+    telemetry.shutdown();
+    code
 }

@@ -12,6 +12,7 @@ use domain::{
 use sea_orm::DatabaseConnection;
 use serde_json::json;
 use tokio::{io::AsyncWriteExt, sync::watch, task::JoinHandle};
+use tracing::{Instrument, field::Empty};
 
 use crate::{
     egress::{self, GuardedResolver, RelayAllow},
@@ -74,7 +75,12 @@ impl HttpRelay {
             });
         };
         egress::check_url(&url, &self.allow).map_err(refused)?;
-        let res = self.client.post(url).header("Idempotency-Key", &d.id).json(&message(d)).send().await;
+        let mut req = self.client.post(url).header("Idempotency-Key", &d.id);
+        // The send span's context, so the relay can continue the trace.
+        if let Some(traceparent) = crate::otel::current_traceparent() {
+            req = req.header("traceparent", traceparent);
+        }
+        let res = req.json(&message(d)).send().await;
         match res {
             Ok(r) if r.status().is_success() => Ok(()),
             Err(e) => match egress::refusal(&e) {
@@ -244,7 +250,26 @@ async fn deliver<N: Notifier>(
     faults: &Faults,
     metrics: &crate::metrics::Metrics,
 ) {
-    match notifier.send(d).await {
+    // The send's span (exported only): in the trace of the webhook whose
+    // effect created the intent, and linked to its span. Never the payload
+    // or the URL (which may hold credentials).
+    let span = tracing::info_span!(
+        target: domain::TRACE_TARGET, "outbox.send", otel.kind = "client", tenant = %d.tenant_slug,
+        kind = %d.kind, intent = %d.id, attempt = d.attempts, outcome = Empty
+    );
+    if let Some(stored) = &d.trace_context {
+        crate::otel::continue_from(&span, stored);
+    }
+    let sent = notifier.send(d).instrument(span.clone()).await;
+    span.record(
+        "outcome",
+        match &sent {
+            Ok(()) => "delivered",
+            Err(f) if f.refused => "refused",
+            Err(_) => "failed",
+        },
+    );
+    match sent {
         Ok(()) => {
             metrics.observe_send(SendResult::Delivered, false);
             if let Some(stall) = faults.stall_after_send {

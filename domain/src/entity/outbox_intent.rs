@@ -24,6 +24,10 @@ pub struct Model {
     pub lease_until: Option<i64>,
     pub delivered_at: Option<i64>,
     pub last_error: Option<String>,
+    /// The W3C `traceparent` of the webhook that created the intent, while
+    /// traces are exported (`NULL` otherwise): the relay's send continues
+    /// that trace.
+    pub trace_context: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -381,7 +381,8 @@ async fn release_marking(
             {
                 Err(refusal) => refusal,
                 Ok(compound_id) => {
-                    let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id };
+                    // A release continues no webhook's trace.
+                    let at = Target { tenant_id: &e.tenant_id, endpoint_id: &e.endpoint_id, trace_context: None };
                     match effects::apply(&txn, vault, at, &e.event_id, &env, release_order(&e)).await {
                         Ok(applied) => {
                             // A transition the reminder has moved past since:

@@ -13,6 +13,8 @@ pub struct Job {
     pub verified: Verified,
     pub event_id: String,
     pub envelope: Envelope,
+    /// The delivery's W3C `traceparent`, stored with its outbox intents.
+    pub trace_context: Option<String>,
 }
 
 /// A verified delivery that will not apply, with what its claim records.
@@ -51,8 +53,8 @@ impl Admission {
     }
 }
 
-/// Gates 7 and 8 for a verified delivery.
-pub fn admit(verified: Verified) -> Admission {
+/// Gates 7 and 8 for a verified delivery (`trace_context`: see [`Job`]).
+pub fn admit(verified: Verified, trace_context: Option<String>) -> Admission {
     let Some(envelope) = envelope::parse(verified.body()) else {
         // Gate 7. A body that is no envelope keeps its digest as its id.
         let event_id =
@@ -75,7 +77,7 @@ pub fn admit(verified: Verified) -> Admission {
     if !identified {
         return Admission::Quarantine(held(verified), "missing_event_id");
     }
-    Admission::Admitted(Job { verified, event_id, envelope })
+    Admission::Admitted(Job { verified, event_id, envelope, trace_context })
 }
 
 /// Gate 8: the verifying key's scope permits the type, and an envelope

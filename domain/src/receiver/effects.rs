@@ -85,6 +85,9 @@ fn time_field(data: &Value, name: &str) -> Result<Option<i64>, EffectError> {
 pub struct Target<'a> {
     pub tenant_id: &'a str,
     pub endpoint_id: &'a str,
+    /// The receiving webhook's W3C `traceparent`, kept with the outbox
+    /// intents (only while traces are exported).
+    pub trace_context: Option<&'a str>,
 }
 
 /// `reminders.state_order` of a transition ordered by the sender's
@@ -231,7 +234,7 @@ pub async fn apply<C: ConnectionTrait>(
             insert_intent(
                 conn,
                 vault,
-                t,
+                at,
                 "reminder_notice",
                 &key,
                 json!({"reminder_id": id, "event_id": event_id}),
@@ -270,7 +273,7 @@ pub async fn apply<C: ConnectionTrait>(
             insert_intent(
                 conn,
                 vault,
-                t,
+                at,
                 "otp",
                 &key,
                 json!({"otp_request_id": request, "channel": channel, "code": code}),
@@ -288,13 +291,13 @@ pub async fn apply<C: ConnectionTrait>(
 async fn insert_intent<C: ConnectionTrait>(
     conn: &C,
     vault: &Vault,
-    tenant_id: &str,
+    at: Target<'_>,
     kind: &str,
     key: &str,
     payload: Value,
     now: i64,
 ) -> Result<bool, EffectError> {
-    let id = ids::new_id();
+    let (id, tenant_id) = (ids::new_id(), at.tenant_id);
     let (sealed, kek_version) = vault
         .seal(&Aad::outbox_payload(tenant_id, &id), payload.to_string().as_bytes())
         .map_err(EffectError::Crypto)?;
@@ -309,6 +312,7 @@ async fn insert_intent<C: ConnectionTrait>(
         attempts: Set(0),
         next_attempt_at: Set(now),
         created_at: Set(now),
+        trace_context: Set(at.trace_context.map(str::to_owned)),
         ..Default::default()
     })
     .on_conflict_do_nothing_on([outbox_intent::Column::TenantId, outbox_intent::Column::IdempotencyKey])

@@ -5,6 +5,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use sea_orm::{DatabaseConnection, Set};
+use tracing::{Instrument, field::Empty};
 
 use super::{
     admission,
@@ -16,7 +17,7 @@ use super::{
     verify::{Verified, verify},
 };
 use crate::{
-    clock,
+    TRACE_TARGET, clock,
     crypto::signature::{HeaderSource, claimed_message_id},
     db,
     entity::delivery_log,
@@ -37,6 +38,11 @@ pub trait Delivery {
     /// `body_too_large`, `body_incomplete` or `overloaded` (the server's
     /// bound on body bytes held at once).
     fn body(&mut self, limit: usize) -> impl Future<Output = Result<Bytes, Refusal>> + Send;
+    /// The W3C `traceparent` of the span receiving this delivery, kept with
+    /// the outbox intents it creates; `None` while traces are not exported.
+    fn trace_context(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A delivery whose body is already in memory (drills, tests).
@@ -82,13 +88,25 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
         Err(refusal) => return r.refused(&ep, delivery.headers(), refusal, None),
     };
     // Gates 3, 4 and 5: an accepted key's signature over these exact bytes, in time.
-    let verified = match authenticate(r, &ep, delivery.headers(), body).await {
+    let span = tracing::info_span!(
+        target: TRACE_TARGET, "verify", scheme = ep.scheme.as_str(), key_id = Empty, outcome = Empty
+    );
+    let verified = match authenticate(r, &ep, delivery.headers(), body).instrument(span.clone()).await {
         Ok(verified) => verified,
-        Err((refusal, key_id)) => return r.refused(&ep, delivery.headers(), refusal, key_id),
+        Err((refusal, key_id)) => {
+            span.record("outcome", refusal.reason());
+            if let Some(key_id) = &key_id {
+                span.record("key_id", key_id.as_str());
+            }
+            return r.refused(&ep, delivery.headers(), refusal, key_id);
+        }
     };
+    span.record("outcome", "verified");
+    span.record("key_id", verified.key_id());
+    drop(span);
     let key_id = Some(verified.key_id().to_owned());
     // Gates 7 and 8 are decided now; they take effect after gate 6, in order.
-    let admission = admission::admit(verified);
+    let admission = admission::admit(verified, delivery.trace_context());
     // The claim seals the body (and an outbox payload): counted first, outside
     // its transaction. A failure here is only logged: seals already counted
     // may last, and sealing without one fails as any transient error does.
@@ -99,7 +117,13 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     // intents, committed together before anyone is answered.
     let (event_id, digest) =
         (admission.event_id().to_owned(), admission.verified().message_digest().map(str::to_owned));
-    let outcome = r.claims.settle(admission).await;
+    let span = tracing::info_span!(
+        target: TRACE_TARGET, "claim", path = Empty, batch = Empty, batch_size = Empty, outcome = Empty
+    );
+    let outcome = r.claims.settle(admission, &span).instrument(span.clone()).await;
+    if !span.is_disabled() {
+        span.record("outcome", outcome.labels().0);
+    }
     // The answer goes in the delivery log, off the hot path (`claim::log`).
     r.log(&ep, event_id, &outcome, key_id.as_deref(), digest);
     Receipt { outcome, endpoint: Some(ep), key_id }

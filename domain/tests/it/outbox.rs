@@ -133,3 +133,52 @@ db_test!(an_intent_that_cannot_be_opened_goes_dead_without_blocking_others, asyn
     assert!(bad.last_error.as_deref().is_some_and(|e| e.contains("cannot be decrypted")), "{:?}", bad.last_error);
     assert!(outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap().is_empty(), "never re-leased");
 });
+
+/// A delivery as the server hands it over while traces are exported: with
+/// the receiving span's `traceparent`.
+struct Traced<'a> {
+    inner: domain::receiver::Buffered<'a, [(&'a str, &'a str)]>,
+    traceparent: &'static str,
+}
+
+impl<'a> domain::receiver::Delivery for Traced<'a> {
+    type Headers = [(&'a str, &'a str)];
+    fn headers(&self) -> &Self::Headers {
+        self.inner.headers
+    }
+    async fn body(&mut self, limit: usize) -> Result<bytes::Bytes, domain::receiver::Refusal> {
+        domain::receiver::Delivery::body(&mut self.inner, limit).await
+    }
+    fn trace_context(&self) -> Option<String> {
+        Some(self.traceparent.to_owned())
+    }
+}
+
+db_test!(the_trace_context_is_stored_with_each_intent_and_leased_with_it, async |t: &TestDb| {
+    use crate::receiver::{now_s, setup, signed};
+    let s = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
+    let otp = |request: &str| {
+        json!({"type": "otp.requested", "data": {"otp_request_id": request, "channel": "sms"}}).to_string().into_bytes()
+    };
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for (request, traced) in [("traced", true), ("untraced", false)] {
+        let body = otp(request);
+        let headers = signed(&s, domain::registry::Scheme::StandardWebhooks, &body, now_s(), &format!("evt-{request}"));
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let inner = domain::receiver::Buffered { headers: &h[..], body: bytes::Bytes::from(body) };
+        let outcome = if traced {
+            domain::receiver::receive(&s.r, "clinic-a", "hooks", Traced { inner, traceparent: tp }).await.outcome
+        } else {
+            domain::receiver::receive(&s.r, "clinic-a", "hooks", inner).await.outcome
+        };
+        assert!(matches!(outcome, domain::receiver::Outcome::Applied { .. }), "{outcome:?}");
+    }
+    let rows = outbox_intent::Entity::find().all(&t.db).await.unwrap();
+    let stored = |key: &str| rows.iter().find(|r| r.idempotency_key == key).unwrap().trace_context.clone();
+    assert_eq!(stored("otp:traced").as_deref(), Some(tp));
+    assert_eq!(stored("otp:untraced"), None, "no trace context while traces are off");
+    let leased = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
+    let leased = |key: &str| leased.iter().find(|d| d.idempotency_key == key).unwrap().trace_context.clone();
+    assert_eq!(leased("otp:traced").as_deref(), Some(tp));
+    assert_eq!(leased("otp:untraced"), None);
+});

@@ -24,6 +24,10 @@ pub struct Cli {
     /// Print exactly one JSON value on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Log lines on stderr: `text` or `json` (JSON lines carrying the trace
+    /// id while traces are exported).
+    #[arg(long, env = "SIGNET_LOG_FORMAT", global = true, default_value = "text")]
+    pub log_format: String,
     #[command(flatten)]
     pub db: DbArgs,
     #[command(subcommand)]
@@ -478,7 +482,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     let json = cli.json;
     // Its own exit code and output: a problem is a finding, not an error.
     if let Some(Command::Config(ConfigCmd::Check(args))) = &cli.command {
-        return crate::config_check::run(json, &cli.db, args).await;
+        return crate::config_check::run(json, &cli.db, args, &cli.log_format).await;
     }
     match commands::dispatch(cli).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,10 +13,13 @@ use axum::{
     routing::post,
 };
 use domain::{
+    TRACE_TARGET,
     crypto::signature::HeaderSource,
     evidence::drills::DRILL_PREFIX,
     receiver::{self, Delivery, Outcome, Receipt, Receiver, Refusal, telemetry::Telemetry},
 };
+
+use tracing::{Instrument, field::Empty};
 
 use super::limits::{self, BodyBudget, BodyReservation};
 use crate::{drills::RunnerToken, metrics::Metrics};
@@ -99,6 +102,8 @@ struct HttpDelivery {
     body: Option<Body>,
     within: std::time::Duration,
     held: BodyReservation,
+    /// The webhook span's `traceparent` (traces exported only).
+    trace_context: Option<String>,
 }
 
 impl Delivery for HttpDelivery {
@@ -115,6 +120,9 @@ impl Delivery for HttpDelivery {
             Err(BodyError::Overloaded) => Err(Refusal::Overloaded),
         }
     }
+    fn trace_context(&self) -> Option<String> {
+        self.trace_context.clone()
+    }
 }
 
 async fn receive(
@@ -123,11 +131,48 @@ async fn receive(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // The webhook's span (exported as a trace only; disabled and free
+    // otherwise). Its attributes are ids and labels, never a body or secret.
+    let span = tracing::info_span!(
+        target: TRACE_TARGET, "webhook", otel.kind = "server", tenant = Empty, endpoint = Empty, scheme = Empty,
+        key_id = Empty, outcome = Empty, reason = Empty, http.response.status_code = Empty
+    );
+    let trace_context = crate::otel::traceparent(&span);
+    let res = handle(st, tenant, endpoint, headers, body, trace_context, &span).instrument(span.clone()).await;
+    span.record("http.response.status_code", res.status().as_u16());
+    res
+}
+
+async fn handle(
+    st: HookState,
+    tenant: String,
+    endpoint: String,
+    headers: HeaderMap,
+    body: Body,
+    trace_context: Option<String>,
+    span: &tracing::Span,
+) -> Response {
     let started = Instant::now();
     let from_runner = st.drill_runner.sent_with(&headers);
     let held = BodyReservation::new(st.body_budget.clone());
-    let delivery = HttpDelivery { headers: Headers(headers), body: Some(body), within: st.body_read, held };
+    let delivery =
+        HttpDelivery { headers: Headers(headers), body: Some(body), within: st.body_read, held, trace_context };
     let Receipt { outcome, endpoint: ep, key_id } = receiver::receive(&st.receiver, &tenant, &endpoint, delivery).await;
+    if !span.is_disabled() {
+        let (label, reason) = outcome.labels();
+        span.record("tenant", printable(&tenant).as_str());
+        span.record("endpoint", printable(&endpoint).as_str());
+        if let Some(ep) = &ep {
+            span.record("scheme", ep.scheme.as_str());
+        }
+        if let Some(key_id) = &key_id {
+            span.record("key_id", key_id.as_str());
+        }
+        span.record("outcome", label);
+        if !reason.is_empty() {
+            span.record("reason", reason.as_str());
+        }
+    }
     // Shed like the in-flight limit: not a verdict on the request, so it
     // stays out of the tenant's figures.
     if outcome == Outcome::Refused(Refusal::Overloaded) {
@@ -281,6 +326,8 @@ async fn read_limited(
 /// `Outcome::body`), with `Retry-After` on 503.
 fn respond(outcome: Outcome) -> Response {
     let status = StatusCode::from_u16(outcome.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let span = tracing::info_span!(target: TRACE_TARGET, "answer", http.response.status_code = status.as_u16());
+    let _entered = span.enter();
     let mut res = (status, Json(outcome.body())).into_response();
     if matches!(outcome, Outcome::Unavailable) {
         res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));

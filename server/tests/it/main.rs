@@ -27,3 +27,4 @@ mod sessions;
 mod startup;
 mod story;
 mod systemd;
+mod traces;

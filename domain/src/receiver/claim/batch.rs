@@ -55,7 +55,12 @@ pub(super) enum Reply {
     Alone(Box<Job>, Option<DbErr>),
 }
 
-type Queued = (Job, oneshot::Sender<Reply>);
+/// A job, who waits for its answer, and its claim span (disabled unless
+/// traces are exported), which is told the batch it joined.
+type Queued = (Job, oneshot::Sender<Reply>, tracing::Span);
+
+/// Numbers the batches of this process, for the claim spans.
+static BATCH_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// How many batches committed and how many events they carried (for
 /// `/metrics`: events per batch is the group-commit factor).
@@ -87,9 +92,9 @@ impl Batcher {
     /// Queues the job and waits for its batch. `None` only if the workers
     /// are gone (the runtime is shutting down), in which case nothing of the
     /// job was committed by a batch that answered.
-    pub async fn claim(&self, job: Job) -> Option<Reply> {
+    pub async fn claim(&self, job: Job, span: &tracing::Span) -> Option<Reply> {
         let (tx, rx) = oneshot::channel();
-        if let Err(mpsc::error::SendError((job, _))) = self.queue.send((job, tx)).await {
+        if let Err(mpsc::error::SendError((job, _, _))) = self.queue.send((job, tx, span.clone())).await {
             return Some(Reply::Alone(Box::new(job), None));
         }
         rx.await.ok()
@@ -119,16 +124,21 @@ async fn work(ctx: Arc<ClaimContext>, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, st
 /// Runs one batch and answers every job in it.
 async fn commit_batch(ctx: &ClaimContext, jobs: Vec<Queued>, stats: &BatchStats) {
     let (mut batch, alone) = split_collisions(jobs);
-    for (job, tx) in alone {
+    for (job, tx, _) in alone {
         let _ = tx.send(Reply::Alone(Box::new(job), None));
+    }
+    let seq = BATCH_SEQ.fetch_add(1, Ordering::Relaxed);
+    for (_, _, span) in &batch {
+        span.record("batch", seq);
+        span.record("batch_size", batch.len());
     }
     // Rows are locked in one order (tenant, endpoint, event id) by every
     // batch, so two batches cannot deadlock on each other's claims.
-    batch.sort_by(|(a, _), (b, _)| event_key(a).cmp(&event_key(b)));
+    batch.sort_by(|(a, ..), (b, ..)| event_key(a).cmp(&event_key(b)));
     // A batch is one commit for whatever queued (drill deliveries that
     // expect to apply included): it waits as a real tenant's claim.
     let queued = ctx.write_turn(false).await;
-    let jobs: Vec<&Job> = batch.iter().map(|(j, _)| j).collect();
+    let jobs: Vec<&Job> = batch.iter().map(|(j, ..)| j).collect();
     let result = attempt(ctx, &jobs).await;
     drop(queued);
     match result {
@@ -136,7 +146,7 @@ async fn commit_batch(ctx: &ClaimContext, jobs: Vec<Queued>, stats: &BatchStats)
             after.wait().await;
             stats.batches.fetch_add(1, Ordering::Relaxed);
             stats.events.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            for ((_, tx), outcome) in batch.into_iter().zip(outcomes) {
+            for ((_, tx, _), outcome) in batch.into_iter().zip(outcomes) {
                 let _ = tx.send(Reply::Done(outcome));
             }
         }
@@ -148,7 +158,7 @@ async fn commit_batch(ctx: &ClaimContext, jobs: Vec<Queued>, stats: &BatchStats)
                     Some(e)
                 }
             };
-            for (job, tx) in batch {
+            for (job, tx, _) in batch {
                 let _ = tx.send(Reply::Alone(Box::new(job), err.clone()));
             }
         }
@@ -228,7 +238,8 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
             job.event_id.clone(),
         );
         if claimed.contains(&key) {
-            let at = effects::Target { tenant_id: &key.0, endpoint_id: &key.1 };
+            let at =
+                effects::Target { tenant_id: &key.0, endpoint_id: &key.1, trace_context: job.trace_context.as_deref() };
             match effects::apply(&txn, &ctx.vault, at, &job.event_id, &job.envelope, effects::Order::Sender).await {
                 Ok(applied) => outcomes[i] = Some(rows::settled(&txn, &job.verified, &job.event_id, applied).await?),
                 Err(e) => {

@@ -92,13 +92,17 @@ impl Claims {
     }
 
     /// Gates 6 to 9 for an admitted, quarantined or refused delivery.
-    pub async fn settle(&self, admission: Admission) -> Outcome {
+    /// `span` (the claim span) is told whether the claim joined a batch.
+    pub async fn settle(&self, admission: Admission, span: &tracing::Span) -> Outcome {
         // A drill delivery with a drill fault armed takes the one-event
         // path, where the fault sits, so it never holds up others' commit.
         let drill_fault = admission.verified().endpoint().synthetic && self.ctx.faults.drill.is_armed();
         let (admission, prior) = match admission {
-            Admission::Admitted(job) if !drill_fault => match self.batcher.claim(job).await {
-                Some(Reply::Done(outcome)) => return outcome,
+            Admission::Admitted(job) if !drill_fault => match self.batcher.claim(job, span).await {
+                Some(Reply::Done(outcome)) => {
+                    span.record("path", "batch");
+                    return outcome;
+                }
                 Some(Reply::Alone(job, prior)) => (Admission::Admitted(*job), prior),
                 None => {
                     tracing::error!("the claim workers stopped before answering");
@@ -107,6 +111,7 @@ impl Claims {
             },
             other => (other, None),
         };
+        span.record("path", "alone");
         self.alone(&admission, prior).await
     }
 

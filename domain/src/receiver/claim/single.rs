@@ -52,7 +52,7 @@ pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<(Outcom
 
 /// Gates 6 and 9 and the effect for an admitted delivery.
 async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), DbErr> {
-    let Job { verified: v, event_id, envelope: env } = job;
+    let Job { verified: v, event_id, envelope: env, trace_context } = job;
     let txn = db::begin_write(&ctx.db).await?;
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
@@ -64,7 +64,11 @@ async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), 
         txn.commit().await?;
         return Ok((existing, AfterCommit::default()));
     }
-    let at = effects::Target { tenant_id: &v.endpoint().tenant_id, endpoint_id: &v.endpoint().endpoint_id };
+    let at = effects::Target {
+        tenant_id: &v.endpoint().tenant_id,
+        endpoint_id: &v.endpoint().endpoint_id,
+        trace_context: trace_context.as_deref(),
+    };
     match effects::apply(&txn, &ctx.vault, at, event_id, env, effects::Order::Sender).await {
         Ok(applied) => {
             let outcome = settled(&txn, v, event_id, applied).await?;

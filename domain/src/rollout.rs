@@ -38,6 +38,8 @@ pub const DEFAULT_DRILL_MAX_AGE_DAYS: u32 = 7;
 /// Approvals read per tenant, newest first.
 pub const APPROVALS_READ: u64 = 20;
 const DAY_MS: i64 = 86_400_000;
+/// Endpoints named per uncovered scheme in a refusal.
+const ENDPOINTS_NAMED: usize = 10;
 
 /// What the gate needs: the vault (to re-verify approved bundles) and the
 /// drill age limit.
@@ -140,10 +142,12 @@ async fn drill_missing(
         .iter()
         .filter(|(scheme, _)| !covered.contains(*scheme))
         .map(|(scheme, endpoints)| {
+            let more = endpoints.len().saturating_sub(ENDPOINTS_NAMED);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
             format!(
-                "no drill run that counts verified the {scheme} scheme (used by {}); run `signet drill run` on this \
-                 build",
-                endpoints.join(", ")
+                "no drill run that counts verified the {scheme} scheme (used by {}{more}); run `signet drill run` on \
+                 this build",
+                endpoints.iter().take(ENDPOINTS_NAMED).cloned().collect::<Vec<_>>().join(", ")
             )
         })
         .collect())

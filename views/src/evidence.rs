@@ -442,9 +442,15 @@ pub struct DrillRunView {
     /// The signature schemes whose verification the run drilled and saw
     /// pass (`standard-webhooks`, `stripe`, `github`): the rollout order
     /// counts a run only for these. A run stored before they were recorded
-    /// reads `["standard-webhooks"]`, the one scheme it signed with.
-    #[serde(default)]
+    /// reads `["standard-webhooks"]`, the one scheme it signed with (so
+    /// does one in a bundle exported before they were recorded).
+    #[serde(default = "signed_with_standard_webhooks_only")]
     pub schemes: Vec<String>,
+}
+
+/// What a run from before schemes were recorded verified.
+pub fn signed_with_standard_webhooks_only() -> Vec<String> {
+    vec!["standard-webhooks".to_owned()]
 }
 
 /// One drill's result, as stored and as `drill run --json` prints it.
@@ -556,5 +562,23 @@ impl Evidence {
     /// Findings of severity `critical`.
     pub fn critical(&self) -> usize {
         self.findings.iter().filter(|f| f.severity == "critical").count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_without_recorded_schemes_reads_as_standard_webhooks_only() {
+        let old = serde_json::json!({
+            "run_id": "r", "passed": true, "status": "finished", "actor": null, "actor_kind": "user",
+            "engine": "sqlite", "version": "0.1.0", "schema_version": "m", "started_at": "t", "started_at_ms": 0,
+            "finished_at": null, "finished_at_ms": null, "total": 7, "done": 7, "error": null, "drills": [],
+        });
+        let run: DrillRunView = serde_json::from_value(old).unwrap();
+        assert_eq!(run.schemes, ["standard-webhooks"]);
+        assert_eq!(schemes_text(&run.schemes), "standard-webhooks");
+        assert_eq!(schemes_text(&[]), "none");
     }
 }

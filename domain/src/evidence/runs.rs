@@ -67,7 +67,7 @@ fn view(m: drill_run::Model, now: i64) -> DrillRunView {
 /// recorded signed with standard-webhooks only.
 pub(crate) fn recorded_schemes(stored: Option<&str>) -> Vec<String> {
     match stored {
-        None => vec![crate::registry::Scheme::StandardWebhooks.as_str().to_owned()],
+        None => views::evidence::signed_with_standard_webhooks_only(),
         Some(json) => serde_json::from_str(json).unwrap_or_default(),
     }
 }

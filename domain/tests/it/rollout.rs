@@ -186,3 +186,24 @@ db_test!(the_gate_names_each_scheme_no_counting_drill_run_verified, async |t: &T
     record_drill_covering(t, Some(r#"["github"]"#)).await;
     assert_eq!(enable(t, &gate(t), "clinic-b").await.unwrap(), "enabled");
 });
+
+// A refusal names at most ten endpoints per scheme, and counts the rest.
+db_test!(an_uncovered_scheme_names_ten_endpoints_and_counts_the_rest, async |t: &TestDb| {
+    use domain::registry::endpoints::{self, NewEndpoint};
+    tenant(t, "clinic-c").await;
+    for n in 0..12 {
+        let new = NewEndpoint {
+            slug: format!("repo-{n:02}"),
+            scheme: domain::registry::Scheme::Github,
+            event_types: None,
+            tolerance_secs: None,
+            max_body_bytes: None,
+        };
+        endpoints::create(&t.db, &admin(), "clinic-c", new).await.unwrap();
+    }
+    approve_current_bundle(t).await;
+    record_drill_covering(t, None).await;
+    let refused = enable(t, &gate(t), "clinic-c").await.unwrap_err();
+    assert!(refused.contains("clinic-c/repo-09 and 2 more)"), "{refused}");
+    assert!(refused.contains("clinic-c/repo-00") && !refused.contains("repo-10"), "{refused}");
+});

@@ -1,7 +1,8 @@
 //! The rollout order through the real binary (issue 23 item 3): the API
 //! answers 409 `rollout_order` naming what is missing, disabling is never
 //! refused, and once a drill run passed on this binary and a reviewer
-//! approved a bundle holding the tenant's key, enabling goes through.
+//! approved a bundle holding the tenant's key, enabling goes through; the
+//! bundle then carries the live cohort check.
 
 use serde_json::{Value, json};
 
@@ -45,6 +46,27 @@ both_engines!(enabling_retries_over_the_api_follows_the_rollout_order, async |i:
     assert_eq!(ok.status(), 200);
     let v: Value = ok.json().await.unwrap();
     assert_eq!((v["policy"].as_str(), v["version"].as_i64()), (Some("enabled"), Some(3)), "{v}");
+
+    // After enabling: the bundle's live cohort check counts the events
+    // claimed since, on the printable page too.
+    use domain::{crypto::SigningSecret, crypto::signature, registry::Scheme};
+    let secret = SigningSecret::parse(key["secret"].as_str().unwrap()).unwrap();
+    let body = json!({"type": "reminder.created", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}})
+        .to_string();
+    let now = domain::clock::now_ms() / 1000;
+    let mut post = c.post(s.url("/hooks/clinic-a/hooks")).body(body.clone());
+    for (k, v) in signature::sign(Scheme::StandardWebhooks, &secret, body.as_bytes(), now, "evt-1").unwrap() {
+        post = post.header(k, v);
+    }
+    assert_eq!(post.send().await.unwrap().status(), 200);
+    let exported: Value =
+        c.post(s.url("/api/v1/evidence/exports")).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    let cohort = &exported["evidence"]["cohort_check"];
+    assert_eq!(cohort.as_array().map(Vec::len), Some(1), "{cohort}");
+    assert_eq!((&cohort[0]["tenant"], &cohort[0]["events_checked"]), (&json!("clinic-a"), &json!(1)), "{cohort}");
+    assert_eq!(cohort[0]["breaches_total"], 0, "{cohort}");
+    let html = c.get(s.url("/api/v1/evidence.html")).bearer_auth(&admin).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("Live cohort check"), "{html}");
 });
 
 // The setting is validated (1–90 days) and the CLI reads it.

@@ -1,6 +1,8 @@
 // The console's core journeys, run once with JavaScript off (plain SSR form
 // posts) and once hydrated. Each project has its own fresh server.
 import { APIRequestContext, expect } from '@playwright/test';
+import { chmodSync } from 'node:fs';
+import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { PASSWORD, serverState, shot, signIn, test } from './helpers';
 
@@ -249,6 +251,38 @@ test('on-call triages a quarantined event and releases it once the cause is fixe
   await shot(page, info, '20-quarantine-audit-log');
 });
 
+test('on-call finds an event by id from the dashboard and reads its whole story', async ({ page }, info) => {
+  await signIn(page, 'otto');
+  await page.goto('/dashboard?tenant=clinic-a&window=1h');
+  const search = page.getByRole('search', { name: 'Find an event' });
+  await search.getByLabel('Tenant').fill('clinic-a');
+  await search.getByLabel('Endpoint').fill('reminders');
+  await search.getByLabel('Event id').fill('msg_early');
+  await search.getByRole('button', { name: 'Show its story' }).click();
+  await expect(page).toHaveURL(/\/events\/clinic-a\/reminders\/msg_early$/);
+  await expect(page.getByRole('heading', { name: 'Event msg_early' })).toBeVisible();
+  // Every answer Signet gave: quarantined first, then the provider's retry as a duplicate.
+  const deliveries = page.getByTestId('event-deliveries');
+  await expect(deliveries.locator('tbody tr')).toHaveCount(2);
+  await expect(deliveries).toContainText('202');
+  await expect(deliveries).toContainText('duplicate');
+  await expect(deliveries).toContainText('standard-webhooks');
+  await expect(page.getByTestId('event-claim')).toContainText('reminder.scheduled');
+  // The quarantine entry with its triage, the transition, the notice, the audit trail.
+  const quarantine = page.locator('section.card', { has: page.getByRole('heading', { name: 'Quarantine' }) });
+  await expect(quarantine).toContainText('released');
+  await expect(quarantine).toContainText('quarantine.release_failed');
+  await expect(page.locator('section.card', { has: page.getByRole('heading', { name: 'Reminder' }) })).toContainText('r-late');
+  await expect(page.locator('section.card', { has: page.getByRole('heading', { name: 'Outbox' }) })).toContainText('reminder_notice');
+  await expect(page.locator('section.card', { has: page.getByRole('heading', { name: 'Audit' }) })).toContainText('quarantine.release');
+  // Never the body (health data): only a link to the audited reveal.
+  expect(await page.content()).not.toContain('555 01 23');
+  await shot(page, info, '20a-event-story');
+  // An event that does not exist reads as not found, whatever the tenant.
+  await page.goto('/events/clinic-a/reminders/msg_never_sent');
+  await expect(page.getByText(/not found/i).first()).toBeVisible();
+});
+
 test('on-call bulk-releases a backlog and watches it finish', async ({ page, request }, info) => {
   // Four reschedules arrive before their reminders; then three reminders arrive.
   for (const n of [1, 2, 3, 4]) {
@@ -400,8 +434,14 @@ test('the reviewer runs the drills, exports the evidence, reads the printable pa
   await expect(run).toContainText('all drills passed');
   await shot(page, info, '25-drills-passed');
 
+  // An operator slip the bundle must catch: the master key file left
+  // group-readable. It is a critical finding the reviewer has to
+  // acknowledge, by id and with a comment, before approving.
+  const masterKey = join(serverState(info).dataDir, 'master.key');
+  chmodSync(masterKey, 0o640);
   await page.getByRole('button', { name: 'Export a fresh bundle' }).click();
   await expect(page.getByText(/Exported a new bundle/)).toBeVisible();
+  chmodSync(masterKey, 0o600);
   const digest = ((await page.locator('[data-digest]').textContent()) ?? '').trim();
   expect(digest).toMatch(/^[0-9a-f]{64}$/);
   await expect(page.locator('tr[data-constraint="claim_unique"]')).toHaveAttribute('data-present', 'true');
@@ -423,11 +463,20 @@ test('the reviewer runs the drills, exports the evidence, reads the printable pa
   expect((await json.json()).drills.latest.passed).toBe(true);
 
   const form = page.locator('#sign-off');
+  await expect(page.locator('ul.findings').first()).toContainText('master_key_file_exposed');
   await form.getByLabel('Approve').check();
   await form.getByLabel('Comment').fill('Drills passed on this deployment; credential map and constraints reviewed');
+  // Approving without the acknowledgement is refused, naming the finding.
+  await form.getByRole('button', { name: 'Record sign-off' }).click();
+  await expect(page.getByRole('alert').filter({ hasText: 'master_key_file_exposed' })).toBeVisible();
+  await shot(page, info, '27a-signoff-needs-acknowledgement');
+  await form.getByLabel('Approve').check();
+  await form.getByLabel('Comment').fill('Drills passed on this deployment; credential map and constraints reviewed');
+  await form.locator('textarea[name="acknowledge[master_key_file_exposed]"]').fill('Mode was 0640 for the export only; restored to 0600 and checked');
   await form.getByRole('button', { name: 'Record sign-off' }).click();
   await expect(page.getByText('Sign-off recorded')).toBeVisible();
   await expect(page.locator('#history tr[data-decision="approved"]')).toHaveCount(1);
+  await expect(page.locator('#history tr[data-decision="approved"] td[data-acknowledged="1"]')).toBeVisible();
   await expect(page.locator('#since-approval')).toContainText('Nothing changed');
   await shot(page, info, '28-signed-off');
 });
@@ -440,7 +489,7 @@ test('on-call cannot open the sign-off evidence', async ({ page }, info) => {
   await shot(page, info, '29-evidence-oncall');
 });
 
-test('after drills and sign-off the administrator enables retries for a cohort, then switches one tenant off and rolls it back', async ({ page }, info) => {
+test('after drills and sign-off the administrator enables retries for a cohort, then switches one tenant off and rolls it back', async ({ page, request }, info) => {
   await signIn(page, 'root');
   await page.goto('/tenants');
   const cohort = page.locator('#cohort');
@@ -463,6 +512,25 @@ test('after drills and sign-off the administrator enables retries for a cohort, 
   await expect(page.locator('#retry-policy')).toContainText('retries enabled');
   await expect(page.locator('#retry-policy')).toContainText('rollback to v2: drill over');
   await shot(page, info, '21-retry-policy');
+
+  // Traffic for the cohort, one delivery retried by the provider: the
+  // reviewer's next bundle checks each event since enabling was applied once.
+  const payload = JSON.stringify({ type: 'reminder.created', data: { reminder_id: 'r-cohort', send_at: '2027-01-05T09:00:00Z' } });
+  expect((await deliver(request, 'msg_cohort', payload)).status).toBe(200);
+  // The provider's retry is signed afresh (a new timestamp): a duplicate, acknowledged.
+  await page.waitForTimeout(1100);
+  expect((await deliver(request, 'msg_cohort', payload)).body.status).toBe('duplicate');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await signIn(page, 'rita');
+  await page.goto('/evidence');
+  await page.getByRole('button', { name: 'Export a fresh bundle' }).click();
+  await expect(page.getByText(/Exported a new bundle/)).toBeVisible();
+  const check = page.locator('tr[data-cohort="clinic-a"]');
+  await expect(check).toHaveAttribute('data-breaches', '0');
+  await expect(check).toContainText('none');
+  await expect(check.locator('td').nth(2)).not.toHaveText('0');
+  await expect(page.locator('tr[data-cohort="clinic-b"]')).toHaveCount(0);
+  await shot(page, info, '28a-cohort-check');
 });
 
 test('a crafted sign-in link shows none of its text and cannot send the user off-site', async ({ page, baseURL }) => {

@@ -167,7 +167,15 @@ fn Deliveries(rows: Vec<StoryDelivery>) -> impl IntoView {
     view! {
         <div class="table-wrap">
             <table data-testid="event-deliveries">
-                <thead><tr><th>"Answered"</th><th class="num">"Status"</th><th>"Answer"</th><th>"Key"</th><th>"Scheme"</th></tr></thead>
+                <thead>
+                    <tr>
+                        <th>"Answered"</th>
+                        <th class="num">"Status"</th>
+                        <th>"Answer"</th>
+                        <th>"Key"</th>
+                        <th>"Scheme"</th>
+                    </tr>
+                </thead>
                 <tbody>
                     {rows.into_iter().map(|d| view! {
                         <tr>

@@ -105,6 +105,8 @@ server_fns!(
     operations::RollbackRetryPolicy,
     operations::SetRetryPolicyCohort,
     operations::CohortContext,
+    operations::RetryOverrides,
+    operations::DecideOverride,
     operations::ListOutbox,
     operations::RetryOutbox,
     registry::ListTenants,

@@ -30,17 +30,20 @@ use crate::{
 pub const NAME: &str = "scheme_verification";
 
 /// A `reminder.created` for `reminder_id` as event `event_id` (the body
-/// carries the id too: Stripe's event id is the envelope's), signed at
-/// `ts` with `secret` the way `target`'s scheme signs.
-fn request(target: &SchemeTarget, secret: &SigningSecret, event_id: &str, reminder_id: &str, ts: i64) -> DrillRequest {
+/// carries the id too: Stripe's event id is the envelope's).
+fn body(event_id: &str, reminder_id: &str) -> Vec<u8> {
     let envelope = json!({
         "id": event_id,
         "type": "reminder.created",
         "data": {"reminder_id": reminder_id, "send_at": send_at(1).0},
     });
-    let body = envelope.to_string().into_bytes();
-    let headers = signature::sign(target.scheme, secret, &body, ts, event_id).unwrap_or_default();
-    DrillRequest { tenant: DRILL_TENANT.to_owned(), endpoint: target.endpoint.clone(), headers, body }
+    envelope.to_string().into_bytes()
+}
+
+/// `body` signed at `ts` with `secret` the way `target`'s scheme signs.
+fn request(target: &SchemeTarget, secret: &SigningSecret, event_id: &str, body: &[u8], ts: i64) -> DrillRequest {
+    let headers = signature::sign(target.scheme, secret, body, ts, event_id).unwrap_or_default();
+    DrillRequest { tenant: DRILL_TENANT.to_owned(), endpoint: target.endpoint.clone(), headers, body: body.to_vec() }
 }
 
 pub(super) async fn scheme_verification<T: Transport>(
@@ -53,13 +56,16 @@ pub(super) async fn scheme_verification<T: Transport>(
         let s = target.scheme.as_str();
         let (r, event) = (short_id("drill-r"), short_id("drill-evt"));
         let now = clock::now_ms() / 1000;
-        let signed = request(target, &target.secret, &event, &r, now);
+        // The retry carries the same bytes (a body built again could name a
+        // later second, which is another event under the same id).
+        let bytes = body(&event, &r);
+        let signed = request(target, &target.secret, &event, &bytes, now);
         c.answer(&format!("{s}.answer"), "applied", &t.deliver(&signed).await);
         // The provider's retry: GitHub signs no timestamp, so it resends
         // the same bytes; the others sign a fresh timestamp.
         let retry = match target.scheme {
             Scheme::Github => signed.clone(),
-            _ => request(target, &target.secret, &event, &r, now - 1),
+            _ => request(target, &target.secret, &event, &bytes, now - 1),
         };
         c.answer(&format!("{s}.retry.answer"), "duplicate", &t.deliver(&retry).await);
         let claims = inbox_claim::Entity::find()
@@ -71,7 +77,7 @@ pub(super) async fn scheme_verification<T: Transport>(
         c.want(&format!("{s}.claims"), 1, claims);
 
         let (r, event) = (short_id("drill-r"), short_id("drill-evt"));
-        let forged = t.deliver(&request(target, &SigningSecret::generate(), &event, &r, now)).await;
+        let forged = t.deliver(&request(target, &SigningSecret::generate(), &event, &body(&event, &r), now)).await;
         c.want(&format!("{s}.wrong_key.http_status"), 401, forged.as_ref().map(|a| a.status).unwrap_or(0));
         c.answer(&format!("{s}.wrong_key.answer"), "signature_mismatch", &forged);
         c.want(&format!("{s}.wrong_key.rows_anywhere"), 0, rows_anywhere(db, &event, &r).await?);

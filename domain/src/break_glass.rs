@@ -92,8 +92,9 @@ fn override_reason(text: &str) -> DomainResult<String> {
 /// `retry_policy::set` with break-glass: without `override_reason` it is
 /// exactly `set`. With one, enabling that the gate refuses records a
 /// pending request naming what is missing instead of failing; enabling
-/// that the gate allows just happens; disabling with an override reason is
-/// refused (422 `override_not_applicable`: disabling is never gated).
+/// that the gate allows just happens, and so does disabling (never gated):
+/// the reason is validated and not needed. (A 422 for it would refuse a
+/// body the API's schema allows.)
 pub async fn set(
     db: &DatabaseConnection,
     gate: &Rollout<'_>,
@@ -109,10 +110,7 @@ pub async fn set(
     let why = self::override_reason(why)?;
     let reason = require_reason(reason)?;
     if policy != ENABLED {
-        return Err(DomainError::invalid(
-            "override_not_applicable",
-            "an override reason applies only to enabling retries; disabling is never gated",
-        ));
+        return Ok(SetOutcome::Changed(retry_policy::set(db, gate, principal, tenant_slug, policy, &reason).await?));
     }
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;

@@ -126,7 +126,10 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
     let set = async |policy: &str, why: &str| {
         break_glass::set(&t.db, &gate(t), &admin(), "clinic-a", policy, "r", Some(why)).await
     };
-    assert_eq!(code(set("disabled", "x").await.unwrap_err()), "override_not_applicable");
+    // Disabling is never gated: with an override reason it is an ordinary
+    // change, and no request is recorded.
+    let off = set("disabled", "x").await.unwrap();
+    assert!(matches!(&off, SetOutcome::Changed(v) if v.policy == "disabled"), "{off:?}");
     assert_eq!(code(set("enabled", "  ").await.unwrap_err()), "invalid_override_reason");
     let long = "x".repeat(domain::text::MAX_REASON_CHARS + 1);
     let too_long = break_glass::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "r", Some(&long)).await;

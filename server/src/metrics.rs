@@ -31,6 +31,8 @@ pub struct Metrics {
     purged: IntCounterVec,
     purge_runs: IntCounterVec,
     purge_last_success: IntGauge,
+    partitions_dropped: IntCounter,
+    partition_upkeep_runs: IntCounterVec,
     claim_batches: IntCounter,
     claim_batched_events: IntCounter,
     delivery_log_written: IntCounter,
@@ -89,6 +91,17 @@ impl Metrics {
             "signet_retention_last_success_timestamp_seconds",
             "When the retention purge last completed (Unix time)",
         )?;
+        let partitions_dropped = IntCounter::new(
+            "signet_retention_partitions_dropped_total",
+            "Daily partitions dropped whole by the retention purge (PostgreSQL)",
+        )?;
+        let partition_upkeep_runs = IntCounterVec::new(
+            Opts::new("signet_partition_upkeep_runs_total", "Partition upkeep runs by result (PostgreSQL)"),
+            &["result"],
+        )?;
+        for result in ["ok", "error"] {
+            partition_upkeep_runs.with_label_values(&[result]);
+        }
         let claim_batches =
             IntCounter::new("signet_claim_batches_total", "Shared claim transactions committed (group commit)")?;
         let delivery_log_written =
@@ -236,6 +249,8 @@ impl Metrics {
         registry.register(Box::new(purged.clone()))?;
         registry.register(Box::new(purge_runs.clone()))?;
         registry.register(Box::new(purge_last_success.clone()))?;
+        registry.register(Box::new(partitions_dropped.clone()))?;
+        registry.register(Box::new(partition_upkeep_runs.clone()))?;
         registry.register(Box::new(webhooks.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(quarantine_open.clone()))?;
@@ -251,6 +266,8 @@ impl Metrics {
             purged,
             purge_runs,
             purge_last_success,
+            partitions_dropped,
+            partition_upkeep_runs,
             claim_batches,
             claim_batched_events,
             delivery_log_written,
@@ -454,8 +471,13 @@ impl Metrics {
         ] {
             self.purged.with_label_values(&[kind]).inc_by(n);
         }
+        self.partitions_dropped.inc_by(r.partitions_dropped);
         self.purge_runs.with_label_values(&["ok"]).inc();
         self.purge_last_success.set(domain::clock::now_ms() / 1000);
+    }
+
+    pub fn record_partition_upkeep(&self, ok: bool) {
+        self.partition_upkeep_runs.with_label_values(&[if ok { "ok" } else { "error" }]).inc();
     }
 
     pub fn record_purge_failure(&self) {

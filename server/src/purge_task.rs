@@ -1,14 +1,23 @@
-//! The retention purge task in `signet serve`: runs
-//! [`domain::retention::purge::run`] shortly after start and then every interval,
-//! and reports each run in the metrics (the domain writes the audit entry).
+//! The retention purge task in `signet serve`: keeps the PostgreSQL
+//! partitions ahead ([`domain::retention::partitions::upkeep`]) and runs
+//! [`domain::retention::purge::run`] shortly after start and then every
+//! interval, and reports each run in the metrics (the domain writes the
+//! audit entry).
+//!
+//! The task ticks at least every [`UPKEEP_EVERY`] even when the purge runs
+//! less often or not at all: without a default partition, writes need
+//! tomorrow's partitions whatever the purge setting.
 
 use std::{sync::Arc, time::Duration};
 
-use domain::retention::purge;
+use domain::retention::{partitions, purge};
 use sea_orm::DatabaseConnection;
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::{sync::watch, task::JoinHandle, time::Instant};
 
 use crate::metrics::Metrics;
+
+/// The longest time between two partition upkeeps.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
 
 pub struct PurgeHandle {
     stop: watch::Sender<bool>,
@@ -23,38 +32,62 @@ impl PurgeHandle {
     }
 }
 
-/// `first` is the delay before the first run (so start-up is not slowed).
-pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, every: Duration) -> PurgeHandle {
+/// `first` is the delay before the first tick (so start-up is not slowed);
+/// `every` the purge's interval, `None` for upkeep only.
+pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, every: Option<Duration>) -> PurgeHandle {
     let (stop, mut stopped) = watch::channel(false);
+    let tick = every.map_or(UPKEEP_EVERY, |e| e.min(UPKEEP_EVERY));
     let task = tokio::spawn(async move {
         let mut wait = first;
+        let mut last_purge: Option<Instant> = None;
         loop {
             tokio::select! {
                 _ = stopped.changed() => break,
                 _ = tokio::time::sleep(wait) => {}
             }
-            match purge::run(&db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await {
-                Ok(report) => {
-                    metrics.record_purge(&report);
-                    if !report.is_empty() {
-                        tracing::info!(
-                            claims = report.claims_deleted,
-                            quarantine = report.quarantine_deleted,
-                            bodies = report.bodies_cleared,
-                            replay = report.replay_deleted,
-                            minute_rollups = report.minute_rollups_deleted,
-                            deliveries = report.deliveries_deleted,
-                            "retention purge"
-                        );
-                    }
-                }
-                Err(e) => {
-                    metrics.record_purge_failure();
-                    tracing::error!(error = %e, "retention purge failed; the next run retries");
-                }
+            let purge_due = every.is_some_and(|e| last_purge.is_none_or(|at| at.elapsed() >= e));
+            if purge_due {
+                last_purge = Some(Instant::now());
             }
-            wait = every;
+            run_once(&db, &metrics, purge_due).await;
+            wait = tick;
         }
     });
     PurgeHandle { stop, task }
+}
+
+/// One tick: the partition upkeep, then the purge when it is due.
+async fn run_once(db: &DatabaseConnection, metrics: &Metrics, purge_due: bool) {
+    let now = domain::clock::now_ms();
+    match partitions::upkeep(db, now).await {
+        Ok(_) => metrics.record_partition_upkeep(true),
+        Err(e) => {
+            metrics.record_partition_upkeep(false);
+            tracing::error!(error = %e, "partition upkeep failed; the next tick retries");
+        }
+    }
+    if !purge_due {
+        return;
+    }
+    match purge::run(db, now, purge::DEFAULT_BATCH).await {
+        Ok(report) => {
+            metrics.record_purge(&report);
+            if !report.is_empty() {
+                tracing::info!(
+                    claims = report.claims_deleted,
+                    quarantine = report.quarantine_deleted,
+                    bodies = report.bodies_cleared,
+                    replay = report.replay_deleted,
+                    minute_rollups = report.minute_rollups_deleted,
+                    deliveries = report.deliveries_deleted,
+                    partitions = report.partitions_dropped,
+                    "retention purge"
+                );
+            }
+        }
+        Err(e) => {
+            metrics.record_purge_failure();
+            tracing::error!(error = %e, "retention purge failed; the next run retries");
+        }
+    }
 }

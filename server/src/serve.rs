@@ -26,6 +26,10 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let url = db_args.url().map_err(|e| e.to_string())?;
     let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
+    // Before serving: with no default partition, a write needs today's.
+    domain::retention::partitions::upkeep(&db, domain::clock::now_ms())
+        .await
+        .map_err(|e| format!("cannot create the partitions ahead: {e}"))?;
     let master = db_args.master_key(&db).await.map_err(|e| e.to_string())?;
     let vault = Arc::new(
         domain::startup::open_vault(&db, master)
@@ -134,9 +138,13 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         hooks.metrics.clone(),
         faults,
     );
-    let purger = (args.purge_interval_secs > 0).then(|| {
-        let every = Duration::from_secs(args.purge_interval_secs);
-        crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), every.min(Duration::from_secs(30)), every)
+    // On PostgreSQL the task also keeps the partitions ahead: it runs even
+    // with the purge off.
+    let purge_every = (args.purge_interval_secs > 0).then(|| Duration::from_secs(args.purge_interval_secs));
+    let postgres = db.get_database_backend() == sea_orm::DbBackend::Postgres;
+    let purger = (purge_every.is_some() || postgres).then(|| {
+        let first = purge_every.unwrap_or(crate::purge_task::UPKEEP_EVERY).min(Duration::from_secs(30));
+        crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), first, purge_every)
     });
     let checkpoints =
         args.audit_checkpoint_file.clone().unwrap_or_else(|| db_args.data_dir.join("audit-checkpoints.jsonl"));

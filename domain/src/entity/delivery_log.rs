@@ -6,12 +6,17 @@ use sea_orm::entity::prelude::*;
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "delivery_log")]
 pub struct Model {
+    /// On PostgreSQL the key is (tenant_id, id, answered_at), as a table
+    /// partitioned by `answered_at` and distributed by tenant needs
+    /// (m20261206_000100); the id alone is unique on both engines.
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
     pub tenant_id: String,
     pub endpoint_id: String,
     pub event_id: String,
-    /// When Signet answered (ms).
+    /// When Signet answered (ms): the partition key on PostgreSQL.
+    #[sea_orm(primary_key, auto_increment = false)]
     pub answered_at: i64,
     /// The HTTP status of the answer.
     pub status: i32,

@@ -177,6 +177,14 @@ impl Telemetry {
         if rollups.is_empty() && failures.is_empty() && uses.is_empty() {
             return Ok(());
         }
+        // On PostgreSQL the keys also hold the tenant (every key of a table to
+        // be distributed by tenant must; m20261206_000100); a key id names
+        // one tenant's key, so the rows are the same.
+        let pg = db.get_database_backend() == sea_orm::DbBackend::Postgres;
+        let tenant_in_key = |cols: &[&str]| -> Vec<Alias> {
+            let tenant = pg.then_some("tenant_id");
+            cols[..1].iter().copied().chain(tenant).chain(cols[1..].iter().copied()).map(Alias::new).collect()
+        };
         let result = async {
             let txn = db::begin_write(db).await?;
             for ((hour, key, tenant, endpoint), count) in &uses {
@@ -197,7 +205,7 @@ impl Telemetry {
                         (*count).into(),
                     ])
                     .on_conflict(
-                        OnConflict::columns([key_use_rollup::Column::Hour, key_use_rollup::Column::KeyId])
+                        OnConflict::columns(tenant_in_key(&["hour", "key_id"]))
                             .value(
                                 key_use_rollup::Column::Count,
                                 Expr::col((key_use_rollup::Entity, key_use_rollup::Column::Count)).add(*count),
@@ -227,16 +235,12 @@ impl Telemetry {
                         (*count).into(),
                     ])
                     .on_conflict(
-                        OnConflict::columns([
-                            key_failure_rollup::Column::Hour,
-                            key_failure_rollup::Column::KeyId,
-                            key_failure_rollup::Column::Reason,
-                        ])
-                        .value(
-                            key_failure_rollup::Column::Count,
-                            Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count),
-                        )
-                        .to_owned(),
+                        OnConflict::columns(tenant_in_key(&["hour", "key_id", "reason"]))
+                            .value(
+                                key_failure_rollup::Column::Count,
+                                Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count),
+                            )
+                            .to_owned(),
                     )
                     .to_owned();
                 txn.execute(&stmt).await?;

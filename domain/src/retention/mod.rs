@@ -8,6 +8,7 @@
 //! version recording the values, the horizon in force, who and why: the
 //! evidence a reviewer exports. The purge job is [`purge`].
 
+pub mod partitions;
 pub mod purge;
 
 use std::collections::HashMap;

@@ -16,6 +16,12 @@
 //! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
 //! them for the last hour only; the hourly rollups stay).
 //!
+//! On PostgreSQL the delivery log, the minute rollups and the minute gauge
+//! samples are partitioned by day ([`super::partitions`]): whole days are
+//! dropped instead, the delivery log's once the longest dedup retention of
+//! any endpoint has passed (so no row goes before its own endpoint's
+//! retention; one with a shorter retention stays until then).
+//!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
 //! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
 //! split the work and a row a receiver is writing is left for the next run.
@@ -39,7 +45,7 @@ use crate::{
     },
     error::DomainResult,
     quarantine::OPEN,
-    retention,
+    retention::{self, partitions},
     stats::gauges,
 };
 
@@ -60,6 +66,10 @@ pub struct PurgeReport {
     /// Delivery-log rows (absent from reports written before the log).
     #[serde(default)]
     pub deliveries_deleted: u64,
+    /// Daily partitions dropped whole (PostgreSQL; their rows are not
+    /// counted above).
+    #[serde(default)]
+    pub partitions_dropped: u64,
 }
 
 impl PurgeReport {
@@ -78,6 +88,8 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
     let horizons = retention::current_horizons(db).await?;
     let decisions = retention::current_decisions(db).await?;
     let mut report = PurgeReport::default();
+    let partitioned = db.get_database_backend() == DbBackend::Postgres;
+    let mut longest_dedup = 0;
     for e in endpoint::Entity::find().all(db).await? {
         let horizon = horizons.get(&e.scheme).map_or(retention::MAX_HORIZON_SECS, |h| h.horizon_secs);
         // No decision on record: the defaults, still floored by the horizon.
@@ -88,19 +100,20 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         let claim_cutoff = now_ms - ms(dedup);
         report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
         report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
-        report.deliveries_deleted += purge_batches(batch, |b| delete_deliveries(db, &e.id, claim_cutoff, b)).await?;
+        longest_dedup = longest_dedup.max(dedup);
+        if !partitioned {
+            report.deliveries_deleted +=
+                purge_batches(batch, |b| delete_deliveries(db, &e.id, claim_cutoff, b)).await?;
+        }
         let body_cutoff = now_ms - ms(body.min(dedup));
         report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &e.id, body_cutoff, b)).await?;
     }
     report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
-    // One statement: after the first run each run removes about an hour of
-    // rows, and no receiver ever writes rows this old.
-    report.minute_rollups_deleted = rollup::Entity::delete_many()
-        .filter(rollup::Column::Minute.lt((now_ms - MINUTE_ROLLUPS_KEPT_MS) / 60_000))
-        .exec(db)
-        .await?
-        .rows_affected
-        + gauges::purge_minutes(db, now_ms - MINUTE_ROLLUPS_KEPT_MS).await?;
+    if partitioned {
+        report.partitions_dropped = partitions::drop_expired(db, now_ms, ms(longest_dedup)).await?;
+    } else {
+        report.minute_rollups_deleted = delete_minute_rollups(db, now_ms).await?;
+    }
     if !report.is_empty() {
         audit::record(
             db,
@@ -117,6 +130,15 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         .await?;
     }
     Ok(report)
+}
+
+/// One statement: after the first run each run removes about an hour of
+/// rows, and no receiver ever writes rows this old.
+async fn delete_minute_rollups(db: &DatabaseConnection, now_ms: i64) -> DomainResult<u64> {
+    let cutoff = now_ms - MINUTE_ROLLUPS_KEPT_MS;
+    let rollups =
+        rollup::Entity::delete_many().filter(rollup::Column::Minute.lt(cutoff / 60_000)).exec(db).await?.rows_affected;
+    Ok(rollups + gauges::purge_minutes(db, cutoff).await?)
 }
 
 /// Repeats `step` until a batch comes back short.

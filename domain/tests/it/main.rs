@@ -16,6 +16,7 @@ mod keys;
 mod operations;
 mod ordering;
 mod outbox;
+mod partitions;
 mod receiver;
 mod registry;
 mod retention;

@@ -29,26 +29,8 @@ impl TestDb {
 
     /// `None` when PostgreSQL is not available and not required.
     pub async fn postgres() -> Option<TestDb> {
-        let admin_url = std::env::var("SIGNET_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let admin = match Database::connect(admin_url.as_str()).await {
-            Ok(c) => c,
-            Err(e) => {
-                if std::env::var("SIGNET_REQUIRE_PG").is_ok_and(|v| v == "1") {
-                    panic!("PostgreSQL is required (SIGNET_REQUIRE_PG=1) but unreachable at {admin_url}: {e}");
-                }
-                eprintln!(
-                    "SKIPPED (PostgreSQL unreachable at {admin_url}): set SIGNET_TEST_PG_URL to run the PostgreSQL half"
-                );
-                return None;
-            }
-        };
-        let name = format!("signet_t_{}", uuid::Uuid::new_v4().simple());
-        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
-        admin.close().await.ok();
-        let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url).to_owned();
-        let url = format!("{base}/{name}");
-        Some(Self::finish(url, Some((admin_url, name)), None).await)
+        let (url, cleanup) = fresh_postgres().await?;
+        Some(Self::finish(url, Some(cleanup), None).await)
     }
 
     async fn finish(url: String, cleanup: Option<(String, String)>, dir: Option<tempfile::TempDir>) -> TestDb {
@@ -65,12 +47,41 @@ impl TestDb {
 
     pub async fn close(self) {
         self.db.close().await.ok();
-        if let Some((admin_url, name)) = self.cleanup
-            && let Ok(admin) = Database::connect(admin_url.as_str()).await
-        {
-            admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
-            admin.close().await.ok();
+        if let Some(cleanup) = self.cleanup {
+            drop_database(cleanup).await;
         }
+    }
+}
+
+/// A new empty PostgreSQL database: its URL and what [`drop_database`]
+/// needs. `None` when PostgreSQL is not available and not required.
+pub async fn fresh_postgres() -> Option<(String, (String, String))> {
+    let admin_url =
+        std::env::var("SIGNET_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let admin = match Database::connect(admin_url.as_str()).await {
+        Ok(c) => c,
+        Err(e) => {
+            if std::env::var("SIGNET_REQUIRE_PG").is_ok_and(|v| v == "1") {
+                panic!("PostgreSQL is required (SIGNET_REQUIRE_PG=1) but unreachable at {admin_url}: {e}");
+            }
+            eprintln!(
+                "SKIPPED (PostgreSQL unreachable at {admin_url}): set SIGNET_TEST_PG_URL to run the PostgreSQL half"
+            );
+            return None;
+        }
+    };
+    let name = format!("signet_t_{}", uuid::Uuid::new_v4().simple());
+    admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+    admin.close().await.ok();
+    let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin_url).to_owned();
+    let url = format!("{base}/{name}");
+    Some((url, (admin_url, name)))
+}
+
+pub async fn drop_database((admin_url, name): (String, String)) {
+    if let Ok(admin) = Database::connect(admin_url.as_str()).await {
+        admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok();
+        admin.close().await.ok();
     }
 }
 

@@ -115,6 +115,8 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
     let n_ep = args.tenants * ENDPOINTS_PER_TENANT;
     let now = clock::now_ms();
     let span_ms = DAYS * 86_400_000;
+    // PostgreSQL's rollups are partitioned by day, with no default partition.
+    domain::retention::partitions::cover(db, now - span_ms, now).await.expect("partitions for the seeded days");
 
     let started = Instant::now();
     eprintln!("seeding {} claims…", args.events);

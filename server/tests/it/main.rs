@@ -17,6 +17,7 @@ mod limits;
 mod openapi;
 mod ordering;
 mod outbox;
+mod partitions;
 mod rbac;
 mod readme;
 mod retention;

@@ -1,0 +1,165 @@
+//! Daily range partitions on PostgreSQL (issue 28 item 1): the tables that
+//! grow with traffic and need no uniqueness across days, their upkeep and the
+//! purge's drop rule. SQLite has no partitions: every function here does
+//! nothing there, and its purge keeps deleting rows in batches.
+//!
+//! There is no default partition: a row outside every partition fails its
+//! insert loudly rather than landing in a catch-all nothing ever drops. So
+//! [`upkeep`] runs before the server serves and then on the purge's tick,
+//! keeping today and [`AHEAD_DAYS`] more. Everything that adds or drops a
+//! partition holds one advisory lock ([`LOCK_KEY`]), so instances starting or
+//! purging at once take turns, and waits at most [`LOCK_TIMEOUT`] for the
+//! parent table's lock (a long dashboard query must not queue intake behind
+//! the upkeep); a run that gives up is retried on the next tick.
+
+use std::collections::BTreeSet;
+
+use migrations::partitioning::{self, LOCK_KEY};
+pub use migrations::partitioning::{DAY_MS, day_of, partition_name};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
+
+use crate::{error::DomainResult, retention::purge::MINUTE_ROLLUPS_KEPT_MS};
+
+/// Days after today that always have their partitions. The upkeep runs at
+/// least hourly, so writes meet a missing partition only after three days
+/// of failed upkeep (`signet_partition_upkeep_runs_total{result="error"}`).
+pub const AHEAD_DAYS: i64 = 3;
+/// How long adding or dropping a partition waits for its parent's lock.
+pub const LOCK_TIMEOUT: &str = "5s";
+
+/// How long a table's rows are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Never purged (the hourly rollups and gauge samples).
+    Always,
+    /// A fixed period in milliseconds.
+    For(i64),
+    /// Per endpoint, its dedup retention: a day goes once the longest of
+    /// them has passed.
+    LongestDedup,
+}
+
+/// A table partitioned by UTC day of `column`, which counts `unit_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct Partitioned {
+    pub table: &'static str,
+    pub column: &'static str,
+    pub unit_ms: i64,
+    pub keep: Keep,
+}
+
+/// Every range-partitioned table (`gauge_samples` is listed by unit into
+/// its two range-partitioned halves). The migration
+/// `m20261206_000100_partitioned_logs` created them.
+pub const PARTITIONED: [Partitioned; 7] = [
+    Partitioned { table: "delivery_log", column: "answered_at", unit_ms: 1, keep: Keep::LongestDedup },
+    Partitioned { table: "event_rollups", column: "minute", unit_ms: 60_000, keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS) },
+    Partitioned { table: "event_rollups_hourly", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned { table: "key_use_rollups", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned { table: "key_failure_rollups", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned {
+        table: "gauge_samples_minute",
+        column: "bucket",
+        unit_ms: 60_000,
+        keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS),
+    },
+    Partitioned { table: "gauge_samples_hour", column: "bucket", unit_ms: 3_600_000, keep: Keep::Always },
+];
+
+fn on_postgres(db: &DatabaseConnection) -> bool {
+    db.get_database_backend() == DbBackend::Postgres
+}
+
+/// Creates the partitions of today (at `now_ms`) and the [`AHEAD_DAYS`]
+/// after it that are missing; returns how many it created.
+pub async fn upkeep(db: &DatabaseConnection, now_ms: i64) -> DomainResult<u64> {
+    let today = partitioning::day_of(now_ms);
+    cover_days(db, today, today + AHEAD_DAYS).await
+}
+
+/// Creates the missing partitions of every day from `from_ms` to `to_ms`
+/// (both included): for loading or seeding rows dated in the past.
+pub async fn cover(db: &DatabaseConnection, from_ms: i64, to_ms: i64) -> DomainResult<u64> {
+    cover_days(db, partitioning::day_of(from_ms), partitioning::day_of(to_ms)).await
+}
+
+async fn cover_days(db: &DatabaseConnection, first: i64, last: i64) -> DomainResult<u64> {
+    if !on_postgres(db) {
+        return Ok(0);
+    }
+    let mut created = 0;
+    for t in &PARTITIONED {
+        // Read without the lock first: most runs find nothing to do and
+        // should not queue behind another instance's work.
+        let have = days(db, t.table).await?;
+        if (first..=last).all(|d| have.contains(&d)) {
+            continue;
+        }
+        let txn = locked(db).await?;
+        let have = days(&txn, t.table).await?;
+        for day in (first..=last).filter(|d| !have.contains(d)) {
+            txn.execute_unprepared(&partitioning::create_sql(t.table, t.unit_ms, day)).await?;
+            created += 1;
+        }
+        txn.commit().await?;
+    }
+    if created > 0 {
+        tracing::info!(created, "partitions created");
+    }
+    Ok(created)
+}
+
+/// Drops every partition whose whole day is past its table's retention at
+/// `now_ms`; `longest_dedup_ms` is the longest dedup retention of any
+/// endpoint. Returns the partitions dropped.
+pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_dedup_ms: i64) -> DomainResult<u64> {
+    if !on_postgres(db) {
+        return Ok(0);
+    }
+    let mut dropped = 0;
+    for t in &PARTITIONED {
+        let keep_ms = match t.keep {
+            Keep::Always => continue,
+            Keep::For(ms) => ms,
+            Keep::LongestDedup => longest_dedup_ms,
+        };
+        // A row is past retention when older than the cutoff; a day's rows
+        // all are once the day has ended by then.
+        let cutoff = now_ms.saturating_sub(keep_ms);
+        let expired: Vec<i64> = days(db, t.table).await?.into_iter().filter(|d| (d + 1) * DAY_MS <= cutoff).collect();
+        for day in expired {
+            let txn = locked(db).await?;
+            let name = partitioning::partition_name(t.table, day);
+            txn.execute_unprepared(&format!("DROP TABLE IF EXISTS {name}")).await?;
+            txn.commit().await?;
+            tracing::info!(partition = %name, "partition dropped");
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
+}
+
+/// A transaction holding the partition lock, with the parent lock's wait
+/// bounded.
+async fn locked(db: &DatabaseConnection) -> DomainResult<sea_orm::DatabaseTransaction> {
+    let txn = db.begin().await?;
+    // Unbounded: the holder's own statements are bounded by the timeout.
+    txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
+    txn.execute_unprepared(&format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")).await?;
+    Ok(txn)
+}
+
+/// The days `parent` has partitions for (by their names).
+pub async fn days<C: ConnectionTrait>(conn: &C, parent: &str) -> DomainResult<BTreeSet<i64>> {
+    let rows = conn
+        .query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, partitioning::LIST_SQL, [parent.into()]))
+        .await?;
+    let mut out = BTreeSet::new();
+    for row in rows {
+        let name: String = row.try_get("", "name")?;
+        if let Some(day) = partitioning::partition_day(parent, &name) {
+            out.insert(day);
+        }
+    }
+    Ok(out)
+}

@@ -203,4 +203,17 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert!(v.last_failure_at.is_some());
     let html = domain::evidence::html::render(&e, "x");
     assert!(html.contains("1 verified · 3 failed"), "the printable page shows them");
+
+    // A later flush in the same hour adds to the same rows (the upsert's key
+    // holds the tenant on PostgreSQL).
+    let good = json!({"type": "reminder.created", "data": {"reminder_id": "r-2", "send_at": "2027-01-05T09:00:00Z"}})
+        .to_string()
+        .into_bytes();
+    run(signed(&s, Scheme::StandardWebhooks, &good, now_s(), "m3"), good.clone(), None).await;
+    run(signed(&s, Scheme::StandardWebhooks, &good, now_s() - 3600, "m4"), good, None).await;
+    tel.flush(&t.db).await.unwrap();
+    let e = domain::evidence::bundle::collect(&t.db, &t.vault, &admin(), Some("clinic-a")).await.unwrap();
+    let v = &e.credentials.iter().find(|c| c.key_id == s.key_id).unwrap().verification;
+    assert_eq!((v.successes, v.failures), (2, 4), "{v:?}");
+    assert!(v.failures_by_reason.iter().any(|r| r.reason == "stale" && r.count == 2), "{v:?}");
 });

@@ -24,6 +24,7 @@ use crate::{error::DomainResult, retention::purge::MINUTE_ROLLUPS_KEPT_MS};
 /// least hourly, so writes meet a missing partition only after three days
 /// of failed upkeep (`signet_partition_upkeep_runs_total{result="error"}`).
 pub const AHEAD_DAYS: i64 = 3;
+const _: () = assert!(AHEAD_DAYS >= 2, "issue 28: partitions at least two days ahead");
 /// How long adding or dropping a partition waits for its parent's lock.
 pub const LOCK_TIMEOUT: &str = "5s";
 

@@ -8,7 +8,7 @@ use domain::retention::purge;
 use sea_orm::DatabaseConnection;
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::metrics::Metrics;
+use crate::{job_lease::JobLease, metrics::Metrics};
 
 pub struct PurgeHandle {
     stop: watch::Sender<bool>,
@@ -24,7 +24,14 @@ impl PurgeHandle {
 }
 
 /// `first` is the delay before the first run (so start-up is not slowed).
-pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, every: Duration) -> PurgeHandle {
+/// Runs only while this process holds `lease` (one purge across processes).
+pub fn spawn(
+    db: DatabaseConnection,
+    metrics: Arc<Metrics>,
+    first: Duration,
+    every: Duration,
+    lease: JobLease,
+) -> PurgeHandle {
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
         let mut wait = first;
@@ -33,6 +40,10 @@ pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, eve
                 _ = stopped.changed() => break,
                 _ = tokio::time::sleep(wait) => {}
             }
+            wait = every;
+            // Deletes are idempotent, so a holder that loses the lease in the
+            // middle of a run does no harm; it just does not start another.
+            let Some(_step) = lease.step().await else { continue };
             match purge::run(&db, domain::clock::now_ms(), purge::DEFAULT_BATCH).await {
                 Ok(report) => {
                     metrics.record_purge(&report);
@@ -53,7 +64,6 @@ pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, eve
                     tracing::error!(error = %e, "retention purge failed; the next run retries");
                 }
             }
-            wait = every;
         }
     });
     PurgeHandle { stop, task }

@@ -19,6 +19,7 @@ mod ordering;
 mod outbox;
 mod rbac;
 mod readme;
+mod receivers;
 mod retention;
 mod rollout;
 mod secrecy;

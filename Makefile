@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup bench bench-dashboard bench-evidence bench-kek bench-logins
+.PHONY: run test setup bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 
@@ -33,3 +33,7 @@ bench-kek: setup
 # /hooks latency with and without 20 sign-ins per second alongside (see README).
 bench-logins: setup
 	bench/logins.sh
+
+# Throughput of 1 and of 3 processes on one PostgreSQL database (see README).
+bench-multi: setup
+	bench/multi.sh

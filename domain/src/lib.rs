@@ -14,6 +14,7 @@ pub mod events;
 pub mod evidence;
 pub mod ids;
 pub mod integral;
+pub mod job_lease;
 pub mod kek;
 pub mod outbox;
 pub mod paging;

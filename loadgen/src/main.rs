@@ -6,10 +6,16 @@
 //! resend of one of the worker's events first sent at least a second earlier
 //! (as a provider's retry would be; within the same second it would be the
 //! same signed message, i.e. a replay).
+//!
+//! Several receivers (`--url` repeated, or a comma list): requests go to
+//! them round-robin, each worker keeping one connection per receiver.
 
 use std::{
     collections::{BTreeMap, VecDeque},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -27,9 +33,10 @@ use rand::Rng;
 
 #[derive(Parser)]
 struct Args {
-    /// Receiver URL, e.g. http://127.0.0.1:3000/hooks/bench/hooks
-    #[arg(long)]
-    url: String,
+    /// Receiver URL, e.g. http://127.0.0.1:3000/hooks/bench/hooks; repeat
+    /// it (or give a comma list) to spread requests across receivers.
+    #[arg(long = "url", required = true, value_delimiter = ',')]
+    urls: Vec<String>,
     /// The endpoint key's secret (`whsec_…`).
     #[arg(long, env = "LOADGEN_SECRET")]
     secret: String,
@@ -103,16 +110,21 @@ async fn send(
 async fn main() {
     let args = Args::parse();
     let secret = Arc::new(SigningSecret::parse(&args.secret).expect("secret"));
-    let uri: Uri = args.url.parse().expect("url");
+    let uris: Arc<Vec<Uri>> = Arc::new(args.urls.iter().map(|u| u.parse().expect("url")).collect());
+    // One counter for all workers: request n goes to receiver n mod count.
+    let turn = Arc::new(AtomicUsize::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
     let per_worker_interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(args.concurrency as f64 / args.rate));
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
-        let (secret, uri) = (secret.clone(), uri.clone());
+        let (secret, uris, turn) = (secret.clone(), uris.clone(), turn.clone());
         let (dup_ratio, size) = (args.dup_ratio, args.body_bytes);
         tasks.push(tokio::spawn(async move {
-            let mut conn = connect(uri.authority().map_or("", |a| a.as_str())).await;
+            let mut conns = Vec::with_capacity(uris.len());
+            for uri in uris.iter() {
+                conns.push(connect(uri.authority().map_or("", |a| a.as_str())).await);
+            }
             // This worker's own earlier events: a duplicate resends the
             // oldest one sent at least a second ago, once.
             let mut history: VecDeque<Sent> = VecDeque::new();
@@ -141,8 +153,9 @@ async fn main() {
                 };
                 let ts = domain::clock::now_ms() / 1000;
                 let headers = signature::sign(Scheme::StandardWebhooks, &secret, &bytes, ts, &id).expect("sign");
+                let at = turn.fetch_add(1, Ordering::Relaxed) % uris.len();
                 let t0 = Instant::now();
-                let label = send(&mut conn, &uri, &headers, bytes.clone()).await;
+                let label = send(&mut conns[at], &uris[at], &headers, bytes.clone()).await;
                 lat.push(t0.elapsed());
                 *statuses.entry(label).or_default() += 1;
                 if fresh {
@@ -176,6 +189,7 @@ async fn main() {
         "{}",
         serde_json::json!({
             "concurrency": args.concurrency,
+            "receivers": args.urls.len(),
             "requests": lat.len(),
             "seconds": elapsed,
             "verified_per_sec": verified as f64 / elapsed,

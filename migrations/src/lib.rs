@@ -34,6 +34,7 @@ mod m20261206_000075_drill_run_schemes;
 mod m20261206_000081_delivery_log;
 mod m20261206_000091_outbox_trace_context;
 mod m20261206_000100_partitioned_logs;
+mod m20261206_000110_job_leases;
 
 pub struct Migrator;
 
@@ -67,6 +68,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000081_delivery_log::Migration),
             Box::new(m20261206_000091_outbox_trace_context::Migration),
             Box::new(m20261206_000100_partitioned_logs::Migration),
+            Box::new(m20261206_000110_job_leases::Migration),
         ]
     }
 }

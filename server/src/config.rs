@@ -111,6 +111,16 @@ pub struct ServeArgs {
     /// another worker resends it with the same idempotency key.
     #[arg(long, env = "SIGNET_OUTBOX_LEASE_MS", default_value_t = 60_000)]
     pub outbox_lease_ms: u64,
+    /// How long a process holds a background job (outbox relay, purge,
+    /// gauge samples, maintenance) after its last renewal; renewed every
+    /// third of it. A killed holder's jobs move to another process after it.
+    #[arg(
+        long,
+        env = "SIGNET_JOB_LEASE_MS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(300..=600_000)
+    )]
+    pub job_lease_ms: u64,
     /// Relay request timeout.
     #[arg(long, env = "SIGNET_OUTBOX_TIMEOUT_MS", default_value_t = 10_000)]
     pub outbox_timeout_ms: u64,

@@ -10,6 +10,7 @@ mod config_check;
 mod drills;
 mod egress;
 mod http;
+mod job_lease;
 mod listen;
 mod metrics;
 mod otel;

@@ -1,5 +1,6 @@
 //! The outbox worker: a tokio task in `signet serve` that leases due intents
-//! and hands them to a [`Notifier`]. It stops with the server (or through its
+//! and hands them to a [`Notifier`], in the one process that holds the
+//! relay's job lease ([`crate::job_lease`]). It stops with the server (or through its
 //! handle) and resumes from the database when started again.
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
@@ -16,6 +17,7 @@ use tracing::{Instrument, field::Empty};
 
 use crate::{
     egress::{self, GuardedResolver, RelayAllow},
+    job_lease::JobLease,
     metrics::SendResult,
 };
 
@@ -212,10 +214,19 @@ pub fn spawn<N: Notifier>(
     cfg: WorkerConfig,
     metrics: Arc<crate::metrics::Metrics>,
     faults: Faults,
+    lease: JobLease,
 ) -> WorkerHandle {
     let (stop, mut stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
         loop {
+            // Another process relays while it holds the job.
+            let Some(step) = lease.step().await else {
+                tokio::select! {
+                    _ = stopped.changed() => break,
+                    _ = tokio::time::sleep(cfg.poll) => {}
+                }
+                continue;
+            };
             let batch = match outbox::claim_batch(&db, &vault, cfg.batch, cfg.lease.as_millis() as i64).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -225,8 +236,14 @@ pub fn spawn<N: Notifier>(
             };
             let idle = batch.is_empty();
             for d in batch {
+                // A holder that lost the job sends nothing more; the intents
+                // it claimed are resent once their own leases expire.
+                if !step.valid() {
+                    break;
+                }
                 deliver(&db, &notifier, &d, &cfg.rule, &faults, &metrics).await;
             }
+            drop(step);
             if *stopped.borrow() {
                 break;
             }

@@ -14,7 +14,7 @@ use domain::retention::{partitions, purge};
 use sea_orm::DatabaseConnection;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 
-use crate::metrics::Metrics;
+use crate::{job_lease::JobLease, metrics::Metrics};
 
 /// The longest time between two partition upkeeps.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
@@ -33,8 +33,15 @@ impl PurgeHandle {
 }
 
 /// `first` is the delay before the first tick (so start-up is not slowed);
-/// `every` the purge's interval, `None` for upkeep only.
-pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, every: Option<Duration>) -> PurgeHandle {
+/// `every` the purge's interval, `None` for upkeep only. Runs only while this
+/// process holds `lease` (one purge and upkeep across processes).
+pub fn spawn(
+    db: DatabaseConnection,
+    metrics: Arc<Metrics>,
+    first: Duration,
+    every: Option<Duration>,
+    lease: JobLease,
+) -> PurgeHandle {
     let (stop, mut stopped) = watch::channel(false);
     let tick = every.map_or(UPKEEP_EVERY, |e| e.min(UPKEEP_EVERY));
     let task = tokio::spawn(async move {
@@ -45,12 +52,16 @@ pub fn spawn(db: DatabaseConnection, metrics: Arc<Metrics>, first: Duration, eve
                 _ = stopped.changed() => break,
                 _ = tokio::time::sleep(wait) => {}
             }
+            wait = tick;
+            // Deletes and drops are idempotent, so a holder that loses the
+            // lease in the middle of a run does no harm; it just does not
+            // start another.
+            let Some(_step) = lease.step().await else { continue };
             let purge_due = every.is_some_and(|e| last_purge.is_none_or(|at| at.elapsed() >= e));
             if purge_due {
                 last_purge = Some(Instant::now());
             }
             run_once(&db, &metrics, purge_due).await;
-            wait = tick;
         }
     });
     PurgeHandle { stop, task }

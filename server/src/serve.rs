@@ -121,6 +121,14 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         args.relay_allow.clone().unwrap_or_default(),
     )
     .map_err(|e| format!("outbox relay: {e}"))?;
+    // Jobs that write shared state run in one process at a time.
+    let holder = crate::job_lease::holder_id();
+    let lease_ttl = Duration::from_millis(args.job_lease_ms);
+    let keep = |job| crate::job_lease::keep(db.clone(), job, holder.clone(), lease_ttl, &faults);
+    let (relay_lease, relay_keeper) = keep(crate::job_lease::OUTBOX_RELAY).await;
+    let (purge_lease, purge_keeper) = keep(crate::job_lease::RETENTION_PURGE).await;
+    let (gauge_lease, gauge_keeper) = keep(crate::job_lease::GAUGE_SAMPLES).await;
+    let (maintenance_lease, maintenance_keeper) = keep(crate::job_lease::MAINTENANCE).await;
     let worker = crate::outbox_worker::spawn(
         db.clone(),
         vault.clone(),
@@ -137,6 +145,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         },
         hooks.metrics.clone(),
         faults,
+        relay_lease,
     );
     // On PostgreSQL the task also keeps the partitions ahead: it runs even
     // with the purge off.
@@ -144,7 +153,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let postgres = db.get_database_backend() == sea_orm::DbBackend::Postgres;
     let purger = (purge_every.is_some() || postgres).then(|| {
         let first = purge_every.unwrap_or(crate::purge_task::UPKEEP_EVERY).min(Duration::from_secs(30));
-        crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), first, purge_every)
+        crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), first, purge_every, purge_lease)
     });
     let checkpoints =
         args.audit_checkpoint_file.clone().unwrap_or_else(|| db_args.data_dir.join("audit-checkpoints.jsonl"));
@@ -160,8 +169,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         Duration::from_secs(args.audit_checkpoint_secs),
         move |at| checkpoint_metrics.audit_checkpoint_written(at),
     );
-    let background = tokio::spawn(background(db.clone(), vault.clone()));
-    let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone()));
+    let background = tokio::spawn(background(db.clone(), vault.clone(), maintenance_lease));
+    let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone(), gauge_lease));
     let telemetry = hooks.telemetry.clone();
     let limits = crate::http::RequestLimits {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
@@ -216,6 +225,10 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         if let Err(e) = telemetry.flush(&db).await {
             tracing::error!(error = %e, "final telemetry flush failed");
         }
+        // Released, so another process takes the jobs at once.
+        for keeper in [relay_keeper, purge_keeper, gauge_keeper, maintenance_keeper] {
+            keeper.stop().await;
+        }
     };
     if tokio::time::timeout_at(deadline, safe_point).await.is_err() {
         tracing::warn!("SIGNET_SHUTDOWN_TIMEOUT_SECS reached before the background work stopped; exiting");
@@ -230,17 +243,22 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
 const THROTTLE_SWEEP_BATCH: u64 = 200;
 
 /// Periodic work: refresh the KEK ring (so `signet kek rotate` on another
-/// instance takes effect here), mark expired keys, and record ended sign-in
-/// failure windows and delete stale throttle rows
-/// (`domain::auth::throttle::sweep`).
-async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
+/// instance takes effect here) in every process; and in the one holding the
+/// maintenance lease, verify the audit chain, mark expired keys, and record
+/// ended sign-in failure windows and delete stale throttle rows
+/// (`domain::auth::throttle::sweep`): shared writes, done once.
+async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>, lease: crate::job_lease::JobLease) {
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     let mut n = 0u64;
     loop {
         tick.tick().await;
-        // Every 5 minutes, verify what the audit log gained and move the
-        // verification mark, so a page view's check stays O(new entries)
-        // and a broken chain reaches the log without anyone looking.
+        if let Err(e) = vault.refresh(&db).await {
+            tracing::error!(error = %e, "key ring refresh failed");
+        }
+        let Some(step) = lease.step().await else { continue };
+        // Every 5 minutes (of holding), verify what the audit log gained and
+        // move the verification mark, so a page view's check stays O(new
+        // entries) and a broken chain reaches the log without anyone looking.
         if n.is_multiple_of(30) {
             match domain::audit::verify_new(&db, true).await {
                 Ok(r) if r.ok => {}
@@ -253,8 +271,8 @@ async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
             }
         }
         n += 1;
-        if let Err(e) = vault.refresh(&db).await {
-            tracing::error!(error = %e, "key ring refresh failed");
+        if !step.valid() {
+            continue;
         }
         match domain::registry::keys::sweep_expired(&db, domain::clock::now_ms()).await {
             Ok(0) => {}
@@ -268,8 +286,14 @@ async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>) {
 }
 
 /// Batched writes of per-minute rollups and per-key usage (every 5 s), the
-/// metrics gauges and the dashboards' gauge samples (every 15 s).
-async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::hooks::HookState) {
+/// metrics gauges and the dashboards' gauge samples (every 15 s). Every
+/// process adds its own counts and reads its own `/metrics` gauges; the
+/// shared gauge samples are written by the one holding their lease.
+async fn flush_telemetry(
+    db: sea_orm::DatabaseConnection,
+    hooks: crate::http::hooks::HookState,
+    lease: crate::job_lease::JobLease,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     let mut n = 0u64;
     loop {
@@ -281,7 +305,9 @@ async fn flush_telemetry(db: sea_orm::DatabaseConnection, hooks: crate::http::ho
             if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
                 tracing::warn!(error = %e, "gauge refresh failed");
             }
-            if let Err(e) = domain::stats::gauges::sample(&db, domain::clock::now_ms()).await {
+            if let Some(_step) = lease.step().await
+                && let Err(e) = domain::stats::gauges::sample(&db, domain::clock::now_ms()).await
+            {
                 tracing::warn!(error = %e, "gauge sample for the dashboards failed");
             }
         }

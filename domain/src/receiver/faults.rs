@@ -10,7 +10,8 @@
 //! The setting is a comma-separated list without spaces, for example
 //! `SIGNET_FAULTS=stall_effect_ms=30000,transient=1`; the names are
 //! `stall_effect_ms`, `stall_after_commit_ms`, `transient`,
-//! `stall_after_send_ms`, `stall_bulk_entry_ms` and `lost_commit_answers`.
+//! `stall_after_send_ms`, `stall_bulk_entry_ms`, `lost_commit_answers` and
+//! `job_step_ms`.
 
 use std::{
     sync::{
@@ -71,6 +72,9 @@ pub struct Faults {
     /// Fail this many claim transactions after their COMMIT succeeded, with
     /// the error a connection lost before the answer arrived gives.
     pub lost_commit_answers: Arc<AtomicU32>,
+    /// Leased background jobs: hold each step this long and log when it
+    /// begins and ends, so a test can check no two processes overlap.
+    pub job_step: Option<Duration>,
 }
 
 impl Faults {
@@ -85,6 +89,7 @@ impl Faults {
                 Some(("transient", v)) => f.transient = v == "1",
                 Some(("stall_after_send_ms", v)) => f.stall_after_send = v.parse().ok().map(Duration::from_millis),
                 Some(("stall_bulk_entry_ms", v)) => f.stall_bulk_entry = v.parse().ok().map(Duration::from_millis),
+                Some(("job_step_ms", v)) => f.job_step = v.parse().ok().map(Duration::from_millis),
                 Some(("lost_commit_answers", v)) => {
                     f.lost_commit_answers = Arc::new(AtomicU32::new(v.parse().unwrap_or(0)))
                 }
@@ -96,6 +101,7 @@ impl Faults {
             || f.transient
             || f.stall_after_send.is_some()
             || f.stall_bulk_entry.is_some()
+            || f.job_step.is_some()
             || f.lost_commit_answers.load(Ordering::Relaxed) > 0
         {
             tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");

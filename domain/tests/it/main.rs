@@ -11,6 +11,7 @@ mod evidence;
 mod evidence_binding;
 mod findings;
 mod fixtures;
+mod job_lease;
 mod kek;
 mod keys;
 mod operations;

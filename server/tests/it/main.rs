@@ -20,6 +20,7 @@ mod outbox;
 mod partitions;
 mod rbac;
 mod readme;
+mod receivers;
 mod retention;
 mod rollout;
 mod secrecy;

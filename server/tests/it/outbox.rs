@@ -20,18 +20,24 @@ use crate::{
     support::{Engine, Install, Server},
 };
 
-/// Records (Idempotency-Key, body); answers 500 while `failures` > 0.
+/// Records (Idempotency-Key, body) and when each arrived; answers 500 while
+/// `failures` > 0.
 #[derive(Clone, Default)]
-struct Sink {
+pub(crate) struct Sink {
     seen: Arc<Mutex<Vec<(String, Value)>>>,
+    pub(crate) arrived: Arc<Mutex<Vec<std::time::Instant>>>,
     failures: Arc<AtomicUsize>,
 }
 
 impl Sink {
-    async fn start(&self) -> String {
+    pub(crate) async fn start(&self) -> String {
         async fn receive(State(s): State<Sink>, headers: HeaderMap, body: String) -> StatusCode {
             let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-            s.seen.lock().unwrap().push((key, serde_json::from_str(&body).unwrap_or(Value::Null)));
+            // Both under the first lock, so their entries stay in step.
+            let mut seen = s.seen.lock().unwrap();
+            seen.push((key, serde_json::from_str(&body).unwrap_or(Value::Null)));
+            s.arrived.lock().unwrap().push(std::time::Instant::now());
+            drop(seen);
             let failing = s.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
             if failing { StatusCode::INTERNAL_SERVER_ERROR } else { StatusCode::OK }
         }
@@ -42,7 +48,7 @@ impl Sink {
         url
     }
 
-    fn seen(&self) -> Vec<(String, Value)> {
+    pub(crate) fn seen(&self) -> Vec<(String, Value)> {
         self.seen.lock().unwrap().clone()
     }
 
@@ -58,7 +64,7 @@ impl Sink {
 }
 
 /// `tenant` with endpoint `hooks` (standard-webhooks) and an active key's secret.
-fn clinic(i: &Install, tenant: &str, notify_url: Option<&str>) -> String {
+pub(crate) fn clinic(i: &Install, tenant: &str, notify_url: Option<&str>) -> String {
     let mut args = vec!["tenant", "create", tenant];
     if let Some(u) = notify_url {
         args.extend(["--notify-url", u]);

@@ -188,6 +188,9 @@ impl Install {
         // Many servers run at once: each gets its own metrics port (a test
         // may still override it).
         cmd.env("SIGNET_METRICS_ADDR", "127.0.0.1:0");
+        // Dropping a server SIGKILLs it, and the next one on the same data
+        // waits for its job leases to expire: short here, so it waits little.
+        cmd.env("SIGNET_JOB_LEASE_MS", "1500");
         for (k, v) in env {
             cmd.env(k, v);
         }

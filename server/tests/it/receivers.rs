@@ -1,0 +1,291 @@
+//! Several `signet serve` processes on one PostgreSQL database (issue 28
+//! item 3), as real processes with a real SIGKILL: nothing lost, nothing
+//! doubled, and each background job in one process at a time, moving to
+//! another when its holder dies.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use domain::{
+    crypto::{SigningSecret, signature},
+    registry::Scheme,
+};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use serde_json::{Value, json};
+
+use crate::{
+    outbox::{Sink, clinic},
+    support::{Engine, Install, Server},
+};
+
+const TENANT: &str = "clinic-a";
+const CLAIMS: &str = "SELECT COUNT(*) AS n FROM inbox_claims WHERE event_id LIKE 'evt-%'";
+/// Leases short enough that a killed holder's work moves within seconds.
+const SHORT_LEASES: [(&str, &str); 4] = [
+    ("SIGNET_JOB_LEASE_MS", "1500"),
+    ("SIGNET_OUTBOX_LEASE_MS", "1500"),
+    ("SIGNET_OUTBOX_POLL_MS", "50"),
+    ("SIGNET_RELAY_ALLOW", "127.0.0.0/8"),
+];
+
+async fn scalar(db: &DatabaseConnection, sql: &str) -> i64 {
+    let row = db.query_one_raw(Statement::from_string(db.get_database_backend(), sql.to_owned())).await.unwrap();
+    row.unwrap().try_get::<i64>("", "n").unwrap()
+}
+
+/// Event `k`: even ones create reminder `r-k` (a reminder transition), odd
+/// ones request OTP `otp-k` (an outbox intent the relay sends).
+fn event(k: usize) -> (String, Vec<u8>) {
+    let id = format!("evt-{k}");
+    let body = if k.is_multiple_of(2) {
+        json!({"type": "reminder.created", "data": {"reminder_id": format!("r-{k}"), "send_at": "2027-01-05T09:00:00Z"}})
+    } else {
+        json!({"type": "otp.requested", "data": {"otp_request_id": format!("otp-{k}"), "channel": "sms"}})
+    };
+    (id, body.to_string().into_bytes())
+}
+
+/// Posts event `k` to `base`, signed now; `true` when answered 2xx.
+async fn post(c: &reqwest::Client, base: &str, secret: &SigningSecret, k: usize) -> bool {
+    let (id, body) = event(k);
+    let ts = domain::clock::now_ms() / 1000;
+    let mut r = c.post(format!("{base}/hooks/{TENANT}/hooks")).body(body.clone());
+    for (h, v) in signature::sign(Scheme::StandardWebhooks, secret, &body, ts, &id).unwrap() {
+        r = r.header(h, v);
+    }
+    match r.timeout(Duration::from_secs(20)).send().await {
+        Ok(res) => res.status().is_success(),
+        Err(_) => false,
+    }
+}
+
+/// The log lines (JSON) whose message is `message`, with their fields.
+fn lines(s: &Server, message: &str) -> Vec<Value> {
+    s.output()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"] == message)
+        .map(|v| v["fields"].clone())
+        .collect()
+}
+
+/// Whether `s` has taken `job`'s lease (its latest take is the lease now
+/// only if nobody else took it later, which the callers check).
+fn took(s: &Server, job: &str) -> Vec<i64> {
+    lines(s, "took the job lease").iter().filter(|f| f["job"] == job).filter_map(|f| f["epoch"].as_i64()).collect()
+}
+
+fn serve_three(i: &Install, extra: &[(&str, &str)]) -> Vec<Server> {
+    let mut env: Vec<(&str, &str)> = SHORT_LEASES.to_vec();
+    env.push(("SIGNET_LOG_FORMAT", "json"));
+    env.extend_from_slice(extra);
+    (0..3).map(|_| i.serve_with(&env)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_receivers_lose_nothing_and_double_nothing_when_one_is_killed() {
+    let Some(i) = Install::new(Engine::Postgres) else { return };
+    let sink = Sink::default();
+    let relay = sink.start().await;
+    let secret = SigningSecret::parse(&clinic(&i, TENANT, Some(&relay))).unwrap();
+    // The rollout order's drills wrote rows of their own: count from here.
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    let before = |table: &'static str| {
+        let db = db.clone();
+        async move { scalar(&db, &format!("SELECT COUNT(*) AS n FROM {table}")).await }
+    };
+    let (reminders0, intents0) = (before("reminders").await, before("outbox_intents").await);
+    let sent0 = scalar(&db, "SELECT COUNT(*) AS n FROM outbox_intents WHERE status = 'sent'").await;
+    let mut servers = serve_three(&i, &[]);
+    // The process to kill: the relay's holder, so the relay must move too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let victim = loop {
+        if let Some(n) = (0..3).find(|&n| !took(&servers[n], "outbox_relay").is_empty()) {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no process took the relay's lease");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let bases: Arc<Vec<String>> = Arc::new(servers.iter().map(|s| s.base.clone()).collect());
+    const EVENTS: usize = 600;
+    const WORKERS: usize = 16;
+    let secret = Arc::new(secret);
+    let mut tasks = Vec::new();
+    for w in 0..WORKERS {
+        let (bases, secret) = (bases.clone(), secret.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = reqwest::Client::new();
+            let mut answered = Vec::new();
+            // Round-robin across the three receivers.
+            for k in (w..EVENTS).step_by(WORKERS) {
+                if post(&c, &bases[k % bases.len()], &secret, k).await {
+                    answered.push(k);
+                }
+            }
+            answered
+        }));
+    }
+    // Mid-run: a third of the events are in.
+    while scalar(&db, CLAIMS).await < (EVENTS / 3) as i64 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    servers[victim].kill9();
+    let killed_at = Instant::now();
+    let mut answered = HashSet::new();
+    for t in tasks {
+        answered.extend(t.await.unwrap());
+    }
+    assert!(answered.len() < EVENTS, "the killed process answered nothing after its death: some must be unanswered");
+    // Every event answered 2xx was committed before its answer.
+    let committed: HashSet<usize> = {
+        let sql = "SELECT event_id FROM inbox_claims WHERE event_id LIKE 'evt-%'";
+        let rows = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql.to_owned())).await.unwrap();
+        rows.iter().map(|r| r.try_get::<String>("", "event_id").unwrap()[4..].parse().unwrap()).collect()
+    };
+    let lost: Vec<_> = answered.iter().filter(|k| !committed.contains(k)).collect();
+    assert!(lost.is_empty(), "answered 2xx but not committed: {lost:?}");
+    // The provider retries everything else on the survivors until answered.
+    let survivors: Vec<String> = (0..3).filter(|&n| n != victim).map(|n| servers[n].base.clone()).collect();
+    let c = reqwest::Client::new();
+    for k in (0..EVENTS).filter(|k| !answered.contains(k)) {
+        let mut tries = 0;
+        while !post(&c, &survivors[k % 2], &secret, k).await {
+            tries += 1;
+            assert!(tries < 20, "event {k} was never answered 2xx");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_eq!(scalar(&db, CLAIMS).await, EVENTS as i64, "one claim per event");
+    let distinct = "SELECT COUNT(DISTINCT event_id) AS n FROM inbox_claims WHERE event_id LIKE 'evt-%'";
+    assert_eq!(scalar(&db, distinct).await, EVENTS as i64);
+    assert_eq!(before("reminders").await - reminders0, (EVENTS / 2) as i64, "one reminder transition each");
+    let intents = (EVENTS / 2) as i64;
+    assert_eq!(before("outbox_intents").await - intents0, intents, "one intent each");
+    // Every intent is sent, by the relay's new holder for those left behind.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while scalar(&db, "SELECT COUNT(*) AS n FROM outbox_intents WHERE status = 'sent'").await - sent0 < intents {
+        assert!(Instant::now() < deadline, "not every intent was sent");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let survivor_took: Vec<i64> =
+        (0..3).filter(|&n| n != victim).flat_map(|n| took(&servers[n], "outbox_relay")).collect();
+    assert!(!survivor_took.is_empty(), "a survivor took the relay over");
+    // At most one send per intent: a second request with the same key is
+    // only allowed for an intent the killed holder had sent but not yet
+    // marked (its first request arrived before the kill).
+    let (seen, arrived) = (sink.seen(), sink.arrived.lock().unwrap().clone());
+    let mut by_key: BTreeMap<&str, Vec<Instant>> = BTreeMap::new();
+    for ((key, _), at) in seen.iter().zip(&arrived) {
+        by_key.entry(key.as_str()).or_default().push(*at);
+    }
+    assert_eq!(by_key.len() as i64, intents, "every intent reached the relay");
+    for (key, times) in &by_key {
+        match times.as_slice() {
+            [_] => {}
+            [first, _] if *first < killed_at => {}
+            other => panic!("intent {key} was sent {} times", other.len()),
+        }
+    }
+}
+
+/// A begin..end interval of one job's step in one process.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    process: usize,
+    epoch: i64,
+    begin: i64,
+    end: i64,
+}
+
+/// The steps each process logged per job (`job_step_ms` fault); an open
+/// step of a killed process ends at `killed_ms`.
+fn steps(servers: &[Server], killed: Option<(usize, i64)>) -> HashMap<String, Vec<Span>> {
+    let mut all: HashMap<String, Vec<Span>> = HashMap::new();
+    for (n, s) in servers.iter().enumerate() {
+        let mut open: HashMap<String, (i64, i64)> = HashMap::new();
+        for l in s.output().lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+            let f = &l["fields"];
+            let (Some(job), Some(epoch), Some(at)) = (f["job"].as_str(), f["epoch"].as_i64(), f["at_ms"].as_i64())
+            else {
+                continue;
+            };
+            match l["message"].as_str() {
+                Some("job step begin") => {
+                    open.insert(job.to_owned(), (epoch, at));
+                }
+                Some("job step end") => {
+                    if let Some((epoch, begin)) = open.remove(job) {
+                        all.entry(job.to_owned()).or_default().push(Span { process: n, epoch, begin, end: at });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((victim, killed_ms)) = killed.filter(|(v, _)| *v == n) {
+            let _ = victim;
+            for (job, (epoch, begin)) in open {
+                all.entry(job).or_default().push(Span { process: n, epoch, begin, end: killed_ms });
+            }
+        }
+    }
+    all
+}
+
+const JOBS: [&str; 4] = ["outbox_relay", "retention_purge", "gauge_samples", "maintenance"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_job_runs_in_one_process_at_a_time_and_moves_when_its_holder_is_killed() {
+    let Some(i) = Install::new(Engine::Postgres) else { return };
+    // Each step holds its job for 200 ms and logs when it begins and ends.
+    let extra = [("SIGNET_FAULTS", "job_step_ms=200"), ("SIGNET_PURGE_INTERVAL_SECS", "1")];
+    let mut servers = serve_three(&i, &extra);
+    // Every job runs somewhere (gauge samples every 15 s, maintenance 10 s).
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let s = steps(&servers, None);
+        if JOBS.iter().all(|j| s.get(*j).is_some_and(|v| !v.is_empty())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not every job ran: {:?}", s.keys().collect::<Vec<_>>());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Kill the relay's holder; every job it held must move.
+    let s = steps(&servers, None);
+    let victim = s["outbox_relay"].last().unwrap().process;
+    let held: Vec<&str> =
+        JOBS.iter().copied().filter(|j| s[*j].last().is_some_and(|sp| sp.process == victim)).collect();
+    servers[victim].kill9();
+    let killed_ms = domain::clock::now_ms();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let s = steps(&servers, Some((victim, killed_ms)));
+        let moved = held.iter().all(|j| s[*j].iter().any(|sp| sp.process != victim && sp.begin > killed_ms));
+        if moved {
+            break;
+        }
+        assert!(Instant::now() < deadline, "jobs {held:?} did not move after their holder was killed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let s = steps(&servers, Some((victim, killed_ms)));
+    for job in JOBS {
+        let spans = &s[job];
+        for a in spans {
+            for b in spans.iter().filter(|b| b.process != a.process) {
+                assert!(a.end <= b.begin || b.end <= a.begin, "{job} ran in two processes at once: {a:?} and {b:?}");
+            }
+        }
+        // A new holder works under a later epoch than any before it.
+        let mut by_time = spans.clone();
+        by_time.sort_by_key(|sp| sp.begin);
+        assert!(by_time.windows(2).all(|w| w[0].epoch <= w[1].epoch), "{job}: epochs go back: {by_time:?}");
+    }
+    for job in &held {
+        let after = s[*job].iter().filter(|sp| sp.begin > killed_ms).map(|sp| sp.epoch).min().unwrap();
+        let before = s[*job].iter().filter(|sp| sp.process == victim).map(|sp| sp.epoch).max().unwrap();
+        assert!(after > before, "{job} resumed under a new epoch ({before} then {after})");
+    }
+}

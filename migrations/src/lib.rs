@@ -32,6 +32,7 @@ mod m20261206_000071_rollout_overrides;
 mod m20261206_000075_drill_run_schemes;
 mod m20261206_000081_delivery_log;
 mod m20261206_000091_outbox_trace_context;
+mod m20261206_000131_public_key_credentials;
 
 pub struct Migrator;
 
@@ -64,6 +65,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000075_drill_run_schemes::Migration),
             Box::new(m20261206_000081_delivery_log::Migration),
             Box::new(m20261206_000091_outbox_trace_context::Migration),
+            Box::new(m20261206_000131_public_key_credentials::Migration),
         ]
     }
 }

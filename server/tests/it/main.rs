@@ -28,3 +28,4 @@ mod startup;
 mod story;
 mod systemd;
 mod traces;
+mod v1a;

@@ -576,6 +576,14 @@ impl Evidence {
     }
 }
 
+fn hmac() -> String {
+    "hmac".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,12 +600,4 @@ mod tests {
         assert_eq!(schemes_text(&run.schemes), "standard-webhooks");
         assert_eq!(schemes_text(&[]), "none");
     }
-}
-
-fn hmac() -> String {
-    "hmac".into()
-}
-
-fn yes() -> bool {
-    true
 }

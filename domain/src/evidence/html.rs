@@ -536,6 +536,12 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     h
 }
 
+/// The KEK column: the sealing version, or for a public key that nothing is
+/// sealed and the stored credential cannot sign.
+fn kek_cell(k: &views::evidence::CredentialRow) -> String {
+    if k.can_sign { format!("v{}", k.kek_version) } else { format!("{} public key · cannot sign", esc(&k.credential)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::esc;
@@ -547,10 +553,4 @@ mod tests {
             "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
         );
     }
-}
-
-/// The KEK column: the sealing version, or for a public key that nothing is
-/// sealed and the stored credential cannot sign.
-fn kek_cell(k: &views::evidence::CredentialRow) -> String {
-    if k.can_sign { format!("v{}", k.kek_version) } else { format!("{} public key · cannot sign", esc(&k.credential)) }
 }

@@ -103,7 +103,8 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
         let headers = signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id).ok_or_else(|| {
             CliError::new(
                 "invalid_secret",
-                "this secret cannot sign for this scheme (standard-webhooks needs whsec_<base64>, or whsk_<base64> for v1a)",
+                "this secret cannot sign for this scheme \
+                 (standard-webhooks needs whsec_<base64>, or whsk_<base64> for v1a)",
             )
         })?;
         let mut req =

@@ -10,7 +10,7 @@ use domain::{
     registry::Scheme,
 };
 use reqwest::StatusCode;
-use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
 use crate::{
@@ -76,47 +76,6 @@ fn hex(bytes: &[u8]) -> String {
 
 fn holds(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Every stored byte: the SQLite files themselves, or each PostgreSQL
-/// table's rows rendered as text (a `bytea` as hex).
-async fn everything_stored(i: &Install, db: &DatabaseConnection) -> Vec<u8> {
-    match i.engine {
-        Engine::Sqlite => {
-            let mut all = Vec::new();
-            for entry in std::fs::read_dir(i.data_dir()).unwrap() {
-                let path = entry.unwrap().path();
-                if path.file_name().unwrap().to_string_lossy().starts_with("signet.db") {
-                    all.extend(std::fs::read(&path).unwrap());
-                }
-            }
-            assert!(!all.is_empty(), "no SQLite files found in {:?}", i.data_dir());
-            all
-        }
-        Engine::Postgres => {
-            let backend = db.get_database_backend();
-            let tables = db
-                .query_all_raw(Statement::from_string(
-                    backend,
-                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()",
-                ))
-                .await
-                .unwrap();
-            let mut all = String::new();
-            for t in tables {
-                let table: String = t.try_get("", "tablename").unwrap();
-                let rows = db
-                    .query_all_raw(Statement::from_string(backend, format!("SELECT r::text AS row FROM {table} r")))
-                    .await
-                    .unwrap();
-                for r in rows {
-                    all.push_str(&r.try_get::<String>("", "row").unwrap());
-                    all.push('\n');
-                }
-            }
-            all.into_bytes()
-        }
-    }
 }
 
 both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
@@ -249,7 +208,7 @@ both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
     // Nowhere in the database: not the whsk_ text, the seed's base64 or
     // its raw bytes.
     let seed = STANDARD.decode(private.trim_start_matches("whsk_")).unwrap();
-    let stored = everything_stored(i, &db).await;
+    let stored = crate::secrecy::raw_database(i);
     assert!(holds(&stored, public.as_bytes()), "the public key is stored in clear");
     for needle in [private.as_bytes(), STANDARD.encode(&seed).as_bytes(), hex(&seed).as_bytes(), &seed] {
         assert!(!holds(&stored, needle), "the private key is stored");

@@ -62,6 +62,16 @@ pub struct Source {
     extra: &'static [&'static str],
     column: &'static str,
     aad: fn(&QueryResult) -> Result<Aad, DbErr>,
+    /// Only rows whose column equals the value hold a sealed value (a
+    /// signing key's `v1a` public key is stored in clear, nothing sealed).
+    sealed_only: Option<(&'static str, &'static str)>,
+}
+
+impl Source {
+    /// The `sealed_only` predicate, if any.
+    fn sealed_rows(&self) -> Option<Expr> {
+        self.sealed_only.map(|(c, v)| Expr::col(Alias::new(c)).eq(v))
+    }
 }
 
 fn text(row: &QueryResult, col: &str) -> Result<String, DbErr> {
@@ -77,6 +87,7 @@ pub const SOURCES: [Source; 4] = [
         extra: &["tenant_id", "endpoint_id"],
         column: "secret_ciphertext",
         aad: |r| Ok(Aad::signing_key(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "id")?)),
+        sealed_only: Some(("credential_kind", "hmac")),
     },
     Source {
         name: "service_keys",
@@ -85,6 +96,7 @@ pub const SOURCES: [Source; 4] = [
         extra: &["key_id", "binding"],
         column: "ciphertext",
         aad: |r| Ok(Aad::service_key(&text(r, "purpose")?, &text(r, "key_id")?, &text(r, "binding")?)),
+        sealed_only: None,
     },
     Source {
         name: "outbox_payloads",
@@ -93,6 +105,7 @@ pub const SOURCES: [Source; 4] = [
         extra: &["tenant_id"],
         column: "payload_ciphertext",
         aad: |r| Ok(Aad::outbox_payload(&text(r, "tenant_id")?, &text(r, "id")?)),
+        sealed_only: None,
     },
     Source {
         name: "event_bodies",
@@ -101,6 +114,7 @@ pub const SOURCES: [Source; 4] = [
         extra: &[],
         column: "body_ciphertext",
         aad: |r| Ok(Aad::event_body(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "event_id")?)),
+        sealed_only: None,
     },
 ];
 
@@ -134,13 +148,16 @@ fn authorize(principal: &Principal) -> DomainResult<Authorized> {
 pub async fn counts<C: ConnectionTrait>(conn: &C) -> DomainResult<BTreeMap<(String, u32), u64>> {
     let mut out = BTreeMap::new();
     for s in &SOURCES {
-        let stmt = Query::select()
+        let mut stmt = Query::select()
             .expr_as(col("kek_version"), Alias::new("v"))
             .expr_as(Expr::col(Alias::new("kek_version")).count(), Alias::new("n"))
             .from(Alias::new(s.table))
             .and_where(Expr::col(Alias::new("kek_version")).is_not_null())
             .group_by_col(Alias::new("kek_version"))
             .to_owned();
+        if let Some(only) = s.sealed_rows() {
+            stmt.and_where(only);
+        }
         for row in conn.query_all(&stmt).await? {
             let v: i32 = row.try_get("", "v")?;
             let n: i64 = row.try_get("", "n")?;
@@ -497,6 +514,9 @@ pub async fn step(
     }
     if let Some(after) = &cursor {
         q.and_where(key_tuple(source).gt(value_tuple(after)));
+    }
+    if let Some(only) = source.sealed_rows() {
+        q.and_where(only);
     }
     let rows = txn.query_all(&q).await?;
     let Some(last) =

@@ -35,6 +35,7 @@ mod m20261206_000081_delivery_log;
 mod m20261206_000091_outbox_trace_context;
 mod m20261206_000100_partitioned_logs;
 mod m20261206_000110_job_leases;
+mod m20261206_000131_public_key_credentials;
 
 pub struct Migrator;
 
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000091_outbox_trace_context::Migration),
             Box::new(m20261206_000100_partitioned_logs::Migration),
             Box::new(m20261206_000110_job_leases::Migration),
+            Box::new(m20261206_000131_public_key_credentials::Migration),
         ]
     }
 }

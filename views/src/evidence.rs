@@ -162,7 +162,18 @@ pub struct CredentialRow {
     pub scope_hash: String,
     /// Whether the current scope is the approved one.
     pub scope_approved: bool,
+    /// The KEK version sealing an HMAC secret; 0 for a public key (nothing
+    /// sealed).
     pub kek_version: i32,
+    /// `hmac` or `ed25519` (a standard-webhooks `v1a` public key).
+    /// (Bundles stored before public keys existed read as `hmac`.)
+    #[serde(default = "hmac")]
+    pub credential: String,
+    /// Whether what Signet stores for this key could sign an event: an HMAC
+    /// secret can; a public key cannot, so a leaked database forges nothing
+    /// with it. Shown as "cannot sign".
+    #[serde(default = "yes")]
+    pub can_sign: bool,
     pub created_at: String,
     pub age_days: i64,
     pub last_verified_at: Option<String>,
@@ -563,6 +574,14 @@ impl Evidence {
     pub fn critical(&self) -> usize {
         self.findings.iter().filter(|f| f.severity == "critical").count()
     }
+}
+
+fn hmac() -> String {
+    "hmac".into()
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[cfg(test)]

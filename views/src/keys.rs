@@ -58,6 +58,41 @@ impl std::fmt::Display for KeyStatus {
     }
 }
 
+/// What a key holds: a shared HMAC secret (`v1`, and every scheme's HMAC),
+/// or a Standard Webhooks `v1a` Ed25519 public key, which verifies but
+/// cannot sign.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    #[default]
+    Hmac,
+    Ed25519,
+}
+
+impl CredentialKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::Hmac => "hmac",
+            CredentialKind::Ed25519 => "ed25519",
+        }
+    }
+    pub fn parse(text: &str) -> Option<CredentialKind> {
+        [CredentialKind::Hmac, CredentialKind::Ed25519].into_iter().find(|k| k.as_str() == text)
+    }
+    /// Whether what Signet stores could sign an event (a leaked HMAC secret
+    /// can; a public key cannot).
+    pub fn can_sign(self) -> bool {
+        self == CredentialKind::Hmac
+    }
+}
+
+impl std::fmt::Display for CredentialKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A key as shown anywhere after creation: never the secret.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -91,6 +126,12 @@ pub struct KeyView {
     pub failure_count: i64,
     pub last_failure_at: Option<String>,
     pub last_failure_reason: Option<String>,
+    /// `hmac` or `ed25519` (a `v1a` public key).
+    #[serde(default)]
+    pub credential: CredentialKind,
+    /// The `whpk_…` public key of an `ed25519` key (public material).
+    #[serde(default)]
+    pub public_key: Option<String>,
 }
 
 /// One reviewer decision.

@@ -25,11 +25,18 @@ fn approval_for(
 
 /// Sends the browser to the reveal page for a freshly created secret.
 #[cfg(feature = "ssr")]
+/// Shows a new key's secret once; a key with nothing secret (a `v1a`
+/// public key) goes to its tenant's page instead.
 fn redirect_to_reveal(
     st: &crate::ssr::SharedState,
-    key_id: &str,
-    secret: domain::crypto::SigningSecret,
+    key: &domain::registry::keys::KeyView,
+    secret: Option<domain::crypto::SigningSecret>,
 ) -> Result<(), AppError> {
+    let key_id = &key.key_id;
+    let Some(secret) = secret else {
+        leptos_axum::redirect(&format!("/tenants/{}?created={key_id}", key.tenant));
+        return Ok(());
+    };
     let token = crate::ssr::session_token().ok_or_else(|| AppError::new("unauthenticated", "sign in again"))?;
     let handle = st.reveals.put(&token, key_id, secret);
     leptos_axum::redirect(&format!("/keys/{key_id}/secret?reveal={handle}"));
@@ -56,10 +63,11 @@ pub async fn provision_key(
         owner: nonempty(owner),
         rotation_owner: nonempty(rotation_owner),
         event_types: event_types.as_deref().map(split_list).filter(|l| !l.is_empty()),
+        ..Default::default()
     };
     let approval = approval_for(&p, &approve_as, "provisioning");
     let created = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await?;
-    redirect_to_reveal(&st, &created.key.key_id, created.secret)
+    redirect_to_reveal(&st, &created.key, created.secret)
 }
 
 /// `overlap_hours`: how long the old key keeps working once the new one is
@@ -85,7 +93,7 @@ pub async fn rotate_key(
     };
     let approval = approval_for(&p, &approve_as, "rotation");
     let created = keys::rotate(&st.db, &st.vault, &p, &key_id, overlap, approval).await?;
-    redirect_to_reveal(&st, &created.key.key_id, created.secret)
+    redirect_to_reveal(&st, &created.key, created.secret)
 }
 
 #[server(prefix = "/fn", endpoint = "revoke_key")]

@@ -502,7 +502,13 @@ fn Sections(e: Evidence) -> impl IntoView {
                         {k.approved_by.clone().unwrap_or_else(|| "–".into())} <br/>
                         <small class="muted">{when_or(k.approved_at.as_deref(), "")}</small>
                     </td>
-                    <td>"v" {k.kek_version}</td>
+                    <td data-can-sign=k.can_sign.to_string()>
+                        {if k.can_sign {
+                            format!("v{}", k.kek_version)
+                        } else {
+                            format!("{} public key · cannot sign", k.credential)
+                        }}
+                    </td>
                     <td class="nowrap">{k.age_days} " d"</td>
                     <td class="nowrap">{when_or(k.last_verified_at.as_deref(), "never")}</td>
                     <td data-verifications=k.key_id.clone()>

@@ -265,6 +265,9 @@ fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
                 {key.replaces_key_id.clone().map(|r| view! {
                     <br/><span class="muted" title=format!("Replaces {r}")>"rotation"</span>
                 })}
+                {key.public_key.clone().map(|pk| view! {
+                    <br/><span class="muted" title=pk>"v1a public key · cannot sign"</span>
+                })}
             </td>
             <td class="status">
                 <StatusBadge status=key.status.as_str()/>

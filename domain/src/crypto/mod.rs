@@ -9,10 +9,13 @@
 //!   the database (`kek_versions`), so every instance of a multi-instance
 //!   deployment sees the same ring and `signet kek rotate` needs no file
 //!   shuffling. The master key never touches the database.
+//! - Standard Webhooks `v1a` credentials are Ed25519 public keys, stored in
+//!   clear: they cannot sign, so there is nothing to seal ([`asymmetric`]).
 //! - Types that hold key material have no `Clone`/`Serialize`, a redacting
 //!   `Debug`, and zeroize on drop. Bad input is an error, never a panic.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+pub mod asymmetric;
 mod digest;
 mod password;
 mod seal;

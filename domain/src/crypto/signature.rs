@@ -2,14 +2,18 @@
 //! headers, signing (for `signet send` and tests) and constant-time
 //! verification over the exact received bytes.
 //!
-//! | scheme | signed bytes | signature | HMAC key |
+//! | scheme | signed bytes | signature | key |
 //! |---|---|---|---|
 //! | standard-webhooks | `{id}.{timestamp}.{body}` | `v1,<base64>`, space-separated | base64 after `whsec_` |
+//! | standard-webhooks `v1a` | `{id}.{timestamp}.{body}` | `v1a,<base64 of 64 bytes>` (Ed25519) | `whpk_…` public key |
 //! | stripe | `{t}.{body}` | `t=…,v1=<hex>[,v1=…]` (`v0` etc. ignored) | UTF-8 bytes of the whole secret |
 //! | github | `{body}` | `sha256=<hex>` | UTF-8 bytes of the secret |
 //!
 //! Nothing here requires the body to be UTF-8, and nothing here panics on
-//! hostile input.
+//! hostile input. `v1` and `v1a` signatures may share one header (the
+//! spec's migration path); any one that verifies under an accepted key of
+//! its kind passes. A `v1a` entry of the wrong length or encoding is a
+//! signature that cannot verify, not a malformed header: it never matches.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
@@ -19,6 +23,7 @@ use zeroize::Zeroizing;
 
 use super::Scheme;
 use super::SigningSecret;
+use super::asymmetric::{PRIVATE_PREFIX, PrivateKey, PublicKey, SIGNATURE_LEN};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -54,6 +59,8 @@ pub struct ParsedSignature {
     pub event_header: Option<String>,
     /// Candidate MACs (decoded); any match passes.
     pub macs: Vec<Vec<u8>>,
+    /// Candidate Ed25519 signatures (standard-webhooks `v1a`, decoded).
+    pub ed25519: Vec<[u8; SIGNATURE_LEN]>,
 }
 
 /// Longest header value we parse (a few signatures); longer is malformed.
@@ -93,17 +100,40 @@ pub fn parse_headers<H: HeaderSource + ?Sized>(scheme: Scheme, headers: &H) -> R
                 return Err(HeaderError::Malformed);
             }
             let mut macs = Vec::new();
+            let mut ed25519 = Vec::new();
+            let mut entries = 0usize;
             for entry in sig.split(' ').filter(|e| !e.is_empty()) {
                 let (version, value) = entry.split_once(',').ok_or(HeaderError::Malformed)?;
-                if version == "v1" {
-                    let mac = STANDARD.decode(value).map_err(|_| HeaderError::Malformed)?;
-                    if mac.len() != 32 {
-                        return Err(HeaderError::Malformed);
+                match version {
+                    "v1" => {
+                        let mac = STANDARD.decode(value).map_err(|_| HeaderError::Malformed)?;
+                        if mac.len() != 32 {
+                            return Err(HeaderError::Malformed);
+                        }
+                        macs.push(mac);
                     }
-                    macs.push(mac);
+                    // Counted, and kept only when it can be a signature: one
+                    // of the wrong length or encoding matches nothing.
+                    "v1a" => {
+                        entries += 1;
+                        let decoded = STANDARD.decode(value).ok().and_then(|v| <[u8; SIGNATURE_LEN]>::try_from(v).ok());
+                        ed25519.extend(decoded);
+                    }
+                    _ => {}
                 }
             }
-            finish(scheme, Some(timestamp(ts)?), Some(id.to_owned()), None, macs)
+            let entries = entries + macs.len();
+            if entries == 0 || entries > MAX_SIGNATURES {
+                return Err(HeaderError::Malformed);
+            }
+            Ok(ParsedSignature {
+                scheme,
+                timestamp: Some(timestamp(ts)?),
+                message_id: Some(id.to_owned()),
+                event_header: None,
+                macs,
+                ed25519,
+            })
         }
         Scheme::Stripe => {
             let sig = text(headers.header("stripe-signature").ok_or(HeaderError::Missing)?)?;
@@ -157,7 +187,7 @@ fn finish(
     if macs.is_empty() || macs.len() > MAX_SIGNATURES {
         return Err(HeaderError::Malformed);
     }
-    Ok(ParsedSignature { scheme, timestamp, message_id, event_header, macs })
+    Ok(ParsedSignature { scheme, timestamp, message_id, event_header, macs, ed25519: Vec::new() })
 }
 
 /// The HMAC key a scheme derives from a secret. `None` when the secret
@@ -207,9 +237,20 @@ pub fn verify_with_key(p: &ParsedSignature, body: &[u8], key: &[u8]) -> bool {
     ok.into()
 }
 
+/// Whether any of the parsed `v1a` signatures is `key`'s over the signed
+/// bytes. Public keys and signatures are public: no constant time needed.
+pub fn verify_with_public_key(p: &ParsedSignature, body: &[u8], key: &PublicKey) -> bool {
+    if p.ed25519.is_empty() {
+        return false;
+    }
+    let message = signed_bytes(p, body);
+    p.ed25519.iter().any(|sig| key.verify(&message, sig))
+}
+
 /// Signature headers for a request, as a provider sends them. `timestamp`
 /// is unix seconds (ignored by GitHub); `message_id` is the webhook id or
-/// GitHub delivery id.
+/// GitHub delivery id. A standard-webhooks secret `whsk_…` (an Ed25519
+/// private key) signs `v1a`; `whsec_…` signs `v1`.
 pub fn sign(
     scheme: Scheme,
     secret: &SigningSecret,
@@ -217,14 +258,24 @@ pub fn sign(
     timestamp: i64,
     message_id: &str,
 ) -> Option<Vec<(String, String)>> {
-    let key = hmac_key(scheme, secret)?;
     let parsed = ParsedSignature {
         scheme,
         timestamp: Some(timestamp),
         message_id: Some(message_id.to_owned()),
         event_header: None,
         macs: Vec::new(),
+        ed25519: Vec::new(),
     };
+    if scheme == Scheme::StandardWebhooks && secret.expose().starts_with(PRIVATE_PREFIX) {
+        let key = PrivateKey::parse(secret.expose())?;
+        let sig = key.sign(&signed_bytes(&parsed, body));
+        return Some(vec![
+            ("webhook-id".into(), message_id.into()),
+            ("webhook-timestamp".into(), timestamp.to_string()),
+            ("webhook-signature".into(), format!("v1a,{}", STANDARD.encode(sig))),
+        ]);
+    }
+    let key = hmac_key(scheme, secret)?;
     let m = mac(&key, &signed_bytes(&parsed, body))?;
     Some(match scheme {
         Scheme::StandardWebhooks => vec![
@@ -315,6 +366,109 @@ mod tests {
     /// `hmac.new(b"whsec_test_secret", b"1700000000." + body, sha256)` in Python.
     const STRIPE_VECTOR: &str = "52a2b595be46c1abeafe9ee67fbf1a1ba28da004db4625a6e8747650a4d5ea2f";
 
+    /// A `v1a` vector made once by an independent Ed25519 implementation,
+    /// Python's `cryptography` 51.0.1 (OpenSSL): `Ed25519PrivateKey.generate()`,
+    /// the raw seed and public key base64-encoded after `whsk_`/`whpk_`, and
+    /// `sign(b"{id}.{ts}.{body}")` over the spec's reference message. Ed25519
+    /// is deterministic, so Signet must also produce the same signature.
+    const PY_PRIVATE: &str = "whsk_sBt4MUVkEEvdvrqfHsfbUm1fykj2KtcN8p/v50RJ1ZU=";
+    const PY_PUBLIC: &str = "whpk_BXQTWuobKgvQhbcdjfbyHQ2+sNPTDN+JI6A0xBQ/sDg=";
+    const PY_SIGNATURE: &str =
+        "v1a,kAE0la7Vj3FHf7LHjdqu6RkXV+f9v+YmH9T6a6HU13q5h45WCebxhN5045ivHHlNz51toB2w7QR+x15mui7QDA==";
+    const REF_ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+    const REF_BODY: &[u8] = br#"{"test": 2432232314}"#;
+
+    fn sw_headers(sig: &str) -> [(&'static str, String); 3] {
+        [
+            ("webhook-id", REF_ID.to_owned()),
+            ("webhook-timestamp", "1614265330".to_owned()),
+            ("webhook-signature", sig.to_owned()),
+        ]
+    }
+
+    fn parse_sw(sig: &str) -> Result<ParsedSignature, HeaderError> {
+        let h = sw_headers(sig);
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        parse_headers(Scheme::StandardWebhooks, &h[..])
+    }
+
+    #[test]
+    fn v1a_interop_vector_from_python_cryptography() {
+        let public = PublicKey::parse(PY_PUBLIC).unwrap();
+        let p = parse_sw(PY_SIGNATURE).unwrap();
+        assert!(p.macs.is_empty());
+        assert!(verify_with_public_key(&p, REF_BODY, &public));
+        assert!(!verify_with_public_key(&p, br#"{"test": 2432232315}"#, &public));
+        assert!(!verify_with_public_key(&p, REF_BODY, &PrivateKey::generate().public_key()));
+        let private = PrivateKey::parse(PY_PRIVATE).unwrap();
+        assert_eq!(private.public_key(), public);
+        let signed = sign(Scheme::StandardWebhooks, &secret(PY_PRIVATE), REF_BODY, 1614265330, REF_ID).unwrap();
+        assert_eq!(signed[2].1, PY_SIGNATURE, "Signet signs exactly what Python signed");
+    }
+
+    /// RFC 8032 §7.1 TEST 1 (empty message), also recomputed with Python's
+    /// `cryptography` 51.0.1: the primitive under the `v1a` format.
+    #[test]
+    fn rfc8032_test_1() {
+        let seed = hex::decode("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60").unwrap();
+        let private = PrivateKey::parse(&format!("whsk_{}", STANDARD.encode(&seed))).unwrap();
+        let public = hex::decode("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a").unwrap();
+        assert_eq!(private.public_key(), PublicKey::parse(&format!("whpk_{}", STANDARD.encode(&public))).unwrap());
+        assert_eq!(
+            hex::encode(private.sign(b"")),
+            concat!(
+                "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555",
+                "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+            )
+        );
+    }
+
+    /// `v1` and `v1a` side by side in one header, in either order, and bad
+    /// `v1a` entries next to good ones: each kind of key finds its own.
+    #[test]
+    fn v1_and_v1a_side_by_side() {
+        let hmac = secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        let v1 = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+        let public = PublicKey::parse(PY_PUBLIC).unwrap();
+        let key = hmac_key(Scheme::StandardWebhooks, &hmac).unwrap();
+        for header in [
+            format!("{v1} {PY_SIGNATURE}"),
+            format!("{PY_SIGNATURE} {v1}"),
+            format!("v1a,AAAA v1a,@@@ {PY_SIGNATURE} {v1} v2,whatever"),
+        ] {
+            let p = parse_sw(&header).unwrap();
+            assert!(verify_with_key(&p, REF_BODY, &key), "{header}");
+            assert!(verify_with_public_key(&p, REF_BODY, &public), "{header}");
+        }
+        let only_v1 = parse_sw(v1).unwrap();
+        assert!(!verify_with_public_key(&only_v1, REF_BODY, &public), "an HMAC signature never passes a public key");
+        let only_v1a = parse_sw(PY_SIGNATURE).unwrap();
+        assert!(!verify_with_key(&only_v1a, REF_BODY, &key), "a v1a signature never passes an HMAC key");
+    }
+
+    /// `v1a` entries of the wrong length or encoding parse (so the request
+    /// is answered `signature_mismatch`) but can never verify.
+    #[test]
+    fn bad_v1a_entries_match_nothing() {
+        let public = PublicKey::parse(PY_PUBLIC).unwrap();
+        let sig = PY_SIGNATURE.trim_start_matches("v1a,");
+        let raw = STANDARD.decode(sig).unwrap();
+        for bad in [
+            "v1a,".to_owned(),
+            "v1a,@@@not-base64".to_owned(),
+            format!("v1a,{}", STANDARD.encode(&raw[..63])),
+            format!("v1a,{}", STANDARD.encode([raw.as_slice(), &[0]].concat())),
+            format!("v1a,{}", &sig[..sig.len() - 2]),
+            format!("v1a,{}", hex::encode(&raw)),
+        ] {
+            let p = parse_sw(&bad).unwrap_or_else(|e| panic!("{bad}: {e:?}"));
+            assert!(p.ed25519.is_empty(), "{bad}");
+            assert!(!verify_with_public_key(&p, REF_BODY, &public), "{bad}");
+        }
+        let many = vec![PY_SIGNATURE; MAX_SIGNATURES + 1].join(" ");
+        assert_eq!(parse_sw(&many).map(|_| ()), Err(HeaderError::Malformed), "bounded work per request");
+    }
+
     #[test]
     fn missing_and_malformed_headers() {
         use HeaderError::*;
@@ -386,7 +540,8 @@ mod properties {
                     ("X-GitHub-Delivery", id.as_str()),
                 ];
                 if let Ok(p) = parse_headers(scheme, &h[..]) {
-                    prop_assert!(!p.macs.is_empty() && p.macs.len() <= MAX_SIGNATURES);
+                    prop_assert!(p.macs.len() + p.ed25519.len() <= MAX_SIGNATURES);
+                    prop_assert!(scheme == Scheme::StandardWebhooks || !p.macs.is_empty());
                     prop_assert!(p.macs.iter().all(|m| m.len() == 32));
                 }
                 struct Raw<'a>(&'a [u8]);
@@ -421,6 +576,15 @@ mod properties {
                     prop_assert!(!verify_with_key(&shifted, &body, &key));
                 }
             }
+            let private = PrivateKey::generate();
+            let s = SigningSecret::parse(&private.encode()).unwrap();
+            let signed = sign(Scheme::StandardWebhooks, &s, &body, ts, &id).unwrap();
+            let h: Vec<(&str, &str)> = signed.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let p = parse_headers(Scheme::StandardWebhooks, &h[..]).unwrap();
+            prop_assert!(verify_with_public_key(&p, &body, &private.public_key()));
+            let mut shifted = p.clone();
+            shifted.timestamp = Some(ts + 1);
+            prop_assert!(!verify_with_public_key(&shifted, &body, &private.public_key()));
         }
     }
 }

@@ -15,8 +15,10 @@ pub struct Model {
     /// Hash of the current scope; must equal `approved_scope_hash` to verify.
     pub scope_hash: String,
     pub approved_scope_hash: Option<String>,
-    /// Sealed by the vault with `Aad::signing_key(tenant, endpoint, id)`.
+    /// Sealed by the vault with `Aad::signing_key(tenant, endpoint, id)`;
+    /// empty for an `ed25519` key, which holds nothing secret.
     pub secret_ciphertext: Vec<u8>,
+    /// 0 (no ring version) for an `ed25519` key.
     pub kek_version: i32,
     pub owner: String,
     pub rotation_owner: String,
@@ -39,6 +41,10 @@ pub struct Model {
     /// Who last changed the key's event types: like its creator, they
     /// cannot approve it (four eyes).
     pub scope_changed_by: Option<String>,
+    /// `hmac` (a sealed `whsec_…` secret) or `ed25519` (a `v1a` public key).
+    pub credential_kind: String,
+    /// The `whpk_…` public key of an `ed25519` key, in clear.
+    pub public_key: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -142,7 +142,8 @@ async fn endpoint_with_key<C: ConnectionTrait>(
             e
         }
     };
-    if let Some(k) = keys::accepted_key_rows(txn, &e.id, now).await?.into_iter().next() {
+    // The drills sign with the key's secret: only an HMAC key has one.
+    if let Some(k) = keys::accepted_key_rows(txn, &e.id, now).await?.into_iter().find(|k| k.credential_kind == "hmac") {
         return Ok((e, k));
     }
     let key_id = ids::new_key_id();
@@ -177,6 +178,8 @@ async fn endpoint_with_key<C: ConnectionTrait>(
         last_failure_at: None,
         last_failure_reason: None,
         scope_changed_by: None,
+        credential_kind: "hmac".into(),
+        public_key: None,
     };
     signing_key::Entity::insert(signing_key::ActiveModel::from(k.clone())).exec_without_returning(txn).await?;
     created.push(format!("key {slug}"));

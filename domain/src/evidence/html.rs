@@ -269,7 +269,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
         let _ = writeln!(
             h,
             "<tr><td>{}/{}</td><td class=\"mono\">{}</td><td>{}</td><td>{} · {}</td><td>{} · {}</td><td>{}{}</td>\
-             <td class=\"mono\">{}{}</td><td>v{}</td><td>{} d</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"mono\">{}{}</td><td>{}</td><td>{} d</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&k.tenant),
             esc(&k.endpoint),
             esc(&k.key_id),
@@ -285,7 +285,7 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
                 .unwrap_or_default(),
             esc(&k.scope_hash),
             if k.scope_approved { "" } else { " <span class=\"bad\">(not the approved scope)</span>" },
-            k.kek_version,
+            kek_cell(k),
             k.age_days,
             opt(&k.last_verified_at),
             opt(&k.overlap_ends_at),
@@ -534,6 +534,12 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
          the public key comes from <code>signet evidence public-key</code> on the deployment.</p>\n</body></html>\n",
     );
     h
+}
+
+/// The KEK column: the sealing version, or for a public key that nothing is
+/// sealed and the stored credential cannot sign.
+fn kek_cell(k: &views::evidence::CredentialRow) -> String {
+    if k.can_sign { format!("v{}", k.kek_version) } else { format!("{} public key · cannot sign", esc(&k.credential)) }
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! staleness: an entry is reloaded once it is older than the TTL (5 s by
 //! default), so a revocation, rotation or disabled endpoint takes effect
 //! within that time on every instance. Decrypted HMAC keys live only in
-//! `Zeroizing` buffers and are wiped when an entry is replaced or evicted.
+//! `Zeroizing` buffers and are wiped when an entry is replaced or evicted;
+//! `v1a` public keys are parsed once per load.
 
 use std::{
     collections::HashMap,
@@ -18,7 +19,7 @@ use zeroize::Zeroizing;
 
 use crate::{
     clock,
-    crypto::signature::hmac_key,
+    crypto::{asymmetric::PublicKey, signature::hmac_key},
     entity::{endpoint, tenant},
     error::DomainResult,
     ids,
@@ -27,16 +28,28 @@ use crate::{
     vault::Vault,
 };
 
+/// What a cached key verifies with.
+pub enum Verifier {
+    /// The scheme's HMAC key bytes (secret).
+    Hmac(Zeroizing<Vec<u8>>),
+    /// A standard-webhooks `v1a` public key: verifies `v1a` signatures only.
+    Ed25519(PublicKey),
+}
+
 /// One accepted key, ready to verify with.
 pub struct CachedKey {
     pub key_id: String,
-    pub hmac_key: Zeroizing<Vec<u8>>,
+    pub verifier: Verifier,
     pub scope: EventTypes,
 }
 
 impl std::fmt::Debug for CachedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedKey").field("key_id", &self.key_id).field("hmac_key", &"<redacted>").finish()
+        let verifier = match &self.verifier {
+            Verifier::Hmac(_) => "hmac <redacted>".to_owned(),
+            Verifier::Ed25519(pk) => format!("{pk:?}"),
+        };
+        f.debug_struct("CachedKey").field("key_id", &self.key_id).field("verifier", &verifier).finish()
     }
 }
 
@@ -226,12 +239,19 @@ async fn load(
     };
     let mut cached = Vec::new();
     for k in keys::accepted_key_rows(db, &e.id, clock::now_ms()).await? {
-        let secret = keys::open_secret(db, vault, &k).await?;
-        match hmac_key(scheme, &secret) {
-            Some(hmac_key) => {
-                cached.push(CachedKey { key_id: k.id.clone(), hmac_key, scope: EventTypes::from_json(&k.event_types) })
+        let verifier = if k.credential_kind == keys::CredentialKind::Ed25519.as_str() {
+            match k.public_key.as_deref().map(PublicKey::parse) {
+                Some(Ok(pk)) if scheme == Scheme::StandardWebhooks => Some(Verifier::Ed25519(pk)),
+                _ => None,
             }
-            None => tracing::error!(key_id = %k.id, "stored secret cannot be used with the endpoint's scheme"),
+        } else {
+            hmac_key(scheme, &keys::open_secret(db, vault, &k).await?).map(Verifier::Hmac)
+        };
+        match verifier {
+            Some(verifier) => {
+                cached.push(CachedKey { key_id: k.id.clone(), verifier, scope: EventTypes::from_json(&k.event_types) })
+            }
+            None => tracing::error!(key_id = %k.id, "stored credential cannot be used with the endpoint's scheme"),
         }
     }
     Ok(Some(EndpointCtx {

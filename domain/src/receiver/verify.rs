@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::{cache::EndpointCtx, outcome::Refusal};
+use super::{
+    cache::{EndpointCtx, Verifier},
+    outcome::Refusal,
+};
 use crate::{
-    crypto::signature::{HeaderError, HeaderSource, parse_headers, verify_with_key},
+    crypto::signature::{HeaderError, HeaderSource, parse_headers, verify_with_key, verify_with_public_key},
     registry::Scheme,
 };
 
@@ -102,7 +105,8 @@ fn verify_inner<H: HeaderSource + ?Sized>(
         HeaderError::Missing => (Refusal::SignatureMissing, None),
         HeaderError::Malformed => (Refusal::SignatureMalformed, None),
     })?;
-    // Gate 4: every accepted key (or only the named one) is tried.
+    // Gate 4: every accepted key (or only the named one) is tried, each
+    // against the signatures of its kind (`v1` HMAC or `v1a` Ed25519).
     let candidates: Vec<usize> = match key_hint {
         Some(id) => {
             let i = endpoint.keys.iter().position(|k| k.key_id == id).ok_or((Refusal::UnknownKey, None))?;
@@ -113,7 +117,10 @@ fn verify_inner<H: HeaderSource + ?Sized>(
     let mut matched = None;
     for i in candidates {
         if let Some(k) = endpoint.keys.get(i)
-            && verify_with_key(&parsed, &body, &k.hmac_key)
+            && match &k.verifier {
+                Verifier::Hmac(key) => verify_with_key(&parsed, &body, key),
+                Verifier::Ed25519(pk) => verify_with_public_key(&parsed, &body, pk),
+            }
             && matched.is_none()
         {
             matched = Some(i);

@@ -28,6 +28,9 @@ async fn everything_opens(t: &TestDb) -> usize {
     let ring = fresh.ring();
     let mut n = 0;
     for k in signing_key::Entity::find().all(&t.db).await.unwrap() {
+        if k.credential_kind != "hmac" {
+            continue; // a public key: nothing sealed
+        }
         ring.open(&Aad::signing_key(&k.tenant_id, &k.endpoint_id, &k.id), &k.secret_ciphertext).unwrap();
         n += 1;
     }
@@ -132,6 +135,27 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
         assert!(matches!(kek::overview(&t.db, &who, kek::Counting::Always).await, Err(DomainError::Forbidden)));
         assert!(matches!(kek::rotate(&t.db, &t.vault, &who).await, Err(DomainError::Forbidden)));
     }
+});
+
+db_test!(public_keys_seal_nothing_and_rewraps_pass_them_by, async |t: &TestDb| {
+    let sealed = fill(t).await;
+    let public = domain::crypto::asymmetric::PrivateKey::generate().public_key().encode();
+    let req = ProvisionRequest { credential: keys::NewCredential::PublicKey(public.clone()), ..Default::default() };
+    let k = keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", req, Approval::Pending).await.unwrap();
+    assert!(k.secret.is_none(), "nothing secret to show");
+    assert_eq!(k.key.public_key.as_deref(), Some(public.as_str()));
+    assert_eq!(everything_opens(t).await, sealed, "the public key added no sealed row");
+    assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(1, sealed as u64)]);
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    assert_eq!(rotation.rewrap.total, sealed as u64);
+    let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
+    assert_eq!(done.status, kek::FINISHED, "{done:?}");
+    assert_eq!(done.rewrapped, sealed as u64);
+    let row = signing_key::Entity::find_by_id(k.key.key_id.clone()).one(&t.db).await.unwrap().unwrap();
+    assert_eq!((row.kek_version, row.secret_ciphertext.len()), (0, 0), "left as it was");
+    assert_eq!(row.public_key.as_deref(), Some(public.as_str()));
+    age_versions(t).await;
+    kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
 });
 
 db_test!(a_version_that_still_seals_rows_cannot_be_retired, async |t: &TestDb| {
@@ -239,7 +263,7 @@ async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
             t.vault.clone(),
             domain::receiver::faults::Faults::default(),
         )),
-        secret: k.secret,
+        secret: k.secret.unwrap(),
         key_id: k.key.key_id,
     }
 }

@@ -30,12 +30,13 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
             owner: Some("dr-ops".into()),
             rotation_owner: None,
             event_types: Some(vec!["otp.requested".into()]),
+            ..Default::default()
         },
         Approval::Pending,
     )
     .await
     .unwrap();
-    assert!(p.secret.expose().starts_with("whsec_"));
+    assert!(p.secret.as_ref().unwrap().expose().starts_with("whsec_"));
     assert_eq!(p.key.status, KeyStatus::PendingApproval);
     assert_eq!(p.key.event_types, ["otp.requested"]);
     assert_eq!(p.key.owner, "dr-ops");
@@ -120,7 +121,7 @@ db_test!(rotation_keeps_old_key_until_replacement_is_active, async |t: &TestDb| 
     .unwrap();
     assert_eq!(new.key.status, KeyStatus::PendingApproval);
     assert_eq!(new.key.replaces_key_id.as_deref(), Some(old.as_str()));
-    assert_ne!(new.secret.expose(), k.secret.expose());
+    assert_ne!(new.secret.as_ref().unwrap().expose(), k.secret.as_ref().unwrap().expose());
     assert_eq!(accepted(t, &old).await, std::slice::from_ref(&old), "old key still sole accepted key");
     assert_eq!(keys::get(&t.db, &admin(), &old).await.unwrap().status, KeyStatus::Active);
     // A second rotation while one is pending is refused.
@@ -226,7 +227,7 @@ db_test!(other_tenant_keys_are_not_found, async |t: &TestDb| {
 
 db_test!(secret_is_sealed_and_bound_to_its_row, async |t: &TestDb| {
     let k = active_key(t).await;
-    let secret = k.secret.expose().to_owned();
+    let secret = k.secret.as_ref().unwrap().expose().to_owned();
     let row = signing_key::Entity::find_by_id(k.key.key_id.clone()).one(&t.db).await.unwrap().unwrap();
     assert!(!String::from_utf8_lossy(&row.secret_ciphertext).contains(&secret));
     assert_eq!(keys::open_secret(&t.db, &t.vault, &row).await.unwrap().expose(), secret);

@@ -7,7 +7,7 @@ use domain::{
     crypto::Password,
     registry::{
         endpoints::{self, NewEndpoint},
-        keys::{self, Approval, KeyFilter, ProvisionRequest, ProvisionedKey},
+        keys::{self, Approval, CredentialKind, KeyFilter, ProvisionRequest, ProvisionedKey},
         tenants::{self, NewTenant},
     },
     vault::Vault,
@@ -565,10 +565,13 @@ fn read_password_from_stdin() -> Result<(zeroize::Zeroizing<String>, Option<zero
     }
 }
 
+/// The key as JSON, with what is shown once: `secret` for an HMAC key,
+/// `private_key` for a generated pair, nothing for an uploaded public key.
 fn key_json(k: &ProvisionedKey) -> serde_json::Value {
     let mut v = serde_json::to_value(&k.key).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("secret".into(), json!(k.secret.expose()));
+    if let (Some(obj), Some(secret)) = (v.as_object_mut(), &k.secret) {
+        let field = if k.key.credential == CredentialKind::Ed25519 { "private_key" } else { "secret" };
+        obj.insert(field.into(), json!(secret.expose()));
     }
     v
 }
@@ -588,7 +591,7 @@ async fn key_command(
     cmd: KeyCmd,
 ) -> Result<(), CliError> {
     match cmd {
-        KeyCmd::Provision { tenant, endpoint, owner, rotation_owner, event_types, approve_as } => {
+        KeyCmd::Provision { tenant, endpoint, owner, rotation_owner, event_types, approve_as, v1a } => {
             let event_types = listed(event_types);
             let vault = open_vault(args, db).await?;
             let k = keys::provision(
@@ -597,16 +600,21 @@ async fn key_command(
                 p,
                 &tenant,
                 &endpoint,
-                ProvisionRequest { owner, rotation_owner, event_types },
+                ProvisionRequest {
+                    owner,
+                    rotation_owner,
+                    event_types,
+                    credential: v1a.credential().unwrap_or_default(),
+                },
                 approval_from(approve_as, "provisioning"),
             )
             .await?;
             emit(json, &key_json(&k), || secret_text(&k));
         }
-        KeyCmd::Rotate { key_id, overlap_secs, approve_as } => {
+        KeyCmd::Rotate { key_id, overlap_secs, approve_as, v1a } => {
             let vault = open_vault(args, db).await?;
-            let k =
-                keys::rotate(db, &vault, p, &key_id, Some(overlap_secs), approval_from(approve_as, "rotation")).await?;
+            let approval = approval_from(approve_as, "rotation");
+            let k = keys::rotate_with(db, &vault, p, &key_id, Some(overlap_secs), approval, v1a.credential()).await?;
             emit(json, &key_json(&k), || secret_text(&k));
         }
         KeyCmd::Approve { key_id, reviewer, comment } => {
@@ -647,14 +655,17 @@ async fn key_command(
 }
 
 fn secret_text(k: &ProvisionedKey) -> String {
-    format!(
-        "key {} for {}/{} is {}\nsecret (shown once, store it now): {}",
-        k.key.key_id,
-        k.key.tenant,
-        k.key.endpoint,
-        k.key.status,
-        k.secret.expose()
-    )
+    let head = format!("key {} for {}/{} is {}", k.key.key_id, k.key.tenant, k.key.endpoint, k.key.status);
+    match (&k.secret, &k.key.public_key) {
+        (Some(secret), None) => format!("{head}\nsecret (shown once, store it now): {}", secret.expose()),
+        (Some(private), Some(public)) => format!(
+            "{head}\npublic key (stored): {public}\nv1a private key for the provider (shown once, never stored): {}",
+            private.expose()
+        ),
+        (None, public) => format!("{head}\npublic key (stored; Signet holds nothing that can sign): {}", {
+            public.as_deref().unwrap_or_default()
+        }),
+    }
 }
 
 /// Progress of a rewrap, on stderr (at most every half second).

@@ -89,8 +89,9 @@ pub enum Command {
         url: String,
         #[arg(long)]
         scheme: String,
-        /// The endpoint key's secret (`whsec_…`). Prefer SIGNET_SEND_SECRET:
-        /// command lines are visible to other local users.
+        /// The endpoint key's secret (`whsec_…`), or for standard-webhooks a
+        /// `v1a` private key (`whsk_…`), which signs `v1a`. Prefer
+        /// SIGNET_SEND_SECRET: command lines are visible to other local users.
         #[arg(long, env = "SIGNET_SEND_SECRET", hide_env_values = true)]
         secret: String,
         /// Body file; default: stdin.
@@ -192,6 +193,8 @@ pub enum KeyCmd {
         /// Approve the scope at once, recorded under this reviewer's name.
         #[arg(long)]
         approve_as: Option<String>,
+        #[command(flatten)]
+        v1a: V1aArgs,
     },
     Approve {
         key_id: String,
@@ -214,6 +217,8 @@ pub enum KeyCmd {
         overlap_secs: i64,
         #[arg(long)]
         approve_as: Option<String>,
+        #[command(flatten)]
+        v1a: V1aArgs,
     },
     /// Revoke at once. A reason is required.
     Revoke {
@@ -225,6 +230,30 @@ pub enum KeyCmd {
         #[arg(long)]
         tenant: Option<String>,
     },
+}
+
+/// A standard-webhooks `v1a` (Ed25519) credential instead of an HMAC secret.
+#[derive(clap::Args, Debug)]
+pub struct V1aArgs {
+    /// The provider's public key, `whpk_` + base64 of 32 bytes. Stored in
+    /// clear; nothing secret is printed.
+    #[arg(long, conflicts_with = "generate_ed25519")]
+    pub public_key: Option<String>,
+    /// Generate a pair: the public key is stored, the private key (`whsk_…`)
+    /// is printed once for the provider and never stored.
+    #[arg(long)]
+    pub generate_ed25519: bool,
+}
+
+impl V1aArgs {
+    pub fn credential(self) -> Option<domain::registry::keys::NewCredential> {
+        use domain::registry::keys::NewCredential;
+        match (self.public_key, self.generate_ed25519) {
+            (Some(pk), _) => Some(NewCredential::PublicKey(pk)),
+            (None, true) => Some(NewCredential::GenerateEd25519),
+            (None, false) => None,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,6 +1,7 @@
 //! `signet send`: a provider-side sender for testing and for providers
-//! without a library. Signs per scheme, re-signs every attempt with a fresh
-//! timestamp, retries with capped full-jitter exponential backoff, honours
+//! without a library. Signs per scheme (standard-webhooks: `v1` with a
+//! `whsec_` secret, `v1a` with a `whsk_` Ed25519 private key), re-signs
+//! every attempt with a fresh timestamp, retries with capped full-jitter exponential backoff, honours
 //! `Retry-After` (never beyond the backoff cap), and stops on 2xx and on
 //! non-retryable 4xx. Speaks TLS (rustls, the public web roots plus any
 //! `--ca-cert`), since providers post to https receivers.
@@ -102,7 +103,8 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
         let headers = signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id).ok_or_else(|| {
             CliError::new(
                 "invalid_secret",
-                "this secret cannot sign for this scheme (standard-webhooks needs whsec_<base64>)",
+                "this secret cannot sign for this scheme \
+                 (standard-webhooks needs whsec_<base64>, or whsk_<base64> for v1a)",
             )
         })?;
         let mut req =

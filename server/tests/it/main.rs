@@ -30,3 +30,4 @@ mod startup;
 mod story;
 mod systemd;
 mod traces;
+mod v1a;

@@ -9,7 +9,8 @@ use crate::{
     support::{Engine, Install},
 };
 
-fn raw_database(i: &Install) -> Vec<u8> {
+/// Every stored byte: the SQLite files themselves, or a PostgreSQL data dump.
+pub(crate) fn raw_database(i: &Install) -> Vec<u8> {
     match i.engine {
         Engine::Sqlite => {
             let mut all = Vec::new();

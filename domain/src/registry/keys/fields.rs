@@ -49,3 +49,10 @@ pub fn comment_schema() -> utoipa::openapi::Object {
 pub fn required_comment_schema() -> utoipa::openapi::Object {
     crate::text::schema(MAX_COMMENT_CHARS)
 }
+
+/// An optional `v1a` public key (`whpk_…`); the schema states its shape,
+/// and provisioning also checks that it is a curve point.
+#[cfg(feature = "openapi")]
+pub fn public_key_schema() -> utoipa::openapi::Object {
+    crate::schema::nullable(crate::schema::string(crate::crypto::asymmetric::PUBLIC_KEY_PATTERN, Some(49)))
+}

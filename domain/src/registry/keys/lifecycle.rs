@@ -9,15 +9,18 @@ use serde_json::json;
 
 use super::review::maybe_approve;
 use super::{
-    Approval, DEFAULT_OVERLAP_SECS, KeyStatus, KeyView, Loaded, MAX_OVERLAP_SECS, MAX_RETIRING_PER_ENDPOINT,
-    MIN_OVERLAP_SECS, ProvisionRequest, ProvisionedKey, effective_status, load_for_change, lock_endpoint,
-    retiring_count, scope_hash, summary, validate_comment, validate_person, view,
+    Approval, CredentialKind, DEFAULT_OVERLAP_SECS, KeyStatus, KeyView, Loaded, MAX_OVERLAP_SECS,
+    MAX_RETIRING_PER_ENDPOINT, MIN_OVERLAP_SECS, NewCredential, ProvisionRequest, ProvisionedKey, effective_status,
+    load_for_change, lock_endpoint, retiring_count, scope_hash, summary, validate_comment, validate_person, view,
 };
 use crate::{
     audit::{self, Change},
     auth::{Actor, Permission, Principal, Scope},
     clock,
-    crypto::{Aad, SigningSecret},
+    crypto::{
+        Aad, SigningSecret,
+        asymmetric::{PrivateKey, PublicKey},
+    },
     db,
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
@@ -26,7 +29,40 @@ use crate::{
     vault::Vault,
 };
 
-/// Inserts a new key row with a sealed secret.
+/// A credential checked before anything is written: a public key is
+/// parsed and validated, and only a standard-webhooks endpoint takes one.
+enum Checked {
+    Hmac,
+    PublicKey(PublicKey),
+    Generated(PrivateKey),
+}
+
+fn check_credential(e: &endpoint::Model, credential: &NewCredential) -> DomainResult<Checked> {
+    let checked = match credential {
+        NewCredential::Hmac => return Ok(Checked::Hmac),
+        NewCredential::PublicKey(text) => Checked::PublicKey(PublicKey::parse(text).map_err(|err| {
+            DomainError::invalid(
+                "invalid_public_key",
+                format!("public_key: not a Standard Webhooks v1a public key (whpk_ + base64 of 32 bytes): {err}"),
+            )
+        })?),
+        NewCredential::GenerateEd25519 => Checked::Generated(PrivateKey::generate()),
+    };
+    if e.scheme != crate::registry::Scheme::StandardWebhooks.as_str() {
+        return Err(DomainError::invalid(
+            "public_key_scheme",
+            format!(
+                "public_key: Ed25519 (v1a) keys are a standard-webhooks credential; endpoint {} uses {}",
+                e.slug, e.scheme
+            ),
+        ));
+    }
+    Ok(checked)
+}
+
+/// Inserts a new key row: an HMAC key with its secret sealed, or an
+/// Ed25519 key with its public key in clear and nothing sealed. Returns what
+/// the caller shows once (see [`ProvisionedKey`]).
 #[allow(clippy::too_many_arguments)]
 async fn insert_key<C: ConnectionTrait>(
     conn: &C,
@@ -34,15 +70,27 @@ async fn insert_key<C: ConnectionTrait>(
     t: &tenant::Model,
     e: &endpoint::Model,
     types: &EventTypes,
+    credential: Checked,
     owner: String,
     rotation_owner: String,
     created_by: &str,
     replaces: Option<(&str, i64)>,
     now: i64,
-) -> DomainResult<(signing_key::Model, SigningSecret)> {
+) -> DomainResult<(signing_key::Model, Option<SigningSecret>)> {
     let key_id = ids::new_key_id();
-    let secret = SigningSecret::generate();
-    let (sealed, kek_version) = vault.seal(&Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+    let (kind, public_key, sealed, kek_version, shown) = match credential {
+        Checked::Hmac => {
+            let secret = SigningSecret::generate();
+            let (sealed, kek_version) =
+                vault.seal(&Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+            (CredentialKind::Hmac, None, sealed, kek_version as i32, Some(secret))
+        }
+        Checked::PublicKey(pk) => (CredentialKind::Ed25519, Some(pk.encode()), Vec::new(), 0, None),
+        Checked::Generated(private) => {
+            let shown = SigningSecret::parse(&private.encode());
+            (CredentialKind::Ed25519, Some(private.public_key().encode()), Vec::new(), 0, shown)
+        }
+    };
     let model = signing_key::ActiveModel {
         id: Set(key_id),
         tenant_id: Set(t.id.clone()),
@@ -52,7 +100,7 @@ async fn insert_key<C: ConnectionTrait>(
         scope_hash: Set(scope_hash(t, e, types)),
         approved_scope_hash: Set(None),
         secret_ciphertext: Set(sealed),
-        kek_version: Set(kek_version as i32),
+        kek_version: Set(kek_version),
         owner: Set(owner),
         rotation_owner: Set(rotation_owner),
         replaces_key_id: Set(replaces.map(|(id, _)| id.to_owned())),
@@ -69,10 +117,12 @@ async fn insert_key<C: ConnectionTrait>(
         last_failure_at: Set(None),
         last_failure_reason: Set(None),
         scope_changed_by: Set(None),
+        credential_kind: Set(kind.as_str().to_owned()),
+        public_key: Set(public_key),
     }
     .insert(conn)
     .await?;
-    Ok((model, secret))
+    Ok((model, shown))
 }
 
 /// Creates a key for an endpoint. The secret is returned once and stored
@@ -87,10 +137,13 @@ pub async fn provision(
     approval: Approval,
 ) -> DomainResult<ProvisionedKey> {
     let now = clock::now_ms();
-    vault.reserve_seals(db, 1).await?;
+    if req.credential == NewCredential::Hmac {
+        vault.reserve_seals(db, 1).await?;
+    }
     let txn = db::begin_write(db).await?;
     let (t, e) = crate::registry::endpoints::find(&txn, principal, tenant_slug, endpoint_slug).await?;
     let auth = principal.authorize(Permission::ManageKeys, Scope::Tenant(&t.id))?;
+    let credential = check_credential(&e, &req.credential)?;
     lock_endpoint(&txn, &e.id).await?;
     let endpoint_types = EventTypes::from_json(&e.event_types);
     let types = match &req.event_types {
@@ -106,7 +159,8 @@ pub async fn provision(
     let owner = validate_person("owner", req.owner.as_deref().unwrap_or(auth.actor().name()))?;
     let rotation_owner = validate_person("rotation owner", req.rotation_owner.as_deref().unwrap_or(&owner))?;
     let (key, secret) =
-        insert_key(&txn, vault, &t, &e, &types, owner, rotation_owner, auth.actor().name(), None, now).await?;
+        insert_key(&txn, vault, &t, &e, &types, credential, owner, rotation_owner, auth.actor().name(), None, now)
+            .await?;
     let new = Loaded { key, tenant: t, endpoint: e };
     let change = Change {
         action: "key.provision",
@@ -130,7 +184,7 @@ async fn finish_new_key(
     new: &Loaded,
     change: Change<'_>,
     approval: &Approval,
-    secret: SigningSecret,
+    secret: Option<SigningSecret>,
     now: i64,
 ) -> DomainResult<ProvisionedKey> {
     audit::record(&txn, actor, change).await?;
@@ -139,8 +193,8 @@ async fn finish_new_key(
     Ok(ProvisionedKey { key: view(&key, &new.tenant, &new.endpoint, now), secret })
 }
 
-/// Creates a replacement for an active key. See the module docs for when
-/// the old key starts retiring.
+/// Creates a replacement for an active key, of the same kind. See the
+/// module docs for when the old key starts retiring.
 pub async fn rotate(
     db: &DatabaseConnection,
     vault: &Vault,
@@ -148,6 +202,24 @@ pub async fn rotate(
     key_id: &str,
     overlap_secs: Option<i64>,
     approval: Approval,
+) -> DomainResult<ProvisionedKey> {
+    rotate_with(db, vault, principal, key_id, overlap_secs, approval, None).await
+}
+
+/// [`rotate`] with the replacement's credential chosen: `None` keeps the
+/// kind (an HMAC key gets a new secret; an Ed25519 key needs the provider's
+/// new public key, or a generated pair, so `None` is refused). Replacing an
+/// HMAC key with a public key is the spec's migration from `v1` to `v1a`:
+/// during the overlap both verify.
+#[allow(clippy::too_many_arguments)]
+pub async fn rotate_with(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    key_id: &str,
+    overlap_secs: Option<i64>,
+    approval: Approval,
+    credential: Option<NewCredential>,
 ) -> DomainResult<ProvisionedKey> {
     let now = clock::now_ms();
     let overlap = overlap_secs.unwrap_or(DEFAULT_OVERLAP_SECS);
@@ -157,9 +229,25 @@ pub async fn rotate(
             format!("overlap must be {MIN_OVERLAP_SECS}–{MAX_OVERLAP_SECS} seconds (1 minute to 7 days)"),
         ));
     }
-    vault.reserve_seals(db, 1).await?;
+    if credential.as_ref().is_none_or(|c| *c == NewCredential::Hmac) {
+        vault.reserve_seals(db, 1).await?;
+    }
     let txn = db::begin_write(db).await?;
     let (old, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let credential = match credential {
+        Some(c) => c,
+        None if old.key.credential_kind == CredentialKind::Hmac.as_str() => NewCredential::Hmac,
+        None => {
+            return Err(DomainError::conflict(
+                "public_key_required",
+                format!(
+                    "{key_id} is an Ed25519 (v1a) key: its replacement needs the provider's new public key \
+                     (public_key) or a generated pair"
+                ),
+            ));
+        }
+    };
+    let credential = check_credential(&old.endpoint, &credential)?;
     if old.key.status != "active" {
         return Err(DomainError::conflict(
             "not_active",
@@ -196,6 +284,7 @@ pub async fn rotate(
         &old.tenant,
         &old.endpoint,
         &types,
+        credential,
         old.key.rotation_owner.clone(),
         old.key.rotation_owner.clone(),
         auth.actor().name(),

@@ -11,6 +11,11 @@
 //! the scope's hash, and a key verifies only while its current scope hash
 //! equals the approved one, so a scope change needs a new approval.
 //!
+//! A key holds either a sealed HMAC secret or a Standard Webhooks `v1a`
+//! Ed25519 public key ([`CredentialKind`]), stored in clear: it cannot sign,
+//! so a leaked database or backup forges nothing with it. Both kinds share
+//! the lifecycle, the approval and the evidence.
+//!
 //! Rotation creates a replacement. The old key keeps working until the
 //! replacement is active; only then does it start retiring for the chosen
 //! overlap, so a replacement waiting for review never leaves the endpoint
@@ -40,8 +45,8 @@ use crate::{
 pub use accepted::{accepted_key_rows, open_secret};
 pub use fields::{MAX_COMMENT_CHARS, MAX_PERSON_CHARS, validate_comment, validate_person};
 #[cfg(feature = "openapi")]
-pub use fields::{comment_schema, person_schema, required_comment_schema};
-pub use lifecycle::{provision, revoke, rotate, set_scope, sweep_expired};
+pub use fields::{comment_schema, person_schema, public_key_schema, required_comment_schema};
+pub use lifecycle::{provision, revoke, rotate, rotate_with, set_scope, sweep_expired};
 pub use queries::{get, list};
 pub use review::{approval_history, approve, reject, review_queue};
 
@@ -50,13 +55,28 @@ pub const MAX_OVERLAP_SECS: i64 = 7 * 24 * 3600;
 pub const MIN_OVERLAP_SECS: i64 = 60;
 pub const MAX_RETIRING_PER_ENDPOINT: u64 = 2;
 
-pub use views::keys::{ApprovalView, KeyStatus, KeyView, ReviewItem};
+pub use views::keys::{ApprovalView, CredentialKind, KeyStatus, KeyView, ReviewItem};
 
-/// A new key and its secret, which the caller shows exactly once.
+/// A new key and what the caller shows exactly once: the HMAC secret
+/// (`whsec_…`), or the private key of a pair Signet generated (`whsk_…`,
+/// never stored). `None` for an uploaded public key: there is nothing secret.
 #[derive(Debug)]
 pub struct ProvisionedKey {
     pub key: KeyView,
-    pub secret: SigningSecret,
+    pub secret: Option<SigningSecret>,
+}
+
+/// The credential a new key gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum NewCredential {
+    /// A fresh HMAC secret, sealed.
+    #[default]
+    Hmac,
+    /// The provider's `v1a` public key (`whpk_…`), stored in clear.
+    PublicKey(String),
+    /// A pair Signet generates: the public key is stored, the private key
+    /// is returned once and never stored.
+    GenerateEd25519,
 }
 
 /// Whether a new key is approved as it is created.
@@ -76,6 +96,8 @@ pub struct ProvisionRequest {
     pub rotation_owner: Option<String>,
     /// Narrower than the endpoint's types; omitted: the endpoint's types.
     pub event_types: Option<Vec<String>>,
+    #[serde(skip)]
+    pub credential: NewCredential,
 }
 
 /// Filters for [`list`].
@@ -137,6 +159,8 @@ fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64
         failure_count: k.failure_count,
         last_failure_at: clock::rfc3339_opt(k.last_failure_at),
         last_failure_reason: k.last_failure_reason.clone(),
+        credential: CredentialKind::parse(&k.credential_kind).unwrap_or_default(),
+        public_key: k.public_key.clone(),
     }
 }
 
@@ -144,6 +168,7 @@ fn summary(v: &KeyView) -> Value {
     json!({
         "status": v.status, "endpoint": v.endpoint, "event_types": v.event_types,
         "owner": v.owner, "expires_at": v.expires_at, "scope_hash": v.scope_hash,
+        "credential": v.credential, "public_key": v.public_key,
     })
 }
 

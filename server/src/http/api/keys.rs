@@ -1,4 +1,5 @@
-//! Signing keys. A secret appears only in the response that creates it.
+//! Signing keys. A secret appears only in the response that creates it; a
+//! key made from a provider's `v1a` public key has none.
 
 use app::ssr::SharedState;
 use axum::{
@@ -9,7 +10,7 @@ use axum::{
 use domain::{
     DomainError,
     auth::Principal,
-    registry::keys::{self, Approval, KeyFilter, KeyStatus, KeyView, ProvisionRequest, ProvisionedKey},
+    registry::keys::{self, Approval, KeyFilter, KeyStatus, KeyView, NewCredential, ProvisionRequest, ProvisionedKey},
 };
 use serde::{Deserialize, Serialize};
 
@@ -21,14 +22,20 @@ use super::params::{EndpointPath, KeyPath};
 pub struct CreatedKey {
     #[serde(flatten)]
     pub key: KeyView,
-    /// `whsec_…`: store it now; it is never shown again.
-    pub secret: String,
+    /// `whsec_…`: store it now; it is never shown again. Absent for a key
+    /// made from a `public_key`: Signet holds nothing secret for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 impl From<ProvisionedKey> for CreatedKey {
     fn from(k: ProvisionedKey) -> Self {
-        CreatedKey { secret: k.secret.expose().to_owned(), key: k.key }
+        CreatedKey { secret: k.secret.as_ref().map(|s| s.expose().to_owned()), key: k.key }
     }
+}
+
+fn credential(public_key: Option<String>) -> Option<NewCredential> {
+    public_key.map(NewCredential::PublicKey)
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -42,6 +49,13 @@ pub struct ProvisionBody {
     /// Narrower than the endpoint's types; omitted: the endpoint's types.
     #[schema(schema_with = domain::registry::optional_event_types_schema)]
     pub event_types: Option<Vec<String>>,
+    /// A standard-webhooks `v1a` credential: the provider's Ed25519 public
+    /// key, `whpk_` + base64 of its 32 bytes. Stored in clear, instead of an
+    /// HMAC secret; the key then verifies `v1a` signatures only. Not a
+    /// valid Ed25519 public key: 422 `invalid_public_key`.
+    #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::public_key_schema)]
+    pub public_key: Option<String>,
     /// Approve the scope now (reviewers and admins only), recorded as
     /// approved by `reviewer`, who must not be the caller (four eyes).
     #[serde(default)]
@@ -76,6 +90,13 @@ pub struct RotateBody {
     #[schema(schema_with = overlap_schema)]
     #[serde(default, deserialize_with = "domain::integral::optional")]
     pub overlap_secs: Option<i64>,
+    /// The replacement's `v1a` public key (`whpk_…`). Required to rotate an
+    /// Ed25519 key (409 `public_key_required` without it); given for an
+    /// HMAC key, the replacement is an Ed25519 key and `v1` and `v1a` both
+    /// verify during the overlap.
+    #[serde(default)]
+    #[schema(schema_with = domain::registry::keys::public_key_schema)]
+    pub public_key: Option<String>,
     /// As for provisioning: approve now, recorded under another reviewer.
     #[serde(default)]
     pub approve: bool,
@@ -171,7 +192,12 @@ pub async fn provision(
         &p,
         &tenant,
         &endpoint,
-        ProvisionRequest { owner: body.owner, rotation_owner: body.rotation_owner, event_types: body.event_types },
+        ProvisionRequest {
+            owner: body.owner,
+            rotation_owner: body.rotation_owner,
+            event_types: body.event_types,
+            credential: credential(body.public_key).unwrap_or_default(),
+        },
         approval,
     )
     .await?;
@@ -265,7 +291,8 @@ pub async fn rotate(
     OptionalJson(body): OptionalJson<RotateBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let approval = approval(&p, body.approve, body.reviewer, body.comment, "rotation")?;
-    let k = keys::rotate(&st.db, &st.vault, &p, &key_id, body.overlap_secs, approval).await?;
+    let k = keys::rotate_with(&st.db, &st.vault, &p, &key_id, body.overlap_secs, approval, credential(body.public_key))
+        .await?;
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 

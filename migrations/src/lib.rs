@@ -5,6 +5,7 @@
 
 pub use sea_orm_migration::prelude::*;
 
+pub mod distribution;
 pub mod expected;
 
 mod m20261202_000001_registry;
@@ -32,6 +33,7 @@ mod m20261206_000071_rollout_overrides;
 mod m20261206_000075_drill_run_schemes;
 mod m20261206_000081_delivery_log;
 mod m20261206_000091_outbox_trace_context;
+mod m20261206_000121_tenant_keys;
 
 pub struct Migrator;
 
@@ -64,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000075_drill_run_schemes::Migration),
             Box::new(m20261206_000081_delivery_log::Migration),
             Box::new(m20261206_000091_outbox_trace_context::Migration),
+            Box::new(m20261206_000121_tenant_keys::Migration),
         ]
     }
 }

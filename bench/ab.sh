@@ -4,8 +4,10 @@
 # database each, one tenant, endpoint and approved key), then PAIRS rounds of
 # a concurrency-16 loadgen run against each, the order alternating round by
 # round (A B, B A, …) so that the machine's drift falls on both alike.
-# Prints the verified events/s of every run, each side's median and the
-# median of the per-round ratios AFTER / BEFORE.
+# Every run starts after `settle` (bench/lib.sh: a CHECKPOINT and a pause), so
+# the writes of one side's run do not land in the other's. Prints the
+# verified events/s of every run, each side's median and the median of the
+# per-round ratios AFTER / BEFORE.
 #
 # Building a BEFORE binary from an older commit, beside this checkout:
 #   git worktree add /tmp/before <rev>
@@ -17,10 +19,9 @@ BEFORE=${1:?usage: bench/ab.sh BEFORE_BINARY AFTER_BINARY}
 AFTER=${2:?usage: bench/ab.sh BEFORE_BINARY AFTER_BINARY}
 PAIRS=${BENCH_PAIRS:-6}
 SECONDS_PER_RUN=${BENCH_PAIR_SECONDS:-8}
-PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+. bench/lib.sh
 echo "==> release build of loadgen" >&2
 cargo build --release -p loadgen >&2
-LOADGEN=target/release/loadgen
 
 pids=()
 dbs=()
@@ -42,15 +43,11 @@ start() {
   # Both servers run at once: each its own metrics listener too (any free port).
   SIGNET_ADDR=127.0.0.1:$port SIGNET_METRICS_ADDR=127.0.0.1:0 $bin serve >/dev/null 2>"$data/server.log" &
   pids+=($!)
-  for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null || {
-    echo "$bin did not come up on port $port; its log:" >&2
-    cat "$data/server.log" >&2
-    exit 1
-  }
+  wait_ready "$port" "$data/server.log"
   unset SIGNET_DATA_DIR DATABASE_URL
 }
-load() { # SECRET PORT: verified events/s of one run
+load() { # SECRET PORT: verified events/s of one run, after `settle`
+  settle
   LOADGEN_SECRET=$1 $LOADGEN --url "http://127.0.0.1:$2/hooks/bench/hooks" --concurrency 16 --seconds "$SECONDS_PER_RUN" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["verified_per_sec"])'
 }

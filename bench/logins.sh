@@ -7,7 +7,7 @@
 # BENCH_ROUNDS times. Prints a Markdown table of p50 and p99 per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+. bench/lib.sh
 PORT=${BENCH_PORT:-3310}
 RATE=${BENCH_RATE:-600}
 SECS=${BENCH_SECONDS:-15}
@@ -15,8 +15,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 LOGINS=${BENCH_LOGINS_PER_SEC:-20}
 PASSWORD="a benchmark password long enough"
 
-echo "==> release build" >&2
-cargo build --release -p server -p loadgen >&2
+release_build
 db="signet_logins_$$"
 data=$(mktemp -d)
 server=""
@@ -35,12 +34,7 @@ secret=$($BIN --json key provision bench hooks --approve-as bench | python3 -c '
 printf '%s' "$PASSWORD" | $BIN user create bench-user --role oncall >/dev/null
 SIGNET_ADDR=127.0.0.1:$PORT SIGNET_METRICS_ADDR=127.0.0.1:0 $BIN serve >/dev/null 2>"$data/server.log" &
 server=$!
-for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
-curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || {
-  echo "signet serve did not come up on port $PORT; its log:" >&2
-  cat "$data/server.log" >&2
-  exit 1
-}
+wait_ready "$PORT" "$data/server.log"
 
 run() {
   LOADGEN_SECRET=$secret target/release/loadgen --url "http://127.0.0.1:$PORT/hooks/bench/hooks" --concurrency 16 --seconds "$SECS" --rate "$RATE"

@@ -4,50 +4,20 @@
 # duplicates) at concurrency 1, 16 and 64 and at half of saturation; pgbench
 # running the same SQL transaction as the ceiling; then the concurrency-16
 # ratio to that ceiling measured in interleaved pairs, once with everything
-# sharing the CPUs and once with the database on its own core. Prints
-# Markdown tables.
+# sharing the CPUs and once with the database on its own core. Every
+# measured run starts after `settle` (bench/lib.sh: a CHECKPOINT and a
+# pause), and each pair's pgbench run has a fresh database. Prints Markdown
+# tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${BENCH_SECONDS:-15}
 PAIRS=${BENCH_PAIRS:-6}
 PAIR_SECONDS=${BENCH_PAIR_SECONDS:-8}
-PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-PORT=${BENCH_PORT:-3300}
-HOOK="http://127.0.0.1:$PORT/hooks/bench/hooks"
-
-echo "==> release build" >&2
-cargo build --release -p server -p loadgen >&2
-BIN=target/release/signet
-LOADGEN=target/release/loadgen
+. bench/lib.sh
+release_build
 results=$(mktemp)
 pairs=$(mktemp)
 
-# start_server URL [PIN...]: a fresh data directory, one tenant, endpoint and
-# approved key, and the server (under PIN, e.g. `taskset -c 1`) on PORT.
-# Sets `server`, `secret` and `data`.
-start_server() {
-  local url=$1
-  shift
-  data=$(mktemp -d)
-  export SIGNET_DATA_DIR=$data DATABASE_URL=$url SIGNET_LOG=warn
-  $BIN tenant create bench >/dev/null
-  $BIN endpoint create bench hooks --scheme standard-webhooks >/dev/null
-  secret=$($BIN --json key provision bench hooks --approve-as bench | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
-  # Metrics on any free port: a `make run` beside it keeps 9464.
-  SIGNET_ADDR=127.0.0.1:$PORT SIGNET_METRICS_ADDR=127.0.0.1:0 "$@" $BIN serve >/dev/null 2>"$data/server.log" &
-  server=$!
-  for _ in $(seq 1 50); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
-  curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || {
-    echo "signet serve did not come up on port $PORT; its log:" >&2
-    cat "$data/server.log" >&2
-    exit 1
-  }
-}
-stop_server() {
-  kill "$server"; wait "$server" 2>/dev/null || true
-  unset SIGNET_DATA_DIR DATABASE_URL
-  rm -rf "$data"
-}
 # load CONCURRENCY [PIN...] [-- LOADGEN ARGS...]: one loadgen run of
 # `seconds` (default SECONDS_PER_RUN); prints its JSON line.
 load() {
@@ -113,32 +83,43 @@ restore_pg_affinity() {
 
 # Pairs: a concurrency-16 loadgen run, then pgbench, PAIRS times and short
 # (PAIR_SECONDS each), so that both halves of a pair see the same machine:
-# this one's disk and CPU speed drift by ±30% from minute to minute.
+# this one's disk and CPU speed drift by ±30% from minute to minute. Each
+# half starts after `settle`, and each pgbench run gets a database of its own
+# (a copy of the migrated, empty template) that is dropped right after it, so
+# pgbench's rows, dead tuples and dirty pages never meet the server's next run.
 paired() {
   local url=$1 label=$2
   shift 2
   start_server "$url" "$@"
   for i in $(seq 1 "$PAIRS"); do
     echo "==> $label, pair $i: concurrency 16, then pgbench" >&2
-    local ev tps
+    local ev tps db="signet_bench_$$_pgbench"
+    settle
     ev=$(verified "$(seconds=$PAIR_SECONDS load 16 "$@")")
-    tps=$(seconds=$PAIR_SECONDS ceiling prepared "$url" "$@")
+    psql "$PG_ADMIN" -qc "CREATE DATABASE $db TEMPLATE signet_bench_$$_template"
+    settle
+    tps=$(seconds=$PAIR_SECONDS ceiling prepared "${PG_ADMIN%/*}/$db" "$@")
+    psql "$PG_ADMIN" -qc "DROP DATABASE $db WITH (FORCE)"
     echo "$label $ev $tps" >>"$pairs"
   done
   stop_server
 }
 
-dbs=(sweep shared split)
+dbs=(sweep shared split template pgbench)
 cleanup() {
   [ -n "${server:-}" ] && { kill "$server" 2>/dev/null || true; }
   restore_pg_affinity
   for d in "${dbs[@]}"; do psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS signet_bench_$$_$d WITH (FORCE)" >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
-for d in "${dbs[@]}"; do psql "$PG_ADMIN" -qc "CREATE DATABASE signet_bench_$$_$d"; done
+for d in sweep shared split template; do psql "$PG_ADMIN" -qc "CREATE DATABASE signet_bench_$$_$d"; done
 pg_sweep="${PG_ADMIN%/*}/signet_bench_$$_sweep"
 pg_shared="${PG_ADMIN%/*}/signet_bench_$$_shared"
 pg_split="${PG_ADMIN%/*}/signet_bench_$$_split"
+# The pairs' pgbench databases are copies of this one: Signet's schema, no rows.
+tpl_data=$(mktemp -d)
+SIGNET_DATA_DIR=$tpl_data DATABASE_URL="${PG_ADMIN%/*}/signet_bench_$$_template" SIGNET_LOG=warn $BIN migrate >/dev/null
+rm -rf "$tpl_data"
 
 sweep "$pg_sweep" postgres
 sweep "sqlite://$(mktemp -d)/bench.db?mode=rwc" sqlite
@@ -148,12 +129,15 @@ sweep "sqlite://$(mktemp -d)/bench.db?mode=rwc" sqlite
 # the simple protocol (pgbench's default: every statement parsed and planned
 # again) is printed for reference.
 echo "==> pgbench ceiling (same transaction, 16 clients, prepared statements)" >&2
+settle
 tps=$(ceiling prepared "$pg_sweep")
 echo "==> pgbench, simple protocol (for reference)" >&2
+settle
 tps_simple=$(ceiling simple "$pg_sweep")
 # For reference: the shape the receiver sends under load (four events per
 # shared transaction, about what a batch carries at concurrency 16).
 echo "==> pgbench, the shared transaction's shape, 4 events per transaction (for reference)" >&2
+settle
 tps_batch=$(script=bench/claim_batch4.sql ceiling prepared "$pg_sweep")
 
 paired "$pg_shared" shared

@@ -101,6 +101,8 @@ pub const SOURCES: [Source; 4] = [
     Source {
         name: "outbox_payloads",
         table: "outbox_intents",
+        // Walked by id (ix_outbox_id), not by the (tenant_id, id) key: a
+        // rewrap started before that key holds a cursor of the id alone.
         pk: &["id"],
         extra: &["tenant_id"],
         column: "payload_ciphertext",

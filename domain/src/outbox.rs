@@ -295,7 +295,7 @@ pub async fn list(
 /// same payload; the attempt count starts over.
 pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<OutboxView> {
     let txn = db::begin_write(db).await?;
-    let r = intent::Entity::find_by_id(id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
+    let r = intent::Entity::find().filter(intent::Column::Id.eq(id)).one(&txn).await?.ok_or(DomainError::NotFound)?;
     if !principal.can_see_tenant(&r.tenant_id) {
         return Err(DomainError::NotFound);
     }
@@ -328,7 +328,7 @@ pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> 
     )
     .await?;
     txn.commit().await?;
-    let r = intent::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let r = intent::Entity::find().filter(intent::Column::Id.eq(id)).one(db).await?.ok_or(DomainError::NotFound)?;
     let slug = tenant::Entity::find_by_id(r.tenant_id.clone()).one(db).await?.map(|t| t.slug).unwrap_or_default();
     Ok(view(r, slug))
 }

@@ -37,8 +37,8 @@ pub const EXPECTED: &[Expected] = &[
     Expected {
         id: "replay_unique",
         table: "replay_records",
-        kind: ExpectedKind::Unique { columns: &["endpoint_id", "message_digest"] },
-        guarantees: "a signed message is accepted once per endpoint: an exact replay answers 409",
+        kind: ExpectedKind::Unique { columns: &["tenant_id", "endpoint_id", "message_digest"] },
+        guarantees: "a signed message is accepted once per endpoint (of its one tenant): an exact replay answers 409",
     },
     Expected {
         id: "outbox_once",

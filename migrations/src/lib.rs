@@ -5,6 +5,7 @@
 
 pub use sea_orm_migration::prelude::*;
 
+pub mod distribution;
 pub mod expected;
 pub mod partitioning;
 
@@ -35,6 +36,7 @@ mod m20261206_000081_delivery_log;
 mod m20261206_000091_outbox_trace_context;
 mod m20261206_000100_partitioned_logs;
 mod m20261206_000110_job_leases;
+mod m20261206_000121_tenant_keys;
 mod m20261206_000131_public_key_credentials;
 
 pub struct Migrator;
@@ -70,6 +72,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000091_outbox_trace_context::Migration),
             Box::new(m20261206_000100_partitioned_logs::Migration),
             Box::new(m20261206_000110_job_leases::Migration),
+            Box::new(m20261206_000121_tenant_keys::Migration),
             Box::new(m20261206_000131_public_key_credentials::Migration),
         ]
     }

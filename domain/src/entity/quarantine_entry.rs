@@ -5,9 +5,12 @@ use sea_orm::entity::prelude::*;
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "quarantine")]
 pub struct Model {
+    /// The key is (tenant, id), as every key of a table distributed by
+    /// tenant is (`migrations::distribution`).
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub tenant_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub tenant_id: String,
     pub endpoint_id: String,
     pub event_id: String,
     pub reason: String,

@@ -5,6 +5,10 @@ use sea_orm::entity::prelude::*;
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "replay_records")]
 pub struct Model {
+    /// The endpoint's tenant: the key leads with it, as every key of a table
+    /// distributed by tenant does (`migrations::distribution`).
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub tenant_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub endpoint_id: String,
     /// SHA-256 of the exact signed message (timestamp, id, body).

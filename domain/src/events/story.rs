@@ -96,6 +96,7 @@ pub async fn story(
         Vec::new()
     } else {
         replay_record::Entity::find()
+            .filter(replay_record::Column::TenantId.eq(&ep.tenant_id))
             .filter(replay_record::Column::EndpointId.eq(&ep.id))
             .filter(replay_record::Column::MessageDigest.is_in(digests))
             .all(db)
@@ -203,7 +204,11 @@ pub async fn locate(
     let Some(id) = intent_id.filter(|s| !s.is_empty()) else {
         return Err(DomainError::invalid("nothing_to_find", "name a quarantine entry or an outbox intent"));
     };
-    let i = outbox_intent::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let i = outbox_intent::Entity::find()
+        .filter(outbox_intent::Column::Id.eq(id))
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound)?;
     if !principal.can_see_tenant(&i.tenant_id) {
         return Err(DomainError::NotFound);
     }

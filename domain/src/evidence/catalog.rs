@@ -86,7 +86,11 @@ fn compare(e: &Expected, f: &Found) -> ConstraintRow {
     }
 }
 
-async fn rows(db: &DatabaseConnection, sql: &str, values: Vec<DbValue>) -> DomainResult<Vec<sea_orm::QueryResult>> {
+pub(super) async fn rows(
+    db: &DatabaseConnection,
+    sql: &str,
+    values: Vec<DbValue>,
+) -> DomainResult<Vec<sea_orm::QueryResult>> {
     Ok(db.query_all_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values)).await?)
 }
 
@@ -140,7 +144,7 @@ async fn postgres(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
 /// The pragma functions take the table or index name as a string; names
 /// come from `EXPECTED` (compile-time constants) or the catalog itself, and
 /// only `[a-z0-9_]` names are quoted (others are skipped).
-fn sqlite_ident(name: &str) -> Option<String> {
+pub(super) fn sqlite_ident(name: &str) -> Option<String> {
     name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit()).then(|| format!("'{name}'"))
 }
 

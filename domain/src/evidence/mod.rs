@@ -18,6 +18,7 @@
 pub mod bundle;
 pub mod catalog;
 pub mod cohort;
+pub mod distribution;
 pub mod drill_fixture;
 pub mod drills;
 pub mod durability;

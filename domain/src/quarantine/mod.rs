@@ -215,7 +215,7 @@ pub(crate) async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>)
 
 /// The entry, if the caller may see its tenant (else not found).
 async fn find<C: ConnectionTrait>(conn: &C, principal: &Principal, id: &str) -> DomainResult<entry::Model> {
-    let e = entry::Entity::find_by_id(id.to_owned()).one(conn).await?.ok_or(DomainError::NotFound)?;
+    let e = entry::Entity::find().filter(entry::Column::Id.eq(id)).one(conn).await?.ok_or(DomainError::NotFound)?;
     if !principal.can_see_tenant(&e.tenant_id) {
         return Err(DomainError::NotFound);
     }

@@ -16,13 +16,19 @@ use sea_orm::{
 use crate::entity::replay_record;
 
 /// Adds `by_ms` to the expiry of every replay record of the endpoint (a
-/// longer keep time; nothing for `by_ms <= 0`).
-pub async fn extend<C: ConnectionTrait>(conn: &C, endpoint_id: &str, by_ms: i64) -> Result<u64, DbErr> {
+/// longer keep time; nothing for `by_ms <= 0`). The tenant leads the key.
+pub async fn extend<C: ConnectionTrait>(
+    conn: &C,
+    tenant_id: &str,
+    endpoint_id: &str,
+    by_ms: i64,
+) -> Result<u64, DbErr> {
     if by_ms <= 0 {
         return Ok(0);
     }
     let res = replay_record::Entity::update_many()
         .col_expr(replay_record::Column::ExpiresAt, Expr::col(replay_record::Column::ExpiresAt).add(by_ms))
+        .filter(replay_record::Column::TenantId.eq(tenant_id))
         .filter(replay_record::Column::EndpointId.eq(endpoint_id))
         .exec(conn)
         .await?;

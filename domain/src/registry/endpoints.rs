@@ -258,7 +258,7 @@ pub async fn update(
             // A wider window: the replay records held grow with it, and a
             // message already outside the old window stays outside (its
             // record may be purged); see `receiver::replay`.
-            replay::extend(&txn, &e.id, 2 * (new - e.tolerance_secs) * 1000).await?;
+            replay::extend(&txn, &e.tenant_id, &e.id, 2 * (new - e.tolerance_secs) * 1000).await?;
             let floor = clock::now_ms() / 1000 - e.tolerance_secs;
             active.timestamp_floor = Set(Some(e.timestamp_floor.map_or(floor, |f| f.max(floor))));
         }

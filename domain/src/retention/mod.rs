@@ -379,7 +379,7 @@ pub async fn set(
     // GitHub's replay records last as long as the claims (see
     // `receiver::replay`): a longer retention keeps the ones held longer too.
     if e.scheme == Scheme::Github.as_str() {
-        replay::extend(&txn, &e.id, (dedup.max(h.horizon_secs) - kept_before) * 1000).await?;
+        replay::extend(&txn, &e.tenant_id, &e.id, (dedup.max(h.horizon_secs) - kept_before) * 1000).await?;
     }
     audit::record(
         &txn,

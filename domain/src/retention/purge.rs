@@ -268,17 +268,23 @@ async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> Doma
     let txn = db::begin_write(db).await?;
     let q = replay::Entity::find()
         .select_only()
+        .column(replay::Column::TenantId)
         .column(replay::Column::EndpointId)
         .column(replay::Column::MessageDigest)
         .filter(replay::Column::ExpiresAt.lt(now_ms))
         .limit(batch);
-    let rows: Vec<(String, String)> = skip_locked(db, q).into_tuple().all(&txn).await?;
+    let rows: Vec<(String, String, String)> = skip_locked(db, q).into_tuple().all(&txn).await?;
     if rows.is_empty() {
         txn.commit().await?;
         return Ok(0);
     }
-    let cond = rows.iter().fold(Condition::any(), |c, (ep, digest)| {
-        c.add(Condition::all().add(replay::Column::EndpointId.eq(ep)).add(replay::Column::MessageDigest.eq(digest)))
+    let cond = rows.iter().fold(Condition::any(), |c, (tenant, ep, digest)| {
+        c.add(
+            Condition::all()
+                .add(replay::Column::TenantId.eq(tenant))
+                .add(replay::Column::EndpointId.eq(ep))
+                .add(replay::Column::MessageDigest.eq(digest)),
+        )
     });
     replay::Entity::delete_many().filter(cond).exec(&txn).await?;
     txn.commit().await?;

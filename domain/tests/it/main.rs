@@ -7,6 +7,7 @@ mod auth;
 mod break_glass;
 mod bulk_release;
 mod cohort_check;
+mod distribution;
 mod evidence;
 mod evidence_binding;
 mod findings;

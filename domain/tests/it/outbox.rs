@@ -103,7 +103,12 @@ db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
     assert!(outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap().is_empty());
     // A late mark from the crashed first worker changes nothing.
     outbox::mark_sent(&t.db, &first[0].id).await.unwrap();
-    let row = outbox_intent::Entity::find_by_id(first[0].id.clone()).one(&t.db).await.unwrap().unwrap();
+    let row = outbox_intent::Entity::find()
+        .filter(outbox_intent::Column::Id.eq(&first[0].id))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((row.status.as_str(), row.last_error.as_deref()), ("dead", Some("boom")));
 });
 
@@ -128,7 +133,12 @@ db_test!(an_intent_that_cannot_be_opened_goes_dead_without_blocking_others, asyn
         .unwrap();
     let batch = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.expect("the batch still succeeds");
     assert_eq!(batch.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), vec!["int_0001"]);
-    let bad = outbox_intent::Entity::find_by_id("int_0000").one(&t.db).await.unwrap().unwrap();
+    let bad = outbox_intent::Entity::find()
+        .filter(outbox_intent::Column::Id.eq("int_0000"))
+        .one(&t.db)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(bad.status, outbox::DEAD, "dead at once, visible to on-call");
     assert!(bad.last_error.as_deref().is_some_and(|e| e.contains("cannot be decrypted")), "{:?}", bad.last_error);
     assert!(outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap().is_empty(), "never re-leased");

@@ -205,6 +205,7 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     let now = clock::now_ms();
     for (digest, expires) in [("expired", now - 1_000), ("live", now + 600_000)] {
         replay_record::Entity::insert(replay_record::ActiveModel {
+            tenant_id: Set(tid.into()),
             endpoint_id: Set(eid.into()),
             message_digest: Set(digest.into()),
             expires_at: Set(expires),

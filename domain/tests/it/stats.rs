@@ -125,7 +125,7 @@ db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
     }
     gauges::sample(&t.db, now).await.unwrap();
     // A later, lower sample in the same bucket does not lower the bucket's value.
-    outbox_intent::Entity::delete_by_id("int_0").exec(&t.db).await.unwrap();
+    outbox_intent::Entity::delete_by_id((a.id.clone(), "int_0".to_owned())).exec(&t.db).await.unwrap();
     gauges::sample(&t.db, now).await.unwrap();
     for window in [Window::Hour, Window::Day] {
         let v = stats::stats(&t.db, &admin(), Some("clinic-a"), window).await.unwrap();

@@ -267,11 +267,7 @@ async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<Has
         return Ok(HashSet::new());
     }
     let mut stmt = replay_record::Entity::insert_many(records)
-        .on_conflict(
-            OnConflict::columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
-                .do_nothing()
-                .to_owned(),
-        )
+        .on_conflict(OnConflict::columns(rows::REPLAY_KEY).do_nothing().to_owned())
         .into_query();
     stmt.returning(
         Query::returning().columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]),

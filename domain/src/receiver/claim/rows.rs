@@ -22,6 +22,10 @@ use crate::{
     vault::Vault,
 };
 
+/// The replay record's primary key, the target of its `ON CONFLICT`.
+pub(super) const REPLAY_KEY: [replay_record::Column; 3] =
+    [replay_record::Column::TenantId, replay_record::Column::EndpointId, replay_record::Column::MessageDigest];
+
 pub(super) fn inserted(r: TryInsertResult<u64>) -> bool {
     matches!(r, TryInsertResult::Inserted(n) if n > 0)
 }
@@ -31,6 +35,7 @@ pub(super) fn inserted(r: TryInsertResult<u64>) -> bool {
 pub(super) fn replay_row(v: &Verified) -> Option<replay_record::ActiveModel> {
     let digest = v.message_digest()?;
     Some(replay_record::ActiveModel {
+        tenant_id: Set(v.endpoint().tenant_id.clone()),
         endpoint_id: Set(v.endpoint().endpoint_id.clone()),
         message_digest: Set(digest.to_owned()),
         expires_at: Set(clock::now_ms() + v.endpoint().replay_keep_ms),
@@ -54,10 +59,8 @@ pub(super) async fn replayed(conn: &impl ConnectionTrait, v: &Verified, event_id
 /// before.
 pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
     let Some(row) = replay_row(v) else { return Ok(true) };
-    let res = replay_record::Entity::insert(row)
-        .on_conflict_do_nothing_on([replay_record::Column::EndpointId, replay_record::Column::MessageDigest])
-        .exec_without_returning(txn)
-        .await?;
+    let res =
+        replay_record::Entity::insert(row).on_conflict_do_nothing_on(REPLAY_KEY).exec_without_returning(txn).await?;
     Ok(inserted(res))
 }
 

@@ -95,7 +95,8 @@ async fn swap_postgres_key(c: &SchemaManagerConnection<'_>, table: &str, key: &[
     let sql = format!(
         "DO $$ DECLARE old text; BEGIN \
            SELECT conname INTO old FROM pg_constraint WHERE conrelid = '{table}'::regclass AND contype = 'p'; \
-           EXECUTE format('ALTER TABLE {table} DROP CONSTRAINT %I, ADD CONSTRAINT {table}_pkey PRIMARY KEY ({})', old); \
+           EXECUTE format('ALTER TABLE {table} DROP CONSTRAINT %I, \
+                           ADD CONSTRAINT {table}_pkey PRIMARY KEY ({})', old); \
          END $$",
         key.join(", ")
     );

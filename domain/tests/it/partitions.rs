@@ -311,7 +311,8 @@ async fn the_migration_converts_existing_tables_keeping_every_row() {
         let def = scalar_text(
             &conn,
             &format!(
-                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = '{table}'::regclass AND contype = 'p'"
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
+                 WHERE conrelid = '{table}'::regclass AND contype = 'p'"
             ),
         )
         .await;

@@ -19,6 +19,9 @@ async fn serve_processes_started_at_once_both_create_the_partitions_ahead() {
             db.execute_unprepared(&format!("DROP TABLE {}", partition_name(t.table, day))).await.unwrap();
         }
     }
+    // One data directory for all three: its master key is made once, before
+    // (each process would otherwise race to create the same new file).
+    assert!(i.cli(&["tenant", "create", "clinic-a"], "").status.success());
     let servers = std::thread::scope(|s| {
         let starts: Vec<_> = (0..3).map(|_| s.spawn(|| i.serve())).collect();
         starts.into_iter().map(|h| h.join().expect("every process starts")).collect::<Vec<_>>()

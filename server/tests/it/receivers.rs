@@ -41,7 +41,8 @@ async fn scalar(db: &DatabaseConnection, sql: &str) -> i64 {
 fn event(k: usize) -> (String, Vec<u8>) {
     let id = format!("evt-{k}");
     let body = if k.is_multiple_of(2) {
-        json!({"type": "reminder.created", "data": {"reminder_id": format!("r-{k}"), "send_at": "2027-01-05T09:00:00Z"}})
+        let reminder = format!("r-{k}");
+        json!({"type": "reminder.created", "data": {"reminder_id": reminder, "send_at": "2027-01-05T09:00:00Z"}})
     } else {
         json!({"type": "otp.requested", "data": {"otp_request_id": format!("otp-{k}"), "channel": "sms"}})
     };

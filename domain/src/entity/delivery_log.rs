@@ -1,5 +1,7 @@
 //! `delivery_log` rows: one per answer to a delivery whose event id was
-//! readable. Never a body or a signature.
+//! readable, except the answer that made the event's claim, which the claim
+//! itself records (`inbox_claims.first_answer`): duplicates, refusals,
+//! replays and 503s. Never a body or a signature.
 
 use sea_orm::entity::prelude::*;
 

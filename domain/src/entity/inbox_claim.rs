@@ -21,6 +21,14 @@ pub struct Model {
     /// Sealed with `Aad::event_body(tenant, endpoint, event id)`; nulled by retention.
     pub body_ciphertext: Option<Vec<u8>>,
     pub kek_version: Option<i32>,
+    /// The answer the event's first accepted delivery got (`applied`,
+    /// `stale_transition`, `quarantined`): unlike `outcome`, never rewritten
+    /// by a release. The story reads that delivery from here, not from the
+    /// delivery log (m20261206_000140). `NULL` on older claims and on the
+    /// compound-key claims a release takes.
+    pub first_answer: Option<String>,
+    /// That delivery's signed-message digest: names its replay record.
+    pub message_digest: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

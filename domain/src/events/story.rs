@@ -1,5 +1,6 @@
 //! One event's whole story (issue 25 item 4): every answer Signet gave to a
-//! delivery naming it, its claim, replay records, quarantine entry with its
+//! delivery naming it (the first accepted one from its claim, the others
+//! from the delivery log), its claim, replay records, quarantine entry with its
 //! triage, the reminder transition, outbox intents and the audit entries
 //! that name them. Metadata only: the body is read here only to find which
 //! reminder or OTP request it named, and is never returned; the quarantine
@@ -16,7 +17,7 @@ use crate::{
     },
     error::{DomainError, DomainResult},
     outbox, quarantine,
-    receiver::envelope,
+    receiver::{envelope, outcome::ClaimOutcome},
     registry::tenants,
     vault::Vault,
 };
@@ -73,7 +74,7 @@ pub async fn story(
         .await?
         .ok_or(DomainError::NotFound)?;
     let claim = inbox_claim::Entity::find_by_id((t.id.clone(), ep.id.clone(), event_id.to_owned())).one(db).await?;
-    let deliveries = delivery_log::Entity::find()
+    let logged = delivery_log::Entity::find()
         .filter(delivery_log::Column::TenantId.eq(&t.id))
         .filter(delivery_log::Column::EndpointId.eq(&ep.id))
         .filter(delivery_log::Column::EventId.eq(event_id))
@@ -87,11 +88,16 @@ pub async fn story(
         .filter(quarantine_entry::Column::EventId.eq(event_id))
         .one(db)
         .await?;
-    if claim.is_none() && deliveries.is_empty() && entry.is_none() {
+    if claim.is_none() && logged.is_empty() && entry.is_none() {
         return Err(DomainError::NotFound);
     }
 
-    let digests: Vec<String> = deliveries.iter().filter_map(|d| d.message_digest.clone()).collect();
+    let first = claim.as_ref().and_then(|c| first_delivery(c, &ep.scheme));
+    let digests: Vec<String> = logged
+        .iter()
+        .filter_map(|d| d.message_digest.clone())
+        .chain(claim.as_ref().and_then(|c| c.message_digest.clone()))
+        .collect();
     let replay = if digests.is_empty() {
         Vec::new()
     } else {
@@ -166,16 +172,7 @@ pub async fn story(
             body_stored: c.body_ciphertext.is_some(),
             received_at: clock::rfc3339(c.received_at),
         }),
-        deliveries: deliveries
-            .into_iter()
-            .map(|d| StoryDelivery {
-                answered_at: clock::rfc3339(d.answered_at),
-                status: u16::try_from(d.status).unwrap_or_default(),
-                answer: d.answer,
-                key_id: d.key_id,
-                scheme: d.scheme,
-            })
-            .collect(),
+        deliveries: deliveries(first, logged),
         replay: replay
             .into_iter()
             .map(|r| StoryReplay { message_sha256: r.message_digest, expires_at: clock::rfc3339(r.expires_at) })
@@ -185,6 +182,36 @@ pub async fn story(
         outbox: intents.into_iter().map(|i| outbox::view(i, t.slug.clone())).collect(),
         audit,
     })
+}
+
+/// The event's first accepted delivery, as its claim records it (the
+/// delivery log keeps only the other answers; see `receiver::gates`), at the
+/// time the claim was made. `None` for claims older than that record and
+/// for the compound-key claims a release takes.
+fn first_delivery(c: &inbox_claim::Model, scheme: &str) -> Option<(i64, StoryDelivery)> {
+    let answer = c.first_answer.clone()?;
+    let status = if ClaimOutcome::parse(&answer) == ClaimOutcome::Quarantined { 202 } else { 200 };
+    let key_id = Some(c.key_id.clone());
+    let at = c.received_at;
+    Some((at, StoryDelivery { answered_at: clock::rfc3339(at), status, answer, key_id, scheme: scheme.to_owned() }))
+}
+
+/// Every answered delivery, oldest first: the claim's and the logged ones.
+fn deliveries(first: Option<(i64, StoryDelivery)>, logged: Vec<delivery_log::Model>) -> Vec<StoryDelivery> {
+    let logged = logged.into_iter().map(|d| {
+        let delivery = StoryDelivery {
+            answered_at: clock::rfc3339(d.answered_at),
+            status: u16::try_from(d.status).unwrap_or_default(),
+            answer: d.answer,
+            key_id: d.key_id,
+            scheme: d.scheme,
+        };
+        (d.answered_at, delivery)
+    });
+    let mut all: Vec<(i64, StoryDelivery)> = first.into_iter().chain(logged).collect();
+    // Stable: a refusal logged in the same millisecond as the claim stays after it.
+    all.sort_by_key(|(at, _)| *at);
+    all.into_iter().map(|(_, d)| d).collect()
 }
 
 /// The event a quarantine entry or an outbox intent belongs to, for links

@@ -510,6 +510,9 @@ async fn claim_compound_id<C: ConnectionTrait>(
         outcome: Set("applied".to_owned()),
         body_ciphertext: Set(None),
         kek_version: Set(None),
+        // No delivery was answered under this id: its story has none.
+        first_answer: Set(None),
+        message_digest: Set(None),
         ..inbox_claim::ActiveModel::from(claim.clone())
     })
     .on_conflict_do_nothing()

@@ -124,8 +124,11 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     if !span.is_disabled() {
         span.record("outcome", outcome.labels().0);
     }
-    // The answer goes in the delivery log, off the hot path (`claim::log`).
-    r.log(&ep, event_id, &outcome, key_id.as_deref(), digest);
+    // The claim just made records this answer (its `first_answer`); any
+    // other answer goes in the delivery log, off the hot path (`claim::log`).
+    if !outcome.recorded_by_claim() {
+        r.log(&ep, event_id, &outcome, key_id.as_deref(), digest);
+    }
     Receipt { outcome, endpoint: Some(ep), key_id }
 }
 

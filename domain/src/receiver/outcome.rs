@@ -149,6 +149,13 @@ impl Outcome {
         }
     }
 
+    /// Whether this answer is the one a claim made now records as its
+    /// `first_answer` (the event's first accepted delivery). The delivery
+    /// log keeps every other answer; the story reads this one from the claim.
+    pub fn recorded_by_claim(&self) -> bool {
+        matches!(self, Outcome::Applied { .. } | Outcome::StaleTransition { .. } | Outcome::Quarantined { .. })
+    }
+
     /// The answer's `status` or `error` code, as the delivery log keeps it.
     pub fn answer(&self) -> &'static str {
         match self {

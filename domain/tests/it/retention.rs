@@ -157,6 +157,8 @@ async fn old_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &st
         received_at: Set(clock::now_ms() - age_secs * 1000),
         body_ciphertext: Set(Some(vec![1, 2, 3])),
         kek_version: Set(Some(1)),
+        first_answer: Set(Some("applied".into())),
+        message_digest: Set(None),
     })
     .exec_without_returning(&t.db)
     .await

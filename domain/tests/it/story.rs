@@ -1,5 +1,6 @@
-//! One event's whole story on both engines: the delivery log records every
-//! answer (accepted, duplicate, bad signature, quarantined), and the story
+//! One event's whole story on both engines: the claim records the first
+//! accepted answer (applied or quarantined, even after a release) and the
+//! delivery log every other one (duplicate, bad signature), and the story
 //! gathers the claim, replay records, quarantine with triage, reminder
 //! transition, outbox intents with attempts and audit entries; a clinic
 //! admin of another tenant, an unknown tenant and an unknown event all get
@@ -19,7 +20,7 @@ use domain::{
     registry::Scheme,
     retention::purge,
 };
-use sea_orm::{EntityTrait, PaginatorTrait, Set};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
 use serde_json::json;
 
 use crate::{
@@ -76,6 +77,16 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
         ]
     );
     assert_eq!(st.replay.len(), 2, "each signed message's replay record");
+    // The claim records the applied answer; the log holds only the duplicate.
+    let logged: Vec<String> = delivery_log::Entity::find()
+        .filter(delivery_log::Column::EventId.eq("evt-s"))
+        .all(&t.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.answer)
+        .collect();
+    assert_eq!(logged, ["duplicate"]);
     let reminder = st.reminder.as_ref().unwrap();
     assert_eq!((reminder.reminder_id.as_str(), reminder.transition.as_str()), ("rem-1", "reminder.scheduled"));
     assert_eq!(reminder.current.as_ref().unwrap().status, "scheduled");
@@ -118,6 +129,27 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
     assert!(qs.audit.iter().any(|a| a.action == "quarantine.discard"));
 });
 
+db_test!(a_released_event_still_tells_its_first_answer_was_quarantine, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    // A transition for a reminder not created yet: quarantined, then released
+    // once the reminder exists. The release rewrites the claim's outcome.
+    let sched = scheduled("rem-9");
+    let q = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &sched, now_s(), "evt-early"), &sched).await;
+    assert!(matches!(q, Outcome::Quarantined { .. }), "{q:?}");
+    let body = created("rem-9");
+    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-made"), &body).await;
+    let entry = story_of(t, "evt-early").await.quarantine.unwrap().entry;
+    quarantine::release(&t.db, &t.vault, &oncall(), &entry.id, "reminder exists now").await.unwrap();
+    s.r.flush_delivery_log().await;
+
+    let st = story_of(t, "evt-early").await;
+    assert_eq!(st.claim.as_ref().unwrap().outcome, "applied", "released");
+    let answers: Vec<(u16, &str)> = st.deliveries.iter().map(|d| (d.status, d.answer.as_str())).collect();
+    assert_eq!(answers, [(202, "quarantined")], "the answer the provider got");
+    assert_eq!(st.replay.len(), 1, "the first delivery's replay record, named by its claim");
+    assert_eq!(delivery_log::Entity::find().count(&t.db).await.unwrap(), 0, "no answer but claims' so far");
+});
+
 db_test!(unknown_foreign_and_unknown_tenant_are_the_same_not_found, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let b = tenant(t, "clinic-b").await;
@@ -149,6 +181,8 @@ db_test!(retention_purges_old_delivery_rows, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let body = created("rem-1");
     deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-1"), &body).await;
+    // Delivered again: the duplicate is the answer the log keeps.
+    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() - 1, "evt-1"), &body).await;
     s.r.flush_delivery_log().await;
     let fresh = delivery_log::Entity::find().one(&t.db).await.unwrap().unwrap();
     let old_at = clock::now_ms() - 400 * 86_400_000;
@@ -176,5 +210,5 @@ db_test!(retention_purges_old_delivery_rows, async |t: &TestDb| {
         assert_eq!(report.deliveries_deleted, 1, "past the endpoint's dedup retention");
     }
     assert_eq!(delivery_log::Entity::find().count(&t.db).await.unwrap(), 1, "the fresh row stays");
-    assert_eq!(story_of(t, "evt-1").await.deliveries.len(), 1);
+    assert_eq!(story_of(t, "evt-1").await.deliveries.len(), 2, "the claim's answer and the logged duplicate");
 });

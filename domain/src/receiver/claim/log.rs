@@ -1,4 +1,5 @@
-//! The delivery log's writer. Answers are recorded off the hot path: the
+//! The delivery log's writer. The answer that made a claim is not logged:
+//! the claim records it. The other answers are recorded off the hot path: the
 //! receiver hands each row to a bounded queue (`try_send`, never waiting)
 //! and one task writes whatever has queued in one multi-row insert, taking
 //! the same write turn as the claims on SQLite. A full queue drops the row

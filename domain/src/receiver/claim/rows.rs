@@ -87,6 +87,8 @@ pub(super) fn claim_row(
         received_at: Set(clock::now_ms()),
         body_ciphertext: Set(Some(sealed)),
         kek_version: Set(Some(kek as i32)),
+        first_answer: Set(Some(outcome.as_str().to_owned())),
+        message_digest: Set(v.message_digest().map(str::to_owned)),
     })
 }
 
@@ -131,8 +133,10 @@ pub(super) async fn settled(
         return Ok(Outcome::Applied { event_id: event_id.to_owned() });
     }
     let ep = v.endpoint();
+    let stale = || sea_orm::sea_query::Expr::value(ClaimOutcome::StaleTransition.as_str());
     inbox_claim::Entity::update_many()
-        .col_expr(inbox_claim::Column::Outcome, sea_orm::sea_query::Expr::value(ClaimOutcome::StaleTransition.as_str()))
+        .col_expr(inbox_claim::Column::Outcome, stale())
+        .col_expr(inbox_claim::Column::FirstAnswer, stale())
         .filter(inbox_claim::Column::TenantId.eq(&ep.tenant_id))
         .filter(inbox_claim::Column::EndpointId.eq(&ep.endpoint_id))
         .filter(inbox_claim::Column::EventId.eq(event_id))

@@ -232,11 +232,8 @@ fn view(j: job::Model, now: i64) -> RewrapView {
 /// The job as seen with a runner silent for `stale_ms` reading as
 /// interrupted.
 fn view_after(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
-    let status = if j.status == RUNNING && now - j.updated_at > stale_ms {
-        INTERRUPTED.to_owned()
-    } else {
-        j.status.clone()
-    };
+    let status =
+        if j.status == RUNNING && now - j.updated_at > stale_ms { INTERRUPTED.to_owned() } else { j.status.clone() };
     RewrapView {
         id: j.id,
         target_version: j.target_version as u32,

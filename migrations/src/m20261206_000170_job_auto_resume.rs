@@ -43,12 +43,15 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.alter_table(Table::alter().table(BulkReleases::Table).add_column(text_null(BulkReleases::Authority)).to_owned())
-            .await
+        m.alter_table(
+            Table::alter().table(BulkReleases::Table).add_column(text_null(BulkReleases::Authority)).to_owned(),
+        )
+        .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table(BulkReleases::Table).drop_column(BulkReleases::Authority).to_owned()).await?;
+        m.alter_table(Table::alter().table(BulkReleases::Table).drop_column(BulkReleases::Authority).to_owned())
+            .await?;
         m.alter_table(Table::alter().table(BulkReleases::Table).drop_column(BulkReleases::AutoResumes).to_owned())
             .await?;
         m.alter_table(Table::alter().table(KekRewraps::Table).drop_column(KekRewraps::AutoResumes).to_owned()).await

@@ -133,8 +133,7 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     let faults = Faults::default();
     // Started by an API token, which is then revoked.
     let minted = tokens::create(&t.db, &admin(), "pager", Role::Oncall, None).await.unwrap();
-    let pager =
-        Principal { actor: Actor::Token { id: minted.view.id.clone(), name: "pager".into() }, ..oncall() };
+    let pager = Principal { actor: Actor::Token { id: minted.view.id.clone(), name: "pager".into() }, ..oncall() };
     let j = bulk_release::start(&t.db, &pager, &not_found_filter(), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &pager, &j.id, 1).await.unwrap();
     tokens::revoke(&t.db, &admin(), &minted.view.id).await.unwrap();
@@ -161,7 +160,8 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     // A user demoted to reviewer: may no longer triage, so not resumed.
     quarantine_updates_more(&s).await;
     let olga = stored_oncall(t, "olga").await;
-    let filter = domain::quarantine::QuarantineFilter { reason: Some("malformed_envelope".into()), ..not_found_filter() };
+    let filter =
+        domain::quarantine::QuarantineFilter { reason: Some("malformed_envelope".into()), ..not_found_filter() };
     let k = bulk_release::start(&t.db, &olga, &filter, "junk").await.unwrap();
     let patch = users::UserPatch { role: Some(Role::Reviewer), ..Default::default() };
     users::update(&t.db, &admin(), "olga", patch).await.unwrap();

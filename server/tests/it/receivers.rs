@@ -322,10 +322,8 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
     i.cli_json(&["endpoint", "create", TENANT, "hooks", "--scheme", "standard-webhooks"]);
     let key = i.cli_json(&["key", "provision", TENANT, "hooks", "--approve-as", "rita"]);
     let secret = SigningSecret::parse(key["secret"].as_str().unwrap()).unwrap();
-    let token = i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let token =
+        i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
     i.cli_json_stdin(&["user", "create", "root", "--role", "admin"], PASSWORD);
     let db = domain::db::connect(&i.database_url).await.unwrap();
     // A runner silent for 2 s is resumed. The first process works slowly
@@ -375,8 +373,7 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
         .await
         .unwrap();
     assert_eq!(login.status(), 200);
-    let rotated =
-        admin.post(servers[0].url("/fn/rotate_kek")).header("Origin", &servers[0].base).send().await.unwrap();
+    let rotated = admin.post(servers[0].url("/fn/rotate_kek")).header("Origin", &servers[0].base).send().await.unwrap();
     assert!(rotated.status().is_success() || rotated.status().is_redirection(), "{}", rotated.status());
     let kek_total = scalar(&db, "SELECT total AS n FROM kek_rewraps").await;
     assert!(kek_total > ENTRIES, "every stored body and key waits for the rewrap: {kek_total}");
@@ -400,9 +397,10 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
         assert!(killed.elapsed() < Duration::from_secs(30), "the jobs were not resumed and finished in time");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for (action, log) in
-        [("quarantine.bulk_release.resume", "resumed a stopped bulk release"), ("kek.rewrap.resume", "resumed a stopped KEK rewrap")]
-    {
+    for (action, log) in [
+        ("quarantine.bulk_release.resume", "resumed a stopped bulk release"),
+        ("kek.rewrap.resume", "resumed a stopped KEK rewrap"),
+    ] {
         let resumes = audits(&db, action).await;
         assert_eq!(resumes.len(), 1, "{action}: resumed once: {resumes:?}");
         let (kind, after) = &resumes[0];
@@ -424,9 +422,8 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
         .collect();
     assert_eq!(counts, vec![ENTRIES, ENTRIES, 0, 0]);
     assert_eq!(row.try_get::<i32>("", "auto_resumes").unwrap(), 1);
-    let items = format!(
-        "SELECT COUNT(*) AS n FROM bulk_release_items WHERE job_id = '{bulk_id}' AND outcome = 'released'"
-    );
+    let items =
+        format!("SELECT COUNT(*) AS n FROM bulk_release_items WHERE job_id = '{bulk_id}' AND outcome = 'released'");
     assert_eq!(scalar(&db, &items).await, ENTRIES, "each entry's outcome recorded once");
     let released = "SELECT COUNT(*) AS n FROM quarantine WHERE status = 'released'";
     assert_eq!(scalar(&db, released).await, ENTRIES);

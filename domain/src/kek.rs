@@ -11,7 +11,8 @@
 //! each row is updated only if it still holds the version that was read, so
 //! a concurrent purge (which nulls a body) or another writer wins. One job
 //! runs at a time (a partial unique index); a job whose runner stopped
-//! reporting reads as interrupted and can be resumed.
+//! reporting reads as interrupted and can be resumed, by an admin or, a
+//! bounded number of times, by the system ([`resume_stale`]).
 //!
 //! A version can be retired only when no row of any source still uses it,
 //! it is not the newest, and the newest is old enough that every instance
@@ -35,14 +36,21 @@ use crate::{
     entity::{kek_retirement, kek_rewrap as job, kek_version},
     error::{DomainError, DomainResult},
     ids,
+    receiver::faults::Faults,
     vault::Vault,
 };
 
 /// Rows read per window of a rewrap.
 pub const WINDOW: u64 = 1000;
 /// A running rewrap whose runner has not reported for this long reads as
-/// interrupted.
+/// interrupted (the automatic resume's threshold is `serve
+/// --kek-stale-secs`, by default this).
 pub const STALE_AFTER_MS: i64 = 60_000;
+/// The system resumes a job on its own at most this many times in a row
+/// (counted in `auto_resumes`, which a person's start or resume sets back to
+/// zero), so a job that fails, or kills its process, every time stops
+/// looping and waits for a person.
+pub const MAX_AUTO_RESUMES: i32 = 3;
 /// The newest version must be at least this old before an older one can be
 /// retired: every instance has reloaded the ring by then.
 pub const RETIRE_AFTER_NEWEST_MS: i64 = 60_000;
@@ -218,11 +226,14 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: 
 }
 
 fn view(j: job::Model, now: i64) -> RewrapView {
-    let status = if j.status == RUNNING && now - j.updated_at > STALE_AFTER_MS {
-        INTERRUPTED.to_owned()
-    } else {
-        j.status.clone()
-    };
+    view_after(j, now, STALE_AFTER_MS)
+}
+
+/// The job as seen with a runner silent for `stale_ms` reading as
+/// interrupted.
+fn view_after(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
+    let status =
+        if j.status == RUNNING && now - j.updated_at > stale_ms { INTERRUPTED.to_owned() } else { j.status.clone() };
     RewrapView {
         id: j.id,
         target_version: j.target_version as u32,
@@ -246,7 +257,7 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, id: &str) -> Do
     Ok(view(j, clock::now_ms()))
 }
 
-fn open_err(e: crate::vault::VaultOpenError) -> DomainError {
+pub(crate) fn open_err(e: crate::vault::VaultOpenError) -> DomainError {
     use crate::vault::VaultOpenError;
     match e {
         VaultOpenError::Db(d) => DomainError::Db(d),
@@ -276,7 +287,7 @@ pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principa
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j).await.map(|rewrap| Rotation {
+        return resume_job(db, &auth, j, Resumer::Person).await.map(|rewrap| Rotation {
             kek_version: rewrap.target_version,
             added_version: false,
             rewrap,
@@ -321,7 +332,7 @@ pub async fn start_rewrap(db: &DatabaseConnection, vault: &Vault, principal: &Pr
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j).await;
+        return resume_job(db, &auth, j, Resumer::Person).await;
     }
     let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;
     create_job(db, &auth, newest).await
@@ -332,7 +343,50 @@ pub async fn start_rewrap(db: &DatabaseConnection, vault: &Vault, principal: &Pr
 pub async fn resume(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<RewrapView> {
     let auth = authorize(principal)?;
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    resume_job(db, &auth, j).await
+    resume_job(db, &auth, j, Resumer::Person).await
+}
+
+/// The system's automatic resume (run by one process at a time, under the
+/// `job_resume` lease): takes the latest job over if its runner has been
+/// silent for `stale_ms` (a `running` job whose process died, or a `failed`
+/// one, which so waits as long before it is tried again) and the system has
+/// resumed it fewer than [`MAX_AUTO_RESUMES`] times in a row. The take-over
+/// is the one a person's Resume makes (of two resumers, one wins; a runner
+/// that was only slow stops at its next window), audited as
+/// `kek.rewrap.resume` by `system` with `"automatic": true`, the previous
+/// runner and `process` (the resuming process). `None`: nothing to resume,
+/// or another resumer won. The caller runs the job ([`spawn`]).
+pub async fn resume_stale(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    stale_ms: i64,
+    process: &str,
+) -> DomainResult<Option<RewrapView>> {
+    let Some(j) = unfinished(db).await? else { return Ok(None) };
+    let silent = clock::now_ms() - j.updated_at > stale_ms;
+    if !silent || j.auto_resumes >= MAX_AUTO_RESUMES || !(j.status == RUNNING || j.status == FAILED) {
+        return Ok(None);
+    }
+    // A rewrap is an admin's job; resuming it is the system's own action.
+    let auth = authorize(&Principal::system())?;
+    // Seal under the newest version even if another process added it since
+    // this one's last ring refresh.
+    vault.refresh(db).await.map_err(open_err)?;
+    match resume_job(db, &auth, j, Resumer::System { process, stale_ms }).await {
+        Ok(v) => Ok(Some(v)),
+        Err(DomainError::Conflict { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Who takes a job over.
+#[derive(Clone, Copy)]
+enum Resumer<'a> {
+    /// An admin (Resume, `kek rewrap`, `kek rotate`): the job's budget of
+    /// automatic resumes starts again.
+    Person,
+    /// The automatic resume in `process`, the runner silent for `stale_ms`.
+    System { process: &'a str, stale_ms: i64 },
 }
 
 /// The latest job if it has not finished: running (perhaps stale) or failed.
@@ -340,8 +394,17 @@ async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>>
     Ok(job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.filter(|j| j.status != FINISHED))
 }
 
-async fn resume_job(db: &DatabaseConnection, auth: &Authorized, j: job::Model) -> DomainResult<RewrapView> {
-    match view(j.clone(), clock::now_ms()).status.as_str() {
+async fn resume_job(
+    db: &DatabaseConnection,
+    auth: &Authorized,
+    j: job::Model,
+    by: Resumer<'_>,
+) -> DomainResult<RewrapView> {
+    let stale_ms = match by {
+        Resumer::Person => STALE_AFTER_MS,
+        Resumer::System { stale_ms, .. } => stale_ms,
+    };
+    match view_after(j.clone(), clock::now_ms(), stale_ms).status.as_str() {
         INTERRUPTED | FAILED => {}
         FINISHED => return Err(DomainError::conflict("rewrap_finished", "this rewrap has finished")),
         _ => {
@@ -351,12 +414,17 @@ async fn resume_job(db: &DatabaseConnection, auth: &Authorized, j: job::Model) -
             ));
         }
     }
+    let auto_resumes = match by {
+        Resumer::Person => Expr::value(0),
+        Resumer::System { .. } => Expr::col(job::Column::AutoResumes).add(1),
+    };
     let txn = db::begin_write(db).await?;
     let taken = job::Entity::update_many()
         .col_expr(job::Column::Runner, Expr::value(ids::new_id()))
         .col_expr(job::Column::Status, Expr::value(RUNNING))
         .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
         .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+        .col_expr(job::Column::AutoResumes, auto_resumes)
         .filter(job::Column::Id.eq(&j.id))
         .filter(job::Column::Status.eq(&j.status))
         .filter(job::Column::UpdatedAt.eq(j.updated_at))
@@ -368,9 +436,13 @@ async fn resume_job(db: &DatabaseConnection, auth: &Authorized, j: job::Model) -
         return Err(DomainError::conflict("rewrap_in_progress", "someone else resumed this rewrap"));
     }
     let version = j.target_version.to_string();
-    let change =
-        kek_change("kek.rewrap.resume", &version, None, json!({"job": j.id, "source": j.source, "scanned": j.scanned}));
-    audit::record(&txn, auth.actor(), change).await?;
+    let mut after = json!({"job": j.id, "source": j.source, "scanned": j.scanned, "previous_runner": j.runner});
+    if let Resumer::System { process, .. } = by {
+        after["automatic"] = json!(true);
+        after["process"] = json!(process);
+        after["previous_status"] = json!(j.status);
+    }
+    audit::record(&txn, auth.actor(), kek_change("kek.rewrap.resume", &version, None, after)).await?;
     txn.commit().await?;
     let j = job::Entity::find_by_id(j.id).one(db).await?.ok_or(DomainError::NotFound)?;
     Ok(view(j, clock::now_ms()))
@@ -396,6 +468,7 @@ async fn create_job(db: &DatabaseConnection, auth: &Authorized, target: u32) -> 
         created_at: Set(now),
         updated_at: Set(now),
         finished_at: Set(None),
+        auto_resumes: Set(0),
     })
     .exec_without_returning(&txn)
     .await
@@ -429,14 +502,31 @@ pub async fn run(
     db: &DatabaseConnection,
     vault: &Vault,
     id: &str,
+    progress: impl FnMut(&RewrapView),
+) -> DomainResult<RewrapView> {
+    run_paced(db, vault, id, &Faults::default(), progress).await
+}
+
+/// [`run`], with the test fault points `kek_window_rows` (windows of that
+/// many rows) and `stall_kek_window_ms` (a pause after each window), so a
+/// test can kill a runner midway.
+async fn run_paced(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    id: &str,
+    faults: &Faults,
     mut progress: impl FnMut(&RewrapView),
 ) -> DomainResult<RewrapView> {
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
     let runner = j.runner.clone();
+    let window = faults.kek_window_rows.unwrap_or(WINDOW);
     loop {
-        match step(db, vault, id, &runner, WINDOW).await {
+        match step(db, vault, id, &runner, window).await {
             Ok(Some(v)) => {
                 progress(&v);
+                if let Some(pause) = faults.stall_kek_window.filter(|_| v.status == RUNNING) {
+                    tokio::time::sleep(pause).await;
+                }
                 if v.status != RUNNING {
                     return Ok(v);
                 }
@@ -461,10 +551,12 @@ pub async fn run(
     }
 }
 
-/// [`run`] on a tokio task (the console's Rewrap and Resume buttons).
-pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, id: String) {
+/// [`run`] on a tokio task (the console's Rewrap and Resume buttons, the
+/// automatic resume). `faults` (tests only) may slow it down.
+pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, id: String, faults: &Faults) {
+    let faults = faults.clone();
     tokio::spawn(async move {
-        if let Err(e) = run(&db, &vault, &id, |_| {}).await {
+        if let Err(e) = run_paced(&db, &vault, &id, &faults, |_| {}).await {
             tracing::warn!(job = %id, error = %e, "KEK rewrap stopped");
         }
     });

@@ -90,6 +90,16 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(2..=86_400)
     )]
     pub bulk_stale_secs: u64,
+    /// A running KEK rewrap whose runner has not reported for this long (its
+    /// process died) is resumed by the system (`kek::resume_stale`); a person
+    /// can resume it after a minute.
+    #[arg(
+        long,
+        env = "SIGNET_KEK_STALE_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(2..=86_400)
+    )]
+    pub kek_stale_secs: u64,
     /// How often an idle outbox worker looks for due intents.
     #[arg(long, env = "SIGNET_OUTBOX_POLL_MS", default_value_t = 1000)]
     pub outbox_poll_ms: u64,

@@ -90,6 +90,7 @@ pub async fn check(db: &DbArgs, serve: &ServeArgs) -> Report {
         ("audit_checkpoint_secs", serve.audit_checkpoint_secs.to_string()),
         ("purge_interval_secs", serve.purge_interval_secs.to_string()),
         ("bulk_stale_secs", serve.bulk_stale_secs.to_string()),
+        ("kek_stale_secs", serve.kek_stale_secs.to_string()),
         ("header_timeout_secs", serve.header_timeout_secs.to_string()),
         ("body_timeout_secs", serve.body_timeout_secs.to_string()),
         ("request_timeout_secs", serve.request_timeout_secs.to_string()),

@@ -34,6 +34,9 @@ pub const GAUGE_SAMPLES: &str = "gauge_samples";
 /// Audit chain verification (it moves the shared verification mark), the
 /// key expiry sweep and the sign-in throttle sweep.
 pub const MAINTENANCE: &str = "maintenance";
+/// The automatic resume of stopped KEK rewraps and bulk releases
+/// (`resume_task`).
+pub const JOB_RESUME: &str = "job_resume";
 
 #[derive(Clone, Copy)]
 struct Tenure {

@@ -16,6 +16,7 @@ mod metrics;
 mod otel;
 mod outbox_worker;
 mod purge_task;
+mod resume_task;
 mod serve;
 
 use std::process::ExitCode;

@@ -129,6 +129,18 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let (purge_lease, purge_keeper) = keep(crate::job_lease::RETENTION_PURGE).await;
     let (gauge_lease, gauge_keeper) = keep(crate::job_lease::GAUGE_SAMPLES).await;
     let (maintenance_lease, maintenance_keeper) = keep(crate::job_lease::MAINTENANCE).await;
+    let (resume_lease, resume_keeper) = keep(crate::job_lease::JOB_RESUME).await;
+    let resumer = crate::resume_task::spawn(
+        db.clone(),
+        vault.clone(),
+        faults.clone(),
+        resume_lease,
+        crate::resume_task::StaleAfter {
+            kek_ms: (args.kek_stale_secs * 1000) as i64,
+            bulk_ms: (args.bulk_stale_secs * 1000) as i64,
+        },
+        holder.clone(),
+    );
     let worker = crate::outbox_worker::spawn(
         db.clone(),
         vault.clone(),
@@ -214,6 +226,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     // Their database work is transactional: stopped at an await, a
     // transaction rolls back whole.
     background.abort();
+    resumer.abort();
     anchors.abort();
     flusher.abort();
     let safe_point = async {
@@ -226,7 +239,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
             tracing::error!(error = %e, "final telemetry flush failed");
         }
         // Released, so another process takes the jobs at once.
-        for keeper in [relay_keeper, purge_keeper, gauge_keeper, maintenance_keeper] {
+        for keeper in [relay_keeper, purge_keeper, gauge_keeper, maintenance_keeper, resume_keeper] {
             keeper.stop().await;
         }
     };

@@ -25,7 +25,7 @@ pub async fn rotate_kek() -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
     let rotation = domain::kek::rotate(&st.db, &st.vault, &p).await?;
-    domain::kek::spawn(st.db.clone(), st.vault.clone(), rotation.rewrap.id);
+    domain::kek::spawn(st.db.clone(), st.vault.clone(), rotation.rewrap.id, &st.faults);
     leptos_axum::redirect("/kek");
     Ok(())
 }
@@ -37,7 +37,7 @@ pub async fn start_rewrap() -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
     let job = domain::kek::start_rewrap(&st.db, &st.vault, &p).await?;
-    domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id);
+    domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id, &st.faults);
     leptos_axum::redirect("/kek");
     Ok(())
 }
@@ -47,7 +47,7 @@ pub async fn resume_rewrap(id: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
     let job = domain::kek::resume(&st.db, &p, &id).await?;
-    domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id);
+    domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id, &st.faults);
     leptos_axum::redirect("/kek");
     Ok(())
 }

@@ -29,6 +29,14 @@ pub struct Model {
     /// Bumped after every entry: the runner's heartbeat.
     pub updated_at: i64,
     pub finished_at: Option<i64>,
+    /// Automatic resumes since a person last started or resumed the job
+    /// (`bulk_release::resume_stale`): bounded, so a failing job does not
+    /// loop.
+    pub auto_resumes: i32,
+    /// The actor (JSON) whose rights the runner re-reads each round: the
+    /// starter, or the person who last resumed the job. `None` for jobs
+    /// started before it was stored: only a person resumes those.
+    pub authority: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

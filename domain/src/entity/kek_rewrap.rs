@@ -27,6 +27,9 @@ pub struct Model {
     /// The heartbeat: moves with every batch.
     pub updated_at: i64,
     pub finished_at: Option<i64>,
+    /// Automatic resumes since a person last started or resumed the job
+    /// (`kek::resume_stale`): bounded, so a failing job does not loop.
+    pub auto_resumes: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

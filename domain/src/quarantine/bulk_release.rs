@@ -11,12 +11,16 @@
 //!
 //! A runner that dies (the process is killed) leaves the job `running` with
 //! a stale heartbeat; it then reads as `interrupted` and anyone allowed to
-//! triage can [`resume`] it.
+//! triage can [`resume`] it. The system resumes it too ([`resume_stale`]), a
+//! bounded number of times, under the job's authority re-read: the rights
+//! of whoever started it (or last resumed it by hand) as they are now,
+//! never more.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    sea_query::{Expr, ExprTrait},
 };
 use serde_json::json;
 
@@ -27,7 +31,7 @@ use super::{
 };
 use crate::{
     audit::{self, Change},
-    auth::{self, Permission, Principal, Scope},
+    auth::{self, Actor, Authorized, Permission, Principal, Scope},
     clock, db,
     entity::{bulk_release as job, bulk_release_item as item, quarantine_entry as entry},
     error::{DomainError, DomainResult},
@@ -43,6 +47,13 @@ pub const MAX_ENTRIES: u64 = 10_000;
 /// By default, a running job whose runner has not reported for this long
 /// reads as interrupted (`signet serve --bulk-stale-secs`).
 pub const DEFAULT_STALE_AFTER_MS: i64 = 60_000;
+/// The system resumes a job on its own at most this many times in a row
+/// (counted in `auto_resumes`, which a person's start or resume sets back to
+/// zero), so a job that fails, or kills its process, every time stops
+/// looping and waits for a person.
+pub const MAX_AUTO_RESUMES: i32 = 3;
+/// Stale jobs looked at per automatic resume round.
+const STALE_BATCH: u64 = 20;
 /// Entries fetched per round by the runner.
 const ROUND: u64 = 50;
 /// Still-failing entries listed in a job's view.
@@ -103,6 +114,8 @@ pub async fn start(
         created_at: Set(now),
         updated_at: Set(now),
         finished_at: Set(None),
+        auto_resumes: Set(0),
+        authority: Set(Some(authority_json(auth.actor()))),
     })
     .exec_without_returning(&txn)
     .await?;
@@ -317,33 +330,154 @@ pub async fn resume(
             return Err(DomainError::conflict("bulk_release_running", "this bulk release is still running"));
         }
     }
-    let txn = db::begin_write(db).await?;
-    // Compare-and-set on the heartbeat: of two engineers resuming at once,
-    // one takes the job over.
-    let taken = job::Entity::update_many()
+    if !take_over(db, &auth, &j, Resumer::Person).await? {
+        return Err(DomainError::conflict("bulk_release_running", "someone else resumed this bulk release"));
+    }
+    spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned(), faults);
+    get(db, principal, job_id, stale_ms).await
+}
+
+/// Who takes a job over.
+#[derive(Clone, Copy)]
+enum Resumer<'a> {
+    /// A person with triage rights: the job runs under their rights from
+    /// now on, and its budget of automatic resumes starts again.
+    Person,
+    /// The automatic resume in `process`: the job keeps its authority.
+    System { process: &'a str },
+}
+
+/// Gives `j` a new runner if it is still as it was read (a compare-and-set
+/// on its status and heartbeat: of two resumers, one wins; a runner that was
+/// only slow stops at its next round), and audits the resume. `auth` is the
+/// resumer's, or for the system the job's authority re-checked. `false`:
+/// someone else resumed it, or its runner reported meanwhile.
+async fn take_over(db: &DatabaseConnection, auth: &Authorized, j: &job::Model, by: Resumer<'_>) -> DomainResult<bool> {
+    let mut update = job::Entity::update_many()
         .col_expr(job::Column::Runner, Expr::value(ids::new_id()))
         .col_expr(job::Column::Status, Expr::value(RUNNING))
         .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
-        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
-        .filter(job::Column::Id.eq(job_id))
+        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()));
+    let mut after = json!({"processed": j.processed, "total": j.total, "previous_runner": j.runner});
+    let actor = match by {
+        Resumer::Person => {
+            update = update
+                .col_expr(job::Column::AutoResumes, Expr::value(0))
+                .col_expr(job::Column::Authority, Expr::value(Some(authority_json(auth.actor()))));
+            auth.actor()
+        }
+        Resumer::System { process } => {
+            update = update.col_expr(job::Column::AutoResumes, Expr::col(job::Column::AutoResumes).add(1));
+            after["automatic"] = json!(true);
+            after["process"] = json!(process);
+            after["previous_status"] = json!(j.status);
+            after["authority"] = json!(auth.actor());
+            &Actor::System
+        }
+    };
+    let txn = db::begin_write(db).await?;
+    let taken = update
+        .filter(job::Column::Id.eq(&j.id))
         .filter(job::Column::Status.eq(&j.status))
         .filter(job::Column::UpdatedAt.eq(j.updated_at))
         .exec(&txn)
         .await?;
     if taken.rows_affected == 0 {
         txn.rollback().await?;
-        return Err(DomainError::conflict("bulk_release_running", "someone else resumed this bulk release"));
+        return Ok(false);
     }
-    let after = json!({"processed": j.processed, "total": j.total});
-    audit::record(
-        &txn,
-        auth.actor(),
-        job_change("quarantine.bulk_release.resume", job_id, j.tenant_id.as_deref(), after),
-    )
-    .await?;
+    audit::record(&txn, actor, job_change("quarantine.bulk_release.resume", &j.id, j.tenant_id.as_deref(), after))
+        .await?;
     txn.commit().await?;
-    spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned(), faults);
-    get(db, principal, job_id, stale_ms).await
+    Ok(true)
+}
+
+/// The system's automatic resume (run by one process at a time, under the
+/// `job_resume` lease): takes over the jobs whose runner has been silent for
+/// `stale_ms` (a `running` job whose process died, or a `failed` one, which
+/// so waits as long before it is tried again) and that the system has
+/// resumed fewer than [`MAX_AUTO_RESUMES`] times in a row, and runs each in
+/// this process. Each runs under its authority as it is now: if that user
+/// or token is disabled, revoked, or may no longer triage the job's events,
+/// the job is marked `failed` (saying why) and left to a person, exactly as
+/// its runner would stop it at its next round. Returns the ids resumed (a
+/// job another resumer won is not among them).
+pub async fn resume_stale(
+    db: &DatabaseConnection,
+    vault: &Arc<Vault>,
+    stale_ms: i64,
+    process: &str,
+    faults: &Faults,
+) -> DomainResult<Vec<String>> {
+    let stale = job::Entity::find()
+        .filter(job::Column::Status.is_in([RUNNING, FAILED]))
+        .filter(job::Column::UpdatedAt.lt(clock::now_ms() - stale_ms))
+        .filter(job::Column::AutoResumes.lt(MAX_AUTO_RESUMES))
+        .filter(job::Column::Authority.is_not_null())
+        .order_by_asc(job::Column::UpdatedAt)
+        .limit(STALE_BATCH)
+        .all(db)
+        .await?;
+    if stale.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A release seals (outbox payloads): under the newest version, even if
+    // another process added it since this one's last ring refresh.
+    vault.refresh(db).await.map_err(crate::kek::open_err)?;
+    let mut resumed = Vec::new();
+    for j in stale {
+        let principal = match authority(db, &j).await? {
+            Ok(p) => p,
+            Err(why) => {
+                give_up(db, &j, &why).await?;
+                continue;
+            }
+        };
+        let Ok(auth) = principal.authorize(Permission::TriageEvents, scope_of(&j)) else {
+            give_up(db, &j, "its authority may no longer triage these events").await?;
+            continue;
+        };
+        if take_over(db, &auth, &j, Resumer::System { process }).await? {
+            spawn(db.clone(), vault.clone(), principal, j.id.clone(), faults);
+            resumed.push(j.id);
+        }
+    }
+    Ok(resumed)
+}
+
+/// The job's authority as it stands now; `Err` says why it has none.
+async fn authority(db: &DatabaseConnection, j: &job::Model) -> DomainResult<Result<Principal, String>> {
+    let Some(actor) = j.authority.as_deref().and_then(|a| serde_json::from_str::<Actor>(a).ok()) else {
+        return Ok(Err("its authority is not recorded".to_owned()));
+    };
+    match auth::of_actor(db, &actor).await {
+        Ok(p) => Ok(Ok(p)),
+        Err(DomainError::Db(e)) => Err(DomainError::Db(e)),
+        Err(_) => Ok(Err(format!("{} {} is disabled, revoked or gone", actor.kind(), actor.name()))),
+    }
+}
+
+/// Stops a stale job the system may not resume: `failed`, saying `why`, and
+/// with no automatic resumes left (a person may still resume it). Only if
+/// it is still as it was read.
+async fn give_up(db: &DatabaseConnection, j: &job::Model, why: &str) -> DomainResult<()> {
+    tracing::warn!(job = %j.id, reason = why, "bulk release not resumed automatically");
+    job::Entity::update_many()
+        .col_expr(job::Column::Status, Expr::value(FAILED))
+        .col_expr(job::Column::Error, Expr::value(format!("not resumed automatically: {why}")))
+        .col_expr(job::Column::AutoResumes, Expr::value(MAX_AUTO_RESUMES))
+        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
+        .filter(job::Column::Id.eq(&j.id))
+        .filter(job::Column::Status.eq(&j.status))
+        .filter(job::Column::UpdatedAt.eq(j.updated_at))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// How a job stores its authority.
+fn authority_json(actor: &Actor) -> String {
+    serde_json::to_string(actor).expect("an actor serializes")
 }
 
 /// One job with its still-failing entries.

@@ -10,8 +10,8 @@
 //! The setting is a comma-separated list without spaces, for example
 //! `SIGNET_FAULTS=stall_effect_ms=30000,transient=1`; the names are
 //! `stall_effect_ms`, `stall_after_commit_ms`, `transient`,
-//! `stall_after_send_ms`, `stall_bulk_entry_ms`, `lost_commit_answers` and
-//! `job_step_ms`.
+//! `stall_after_send_ms`, `stall_bulk_entry_ms`, `lost_commit_answers`,
+//! `job_step_ms`, `kek_window_rows` and `stall_kek_window_ms`.
 
 use std::{
     sync::{
@@ -75,6 +75,11 @@ pub struct Faults {
     /// Leased background jobs: hold each step this long and log when it
     /// begins and ends, so a test can check no two processes overlap.
     pub job_step: Option<Duration>,
+    /// KEK rewrap: windows of this many rows instead of `kek::WINDOW`.
+    pub kek_window_rows: Option<u64>,
+    /// KEK rewrap: sleep after each window, so a test can kill the runner
+    /// midway.
+    pub stall_kek_window: Option<Duration>,
 }
 
 impl Faults {
@@ -90,6 +95,8 @@ impl Faults {
                 Some(("stall_after_send_ms", v)) => f.stall_after_send = v.parse().ok().map(Duration::from_millis),
                 Some(("stall_bulk_entry_ms", v)) => f.stall_bulk_entry = v.parse().ok().map(Duration::from_millis),
                 Some(("job_step_ms", v)) => f.job_step = v.parse().ok().map(Duration::from_millis),
+                Some(("kek_window_rows", v)) => f.kek_window_rows = v.parse().ok().filter(|n| *n > 0),
+                Some(("stall_kek_window_ms", v)) => f.stall_kek_window = v.parse().ok().map(Duration::from_millis),
                 Some(("lost_commit_answers", v)) => {
                     f.lost_commit_answers = Arc::new(AtomicU32::new(v.parse().unwrap_or(0)))
                 }
@@ -102,6 +109,8 @@ impl Faults {
             || f.stall_after_send.is_some()
             || f.stall_bulk_entry.is_some()
             || f.job_step.is_some()
+            || f.kek_window_rows.is_some()
+            || f.stall_kek_window.is_some()
             || f.lost_commit_answers.load(Ordering::Relaxed) > 0
         {
             tracing::warn!(?f, "test fault points are active (SIGNET_FAULTS)");

@@ -36,7 +36,7 @@ async fn send(s: &Setup, body: &[u8], msg: &str) -> Outcome {
 
 /// `n` reminder updates that arrive before their reminders: quarantined
 /// `reminder_not_found`, event ids `upd-0`…
-async fn quarantine_updates(s: &Setup, n: usize) {
+pub(crate) async fn quarantine_updates(s: &Setup, n: usize) {
     for i in 0..n {
         let body = json!({"type": "reminder.scheduled", "data": {"reminder_id": format!("r-{i}")}}).to_string();
         assert!(matches!(send(s, body.as_bytes(), &format!("upd-{i}")).await, Outcome::Quarantined { .. }));
@@ -44,13 +44,13 @@ async fn quarantine_updates(s: &Setup, n: usize) {
 }
 
 /// The missing reminders arrive, so those updates can apply.
-async fn create_reminders(s: &Setup, ids: std::ops::Range<usize>) {
+pub(crate) async fn create_reminders(s: &Setup, ids: std::ops::Range<usize>) {
     for i in ids {
         assert!(matches!(send(s, &created(&format!("r-{i}")), &format!("new-{i}")).await, Outcome::Applied { .. }));
     }
 }
 
-fn not_found_filter() -> QuarantineFilter {
+pub(crate) fn not_found_filter() -> QuarantineFilter {
     QuarantineFilter {
         tenant: Some("clinic-a".into()),
         reason: Some("reminder_not_found".into()),
@@ -65,13 +65,13 @@ async fn entry_of(t: &TestDb, event_id: &str) -> quarantine::QuarantineView {
     all.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
 }
 
-async fn audit_count(t: &TestDb, action: &str) -> u64 {
+pub(crate) async fn audit_count(t: &TestDb, action: &str) -> u64 {
     audit_entry::Entity::find().filter(audit_entry::Column::Action.eq(action)).count(&t.db).await.unwrap()
 }
 
 /// A real on-call user: spawned runners re-read their principal from the
 /// database each round.
-async fn stored_oncall(t: &TestDb, name: &str) -> domain::auth::Principal {
+pub(crate) async fn stored_oncall(t: &TestDb, name: &str) -> domain::auth::Principal {
     let u = users::create(
         &t.db,
         &admin(),

@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// Every sealed row opens with a vault loaded afresh from the database.
-async fn everything_opens(t: &TestDb) -> usize {
+pub(crate) async fn everything_opens(t: &TestDb) -> usize {
     let fresh = domain::startup::open_vault(&t.db, MasterKey::from_base64(&t.master_b64).unwrap()).await.unwrap();
     let ring = fresh.ring();
     let mut n = 0;
@@ -52,7 +52,7 @@ async fn everything_opens(t: &TestDb) -> usize {
 }
 
 /// Rows per version across every source.
-async fn by_version(t: &TestDb) -> std::collections::BTreeMap<u32, u64> {
+pub(crate) async fn by_version(t: &TestDb) -> std::collections::BTreeMap<u32, u64> {
     let mut out = std::collections::BTreeMap::new();
     for ((_, v), n) in kek::counts(&t.db).await.unwrap() {
         *out.entry(v).or_default() += n;
@@ -62,7 +62,7 @@ async fn by_version(t: &TestDb) -> std::collections::BTreeMap<u32, u64> {
 
 /// A registry, events with bodies, outbox intents (an OTP among them) and
 /// the service keys, all under version 1.
-async fn fill(t: &TestDb) -> usize {
+pub(crate) async fn fill(t: &TestDb) -> usize {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     for i in 0..5 {
         keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending)

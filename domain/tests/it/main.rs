@@ -13,6 +13,7 @@ mod evidence_binding;
 mod findings;
 mod fixtures;
 mod job_lease;
+mod job_resume;
 mod kek;
 mod keys;
 mod operations;

@@ -290,3 +290,150 @@ async fn each_job_runs_in_one_process_at_a_time_and_moves_when_its_holder_is_kil
         assert!(after > before, "{job} resumed under a new epoch ({before} then {after})");
     }
 }
+
+/// Posts `body` as event `id` to `base`, signed now; `true` when 2xx.
+async fn post_body(c: &reqwest::Client, base: &str, secret: &SigningSecret, id: &str, body: &str) -> bool {
+    let ts = domain::clock::now_ms() / 1000;
+    let mut r = c.post(format!("{base}/hooks/{TENANT}/hooks")).body(body.to_owned());
+    for (h, v) in signature::sign(Scheme::StandardWebhooks, secret, body.as_bytes(), ts, id).unwrap() {
+        r = r.header(h, v);
+    }
+    r.send().await.is_ok_and(|res| res.status().is_success())
+}
+
+/// The audit entries of `action`: (actor kind, after).
+async fn audits(db: &DatabaseConnection, action: &str) -> Vec<(String, Value)> {
+    let sql = format!("SELECT actor_kind, after FROM audit_log WHERE action = '{action}' ORDER BY seq");
+    let rows = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql)).await.unwrap();
+    rows.iter()
+        .map(|r| {
+            let after: String = r.try_get("", "after").unwrap();
+            (r.try_get("", "actor_kind").unwrap(), serde_json::from_str(&after).unwrap())
+        })
+        .collect()
+}
+
+const PASSWORD: &str = "a long enough password";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_own() {
+    let Some(i) = Install::new(Engine::Postgres) else { return };
+    i.cli_json(&["tenant", "create", TENANT]);
+    i.cli_json(&["endpoint", "create", TENANT, "hooks", "--scheme", "standard-webhooks"]);
+    let key = i.cli_json(&["key", "provision", TENANT, "hooks", "--approve-as", "rita"]);
+    let secret = SigningSecret::parse(key["secret"].as_str().unwrap()).unwrap();
+    let token =
+        i.cli_json(&["token", "create", "--name", "pager", "--role", "oncall"])["token"].as_str().unwrap().to_owned();
+    i.cli_json_stdin(&["user", "create", "root", "--role", "admin"], PASSWORD);
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    // A runner silent for 2 s is resumed. The first process works slowly
+    // (windows of two rows, a pause after each window and each entry), so
+    // both jobs are midway when it is killed; the others at full speed.
+    let stale = [("SIGNET_BULK_STALE_SECS", "2"), ("SIGNET_KEK_STALE_SECS", "2")];
+    let slow = ("SIGNET_FAULTS", "stall_bulk_entry_ms=300,kek_window_rows=2,stall_kek_window_ms=300");
+    let mut env: Vec<(&str, &str)> = SHORT_LEASES.to_vec();
+    env.push(("SIGNET_LOG_FORMAT", "json"));
+    env.extend_from_slice(&stale);
+    let mut servers = vec![i.serve_with(&[env.clone(), vec![slow]].concat())];
+    servers.extend((0..2).map(|_| i.serve_with(&env)));
+
+    // Updates that arrive before their reminders are quarantined; then the
+    // reminders arrive, so a release applies each.
+    const ENTRIES: i64 = 20;
+    let c = reqwest::Client::new();
+    for n in 0..ENTRIES {
+        let update = json!({"type": "reminder.scheduled", "data": {"reminder_id": format!("r-{n}")}}).to_string();
+        assert!(post_body(&c, &servers[0].base, &secret, &format!("upd-{n}"), &update).await);
+    }
+    for n in 0..ENTRIES {
+        let created = json!({"type": "reminder.created", "data": {"reminder_id": format!("r-{n}"),
+            "send_at": "2027-01-05T09:00:00Z"}})
+        .to_string();
+        assert!(post_body(&c, &servers[0].base, &secret, &format!("new-{n}"), &created).await);
+    }
+    let notices = "SELECT COUNT(*) AS n FROM outbox_intents WHERE kind = 'reminder_notice'";
+    assert_eq!(scalar(&db, notices).await, 0);
+
+    // Both jobs start in the first process.
+    let res = c
+        .post(servers[0].url("/api/v1/quarantine/bulk-releases"))
+        .bearer_auth(&token)
+        .json(&json!({"filter": {"tenant": TENANT, "reason": "reminder_not_found"}, "reason": "backfilled"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let bulk_id = res.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let admin = servers[0].client();
+    let login = admin
+        .post(servers[0].url("/fn/login"))
+        .header("Origin", &servers[0].base)
+        .form(&[("username", "root"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let rotated = admin.post(servers[0].url("/fn/rotate_kek")).header("Origin", &servers[0].base).send().await.unwrap();
+    assert!(rotated.status().is_success() || rotated.status().is_redirection(), "{}", rotated.status());
+    let kek_total = scalar(&db, "SELECT total AS n FROM kek_rewraps").await;
+    assert!(kek_total > ENTRIES, "every stored body and key waits for the rewrap: {kek_total}");
+
+    // Midway through both, the process dies.
+    let bulk_done = format!("SELECT processed AS n FROM bulk_releases WHERE id = '{bulk_id}'");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while scalar(&db, &bulk_done).await < 2 || scalar(&db, "SELECT scanned AS n FROM kek_rewraps").await < 4 {
+        assert!(Instant::now() < deadline, "the jobs did not get going");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    servers[0].kill9();
+    let killed = Instant::now();
+    let processed_at_kill = scalar(&db, &bulk_done).await;
+    let scanned_at_kill = scalar(&db, "SELECT scanned AS n FROM kek_rewraps").await;
+    assert!(processed_at_kill < ENTRIES && scanned_at_kill < kek_total, "killed midway");
+
+    // Another process resumes each on its own and finishes it.
+    let finished = |table: &str| format!("SELECT COUNT(*) AS n FROM {table} WHERE status = 'finished'");
+    while scalar(&db, &finished("bulk_releases")).await < 1 || scalar(&db, &finished("kek_rewraps")).await < 1 {
+        assert!(killed.elapsed() < Duration::from_secs(30), "the jobs were not resumed and finished in time");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (action, log) in [
+        ("quarantine.bulk_release.resume", "resumed a stopped bulk release"),
+        ("kek.rewrap.resume", "resumed a stopped KEK rewrap"),
+    ] {
+        let resumes = audits(&db, action).await;
+        assert_eq!(resumes.len(), 1, "{action}: resumed once: {resumes:?}");
+        let (kind, after) = &resumes[0];
+        assert_eq!((kind.as_str(), &after["automatic"]), ("system", &json!(true)), "{action}: {after}");
+        assert!(after["previous_runner"].is_string(), "{after}");
+        let by: Vec<usize> = (1..3).filter(|&n| !lines(&servers[n], log).is_empty()).collect();
+        assert_eq!(by.len(), 1, "{action}: one survivor resumed it");
+    }
+
+    // Every entry released once, counted once, one reminder transition each.
+    let job = format!(
+        "SELECT processed, released, already_resolved, still_failing, auto_resumes FROM bulk_releases \
+         WHERE id = '{bulk_id}'"
+    );
+    let row = db.query_one_raw(Statement::from_string(db.get_database_backend(), job)).await.unwrap().unwrap();
+    let counts: Vec<i64> = ["processed", "released", "already_resolved", "still_failing"]
+        .iter()
+        .map(|c| row.try_get::<i64>("", c).unwrap())
+        .collect();
+    assert_eq!(counts, vec![ENTRIES, ENTRIES, 0, 0]);
+    assert_eq!(row.try_get::<i32>("", "auto_resumes").unwrap(), 1);
+    let items =
+        format!("SELECT COUNT(*) AS n FROM bulk_release_items WHERE job_id = '{bulk_id}' AND outcome = 'released'");
+    assert_eq!(scalar(&db, &items).await, ENTRIES, "each entry's outcome recorded once");
+    let released = "SELECT COUNT(*) AS n FROM quarantine WHERE status = 'released'";
+    assert_eq!(scalar(&db, released).await, ENTRIES);
+    assert_eq!(scalar(&db, notices).await, ENTRIES, "one reminder transition each");
+    assert_eq!(audits(&db, "quarantine.release").await.len() as i64, ENTRIES);
+    assert_eq!(audits(&db, "quarantine.bulk_release.finish").await.len(), 1);
+
+    // Every sealed row under the new version, each resealed once.
+    let by_version = domain::kek::counts(&db).await.unwrap();
+    assert!(by_version.keys().all(|(_, v)| *v == 2), "{by_version:?}");
+    let rewrapped = scalar(&db, "SELECT rewrapped AS n FROM kek_rewraps").await;
+    assert_eq!(rewrapped, kek_total, "each row resealed once, none missed");
+}

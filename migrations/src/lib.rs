@@ -38,6 +38,7 @@ mod m20261206_000100_partitioned_logs;
 mod m20261206_000110_job_leases;
 mod m20261206_000121_tenant_keys;
 mod m20261206_000131_public_key_credentials;
+mod m20261206_000150_hmac_profiles;
 
 pub struct Migrator;
 
@@ -74,6 +75,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000110_job_leases::Migration),
             Box::new(m20261206_000121_tenant_keys::Migration),
             Box::new(m20261206_000131_public_key_credentials::Migration),
+            Box::new(m20261206_000150_hmac_profiles::Migration),
         ]
     }
 }

@@ -62,6 +62,7 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await;
@@ -102,6 +103,7 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await;
@@ -118,6 +120,7 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
             event_types: None,
             tolerance_secs: Some(0),
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await;
@@ -149,6 +152,7 @@ db_test!(database_enforces_key_endpoint_tenant_binding, async |t: &TestDb| {
         tolerance_secs: Set(300),
         timestamp_floor: Set(None),
         event_id_fields: Set(None),
+        hmac_profile: Set(None),
         max_body_bytes: Set(1024),
         enabled: Set(true),
         created_at: Set(0),
@@ -203,6 +207,7 @@ db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
         event_types: Some(types.clone()),
         tolerance_secs: None,
         max_body_bytes: None,
+        hmac_profile: None,
     };
     for types in [&long, &invalid] {
         // On-call may not create endpoints: refused as such, whatever the list.

@@ -111,17 +111,32 @@ pub struct KeyFilter {
 
 /// Everything a key's scope consists of; its hash is what gets approved.
 fn scope_value(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> Value {
-    json!({
+    let mut v = json!({
         "tenant_id": t.id, "tenant": t.slug,
         "endpoint_id": e.id, "endpoint": e.slug,
         "scheme": e.scheme,
         "event_types": types.as_slice(),
-    })
+    });
+    if let (Some(digest), Some(o)) = (profile_digest(e), v.as_object_mut()) {
+        o.insert("hmac_profile_sha256".to_owned(), Value::String(digest));
+    }
+    v
+}
+
+/// The SHA-256 of an `hmac` endpoint's stored profile (its canonical JSON,
+/// written once at creation), part of what a key's approval covers.
+fn profile_digest(e: &endpoint::Model) -> Option<String> {
+    e.hmac_profile.as_deref().map(|p| sha256_hex(p.as_bytes()))
 }
 
 pub(crate) fn scope_hash(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> String {
     // Ids, not slugs: a slug could in principle be reused by another row.
-    let canonical = json!([t.id, e.id, e.scheme, types.as_slice()]);
+    // An `hmac` endpoint's profile is in it too, so an approval is for that
+    // profile (the fixed schemes' hashes are as they always were).
+    let canonical = match profile_digest(e) {
+        Some(profile) => json!([t.id, e.id, e.scheme, types.as_slice(), profile]),
+        None => json!([t.id, e.id, e.scheme, types.as_slice()]),
+    };
     sha256_hex(canonical.to_string().as_bytes())
 }
 

@@ -149,8 +149,9 @@ impl HmacProfile {
     pub fn describe(&self) -> String {
         match self.preset {
             Some(p) => format!("hmac preset {}", p.as_str()),
-            None => format!("hmac {} ({:?}, {:?})", self.signature_header, self.algorithm, self.encoding)
-                .to_lowercase(),
+            None => {
+                format!("hmac {} ({:?}, {:?})", self.signature_header, self.algorithm, self.encoding).to_lowercase()
+            }
         }
     }
 }

@@ -19,8 +19,8 @@ use crate::{
     auth::{Permission, Principal, Role, Scope, role_allows},
     clock,
     entity::{
-        api_token, audit_entry, endpoint, kek_version, key_approval, key_failure_rollup, key_use_rollup,
-        signing_key, tenant, user,
+        api_token, audit_entry, endpoint, kek_version, key_approval, key_failure_rollup, key_use_rollup, signing_key,
+        tenant, user,
     },
     error::DomainResult,
     registry::{hmac_profile::HmacProfile, keys, tenants},

@@ -132,6 +132,7 @@ async fn endpoint_with_key<C: ConnectionTrait>(
                 tolerance_secs: 300,
                 timestamp_floor: None,
                 event_id_fields: None,
+                hmac_profile: None,
                 max_body_bytes: 64 * 1024,
                 enabled: true,
                 created_at: now,

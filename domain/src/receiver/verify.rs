@@ -12,7 +12,9 @@ use super::{
 use crate::{
     crypto::{
         profile,
-        signature::{HeaderError, HeaderSource, ParsedSignature, parse_headers, verify_with_key, verify_with_public_key},
+        signature::{
+            HeaderError, HeaderSource, ParsedSignature, parse_headers, verify_with_key, verify_with_public_key,
+        },
     },
     registry::Scheme,
 };

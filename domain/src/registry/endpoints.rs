@@ -189,8 +189,7 @@ pub async fn create(
         }
         (_, None) => (None, None),
     };
-    let tolerance =
-        check_tolerance(profile_tolerance.or(new.tolerance_secs).unwrap_or(DEFAULT_TOLERANCE_SECS))?;
+    let tolerance = check_tolerance(profile_tolerance.or(new.tolerance_secs).unwrap_or(DEFAULT_TOLERANCE_SECS))?;
     let stored_profile = profile
         .as_ref()
         .map(serde_json::to_string)

@@ -19,9 +19,7 @@
 //! A profile is immutable, as an endpoint's scheme is: the keys' four-eyes
 //! approvals were given for this endpoint, and so for this profile.
 
-pub use views::hmac::{
-    HmacAlgorithm, HmacPreset, HmacProfile, HmacProfileBody, SignatureEncoding, SignatureFormat,
-};
+pub use views::hmac::{HmacAlgorithm, HmacPreset, HmacProfile, HmacProfileBody, SignatureEncoding, SignatureFormat};
 
 use crate::error::{DomainError, DomainResult};
 
@@ -65,9 +63,8 @@ pub fn template_pattern() -> String {
 /// A template with at least one `{timestamp}`.
 pub fn timestamped_template_pattern() -> String {
     let p = any_of("timestamp|id");
-    format!(
-        "^({LIT}{p}\\{{timestamp\\}}{LIT}{p}\\{{body\\}}{LIT}{p}|{LIT}{p}\\{{body\\}}{LIT}{p}\\{{timestamp\\}}{LIT}{p})$"
-    )
+    let (ts, body) = ("\\{timestamp\\}", "\\{body\\}");
+    format!("^({LIT}{p}{ts}{LIT}{p}{body}{LIT}{p}|{LIT}{p}{body}{LIT}{p}{ts}{LIT}{p})$")
 }
 
 /// A template without `{timestamp}`.
@@ -133,8 +130,8 @@ pub fn parse_template(template: &str) -> Result<Vec<Part>, String> {
 
 /// The preset's profile.
 pub fn preset(p: HmacPreset) -> HmacProfile {
-    let profile = |header: &str, format, prefix: &str, encoding, content: &str, ts: Option<&str>, id: Option<&str>| {
-        HmacProfile {
+    let profile =
+        |header: &str, format, prefix: &str, encoding, content: &str, ts: Option<&str>, id: Option<&str>| HmacProfile {
             preset: Some(p),
             signature_header: header.to_owned(),
             signature_format: format,
@@ -144,8 +141,7 @@ pub fn preset(p: HmacPreset) -> HmacProfile {
             signed_content: content.to_owned(),
             timestamp_header: ts.map(str::to_owned),
             event_id: id.map(str::to_owned),
-        }
-    };
+        };
     match p {
         HmacPreset::Dvir => profile(
             "X-DVIR-Signature",
@@ -321,8 +317,14 @@ pub fn openapi_schema() -> serde_json::Value {
     // A field absent and a field `null` read the same (serde's `Option`):
     // the branch that does not take a field admits it as `null`.
     const CUSTOM: [&str; 8] = [
-        "signature_header", "signature_format", "prefix", "encoding", "algorithm", "signed_content",
-        "timestamp_header", "event_id",
+        "signature_header",
+        "signature_format",
+        "prefix",
+        "encoding",
+        "algorithm",
+        "signed_content",
+        "timestamp_header",
+        "event_id",
     ];
     let mut preset_props = serde_json::Map::new();
     preset_props.insert("preset".into(), json!({"type": "string", "enum": HmacPreset::ALL.map(HmacPreset::as_str)}));
@@ -444,13 +446,21 @@ mod tests {
             (HmacProfileBody { signed_content: Some("{timestamp}".into()), ..custom() }, "signed_content"),
             (HmacProfileBody { signed_content: Some("{timestamp}{body}{body}".into()), ..custom() }, "signed_content"),
             (
-                HmacProfileBody { signed_content: Some(format!("{{timestamp}}{{body}}{}", "x".repeat(250))), ..custom() },
+                HmacProfileBody {
+                    signed_content: Some(format!("{{timestamp}}{{body}}{}", "x".repeat(250))),
+                    ..custom()
+                },
                 "signed_content",
             ),
             (HmacProfileBody { signed_content: Some("{id}{body}".into()), ..custom() }, "signed_content"),
             (HmacProfileBody { timestamp_header: None, ..custom() }, "timestamp_header"),
             (
-                HmacProfileBody { timestamp_header: None, signed_content: Some("{body}".into()), event_id: None, ..custom() },
+                HmacProfileBody {
+                    timestamp_header: None,
+                    signed_content: Some("{body}".into()),
+                    event_id: None,
+                    ..custom()
+                },
                 "event_id",
             ),
             (HmacProfileBody { event_id: Some("json:/id".into()), ..custom() }, "event_id"),
@@ -459,10 +469,7 @@ mod tests {
             (HmacProfileBody { signature_header: Some("X Sig".into()), ..custom() }, "signature_header"),
             (HmacProfileBody { signature_header: None, ..custom() }, "signature_header"),
             (HmacProfileBody { prefix: Some("a,b".into()), ..custom() }, "prefix"),
-            (
-                HmacProfileBody { signature_format: Some(SignatureFormat::Pairs), ..custom() },
-                "timestamp_header",
-            ),
+            (HmacProfileBody { signature_format: Some(SignatureFormat::Pairs), ..custom() }, "timestamp_header"),
         ];
         for (body, field) in cases {
             let msg = refused(body.clone());
@@ -514,7 +521,9 @@ mod tests {
             assert_eq!(prefix.is_match(p), ok, "{p:?}");
         }
         let source = regex::Regex::new(&event_id_pattern()).unwrap();
-        for s in ["header:X-Id", "json:/id", "json:/a/0/b~1c", "json:/", "json:", "json:id", "json:/a~2", "header:", "x"] {
+        for s in
+            ["header:X-Id", "json:/id", "json:/a/0/b~1c", "json:/", "json:", "json:id", "json:/a~2", "header:", "x"]
+        {
             assert_eq!(source.is_match(s), event_id_source(s).is_ok(), "{s:?}");
         }
     }

@@ -26,7 +26,7 @@ use crate::{
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
     receiver::replay,
-    registry::{Scheme, defaults::horizon_of, endpoints},
+    registry::{defaults::horizon_of, endpoints},
     text::require_reason,
 };
 

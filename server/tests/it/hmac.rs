@@ -217,9 +217,8 @@ both_engines!(hmac_profiles_are_validated_at_creation, async |i: &Install| {
         i.cli_json(&["token", "create", "--name", "root", "--role", "admin"])["token"].as_str().unwrap().to_owned();
     let s = i.serve();
     let api = reqwest::Client::new();
-    let create = |body: Value| {
-        api.post(s.url("/api/v1/tenants/clinic-a/endpoints")).bearer_auth(&token).json(&body).send()
-    };
+    let create =
+        |body: Value| api.post(s.url("/api/v1/tenants/clinic-a/endpoints")).bearer_auth(&token).json(&body).send();
     let full = json!({
         "signature_header": "X-Sig",
         "signature_format": "digest",
@@ -238,25 +237,38 @@ both_engines!(hmac_profiles_are_validated_at_creation, async |i: &Install| {
     let cases = [
         (json!({"slug": "a1", "scheme": "hmac"}), "hmac_profile"),
         (json!({"slug": "a2", "scheme": "stripe", "hmac_profile": {"preset": "dvir"}}), "hmac_profile"),
-        (json!({"slug": "a3", "scheme": "hmac", "hmac_profile": with(json!({"signed_content": "{ts}.{body}"}))}),
-            "hmac_profile.signed_content"),
-        (json!({"slug": "a4", "scheme": "hmac", "hmac_profile": with(json!({"signed_content": "{timestamp}.{body"}))}),
-            "hmac_profile.signed_content"),
+        (
+            json!({"slug": "a3", "scheme": "hmac", "hmac_profile": with(json!({"signed_content": "{ts}.{body}"}))}),
+            "hmac_profile.signed_content",
+        ),
+        (
+            json!({"slug": "a4", "scheme": "hmac",
+                "hmac_profile": with(json!({"signed_content": "{timestamp}.{body"}))}),
+            "hmac_profile.signed_content",
+        ),
         (
             json!({"slug": "a5", "scheme": "hmac",
                 "hmac_profile": with(json!({"signed_content": format!("{{timestamp}}{{body}}{}", "x".repeat(250))}))}),
             "hmac_profile.signed_content",
         ),
-        (json!({"slug": "a6", "scheme": "hmac",
+        (
+            json!({"slug": "a6", "scheme": "hmac",
             "hmac_profile": with(json!({"timestamp_header": null, "signed_content": "{body}"}))}),
-            "hmac_profile.event_id"),
-        (json!({"slug": "a7", "scheme": "hmac",
+            "hmac_profile.event_id",
+        ),
+        (
+            json!({"slug": "a7", "scheme": "hmac",
             "hmac_profile": with(json!({"signed_content": "{id}{timestamp}{body}", "event_id": "json:/id"}))}),
-            "hmac_profile.event_id"),
-        (json!({"slug": "a8", "scheme": "hmac", "hmac_profile": with(json!({"signature_header": "X Sig"}))}),
-            "hmac_profile.signature_header"),
-        (json!({"slug": "a9", "scheme": "hmac", "hmac_profile": {"preset": "dvir", "prefix": "x"}}),
-            "hmac_profile.preset"),
+            "hmac_profile.event_id",
+        ),
+        (
+            json!({"slug": "a8", "scheme": "hmac", "hmac_profile": with(json!({"signature_header": "X Sig"}))}),
+            "hmac_profile.signature_header",
+        ),
+        (
+            json!({"slug": "a9", "scheme": "hmac", "hmac_profile": {"preset": "dvir", "prefix": "x"}}),
+            "hmac_profile.preset",
+        ),
     ];
     for (body, field) in cases {
         let res = create(body.clone()).await.unwrap();

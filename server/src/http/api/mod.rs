@@ -326,10 +326,8 @@ fn hmac_profile_schema(doc: &mut serde_json::Value) {
             props.insert("hmac_profile".to_owned(), json!({"oneOf": [profile, {"type": "null"}]}));
         }
         schema.insert("if".to_owned(), json!({"required": ["scheme"], "properties": {"scheme": {"const": "hmac"}}}));
-        schema.insert(
-            "then".to_owned(),
-            json!({"required": ["hmac_profile"], "properties": {"hmac_profile": profile}}),
-        );
+        schema
+            .insert("then".to_owned(), json!({"required": ["hmac_profile"], "properties": {"hmac_profile": profile}}));
         schema.insert("else".to_owned(), json!({"properties": {"hmac_profile": {"type": "null"}}}));
     }
 }

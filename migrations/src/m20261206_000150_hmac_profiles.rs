@@ -36,6 +36,7 @@ impl MigrationTrait for Migration {
         let c = m.get_connection();
         widen_scheme(c, BEFORE, AFTER).await?;
         c.execute_unprepared("ALTER TABLE endpoints ADD COLUMN hmac_profile text").await?;
+        let source = SOURCE.replace('\'', "''");
         let now_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         c.execute_unprepared(&format!(
@@ -43,7 +44,7 @@ impl MigrationTrait for Migration {
                  (scheme, version, horizon_secs, actor, reason, created_at, source, manual_resend_secs, \
                   manual_resend_source) \
              VALUES ('hmac', 1, {HORIZON_SECS}, 'system', 'scheme hmac introduced (migration 000150)', {now_ms}, \
-                     '{SOURCE}', 0, 'senders differ: set the dedup retention for the sender''s own resend window')"
+                     '{source}', 0, 'senders differ: set the dedup retention for the sender''s own resend window')"
         ))
         .await?;
         Ok(())

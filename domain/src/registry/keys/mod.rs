@@ -245,3 +245,46 @@ async fn retiring_count<C: ConnectionTrait>(conn: &C, endpoint_id: &str, now: i6
         .count(conn)
         .await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `hmac` endpoint's approved scope covers its profile; the fixed
+    /// schemes' hashes are the ones stored before profiles existed.
+    #[test]
+    fn the_scope_hash_covers_an_hmac_profile() {
+        let t = tenant::Model {
+            id: "t1".into(),
+            slug: "clinic-a".into(),
+            name: "A".into(),
+            notify_url: None,
+            created_at: 0,
+            retry_policy: "disabled".into(),
+            synthetic: false,
+        };
+        let e = |scheme: &str, profile: Option<&str>| endpoint::Model {
+            id: "e1".into(),
+            tenant_id: "t1".into(),
+            slug: "hooks".into(),
+            scheme: scheme.into(),
+            event_types: "[\"*\"]".into(),
+            tolerance_secs: 300,
+            timestamp_floor: None,
+            event_id_fields: None,
+            hmac_profile: profile.map(str::to_owned),
+            max_body_bytes: 1024,
+            enabled: true,
+            created_at: 0,
+        };
+        let any = EventTypes::any();
+        let before = sha256_hex(json!(["t1", "e1", "stripe", ["*"]]).to_string().as_bytes());
+        assert_eq!(scope_hash(&t, &e("stripe", None), &any), before);
+        let dvir = scope_hash(&t, &e("hmac", Some(r#"{"preset":"dvir"}"#)), &any);
+        let slack = scope_hash(&t, &e("hmac", Some(r#"{"preset":"slack"}"#)), &any);
+        assert_ne!(dvir, slack, "another profile is another scope: an approval does not carry over");
+        let summary = scope_value(&t, &e("hmac", Some("{}")), &any);
+        assert_eq!(summary["hmac_profile_sha256"], sha256_hex(b"{}"));
+        assert!(scope_value(&t, &e("stripe", None), &any).get("hmac_profile_sha256").is_none());
+    }
+}

@@ -95,7 +95,7 @@ pub struct HmacProfileBody {
     pub signed_content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_header: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::integral::optional")]
     pub tolerance_secs: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_id: Option<String>,

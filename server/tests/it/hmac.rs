@@ -293,6 +293,11 @@ both_engines!(hmac_profiles_are_validated_at_creation, async |i: &Install| {
     let preset = create(json!({"slug": "shop", "scheme": "hmac", "hmac_profile": {"preset": "shopify"}})).await;
     let view: Value = preset.unwrap().json().await.unwrap();
     assert_eq!(view["hmac_profile"]["event_id"], "header:X-Shopify-Webhook-Id", "{view}");
+    // The profile's tolerance is the endpoint's; a whole number written as
+    // a float is an integer, as JSON Schema counts them.
+    let body = json!({"slug": "slack", "scheme": "hmac", "hmac_profile": {"preset": "slack", "tolerance_secs": 60.0}});
+    let view: Value = create(body).await.unwrap().json().await.unwrap();
+    assert_eq!(view["tolerance_secs"], 60, "{view}");
 
     // The document states the profile: a preset or a custom profile, the
     // template's pattern the validator's, and required for scheme hmac.

@@ -234,3 +234,27 @@ db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
     let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id, &vec!["reminder.created".to_owned(); 256]).await.unwrap();
     assert_eq!(scoped.event_types, ["reminder.created"]);
 });
+
+// Migration 000150 widened the scheme CHECK (SQLite: the recorded table SQL
+// edited in place; PostgreSQL: the constraint replaced): `hmac` goes in,
+// a name outside the list is still refused by the database itself.
+db_test!(the_database_admits_scheme_hmac_and_nothing_else_new, async |t: &TestDb| {
+    let a = tenant(t, "clinic-a").await;
+    let row = |id: &str, scheme: &str| endpoint::ActiveModel {
+        id: Set(id.into()),
+        tenant_id: Set(a.id.clone()),
+        slug: Set(id.into()),
+        scheme: Set(scheme.into()),
+        event_types: Set("[\"*\"]".into()),
+        tolerance_secs: Set(300),
+        timestamp_floor: Set(None),
+        event_id_fields: Set(None),
+        hmac_profile: Set(None),
+        max_body_bytes: Set(1024),
+        enabled: Set(true),
+        created_at: Set(0),
+    };
+    assert!(row("e-hmac", "hmac").insert(&t.db).await.is_ok());
+    assert!(row("e-md5", "md5").insert(&t.db).await.is_err(), "the CHECK still refuses other names");
+    db::migrate(&t.db).await.expect("the migration is idempotent");
+});

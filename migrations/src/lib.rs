@@ -39,6 +39,7 @@ mod m20261206_000110_job_leases;
 mod m20261206_000121_tenant_keys;
 mod m20261206_000131_public_key_credentials;
 mod m20261206_000140_claim_first_answer;
+mod m20261206_000150_hmac_profiles;
 mod m20261206_000170_job_auto_resume;
 
 pub struct Migrator;
@@ -77,6 +78,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000121_tenant_keys::Migration),
             Box::new(m20261206_000131_public_key_credentials::Migration),
             Box::new(m20261206_000140_claim_first_answer::Migration),
+            Box::new(m20261206_000150_hmac_profiles::Migration),
             Box::new(m20261206_000170_job_auto_resume::Migration),
         ]
     }

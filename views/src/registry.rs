@@ -30,6 +30,8 @@ pub struct EndpointView {
     /// The compound event key for events without an id (envelope fields),
     /// or `None`: such events are quarantined (`registry::event_key`).
     pub event_key: Option<Vec<String>>,
+    /// The signing profile of an `hmac` endpoint (`None` for the others).
+    pub hmac_profile: Option<crate::hmac::HmacProfile>,
 }
 
 /// One decision about an endpoint's compound key.

@@ -12,12 +12,19 @@ pub enum Scheme {
     StandardWebhooks,
     Stripe,
     Github,
+    /// A sender's own HMAC format, described by the endpoint's profile
+    /// (`hmac::HmacProfile`).
+    Hmac,
 }
 
 impl Scheme {
-    pub const ALL: [Scheme; 3] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github];
+    pub const ALL: [Scheme; 4] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github, Scheme::Hmac];
+    /// The schemes whose format is fixed (no profile): what the drills and
+    /// the console's endpoint form cover.
+    pub const FIXED: [Scheme; 3] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github];
 
-    /// The scheme with this name (`standard-webhooks`, `stripe`, `github`).
+    /// The scheme with this name (`standard-webhooks`, `stripe`, `github`,
+    /// `hmac`).
     pub fn from_name(text: &str) -> Option<Scheme> {
         Scheme::ALL.into_iter().find(|s| s.as_str() == text)
     }
@@ -27,6 +34,7 @@ impl Scheme {
             Scheme::StandardWebhooks => "standard-webhooks",
             Scheme::Stripe => "stripe",
             Scheme::Github => "github",
+            Scheme::Hmac => "hmac",
         }
     }
 }

@@ -108,6 +108,7 @@ pub async fn create_endpoint(
             event_types: types,
             tolerance_secs: parse_opt_i64("tolerance", &tolerance_secs)?,
             max_body_bytes: parse_opt_i64("max body size", &max_body_bytes)?,
+            hmac_profile: None,
         },
     )
     .await?;

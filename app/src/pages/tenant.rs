@@ -349,7 +349,7 @@ fn NewEndpointForm(tenant: String) -> impl IntoView {
                     <label class="field">
                         <span>"Signature scheme"</span>
                         <select name="scheme">
-                            {Scheme::ALL
+                            {Scheme::FIXED
                                 .into_iter()
                                 .map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> })
                                 .collect_view()}

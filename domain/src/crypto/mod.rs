@@ -18,6 +18,7 @@
 pub mod asymmetric;
 mod digest;
 mod password;
+pub mod profile;
 mod seal;
 mod secret;
 pub mod service;

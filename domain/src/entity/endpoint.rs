@@ -20,6 +20,9 @@ pub struct Model {
     /// gives no id (an explicit compound key; `None`: such events are
     /// quarantined). Versioned in `event_key_versions`.
     pub event_id_fields: Option<String>,
+    /// The `hmac` scheme's profile (JSON of `views::hmac::HmacProfile`),
+    /// fixed at creation; `None` for the other schemes.
+    pub hmac_profile: Option<String>,
     pub max_body_bytes: i64,
     pub enabled: bool,
     pub created_at: i64,

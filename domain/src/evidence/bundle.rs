@@ -19,11 +19,11 @@ use crate::{
     auth::{Permission, Principal, Role, Scope, role_allows},
     clock,
     entity::{
-        api_token, audit_entry, kek_version, key_approval, key_failure_rollup, key_use_rollup, signing_key, tenant,
-        user,
+        api_token, audit_entry, endpoint, kek_version, key_approval, key_failure_rollup, key_use_rollup, signing_key,
+        tenant, user,
     },
     error::DomainResult,
-    registry::{keys, tenants},
+    registry::{hmac_profile::HmacProfile, keys, tenants},
     retention, retry_policy, service_keys,
     stats::{self, Window},
     vault::{SEALS_WARN_AT, Vault},
@@ -167,6 +167,19 @@ async fn credentials(
         .into_iter()
         .map(|k| (k.id.clone(), k))
         .collect();
+    // An `hmac` endpoint's keys name its profile beside the scheme.
+    let endpoint_ids: Vec<String> = rows.values().map(|k| k.endpoint_id.clone()).collect();
+    let profiles: BTreeMap<String, String> = endpoint::Entity::find()
+        .filter(endpoint::Column::Id.is_in(endpoint_ids))
+        .filter(endpoint::Column::Scheme.eq("hmac"))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|e| {
+            let profile = e.hmac_profile.as_deref().and_then(|p| serde_json::from_str::<HmacProfile>(p).ok());
+            (e.id, profile.map_or_else(|| "hmac (profile unreadable)".to_owned(), |p| p.describe()))
+        })
+        .collect();
     // The approval in force: the newest `approved` decision per key.
     let mut approvals: BTreeMap<String, key_approval::Model> = BTreeMap::new();
     for a in key_approval::Entity::find()
@@ -191,7 +204,7 @@ async fn credentials(
                 tenant: k.tenant,
                 endpoint: k.endpoint,
                 status: k.status.as_str().to_owned(),
-                scheme: k.scheme.as_str().to_owned(),
+                scheme: profiles.get(&row.endpoint_id).cloned().unwrap_or_else(|| k.scheme.as_str().to_owned()),
                 event_types: k.event_types,
                 owner: k.owner,
                 rotation_owner: k.rotation_owner,

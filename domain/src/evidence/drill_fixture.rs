@@ -35,7 +35,7 @@ pub struct Fixture {
     pub endpoint_id: String,
     pub key_id: String,
     pub(crate) secret: SigningSecret,
-    /// Every scheme in [`Scheme::ALL`] order; standard-webhooks is `drill`.
+    /// Every scheme in [`Scheme::FIXED`] order; standard-webhooks is `drill`.
     pub schemes: Vec<SchemeTarget>,
 }
 
@@ -52,7 +52,7 @@ pub fn endpoint_slug(scheme: Scheme) -> String {
 /// each (sealed like any other), and opens the keys' secrets.
 pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fixture> {
     let now = clock::now_ms();
-    vault.reserve_seals(db, Scheme::ALL.len() as u64).await?;
+    vault.reserve_seals(db, Scheme::FIXED.len() as u64).await?;
     let txn = db::begin_write(db).await?;
     let mut created: Vec<String> = Vec::new();
     let t = match tenant::Entity::find().filter(tenant::Column::Slug.eq(DRILL_TENANT)).one(&txn).await? {
@@ -74,7 +74,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
         }
     };
     let mut rows = Vec::new();
-    for scheme in Scheme::ALL {
+    for scheme in Scheme::FIXED {
         rows.push((scheme, endpoint_with_key(&txn, vault, &t, scheme, now, &mut created).await?));
     }
     if !created.is_empty() {
@@ -132,6 +132,7 @@ async fn endpoint_with_key<C: ConnectionTrait>(
                 tolerance_secs: 300,
                 timestamp_floor: None,
                 event_id_fields: None,
+                hmac_profile: None,
                 max_body_bytes: 64 * 1024,
                 enabled: true,
                 created_at: now,

@@ -92,10 +92,14 @@ fn check_scope(v: &Verified, env: &Envelope) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The event id: the provider's message id header, or (Stripe) the
-/// envelope's `id`, or the endpoint's documented compound key over envelope
-/// fields (`registry::event_key`). `None`: the event has no stable id.
+/// The event id: the provider's message id header, or where an `hmac`
+/// profile points in the (verified) body, or (Stripe) the envelope's `id`,
+/// or the endpoint's documented compound key over envelope fields
+/// (`registry::event_key`). `None`: the event has no stable id.
 fn event_id(v: &Verified, env: &Envelope) -> Option<String> {
+    if let Some(pointer) = v.endpoint().hmac.as_ref().and_then(|c| c.profile.id_pointer()) {
+        return id_at_pointer(v.body(), pointer);
+    }
     if let Some(id) = v.message_id() {
         return Some(id.to_owned());
     }
@@ -103,4 +107,32 @@ fn event_id(v: &Verified, env: &Envelope) -> Option<String> {
         return Some(id.clone());
     }
     crate::registry::event_key::compound_id(v.endpoint().event_key.as_deref()?, env)
+}
+
+/// The id at a JSON pointer in a verified body: a non-empty string of at
+/// most 255 characters without control characters, or an integer.
+fn id_at_pointer(body: &[u8], pointer: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let id = match value.pointer(pointer)? {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        _ => return None,
+    };
+    (!id.is_empty() && id.len() <= 255 && !id.chars().any(char::is_control)).then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::id_at_pointer;
+
+    #[test]
+    fn ids_at_pointers() {
+        let body = br#"{"event_id":"e1","n":{"a/b":7},"f":1.5,"e":"","o":{}}"#;
+        assert_eq!(id_at_pointer(body, "/event_id").as_deref(), Some("e1"));
+        assert_eq!(id_at_pointer(body, "/n/a~1b").as_deref(), Some("7"));
+        for missing in ["/f", "/e", "/o", "/nope", "/event_id/x"] {
+            assert_eq!(id_at_pointer(body, missing), None, "{missing}");
+        }
+        assert_eq!(id_at_pointer(b"not json", "/event_id"), None);
+    }
 }

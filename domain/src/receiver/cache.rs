@@ -23,7 +23,7 @@ use crate::{
     entity::{endpoint, tenant},
     error::DomainResult,
     ids,
-    registry::{EventTypes, Scheme, keys},
+    registry::{EventTypes, Scheme, hmac_profile::Compiled, keys},
     retention,
     vault::Vault,
 };
@@ -61,6 +61,10 @@ pub struct EndpointCtx {
     pub endpoint_id: String,
     pub endpoint_slug: String,
     pub scheme: Scheme,
+    /// The signing profile of an `hmac` endpoint; `None` for the fixed
+    /// schemes (and for a stored profile that no longer parses, which then
+    /// verifies nothing).
+    pub hmac: Option<Arc<Compiled>>,
     pub tolerance_secs: i64,
     /// Signed timestamps before this (unix s) are stale whatever the
     /// tolerance: set when a tolerance is raised, so a message that had left
@@ -68,7 +72,8 @@ pub struct EndpointCtx {
     pub timestamp_floor: Option<i64>,
     /// How long a replay record is kept: twice the tolerance for schemes
     /// that sign a timestamp; for GitHub, whose signature covers the body
-    /// alone, the endpoint's dedup retention.
+    /// alone, and `hmac` profiles without a timestamp, the endpoint's dedup
+    /// retention.
     pub replay_keep_ms: i64,
     /// The endpoint's compound event key (envelope field paths), for
     /// senders that give no event id; `None`: such events are quarantined.
@@ -233,9 +238,25 @@ async fn load(
         return Ok(None);
     };
     let scheme = crate::registry::parse_scheme(&e.scheme)?;
-    let replay_keep_ms = match scheme {
-        Scheme::Github => retention::effective_dedup_secs(db, &e.id, &e.scheme).await? * 1000,
-        _ => 2 * e.tolerance_secs * 1000,
+    let hmac = match scheme {
+        Scheme::Hmac => {
+            let compiled = e.hmac_profile.as_deref().and_then(Compiled::from_stored).map(Arc::new);
+            if compiled.is_none() {
+                tracing::error!(endpoint_id = %e.id, "the endpoint's hmac profile is missing or unreadable");
+            }
+            compiled
+        }
+        _ => None,
+    };
+    let signs_timestamp = match scheme {
+        Scheme::Github => false,
+        Scheme::Hmac => hmac.as_ref().is_some_and(|c| c.profile.has_timestamp()),
+        _ => true,
+    };
+    let replay_keep_ms = if signs_timestamp {
+        2 * e.tolerance_secs * 1000
+    } else {
+        retention::effective_dedup_secs(db, &e.id, &e.scheme).await? * 1000
     };
     let mut cached = Vec::new();
     for k in keys::accepted_key_rows(db, &e.id, clock::now_ms()).await? {
@@ -260,6 +281,7 @@ async fn load(
         endpoint_id: e.id,
         endpoint_slug: e.slug,
         scheme,
+        hmac,
         tolerance_secs: e.tolerance_secs,
         timestamp_floor: e.timestamp_floor,
         replay_keep_ms,

@@ -225,7 +225,11 @@ impl Receiver {
         key_id: Option<String>,
     ) -> Receipt {
         let outcome = Outcome::Refused(refusal);
-        if let Some(event_id) = claimed_message_id(ep.scheme, headers) {
+        let claimed = match &ep.hmac {
+            Some(c) => crate::crypto::profile::claimed_message_id(c, headers),
+            None => claimed_message_id(ep.scheme, headers),
+        };
+        if let Some(event_id) = claimed {
             self.log(ep, event_id, &outcome, key_id.as_deref(), None);
         }
         Receipt { outcome, endpoint: Some(ep.clone()), key_id }

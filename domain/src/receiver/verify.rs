@@ -10,7 +10,12 @@ use super::{
     outcome::Refusal,
 };
 use crate::{
-    crypto::signature::{HeaderError, HeaderSource, parse_headers, verify_with_key, verify_with_public_key},
+    crypto::{
+        profile,
+        signature::{
+            HeaderError, HeaderSource, ParsedSignature, parse_headers, verify_with_key, verify_with_public_key,
+        },
+    },
     registry::Scheme,
 };
 
@@ -49,11 +54,15 @@ impl Verified {
     pub fn message_digest(&self) -> Option<&str> {
         self.message_digest.as_deref()
     }
-    /// Whether the signed message leaves out the event id (GitHub): then the
-    /// same signed bytes under another id are a replay, and under the same
-    /// id a duplicate.
+    /// Whether the signed message carries no timestamp (GitHub, an `hmac`
+    /// profile without one), so the sender's own redelivery repeats it
+    /// exactly: then the same signed bytes under another id are a replay,
+    /// and under the same id, with the same body, a duplicate.
     pub fn signed_without_id(&self) -> bool {
-        self.endpoint.scheme == Scheme::Github
+        match &self.endpoint.hmac {
+            Some(c) => !c.profile.has_timestamp(),
+            None => self.endpoint.scheme == Scheme::Github,
+        }
     }
     /// The exact bytes received.
     pub fn body(&self) -> &[u8] {
@@ -101,7 +110,11 @@ fn verify_inner<H: HeaderSource + ?Sized>(
     now_secs: i64,
 ) -> Result<Verified, (Refusal, Option<String>)> {
     // Gate 3.
-    let parsed = parse_headers(endpoint.scheme, headers).map_err(|e| match e {
+    let parsed = match &endpoint.hmac {
+        Some(c) => profile::parse_headers(c, headers),
+        None => parse_headers(endpoint.scheme, headers),
+    };
+    let parsed = parsed.map_err(|e| match e {
         HeaderError::Missing => (Refusal::SignatureMissing, None),
         HeaderError::Malformed => (Refusal::SignatureMalformed, None),
     })?;
@@ -118,7 +131,10 @@ fn verify_inner<H: HeaderSource + ?Sized>(
     for i in candidates {
         if let Some(k) = endpoint.keys.get(i)
             && match &k.verifier {
-                Verifier::Hmac(key) => verify_with_key(&parsed, &body, key),
+                Verifier::Hmac(key) => match &endpoint.hmac {
+                    Some(c) => profile::verify(c, &parsed, &body, key),
+                    None => verify_with_key(&parsed, &body, key),
+                },
                 Verifier::Ed25519(pk) => verify_with_public_key(&parsed, &body, pk),
             }
             && matched.is_none()
@@ -139,25 +155,16 @@ fn verify_inner<H: HeaderSource + ?Sized>(
             return Err((Refusal::TimestampFuture, matched_key()));
         }
     }
-    let message_digest = match parsed.timestamp {
-        Some(ts) => {
+    let message_digest = match &endpoint.hmac {
+        // A profile's replay record is its signed content: the template
+        // filled in, whatever it covers.
+        Some(c) => {
             let mut h = Sha256::new();
-            h.update(ts.to_string().as_bytes());
-            h.update(b"\n");
-            h.update(parsed.message_id.as_deref().unwrap_or_default().as_bytes());
-            h.update(b"\n");
-            h.update(&body);
+            h.update(b"hmac\n");
+            h.update(profile::signed_content(c, &parsed, &body));
             Some(hex::encode(h.finalize()))
         }
-        // GitHub signs the body alone: the delivery id is not signed, so the
-        // signed message is the body, and its replay record is the body's.
-        None if endpoint.scheme == Scheme::Github => {
-            let mut h = Sha256::new();
-            h.update(b"body\n");
-            h.update(&body);
-            Some(hex::encode(h.finalize()))
-        }
-        None => None,
+        None => fixed_scheme_digest(endpoint.scheme, &parsed, &body),
     };
     let body_digest = hex::encode(Sha256::digest(&body));
     let signed_at = parsed.timestamp.unwrap_or(now_secs).saturating_mul(1000);
@@ -170,4 +177,29 @@ fn verify_inner<H: HeaderSource + ?Sized>(
         body_digest,
         signed_at,
     })
+}
+
+/// The replay record of a fixed scheme's signed message: timestamp, id and
+/// body where it signs a timestamp; the body alone for GitHub.
+fn fixed_scheme_digest(scheme: Scheme, parsed: &ParsedSignature, body: &[u8]) -> Option<String> {
+    match parsed.timestamp {
+        Some(ts) => {
+            let mut h = Sha256::new();
+            h.update(ts.to_string().as_bytes());
+            h.update(b"\n");
+            h.update(parsed.message_id.as_deref().unwrap_or_default().as_bytes());
+            h.update(b"\n");
+            h.update(body);
+            Some(hex::encode(h.finalize()))
+        }
+        // GitHub signs the body alone: the delivery id is not signed, so the
+        // signed message is the body, and its replay record is the body's.
+        None if scheme == Scheme::Github => {
+            let mut h = Sha256::new();
+            h.update(b"body\n");
+            h.update(body);
+            Some(hex::encode(h.finalize()))
+        }
+        None => None,
+    }
 }

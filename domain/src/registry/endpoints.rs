@@ -7,6 +7,8 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use views::hmac::HmacProfileBody;
+
 use super::{EventTypes, Scheme, tenants, validate_event_types};
 use crate::{
     audit::{self, Change},
@@ -43,13 +45,29 @@ fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
         enabled: e.enabled,
         created_at: clock::rfc3339(e.created_at),
         event_key: parse_event_key(e.event_id_fields.as_deref()),
+        hmac_profile: e.hmac_profile.as_deref().and_then(|p| serde_json::from_str(p).ok()),
+    }
+}
+
+/// Whether the endpoint's sender signs no timestamp (GitHub, an `hmac`
+/// profile without one): its replay records are then kept for the dedup
+/// retention, not twice the tolerance (`receiver::replay`).
+pub fn signs_no_timestamp(e: &endpoint::Model) -> bool {
+    match super::parse_scheme(&e.scheme) {
+        Ok(Scheme::Github) => true,
+        Ok(Scheme::Hmac) => !e
+            .hmac_profile
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<views::hmac::HmacProfile>(p).ok())
+            .is_some_and(|p| p.has_timestamp()),
+        _ => false,
     }
 }
 
 fn summary(v: &EndpointView) -> serde_json::Value {
     json!({
         "scheme": v.scheme, "event_types": v.event_types, "tolerance_secs": v.tolerance_secs,
-        "max_body_bytes": v.max_body_bytes, "enabled": v.enabled,
+        "max_body_bytes": v.max_body_bytes, "enabled": v.enabled, "hmac_profile": v.hmac_profile,
     })
 }
 
@@ -68,10 +86,16 @@ pub struct NewEndpoint {
     #[cfg_attr(feature = "openapi", schema(schema_with = max_body_schema))]
     #[serde(default, deserialize_with = "crate::integral::optional")]
     pub max_body_bytes: Option<i64>,
+    /// Scheme `hmac` only, and then required: a preset (`{"preset":
+    /// "dvir"}`) or a full profile (`registry::hmac_profile`). Its
+    /// `tolerance_secs`, when given, is the endpoint's tolerance.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[serde(default)]
+    pub hmac_profile: Option<HmacProfileBody>,
 }
 
-/// `None` leaves a field unchanged. The scheme cannot change: keys were
-/// approved for one.
+/// `None` leaves a field unchanged. The scheme (and an `hmac` endpoint's
+/// profile) cannot change: keys were approved for one.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EndpointPatch {
@@ -146,7 +170,31 @@ pub async fn create(
         Some(list) => validate_event_types(list)?,
         None => EventTypes::any(),
     };
-    let tolerance = check_tolerance(new.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS))?;
+    let (profile, profile_tolerance) = match (new.scheme, &new.hmac_profile) {
+        (Scheme::Hmac, Some(body)) => {
+            let (p, tol) = super::hmac_profile::resolve(body)?;
+            (Some(p), tol)
+        }
+        (Scheme::Hmac, None) => {
+            return Err(DomainError::invalid(
+                "invalid_hmac_profile",
+                "hmac_profile: required for scheme hmac (a preset such as {\"preset\": \"dvir\"}, or a profile)",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(DomainError::invalid(
+                "invalid_hmac_profile",
+                format!("hmac_profile: only scheme hmac takes a profile, not {}", new.scheme),
+            ));
+        }
+        (_, None) => (None, None),
+    };
+    let tolerance = check_tolerance(profile_tolerance.or(new.tolerance_secs).unwrap_or(DEFAULT_TOLERANCE_SECS))?;
+    let stored_profile = profile
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| DomainError::invalid("invalid_hmac_profile", format!("hmac_profile: {e}")))?;
     let max_body = check_body_limit(new.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))?;
     let model = endpoint::ActiveModel {
         id: Set(ids::new_id()),
@@ -157,6 +205,7 @@ pub async fn create(
         tolerance_secs: Set(tolerance),
         timestamp_floor: Set(None),
         event_id_fields: Set(None),
+        hmac_profile: Set(stored_profile),
         max_body_bytes: Set(max_body),
         enabled: Set(true),
         created_at: Set(clock::now_ms()),

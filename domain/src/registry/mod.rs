@@ -7,6 +7,7 @@
 pub mod defaults;
 pub mod endpoints;
 pub mod event_key;
+pub mod hmac_profile;
 pub mod keys;
 mod scheme;
 pub mod tenants;

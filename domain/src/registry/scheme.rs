@@ -4,12 +4,12 @@ use crate::error::{DomainError, DomainResult};
 
 pub use views::scheme::{ANY_TYPE, EventTypes, Scheme};
 
-/// A scheme by its name, or a clear error naming the three.
+/// A scheme by its name, or a clear error naming them.
 pub fn parse_scheme(text: &str) -> DomainResult<Scheme> {
     Scheme::from_name(text).ok_or_else(|| {
         DomainError::invalid(
             "invalid_scheme",
-            format!("scheme must be standard-webhooks, stripe or github, got {text:?}"),
+            format!("scheme must be standard-webhooks, stripe, github or hmac, got {text:?}"),
         )
     })
 }
@@ -127,6 +127,6 @@ mod tests {
         for s in Scheme::ALL {
             assert_eq!(parse_scheme(s.as_str()).unwrap(), s);
         }
-        assert!(parse_scheme("hmac").is_err());
+        assert!(parse_scheme("HMAC").is_err());
     }
 }

@@ -26,7 +26,7 @@ use crate::{
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
     receiver::replay,
-    registry::{Scheme, defaults::horizon_of, endpoints},
+    registry::{defaults::horizon_of, endpoints},
     text::require_reason,
 };
 
@@ -376,9 +376,10 @@ pub async fn set(
     })
     .exec_without_returning(&txn)
     .await?;
-    // GitHub's replay records last as long as the claims (see
-    // `receiver::replay`): a longer retention keeps the ones held longer too.
-    if e.scheme == Scheme::Github.as_str() {
+    // GitHub's replay records (and those of an `hmac` profile without a
+    // timestamp) last as long as the claims (see `receiver::replay`): a
+    // longer retention keeps the ones held longer too.
+    if endpoints::signs_no_timestamp(&e) {
         replay::extend(&txn, &e.tenant_id, &e.id, (dedup.max(h.horizon_secs) - kept_before) * 1000).await?;
     }
     audit::record(

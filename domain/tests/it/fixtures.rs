@@ -49,6 +49,7 @@ pub async fn endpoint(t: &TestDb, tenant: &str, slug: &str, types: Option<&[&str
             event_types: types.map(|ts| ts.iter().map(|s| s.to_string()).collect()),
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await

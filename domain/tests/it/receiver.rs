@@ -31,7 +31,14 @@ pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) 
         &t.db,
         &admin(),
         "clinic-a",
-        NewEndpoint { slug: "hooks".into(), scheme, event_types: None, tolerance_secs: None, max_body_bytes: None },
+        NewEndpoint {
+            slug: "hooks".into(),
+            scheme,
+            event_types: None,
+            tolerance_secs: None,
+            max_body_bytes: None,
+            hmac_profile: None,
+        },
     )
     .await
     .unwrap();

@@ -62,6 +62,7 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await;
@@ -102,6 +103,7 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await;
@@ -118,6 +120,7 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
             event_types: None,
             tolerance_secs: Some(0),
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await;
@@ -149,6 +152,7 @@ db_test!(database_enforces_key_endpoint_tenant_binding, async |t: &TestDb| {
         tolerance_secs: Set(300),
         timestamp_floor: Set(None),
         event_id_fields: Set(None),
+        hmac_profile: Set(None),
         max_body_bytes: Set(1024),
         enabled: Set(true),
         created_at: Set(0),
@@ -203,6 +207,7 @@ db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
         event_types: Some(types.clone()),
         tolerance_secs: None,
         max_body_bytes: None,
+        hmac_profile: None,
     };
     for types in [&long, &invalid] {
         // On-call may not create endpoints: refused as such, whatever the list.
@@ -228,4 +233,28 @@ db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
     assert!(e.event_types.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
     let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id, &vec!["reminder.created".to_owned(); 256]).await.unwrap();
     assert_eq!(scoped.event_types, ["reminder.created"]);
+});
+
+// Migration 000150 widened the scheme CHECK (SQLite: the recorded table SQL
+// edited in place; PostgreSQL: the constraint replaced): `hmac` goes in,
+// a name outside the list is still refused by the database itself.
+db_test!(the_database_admits_scheme_hmac_and_nothing_else_new, async |t: &TestDb| {
+    let a = tenant(t, "clinic-a").await;
+    let row = |id: &str, scheme: &str| endpoint::ActiveModel {
+        id: Set(id.into()),
+        tenant_id: Set(a.id.clone()),
+        slug: Set(id.into()),
+        scheme: Set(scheme.into()),
+        event_types: Set("[\"*\"]".into()),
+        tolerance_secs: Set(300),
+        timestamp_floor: Set(None),
+        event_id_fields: Set(None),
+        hmac_profile: Set(None),
+        max_body_bytes: Set(1024),
+        enabled: Set(true),
+        created_at: Set(0),
+    };
+    assert!(row("e-hmac", "hmac").insert(&t.db).await.is_ok());
+    assert!(row("e-md5", "md5").insert(&t.db).await.is_err(), "the CHECK still refuses other names");
+    db::migrate(&t.db).await.expect("the migration is idempotent");
 });

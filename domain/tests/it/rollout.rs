@@ -136,6 +136,7 @@ async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: domain::r
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         },
     )
     .await
@@ -198,6 +199,7 @@ db_test!(an_uncovered_scheme_names_ten_endpoints_and_counts_the_rest, async |t: 
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,
+            hmac_profile: None,
         };
         endpoints::create(&t.db, &admin(), "clinic-c", new).await.unwrap();
     }

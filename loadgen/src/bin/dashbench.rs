@@ -82,6 +82,7 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
                     event_types: None,
                     tolerance_secs: None,
                     max_body_bytes: None,
+                    hmac_profile: None,
                 },
             )
             .await

@@ -34,11 +34,14 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             file,
             event_id,
             github_event,
+            preset,
+            profile,
             max_attempts,
             base_delay_ms,
             max_delay_ms,
             ca_cert,
         } => {
+            let hmac_profile = hmac_profile_arg(preset, profile)?;
             return send(
                 json,
                 url,
@@ -47,6 +50,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 file,
                 event_id,
                 github_event,
+                hmac_profile,
                 max_attempts,
                 base_delay_ms,
                 max_delay_ms,
@@ -92,8 +96,11 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
             event_types,
             tolerance_secs,
             max_body_bytes,
+            preset,
+            profile,
         }) => {
             let scheme = domain::registry::parse_scheme(&scheme)?;
+            let hmac_profile = hmac_profile_arg(preset, profile)?;
             let event_types = listed(event_types);
             let e = endpoints::create(
                 &db,
@@ -105,6 +112,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
                     event_types,
                     tolerance_secs: Some(tolerance_secs),
                     max_body_bytes: Some(max_body_bytes),
+                    hmac_profile,
                 },
             )
             .await?;
@@ -218,6 +226,7 @@ async fn send(
     file: Option<std::path::PathBuf>,
     event_id: Option<String>,
     github_event: Option<String>,
+    hmac_profile: Option<domain::registry::hmac_profile::HmacProfileBody>,
     max_attempts: u32,
     base_delay_ms: u64,
     max_delay_ms: u64,
@@ -232,6 +241,16 @@ async fn send(
         None => None,
     };
     let scheme = domain::registry::parse_scheme(&scheme)?;
+    let profile = match (scheme, hmac_profile) {
+        (domain::registry::Scheme::Hmac, Some(body)) => Some(domain::registry::hmac_profile::resolve(&body)?.0),
+        (domain::registry::Scheme::Hmac, None) => {
+            return Err(CliError::new("invalid_hmac_profile", "scheme hmac needs --preset or --profile"));
+        }
+        (_, Some(_)) => {
+            return Err(CliError::new("invalid_hmac_profile", "--preset and --profile are for scheme hmac only"));
+        }
+        (_, None) => None,
+    };
     let secret = domain::crypto::SigningSecret::parse(&secret)
         .ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
     let body = match &file {
@@ -254,6 +273,7 @@ async fn send(
         body,
         event_id,
         github_event,
+        profile,
         max_attempts,
         base_delay: std::time::Duration::from_millis(base_delay_ms),
         max_delay: std::time::Duration::from_millis(max_delay_ms),
@@ -754,4 +774,30 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
 /// takes exactly the listed types, as the API does).
 fn listed(items: Option<Vec<String>>) -> Option<Vec<String>> {
     items.map(|l| l.iter().map(|t| t.trim()).filter(|t| !t.is_empty()).map(str::to_owned).collect())
+}
+
+/// `--preset NAME` or `--profile FILE` (JSON, strict: an unknown field is
+/// refused, naming it), for scheme `hmac`.
+fn hmac_profile_arg(
+    preset: Option<String>,
+    file: Option<std::path::PathBuf>,
+) -> Result<Option<domain::registry::hmac_profile::HmacProfileBody>, CliError> {
+    use domain::registry::hmac_profile::{HmacPreset, HmacProfileBody};
+    if let Some(name) = preset {
+        let p = HmacPreset::from_name(&name)
+            .ok_or_else(|| CliError::new("invalid_hmac_profile", format!("unknown preset {name:?}")))?;
+        return Ok(Some(HmacProfileBody::preset(p)));
+    }
+    let Some(path) = file else { return Ok(None) };
+    let bytes =
+        std::fs::read(&path).map_err(|e| CliError::new("profile", format!("cannot read {}: {e}", path.display())))?;
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    let body: HmacProfileBody = serde_ignored::deserialize(&mut de, |p| unknown.push(p.to_string()))
+        .and_then(|b| de.end().map(|()| b))
+        .map_err(|e| CliError::new("invalid_hmac_profile", format!("{}: not a profile: {e}", path.display())))?;
+    if let Some(field) = unknown.first() {
+        return Err(CliError::new("invalid_hmac_profile", format!("hmac_profile.{field}: unknown field")));
+    }
+    Ok(Some(body))
 }

@@ -104,6 +104,12 @@ pub enum Command {
         /// `X-GitHub-Event` for the github scheme.
         #[arg(long)]
         github_event: Option<String>,
+        /// Scheme hmac: sign as this preset does.
+        #[arg(long, value_parser = ["dvir", "shopify", "slack"], conflicts_with = "profile")]
+        preset: Option<String>,
+        /// Scheme hmac: sign as this profile (JSON file) describes.
+        #[arg(long)]
+        profile: Option<std::path::PathBuf>,
         #[arg(long, default_value_t = 8)]
         max_attempts: u32,
         /// First backoff ceiling in milliseconds (doubles per attempt).
@@ -154,6 +160,13 @@ pub enum EndpointCmd {
         tolerance_secs: i64,
         #[arg(long, default_value_t = domain::registry::endpoints::DEFAULT_MAX_BODY_BYTES)]
         max_body_bytes: i64,
+        /// Scheme hmac: a sender's published format.
+        #[arg(long, value_parser = ["dvir", "shopify", "slack"], conflicts_with = "profile")]
+        preset: Option<String>,
+        /// Scheme hmac: a JSON file with the profile (see the README's
+        /// "HMAC profiles"), or `{"preset": "…"}`.
+        #[arg(long)]
+        profile: Option<std::path::PathBuf>,
     },
     List {
         tenant: String,

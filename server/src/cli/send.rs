@@ -1,6 +1,7 @@
 //! `signet send`: a provider-side sender for testing and for providers
 //! without a library. Signs per scheme (standard-webhooks: `v1` with a
-//! `whsec_` secret, `v1a` with a `whsk_` Ed25519 private key), re-signs
+//! `whsec_` secret, `v1a` with a `whsk_` Ed25519 private key; `hmac` as its
+//! preset or profile says), re-signs
 //! every attempt with a fresh timestamp, retries with capped full-jitter exponential backoff, honours
 //! `Retry-After` (never beyond the backoff cap), and stops on 2xx and on
 //! non-retryable 4xx. Speaks TLS (rustls, the public web roots plus any
@@ -9,7 +10,7 @@
 use std::time::Duration;
 
 use domain::{
-    crypto::{SigningSecret, signature},
+    crypto::{SigningSecret, profile, signature},
     registry::Scheme,
 };
 use rand::Rng;
@@ -27,6 +28,8 @@ pub struct SendArgs {
     pub body: Vec<u8>,
     pub event_id: String,
     pub github_event: Option<String>,
+    /// Scheme `hmac`: the profile to sign as.
+    pub profile: Option<domain::registry::hmac_profile::HmacProfile>,
     pub max_attempts: u32,
     pub base_delay: Duration,
     pub max_delay: Duration,
@@ -100,7 +103,11 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
     let mut attempts = Vec::new();
     for attempt in 1..=args.max_attempts.max(1) {
         let ts = time_now();
-        let headers = signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id).ok_or_else(|| {
+        let signed = match &args.profile {
+            Some(p) => profile::sign_for(p, &args.secret, &args.event_id, ts, &args.body),
+            None => signature::sign(args.scheme, &args.secret, &args.body, ts, &args.event_id),
+        };
+        let headers = signed.ok_or_else(|| {
             CliError::new(
                 "invalid_secret",
                 "this secret cannot sign for this scheme \

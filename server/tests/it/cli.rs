@@ -62,7 +62,7 @@ both_engines!(errors_are_one_line_and_non_zero, async |i: &Install| {
     for (args, needle) in [
         (vec!["tenant", "create", "Bad Slug"], "must match"),
         (vec!["endpoint", "create", "nope", "x", "--scheme", "github"], "not found"),
-        (vec!["endpoint", "create", "nope", "x", "--scheme", "hmac"], "scheme must be"),
+        (vec!["endpoint", "create", "nope", "x", "--scheme", "md5"], "scheme must be"),
         (vec!["key", "approve", "key_missing", "--reviewer", "r"], "not found"),
     ] {
         let out = i.cli(&args, "");

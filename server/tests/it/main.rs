@@ -12,6 +12,7 @@ mod dashboard;
 mod drain;
 mod drills;
 mod evidence;
+mod hmac;
 mod hooks;
 mod limits;
 mod openapi;

@@ -43,7 +43,7 @@ both_engines!(retention_decisions_and_the_purge_task, async |i: &Install| {
     let secret = key["secret"].as_str().unwrap().to_owned();
 
     let overview = i.cli_json(&["retention", "show"]);
-    assert_eq!(overview["horizons"].as_array().unwrap().len(), 3);
+    assert_eq!(overview["horizons"].as_array().unwrap().len(), 4, "one per scheme, hmac included");
     assert_eq!(overview["endpoints"][0]["current"]["dedup_secs"], 90 * 86_400, "the manual resend window");
 
     let below = i.cli(&["retention", "set", "clinic-a", "hooks", "--dedup", "12h", "--reason", "shorter"], "");

@@ -111,17 +111,32 @@ pub struct KeyFilter {
 
 /// Everything a key's scope consists of; its hash is what gets approved.
 fn scope_value(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> Value {
-    json!({
+    let mut v = json!({
         "tenant_id": t.id, "tenant": t.slug,
         "endpoint_id": e.id, "endpoint": e.slug,
         "scheme": e.scheme,
         "event_types": types.as_slice(),
-    })
+    });
+    if let (Some(digest), Some(o)) = (profile_digest(e), v.as_object_mut()) {
+        o.insert("hmac_profile_sha256".to_owned(), Value::String(digest));
+    }
+    v
+}
+
+/// The SHA-256 of an `hmac` endpoint's stored profile (its canonical JSON,
+/// written once at creation), part of what a key's approval covers.
+fn profile_digest(e: &endpoint::Model) -> Option<String> {
+    e.hmac_profile.as_deref().map(|p| sha256_hex(p.as_bytes()))
 }
 
 pub(crate) fn scope_hash(t: &tenant::Model, e: &endpoint::Model, types: &EventTypes) -> String {
     // Ids, not slugs: a slug could in principle be reused by another row.
-    let canonical = json!([t.id, e.id, e.scheme, types.as_slice()]);
+    // An `hmac` endpoint's profile is in it too, so an approval is for that
+    // profile (the fixed schemes' hashes are as they always were).
+    let canonical = match profile_digest(e) {
+        Some(profile) => json!([t.id, e.id, e.scheme, types.as_slice(), profile]),
+        None => json!([t.id, e.id, e.scheme, types.as_slice()]),
+    };
     sha256_hex(canonical.to_string().as_bytes())
 }
 
@@ -229,4 +244,47 @@ async fn retiring_count<C: ConnectionTrait>(conn: &C, endpoint_id: &str, now: i6
         .filter(signing_key::Column::ExpiresAt.gt(now))
         .count(conn)
         .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `hmac` endpoint's approved scope covers its profile; the fixed
+    /// schemes' hashes are the ones stored before profiles existed.
+    #[test]
+    fn the_scope_hash_covers_an_hmac_profile() {
+        let t = tenant::Model {
+            id: "t1".into(),
+            slug: "clinic-a".into(),
+            name: "A".into(),
+            notify_url: None,
+            created_at: 0,
+            retry_policy: "disabled".into(),
+            synthetic: false,
+        };
+        let e = |scheme: &str, profile: Option<&str>| endpoint::Model {
+            id: "e1".into(),
+            tenant_id: "t1".into(),
+            slug: "hooks".into(),
+            scheme: scheme.into(),
+            event_types: "[\"*\"]".into(),
+            tolerance_secs: 300,
+            timestamp_floor: None,
+            event_id_fields: None,
+            hmac_profile: profile.map(str::to_owned),
+            max_body_bytes: 1024,
+            enabled: true,
+            created_at: 0,
+        };
+        let any = EventTypes::any();
+        let before = sha256_hex(json!(["t1", "e1", "stripe", ["*"]]).to_string().as_bytes());
+        assert_eq!(scope_hash(&t, &e("stripe", None), &any), before);
+        let dvir = scope_hash(&t, &e("hmac", Some(r#"{"preset":"dvir"}"#)), &any);
+        let slack = scope_hash(&t, &e("hmac", Some(r#"{"preset":"slack"}"#)), &any);
+        assert_ne!(dvir, slack, "another profile is another scope: an approval does not carry over");
+        let summary = scope_value(&t, &e("hmac", Some("{}")), &any);
+        assert_eq!(summary["hmac_profile_sha256"], sha256_hex(b"{}"));
+        assert!(scope_value(&t, &e("stripe", None), &any).get("hmac_profile_sha256").is_none());
+    }
 }

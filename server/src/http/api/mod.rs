@@ -233,6 +233,7 @@ pub fn document() -> &'static serde_json::Value {
     DOC.get_or_init(|| {
         let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
         slug_links(&mut doc);
+        hmac_profile_schema(&mut doc);
         cross_field_rules(&mut doc);
         // An export's body may be omitted (a body that is there must be the
         // object): utoipa states that only as a nullable body.
@@ -308,6 +309,26 @@ fn cross_field_rules(doc: &mut serde_json::Value) {
         {
             schema.extend(rule);
         }
+    }
+}
+
+/// `hmac_profile` of a new endpoint: the profile's own schema (a component
+/// written by the registry, whose validator's patterns it states), required
+/// for scheme `hmac` and `null` for every other.
+fn hmac_profile_schema(doc: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    if let Some(Value::Object(schemas)) = doc.pointer_mut("/components/schemas") {
+        schemas.insert("HmacProfileBody".to_owned(), domain::registry::hmac_profile::openapi_schema());
+    }
+    let profile = json!({"$ref": "#/components/schemas/HmacProfileBody"});
+    if let Some(Value::Object(schema)) = doc.pointer_mut("/components/schemas/NewEndpoint") {
+        if let Some(Value::Object(props)) = schema.get_mut("properties") {
+            props.insert("hmac_profile".to_owned(), json!({"oneOf": [profile, {"type": "null"}]}));
+        }
+        schema.insert("if".to_owned(), json!({"required": ["scheme"], "properties": {"scheme": {"const": "hmac"}}}));
+        schema
+            .insert("then".to_owned(), json!({"required": ["hmac_profile"], "properties": {"hmac_profile": profile}}));
+        schema.insert("else".to_owned(), json!({"properties": {"hmac_profile": {"type": "null"}}}));
     }
 }
 

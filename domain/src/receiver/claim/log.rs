@@ -1,7 +1,7 @@
 //! The delivery log's writer. The answer that made a claim is not logged:
 //! the claim records it. The other answers are recorded off the hot path: the
 //! receiver hands each row to a bounded queue (`try_send`, never waiting)
-//! and one task writes whatever has queued in one multi-row insert, taking
+//! and one task writes what queues within 100 ms in one multi-row insert, taking
 //! the same write turn as the claims on SQLite. A full queue drops the row
 //! and counts it (`signet_delivery_log_dropped_total`) rather than holding
 //! up an answer; a crash loses at most what was queued. The log is a story
@@ -22,6 +22,11 @@ use crate::entity::delivery_log;
 pub const QUEUE: usize = 8192;
 /// Rows per insert (well under both engines' bind-parameter limits).
 const WRITE_BATCH: usize = 256;
+/// How long the first queued row waits for others to share its insert.
+/// Each insert is a commit (and on SQLite a turn the claims wait for), so
+/// writing as rows trickle in (a few hundred a second) would cost a commit
+/// apiece; lingering caps it at about ten a second. A flush writes at once.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Rows written and dropped so far (for `/metrics`).
 #[derive(Debug, Default)]
@@ -70,14 +75,15 @@ async fn write(ctx: Arc<ClaimContext>, mut rx: mpsc::Receiver<Msg>, stats: Arc<D
     let mut rows = Vec::with_capacity(WRITE_BATCH);
     let mut acks = Vec::new();
     while let Some(first) = rx.recv().await {
+        let deadline = tokio::time::Instant::now() + LINGER;
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Row(row) => rows.push(*row),
                 Msg::Flush(ack) => acks.push(ack),
             }
-            if rows.len() < WRITE_BATCH {
-                next = rx.try_recv().ok();
+            if rows.len() < WRITE_BATCH && acks.is_empty() {
+                next = tokio::time::timeout_at(deadline, rx.recv()).await.ok().flatten();
             }
         }
         if !rows.is_empty() {

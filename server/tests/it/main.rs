@@ -29,5 +29,6 @@ mod sessions;
 mod startup;
 mod story;
 mod systemd;
+mod test_delivery;
 mod traces;
 mod v1a;

@@ -76,7 +76,8 @@ pub async fn send_test(
     let secret = keys::open_secret(db, vault, &key).await?;
     let event_type = asked.unwrap_or_else(|| default_type(&EventTypes::from_json(&key.event_types)));
     let event_id = format!("test_{}", uuid::Uuid::new_v4().simple());
-    let body = Bytes::from(envelope(&event_id, &event_type).to_string());
+    let subject = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let body = Bytes::from(envelope(&event_id, &event_type, &subject).to_string());
     let headers = signed(scheme, &secret, &key.id, &event_id, &event_type, &body)?;
     drop(secret);
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -196,10 +197,10 @@ fn default_type(scope: &EventTypes) -> String {
     scope.as_slice().first().cloned().unwrap_or_else(|| DEFAULT_EVENT_TYPE.to_owned())
 }
 
-/// A test event: opaque ids, no patient data, and data its built-in
-/// handler takes (a reminder a day ahead, an OTP by SMS).
-pub fn envelope(event_id: &str, event_type: &str) -> Value {
-    let subject = format!("test-{}", uuid::Uuid::new_v4().simple());
+/// A test or example event: opaque ids (`subject` names the reminder or
+/// OTP request), no patient data, and data its built-in handler takes (a
+/// reminder a day ahead, an OTP by SMS).
+pub fn envelope(event_id: &str, event_type: &str, subject: &str) -> Value {
     let send_at = clock::rfc3339((clock::now_ms() / 1000 + 86_400) * 1000);
     let data = match event_type {
         "reminder.created" | "reminder.scheduled" => json!({"reminder_id": subject, "send_at": send_at}),

@@ -100,6 +100,18 @@ both_engines!(a_test_delivery_passes_every_gate_and_keeps_nothing, async |i: &In
         assert_eq!(results(&report), expected, "{slug}: {report}");
     }
 
+    // Effects that write an outbox intent or a quarantine entry run, and
+    // are rolled back with the rest.
+    let (status, report) = test_delivery(&s, &carla, "hooks", Some(json!({"event_type": "otp.requested"}))).await;
+    assert_eq!((status, report["outcome"].as_str()), (200, Some("applied")), "{report}");
+    let (status, report) =
+        test_delivery(&s, &carla, "hooks", Some(json!({"event_type": "reminder.scheduled"}))).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!((report["status"].as_u64(), report["outcome"].as_str()), (Some(202), Some("quarantined")));
+    assert_eq!(report["gates"][8]["result"], "failed", "{report}");
+    assert_eq!(report["gates"][8]["code"], "reminder_not_found");
+    assert_eq!(report["gates"][7]["result"], "passed");
+
     // Nothing was kept: no claim, replay record, reminder, outbox intent,
     // quarantine entry or delivery-log row.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -129,9 +141,10 @@ both_engines!(a_test_delivery_passes_every_gate_and_keeps_nothing, async |i: &In
     let answer: Value = res.json().await.unwrap();
     assert_eq!(answer["status"], "applied", "{answer}");
 
-    // Counted apart: three tests, one real delivery.
+    // Counted apart: five tests, one real delivery.
     let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
-    assert_eq!(metric(&metrics, "signet_test_deliveries_total", "outcome=\"applied\""), 3, "{metrics}");
+    assert_eq!(metric(&metrics, "signet_test_deliveries_total", "outcome=\"applied\""), 4, "{metrics}");
+    assert_eq!(metric(&metrics, "signet_test_deliveries_total", "outcome=\"quarantined\""), 1, "{metrics}");
     assert_eq!(metric(&metrics, "signet_webhooks_total", "outcome=\"applied\""), 1, "{metrics}");
     assert_eq!(metric(&metrics, "signet_webhooks_total", ""), 1, "{metrics}");
 
@@ -144,13 +157,15 @@ both_engines!(a_test_delivery_passes_every_gate_and_keeps_nothing, async |i: &In
         .unwrap();
     let audit: Value = res.json().await.unwrap();
     let entries = audit.as_array().unwrap_or_else(|| panic!("{audit}"));
-    assert_eq!(entries.len(), 3, "{audit}");
+    assert_eq!(entries.len(), 5, "{audit}");
     let mine = entries.iter().find(|e| e["actor"] == "carla").unwrap_or_else(|| panic!("{audit}"));
     assert_eq!(mine["target_id"], "clinic-a/hooks");
     let text = audit.to_string();
     assert!(text.contains(&event_id), "{text}");
     assert!(!text.contains(&secret), "the secret is in the audit log");
-    assert!(!text.contains("reminder_id") && !text.contains("send_at"), "the body is in the audit log: {text}");
+    for field in ["reminder_id", "send_at", "otp_request_id"] {
+        assert!(!text.contains(field), "the body is in the audit log: {text}");
+    }
     assert!(!s.output().contains(&secret), "the secret was logged");
 });
 

@@ -161,7 +161,7 @@ fn signer(accepted: &[signing_key::Model]) -> DomainResult<&signing_key::Model> 
     if accepted.is_empty() {
         return Err(DomainError::conflict(
             "no_active_key",
-            "this endpoint has no active key with an approved scope: provision a key and have a reviewer approve it \
+            "This endpoint has no active key with an approved scope: provision a key and have a reviewer approve it \
              before sending a test delivery",
         ));
     }
@@ -172,7 +172,7 @@ fn signer(accepted: &[signing_key::Model]) -> DomainResult<&signing_key::Model> 
     active.or_else(|| accepted.iter().find(can_sign)).ok_or_else(|| {
         DomainError::conflict(
             "key_cannot_sign",
-            "this endpoint's keys are v1a public keys its provider uploaded: Signet holds no private key, so only \
+            "This endpoint's keys are v1a public keys its provider uploaded: Signet holds no private key, so only \
              the provider can sign a delivery. Ask the provider to send one (see the example), or provision a key \
              Signet generates.",
         )

@@ -10,13 +10,15 @@ const root = resolve(__dirname, '..');
 export const signetBin = process.env.SIGNET_BIN ?? join(root, 'target/debug/signet');
 const siteRoot = process.env.LEPTOS_SITE_ROOT ?? join(root, 'target/site');
 export const stateDir = join(__dirname, '.state');
-// E2E_PORT_BASE moves the three servers (default 3101-3103), so two
+// E2E_PORT_BASE moves the servers (default 3101-3105), so two
 // checkouts can run their journeys side by side.
 const base = Number(process.env.E2E_PORT_BASE ?? 3100);
 const servers = [
   { project: 'ssr', port: base + 1 },
   { project: 'hydrated', port: base + 2 },
   { project: 'interop', port: base + 3 },
+  { project: 'onboarding-ssr', port: base + 4 },
+  { project: 'onboarding-hydrated', port: base + 5 },
 ];
 
 function start(project: string, port: number): Promise<void> {

@@ -35,6 +35,9 @@ export default defineConfig({
   projects: [
     { name: 'ssr', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: false, baseURL: `http://127.0.0.1:${base + 1}` } },
     { name: 'hydrated', testMatch: /journeys\.spec\.ts/, use: { javaScriptEnabled: true, baseURL: `http://127.0.0.1:${base + 2}` } },
+    // Onboarding a provider (issue 26 item 3), on servers of their own.
+    { name: 'onboarding-ssr', testMatch: /onboarding\.spec\.ts/, use: { javaScriptEnabled: false, baseURL: `http://127.0.0.1:${base + 4}` } },
+    { name: 'onboarding-hydrated', testMatch: /onboarding\.spec\.ts/, use: { javaScriptEnabled: true, baseURL: `http://127.0.0.1:${base + 5}` } },
     // The receiver against the providers' official signing libraries (no browser).
     { name: 'interop', testMatch: /interop\.spec\.ts/, use: { baseURL: `http://127.0.0.1:${base + 3}` } },
   ],

@@ -22,6 +22,7 @@ pub use views::{
     audit::AuditView,
     events::{EventRef, EventStory, StoryDelivery},
     keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
+    onboarding::{GateResult, GateView, HeaderGuide, LastTestDelivery, OnboardingView, TestAbility, TestDeliveryView},
     outbox::OutboxView,
     registry::{EndpointView, TenantView},
     retention::{HorizonView, RetentionOverview, RetentionView, human},
@@ -90,6 +91,16 @@ pub struct TenantOverview {
     pub can_manage: bool,
     /// Server time (unix ms) when this was read, for countdowns.
     pub now_ms: i64,
+}
+
+/// An endpoint's onboarding page: what its providers send, and whether the
+/// viewer may send a test delivery.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OnboardingPage {
+    pub guide: OnboardingView,
+    /// Clinic admins of the tenant and admins (hiding is cosmetic: the
+    /// server function authorizes on its own).
+    pub can_send: bool,
 }
 
 /// A secret being shown for the first and only time.

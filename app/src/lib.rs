@@ -70,6 +70,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
                 <Route path=path!("/tenants") view=TenantsPage ssr=SsrMode::Async/>
                 <Route path=path!("/tenants/:slug") view=TenantPage ssr=SsrMode::Async/>
+                <Route path=path!("/tenants/:slug/endpoints/:endpoint") view=EndpointPage ssr=SsrMode::Async/>
                 <Route path=path!("/keys/:id/secret") view=SecretPage ssr=SsrMode::Async/>
                 <Route path=path!("/keys/:id/rotate") view=RotatePage ssr=SsrMode::Async/>
                 <Route path=path!("/keys/:id/revoke") view=RevokePage ssr=SsrMode::Async/>

@@ -75,6 +75,11 @@ pub struct SharedState {
     pub rollout_drill_max_age_days: u32,
     /// Test fault points (`SIGNET_FAULTS`, debug builds), read once at start.
     pub faults: domain::receiver::faults::Faults,
+    /// The receiver `/hooks` runs, for test deliveries (`domain::onboarding`).
+    pub receiver: Arc<domain::receiver::Receiver>,
+    /// The URL people use (`SIGNET_PUBLIC_URL`), for the `/hooks` URLs shown
+    /// to providers.
+    pub public_url: String,
     /// Runs started drill runs in the background (the server owns how
     /// drills reach its receiver).
     pub drills: Arc<dyn domain::evidence::runs::DrillSpawner>,

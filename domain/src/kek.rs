@@ -70,15 +70,15 @@ pub struct Source {
     extra: &'static [&'static str],
     column: &'static str,
     aad: fn(&QueryResult) -> Result<Aad, DbErr>,
-    /// Only rows whose column equals the value hold a sealed value (a
-    /// signing key's `v1a` public key is stored in clear, nothing sealed).
-    sealed_only: Option<(&'static str, &'static str)>,
+    /// Only rows matching this hold a sealed value (a `v1a` public key a
+    /// provider uploaded is stored in clear with version 0, nothing sealed).
+    sealed_only: Option<fn() -> Expr>,
 }
 
 impl Source {
     /// The `sealed_only` predicate, if any.
     fn sealed_rows(&self) -> Option<Expr> {
-        self.sealed_only.map(|(c, v)| Expr::col(Alias::new(c)).eq(v))
+        self.sealed_only.map(|p| p())
     }
 }
 
@@ -95,7 +95,8 @@ pub const SOURCES: [Source; 4] = [
         extra: &["tenant_id", "endpoint_id"],
         column: "secret_ciphertext",
         aad: |r| Ok(Aad::signing_key(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "id")?)),
-        sealed_only: Some(("credential_kind", "hmac")),
+        // HMAC secrets and the private keys of pairs Signet generated.
+        sealed_only: Some(|| Expr::col(Alias::new("kek_version")).ne(0)),
     },
     Source {
         name: "service_keys",

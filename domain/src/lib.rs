@@ -16,6 +16,7 @@ pub mod ids;
 pub mod integral;
 pub mod job_lease;
 pub mod kek;
+pub mod onboarding;
 pub mod outbox;
 pub mod paging;
 pub mod quarantine;

@@ -43,6 +43,7 @@ pub struct Metrics {
     outbox_dead: IntCounter,
     drill_webhooks: IntCounterVec,
     drill_foreign: IntCounterVec,
+    test_deliveries: IntCounterVec,
     shed: IntCounterVec,
     kek_seals: IntGaugeVec,
     quarantine_oldest_open_age: IntGauge,
@@ -118,6 +119,13 @@ impl Metrics {
             Opts::new(
                 "signet_drill_webhooks_total",
                 "Deliveries made by the drills (synthetic tenant), by outcome; never counted in signet_webhooks_total",
+            ),
+            &["outcome"],
+        )?;
+        let test_deliveries = IntCounterVec::new(
+            Opts::new(
+                "signet_test_deliveries_total",
+                "Test deliveries sent from the console or the API, by outcome; never counted in signet_webhooks_total",
             ),
             &["outcome"],
         )?;
@@ -240,6 +248,7 @@ impl Metrics {
         registry.register(Box::new(outbox_dead.clone()))?;
         registry.register(Box::new(drill_webhooks.clone()))?;
         registry.register(Box::new(drill_foreign.clone()))?;
+        registry.register(Box::new(test_deliveries.clone()))?;
         registry.register(Box::new(shed.clone()))?;
         registry.register(Box::new(kek_seals.clone()))?;
         registry.register(Box::new(claim_batches.clone()))?;
@@ -278,6 +287,7 @@ impl Metrics {
             outbox_dead,
             drill_webhooks,
             drill_foreign,
+            test_deliveries,
             shed,
             kek_seals,
             quarantine_oldest_open_age,
@@ -512,6 +522,14 @@ impl Metrics {
     pub fn sync_rollbacks(&self, rollbacks: &domain::receiver::Rollbacks) {
         for (reason, total) in rollbacks.totals() {
             let counter = self.claim_rollbacks.with_label_values(&[reason]);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+
+    /// Brings the test-delivery counters up to the receiver's own.
+    pub fn sync_test_deliveries(&self, tests: &domain::receiver::TestDeliveries) {
+        for (outcome, total) in tests.totals() {
+            let counter = self.test_deliveries.with_label_values(&[outcome]);
             counter.inc_by(total.saturating_sub(counter.get()));
         }
     }

@@ -85,6 +85,8 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
         rollout_drill_max_age_days: args.rollout.rollout_drill_max_age_days,
         faults: faults.clone(),
+        receiver: receiver.clone(),
+        public_url: public_url.clone(),
         drills,
         budgets: Arc::new(domain::budget::Budgets::default()),
         trusted_proxies: Arc::new(trusted_proxies),

@@ -12,6 +12,7 @@ pub mod integral;
 pub mod jobs;
 pub mod kek;
 pub mod keys;
+pub mod onboarding;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 pub mod outbox;

@@ -114,6 +114,8 @@ server_fns!(
     registry::LoadTenant,
     registry::CreateEndpoint,
     registry::SetEndpointEnabled,
+    registry::EndpointOnboarding,
+    registry::SendTestDelivery,
     retention::RetentionOverview,
     retention::SetRetention,
     retention::SetHorizon,

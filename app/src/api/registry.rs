@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::{TenantOverview, TenantSummary};
+use crate::dto::{OnboardingPage, TenantOverview, TenantSummary};
 
 #[server(prefix = "/fn", endpoint = "list_tenants", input = GetUrl)]
 pub async fn list_tenants() -> Result<Vec<TenantSummary>, AppError> {
@@ -126,5 +126,39 @@ pub async fn set_endpoint_enabled(tenant: String, endpoint: String, enabled: Str
     endpoints::update(&st.db, &p, &tenant, &endpoint, EndpointPatch { enabled: Some(enabled), ..Default::default() })
         .await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}"));
+    Ok(())
+}
+
+/// An endpoint's onboarding guide (URL, scheme, headers, examples, `v1a`
+/// public keys) and its newest test delivery.
+#[server(prefix = "/fn", endpoint = "endpoint_onboarding", input = GetUrl)]
+pub async fn endpoint_onboarding(tenant: String, endpoint: String) -> Result<OnboardingPage, AppError> {
+    use crate::ssr;
+    use domain::{
+        auth::{Permission, Scope},
+        onboarding,
+        registry::tenants,
+    };
+    let (st, p) = ssr::request().await?;
+    let guide = onboarding::guide(&st.db, &p, &tenant, &endpoint, &st.public_url).await?;
+    let t = tenants::find(&st.db, &p, &tenant).await?;
+    let can_send = p.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id)).is_ok();
+    Ok(OnboardingPage { guide, can_send })
+}
+
+/// Sends a test delivery through the real receiver, signed with the
+/// endpoint's own key (nothing of it is kept), and shows the endpoint's
+/// page, which reads its gate outcomes back from the audit log.
+#[server(prefix = "/fn", endpoint = "send_test_delivery")]
+pub async fn send_test_delivery(tenant: String, endpoint: String, event_type: Option<String>) -> Result<(), AppError> {
+    use crate::ssr;
+    use domain::onboarding::{self, TestRequest};
+    ssr::require_post()?;
+    let (st, p) = ssr::request().await?;
+    let event_type = event_type.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    let sent =
+        onboarding::send_test(&st.db, &st.vault, &st.receiver, &p, &tenant, &endpoint, TestRequest { event_type })
+            .await?;
+    leptos_axum::redirect(&format!("/tenants/{tenant}/endpoints/{endpoint}?tested={}#test-delivery", sent.event_id));
     Ok(())
 }

@@ -115,6 +115,7 @@ fn TenantDetail(
 fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bool, now_ms: i64) -> impl IntoView {
     let EndpointKeys { endpoint: ep, keys } = ep;
     let receive_url = format!("/hooks/{tenant}/{}", ep.slug);
+    let onboard = format!("/tenants/{tenant}/endpoints/{}", ep.slug);
     let state = if ep.enabled { "enabled" } else { "disabled" };
     let types_hint = if is_any_type(&ep.event_types) { "any event type".to_owned() } else { ep.event_types.join(", ") };
     let anchor = format!("endpoint-{}", ep.slug);
@@ -139,7 +140,10 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
             })}
             <dl class="facts">
                 <dt>"Receive URL"</dt>
-                <dd><code>{receive_url}</code></dd>
+                <dd>
+                    <code>{receive_url}</code>
+                    " · " <a href=onboard data-testid="onboard-link">"Onboard a provider and send a test delivery"</a>
+                </dd>
                 <dt>"Scheme"</dt>
                 <dd>{ep.scheme.as_str()}</dd>
                 <dt>"Event types"</dt>

@@ -2,10 +2,11 @@
 //! the spec writes them: `whpk_` + base64 of the 32-byte public key, and
 //! `whsk_` + base64 of the private key.
 //!
-//! Threat model: Signet stores only the public half. A leaked database or
-//! backup then holds nothing that can sign an event, so nothing here is
-//! sealed. A private key exists in Signet only when it generates a pair for
-//! a provider (shown once, never stored) and in `signet send`.
+//! Threat model: for a provider's own pair Signet stores only the public
+//! half. A leaked database or backup then holds nothing that can sign an
+//! event. A private key exists in Signet only when it generates a pair for
+//! a provider (shown once, then kept sealed by the vault, as HMAC secrets
+//! are, for test deliveries) and in `signet send`.
 //!
 //! Verification is `verify_strict` (RFC 8032 with the small-order and
 //! non-canonical checks), and weak (small-order) public keys are refused at

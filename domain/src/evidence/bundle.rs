@@ -213,7 +213,8 @@ async fn credentials(
                 scope_hash: k.scope_hash,
                 scope_approved: k.scope_approved,
                 kek_version: row.kek_version,
-                can_sign: k.credential.can_sign(),
+                // A sealed private key (a pair Signet generated) can sign.
+                can_sign: k.credential.can_sign() || !row.secret_ciphertext.is_empty(),
                 credential: k.credential.as_str().to_owned(),
                 created_at: k.created_at,
                 age_days: (now - row.created_at) / DAY_MS,

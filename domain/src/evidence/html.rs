@@ -536,10 +536,15 @@ pub fn render(e: &Evidence, evidence_sha256: &str) -> String {
     h
 }
 
-/// The KEK column: the sealing version, or for a public key that nothing is
-/// sealed and the stored credential cannot sign.
+/// The KEK column: the sealing version (for an Ed25519 key, of the private
+/// key Signet generated and holds), or for a public key a provider uploaded
+/// that nothing is sealed and the stored credential cannot sign.
 fn kek_cell(k: &views::evidence::CredentialRow) -> String {
-    if k.can_sign { format!("v{}", k.kek_version) } else { format!("{} public key · cannot sign", esc(&k.credential)) }
+    match (k.can_sign, k.credential.as_str()) {
+        (true, "hmac") => format!("v{}", k.kek_version),
+        (true, other) => format!("v{} · {} private key held · can sign", k.kek_version, esc(other)),
+        (false, other) => format!("{} public key · cannot sign", esc(other)),
+    }
 }
 
 #[cfg(test)]

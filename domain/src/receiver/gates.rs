@@ -11,7 +11,7 @@ use super::{
     admission,
     attribution::Attribution,
     cache::{EndpointCache, EndpointCtx},
-    claim::{BatchStats, Claims, DeliveryLogStats, Rollbacks},
+    claim::{BatchStats, Claims, DeliveryLogStats, Rollbacks, Traffic},
     faults::Faults,
     outcome::{Outcome, Refusal},
     verify::{Verified, verify},
@@ -76,7 +76,22 @@ pub struct Receipt {
 }
 
 /// Gates 1 to 9 for one delivery to `/hooks/{tenant}/{endpoint}`.
-pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mut delivery: D) -> Receipt {
+pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, delivery: D) -> Receipt {
+    run(r, tenant, endpoint, delivery, Traffic::Live).await
+}
+
+/// Gates 1 to 9 for a test delivery (`onboarding::test_delivery`): the
+/// same gates, but gates 6 and 9 roll their transaction back, so nothing is
+/// kept (no replay record, claim, effect or outbox intent); no delivery-log
+/// row is written and no key is credited with it. Counted apart from real
+/// traffic ([`Receiver::test_deliveries`]).
+pub async fn rehearse<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, delivery: D) -> Receipt {
+    let receipt = run(r, tenant, endpoint, delivery, Traffic::Test).await;
+    r.tests.count(&receipt.outcome);
+    receipt
+}
+
+async fn run<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mut delivery: D, traffic: Traffic) -> Receipt {
     // Gate 1: the tenant and endpoint exist and are enabled.
     let ep = match r.resolve(tenant, endpoint).await {
         Ok(ep) => ep,
@@ -85,20 +100,20 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     // Gate 2: the body, read within the endpoint's limit.
     let body = match delivery.body(ep.max_body_bytes).await {
         Ok(body) => body,
-        Err(refusal) => return r.refused(&ep, delivery.headers(), refusal, None),
+        Err(refusal) => return r.refused(&ep, delivery.headers(), refusal, None, traffic),
     };
     // Gates 3, 4 and 5: an accepted key's signature over these exact bytes, in time.
     let span = tracing::info_span!(
         target: TRACE_TARGET, "verify", scheme = ep.scheme.as_str(), key_id = Empty, outcome = Empty
     );
-    let verified = match authenticate(r, &ep, delivery.headers(), body).instrument(span.clone()).await {
+    let verified = match authenticate(r, &ep, delivery.headers(), body, traffic).instrument(span.clone()).await {
         Ok(verified) => verified,
         Err((refusal, key_id)) => {
             span.record("outcome", refusal.reason());
             if let Some(key_id) = &key_id {
                 span.record("key_id", key_id.as_str());
             }
-            return r.refused(&ep, delivery.headers(), refusal, key_id);
+            return r.refused(&ep, delivery.headers(), refusal, key_id, traffic);
         }
     };
     span.record("outcome", "verified");
@@ -120,13 +135,16 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mu
     let span = tracing::info_span!(
         target: TRACE_TARGET, "claim", path = Empty, batch = Empty, batch_size = Empty, outcome = Empty
     );
-    let outcome = r.claims.settle(admission, &span).instrument(span.clone()).await;
+    let outcome = match traffic {
+        Traffic::Live => r.claims.settle(admission, &span).instrument(span.clone()).await,
+        Traffic::Test => r.claims.rehearse(admission).instrument(span.clone()).await,
+    };
     if !span.is_disabled() {
         span.record("outcome", outcome.labels().0);
     }
     // The claim just made records this answer (its `first_answer`); any
-    // other answer goes in the delivery log, off the hot path (`claim::log`).
-    if !outcome.recorded_by_claim() {
+    // other live answer goes in the delivery log, off the hot path (`claim::log`).
+    if traffic == Traffic::Live && !outcome.recorded_by_claim() {
         r.log(&ep, event_id, &outcome, key_id.as_deref(), digest);
     }
     Receipt { outcome, endpoint: Some(ep), key_id }
@@ -140,6 +158,7 @@ async fn authenticate<H: HeaderSource + Sync + ?Sized>(
     ep: &Arc<EndpointCtx>,
     headers: &H,
     body: Bytes,
+    traffic: Traffic,
 ) -> Result<Verified, (Refusal, Option<String>)> {
     let hint = key_hint(headers);
     let now = clock::now_ms() / 1000;
@@ -160,7 +179,9 @@ async fn authenticate<H: HeaderSource + Sync + ?Sized>(
         }
         Err(rejected) => return Err(r.attribution.refused(ep, rejected)),
     };
-    r.attribution.verified(&ep.endpoint_id, verified.key_id());
+    if traffic == Traffic::Live {
+        r.attribution.verified(&ep.endpoint_id, verified.key_id());
+    }
     Ok(verified)
 }
 
@@ -181,6 +202,7 @@ pub struct Receiver {
     pub cache: EndpointCache,
     claims: Claims,
     attribution: Attribution,
+    tests: TestDeliveries,
 }
 
 impl Receiver {
@@ -194,6 +216,7 @@ impl Receiver {
             vault,
             cache: EndpointCache::new(Duration::from_secs(5)),
             attribution: Attribution::default(),
+            tests: TestDeliveries::default(),
         }
     }
 
@@ -223,8 +246,12 @@ impl Receiver {
         headers: &H,
         refusal: Refusal,
         key_id: Option<String>,
+        traffic: Traffic,
     ) -> Receipt {
         let outcome = Outcome::Refused(refusal);
+        if traffic == Traffic::Test {
+            return Receipt { outcome, endpoint: Some(ep.clone()), key_id };
+        }
         let claimed = match &ep.hmac {
             Some(c) => crate::crypto::profile::claimed_message_id(c, headers),
             None => claimed_message_id(ep.scheme, headers),
@@ -275,6 +302,12 @@ impl Receiver {
         self.claims.batch_stats()
     }
 
+    /// Test deliveries so far, by outcome (never in the real traffic's
+    /// figures).
+    pub fn test_deliveries(&self) -> &TestDeliveries {
+        &self.tests
+    }
+
     /// Claim attempts repeated so far (transient failures, lost connections).
     pub fn claim_retries(&self) -> u64 {
         self.claims.retries()
@@ -283,5 +316,25 @@ impl Receiver {
     /// Claim transactions rolled back so far, by reason.
     pub fn claim_rollbacks(&self) -> &Rollbacks {
         self.claims.rollbacks()
+    }
+}
+
+/// Test deliveries by outcome label (`Outcome::labels`), for
+/// `signet_test_deliveries_total`: apart from real traffic, which they never
+/// move (no delivery log, rollups, key counts or webhook metrics).
+#[derive(Debug, Default)]
+pub struct TestDeliveries {
+    by_outcome: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+impl TestDeliveries {
+    fn count(&self, outcome: &Outcome) {
+        let mut map = self.by_outcome.lock().unwrap_or_else(|p| p.into_inner());
+        *map.entry(outcome.labels().0).or_default() += 1;
+    }
+
+    /// Every outcome seen so far with its total.
+    pub fn totals(&self) -> Vec<(&'static str, u64)> {
+        self.by_outcome.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (*k, *v)).collect()
     }
 }

@@ -37,6 +37,6 @@ pub mod replay;
 pub mod telemetry;
 pub mod verify;
 
-pub use claim::{BatchStats, DeliveryLogStats, Rollbacks};
-pub use gates::{Buffered, Delivery, Receipt, Receiver, receive};
+pub use claim::{BatchStats, DeliveryLogStats, Rollbacks, Traffic};
+pub use gates::{Buffered, Delivery, Receipt, Receiver, TestDeliveries, receive, rehearse};
 pub use outcome::{ClaimOutcome, Outcome, Refusal};

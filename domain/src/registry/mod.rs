@@ -12,6 +12,6 @@ pub mod keys;
 mod scheme;
 pub mod tenants;
 
-pub use scheme::{EventTypes, Scheme, parse_scheme, validate_event_types};
+pub use scheme::{EventTypes, MAX_EVENT_TYPE_LEN, Scheme, event_type_pattern, parse_scheme, validate_event_types};
 #[cfg(feature = "openapi")]
 pub use scheme::{event_types_schema, optional_event_types_schema};

@@ -28,8 +28,8 @@ pub(crate) async fn everything_opens(t: &TestDb) -> usize {
     let ring = fresh.ring();
     let mut n = 0;
     for k in signing_key::Entity::find().all(&t.db).await.unwrap() {
-        if k.credential_kind != "hmac" {
-            continue; // a public key: nothing sealed
+        if k.secret_ciphertext.is_empty() {
+            continue; // an uploaded public key: nothing sealed
         }
         ring.open(&Aad::signing_key(&k.tenant_id, &k.endpoint_id, &k.id), &k.secret_ciphertext).unwrap();
         n += 1;
@@ -156,6 +156,29 @@ db_test!(public_keys_seal_nothing_and_rewraps_pass_them_by, async |t: &TestDb| {
     assert_eq!(row.public_key.as_deref(), Some(public.as_str()));
     age_versions(t).await;
     kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
+});
+
+// A pair Signet generated keeps its private key sealed (for test
+// deliveries): a rewrap moves it like any sealed row, so retiring the old
+// version never strands it, and it still opens to the key that was shown.
+db_test!(a_generated_pairs_private_key_is_sealed_and_rewrapped, async |t: &TestDb| {
+    let sealed = fill(t).await;
+    let req = ProvisionRequest { credential: keys::NewCredential::GenerateEd25519, ..Default::default() };
+    let k = keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", req, Approval::Pending).await.unwrap();
+    let shown = k.secret.as_ref().map(|s| s.expose().to_owned()).unwrap();
+    assert!(shown.starts_with("whsk_"), "the private key is shown once");
+    assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(1, sealed as u64 + 1)]);
+    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    assert_eq!(rotation.rewrap.total, sealed as u64 + 1);
+    let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
+    assert_eq!(done.status, kek::FINISHED, "{done:?}");
+    age_versions(t).await;
+    kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
+    let row = signing_key::Entity::find_by_id(k.key.key_id.clone()).one(&t.db).await.unwrap().unwrap();
+    assert_eq!(row.kek_version, 2, "rewrapped under the new version");
+    let opened = keys::open_secret(&t.db, &t.vault, &row).await.unwrap();
+    assert_eq!(opened.expose(), shown);
+    assert_eq!(everything_opens(t).await, sealed + 1);
 });
 
 db_test!(a_version_that_still_seals_rows_cannot_be_retired, async |t: &TestDb| {

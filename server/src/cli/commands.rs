@@ -679,7 +679,7 @@ fn secret_text(k: &ProvisionedKey) -> String {
     match (&k.secret, &k.key.public_key) {
         (Some(secret), None) => format!("{head}\nsecret (shown once, store it now): {}", secret.expose()),
         (Some(private), Some(public)) => format!(
-            "{head}\npublic key (stored): {public}\nv1a private key for the provider (shown once, never stored): {}",
+            "{head}\npublic key (stored): {public}\nv1a private key for the provider (shown once; kept sealed): {}",
             private.expose()
         ),
         (None, public) => format!("{head}\npublic key (stored; Signet holds nothing that can sign): {}", {

@@ -253,7 +253,7 @@ pub struct V1aArgs {
     #[arg(long, conflicts_with = "generate_ed25519")]
     pub public_key: Option<String>,
     /// Generate a pair: the public key is stored, the private key (`whsk_…`)
-    /// is printed once for the provider and never stored.
+    /// is printed once for the provider and kept only sealed.
     #[arg(long)]
     pub generate_ed25519: bool,
 }

@@ -83,6 +83,7 @@ pub fn metrics_router(hooks: &hooks::HookState) -> Router {
                 metrics.sync_retries(receiver.claim_retries());
                 metrics.sync_delivery_log(receiver.delivery_log_stats());
                 metrics.sync_rollbacks(receiver.claim_rollbacks());
+                metrics.sync_test_deliveries(receiver.test_deliveries());
                 ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
             }
         }),

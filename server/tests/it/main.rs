@@ -30,5 +30,6 @@ mod sessions;
 mod startup;
 mod story;
 mod systemd;
+mod test_delivery;
 mod traces;
 mod v1a;

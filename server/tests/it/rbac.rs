@@ -161,6 +161,22 @@ fn server_fn_cases() -> Vec<Case> {
             build: |_, _| form("/fn/provision_key", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into())]),
         },
         Case {
+            name: "endpoint_onboarding",
+            allowed: READERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/fn/endpoint_onboarding?tenant=clinic-a&endpoint=hooks".into()),
+        },
+        Case {
+            name: "send_test_delivery",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                form("/fn/send_test_delivery", vec![("tenant", "clinic-a".into()), ("endpoint", "hooks".into())])
+            },
+        },
+        Case {
             name: "rotate_key",
             allowed: MANAGERS,
             tenant_scoped: true,
@@ -670,6 +686,19 @@ fn api_cases() -> Vec<Case> {
             fresh: Fresh::Nothing,
             build: |_, _| {
                 json_req(M::POST, "/api/v1/tenants/clinic-a/endpoints/hooks/keys".into(), json!({"owner": "ops"}))
+            },
+        },
+        Case {
+            name: "POST /api/v1/tenants/{tenant}/endpoints/{endpoint}/test-delivery",
+            allowed: MANAGERS,
+            tenant_scoped: true,
+            fresh: Fresh::Nothing,
+            build: |_, _| {
+                json_req(
+                    M::POST,
+                    "/api/v1/tenants/clinic-a/endpoints/hooks/test-delivery".into(),
+                    json!({"event_type": "reminder.created"}),
+                )
             },
         },
         Case {

@@ -2,7 +2,8 @@
 //! the receiver's gates for a public key, `v1` and `v1a` side by side, bad
 //! signatures answering 401 (never 500), provisioning that refuses a bad
 //! key with 422, a generated pair whose private key is printed once and
-//! stored nowhere, rotation, revocation, and the evidence's "cannot sign".
+//! stored only sealed (Signet signs test deliveries with it), rotation,
+//! revocation, and the evidence's "cannot sign" for an uploaded public key.
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use domain::{
@@ -80,8 +81,8 @@ fn holds(haystack: &[u8], needle: &[u8]) -> bool {
 
 both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
     setup_endpoint(i);
-    // A generated pair: the private key is printed once, only the public
-    // key is stored.
+    // A generated pair: the private key is printed once and stored only
+    // sealed; the public key is stored in clear.
     let k = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--generate-ed25519", "--approve-as", "rita"]);
     assert_eq!(k["status"], "active");
     assert_eq!(k["credential"], "ed25519");
@@ -116,8 +117,8 @@ both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
         .unwrap();
     assert_eq!(row.try_get::<String>("", "credential_kind").unwrap(), "ed25519");
     assert_eq!(row.try_get::<String>("", "public_key").unwrap(), public);
-    assert_eq!(row.try_get::<i32>("", "kek_version").unwrap(), 0, "nothing sealed");
-    assert_eq!(row.try_get::<i64>("", "n").unwrap(), 0, "nothing sealed");
+    assert!(row.try_get::<i32>("", "kek_version").unwrap() >= 1, "the private key is sealed");
+    assert!(row.try_get::<i64>("", "n").unwrap() > 0, "the private key is sealed");
 
     let s = i.serve();
     let url = s.url("/hooks/clinic-a/hooks");
@@ -205,8 +206,8 @@ both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
     i.send_event(&url, &private, "msg_send", &String::from_utf8(created("r-send")).unwrap());
     drop(s);
 
-    // Nowhere in the database: not the whsk_ text, the seed's base64 or
-    // its raw bytes.
+    // Nowhere in the database in clear: not the whsk_ text, the seed's
+    // base64 or its raw bytes (it is sealed).
     let seed = STANDARD.decode(private.trim_start_matches("whsk_")).unwrap();
     let stored = crate::secrecy::raw_database(i);
     assert!(holds(&stored, public.as_bytes()), "the public key is stored in clear");
@@ -286,7 +287,7 @@ both_engines!(v1a_provisioning_rotation_and_evidence, async |i: &Install| {
     assert_eq!(revoked["status"], "revoked");
     drop(s);
 
-    // The evidence's credential map: a public key cannot sign.
+    // The evidence's credential map: an uploaded public key cannot sign.
     let out = i.data_dir().join("bundle");
     i.cli_json(&["evidence", "export", "--out", out.to_str().unwrap()]);
     let evidence: Value = serde_json::from_str(&std::fs::read_to_string(out.join("evidence.json")).unwrap()).unwrap();

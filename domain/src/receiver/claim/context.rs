@@ -33,6 +33,14 @@ impl ClaimContext {
         self.rollbacks.count(reason);
     }
 
+    /// Counts a rollback of real traffic; a test delivery's rollbacks are
+    /// its design, not the receiver's figures.
+    pub fn rolled_back_for(&self, traffic: super::Traffic, reason: RollbackReason) {
+        if traffic == super::Traffic::Live {
+            self.rollbacks.count(reason);
+        }
+    }
+
     pub fn is_sqlite(&self) -> bool {
         self.write_queue.is_some()
     }

@@ -32,6 +32,17 @@ use super::{
 };
 use crate::{db, vault::Vault};
 
+/// Whether a delivery is real traffic or a test delivery from the console
+/// or the API (`onboarding::test_delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    Live,
+    /// Gates 6 and 9 run their transaction as for a real delivery, and roll
+    /// it back: the answer is the real one, and nothing is kept (no replay
+    /// record, no claim, no effect, no outbox intent).
+    Test,
+}
+
 /// How often a transient database failure is retried before giving up.
 const TRANSIENT_ATTEMPTS: u32 = 3;
 
@@ -112,17 +123,23 @@ impl Claims {
             other => (other, None),
         };
         span.record("path", "alone");
-        self.alone(&admission, prior).await
+        self.alone(&admission, prior, Traffic::Live).await
+    }
+
+    /// Gates 6 to 9 for a test delivery: the one-event path, rolled back at
+    /// the end (see [`Traffic::Test`]).
+    pub async fn rehearse(&self, admission: Admission) -> Outcome {
+        self.alone(&admission, None, Traffic::Test).await
     }
 
     /// The one-event path. `prior` is the error of a failed batch this
     /// delivery was in: that batch may have committed.
-    async fn alone(&self, a: &Admission, prior: Option<DbErr>) -> Outcome {
+    async fn alone(&self, a: &Admission, prior: Option<DbErr>, traffic: Traffic) -> Outcome {
         let mut last: Option<DbErr> = prior;
         let (mut attempt, mut lost) = (0, 0);
         while attempt < TRANSIENT_ATTEMPTS {
             let queued = self.ctx.write_turn(a.verified().endpoint().synthetic).await;
-            let result = single::attempt(&self.ctx, a).await;
+            let result = single::attempt(&self.ctx, a, traffic).await;
             drop(queued);
             let result = match result {
                 Ok((outcome, after)) => {
@@ -130,7 +147,7 @@ impl Claims {
                     Ok(outcome)
                 }
                 Err(e) => {
-                    self.ctx.rolled_back(rollbacks::RollbackReason::Error);
+                    self.ctx.rolled_back_for(traffic, rollbacks::RollbackReason::Error);
                     Err(e)
                 }
             };
@@ -168,13 +185,13 @@ impl Claims {
                 }
             }
         }
-        self.exhausted(a, last).await
+        self.exhausted(a, last, traffic).await
     }
 
     /// Transient failures ran out. A tenant with retries enabled asks the
     /// provider to come back (503); otherwise the event is kept rather than
     /// lost, if the database can still record it.
-    async fn exhausted(&self, a: &Admission, last: Option<DbErr>) -> Outcome {
+    async fn exhausted(&self, a: &Admission, last: Option<DbErr>, traffic: Traffic) -> Outcome {
         let ep = a.verified().endpoint();
         if ep.retries_enabled {
             tracing::error!(error = ?last, tenant = %ep.tenant_slug, "transient failures exhausted; answering 503");
@@ -187,10 +204,10 @@ impl Claims {
             Admission::Admitted(job) => (&job.event_id, Some(job.envelope.event_type.as_str())),
             Admission::Quarantine(Held { event_id, event_type, .. }, _) => (event_id, event_type.as_deref()),
         };
-        match single::quarantine(&self.ctx, a.verified(), held_id, event_type, "transient").await {
+        match single::quarantine(&self.ctx, a.verified(), held_id, event_type, "transient", traffic).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                self.ctx.rolled_back(rollbacks::RollbackReason::Error);
+                self.ctx.rolled_back_for(traffic, rollbacks::RollbackReason::Error);
                 tracing::error!(error = %e, "could not quarantine after transient failures");
                 Outcome::Unavailable
             }

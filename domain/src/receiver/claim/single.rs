@@ -4,6 +4,7 @@
 use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set};
 
 use super::{
+    Traffic,
     context::ClaimContext,
     rollbacks::RollbackReason,
     rows::{
@@ -23,8 +24,13 @@ use crate::{
 };
 
 /// One attempt at gates 6–9, and what is left to do once the caller has
-/// released its write turn.
-pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<(Outcome, AfterCommit), DbErr> {
+/// released its write turn. A test delivery (`Traffic::Test`) takes the
+/// same steps and rolls back where real traffic commits.
+pub(super) async fn attempt(
+    ctx: &ClaimContext,
+    a: &Admission,
+    traffic: Traffic,
+) -> Result<(Outcome, AfterCommit), DbErr> {
     if ctx.faults.transient {
         return Err(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout));
     }
@@ -32,7 +38,7 @@ pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<(Outcom
         Admission::Admitted(job) => job,
         // The quarantine transaction runs the replay check (gate 6) itself.
         Admission::Quarantine(h, reason) => {
-            let outcome = quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), reason).await?;
+            let outcome = quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), reason, traffic).await?;
             return Ok((outcome, AfterCommit::default()));
         }
         // Gate 6 before gate 8: a replay is answered as one.
@@ -43,25 +49,47 @@ pub(super) async fn attempt(ctx: &ClaimContext, a: &Admission) -> Result<(Outcom
                 true => (Outcome::Refused(*refusal), RollbackReason::Refused),
             };
             txn.rollback().await?;
-            ctx.rolled_back(why);
+            ctx.rolled_back_for(traffic, why);
             return Ok((verdict, AfterCommit::default()));
         }
     };
-    apply(ctx, job).await
+    apply(ctx, job, traffic).await
+}
+
+/// Commits real traffic; rolls a test delivery back.
+async fn finish(
+    ctx: &ClaimContext,
+    txn: DatabaseTransaction,
+    v: &Verified,
+    traffic: Traffic,
+) -> Result<AfterCommit, DbErr> {
+    match traffic {
+        Traffic::Live => commit(txn, &ctx.faults, v.endpoint().synthetic).await,
+        Traffic::Test => {
+            txn.rollback().await?;
+            Ok(AfterCommit::default())
+        }
+    }
 }
 
 /// Gates 6 and 9 and the effect for an admitted delivery.
-async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), DbErr> {
+async fn apply(ctx: &ClaimContext, job: &Job, traffic: Traffic) -> Result<(Outcome, AfterCommit), DbErr> {
     let Job { verified: v, event_id, envelope: env, trace_context } = job;
     let txn = db::begin_write(&ctx.db).await?;
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
         txn.rollback().await?;
-        ctx.rolled_back(RollbackReason::Replay);
+        ctx.rolled_back_for(traffic, RollbackReason::Replay);
         return Ok((verdict, AfterCommit::default()));
     }
     if let Some(existing) = insert_claim(ctx, &txn, v, event_id, Some(&env.event_type), ClaimOutcome::Applied).await? {
-        txn.commit().await?;
+        // The replay record stays for real traffic (this signed message was
+        // accepted); a test delivery keeps nothing.
+        let after = match traffic {
+            Traffic::Live => txn.commit().await,
+            Traffic::Test => txn.rollback().await,
+        };
+        after?;
         return Ok((existing, AfterCommit::default()));
     }
     let at = effects::Target {
@@ -72,14 +100,14 @@ async fn apply(ctx: &ClaimContext, job: &Job) -> Result<(Outcome, AfterCommit), 
     match effects::apply(&txn, &ctx.vault, at, event_id, env, effects::Order::Sender).await {
         Ok(applied) => {
             let outcome = settled(&txn, v, event_id, applied).await?;
-            let after = commit(txn, &ctx.faults, v.endpoint().synthetic).await?;
+            let after = finish(ctx, txn, v, traffic).await?;
             Ok((outcome, after))
         }
         Err(e) => {
             let reason = quarantine_reason(e)?;
             txn.rollback().await?;
-            ctx.rolled_back(RollbackReason::Quarantine);
-            let outcome = quarantine(ctx, v, event_id, Some(&env.event_type), reason).await?;
+            ctx.rolled_back_for(traffic, RollbackReason::Quarantine);
+            let outcome = quarantine(ctx, v, event_id, Some(&env.event_type), reason, traffic).await?;
             Ok((outcome, AfterCommit::default()))
         }
     }
@@ -111,23 +139,27 @@ async fn insert_claim(
 
 /// Records an authenticated event that cannot apply: replay record, claim
 /// (outcome `quarantined`, so retries are duplicates) and the quarantine
-/// entry, in their own transaction.
+/// entry, in their own transaction (rolled back for a test delivery).
 pub(super) async fn quarantine(
     ctx: &ClaimContext,
     v: &Verified,
     event_id: &str,
     event_type: Option<&str>,
     reason: &str,
+    traffic: Traffic,
 ) -> Result<Outcome, DbErr> {
     let txn = db::begin_write(&ctx.db).await?;
     if !record_message(&txn, v).await? {
         let verdict = replayed(&txn, v, event_id).await?;
         txn.rollback().await?;
-        ctx.rolled_back(RollbackReason::Replay);
+        ctx.rolled_back_for(traffic, RollbackReason::Replay);
         return Ok(verdict);
     }
     if let Some(existing) = insert_claim(ctx, &txn, v, event_id, event_type, ClaimOutcome::Quarantined).await? {
-        txn.commit().await?;
+        match traffic {
+            Traffic::Live => txn.commit().await?,
+            Traffic::Test => txn.rollback().await?,
+        }
         return Ok(existing);
     }
     let ep = v.endpoint();
@@ -143,6 +175,9 @@ pub(super) async fn quarantine(
     })
     .exec_without_returning(&txn)
     .await?;
-    txn.commit().await?;
+    match traffic {
+        Traffic::Live => txn.commit().await?,
+        Traffic::Test => txn.rollback().await?,
+    }
     Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason: reason.to_owned() })
 }

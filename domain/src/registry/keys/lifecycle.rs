@@ -61,7 +61,8 @@ fn check_credential(e: &endpoint::Model, credential: &NewCredential) -> DomainRe
 }
 
 /// Inserts a new key row: an HMAC key with its secret sealed, or an
-/// Ed25519 key with its public key in clear and nothing sealed. Returns what
+/// Ed25519 key with its public key in clear (and, for a pair Signet
+/// generated, its private key sealed; for an uploaded one, nothing sealed). Returns what
 /// the caller shows once (see [`ProvisionedKey`]).
 #[allow(clippy::too_many_arguments)]
 async fn insert_key<C: ConnectionTrait>(
@@ -86,9 +87,14 @@ async fn insert_key<C: ConnectionTrait>(
             (CredentialKind::Hmac, None, sealed, kek_version as i32, Some(secret))
         }
         Checked::PublicKey(pk) => (CredentialKind::Ed25519, Some(pk.encode()), Vec::new(), 0, None),
+        // The private key of a pair Signet generated is shown once and kept
+        // sealed like an HMAC secret, so Signet can sign test deliveries
+        // with it (`onboarding::test_delivery`); the evidence marks it "can sign".
         Checked::Generated(private) => {
-            let shown = SigningSecret::parse(&private.encode());
-            (CredentialKind::Ed25519, Some(private.public_key().encode()), Vec::new(), 0, shown)
+            let encoded = private.encode();
+            let (sealed, kek_version) = vault.seal(&Aad::signing_key(&t.id, &e.id, &key_id), encoded.as_bytes())?;
+            let shown = SigningSecret::parse(&encoded);
+            (CredentialKind::Ed25519, Some(private.public_key().encode()), sealed, kek_version as i32, shown)
         }
     };
     let model = signing_key::ActiveModel {
@@ -137,7 +143,8 @@ pub async fn provision(
     approval: Approval,
 ) -> DomainResult<ProvisionedKey> {
     let now = clock::now_ms();
-    if req.credential == NewCredential::Hmac {
+    // An HMAC secret and a generated pair's private key are sealed.
+    if matches!(req.credential, NewCredential::Hmac | NewCredential::GenerateEd25519) {
         vault.reserve_seals(db, 1).await?;
     }
     let txn = db::begin_write(db).await?;
@@ -229,7 +236,7 @@ pub async fn rotate_with(
             format!("overlap must be {MIN_OVERLAP_SECS}–{MAX_OVERLAP_SECS} seconds (1 minute to 7 days)"),
         ));
     }
-    if credential.as_ref().is_none_or(|c| *c == NewCredential::Hmac) {
+    if credential.as_ref().is_none_or(|c| matches!(c, NewCredential::Hmac | NewCredential::GenerateEd25519)) {
         vault.reserve_seals(db, 1).await?;
     }
     let txn = db::begin_write(db).await?;

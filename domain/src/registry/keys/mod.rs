@@ -12,8 +12,10 @@
 //! equals the approved one, so a scope change needs a new approval.
 //!
 //! A key holds either a sealed HMAC secret or a Standard Webhooks `v1a`
-//! Ed25519 public key ([`CredentialKind`]), stored in clear: it cannot sign,
-//! so a leaked database or backup forges nothing with it. Both kinds share
+//! Ed25519 public key ([`CredentialKind`]), stored in clear: an uploaded one
+//! cannot sign, so a leaked database or backup forges nothing with it. A
+//! pair Signet generated also keeps its private key, sealed like an HMAC
+//! secret, for test deliveries. Both kinds share
 //! the lifecycle, the approval and the evidence.
 //!
 //! Rotation creates a replacement. The old key keeps working until the
@@ -59,7 +61,7 @@ pub use views::keys::{ApprovalView, CredentialKind, KeyStatus, KeyView, ReviewIt
 
 /// A new key and what the caller shows exactly once: the HMAC secret
 /// (`whsec_…`), or the private key of a pair Signet generated (`whsk_…`,
-/// never stored). `None` for an uploaded public key: there is nothing secret.
+/// stored only sealed). `None` for an uploaded public key: there is nothing secret.
 #[derive(Debug)]
 pub struct ProvisionedKey {
     pub key: KeyView,
@@ -75,7 +77,7 @@ pub enum NewCredential {
     /// The provider's `v1a` public key (`whpk_…`), stored in clear.
     PublicKey(String),
     /// A pair Signet generates: the public key is stored, the private key
-    /// is returned once and never stored.
+    /// is returned once and stored only sealed.
     GenerateEd25519,
 }
 

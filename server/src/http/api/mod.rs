@@ -40,6 +40,7 @@ pub fn routes() -> Router<AppState> {
         .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}", get(registry::get_endpoint).patch(registry::update_endpoint))
         .route("/tenants/{tenant}/endpoints/{endpoint}/keys", get(keys::list_endpoint_keys).post(keys::provision))
+        .route("/tenants/{tenant}/endpoints/{endpoint}/test-delivery", post(registry::test_delivery))
         .route(
             "/tenants/{tenant}/endpoints/{endpoint}/event-key",
             get(registry::get_event_key).put(registry::set_event_key),
@@ -98,7 +99,7 @@ pub fn routes() -> Router<AppState> {
     paths(
         registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
         registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
-        registry::get_event_key, registry::set_event_key,
+        registry::get_event_key, registry::set_event_key, registry::test_delivery,
         keys::list_endpoint_keys, keys::provision, keys::list_keys, keys::get_key, keys::set_scope,
         keys::approve, keys::reject, keys::rotate, keys::revoke,
         admin::list_users, admin::create_user, admin::update_user, admin::list_audit,

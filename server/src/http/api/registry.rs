@@ -6,13 +6,16 @@ use axum::{
     extract::{Path, State},
     http::StatusCode,
 };
-use domain::registry::{
-    endpoints::{self, EndpointPatch, EndpointView, NewEndpoint},
-    event_key::{self, EventKeyView},
-    tenants::{self, NewTenant, TenantPatch, TenantView},
+use domain::{
+    onboarding::{self, TestDeliveryView, TestRequest},
+    registry::{
+        endpoints::{self, EndpointPatch, EndpointView, NewEndpoint},
+        event_key::{self, EventKeyView},
+        tenants::{self, NewTenant, TenantPatch, TenantView},
+    },
 };
 
-use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
+use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery, OptionalJson};
 use super::params::{EndpointPath, TenantPath};
 
 #[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
@@ -153,4 +156,25 @@ pub async fn set_event_key(
     ApiJson(body): ApiJson<EventKeyChange>,
 ) -> Result<Json<EventKeyView>, ApiError> {
     Ok(Json(event_key::set(&st.db, &p, &tenant, &endpoint, body.fields, &body.reason).await?))
+}
+
+#[utoipa::path(
+    post, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/test-delivery", tag = "endpoints",
+    params(EndpointPath), request_body = TestRequest,
+    responses(
+        (status = 200, body = TestDeliveryView,
+            description = "the gates' outcomes and the receiver's answer; nothing of the delivery is kept"),
+        (status = 409, body = ErrorBody,
+            description = "no active approved key (`no_active_key`), or only v1a public keys a provider uploaded, \
+                           which Signet cannot sign with (`key_cannot_sign`)"),
+    ),
+)]
+pub async fn test_delivery(
+    State(st): State<SharedState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
+    OptionalJson(body): OptionalJson<TestRequest>,
+) -> Result<Json<TestDeliveryView>, ApiError> {
+    Ok(Json(onboarding::send_test(&st.db, &st.vault, &st.receiver, &p, &tenant, &endpoint, body).await?))
 }

@@ -58,7 +58,7 @@ pub async fn guide(
         types.as_slice().first().cloned().unwrap_or_default()
     };
     let id_in_body = if scheme == Scheme::Stripe { "evt_example_1" } else { PLACEHOLDER_ID };
-    let body = test_delivery::envelope(id_in_body, &event_type, "r-example-1").to_string();
+    let body = test_delivery::envelope_for(hmac.as_ref(), id_in_body, &event_type, "r-example-1").to_string();
     let placeholder = SigningSecret::parse(&format!("whsec_{}", STANDARD.encode(PLACEHOLDER)));
     let headers: Vec<HeaderGuide> = placeholder
         .and_then(|s| {

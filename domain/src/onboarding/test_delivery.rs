@@ -10,6 +10,7 @@ use bytes::Bytes;
 use sea_orm::DatabaseConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use views::hmac::HmacProfile;
 
 use super::signing::sign_for;
 use crate::{
@@ -77,8 +78,8 @@ pub async fn send_test(
     let event_type = asked.unwrap_or_else(|| default_type(&EventTypes::from_json(&key.event_types)));
     let event_id = format!("test_{}", uuid::Uuid::new_v4().simple());
     let subject = format!("test-{}", uuid::Uuid::new_v4().simple());
-    let body = Bytes::from(envelope(&event_id, &event_type, &subject).to_string());
     let hmac = super::guide::stored_profile(&e);
+    let body = Bytes::from(envelope_for(hmac.as_ref(), &event_id, &event_type, &subject).to_string());
     let headers = signed(scheme, hmac.as_ref(), &secret, &key.id, &event_id, &event_type, &body)?;
     drop(secret);
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -201,6 +202,31 @@ fn default_type(scope: &EventTypes) -> String {
 /// A test or example event: opaque ids (`subject` names the reminder or
 /// OTP request), no patient data, and data its built-in handler takes (a
 /// reminder a day ahead, an OTP by SMS).
+/// [`envelope`], with the event id also where an `hmac` profile reads it
+/// (its JSON pointer, e.g. seed 004's `/event_id`).
+pub fn envelope_for(hmac: Option<&HmacProfile>, event_id: &str, event_type: &str, subject: &str) -> Value {
+    let mut body = envelope(event_id, event_type, subject);
+    if let Some(pointer) = hmac.and_then(HmacProfile::id_pointer) {
+        place(&mut body, pointer, event_id);
+    }
+    body
+}
+
+/// Sets the string at a JSON pointer (RFC 6901), making the objects on the
+/// way; a step through a non-object leaves the body as it was.
+fn place(body: &mut Value, pointer: &str, id: &str) {
+    let tokens: Vec<String> = pointer.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")).collect();
+    let Some((last, path)) = tokens.split_last() else { return };
+    let mut at = body;
+    for token in path {
+        let Some(obj) = at.as_object_mut() else { return };
+        at = obj.entry(token.clone()).or_insert_with(|| json!({}));
+    }
+    if let Some(obj) = at.as_object_mut() {
+        obj.insert(last.clone(), Value::from(id));
+    }
+}
+
 pub fn envelope(event_id: &str, event_type: &str, subject: &str) -> Value {
     let send_at = clock::rfc3339((clock::now_ms() / 1000 + 86_400) * 1000);
     let data = match event_type {
@@ -216,7 +242,7 @@ pub fn envelope(event_id: &str, event_type: &str, subject: &str) -> Value {
 /// (`signet-key-id`), so gate 4 tries that key alone.
 fn signed(
     scheme: registry::Scheme,
-    hmac: Option<&views::hmac::HmacProfile>,
+    hmac: Option<&HmacProfile>,
     secret: &SigningSecret,
     key_id: &str,
     event_id: &str,
@@ -280,6 +306,15 @@ fn refused_at(r: Refusal) -> u8 {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_id_goes_where_a_profile_reads_it() {
+        let mut body = json!({"id": "e1", "data": {"x": 1}});
+        place(&mut body, "/event_id", "e1");
+        place(&mut body, "/meta/a~1b", "e1");
+        place(&mut body, "/data/x/deeper", "e1");
+        assert_eq!(body, json!({"id": "e1", "event_id": "e1", "meta": {"a/b": "e1"}, "data": {"x": 1}}));
+    }
 
     fn results(outcome: Outcome, found: bool) -> Vec<(GateResult, Option<String>)> {
         let ep = std::sync::Arc::new(crate::receiver::cache::EndpointCtx {

@@ -273,3 +273,22 @@ both_engines!(a_test_delivery_names_its_failing_gate_and_refuses_what_it_cannot_
     let html = std::fs::read_to_string(out.join("evidence.html")).unwrap();
     assert!(html.contains("private key held · can sign") && html.contains("cannot sign"), "evidence.html");
 });
+
+both_engines!(hmac_endpoints_sign_their_test_deliveries_as_their_profile_says, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    for preset in ["dvir", "shopify", "slack"] {
+        i.cli_json(&["endpoint", "create", "clinic-a", preset, "--scheme", "hmac", "--preset", preset]);
+        i.cli_json(&["key", "provision", "clinic-a", preset, "--approve-as", "rita"]);
+    }
+    let carla = token(i, "carla", "clinic-admin", Some("clinic-a"));
+    let s = i.serve();
+    let expected: Vec<(String, String)> = NAMES.iter().map(|n| ((*n).to_owned(), "passed".to_owned())).collect();
+    for preset in ["dvir", "shopify", "slack"] {
+        let (status, report) = test_delivery(&s, &carla, preset, None).await;
+        assert_eq!(status, 200, "{preset}: {report}");
+        assert_eq!(results(&report), expected, "{preset}: {report}");
+        assert_eq!(report["outcome"], "applied", "{preset}: {report}");
+    }
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    assert_eq!(count(&db, "inbox_claims").await, 0, "a test delivery keeps no claim");
+});

@@ -198,7 +198,7 @@ pub fn sign_for(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
-    use views::hmac::{HmacPreset, HmacProfileBody};
+    use views::hmac::HmacPreset;
 
     use super::*;
     use crate::registry::hmac_profile::{preset, resolve};
@@ -285,17 +285,7 @@ mod tests {
     /// recomputed with Python 3's hmac.
     #[test]
     fn custom_sha512_profile() {
-        let body = HmacProfileBody {
-            signature_header: Some("X-Acme-Signature".into()),
-            signature_format: Some(SignatureFormat::Digest),
-            prefix: Some("sha512=".into()),
-            encoding: Some(SignatureEncoding::Base64),
-            algorithm: Some(HmacAlgorithm::Sha512),
-            signed_content: Some("{id}|{timestamp}|{body}".into()),
-            timestamp_header: Some("X-Acme-Timestamp".into()),
-            event_id: Some("header:X-Acme-Id".into()),
-            ..Default::default()
-        };
+        let body = crate::registry::hmac_profile::tests::custom();
         let c = Compiled::new(resolve(&body).unwrap().0).unwrap();
         let signed = sign_for(&c.profile, &secret("acme-secret"), "evt_9", 1700000000, b"{}").unwrap();
         assert_eq!(signed[0].1, format!("sha512={CUSTOM_VECTOR}"));

@@ -390,10 +390,12 @@ pub fn openapi_schema() -> serde_json::Value {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn custom() -> HmacProfileBody {
+    /// A custom SHA-512 profile (`{id}` signed, base64, a prefix), shared
+    /// with `crypto::profile`'s tests.
+    pub(crate) fn custom() -> HmacProfileBody {
         HmacProfileBody {
             signature_header: Some("X-Acme-Signature".into()),
             signature_format: Some(SignatureFormat::Digest),

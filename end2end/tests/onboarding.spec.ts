@@ -2,13 +2,15 @@
 // JavaScript off and once hydrated, each on a fresh server of its own: a
 // clinic admin opens a standard-webhooks endpoint, reads what the provider
 // must send, and, once its key is approved, sends a test delivery through
-// the real receiver and reads each gate's outcome.
+// the real receiver and reads each gate's outcome. Then the same for a
+// sender with its own format: an `hmac` endpoint with the `dvir` preset.
 import { expect } from '@playwright/test';
 import { PASSWORD, serverState, shot, signIn, test } from './helpers';
 
 test.describe.configure({ mode: 'serial' });
 
 let keyId = '';
+let dvirKeyId = '';
 
 test('the administrator sets up a clinic, its endpoint and its people', async ({ page }, info) => {
   const { setupUrl } = serverState(info);
@@ -112,4 +114,76 @@ test('a clinic admin sends a test delivery and reads each gate', async ({ page }
   // The action is in the audit log.
   await page.goto('/audit');
   await expect(page.getByText('endpoint.test_delivery').first()).toBeVisible();
+});
+
+test('a clinic admin creates an hmac endpoint with the dvir preset', async ({ page }, info) => {
+  await signIn(page, 'alice');
+  await page.goto('/tenants/clinic-a');
+  const form = page.locator('section', { has: page.getByRole('heading', { name: 'New endpoint' }) });
+  await expect(form.getByTestId('hmac-profile-fields')).toBeHidden();
+  await form.getByLabel('Endpoint slug').fill('dvir');
+  await form.getByLabel('Scheme').selectOption('hmac');
+  await expect(form.getByTestId('hmac-profile-fields')).toBeVisible();
+  // A custom profile with a mistyped field is refused, naming the field; nothing is created.
+  await form.locator('textarea[name="hmac_profile"]').fill('{"preset": "dvir", "signature_headr": "X-DVIR-Signature"}');
+  await form.getByRole('button', { name: 'Create endpoint' }).click();
+  await expect(page.getByText('hmac_profile.signature_headr: unknown field')).toBeVisible();
+  await expect(page.locator('#endpoint-dvir')).toHaveCount(0);
+  await shot(page, info, 'o4-hmac-profile-refused');
+
+  await page.goto('/tenants/clinic-a');
+  await form.getByLabel('Endpoint slug').fill('dvir');
+  await form.getByLabel('Scheme').selectOption('hmac');
+  await form.locator('select[name="hmac_preset"]').selectOption('dvir');
+  await form.getByLabel('Event types').fill('reminder.created');
+  await form.getByRole('button', { name: 'Create endpoint' }).click();
+  const card = page.locator('#endpoint-dvir');
+  await expect(card.getByText('/hooks/clinic-a/dvir')).toBeVisible();
+  await expect(card.getByTestId('endpoint-scheme')).toHaveText('hmac preset dvir');
+  await shot(page, info, 'o5-hmac-endpoint-created');
+
+  await card.getByLabel('Owner').first().fill('dvir-delivery');
+  await card.getByRole('button', { name: 'Provision key' }).click();
+  await expect(page).toHaveURL(/\/keys\/key_[0-9a-f]+\/secret\?reveal=/);
+  dvirKeyId = page.url().match(/keys\/(key_[0-9a-f]+)/)![1];
+});
+
+test('the reviewer approves the dvir key', async ({ page }) => {
+  await signIn(page, 'rita');
+  await page.goto('/approvals');
+  const item = page.locator('article', { hasText: dvirKeyId });
+  await expect(item).toContainText('hmac');
+  // The profile is part of the scope being approved, and the reviewer can read it.
+  await expect(item.getByTestId('review-profile')).toContainText('SHA-256');
+  await item.getByLabel(/Comment/).first().fill('DVIR delivery layer, seed 004 format');
+  await item.getByRole('button', { name: 'Approve' }).click();
+  await expect(page.locator('article', { hasText: dvirKeyId })).toHaveCount(0);
+});
+
+test('a clinic admin reads the dvir profile, sends a test delivery and reads each gate', async ({ page }, info) => {
+  await signIn(page, 'alice');
+  await page.goto('/tenants/clinic-a/endpoints/dvir');
+  await expect(page.getByTestId('scheme')).toHaveText('hmac');
+  const profile = page.getByTestId('hmac-profile');
+  await expect(profile.getByTestId('profile-preset')).toHaveText('dvir');
+  await expect(profile).toContainText('X-DVIR-Signature');
+  await expect(profile).toContainText('{timestamp}.{body}');
+  await expect(profile).toContainText('HMAC-SHA256');
+  await expect(profile.getByTestId('profile-window')).toContainText('300 s');
+  await expect(profile).toContainText('/event_id');
+  await expect(page.getByTestId('headers').getByRole('cell', { name: 'X-DVIR-Signature', exact: true })).toBeVisible();
+  await expect(page.getByTestId('curl')).toContainText("-H 'X-DVIR-Signature: t=");
+  await expect(page.getByTestId('send-command')).toContainText('--preset dvir');
+
+  await page.getByRole('button', { name: 'Send a test delivery' }).click();
+  await expect(page).toHaveURL(/\/tenants\/clinic-a\/endpoints\/dvir\?tested=test_[0-9a-f]+/);
+  await expect(page.getByTestId('test-result')).toContainText(dvirKeyId);
+  const gates = page.getByTestId('gates').locator('tbody tr');
+  await expect(gates).toHaveCount(9);
+  for (let gate = 1; gate <= 9; gate++) {
+    await expect(gates.nth(gate - 1)).toHaveAttribute('data-result', 'passed');
+  }
+  await expect(gates.nth(3)).toContainText('signature');
+  await expect(page.getByTestId('test-answer')).toContainText('200');
+  await shot(page, info, 'o6-hmac-test-delivery-gates');
 });

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scheme::Scheme;
+use crate::{hmac::HmacProfile, scheme::Scheme};
 
 /// How far a test delivery got at one gate of the receiver (CONTRACT §3).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -94,6 +94,10 @@ pub struct OnboardingView {
     /// The public URL of `/hooks/{tenant}/{endpoint}`.
     pub url: String,
     pub scheme: Scheme,
+    /// Scheme `hmac`: the endpoint's profile, every field of it.
+    pub hmac_profile: Option<HmacProfile>,
+    /// How far a signed timestamp may be from now, in seconds, either way.
+    pub tolerance_secs: i64,
     pub headers: Vec<HeaderGuide>,
     /// The bytes the signature covers, as a template.
     pub signed_content: String,

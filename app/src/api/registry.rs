@@ -82,8 +82,11 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
     })
 }
 
-/// `event_types`: comma-separated; empty means any type.
+/// `event_types`: comma-separated; empty means any type. Scheme `hmac`
+/// takes `hmac_preset` (a preset's name) or `hmac_profile` (a custom
+/// profile as JSON), never both; other schemes take neither.
 #[server(prefix = "/fn", endpoint = "create_endpoint")]
+#[allow(clippy::too_many_arguments)]
 pub async fn create_endpoint(
     tenant: String,
     slug: String,
@@ -91,6 +94,8 @@ pub async fn create_endpoint(
     event_types: Option<String>,
     tolerance_secs: Option<String>,
     max_body_bytes: Option<String>,
+    hmac_preset: Option<String>,
+    hmac_profile: Option<String>,
 ) -> Result<(), AppError> {
     use super::{parse_opt_i64, split_list};
     use crate::ssr;
@@ -108,12 +113,39 @@ pub async fn create_endpoint(
             event_types: types,
             tolerance_secs: parse_opt_i64("tolerance", &tolerance_secs)?,
             max_body_bytes: parse_opt_i64("max body size", &max_body_bytes)?,
-            hmac_profile: None,
+            hmac_profile: profile_from_form(hmac_preset, hmac_profile)?,
         },
     )
     .await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}"));
     Ok(())
+}
+
+/// The form's HMAC profile: a preset chosen from the list, or a custom
+/// profile pasted as JSON (read as strictly as the API reads it). Blank
+/// fields are absent; whether the scheme takes a profile is the domain's
+/// check.
+#[cfg(feature = "ssr")]
+fn profile_from_form(
+    preset: Option<String>,
+    json: Option<String>,
+) -> Result<Option<domain::registry::hmac_profile::HmacProfileBody>, AppError> {
+    use domain::{
+        DomainError,
+        registry::hmac_profile::{self, HmacPreset, HmacProfileBody},
+    };
+    let given = |v: Option<String>| v.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    let invalid = |why: String| AppError::from(DomainError::invalid("invalid_hmac_profile", why));
+    match (given(preset), given(json)) {
+        (Some(_), Some(_)) => {
+            Err(invalid("hmac_profile: choose a preset or write a custom profile, not both".to_owned()))
+        }
+        (Some(name), None) => HmacPreset::from_name(&name)
+            .map(|p| Some(HmacProfileBody::preset(p)))
+            .ok_or_else(|| invalid(format!("hmac_profile.preset: unknown preset {name:?} (dvir, shopify, slack)"))),
+        (None, Some(text)) => Ok(Some(hmac_profile::parse_json(text.as_bytes())?)),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Enables or disables an endpoint (`enabled`: "true"/"false").

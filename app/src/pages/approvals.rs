@@ -70,7 +70,7 @@ fn Queue(items: Vec<ReviewItem>, can_review: bool) -> impl IntoView {
 
 #[component]
 fn ReviewCard(item: ReviewItem, can_review: bool) -> impl IntoView {
-    let ReviewItem { key, replaces, history, .. } = item;
+    let ReviewItem { key, replaces, history, scope } = item;
     let kind = if replaces.is_some() { "Rotation" } else { "New key" };
     let anchor = format!("review-{}", key.key_id);
     view! {
@@ -79,7 +79,7 @@ fn ReviewCard(item: ReviewItem, can_review: bool) -> impl IntoView {
                 <h3><span class="muted">{kind} " "</span><code>{key.key_id.clone()}</code></h3>
                 <StatusBadge status=key.status.as_str()/>
             </header>
-            <ScopeFacts key=key.clone()/>
+            <ScopeFacts key=key.clone() scope/>
             {replaces.map(|old| view! { <Replaces old/> })}
             {(!history.is_empty()).then(|| view! {
                 <details>
@@ -99,7 +99,19 @@ fn ReviewCard(item: ReviewItem, can_review: bool) -> impl IntoView {
 
 /// The scope under review, exactly as it will be approved.
 #[component]
-fn ScopeFacts(key: KeyView) -> impl IntoView {
+fn ScopeFacts(key: KeyView, scope: serde_json::Value) -> impl IntoView {
+    // An `hmac` endpoint's profile is part of the scope (by its SHA-256):
+    // the reviewer can read the profile the approval will cover.
+    let profile = scope.get("hmac_profile_sha256").and_then(|d| d.as_str()).map(|digest| {
+        let page = format!("/tenants/{}/endpoints/{}", key.tenant, key.endpoint);
+        view! {
+            <dt>"HMAC profile"</dt>
+            <dd data-testid="review-profile">
+                <a href=page>"read the profile"</a>
+                " · SHA-256 " <code class="digest">{digest.to_owned()}</code>
+            </dd>
+        }
+    });
     view! {
         <dl class="facts">
             <dt>"Tenant"</dt>
@@ -108,6 +120,7 @@ fn ScopeFacts(key: KeyView) -> impl IntoView {
             <dd><code>{key.endpoint.clone()}</code></dd>
             <dt>"Scheme"</dt>
             <dd>{key.scheme.as_str()}</dd>
+            {profile}
             <dt>"Event types"</dt>
             <dd><EventTypes types=key.event_types.clone()/></dd>
             <dt>"Owner"</dt>

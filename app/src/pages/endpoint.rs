@@ -56,6 +56,7 @@ fn Onboarding(page: OnboardingPage) -> impl IntoView {
         </div>
         <ReturnedError/>
         <WhatToSend guide=guide.clone()/>
+        <Profile guide=guide.clone()/>
         <PublicKeys guide=guide.clone()/>
         <TestDelivery guide can_send/>
     }
@@ -100,6 +101,64 @@ fn WhatToSend(guide: OnboardingView) -> impl IntoView {
             <pre class="body" data-testid="send-command">{guide.send_command.clone()}</pre>
         </section>
     }
+}
+
+/// Scheme `hmac`: the profile in full, as approved with the keys (it is
+/// part of their scope), and as JSON a provider or another Signet can reuse
+/// (`signet endpoint create … --profile FILE`).
+#[component]
+fn Profile(guide: OnboardingView) -> impl IntoView {
+    let Some(p) = guide.hmac_profile else { return ().into_any() };
+    let json = serde_json::to_string_pretty(&p).unwrap_or_default();
+    let window = if p.has_timestamp() {
+        format!("{} s either side of now", guide.tolerance_secs)
+    } else {
+        "none: this sender signs no timestamp, so a captured request is never refused for its age; \
+         deduplication by event id, for the endpoint's dedup retention, is its only replay protection"
+            .to_owned()
+    };
+    let timestamp = match (&p.timestamp_header, p.has_timestamp()) {
+        (Some(h), _) => format!("the {h} header"),
+        (None, true) => "t= in the signature header".to_owned(),
+        (None, false) => "none".to_owned(),
+    };
+    let lower = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
+    view! {
+        <section class="card" data-testid="hmac-profile">
+            <h2>"HMAC profile"</h2>
+            <dl class="facts">
+                <dt>"Preset"</dt>
+                <dd data-testid="profile-preset">{p.preset.map_or("none (custom)", |x| x.as_str())}</dd>
+                <dt>"Signature header"</dt>
+                <dd><code>{p.signature_header.clone()}</code></dd>
+                <dt>"Format"</dt>
+                <dd>{lower(&p.signature_format)}</dd>
+                <dt>"Prefix"</dt>
+                <dd>{if p.prefix.is_empty() { "none".to_owned() } else { p.prefix.clone() }}</dd>
+                <dt>"Encoding"</dt>
+                <dd>{lower(&p.encoding)}</dd>
+                <dt>"Algorithm"</dt>
+                <dd>{format!("HMAC-{}", lower(&p.algorithm).to_uppercase())}</dd>
+                <dt>"Signed content"</dt>
+                <dd><code>{p.signed_content.clone()}</code></dd>
+                <dt>"Timestamp"</dt>
+                <dd>{timestamp}</dd>
+                <dt>"Window"</dt>
+                <dd data-testid="profile-window">{window}</dd>
+                <dt>"Event id"</dt>
+                <dd>{guide.event_id_source.clone()}</dd>
+            </dl>
+            <p class="hint">
+                "The profile is part of every key's approved scope: it cannot change. A different format needs a new \
+                 endpoint, and its keys a new approval."
+            </p>
+            <details>
+                <summary>"As JSON"</summary>
+                <pre class="body profile-json" data-testid="profile-json">{json}</pre>
+            </details>
+        </section>
+    }
+    .into_any()
 }
 
 #[component]

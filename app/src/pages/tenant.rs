@@ -17,6 +17,7 @@ use crate::{
     },
     dto::{EndpointKeys, KeyStatus, KeyView, Me, Scheme, TenantOverview, TenantSummary},
 };
+use views::hmac::HmacPreset;
 
 #[component]
 pub fn TenantPage() -> impl IntoView {
@@ -145,7 +146,9 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
                     " · " <a href=onboard data-testid="onboard-link">"Onboard a provider and send a test delivery"</a>
                 </dd>
                 <dt>"Scheme"</dt>
-                <dd>{ep.scheme.as_str()}</dd>
+                <dd data-testid="endpoint-scheme">
+                    {ep.hmac_profile.as_ref().map_or_else(|| ep.scheme.as_str().to_owned(), |p| p.describe())}
+                </dd>
                 <dt>"Event types"</dt>
                 <dd><EventTypes types=ep.event_types.clone()/></dd>
                 <dt>"Timestamp tolerance"</dt>
@@ -334,6 +337,45 @@ fn ProvisionForm(tenant: String, endpoint: String, types_hint: String, is_admin:
     }
 }
 
+/// Scheme `hmac`'s profile: a known sender's preset, or a custom profile as
+/// JSON. Shown only while `hmac` is the chosen scheme (CSS `:has`, so with
+/// or without JavaScript); the server refuses a profile for another scheme.
+#[component]
+fn HmacProfileFields() -> impl IntoView {
+    view! {
+        <fieldset class="field wide hmac-only" data-testid="hmac-profile-fields">
+            <legend>"HMAC profile " <em class="optional">"(scheme hmac only)"</em></legend>
+            <label class="field">
+                <span>"Preset"</span>
+                <select name="hmac_preset">
+                    <option value="">"custom profile (below)"</option>
+                    {HmacPreset::ALL
+                        .into_iter()
+                        .map(|p| view! { <option value=p.as_str()>{p.as_str()}</option> })
+                        .collect_view()}
+                </select>
+                <small class="hint">
+                    "dvir: X-DVIR-Signature t=…,v1=… · shopify: X-Shopify-Hmac-Sha256, base64 · "
+                    "slack: X-Slack-Signature v0=… with X-Slack-Request-Timestamp"
+                </small>
+            </label>
+            <label class="field wide">
+                <span>"Custom profile (JSON)"</span>
+                <textarea name="hmac_profile" rows="6" spellcheck="false" placeholder=CUSTOM_PROFILE_EXAMPLE></textarea>
+                <small class="hint">
+                    "Only without a preset. Fields: signature_header, signature_format (digest | pairs), prefix, "
+                    "encoding (hex | base64), algorithm (sha256 | sha512), signed_content over {body}, {timestamp} "
+                    "and {id}, timestamp_header, tolerance_secs, event_id (header:NAME or json:/pointer)."
+                </small>
+            </label>
+        </fieldset>
+    }
+}
+
+const CUSTOM_PROFILE_EXAMPLE: &str = r#"{"signature_header": "X-Acme-Signature", "signature_format": "digest",
+ "prefix": "sha256=", "encoding": "hex", "algorithm": "sha256", "signed_content": "{timestamp}.{body}",
+ "timestamp_header": "X-Acme-Timestamp", "event_id": "header:X-Acme-Id"}"#;
+
 #[component]
 fn NewEndpointForm(tenant: String) -> impl IntoView {
     let action = ServerAction::<CreateEndpoint>::new();
@@ -353,12 +395,13 @@ fn NewEndpointForm(tenant: String) -> impl IntoView {
                     <label class="field">
                         <span>"Signature scheme"</span>
                         <select name="scheme">
-                            {Scheme::FIXED
+                            {Scheme::ALL
                                 .into_iter()
                                 .map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> })
                                 .collect_view()}
                         </select>
                     </label>
+                    <HmacProfileFields/>
                     <label class="field wide">
                         <span>"Event types " <em class="optional">"(optional)"</em></span>
                         <input type="text" name="event_types" placeholder="reminder.created, otp.requested"/>

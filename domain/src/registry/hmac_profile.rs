@@ -211,6 +211,21 @@ fn event_id_source(source: &str) -> DomainResult<()> {
     Ok(())
 }
 
+/// A profile written as JSON (the CLI's `--profile FILE`, the console's
+/// custom profile), read strictly: a field this version does not know is
+/// refused by name rather than ignored, so a typo cannot drop a rule.
+pub fn parse_json(text: &[u8]) -> DomainResult<HmacProfileBody> {
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let body: HmacProfileBody = serde_ignored::deserialize(&mut de, |p| unknown.push(p.to_string()))
+        .and_then(|b| de.end().map(|()| b))
+        .map_err(|e| DomainError::invalid("invalid_hmac_profile", format!("hmac_profile: not a profile: {e}")))?;
+    match unknown.first() {
+        Some(field) => Err(invalid(field, "unknown field")),
+        None => Ok(body),
+    }
+}
+
 /// Validates a request's profile; returns it resolved (a preset expanded)
 /// and the tolerance it asks for, if any.
 pub fn resolve(body: &HmacProfileBody) -> DomainResult<(HmacProfile, Option<i64>)> {
@@ -407,6 +422,17 @@ pub(crate) mod tests {
             event_id: Some("header:X-Acme-Id".into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn json_profiles_are_read_strictly() {
+        assert_eq!(parse_json(br#"{"preset": "dvir"}"#).unwrap(), HmacProfileBody::preset(HmacPreset::Dvir));
+        let typo = parse_json(br#"{"preset": "dvir", "signature_headr": "X-A"}"#).unwrap_err().to_string();
+        assert!(typo.contains("hmac_profile.signature_headr: unknown field"), "{typo}");
+        let trailing = parse_json(br#"{"preset": "dvir"} {}"#).unwrap_err().to_string();
+        assert!(trailing.contains("hmac_profile: not a profile"), "{trailing}");
+        let wrong = parse_json(br#"{"algorithm": "md5"}"#).unwrap_err().to_string();
+        assert!(wrong.contains("hmac_profile: not a profile") && wrong.contains("md5"), "{wrong}");
     }
 
     fn refused(body: HmacProfileBody) -> String {

@@ -791,13 +791,5 @@ fn hmac_profile_arg(
     let Some(path) = file else { return Ok(None) };
     let bytes =
         std::fs::read(&path).map_err(|e| CliError::new("profile", format!("cannot read {}: {e}", path.display())))?;
-    let mut unknown = Vec::new();
-    let mut de = serde_json::Deserializer::from_slice(&bytes);
-    let body: HmacProfileBody = serde_ignored::deserialize(&mut de, |p| unknown.push(p.to_string()))
-        .and_then(|b| de.end().map(|()| b))
-        .map_err(|e| CliError::new("invalid_hmac_profile", format!("{}: not a profile: {e}", path.display())))?;
-    if let Some(field) = unknown.first() {
-        return Err(CliError::new("invalid_hmac_profile", format!("hmac_profile.{field}: unknown field")));
-    }
-    Ok(Some(body))
+    Ok(Some(domain::registry::hmac_profile::parse_json(&bytes)?))
 }

@@ -311,3 +311,71 @@ both_engines!(hmac_profiles_are_validated_at_creation, async |i: &Install| {
     assert_eq!(endpoint["then"]["required"], json!(["hmac_profile"]));
     assert_eq!(endpoint["else"]["properties"]["hmac_profile"]["type"], "null");
 });
+
+// The console's new-endpoint form (`/fn/create_endpoint`, as a browser
+// without JavaScript posts it): a preset, or a custom profile as JSON read
+// as strictly as the API reads it; both at once, an unknown preset, a
+// mistyped field, or a profile for another scheme are refused by name and
+// create nothing.
+both_engines!(hmac_endpoints_from_the_console_form, async |i: &Install| {
+    i.cli_json(&["tenant", "create", "clinic-a"]);
+    let password = "a long enough password";
+    i.cli_json_stdin(&["user", "create", "alice", "--role", "clinic-admin", "--tenant", "clinic-a"], password);
+    let s = i.serve();
+    let c = s.client();
+    let login =
+        c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", "alice"), ("password", password)]);
+    assert_eq!(login.send().await.unwrap().status(), 200);
+    let create = |fields: Vec<(&'static str, &'static str)>| {
+        let mut all = vec![("tenant", "clinic-a")];
+        all.extend(fields);
+        let req = c.post(s.url("/fn/create_endpoint")).header("Origin", &s.base).form(&all);
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.text().await.unwrap())
+        }
+    };
+    let custom = r#"{"signature_header": "X-Acme-Signature", "signature_format": "digest", "prefix": "sha256=",
+        "encoding": "hex", "algorithm": "sha256", "signed_content": "{timestamp}.{body}",
+        "timestamp_header": "X-Acme-Timestamp", "event_id": "header:X-Acme-Id"}"#;
+    let refused = [
+        (vec![("slug", "r1"), ("scheme", "hmac"), ("hmac_preset", "dvir"), ("hmac_profile", custom)], "not both"),
+        (vec![("slug", "r2"), ("scheme", "hmac"), ("hmac_preset", "paypal")], "hmac_profile.preset: unknown"),
+        (
+            vec![("slug", "r3"), ("scheme", "hmac"), ("hmac_profile", r#"{"preset": "dvir", "prefx": "v1="}"#)],
+            "hmac_profile.prefx: unknown field",
+        ),
+        (vec![("slug", "r4"), ("scheme", "hmac"), ("hmac_profile", "{not json")], "hmac_profile: not a profile"),
+        (vec![("slug", "r5"), ("scheme", "hmac")], "hmac_profile: required"),
+        (vec![("slug", "r6"), ("scheme", "stripe"), ("hmac_preset", "dvir")], "only scheme hmac"),
+    ];
+    for (fields, says) in refused {
+        let (status, body) = create(fields.clone()).await;
+        assert_eq!(status, 422, "{fields:?}: {body}");
+        assert!(body.contains("invalid_hmac_profile") && body.contains(says), "{fields:?}: {body}");
+    }
+    // Blank profile fields, as the form sends them for another scheme, are absent.
+    let (status, body) =
+        create(vec![("slug", "gh"), ("scheme", "github"), ("hmac_preset", ""), ("hmac_profile", " ")]).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = create(vec![("slug", "dvir"), ("scheme", "hmac"), ("hmac_preset", "dvir")]).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = create(vec![("slug", "acme"), ("scheme", "hmac"), ("hmac_profile", custom)]).await;
+    assert_eq!(status, 200, "{body}");
+
+    let list = i.cli_json(&["endpoint", "list", "clinic-a"]);
+    let slugs: Vec<&str> = list.as_array().unwrap().iter().map(|e| e["slug"].as_str().unwrap()).collect();
+    assert_eq!(slugs.len(), 3, "only the accepted forms created endpoints: {list}");
+    let by = |slug: &str| list.as_array().unwrap().iter().find(|e| e["slug"] == slug).unwrap().clone();
+    assert_eq!(by("dvir")["hmac_profile"]["preset"], "dvir");
+    assert_eq!(by("dvir")["hmac_profile"]["signature_header"], "X-DVIR-Signature");
+    assert_eq!(by("acme")["hmac_profile"]["prefix"], "sha256=");
+    assert_eq!(by("acme")["hmac_profile"]["event_id"], "header:X-Acme-Id");
+    assert_eq!(by("gh")["hmac_profile"], Value::Null);
+
+    // The endpoint page shows the profile in full.
+    let page = c.get(s.url("/tenants/clinic-a/endpoints/acme")).send().await.unwrap().text().await.unwrap();
+    for shown in ["hmac-profile", "X-Acme-Signature", "X-Acme-Timestamp", "sha256=", "{timestamp}.{body}"] {
+        assert!(page.contains(shown), "{shown} on the endpoint page");
+    }
+});

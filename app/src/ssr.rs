@@ -70,6 +70,9 @@ pub struct SharedState {
     pub redaction: Arc<domain::quarantine::redact::Redaction>,
     /// When a silent bulk-release runner counts as interrupted.
     pub bulk_stale_ms: i64,
+    /// When a silent KEK rewrap runner counts as interrupted
+    /// (`SIGNET_KEK_STALE_SECS`, the automatic resume's threshold too).
+    pub kek_stale_ms: i64,
     /// How recent a passing drill run must be to enable retries
     /// (`SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS`).
     pub rollout_drill_max_age_days: u32,

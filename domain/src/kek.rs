@@ -42,10 +42,13 @@ use crate::{
 
 /// Rows read per window of a rewrap.
 pub const WINDOW: u64 = 1000;
-/// A running rewrap whose runner has not reported for this long reads as
-/// interrupted (the automatic resume's threshold is `serve
-/// --kek-stale-secs`, by default this).
-pub const STALE_AFTER_MS: i64 = 60_000;
+/// The default of `serve --kek-stale-secs` (`SIGNET_KEK_STALE_SECS`): a
+/// running rewrap whose runner has not reported for this long reads as
+/// interrupted, a person may resume it, and the system resumes it on its
+/// own. The server passes its setting to every function that takes
+/// `stale_ms`; the CLI, which runs without the server's settings, passes
+/// this.
+pub const DEFAULT_STALE_AFTER_MS: i64 = 60_000;
 /// The system resumes a job on its own at most this many times in a row
 /// (counted in `auto_resumes`, which a person's start or resume sets back to
 /// zero), so a job that fails, or kills its process, every time stops
@@ -179,12 +182,22 @@ pub async fn counts<C: ConnectionTrait>(conn: &C) -> DomainResult<BTreeMap<(Stri
 }
 
 /// Every version with its rows, the retired ones, and the latest job.
-pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: Counting) -> DomainResult<KekOverview> {
+/// The latest job reads as interrupted once its runner has been silent for
+/// `stale_ms`.
+pub async fn overview(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    counting: Counting,
+    stale_ms: i64,
+) -> DomainResult<KekOverview> {
     authorize(principal)?;
     let versions = kek_version::Entity::find().order_by_asc(kek_version::Column::Version).all(db).await?;
     let newest = versions.last().map(|v| v.version as u32);
-    let latest =
-        job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.map(|j| view(j, clock::now_ms()));
+    let latest = job::Entity::find()
+        .order_by_desc(job::Column::CreatedAt)
+        .one(db)
+        .await?
+        .map(|j| view(j, clock::now_ms(), stale_ms));
     let counted = counting == Counting::Always || latest.as_ref().is_none_or(|j| j.status != RUNNING);
     let counts = if counted { counts(db).await? } else { BTreeMap::new() };
     let mut stale_rows = 0;
@@ -226,13 +239,16 @@ pub async fn overview(db: &DatabaseConnection, principal: &Principal, counting: 
     Ok(KekOverview { versions: views, retired, stale_rows, latest_rewrap: latest, counted })
 }
 
-fn view(j: job::Model, now: i64) -> RewrapView {
-    view_after(j, now, STALE_AFTER_MS)
+/// A job as its runner (or its resumer) has just written it: nothing about
+/// it is stale yet.
+fn written(j: job::Model) -> RewrapView {
+    let at = j.updated_at;
+    view(j, at, 0)
 }
 
-/// The job as seen with a runner silent for `stale_ms` reading as
+/// The job as seen at `now`, a runner silent for `stale_ms` reading as
 /// interrupted.
-fn view_after(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
+fn view(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
     let status =
         if j.status == RUNNING && now - j.updated_at > stale_ms { INTERRUPTED.to_owned() } else { j.status.clone() };
     RewrapView {
@@ -251,11 +267,12 @@ fn view_after(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
     }
 }
 
-/// One rewrap job.
-pub async fn get(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<RewrapView> {
+/// One rewrap job, interrupted once its runner has been silent for
+/// `stale_ms`.
+pub async fn get(db: &DatabaseConnection, principal: &Principal, id: &str, stale_ms: i64) -> DomainResult<RewrapView> {
     authorize(principal)?;
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    Ok(view(j, clock::now_ms()))
+    Ok(view(j, clock::now_ms(), stale_ms))
 }
 
 pub(crate) fn open_err(e: crate::vault::VaultOpenError) -> DomainError {
@@ -282,13 +299,19 @@ pub struct Rotation {
 }
 
 /// Adds a KEK version (unless rows still wait under older ones) and starts
-/// the rewrap of every sealed column under the newest. The caller runs the
-/// job ([`run`] in the foreground, [`spawn`] in the background).
-pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principal) -> DomainResult<Rotation> {
+/// the rewrap of every sealed column under the newest, or resumes the
+/// unfinished one if it has failed or been silent for `stale_ms`. The caller
+/// runs the job ([`run`] in the foreground, [`spawn`] in the background).
+pub async fn rotate(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    stale_ms: i64,
+) -> DomainResult<Rotation> {
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j, Resumer::Person).await.map(|rewrap| Rotation {
+        return resume_job(db, &auth, j, stale_ms, Resumer::Person).await.map(|rewrap| Rotation {
             kek_version: rewrap.target_version,
             added_version: false,
             rewrap,
@@ -328,23 +351,34 @@ pub async fn rotate(db: &DatabaseConnection, vault: &Vault, principal: &Principa
 }
 
 /// Starts a rewrap of everything under the newest version (or resumes the
-/// one that was interrupted or failed).
-pub async fn start_rewrap(db: &DatabaseConnection, vault: &Vault, principal: &Principal) -> DomainResult<RewrapView> {
+/// one that failed or has been silent for `stale_ms`).
+pub async fn start_rewrap(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    principal: &Principal,
+    stale_ms: i64,
+) -> DomainResult<RewrapView> {
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j, Resumer::Person).await;
+        return resume_job(db, &auth, j, stale_ms, Resumer::Person).await;
     }
     let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;
     create_job(db, &auth, newest).await
 }
 
-/// Resumes an interrupted or failed job (a compare-and-set on its
-/// heartbeat: of two resumers, one wins).
-pub async fn resume(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<RewrapView> {
+/// Resumes a failed job, or one whose runner has been silent for
+/// `stale_ms` (a compare-and-set on its heartbeat: of two resumers, one
+/// wins).
+pub async fn resume(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    id: &str,
+    stale_ms: i64,
+) -> DomainResult<RewrapView> {
     let auth = authorize(principal)?;
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    resume_job(db, &auth, j, Resumer::Person).await
+    resume_job(db, &auth, j, stale_ms, Resumer::Person).await
 }
 
 /// The system's automatic resume (run by one process at a time, under the
@@ -373,7 +407,7 @@ pub async fn resume_stale(
     // Seal under the newest version even if another process added it since
     // this one's last ring refresh.
     vault.refresh(db).await.map_err(open_err)?;
-    match resume_job(db, &auth, j, Resumer::System { process, stale_ms }).await {
+    match resume_job(db, &auth, j, stale_ms, Resumer::System { process }).await {
         Ok(v) => Ok(Some(v)),
         Err(DomainError::Conflict { .. }) => Ok(None),
         Err(e) => Err(e),
@@ -386,8 +420,8 @@ enum Resumer<'a> {
     /// An admin (Resume, `kek rewrap`, `kek rotate`): the job's budget of
     /// automatic resumes starts again.
     Person,
-    /// The automatic resume in `process`, the runner silent for `stale_ms`.
-    System { process: &'a str, stale_ms: i64 },
+    /// The automatic resume in `process`.
+    System { process: &'a str },
 }
 
 /// The latest job if it has not finished: running (perhaps stale) or failed.
@@ -395,17 +429,15 @@ async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>>
     Ok(job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.filter(|j| j.status != FINISHED))
 }
 
+/// Takes `j` over if it failed or its runner has been silent for `stale_ms`.
 async fn resume_job(
     db: &DatabaseConnection,
     auth: &Authorized,
     j: job::Model,
+    stale_ms: i64,
     by: Resumer<'_>,
 ) -> DomainResult<RewrapView> {
-    let stale_ms = match by {
-        Resumer::Person => STALE_AFTER_MS,
-        Resumer::System { stale_ms, .. } => stale_ms,
-    };
-    match view_after(j.clone(), clock::now_ms(), stale_ms).status.as_str() {
+    match view(j.clone(), clock::now_ms(), stale_ms).status.as_str() {
         INTERRUPTED | FAILED => {}
         FINISHED => return Err(DomainError::conflict("rewrap_finished", "this rewrap has finished")),
         _ => {
@@ -438,7 +470,7 @@ async fn resume_job(
     }
     let version = j.target_version.to_string();
     let mut after = json!({"job": j.id, "source": j.source, "scanned": j.scanned, "previous_runner": j.runner});
-    if let Resumer::System { process, .. } = by {
+    if let Resumer::System { process } = by {
         after["automatic"] = json!(true);
         after["process"] = json!(process);
         after["previous_status"] = json!(j.status);
@@ -446,7 +478,7 @@ async fn resume_job(
     audit::record(&txn, auth.actor(), kek_change("kek.rewrap.resume", &version, None, after)).await?;
     txn.commit().await?;
     let j = job::Entity::find_by_id(j.id).one(db).await?.ok_or(DomainError::NotFound)?;
-    Ok(view(j, clock::now_ms()))
+    Ok(written(j))
 }
 
 async fn create_job(db: &DatabaseConnection, auth: &Authorized, target: u32) -> DomainResult<RewrapView> {
@@ -483,7 +515,7 @@ async fn create_job(db: &DatabaseConnection, auth: &Authorized, target: u32) -> 
     .await?;
     txn.commit().await?;
     let j = job::Entity::find_by_id(id).one(db).await?.ok_or(DomainError::NotFound)?;
-    Ok(view(j, now))
+    Ok(written(j))
 }
 
 /// An audit entry about KEK version `version` (its decimal text).
@@ -534,7 +566,7 @@ async fn run_paced(
             }
             Ok(None) => {
                 let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-                return Ok(view(j, clock::now_ms()));
+                return Ok(written(j));
             }
             Err(e) => {
                 tracing::error!(job = %id, error = %e, "KEK rewrap failed");
@@ -628,10 +660,7 @@ pub async fn step(
             .exec(&txn)
             .await?;
         txn.commit().await?;
-        return Ok(Some(view(
-            job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?,
-            clock::now_ms(),
-        )));
+        return Ok(Some(written(job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?)));
     };
     let mut rewrapped = 0i64;
     for row in &rows {
@@ -670,7 +699,7 @@ pub async fn step(
         return Ok(None);
     }
     txn.commit().await?;
-    Ok(Some(view(job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?, clock::now_ms())))
+    Ok(Some(written(job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?)))
 }
 
 async fn finish(db: &DatabaseConnection, j: &job::Model) -> DomainResult<RewrapView> {
@@ -693,7 +722,7 @@ async fn finish(db: &DatabaseConnection, j: &job::Model) -> DomainResult<RewrapV
     }
     txn.commit().await?;
     let j = job::Entity::find_by_id(j.id.clone()).one(db).await?.ok_or(DomainError::NotFound)?;
-    Ok(view(j, now))
+    Ok(written(j))
 }
 
 /// Takes a KEK version out of the ring for good. Refused while any row of

@@ -8,22 +8,22 @@
 pub const DISTRIBUTION_COLUMN: &str = "tenant_id";
 
 /// Tables distributed by [`DISTRIBUTION_COLUMN`], colocated, so that one
-/// tenant's claim, replay records, reminder, quarantine entry, outbox intents
-/// and counters live on one shard and a claim transaction touches one node.
-///
-/// `delivery_log`, `key_use_rollups` and `key_failure_rollups` belong here
-/// too but are not listed yet: on PostgreSQL their keys include `tenant_id`
-/// since migration 000100 partitioned them, but SQLite keeps the old keys
-/// (the delivery log's is its id; the key rollups' is (hour, key id[,
-/// reason])) and the check runs on both engines.
+/// tenant's claim, replay records, reminder, quarantine entry, outbox intents,
+/// delivery log and counters live on one shard and a claim transaction
+/// touches one node. The delivery log's and the key rollups' keys include
+/// `tenant_id` on PostgreSQL since m20261206_000100 and on SQLite since
+/// m20261206_000190.
 pub const DISTRIBUTED: &[&str] = &[
     "inbox_claims",
     "replay_records",
     "reminders",
     "quarantine",
     "outbox_intents",
+    "delivery_log",
     "event_rollups",
     "event_rollups_hourly",
+    "key_use_rollups",
+    "key_failure_rollups",
     "gauge_samples",
 ];
 

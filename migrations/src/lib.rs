@@ -41,6 +41,7 @@ mod m20261206_000131_public_key_credentials;
 mod m20261206_000140_claim_first_answer;
 mod m20261206_000150_hmac_profiles;
 mod m20261206_000170_job_auto_resume;
+mod m20261206_000190_sqlite_tenant_keys;
 
 pub struct Migrator;
 
@@ -80,6 +81,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000140_claim_first_answer::Migration),
             Box::new(m20261206_000150_hmac_profiles::Migration),
             Box::new(m20261206_000170_job_auto_resume::Migration),
+            Box::new(m20261206_000190_sqlite_tenant_keys::Migration),
         ]
     }
 }

@@ -107,7 +107,8 @@ async fn swap_postgres_key(c: &SchemaManagerConnection<'_>, table: &str, key: &[
 /// SQLite's way to change a primary key: a new table with the same columns
 /// (less `drop`) and the new key, the rows copied over, the old table
 /// dropped, the new one renamed, and the old table's indexes created again.
-async fn rebuild_sqlite(
+/// m20261206_000190 rebuilds with it too: both are frozen with it.
+pub(crate) async fn rebuild_sqlite(
     c: &SchemaManagerConnection<'_>,
     table: &str,
     key: &[&str],

@@ -91,12 +91,12 @@ pub struct ServeArgs {
     )]
     pub bulk_stale_secs: u64,
     /// A running KEK rewrap whose runner has not reported for this long (its
-    /// process died) is resumed by the system (`kek::resume_stale`); a person
-    /// can resume it after a minute.
+    /// process died) reads as interrupted on `/kek`, a person can resume it,
+    /// and the system resumes it on its own (`kek::resume_stale`).
     #[arg(
         long,
         env = "SIGNET_KEK_STALE_SECS",
-        default_value_t = 60,
+        default_value_t = (domain::kek::DEFAULT_STALE_AFTER_MS / 1000) as u64,
         value_parser = clap::value_parser!(u64).range(2..=86_400)
     )]
     pub kek_stale_secs: u64,

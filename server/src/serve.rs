@@ -83,6 +83,7 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         setup: Arc::new(SetupToken::default()),
         redaction: Arc::new(domain::quarantine::redact::Redaction::from_config(args.redact_fields.as_deref())),
         bulk_stale_ms: (args.bulk_stale_secs * 1000) as i64,
+        kek_stale_ms: (args.kek_stale_secs * 1000) as i64,
         rollout_drill_max_age_days: args.rollout.rollout_drill_max_age_days,
         faults: faults.clone(),
         receiver: receiver.clone(),

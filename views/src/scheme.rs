@@ -19,8 +19,8 @@ pub enum Scheme {
 
 impl Scheme {
     pub const ALL: [Scheme; 4] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github, Scheme::Hmac];
-    /// The schemes whose format is fixed (no profile): what the drills and
-    /// the console's endpoint form cover.
+    /// The schemes whose format is fixed (no profile). The drills cover
+    /// these with one endpoint each and `hmac` with one per profile.
     pub const FIXED: [Scheme; 3] = [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Github];
 
     /// The scheme with this name (`standard-webhooks`, `stripe`, `github`,

@@ -15,7 +15,7 @@ pub async fn kek_overview(auto: Option<bool>) -> Result<views::kek::KekOverview,
     use domain::kek::Counting;
     let (st, p) = ssr::polled_request(auto).await?;
     let counting = if auto == Some(true) { Counting::NotWhileRewrapping } else { Counting::Always };
-    Ok(domain::kek::overview(&st.db, &p, counting).await?)
+    Ok(domain::kek::overview(&st.db, &p, counting, st.kek_stale_ms).await?)
 }
 
 /// Adds a version (or resumes resealing under the newest) and starts the
@@ -24,7 +24,7 @@ pub async fn kek_overview(auto: Option<bool>) -> Result<views::kek::KekOverview,
 pub async fn rotate_kek() -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let rotation = domain::kek::rotate(&st.db, &st.vault, &p).await?;
+    let rotation = domain::kek::rotate(&st.db, &st.vault, &p, st.kek_stale_ms).await?;
     domain::kek::spawn(st.db.clone(), st.vault.clone(), rotation.rewrap.id, &st.faults);
     leptos_axum::redirect("/kek");
     Ok(())
@@ -36,7 +36,7 @@ pub async fn rotate_kek() -> Result<(), AppError> {
 pub async fn start_rewrap() -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let job = domain::kek::start_rewrap(&st.db, &st.vault, &p).await?;
+    let job = domain::kek::start_rewrap(&st.db, &st.vault, &p, st.kek_stale_ms).await?;
     domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id, &st.faults);
     leptos_axum::redirect("/kek");
     Ok(())
@@ -46,7 +46,7 @@ pub async fn start_rewrap() -> Result<(), AppError> {
 pub async fn resume_rewrap(id: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let job = domain::kek::resume(&st.db, &p, &id).await?;
+    let job = domain::kek::resume(&st.db, &p, &id, st.kek_stale_ms).await?;
     domain::kek::spawn(st.db.clone(), st.vault.clone(), job.id, &st.faults);
     leptos_axum::redirect("/kek");
     Ok(())

@@ -285,7 +285,7 @@ mod tests {
     /// recomputed with Python 3's hmac.
     #[test]
     fn custom_sha512_profile() {
-        let body = crate::registry::hmac_profile::tests::custom();
+        let body = crate::registry::hmac_profile::example_custom();
         let c = Compiled::new(resolve(&body).unwrap().0).unwrap();
         let signed = sign_for(&c.profile, &secret("acme-secret"), "evt_9", 1700000000, b"{}").unwrap();
         assert_eq!(signed[0].1, format!("sha512={CUSTOM_VECTOR}"));

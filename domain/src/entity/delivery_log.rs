@@ -8,9 +8,10 @@ use sea_orm::entity::prelude::*;
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "delivery_log")]
 pub struct Model {
-    /// On PostgreSQL the key is (tenant_id, id, answered_at), as a table
-    /// partitioned by `answered_at` and distributed by tenant needs
-    /// (m20261206_000100); the id alone is unique on both engines.
+    /// The key is (tenant_id, id, answered_at), as a table partitioned by
+    /// `answered_at` and distributed by tenant needs (PostgreSQL since
+    /// m20261206_000100, SQLite since m20261206_000190). The id is a fresh
+    /// UUID; the purge deletes by it.
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     #[sea_orm(primary_key, auto_increment = false)]

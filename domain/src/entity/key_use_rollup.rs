@@ -11,8 +11,9 @@ pub struct Model {
     pub hour: i64,
     #[sea_orm(primary_key, auto_increment = false)]
     pub key_id: String,
-    /// In the key on PostgreSQL (m20261206_000100); a key id names one
-    /// tenant's key, so the key is as unique on SQLite without it.
+    /// In the key (PostgreSQL since m20261206_000100, SQLite since
+    /// m20261206_000190), as a table distributed by tenant needs; a key id
+    /// names one tenant's key, so it holds the same rows as without it.
     #[sea_orm(primary_key, auto_increment = false)]
     pub tenant_id: String,
     pub endpoint_id: String,

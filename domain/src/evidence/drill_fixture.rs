@@ -1,7 +1,8 @@
-//! The drills' synthetic tenant (`_drill`): one endpoint per signature
-//! scheme Signet receives, each with an active key sealed like any other.
-//! `drill` (standard-webhooks) carries the exactly-once drills; every
-//! endpoint carries `scheme_verification`.
+//! The drills' synthetic tenant (`_drill`): one endpoint per fixed
+//! signature scheme Signet receives and one per `hmac` profile the drills
+//! sign as ([`super::hmac_drill::profiles`]), each with an active key sealed
+//! like any other. `drill` (standard-webhooks) carries the exactly-once
+//! drills; every endpoint carries `scheme_verification`.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde_json::json;
@@ -16,16 +17,54 @@ use crate::{
     entity::{endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
     error::DomainResult,
     ids,
-    registry::{EventTypes, Scheme, defaults, keys},
+    registry::{
+        EventTypes, Scheme, defaults,
+        endpoints::DEFAULT_TOLERANCE_SECS,
+        hmac_profile::{self, HmacProfile},
+        keys,
+    },
     vault::Vault,
 };
 
-/// One drill endpoint: its scheme, slug and id, and its key's secret.
+/// One drill endpoint: its scheme (for `hmac`, the profile it stores), slug
+/// and id, and its key's secret.
 pub struct SchemeTarget {
     pub scheme: Scheme,
+    /// What its checks are named after: the scheme, or `hmac.<profile>`.
+    pub label: String,
+    /// The profile the endpoint stores (`hmac` only; `None` if unreadable).
+    pub hmac: Option<HmacProfile>,
+    pub tolerance_secs: i64,
     pub endpoint: String,
     pub endpoint_id: String,
     pub(crate) secret: SigningSecret,
+}
+
+/// A drill endpoint the fixture keeps: scheme, slug, check label, and for
+/// `hmac` the profile it is created with and the profile's tolerance.
+struct Wanted {
+    scheme: Scheme,
+    slug: String,
+    label: String,
+    profile: Option<(HmacProfile, Option<i64>)>,
+}
+
+/// Every drill endpoint: the fixed schemes in [`Scheme::FIXED`] order, then
+/// the `hmac` profiles.
+fn wanted() -> DomainResult<Vec<Wanted>> {
+    let mut out: Vec<Wanted> = Scheme::FIXED
+        .into_iter()
+        .map(|scheme| Wanted { scheme, slug: endpoint_slug(scheme), label: scheme.as_str().to_owned(), profile: None })
+        .collect();
+    for (name, body) in super::hmac_drill::profiles() {
+        out.push(Wanted {
+            scheme: Scheme::Hmac,
+            slug: format!("{}-{name}", endpoint_slug(Scheme::Hmac)),
+            label: format!("{}.{name}", Scheme::Hmac),
+            profile: Some(hmac_profile::resolve(&body)?),
+        });
+    }
+    Ok(out)
 }
 
 /// The drill tenant, the `drill` endpoint and key (with the key's secret, to
@@ -35,7 +74,8 @@ pub struct Fixture {
     pub endpoint_id: String,
     pub key_id: String,
     pub(crate) secret: SigningSecret,
-    /// Every scheme in [`Scheme::FIXED`] order; standard-webhooks is `drill`.
+    /// Every fixed scheme in [`Scheme::FIXED`] order (standard-webhooks is
+    /// `drill`), then each `hmac` profile.
     pub schemes: Vec<SchemeTarget>,
 }
 
@@ -52,7 +92,8 @@ pub fn endpoint_slug(scheme: Scheme) -> String {
 /// each (sealed like any other), and opens the keys' secrets.
 pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fixture> {
     let now = clock::now_ms();
-    vault.reserve_seals(db, Scheme::FIXED.len() as u64).await?;
+    let wanted = wanted()?;
+    vault.reserve_seals(db, wanted.len() as u64).await?;
     let txn = db::begin_write(db).await?;
     let mut created: Vec<String> = Vec::new();
     let t = match tenant::Entity::find().filter(tenant::Column::Slug.eq(DRILL_TENANT)).one(&txn).await? {
@@ -74,8 +115,8 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
         }
     };
     let mut rows = Vec::new();
-    for scheme in Scheme::FIXED {
-        rows.push((scheme, endpoint_with_key(&txn, vault, &t, scheme, now, &mut created).await?));
+    for w in &wanted {
+        rows.push((w, endpoint_with_key(&txn, vault, &t, w, now, &mut created).await?));
     }
     if !created.is_empty() {
         let key_ids: Vec<&str> = rows.iter().map(|(_, (_, k))| k.id.as_str()).collect();
@@ -95,44 +136,53 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
     }
     txn.commit().await?;
     let mut schemes = Vec::new();
-    for (scheme, (e, k)) in &rows {
+    for (w, (e, k)) in &rows {
         let secret = keys::open_secret(db, vault, k).await?;
-        schemes.push(SchemeTarget { scheme: *scheme, endpoint: e.slug.clone(), endpoint_id: e.id.clone(), secret });
+        schemes.push(SchemeTarget {
+            scheme: w.scheme,
+            label: w.label.clone(),
+            hmac: e.hmac_profile.as_deref().and_then(|p| serde_json::from_str(p).ok()),
+            tolerance_secs: e.tolerance_secs,
+            endpoint: e.slug.clone(),
+            endpoint_id: e.id.clone(),
+            secret,
+        });
     }
     let (_, (e, k)) = rows.into_iter().next().ok_or(crate::DomainError::NotFound)?;
     let secret = keys::open_secret(db, vault, &k).await?;
     Ok(Fixture { tenant_id: t.id, endpoint_id: e.id, key_id: k.id, secret, schemes })
 }
 
-/// The drill endpoint for `scheme` and an accepted key on it, created when
-/// missing (noted in `created`).
+/// The drill endpoint `w` and an accepted key on it, created when missing
+/// (noted in `created`). An existing endpoint keeps the profile it stores.
 async fn endpoint_with_key<C: ConnectionTrait>(
     txn: &C,
     vault: &Vault,
     t: &tenant::Model,
-    scheme: Scheme,
+    w: &Wanted,
     now: i64,
     created: &mut Vec<String>,
 ) -> DomainResult<(endpoint::Model, signing_key::Model)> {
-    let slug = endpoint_slug(scheme);
+    let (scheme, slug) = (w.scheme, &w.slug);
     let e = match endpoint::Entity::find()
         .filter(endpoint::Column::TenantId.eq(&t.id))
-        .filter(endpoint::Column::Slug.eq(&slug))
+        .filter(endpoint::Column::Slug.eq(slug.as_str()))
         .one(txn)
         .await?
     {
         Some(e) => e,
         None => {
+            let stored_profile = w.profile.as_ref().map(|(p, _)| hmac_profile::to_stored(p)).transpose()?;
             let e = endpoint::Model {
                 id: ids::new_id(),
                 tenant_id: t.id.clone(),
                 slug: slug.clone(),
                 scheme: scheme.as_str().to_owned(),
                 event_types: EventTypes::any().to_json(),
-                tolerance_secs: 300,
+                tolerance_secs: w.profile.as_ref().and_then(|(_, tol)| *tol).unwrap_or(DEFAULT_TOLERANCE_SECS),
                 timestamp_floor: None,
                 event_id_fields: None,
-                hmac_profile: None,
+                hmac_profile: stored_profile,
                 max_body_bytes: 64 * 1024,
                 enabled: true,
                 created_at: now,

@@ -3,7 +3,7 @@
 //! - [`drills`] and [`runs`]: the seed's test matrix, run on the live
 //!   deployment through the real receiver, checked against the database;
 //!   [`scheme_drill`] verifies each signature scheme on its own
-//!   [`drill_fixture`] endpoint.
+//!   [`drill_fixture`] endpoint, and each `hmac` profile ([`hmac_drill`]).
 //! - [`cohort`]: the live cohort check of tenants with retries enabled.
 //! - [`bundle`]: `evidence.json`, read live: credentials and who may touch
 //!   them, the constraints in the database catalog ([`catalog`]), the latest
@@ -24,6 +24,7 @@ pub mod drills;
 pub mod durability;
 pub mod export;
 pub mod files;
+pub mod hmac_drill;
 pub mod html;
 pub mod identity;
 pub mod manifest;

@@ -8,8 +8,10 @@
 //! The other drills exercise claim, dedup, replay and ack on the
 //! standard-webhooks endpoint: after verification those paths are the same
 //! for every scheme, but how the event id and the signed message are found
-//! is not, and this drill covers that. A run records the schemes whose
-//! checks all passed ([`covered`]); the rollout order reads them.
+//! is not, and this drill covers that. `hmac` endpoints, one per profile,
+//! are drilled through every gate a profile decides ([`super::hmac_drill`]).
+//! A run records the schemes whose checks all passed ([`covered`]); the
+//! rollout order reads them.
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
@@ -53,7 +55,11 @@ pub(super) async fn scheme_verification<T: Transport>(
     c: &mut Checks,
 ) -> DomainResult<()> {
     for target in &fx.schemes {
-        let s = target.scheme.as_str();
+        if target.scheme == Scheme::Hmac {
+            super::hmac_drill::verify(db, fx, t, c, target).await?;
+            continue;
+        }
+        let s = target.label.as_str();
         let (r, event) = (short_id("drill-r"), short_id("drill-evt"));
         let now = clock::now_ms() / 1000;
         // The retry carries the same bytes (a body built again could name a
@@ -86,15 +92,16 @@ pub(super) async fn scheme_verification<T: Transport>(
 }
 
 /// The schemes a run's `scheme_verification` result shows verified: each
-/// scheme with checks in it and no failure of its own. A failure that names
-/// no scheme (the database could not be read) covers none.
+/// scheme with checks in it and no failure of its own (for `hmac`, of any of
+/// its profiles). A failure that names no scheme (the database could not be
+/// read) covers none.
 pub fn covered(results: &[DrillResult]) -> Vec<String> {
     let Some(r) = results.iter().find(|r| r.name == NAME) else { return Vec::new() };
-    let prefixes: Vec<String> = Scheme::FIXED.iter().map(|s| format!("{s}.")).collect();
+    let prefixes: Vec<String> = Scheme::ALL.iter().map(|s| format!("{s}.")).collect();
     if r.failures.iter().any(|f| !prefixes.iter().any(|p| f.starts_with(p.as_str()))) {
         return Vec::new();
     }
-    Scheme::FIXED
+    Scheme::ALL
         .iter()
         .zip(&prefixes)
         .filter(|(_, p)| r.expected.keys().any(|k| k.starts_with(p.as_str())))
@@ -128,6 +135,10 @@ mod tests {
         let stripe_failed = result(&all, &["stripe.answer: expected \"applied\", observed \"none\""]);
         assert_eq!(covered(&[stripe_failed]), ["standard-webhooks", "github"]);
         assert_eq!(covered(&[result(&all[..1], &[])]), ["standard-webhooks"]);
+        let with_hmac = ["stripe.answer", "hmac.dvir.answer", "hmac.shopify.answer"];
+        assert_eq!(covered(&[result(&with_hmac, &[])]), ["stripe", "hmac"]);
+        let one_profile_failed = result(&with_hmac, &["hmac.shopify.answer: expected \"applied\", observed \"none\""]);
+        assert_eq!(covered(&[one_profile_failed]), ["stripe"], "hmac counts only when every profile passed");
         assert!(covered(&[result(&all, &["reading the database failed: x"])]).is_empty());
         assert!(covered(&[]).is_empty());
     }

@@ -177,14 +177,6 @@ impl Telemetry {
         if rollups.is_empty() && failures.is_empty() && uses.is_empty() {
             return Ok(());
         }
-        // On PostgreSQL the keys also hold the tenant (every key of a table to
-        // be distributed by tenant must; m20261206_000100); a key id names
-        // one tenant's key, so the rows are the same.
-        let pg = db.get_database_backend() == sea_orm::DbBackend::Postgres;
-        let tenant_in_key = |cols: &[&str]| -> Vec<Alias> {
-            let tenant = pg.then_some("tenant_id");
-            cols[..1].iter().copied().chain(tenant).chain(cols[1..].iter().copied()).map(Alias::new).collect()
-        };
         let result = async {
             let txn = db::begin_write(db).await?;
             for ((hour, key, tenant, endpoint), count) in &uses {
@@ -205,12 +197,19 @@ impl Telemetry {
                         (*count).into(),
                     ])
                     .on_conflict(
-                        OnConflict::columns(tenant_in_key(&["hour", "key_id"]))
-                            .value(
-                                key_use_rollup::Column::Count,
-                                Expr::col((key_use_rollup::Entity, key_use_rollup::Column::Count)).add(*count),
-                            )
-                            .to_owned(),
+                        // The keys hold the tenant on both engines (every key of a
+                        // table to be distributed by tenant must; m20261206_000100,
+                        // m20261206_000190).
+                        OnConflict::columns([
+                            key_use_rollup::Column::Hour,
+                            key_use_rollup::Column::TenantId,
+                            key_use_rollup::Column::KeyId,
+                        ])
+                        .value(
+                            key_use_rollup::Column::Count,
+                            Expr::col((key_use_rollup::Entity, key_use_rollup::Column::Count)).add(*count),
+                        )
+                        .to_owned(),
                     )
                     .to_owned();
                 txn.execute(&stmt).await?;
@@ -235,12 +234,17 @@ impl Telemetry {
                         (*count).into(),
                     ])
                     .on_conflict(
-                        OnConflict::columns(tenant_in_key(&["hour", "key_id", "reason"]))
-                            .value(
-                                key_failure_rollup::Column::Count,
-                                Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count),
-                            )
-                            .to_owned(),
+                        OnConflict::columns([
+                            key_failure_rollup::Column::Hour,
+                            key_failure_rollup::Column::TenantId,
+                            key_failure_rollup::Column::KeyId,
+                            key_failure_rollup::Column::Reason,
+                        ])
+                        .value(
+                            key_failure_rollup::Column::Count,
+                            Expr::col((key_failure_rollup::Entity, key_failure_rollup::Column::Count)).add(*count),
+                        )
+                        .to_owned(),
                     )
                     .to_owned();
                 txn.execute(&stmt).await?;

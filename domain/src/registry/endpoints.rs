@@ -190,11 +190,7 @@ pub async fn create(
         (_, None) => (None, None),
     };
     let tolerance = check_tolerance(profile_tolerance.or(new.tolerance_secs).unwrap_or(DEFAULT_TOLERANCE_SECS))?;
-    let stored_profile = profile
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| DomainError::invalid("invalid_hmac_profile", format!("hmac_profile: {e}")))?;
+    let stored_profile = profile.as_ref().map(super::hmac_profile::to_stored).transpose()?;
     let max_body = check_body_limit(new.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))?;
     let model = endpoint::ActiveModel {
         id: Set(ids::new_id()),

@@ -317,6 +317,12 @@ impl Compiled {
     }
 }
 
+/// A resolved profile as the endpoint row stores it (JSON).
+pub fn to_stored(profile: &HmacProfile) -> DomainResult<String> {
+    serde_json::to_string(profile)
+        .map_err(|e| DomainError::invalid("invalid_hmac_profile", format!("hmac_profile: {e}")))
+}
+
 /// The OpenAPI schema of `hmac_profile` (`HmacProfileBody`): a preset, or a
 /// custom profile whose rules across fields are stated with `if`/`then`/
 /// `else`, each pattern the validator's own.
@@ -403,26 +409,27 @@ pub fn openapi_schema() -> serde_json::Value {
     })
 }
 
+/// A custom profile unlike every preset: SHA-512, base64 behind a prefix,
+/// `{id}` signed and read from a header, a separate timestamp header. The
+/// drills sign as it (`evidence::hmac_drill`); the tests use it too.
+pub fn example_custom() -> HmacProfileBody {
+    HmacProfileBody {
+        signature_header: Some("X-Acme-Signature".into()),
+        signature_format: Some(SignatureFormat::Digest),
+        prefix: Some("sha512=".into()),
+        encoding: Some(SignatureEncoding::Base64),
+        algorithm: Some(HmacAlgorithm::Sha512),
+        signed_content: Some("{id}|{timestamp}|{body}".into()),
+        timestamp_header: Some("X-Acme-Timestamp".into()),
+        event_id: Some("header:X-Acme-Id".into()),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
-
-    /// A custom SHA-512 profile (`{id}` signed, base64, a prefix), shared
-    /// with `crypto::profile`'s tests.
-    pub(crate) fn custom() -> HmacProfileBody {
-        HmacProfileBody {
-            signature_header: Some("X-Acme-Signature".into()),
-            signature_format: Some(SignatureFormat::Digest),
-            prefix: Some("sha512=".into()),
-            encoding: Some(SignatureEncoding::Base64),
-            algorithm: Some(HmacAlgorithm::Sha512),
-            signed_content: Some("{id}|{timestamp}|{body}".into()),
-            timestamp_header: Some("X-Acme-Timestamp".into()),
-            event_id: Some("header:X-Acme-Id".into()),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn json_profiles_are_read_strictly() {
@@ -466,38 +473,47 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_profiles_name_their_field() {
-        assert!(resolve(&custom()).is_ok());
+        assert!(resolve(&example_custom()).is_ok());
         let cases: Vec<(HmacProfileBody, &str)> = vec![
-            (HmacProfileBody { signed_content: Some("{body}{nonce}".into()), ..custom() }, "signed_content"),
-            (HmacProfileBody { signed_content: Some("{timestamp}.{bod".into()), ..custom() }, "signed_content"),
-            (HmacProfileBody { signed_content: Some("{timestamp}}{body}".into()), ..custom() }, "signed_content"),
-            (HmacProfileBody { signed_content: Some("{timestamp}".into()), ..custom() }, "signed_content"),
-            (HmacProfileBody { signed_content: Some("{timestamp}{body}{body}".into()), ..custom() }, "signed_content"),
+            (HmacProfileBody { signed_content: Some("{body}{nonce}".into()), ..example_custom() }, "signed_content"),
+            (HmacProfileBody { signed_content: Some("{timestamp}.{bod".into()), ..example_custom() }, "signed_content"),
+            (
+                HmacProfileBody { signed_content: Some("{timestamp}}{body}".into()), ..example_custom() },
+                "signed_content",
+            ),
+            (HmacProfileBody { signed_content: Some("{timestamp}".into()), ..example_custom() }, "signed_content"),
+            (
+                HmacProfileBody { signed_content: Some("{timestamp}{body}{body}".into()), ..example_custom() },
+                "signed_content",
+            ),
             (
                 HmacProfileBody {
                     signed_content: Some(format!("{{timestamp}}{{body}}{}", "x".repeat(250))),
-                    ..custom()
+                    ..example_custom()
                 },
                 "signed_content",
             ),
-            (HmacProfileBody { signed_content: Some("{id}{body}".into()), ..custom() }, "signed_content"),
-            (HmacProfileBody { timestamp_header: None, ..custom() }, "timestamp_header"),
+            (HmacProfileBody { signed_content: Some("{id}{body}".into()), ..example_custom() }, "signed_content"),
+            (HmacProfileBody { timestamp_header: None, ..example_custom() }, "timestamp_header"),
             (
                 HmacProfileBody {
                     timestamp_header: None,
                     signed_content: Some("{body}".into()),
                     event_id: None,
-                    ..custom()
+                    ..example_custom()
                 },
                 "event_id",
             ),
-            (HmacProfileBody { event_id: Some("json:/id".into()), ..custom() }, "event_id"),
-            (HmacProfileBody { event_id: Some("body:id".into()), ..custom() }, "event_id"),
-            (HmacProfileBody { event_id: Some("json:id".into()), ..custom() }, "event_id"),
-            (HmacProfileBody { signature_header: Some("X Sig".into()), ..custom() }, "signature_header"),
-            (HmacProfileBody { signature_header: None, ..custom() }, "signature_header"),
-            (HmacProfileBody { prefix: Some("a,b".into()), ..custom() }, "prefix"),
-            (HmacProfileBody { signature_format: Some(SignatureFormat::Pairs), ..custom() }, "timestamp_header"),
+            (HmacProfileBody { event_id: Some("json:/id".into()), ..example_custom() }, "event_id"),
+            (HmacProfileBody { event_id: Some("body:id".into()), ..example_custom() }, "event_id"),
+            (HmacProfileBody { event_id: Some("json:id".into()), ..example_custom() }, "event_id"),
+            (HmacProfileBody { signature_header: Some("X Sig".into()), ..example_custom() }, "signature_header"),
+            (HmacProfileBody { signature_header: None, ..example_custom() }, "signature_header"),
+            (HmacProfileBody { prefix: Some("a,b".into()), ..example_custom() }, "prefix"),
+            (
+                HmacProfileBody { signature_format: Some(SignatureFormat::Pairs), ..example_custom() },
+                "timestamp_header",
+            ),
         ];
         for (body, field) in cases {
             let msg = refused(body.clone());
@@ -505,7 +521,7 @@ pub(crate) mod tests {
         }
         let exactly = format!("{{timestamp}}{{body}}{}", "é".repeat(MAX_TEMPLATE_CHARS - 17));
         assert_eq!(exactly.chars().count(), MAX_TEMPLATE_CHARS);
-        assert!(resolve(&HmacProfileBody { signed_content: Some(exactly), ..custom() }).is_ok());
+        assert!(resolve(&HmacProfileBody { signed_content: Some(exactly), ..example_custom() }).is_ok());
     }
 
     /// The document's patterns are the validator: every sample the template

@@ -246,7 +246,14 @@ async fn delete_deliveries(db: &DatabaseConnection, endpoint_id: &str, cutoff: i
         .limit(batch);
     let ids: Vec<String> = skip_locked(db, q).into_tuple().all(&txn).await?;
     if !ids.is_empty() {
-        delivery_log::Entity::delete_many().filter(delivery_log::Column::Id.is_in(ids.clone())).exec(&txn).await?;
+        // The key leads with the tenant, not the id: the same bounds as the
+        // select let the delete find its rows through the age index.
+        delivery_log::Entity::delete_many()
+            .filter(delivery_log::Column::EndpointId.eq(endpoint_id))
+            .filter(delivery_log::Column::AnsweredAt.lt(cutoff))
+            .filter(delivery_log::Column::Id.is_in(ids.clone()))
+            .exec(&txn)
+            .await?;
     }
     txn.commit().await?;
     Ok(ids.len() as u64)

@@ -3,8 +3,12 @@
 //! distributed includes `tenant_id`.
 
 use domain::{
-    entity::{endpoint, outbox_intent, quarantine_entry, replay_record},
+    entity::{
+        delivery_log, endpoint, key_failure_rollup, key_use_rollup, outbox_intent, quarantine_entry, replay_record,
+    },
     evidence::distribution::{unique_keys, violations},
+    receiver::telemetry::Telemetry,
+    registry::Scheme,
 };
 use migrations::{
     Migrator, MigratorTrait,
@@ -12,7 +16,12 @@ use migrations::{
 };
 use sea_orm::{ConnectionTrait, EntityTrait, Set};
 
-use crate::{db_test, fixtures::*, support::TestDb};
+use crate::{
+    db_test,
+    fixtures::*,
+    receiver::{created, deliver, now_s, setup, signed},
+    support::TestDb,
+};
 
 db_test!(every_unique_key_of_a_distributed_table_includes_tenant_id, async |t: &TestDb| {
     let found = violations(&t.db, DISTRIBUTED).await.unwrap();
@@ -115,4 +124,81 @@ db_test!(an_existing_database_moves_to_tenant_keys_and_keeps_every_row, async |t
     .await
     .unwrap();
     assert!(!matches!(again, sea_orm::TryInsertResult::Inserted(n) if n > 0), "{again:?}");
+});
+
+// SQLite's delivery log and key rollups were keyed without the tenant until
+// m20261206_000190 (PostgreSQL's since m20261206_000100): rows written
+// before it are all there after it, under the keys PostgreSQL has, and the
+// rollup flush's upsert (one conflict target on both engines) adds to them.
+db_test!(the_delivery_log_and_key_rollups_keep_every_row_under_tenant_keys, async |t: &TestDb| {
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let ep = s.r.resolve("clinic-a", "hooks").await.unwrap();
+    let (tenant, endpoint, key) = (ep.tenant_id.clone(), ep.endpoint_id.clone(), s.key_id.clone());
+    let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
+    let at = names.iter().position(|n| n == "m20261206_000190_sqlite_tenant_keys").expect("the migration is listed");
+    Migrator::down(&t.db, Some((names.len() - at) as u32)).await.unwrap();
+    // Within today's partitions on PostgreSQL: the hour as the flush counts it.
+    let now = domain::clock::now_ms();
+    let hour = now / 3_600_000;
+    for sql in [
+        format!(
+            "INSERT INTO delivery_log (id, tenant_id, endpoint_id, event_id, answered_at, status, answer, key_id, \
+             scheme, message_digest) VALUES ('l1', '{tenant}', '{endpoint}', 'evt_1', {now}, 200, 'duplicate', \
+             '{key}', 'standard-webhooks', NULL), ('l2', 'tb', 'eb', 'evt_1', {now}, 401, 'signature_mismatch', \
+             NULL, 'github', 'd')"
+        ),
+        format!(
+            "INSERT INTO key_use_rollups (hour, key_id, tenant_id, endpoint_id, count) \
+             VALUES ({hour}, '{key}', '{tenant}', '{endpoint}', 3), ({hour}, 'k2', 'tb', 'eb', 4)"
+        ),
+        format!(
+            "INSERT INTO key_failure_rollups (hour, key_id, tenant_id, endpoint_id, reason, count) \
+             VALUES ({hour}, '{key}', '{tenant}', '{endpoint}', 'mismatch', 5), \
+             ({hour}, '{key}', '{tenant}', '{endpoint}', 'expired', 6)"
+        ),
+    ] {
+        t.db.execute_unprepared(&sql).await.unwrap();
+    }
+    Migrator::up(&t.db, None).await.unwrap();
+
+    let mut logged: Vec<(String, String, i32)> = delivery_log::Entity::find()
+        .all(&t.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.tenant_id, r.status))
+        .collect();
+    logged.sort();
+    assert_eq!(logged, [("l1".into(), tenant.clone(), 200), ("l2".into(), "tb".into(), 401)]);
+    for (table, key) in [
+        ("delivery_log", vec!["tenant_id", "id", "answered_at"]),
+        ("key_use_rollups", vec!["hour", "tenant_id", "key_id"]),
+        ("key_failure_rollups", vec!["hour", "tenant_id", "key_id", "reason"]),
+    ] {
+        let keys = unique_keys(&t.db, table).await.unwrap().unwrap();
+        let pk = keys.iter().find(|k| k.kind == "primary key").expect("a primary key");
+        assert_eq!(pk.columns, key, "{table}");
+    }
+
+    // One accepted and one tampered delivery under the key, counted and
+    // flushed: the migrated rows are the ones the upsert adds to.
+    let tel = Telemetry::default();
+    let body = created("r-1");
+    let good = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "msg_1");
+    let mut tampered = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "msg_2");
+    let forged = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    tampered.iter_mut().filter(|(k, _)| k == "webhook-signature").for_each(|(_, v)| *v = forged.into());
+    for h in [good, tampered] {
+        let outcome = deliver(&s, &h, &body).await;
+        tel.record(Some(&ep), &outcome, Some(&key), std::time::Duration::from_millis(1));
+    }
+    tel.flush(&t.db).await.unwrap();
+    let mut uses: Vec<(String, i64)> =
+        key_use_rollup::Entity::find().all(&t.db).await.unwrap().into_iter().map(|r| (r.key_id, r.count)).collect();
+    uses.sort();
+    assert_eq!(uses, [("k2".into(), 4), (key.clone(), 4)]);
+    let mut failed: Vec<(String, i64)> =
+        key_failure_rollup::Entity::find().all(&t.db).await.unwrap().into_iter().map(|r| (r.reason, r.count)).collect();
+    failed.sort();
+    assert_eq!(failed, [("expired".into(), 6), ("mismatch".into(), 6)]);
 });

@@ -149,16 +149,32 @@ db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb
     assert_eq!(run.actor.as_deref(), Some("reviewer-user"));
     // Each scheme's verification was drilled on its own endpoint, and the
     // run records the schemes it covered.
-    assert_eq!(run.schemes, ["standard-webhooks", "stripe", "github"]);
+    assert_eq!(run.schemes, ["standard-webhooks", "stripe", "github", "hmac"]);
     let schemes = run.drills.iter().find(|d| d.name == "scheme_verification").unwrap();
-    for s in ["standard-webhooks", "stripe", "github"] {
+    let profiles = ["hmac.dvir", "hmac.shopify", "hmac.slack", "hmac.custom"];
+    for s in ["standard-webhooks", "stripe", "github"].into_iter().chain(profiles) {
         assert_eq!(schemes.observed[&format!("{s}.answer")], "applied");
         assert_eq!(schemes.observed[&format!("{s}.retry.answer")], "duplicate");
         assert_eq!(schemes.observed[&format!("{s}.claims")], 1);
         assert_eq!(schemes.observed[&format!("{s}.wrong_key.http_status")], 401);
     }
+    // Each hmac endpoint signed as its profile says and met every gate: a
+    // tampered body refused, the window where the profile signs a timestamp
+    // (Shopify signs none), a replay and a duplicate.
+    for p in profiles {
+        assert_eq!(schemes.observed[&format!("{p}.tampered.answer")], "signature_mismatch", "{p}");
+        assert_eq!(schemes.observed[&format!("{p}.refused.rows_anywhere")], 0, "{p}");
+        assert_eq!(schemes.observed[&format!("{p}.replay.answer")], "replay", "{p}");
+        let window = schemes.observed.get(&format!("{p}.outside_window.late.answer"));
+        if p == "hmac.shopify" {
+            assert_eq!(window, None);
+        } else {
+            assert_eq!(window.unwrap(), "timestamp_outside_window", "{p}");
+            assert_eq!(schemes.observed[&format!("{p}.outside_window.early.answer")], "timestamp_outside_window");
+        }
+    }
     let stored = domain::entity::drill_run::Entity::find_by_id(run.run_id.clone()).one(&t.db).await.unwrap().unwrap();
-    assert_eq!(stored.schemes.as_deref(), Some(r#"["standard-webhooks","stripe","github"]"#));
+    assert_eq!(stored.schemes.as_deref(), Some(r#"["standard-webhooks","stripe","github","hmac"]"#));
     let listed = runs::list(&t.db, &reviewer(), 5).await.unwrap();
     assert_eq!(listed[0].run_id, run.run_id);
     let actions: Vec<String> = domain::audit::list(&t.db, &admin(), &Default::default())

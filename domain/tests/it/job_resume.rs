@@ -191,7 +191,7 @@ async fn quarantine_updates_more(s: &crate::receiver::Setup) {
 
 db_test!(a_stale_rewrap_is_resumed_once_by_the_system, async |t: &TestDb| {
     let sealed = fill(t).await;
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     let id = rotation.rewrap.id.clone();
     let first = kek_rewrap::Entity::find_by_id(id.clone()).one(&t.db).await.unwrap().unwrap();
     kek::step(&t.db, &t.vault, &id, &first.runner, 2).await.unwrap().unwrap();
@@ -227,7 +227,7 @@ db_test!(a_stale_rewrap_is_resumed_once_by_the_system, async |t: &TestDb| {
 
 db_test!(a_failing_rewrap_is_resumed_a_bounded_number_of_times, async |t: &TestDb| {
     fill(t).await;
-    let id = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap().rewrap.id;
+    let id = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap().rewrap.id;
     // It fails every time it runs; each failure waits out the threshold.
     for n in 1..=kek::MAX_AUTO_RESUMES {
         silence_kek(t, &id, kek::FAILED).await;
@@ -238,7 +238,7 @@ db_test!(a_failing_rewrap_is_resumed_a_bounded_number_of_times, async |t: &TestD
     assert!(kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap().is_none(), "then it waits");
     assert_eq!(audit_count(t, "kek.rewrap.resume").await, kek::MAX_AUTO_RESUMES as u64);
     // A failure that just happened is not retried at once either.
-    kek::resume(&t.db, &admin(), &id).await.unwrap();
+    kek::resume(&t.db, &admin(), &id, kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     kek_rewrap::Entity::update_many()
         .col_expr(kek_rewrap::Column::Status, Expr::value(kek::FAILED))
         .filter(kek_rewrap::Column::Id.eq(&id))

@@ -98,7 +98,7 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
     let sealed = fill(t).await;
     assert!(sealed >= 14, "keys, service keys, intents and bodies: {sealed}");
     assert_eq!(by_version(t).await.keys().copied().collect::<Vec<_>>(), vec![1]);
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert!(rotation.added_version);
     assert_eq!(rotation.kek_version, 2);
     assert_eq!(rotation.rewrap.total, sealed as u64);
@@ -125,15 +125,21 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
         kek::retire(&t.db, &t.vault, &admin(), 1).await,
         Err(DomainError::Conflict { code: "kek_retired", .. })
     ));
-    let o = kek::overview(&t.db, &admin(), kek::Counting::Always).await.unwrap();
+    let o = kek::overview(&t.db, &admin(), kek::Counting::Always, kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert_eq!(o.versions.len(), 1);
     assert_eq!(o.retired.len(), 1);
     assert_eq!(o.stale_rows, 0);
     assert_eq!(everything_opens(t).await, sealed);
     // Only administrators manage KEKs.
     for who in [reviewer(), user(domain::auth::Role::Oncall, None)] {
-        assert!(matches!(kek::overview(&t.db, &who, kek::Counting::Always).await, Err(DomainError::Forbidden)));
-        assert!(matches!(kek::rotate(&t.db, &t.vault, &who).await, Err(DomainError::Forbidden)));
+        assert!(matches!(
+            kek::overview(&t.db, &who, kek::Counting::Always, kek::DEFAULT_STALE_AFTER_MS).await,
+            Err(DomainError::Forbidden)
+        ));
+        assert!(matches!(
+            kek::rotate(&t.db, &t.vault, &who, kek::DEFAULT_STALE_AFTER_MS).await,
+            Err(DomainError::Forbidden)
+        ));
     }
 });
 
@@ -146,7 +152,7 @@ db_test!(public_keys_seal_nothing_and_rewraps_pass_them_by, async |t: &TestDb| {
     assert_eq!(k.key.public_key.as_deref(), Some(public.as_str()));
     assert_eq!(everything_opens(t).await, sealed, "the public key added no sealed row");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(1, sealed as u64)]);
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert_eq!(rotation.rewrap.total, sealed as u64);
     let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert_eq!(done.status, kek::FINISHED, "{done:?}");
@@ -168,7 +174,7 @@ db_test!(a_generated_pairs_private_key_is_sealed_and_rewrapped, async |t: &TestD
     let shown = k.secret.as_ref().map(|s| s.expose().to_owned()).unwrap();
     assert!(shown.starts_with("whsk_"), "the private key is shown once");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(1, sealed as u64 + 1)]);
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert_eq!(rotation.rewrap.total, sealed as u64 + 1);
     let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert_eq!(done.status, kek::FINISHED, "{done:?}");
@@ -183,7 +189,7 @@ db_test!(a_generated_pairs_private_key_is_sealed_and_rewrapped, async |t: &TestD
 
 db_test!(a_version_that_still_seals_rows_cannot_be_retired, async |t: &TestDb| {
     let sealed = fill(t).await;
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     age_versions(t).await;
     // The rewrap has not run: version 1 still seals everything.
     match kek::retire(&t.db, &t.vault, &admin(), 1).await {
@@ -200,7 +206,7 @@ db_test!(a_version_that_still_seals_rows_cannot_be_retired, async |t: &TestDb| {
 
 db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
     let sealed = fill(t).await;
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     let job = kek_rewrap::Entity::find_by_id(rotation.rewrap.id.clone()).one(&t.db).await.unwrap().unwrap();
     // One window (the signing keys), then the runner dies.
     let after_one = kek::step(&t.db, &t.vault, &job.id, &job.runner, kek::WINDOW).await.unwrap().unwrap();
@@ -208,15 +214,16 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
     // A second start while it runs is refused; a rotation resumes rather
     // than adding a version.
     assert!(matches!(
-        kek::start_rewrap(&t.db, &t.vault, &admin()).await,
+        kek::start_rewrap(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await,
         Err(DomainError::Conflict { code: "rewrap_in_progress", .. })
     ));
     // A page polling the running job counts no rows (that reads every
     // sealed table); asked outright, the rows are counted.
-    let polled = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping).await.unwrap();
+    let polled =
+        kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert!(!polled.counted && polled.versions.iter().all(|v| v.total_rows == 0 && !v.retirable), "{polled:?}");
     assert_eq!(polled.latest_rewrap.map(|j| j.rewrapped), Some(after_one.rewrapped));
-    let asked = kek::overview(&t.db, &admin(), kek::Counting::Always).await.unwrap();
+    let asked = kek::overview(&t.db, &admin(), kek::Counting::Always, kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert!(asked.counted && asked.stale_rows > 0, "{asked:?}");
     kek_rewrap::Entity::update_many()
         .col_expr(kek_rewrap::Column::UpdatedAt, sea_orm::sea_query::Expr::value(0i64))
@@ -224,8 +231,8 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
         .exec(&t.db)
         .await
         .unwrap();
-    assert_eq!(kek::get(&t.db, &admin(), &job.id).await.unwrap().status, kek::INTERRUPTED);
-    let resumed = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    assert_eq!(kek::get(&t.db, &admin(), &job.id, kek::DEFAULT_STALE_AFTER_MS).await.unwrap().status, kek::INTERRUPTED);
+    let resumed = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert!(!resumed.added_version);
     assert_eq!((resumed.kek_version, resumed.rewrap.id.clone()), (2, job.id.clone()));
     // The old runner wakes up: it no longer owns the job and does nothing.
@@ -235,14 +242,47 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
     assert_eq!(done.rewrapped, sealed as u64, "no row resealed twice, none missed");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
     // A clean rotation afterwards adds version 3.
-    let third = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let third = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert!(third.added_version);
     assert_eq!(third.kek_version, 3);
 });
 
+// One threshold for "interrupted": the one the caller passes (the server's
+// `SIGNET_KEK_STALE_SECS`). A runner silent for 5 s reads as running under
+// the default minute and as interrupted under 2 s; a person's Resume and a
+// rotation follow the same reading.
+db_test!(the_stale_threshold_is_the_callers_for_the_label_and_the_resume, async |t: &TestDb| {
+    fill(t).await;
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
+    let id = rotation.rewrap.id;
+    kek_rewrap::Entity::update_many()
+        .col_expr(kek_rewrap::Column::UpdatedAt, sea_orm::sea_query::Expr::value(domain::clock::now_ms() - 5_000))
+        .filter(kek_rewrap::Column::Id.eq(&id))
+        .exec(&t.db)
+        .await
+        .unwrap();
+    let (minute, short) = (kek::DEFAULT_STALE_AFTER_MS, 2_000);
+    assert_eq!(kek::get(&t.db, &admin(), &id, minute).await.unwrap().status, kek::RUNNING);
+    assert_eq!(kek::get(&t.db, &admin(), &id, short).await.unwrap().status, kek::INTERRUPTED);
+    let latest = |o: kek::KekOverview| o.latest_rewrap.unwrap().status;
+    let o = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, short).await.unwrap();
+    assert_eq!(latest(o), kek::INTERRUPTED);
+    let o = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, minute).await.unwrap();
+    assert_eq!(latest(o), kek::RUNNING);
+    for refused in [
+        kek::resume(&t.db, &admin(), &id, minute).await.map(|_| ()),
+        kek::start_rewrap(&t.db, &t.vault, &admin(), minute).await.map(|_| ()),
+        kek::rotate(&t.db, &t.vault, &admin(), minute).await.map(|_| ()),
+    ] {
+        assert!(matches!(refused, Err(DomainError::Conflict { code: "rewrap_in_progress", .. })), "{refused:?}");
+    }
+    let resumed = kek::resume(&t.db, &admin(), &id, short).await.unwrap();
+    assert_eq!((resumed.id, resumed.status.as_str()), (id, kek::RUNNING));
+});
+
 db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: &TestDb| {
     fill(t).await;
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     let s = crate::receiver::Setup {
         r: std::sync::Arc::new(domain::receiver::Receiver::new(
             t.db.clone(),
@@ -293,7 +333,7 @@ async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
 
 db_test!(small_windows_walk_composite_keys_without_gaps, async |t: &TestDb| {
     let sealed = fill(t).await;
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     let job = kek_rewrap::Entity::find_by_id(rotation.rewrap.id.clone()).one(&t.db).await.unwrap().unwrap();
     let mut last = None;
     for _ in 0..200 {
@@ -337,7 +377,7 @@ db_test!(seals_are_counted_ahead_per_version_and_flagged_at_2_30, async |t: &Tes
     let idle = domain::startup::open_vault(&t.db, master()).await.unwrap();
     assert_eq!(idle.seal(&Aad::outbox_payload("t", "i"), b"{}"), Err(domain::crypto::CryptoError::SealsNotReserved));
     // The rewrap's reseals count under the new version.
-    let rotation = kek::rotate(&t.db, &t.vault, &admin()).await.unwrap();
+    let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert!(seals(t, 2).await >= rows, "{} counted under v2", seals(t, 2).await);
     let high = |e: &domain::evidence::bundle::Evidence| {

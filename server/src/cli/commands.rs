@@ -707,7 +707,7 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
     match cmd {
         KekCmd::Rotate => {
             let vault = open_vault(args, db).await?;
-            let rotation = kek::rotate(db, &vault, p).await?;
+            let rotation = kek::rotate(db, &vault, p, kek::DEFAULT_STALE_AFTER_MS).await?;
             let done = kek::run(db, &vault, &rotation.rewrap.id, rewrap_progress()).await?;
             let report = serde_json::json!({
                 "kek_version": rotation.kek_version,
@@ -726,7 +726,7 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
         }
         KekCmd::Rewrap => {
             let vault = open_vault(args, db).await?;
-            let job = kek::start_rewrap(db, &vault, p).await?;
+            let job = kek::start_rewrap(db, &vault, p, kek::DEFAULT_STALE_AFTER_MS).await?;
             let done = kek::run(db, &vault, &job.id, rewrap_progress()).await?;
             emit(json, &done, || {
                 format!(
@@ -736,7 +736,7 @@ async fn kek(json: bool, args: &DbArgs, db: &DatabaseConnection, p: &Principal, 
             });
         }
         KekCmd::Status => {
-            let o = kek::overview(db, p, kek::Counting::Always).await?;
+            let o = kek::overview(db, p, kek::Counting::Always, kek::DEFAULT_STALE_AFTER_MS).await?;
             emit(json, &o, || {
                 let mut lines: Vec<String> = o
                     .versions

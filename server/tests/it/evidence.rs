@@ -22,9 +22,9 @@ both_engines!(drill_run_passes_and_kills_a_real_child_process, async |i: &Instal
     let drills = run["drills"].as_array().unwrap();
     assert_eq!(drills.len(), 8);
     // Verification was drilled for every scheme Signet receives.
-    assert_eq!(run["schemes"], json!(["standard-webhooks", "stripe", "github"]), "{run:#}");
+    assert_eq!(run["schemes"], json!(["standard-webhooks", "stripe", "github", "hmac"]), "{run:#}");
     let schemes = drills.iter().find(|d| d["name"] == "scheme_verification").unwrap();
-    for s in ["standard-webhooks", "stripe", "github"] {
+    for s in ["standard-webhooks", "stripe", "github", "hmac.dvir", "hmac.shopify", "hmac.slack", "hmac.custom"] {
         assert_eq!(schemes["observed"][format!("{s}.answer")], "applied");
         assert_eq!(schemes["observed"][format!("{s}.retry.answer")], "duplicate");
         assert_eq!(schemes["observed"][format!("{s}.wrong_key.answer")], "signature_mismatch");

@@ -14,6 +14,7 @@ mod drills;
 mod evidence;
 mod hmac;
 mod hooks;
+mod kek;
 mod limits;
 mod openapi;
 mod ordering;

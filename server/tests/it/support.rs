@@ -278,6 +278,19 @@ impl Server {
             .build()
             .expect("client")
     }
+    /// [`Server::client`], logged in to the console as `username`.
+    pub async fn logged_in(&self, username: &str, password: &str) -> reqwest::Client {
+        let c = self.client();
+        let login = c
+            .post(self.url("/fn/login"))
+            .header("Origin", &self.base)
+            .form(&[("username", username), ("password", password)])
+            .send()
+            .await
+            .expect("login");
+        assert_eq!(login.status(), 200, "login as {username}");
+        c
+    }
 }
 
 impl Drop for Server {

@@ -157,19 +157,7 @@ both_engines!(the_console_asks_for_an_override_and_a_second_admin_approves_it, a
         i.cli_json_stdin(&["user", "create", name, "--role", "admin"], PASSWORD);
     }
     let s = i.serve();
-    let sign_in = async |name: &str| {
-        let c = s.client();
-        let login = c
-            .post(s.url("/fn/login"))
-            .header("Origin", &s.base)
-            .form(&[("username", name), ("password", PASSWORD)])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(login.status(), 200);
-        c
-    };
-    let (ann, bob) = (sign_in("ann").await, sign_in("bob").await);
+    let (ann, bob) = (s.logged_in("ann", PASSWORD).await, s.logged_in("bob", PASSWORD).await);
     let post = async |c: &reqwest::Client, path: &str, form: &[(&str, &str)]| {
         let res = c.post(s.url(path)).header("Origin", &s.base).form(form).send().await.unwrap();
         (res.status().as_u16(), res.text().await.unwrap())

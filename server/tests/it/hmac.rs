@@ -322,10 +322,7 @@ both_engines!(hmac_endpoints_from_the_console_form, async |i: &Install| {
     let password = "a long enough password";
     i.cli_json_stdin(&["user", "create", "alice", "--role", "clinic-admin", "--tenant", "clinic-a"], password);
     let s = i.serve();
-    let c = s.client();
-    let login =
-        c.post(s.url("/fn/login")).header("Origin", &s.base).form(&[("username", "alice"), ("password", password)]);
-    assert_eq!(login.send().await.unwrap().status(), 200);
+    let c = s.logged_in("alice", password).await;
     let create = |fields: Vec<(&'static str, &'static str)>| {
         let mut all = vec![("tenant", "clinic-a")];
         all.extend(fields);

@@ -1285,8 +1285,12 @@ async fn stopped_rewrap(i: &Install) -> String {
             job::Entity::find().order_by_desc(job::Column::CreatedAt).one(&db).await.unwrap().unwrap()
         }
     };
+    // Failed, and given up on by the automatic resume (which takes over a
+    // failed job once it has been silent a minute, as it may be by now on a
+    // slow run): it waits for a person.
     job::Entity::update_many()
         .col_expr(job::Column::Status, sea_orm::sea_query::Expr::value("failed"))
+        .col_expr(job::Column::AutoResumes, sea_orm::sea_query::Expr::value(domain::kek::MAX_AUTO_RESUMES))
         .filter(job::Column::Id.eq(&latest.id))
         .exec(&db)
         .await
@@ -1387,7 +1391,13 @@ async fn bulk_release(i: &Install, s: &Server, w: &World, interrupted: bool) -> 
         let db = domain::db::connect(&i.database_url).await.unwrap();
         db.execute_raw(sea_orm::Statement::from_string(
             db.get_database_backend(),
-            format!("UPDATE bulk_releases SET updated_at = 0 WHERE id = '{id}'"),
+            // Silent since the epoch, and given up on by the automatic resume
+            // (which would otherwise take it over within two seconds and race
+            // the call under test): it waits for a person.
+            format!(
+                "UPDATE bulk_releases SET updated_at = 0, auto_resumes = {} WHERE id = '{id}'",
+                domain::quarantine::bulk_release::MAX_AUTO_RESUMES
+            ),
         ))
         .await
         .unwrap();

@@ -14,7 +14,7 @@
 
 use sea_orm_migration::{prelude::*, sea_orm::DbBackend};
 
-use crate::partitioning::{self, LOCK_KEY, Rebuild, days_with_rows, now_ms, partitioned};
+use crate::partitioning;
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -31,35 +31,13 @@ impl MigrationTrait for Migration {
         if m.get_database_backend() != DbBackend::Postgres {
             return Ok(());
         }
-        let conn = m.get_connection();
-        // The server's upkeep holds the same lock while it adds partitions.
-        conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
-        if partitioned(conn, TABLE).await? {
-            return Ok(());
-        }
-        conn.execute_unprepared(&format!("LOCK TABLE {TABLE} IN ACCESS EXCLUSIVE MODE")).await?;
-        let today = partitioning::day_of(now_ms());
-        let plan = Rebuild::start(conn, TABLE).await?;
-        let days = days_with_rows(conn, &plan.old, "received_at", 1, "TRUE").await?;
-        plan.create(conn, "PARTITION BY RANGE (received_at)").await?;
-        for day in days.into_iter().chain(today..=today + AHEAD_DAYS) {
-            conn.execute_unprepared(&partitioning::create_sql(TABLE, 1, day)).await?;
-        }
-        plan.finish(conn, PK).await
+        partitioning::partition_by_day(m.get_connection(), TABLE, "received_at", PK, AHEAD_DAYS).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         if m.get_database_backend() != DbBackend::Postgres {
             return Ok(());
         }
-        let conn = m.get_connection();
-        conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
-        if !partitioned(conn, TABLE).await? {
-            return Ok(());
-        }
-        conn.execute_unprepared(&format!("LOCK TABLE {TABLE} IN ACCESS EXCLUSIVE MODE")).await?;
-        let plan = Rebuild::start(conn, TABLE).await?;
-        plan.create(conn, "").await?;
-        plan.finish(conn, OLD_PK).await
+        partitioning::unpartition(m.get_connection(), TABLE, OLD_PK).await
     }
 }

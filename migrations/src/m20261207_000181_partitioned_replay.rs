@@ -17,7 +17,7 @@
 
 use sea_orm_migration::{prelude::*, sea_orm::DbBackend};
 
-use crate::partitioning::{self, LOCK_KEY, Rebuild, days_with_rows, now_ms, partitioned};
+use crate::partitioning;
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -37,24 +37,14 @@ impl MigrationTrait for Migration {
             return Ok(());
         }
         let conn = m.get_connection();
-        // The server's upkeep holds the same lock while it adds partitions.
-        conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
-        if partitioned(conn, TABLE).await? {
+        if !partitioning::lock_for_conversion(conn, TABLE, false).await? {
             return Ok(());
         }
-        conn.execute_unprepared(&format!("LOCK TABLE {TABLE} IN ACCESS EXCLUSIVE MODE")).await?;
         conn.execute_unprepared(&format!(
             "ALTER TABLE {TABLE} ADD COLUMN recorded_at bigint NOT NULL DEFAULT {NOW_MS}"
         ))
         .await?;
-        let today = partitioning::day_of(now_ms());
-        let plan = Rebuild::start(conn, TABLE).await?;
-        let days = days_with_rows(conn, &plan.old, "recorded_at", 1, "TRUE").await?;
-        plan.create(conn, "PARTITION BY RANGE (recorded_at)").await?;
-        for day in days.into_iter().chain(today..=today + AHEAD_DAYS) {
-            conn.execute_unprepared(&partitioning::create_sql(TABLE, 1, day)).await?;
-        }
-        plan.finish(conn, PK).await
+        partitioning::partition_by_day(conn, TABLE, "recorded_at", PK, AHEAD_DAYS).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
@@ -62,11 +52,9 @@ impl MigrationTrait for Migration {
             return Ok(());
         }
         let conn = m.get_connection();
-        conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
-        if !partitioned(conn, TABLE).await? {
+        if !partitioning::lock_for_conversion(conn, TABLE, true).await? {
             return Ok(());
         }
-        conn.execute_unprepared(&format!("LOCK TABLE {TABLE} IN ACCESS EXCLUSIVE MODE")).await?;
         // An expired record may share its key with a newer one: the newest
         // stays, as the old key allows one.
         conn.execute_unprepared(&format!(
@@ -74,9 +62,7 @@ impl MigrationTrait for Migration {
              AND r.message_digest = n.message_digest AND r.recorded_at < n.recorded_at"
         ))
         .await?;
-        let plan = Rebuild::start(conn, TABLE).await?;
-        plan.create(conn, "").await?;
-        plan.finish(conn, OLD_PK).await?;
+        partitioning::unpartition(conn, TABLE, OLD_PK).await?;
         conn.execute_unprepared(&format!("ALTER TABLE {TABLE} DROP COLUMN recorded_at")).await?;
         Ok(())
     }

@@ -71,6 +71,57 @@ pub async fn partitioned(conn: &SchemaManagerConnection<'_>, table: &str) -> Res
     row.map_or(Ok(false), |r| r.try_get::<bool>("", "p"))
 }
 
+/// Converts the plain table `table` into daily range partitions of `column`
+/// (in ms) keyed by `pk`, with a partition for every day holding rows and
+/// for today and `ahead_days` more, under the partition lock and an ACCESS
+/// EXCLUSIVE lock on the table. Does nothing if it already is partitioned.
+pub async fn partition_by_day(
+    conn: &SchemaManagerConnection<'_>,
+    table: &'static str,
+    column: &str,
+    pk: &str,
+    ahead_days: i64,
+) -> Result<(), DbErr> {
+    if !lock_for_conversion(conn, table, false).await? {
+        return Ok(());
+    }
+    let today = day_of(now_ms());
+    let plan = Rebuild::start(conn, table).await?;
+    let days = days_with_rows(conn, &plan.old, column, 1, "TRUE").await?;
+    plan.create(conn, &format!("PARTITION BY RANGE ({column})")).await?;
+    for day in days.into_iter().chain(today..=today + ahead_days) {
+        conn.execute_unprepared(&create_sql(table, 1, day)).await?;
+    }
+    plan.finish(conn, pk).await
+}
+
+/// Converts the partitioned `table` back into a plain table keyed by `pk`,
+/// under the same locks. Does nothing if it is not partitioned.
+pub async fn unpartition(conn: &SchemaManagerConnection<'_>, table: &'static str, pk: &str) -> Result<(), DbErr> {
+    if !lock_for_conversion(conn, table, true).await? {
+        return Ok(());
+    }
+    let plan = Rebuild::start(conn, table).await?;
+    plan.create(conn, "").await?;
+    plan.finish(conn, pk).await
+}
+
+/// Takes the partition lock (the server's upkeep holds it while it adds
+/// partitions), then, if `table` is partitioned as `from_partitioned` says,
+/// an ACCESS EXCLUSIVE lock on it; `false` when there is nothing to convert.
+pub async fn lock_for_conversion(
+    conn: &SchemaManagerConnection<'_>,
+    table: &str,
+    from_partitioned: bool,
+) -> Result<bool, DbErr> {
+    conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
+    if partitioned(conn, table).await? != from_partitioned {
+        return Ok(false);
+    }
+    conn.execute_unprepared(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")).await?;
+    Ok(true)
+}
+
 /// The distinct UTC days of `column` (in units of `unit_ms`) among `old`'s
 /// rows matching `filter`.
 pub async fn days_with_rows(

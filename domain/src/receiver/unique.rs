@@ -6,8 +6,9 @@
 //! inside its transaction and before inserting:
 //!
 //! 1. take `pg_advisory_xact_lock` on a 64-bit hash of each claim key it may
-//!    insert ([`claim_lock`]), all in one statement and in ascending order,
-//!    so two transactions never wait on each other's locks in a cycle;
+//!    insert ([`claim_lock`]), in one statement and in ascending order, after
+//!    any replay record's ([`lock`]), so two transactions never wait on each
+//!    other's locks in a cycle;
 //! 2. probe every partition for those keys ([`claimed`]), in one statement;
 //! 3. insert only the keys the probe did not find.
 //!
@@ -80,19 +81,26 @@ fn lock_key(kind: &[u8], parts: [&str; 3]) -> i64 {
     i64::from_be_bytes(first)
 }
 
-/// Takes the transaction-scoped advisory locks `keys`, each once, in
-/// ascending order, in one statement (PostgreSQL; `conn` must be a
-/// transaction).
-pub(crate) async fn lock<C: ConnectionTrait>(conn: &C, mut keys: Vec<i64>) -> Result<(), DbErr> {
-    keys.sort_unstable();
-    keys.dedup();
+/// Takes the transaction-scoped advisory locks of `messages` (replay
+/// records' keys) and then of `claims`, each group in ascending order, each
+/// key once, in one statement (PostgreSQL; `conn` must be a transaction).
+/// Every writer takes its replay record's lock before its claim's (gate 6
+/// before gate 9), so this one order holds across all of them and no two
+/// transactions can wait on each other in a cycle.
+pub(crate) async fn lock<C: ConnectionTrait>(conn: &C, messages: Vec<i64>, claims: Vec<i64>) -> Result<(), DbErr> {
+    let mut keys = Vec::with_capacity(messages.len() + claims.len());
+    for mut group in [messages, claims] {
+        group.sort_unstable();
+        group.dedup();
+        keys.extend(group);
+    }
     if keys.is_empty() {
         return Ok(());
     }
     // Volatile functions in the target list run after the sort, so the
-    // locks are taken in the order of `k`.
-    let rows = (1..=keys.len()).map(|i| format!("(${i}::bigint)")).collect::<Vec<_>>().join(", ");
-    let sql = format!("SELECT pg_advisory_xact_lock(k) FROM (VALUES {rows}) AS v(k) ORDER BY k");
+    // locks are taken in the order of `o`.
+    let rows = (1..=keys.len()).map(|i| format!("(${i}::bigint, {i})")).collect::<Vec<_>>().join(", ");
+    let sql = format!("SELECT pg_advisory_xact_lock(k) FROM (VALUES {rows}) AS v(k, o) ORDER BY o");
     conn.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, keys.into_iter().map(Value::from)))
         .await?;
     Ok(())
@@ -107,17 +115,13 @@ pub(crate) async fn claimed<C: ConnectionTrait>(
     if keys.is_empty() {
         return Ok(HashSet::new());
     }
-    let rows = (0..keys.len())
-        .map(|i| format!("(${}::text, ${}::text, ${}::text)", 3 * i + 1, 3 * i + 2, 3 * i + 3))
-        .collect::<Vec<_>>()
-        .join(", ");
     let sql = format!(
-        "SELECT c.tenant_id, c.endpoint_id, c.event_id FROM (VALUES {rows}) AS k(t, e, i) \
-         JOIN inbox_claims c ON c.tenant_id = k.t AND c.endpoint_id = k.e AND c.event_id = k.i"
+        "SELECT c.tenant_id, c.endpoint_id, c.event_id FROM (VALUES {}) AS k(t, e, i) \
+         JOIN inbox_claims c ON c.tenant_id = k.t AND c.endpoint_id = k.e AND c.event_id = k.i",
+        key_rows(keys.len(), 1)
     );
-    let values = keys.iter().flat_map(|(t, e, i)| [Value::from(*t), Value::from(*e), Value::from(*i)]);
     let mut found = HashSet::new();
-    for row in conn.query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values)).await? {
+    for row in conn.query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, key_values(keys))).await? {
         found.insert((row.try_get("", "tenant_id")?, row.try_get("", "endpoint_id")?, row.try_get("", "event_id")?));
     }
     Ok(found)
@@ -135,22 +139,31 @@ pub(crate) async fn replayed<C: ConnectionTrait>(
     if keys.is_empty() {
         return Ok(HashSet::new());
     }
-    let rows = (0..keys.len())
-        .map(|i| format!("(${}::text, ${}::text, ${}::text)", 3 * i + 2, 3 * i + 3, 3 * i + 4))
-        .collect::<Vec<_>>()
-        .join(", ");
     let sql = format!(
-        "SELECT r.endpoint_id, r.message_digest FROM (VALUES {rows}) AS k(t, e, d) \
+        "SELECT r.endpoint_id, r.message_digest FROM (VALUES {}) AS k(t, e, d) \
          JOIN replay_records r ON r.tenant_id = k.t AND r.endpoint_id = k.e AND r.message_digest = k.d \
-         WHERE r.expires_at >= $1"
+         WHERE r.expires_at >= $1",
+        key_rows(keys.len(), 2)
     );
-    let values = std::iter::once(Value::from(now_ms))
-        .chain(keys.iter().flat_map(|(t, e, d)| [Value::from(*t), Value::from(*e), Value::from(*d)]));
+    let values = std::iter::once(Value::from(now_ms)).chain(key_values(keys));
     let mut found = HashSet::new();
     for row in conn.query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values)).await? {
         found.insert((row.try_get("", "endpoint_id")?, row.try_get("", "message_digest")?));
     }
     Ok(found)
+}
+
+/// `n` rows of three text parameters for `VALUES`, numbered from `first`.
+fn key_rows(n: usize, first: usize) -> String {
+    let p = |i: usize, j: usize| first + 3 * i + j;
+    (0..n)
+        .map(|i| format!("(${}::text, ${}::text, ${}::text)", p(i, 0), p(i, 1), p(i, 2)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn key_values<'a>(keys: &'a [(&str, &str, &str)]) -> impl Iterator<Item = Value> + 'a {
+    keys.iter().flat_map(|(a, b, c)| [Value::from(*a), Value::from(*b), Value::from(*c)])
 }
 
 /// Steps 1 and 2 for one key: `true` when it is already claimed. Does
@@ -164,7 +177,7 @@ pub(crate) async fn lock_and_probe<C: ConnectionTrait>(
     if !partitioned(conn) {
         return Ok(false);
     }
-    lock(conn, vec![claim_lock(tenant_id, endpoint_id, event_id)]).await?;
+    lock(conn, Vec::new(), vec![claim_lock(tenant_id, endpoint_id, event_id)]).await?;
     Ok(!claimed(conn, &[(tenant_id, endpoint_id, event_id)]).await?.is_empty())
 }
 

@@ -18,23 +18,14 @@ use migrations::{
     Migrator, MigratorTrait,
     partitioning::{DAY_MS, day_of, partition_name},
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, PaginatorTrait, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait};
 
 use crate::{
     fixtures::*,
+    partitions::{scalar_i64, scalar_text},
     receiver::{created, deliver, now_s, setup, signed},
     support::{TestDb, drop_database, fresh_postgres},
 };
-
-async fn scalar_text(db: &DatabaseConnection, sql: &str) -> String {
-    let row = db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql)).await.unwrap().unwrap();
-    row.try_get_by_index::<String>(0).unwrap()
-}
-
-async fn scalar_i64(db: &DatabaseConnection, sql: &str) -> i64 {
-    let row = db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql)).await.unwrap().unwrap();
-    row.try_get_by_index::<i64>(0).unwrap()
-}
 
 /// Moves an event's claim to `at` (after giving that day its partition)
 /// and returns the partition it now lies in.

@@ -37,12 +37,12 @@ async fn all_days(db: &DatabaseConnection) -> Vec<(&'static str, BTreeSet<i64>)>
     out
 }
 
-async fn scalar_i64(db: &DatabaseConnection, sql: &str) -> i64 {
+pub(crate) async fn scalar_i64(db: &DatabaseConnection, sql: &str) -> i64 {
     let row = db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql)).await.unwrap().unwrap();
     row.try_get_by_index::<i64>(0).unwrap()
 }
 
-async fn scalar_text(db: &DatabaseConnection, sql: &str) -> String {
+pub(crate) async fn scalar_text(db: &DatabaseConnection, sql: &str) -> String {
     let row = db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql)).await.unwrap().unwrap();
     row.try_get_by_index::<String>(0).unwrap()
 }

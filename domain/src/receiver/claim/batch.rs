@@ -212,8 +212,9 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
     }
     let txn = db::begin_write(&ctx.db).await?;
     if unique::partitioned(&txn) {
-        // Every key this batch may insert, replay records' and claims', in
-        // one statement and one order (`unique`); the probes follow.
+        // Every key this batch may insert, replay records' then claims', in
+        // one statement and in the one order (`unique::lock`); the probes
+        // follow.
         let messages = jobs.iter().filter_map(|j| {
             let ep = j.verified.endpoint();
             j.verified.message_digest().map(|d| unique::message_lock(&ep.tenant_id, &ep.endpoint_id, d))
@@ -222,7 +223,7 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
             let (t, e, i) = event_key(j);
             unique::claim_lock(t, e, i)
         });
-        unique::lock(&txn, messages.chain(claims).collect()).await?;
+        unique::lock(&txn, messages.collect(), claims.collect()).await?;
     }
     let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
     // Gate 6: a signed message seen before is a replay (or, where the

@@ -60,7 +60,7 @@ pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> R
     if unique::partitioned(txn) {
         let ep = v.endpoint();
         let digest = v.message_digest().unwrap_or_default();
-        unique::lock(txn, vec![unique::message_lock(&ep.tenant_id, &ep.endpoint_id, digest)]).await?;
+        unique::lock(txn, vec![unique::message_lock(&ep.tenant_id, &ep.endpoint_id, digest)], Vec::new()).await?;
         if !unique::replayed(txn, &[(&ep.tenant_id, &ep.endpoint_id, digest)], clock::now_ms()).await?.is_empty() {
             return Ok(false);
         }

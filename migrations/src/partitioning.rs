@@ -4,6 +4,11 @@
 //! and bound a day's partition the same way (the purge reads a partition's
 //! day back from its name).
 
+use sea_orm_migration::{
+    prelude::*,
+    sea_orm::{DbBackend, Statement},
+};
+
 /// Milliseconds in a UTC day: one partition each.
 pub const DAY_MS: i64 = 86_400_000;
 
@@ -48,6 +53,143 @@ pub fn create_sql(parent: &str, unit_ms: i64, day: i64) -> String {
         from = day * DAY_MS / unit_ms,
         to = (day + 1) * DAY_MS / unit_ms,
     )
+}
+
+/// Wall-clock milliseconds, for the migrations' horizon of partitions.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Whether `table` is a partitioned table (PostgreSQL).
+pub async fn partitioned(conn: &SchemaManagerConnection<'_>, table: &str) -> Result<bool, DbErr> {
+    let row = conn
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!("SELECT (relkind = 'p') AS p FROM pg_class WHERE oid = to_regclass('{table}')"),
+        ))
+        .await?;
+    row.map_or(Ok(false), |r| r.try_get::<bool>("", "p"))
+}
+
+/// Converts the plain table `table` into daily range partitions of `column`
+/// (in ms) keyed by `pk`, with a partition for every day holding rows and
+/// for today and `ahead_days` more, under the partition lock and an ACCESS
+/// EXCLUSIVE lock on the table. Does nothing if it already is partitioned.
+pub async fn partition_by_day(
+    conn: &SchemaManagerConnection<'_>,
+    table: &'static str,
+    column: &str,
+    pk: &str,
+    ahead_days: i64,
+) -> Result<(), DbErr> {
+    if !lock_for_conversion(conn, table, false).await? {
+        return Ok(());
+    }
+    let today = day_of(now_ms());
+    let plan = Rebuild::start(conn, table).await?;
+    let days = days_with_rows(conn, &plan.old, column, 1, "TRUE").await?;
+    plan.create(conn, &format!("PARTITION BY RANGE ({column})")).await?;
+    for day in days.into_iter().chain(today..=today + ahead_days) {
+        conn.execute_unprepared(&create_sql(table, 1, day)).await?;
+    }
+    plan.finish(conn, pk).await
+}
+
+/// Converts the partitioned `table` back into a plain table keyed by `pk`,
+/// under the same locks. Does nothing if it is not partitioned.
+pub async fn unpartition(conn: &SchemaManagerConnection<'_>, table: &'static str, pk: &str) -> Result<(), DbErr> {
+    if !lock_for_conversion(conn, table, true).await? {
+        return Ok(());
+    }
+    let plan = Rebuild::start(conn, table).await?;
+    plan.create(conn, "").await?;
+    plan.finish(conn, pk).await
+}
+
+/// Takes the partition lock (the server's upkeep holds it while it adds
+/// partitions), then, if `table` is partitioned as `from_partitioned` says,
+/// an ACCESS EXCLUSIVE lock on it; `false` when there is nothing to convert.
+pub async fn lock_for_conversion(
+    conn: &SchemaManagerConnection<'_>,
+    table: &str,
+    from_partitioned: bool,
+) -> Result<bool, DbErr> {
+    conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
+    if partitioned(conn, table).await? != from_partitioned {
+        return Ok(false);
+    }
+    conn.execute_unprepared(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")).await?;
+    Ok(true)
+}
+
+/// The distinct UTC days of `column` (in units of `unit_ms`) among `old`'s
+/// rows matching `filter`.
+pub async fn days_with_rows(
+    conn: &SchemaManagerConnection<'_>,
+    old: &str,
+    column: &str,
+    unit_ms: i64,
+    filter: &str,
+) -> Result<Vec<i64>, DbErr> {
+    let per_day = DAY_MS / unit_ms;
+    let rows = conn
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!("SELECT DISTINCT floor({column}::numeric / {per_day})::bigint AS day FROM {old} WHERE {filter}"),
+        ))
+        .await?;
+    rows.iter().map(|r| r.try_get::<i64>("", "day")).collect()
+}
+
+/// A table rebuilt under its own name: the old one is renamed aside, a new
+/// one made like it, the rows copied, the old one dropped, then the keys.
+pub struct Rebuild {
+    table: &'static str,
+    pub old: String,
+    indexes: Vec<String>,
+}
+
+impl Rebuild {
+    pub async fn start(conn: &SchemaManagerConnection<'_>, table: &'static str) -> Result<Rebuild, DbErr> {
+        // Every index but the primary key, as PostgreSQL itself writes it
+        // (`CREATE INDEX name ON public.table …`): recreated on the new table.
+        let indexes = conn
+            .query_all_raw(Statement::from_string(
+                DbBackend::Postgres,
+                format!(
+                    "SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index \
+                     WHERE indrelid = to_regclass('{table}') AND NOT indisprimary ORDER BY indexrelid"
+                ),
+            ))
+            .await?
+            .iter()
+            // A partitioned parent's read back as `ON ONLY`: the copy is built whole.
+            .map(|r| r.try_get::<String>("", "def").map(|d| d.replacen(" ON ONLY ", " ON ", 1)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let old = format!("{table}_rebuilt");
+        conn.execute_unprepared(&format!("ALTER TABLE {table} RENAME TO {old}")).await?;
+        Ok(Rebuild { table, old, indexes })
+    }
+
+    /// The new table, like the old one; `tail` is its PARTITION BY clause.
+    pub async fn create(&self, conn: &SchemaManagerConnection<'_>, tail: &str) -> Result<(), DbErr> {
+        let (table, old) = (self.table, &self.old);
+        conn.execute_unprepared(&format!("CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS) {tail}")).await?;
+        Ok(())
+    }
+
+    /// Copies the rows, drops the old table (its index names are then free)
+    /// and adds the primary key and the indexes.
+    pub async fn finish(self, conn: &SchemaManagerConnection<'_>, pk: &str) -> Result<(), DbErr> {
+        let (table, old) = (self.table, &self.old);
+        conn.execute_unprepared(&format!("INSERT INTO {table} SELECT * FROM {old}")).await?;
+        conn.execute_unprepared(&format!("DROP TABLE {old}")).await?;
+        conn.execute_unprepared(&format!("ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY ({pk})")).await?;
+        for def in &self.indexes {
+            conn.execute_unprepared(def).await?;
+        }
+        Ok(())
+    }
 }
 
 // Howard Hinnant's civil-calendar algorithms (proleptic Gregorian, UTC).

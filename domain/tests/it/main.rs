@@ -19,6 +19,7 @@ mod keys;
 mod operations;
 mod ordering;
 mod outbox;
+mod partitioned_claims;
 mod partitions;
 mod receiver;
 mod registry;

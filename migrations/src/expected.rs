@@ -9,12 +9,6 @@ pub enum ExpectedKind {
     /// A primary key or unique index/constraint over exactly these columns
     /// (in any order).
     Unique { columns: &'static [&'static str] },
-    /// Unique over `columns` at all times. Where the table is partitioned
-    /// by day of `day_column` (PostgreSQL), a unique key must hold that
-    /// column too: the catalog then has a key over `columns` and it, and the
-    /// rest (one row across days) is the writers' advisory-lock rule
-    /// (`domain::receiver::unique`), which no catalog shows.
-    UniqueAcrossDays { columns: &'static [&'static str], day_column: &'static str },
     /// A foreign key from these columns to those of `ref_table`, pairwise.
     ForeignKey { columns: &'static [&'static str], ref_table: &'static str, ref_columns: &'static [&'static str] },
     /// Triggers that refuse UPDATE and DELETE on the table.
@@ -37,19 +31,13 @@ pub const EXPECTED: &[Expected] = &[
     Expected {
         id: "claim_unique",
         table: "inbox_claims",
-        kind: ExpectedKind::UniqueAcrossDays {
-            columns: &["tenant_id", "endpoint_id", "event_id"],
-            day_column: "received_at",
-        },
+        kind: ExpectedKind::Unique { columns: &["tenant_id", "endpoint_id", "event_id"] },
         guarantees: "one claim per (tenant, endpoint, event id): a duplicate delivery can never apply a second effect",
     },
     Expected {
         id: "replay_unique",
         table: "replay_records",
-        kind: ExpectedKind::UniqueAcrossDays {
-            columns: &["tenant_id", "endpoint_id", "message_digest"],
-            day_column: "recorded_at",
-        },
+        kind: ExpectedKind::Unique { columns: &["tenant_id", "endpoint_id", "message_digest"] },
         guarantees: "a signed message is accepted once per endpoint (of its one tenant): an exact replay answers 409",
     },
     Expected {

@@ -42,8 +42,6 @@ mod m20261206_000140_claim_first_answer;
 mod m20261206_000150_hmac_profiles;
 mod m20261206_000170_job_auto_resume;
 mod m20261206_000190_sqlite_tenant_keys;
-mod m20261207_000180_partitioned_claims;
-mod m20261207_000181_partitioned_replay;
 
 pub struct Migrator;
 
@@ -83,8 +81,6 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000140_claim_first_answer::Migration),
             Box::new(m20261206_000150_hmac_profiles::Migration),
             Box::new(m20261206_000170_job_auto_resume::Migration),
-            Box::new(m20261207_000180_partitioned_claims::Migration),
-            Box::new(m20261207_000181_partitioned_replay::Migration),
             Box::new(m20261206_000190_sqlite_tenant_keys::Migration),
         ]
     }

@@ -15,9 +15,12 @@
 //!
 //! SQLite is unchanged.
 
-use sea_orm_migration::{prelude::*, sea_orm::DbBackend};
+use sea_orm_migration::{
+    prelude::*,
+    sea_orm::{DbBackend, Statement},
+};
 
-use crate::partitioning::{self, LOCK_KEY, Rebuild, days_with_rows, now_ms, partitioned};
+use crate::partitioning::{self, DAY_MS, LOCK_KEY};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -134,10 +137,94 @@ impl MigrationTrait for Migration {
     }
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+async fn partitioned(conn: &SchemaManagerConnection<'_>, table: &str) -> Result<bool, DbErr> {
+    let row = conn
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!("SELECT (relkind = 'p') AS p FROM pg_class WHERE oid = to_regclass('{table}')"),
+        ))
+        .await?;
+    row.map_or(Ok(false), |r| r.try_get::<bool>("", "p"))
+}
+
 /// One statement for all six, so a writer holding one of them cannot
 /// deadlock against the rebuild.
 async fn lock_all(conn: &SchemaManagerConnection<'_>) -> Result<(), DbErr> {
     let tables: Vec<&str> = RANGED.iter().map(|t| t.table).chain([GAUGES]).collect();
     conn.execute_unprepared(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", tables.join(", "))).await?;
     Ok(())
+}
+
+/// The distinct UTC days of `column` (in units of `unit_ms`) among `old`'s
+/// rows matching `filter`.
+async fn days_with_rows(
+    conn: &SchemaManagerConnection<'_>,
+    old: &str,
+    column: &str,
+    unit_ms: i64,
+    filter: &str,
+) -> Result<Vec<i64>, DbErr> {
+    let per_day = DAY_MS / unit_ms;
+    let rows = conn
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!("SELECT DISTINCT floor({column}::numeric / {per_day})::bigint AS day FROM {old} WHERE {filter}"),
+        ))
+        .await?;
+    rows.iter().map(|r| r.try_get::<i64>("", "day")).collect()
+}
+
+/// A table rebuilt under its own name: the old one is renamed aside, a new
+/// one made like it, the rows copied, the old one dropped, then the keys.
+struct Rebuild {
+    table: &'static str,
+    old: String,
+    indexes: Vec<String>,
+}
+
+impl Rebuild {
+    async fn start(conn: &SchemaManagerConnection<'_>, table: &'static str) -> Result<Rebuild, DbErr> {
+        // Every index but the primary key, as PostgreSQL itself writes it
+        // (`CREATE INDEX name ON public.table …`): recreated on the new table.
+        let indexes = conn
+            .query_all_raw(Statement::from_string(
+                DbBackend::Postgres,
+                format!(
+                    "SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index \
+                     WHERE indrelid = to_regclass('{table}') AND NOT indisprimary ORDER BY indexrelid"
+                ),
+            ))
+            .await?
+            .iter()
+            // A partitioned parent's read back as `ON ONLY`: the copy is built whole.
+            .map(|r| r.try_get::<String>("", "def").map(|d| d.replacen(" ON ONLY ", " ON ", 1)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let old = format!("{table}_rebuilt");
+        conn.execute_unprepared(&format!("ALTER TABLE {table} RENAME TO {old}")).await?;
+        Ok(Rebuild { table, old, indexes })
+    }
+
+    /// The new table, like the old one; `tail` is its PARTITION BY clause.
+    async fn create(&self, conn: &SchemaManagerConnection<'_>, tail: &str) -> Result<(), DbErr> {
+        let (table, old) = (self.table, &self.old);
+        conn.execute_unprepared(&format!("CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS) {tail}")).await?;
+        Ok(())
+    }
+
+    /// Copies the rows, drops the old table (its index names are then free)
+    /// and adds the primary key and the indexes.
+    async fn finish(self, conn: &SchemaManagerConnection<'_>, pk: &str) -> Result<(), DbErr> {
+        let (table, old) = (self.table, &self.old);
+        conn.execute_unprepared(&format!("INSERT INTO {table} SELECT * FROM {old}")).await?;
+        conn.execute_unprepared(&format!("DROP TABLE {old}")).await?;
+        conn.execute_unprepared(&format!("ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY ({pk})")).await?;
+        for def in &self.indexes {
+            conn.execute_unprepared(def).await?;
+        }
+        Ok(())
+    }
 }

@@ -24,8 +24,6 @@ struct Found {
     /// Triggers on the table that refuse changes: (name, refuses UPDATE,
     /// refuses DELETE).
     triggers: Vec<(String, bool, bool)>,
-    /// The partition column of a range-partitioned table (PostgreSQL).
-    partitioned_by: Option<String>,
 }
 
 /// Every expected constraint with whether the live database enforces it.
@@ -46,19 +44,6 @@ fn compare(e: &Expected, f: &Found) -> ConstraintRow {
         ExpectedKind::Unique { columns } => {
             let want: BTreeSet<String> = columns.iter().map(|c| (*c).to_owned()).collect();
             let by = f.unique.iter().filter(|(_, cols)| *cols == want).map(|(n, _)| n.clone()).collect();
-            ("unique", columns, None, by)
-        }
-        ExpectedKind::UniqueAcrossDays { columns, day_column } => {
-            let mut want: BTreeSet<String> = columns.iter().map(|c| (*c).to_owned()).collect();
-            let by_day = f.partitioned_by.as_deref() == Some(day_column);
-            if by_day {
-                want.insert(day_column.to_owned());
-            }
-            let mut by: Vec<String> =
-                f.unique.iter().filter(|(_, cols)| *cols == want).map(|(n, _)| n.clone()).collect();
-            if by_day && !by.is_empty() {
-                by.push("advisory-lock claim rule across days".to_owned());
-            }
             ("unique", columns, None, by)
         }
         ExpectedKind::ForeignKey { columns, ref_table, ref_columns } => {
@@ -143,12 +128,6 @@ async fn postgres(db: &DatabaseConnection, table: &str) -> DomainResult<Found> {
             r.try_get("", "ref_table")?,
             split(r.try_get("", "ref_cols")?),
         ));
-    }
-    let sql = "SELECT a.attname::text AS col FROM pg_partitioned_table p \
-               JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0] \
-               WHERE p.partrelid = to_regclass($1) AND p.partstrat = 'r'";
-    if let Some(r) = rows(db, sql, vec![table.into()]).await?.first() {
-        f.partitioned_by = Some(r.try_get("", "col")?);
     }
     // Enabled row triggers firing BEFORE UPDATE / DELETE whose function
     // raises unconditionally (the migration's `signet_audit_append_only`).

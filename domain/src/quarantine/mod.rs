@@ -32,7 +32,7 @@ use crate::{
     error::{DomainError, DomainResult},
     receiver::{
         effects::{self, Applied, EffectError, Target},
-        envelope, unique,
+        envelope,
     },
     registry::{EventTypes, endpoints, event_key, tenants},
     text::require_reason,
@@ -505,11 +505,6 @@ async fn claim_compound_id<C: ConnectionTrait>(
         .await?
         .and_then(|ep| endpoints::parse_event_key(ep.event_id_fields.as_deref()));
     let Some(id) = fields.and_then(|f| event_key::compound_id(&f, env)) else { return Ok(Ok(None)) };
-    // The receivers' rule for claims (`receiver::unique`): on PostgreSQL an
-    // earlier day's partition may hold the claim.
-    if unique::lock_and_probe(conn, &e.tenant_id, &e.endpoint_id, &id).await? {
-        return Ok(Err("applied_under_event_key"));
-    }
     let inserted = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
         event_id: Set(id.clone()),
         outcome: Set("applied".to_owned()),
@@ -520,8 +515,7 @@ async fn claim_compound_id<C: ConnectionTrait>(
         message_digest: Set(None),
         ..inbox_claim::ActiveModel::from(claim.clone())
     })
-    .on_conflict(unique::on_any_conflict())
-    .try_insert()
+    .on_conflict_do_nothing()
     .exec_without_returning(conn)
     .await?;
     Ok(if matches!(inserted, TryInsertResult::Inserted(n) if n > 0) {

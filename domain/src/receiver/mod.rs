@@ -35,7 +35,6 @@ pub mod gates;
 pub mod outcome;
 pub mod replay;
 pub mod telemetry;
-pub(crate) mod unique;
 pub mod verify;
 
 pub use claim::{BatchStats, DeliveryLogStats, Rollbacks, Traffic};

@@ -38,9 +38,6 @@ pub enum Keep {
     /// Per endpoint, its dedup retention: a day goes once the longest of
     /// them has passed.
     LongestDedup,
-    /// Until every row of the day has expired: a past day goes once none of
-    /// its rows has this column (ms) at or after now.
-    UntilExpired(&'static str),
 }
 
 /// A table partitioned by UTC day of `column`, which counts `unit_ms`.
@@ -50,45 +47,25 @@ pub struct Partitioned {
     pub column: &'static str,
     pub unit_ms: i64,
     pub keep: Keep,
-    /// Whether some rows must outlive their day's retention (the claims of
-    /// open quarantine entries): a day holding one is not dropped.
-    pub held: bool,
-}
-
-const fn ranged(table: &'static str, column: &'static str, unit_ms: i64, keep: Keep) -> Partitioned {
-    Partitioned { table, column, unit_ms, keep, held: false }
 }
 
 /// Every range-partitioned table (`gauge_samples` is listed by unit into
-/// its two range-partitioned halves). The migrations
-/// `m20261206_000100_partitioned_logs` and `m20261207_000180_partitioned_claims`
-/// created them.
-pub const PARTITIONED: [Partitioned; 9] = [
-    ranged("delivery_log", "answered_at", 1, Keep::LongestDedup),
-    ranged("event_rollups", "minute", 60_000, Keep::For(MINUTE_ROLLUPS_KEPT_MS)),
-    ranged("event_rollups_hourly", "hour", 3_600_000, Keep::Always),
-    ranged("key_use_rollups", "hour", 3_600_000, Keep::Always),
-    ranged("key_failure_rollups", "hour", 3_600_000, Keep::Always),
-    ranged("gauge_samples_minute", "bucket", 60_000, Keep::For(MINUTE_ROLLUPS_KEPT_MS)),
-    ranged("gauge_samples_hour", "bucket", 3_600_000, Keep::Always),
-    CLAIMS,
-    // `recorded_at` is set by the database (m20261207_000181).
-    ranged("replay_records", "recorded_at", 1, Keep::UntilExpired("expires_at")),
+/// its two range-partitioned halves). The migration
+/// `m20261206_000100_partitioned_logs` created them.
+pub const PARTITIONED: [Partitioned; 7] = [
+    Partitioned { table: "delivery_log", column: "answered_at", unit_ms: 1, keep: Keep::LongestDedup },
+    Partitioned { table: "event_rollups", column: "minute", unit_ms: 60_000, keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS) },
+    Partitioned { table: "event_rollups_hourly", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned { table: "key_use_rollups", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned { table: "key_failure_rollups", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned {
+        table: "gauge_samples_minute",
+        column: "bucket",
+        unit_ms: 60_000,
+        keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS),
+    },
+    Partitioned { table: "gauge_samples_hour", column: "bucket", unit_ms: 3_600_000, keep: Keep::Always },
 ];
-
-/// The claims and their sealed bodies (`received_at` in ms). A claim of an
-/// open quarantine entry must outlive its retention (release needs it, and
-/// it keeps the event's redeliveries duplicates): its day stays, and the
-/// purge deletes that day's other rows one by one meanwhile.
-pub const CLAIMS: Partitioned =
-    Partitioned { table: "inbox_claims", column: "received_at", unit_ms: 1, keep: Keep::LongestDedup, held: true };
-
-/// The first instant of the oldest day that is not yet past a retention of
-/// `keep_ms` at `now_ms`: every row before it lies in a day the purge drops
-/// (or keeps for a held row).
-pub fn retained_from(now_ms: i64, keep_ms: i64) -> i64 {
-    partitioning::day_of(now_ms.saturating_sub(keep_ms)) * DAY_MS
-}
 
 fn on_postgres(db: &DatabaseConnection) -> bool {
     db.get_database_backend() == DbBackend::Postgres
@@ -146,7 +123,6 @@ pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_d
             Keep::Always => continue,
             Keep::For(ms) => ms,
             Keep::LongestDedup => longest_dedup_ms,
-            Keep::UntilExpired(_) => 0,
         };
         // A row is past retention when older than the cutoff; a day's rows
         // all are once the day has ended by then.
@@ -155,11 +131,6 @@ pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_d
         for day in expired {
             let txn = locked(db).await?;
             let name = partitioning::partition_name(t.table, day);
-            if let Some(why) = kept_by_a_row(&txn, t, &name, now_ms).await? {
-                txn.commit().await?;
-                tracing::info!(partition = %name, why, "partition kept past its retention");
-                continue;
-            }
             txn.execute_unprepared(&format!("DROP TABLE IF EXISTS {name}")).await?;
             txn.commit().await?;
             tracing::info!(partition = %name, "partition dropped");
@@ -167,35 +138,6 @@ pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_d
         }
     }
     Ok(dropped)
-}
-
-/// Why the past-retention partition `name` of `t` must stay, if it must:
-/// it holds a claim of an open quarantine entry, or a record not yet
-/// expired. The parent is locked first (the drop would lock it anyway), so
-/// no row changes between this check and the drop.
-async fn kept_by_a_row<C: ConnectionTrait>(
-    conn: &C,
-    t: &Partitioned,
-    name: &str,
-    now_ms: i64,
-) -> DomainResult<Option<&'static str>> {
-    let (sql, why) = match t.keep {
-        Keep::UntilExpired(column) => {
-            (format!("SELECT 1 AS kept FROM {name} WHERE {column} >= {now_ms} LIMIT 1"), "a row not yet expired")
-        }
-        // Entries are opened with their claim, received now: none appears
-        // in a past day.
-        _ if t.held => (
-            format!(
-                "SELECT 1 AS kept FROM {name} c JOIN quarantine q ON q.tenant_id = c.tenant_id \
-                 AND q.endpoint_id = c.endpoint_id AND q.event_id = c.event_id WHERE q.status = 'open' LIMIT 1"
-            ),
-            "a claim of an open quarantine entry",
-        ),
-        _ => return Ok(None),
-    };
-    conn.execute_unprepared(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", t.table)).await?;
-    Ok(conn.query_one_raw(Statement::from_string(DbBackend::Postgres, sql)).await?.map(|_| why))
 }
 
 /// A transaction holding the partition lock, with the parent lock's wait

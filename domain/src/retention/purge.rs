@@ -16,17 +16,11 @@
 //! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
 //! them for the last hour only; the hourly rollups stay).
 //!
-//! On PostgreSQL the claims, the delivery log, the minute rollups and the
-//! minute gauge samples are partitioned by day ([`super::partitions`]):
-//! whole days are dropped instead, the claims' and the delivery log's once
-//! the longest dedup retention of any endpoint has passed (so no row goes
-//! before its own endpoint's retention; one with a shorter retention stays
-//! until then). A day of claims holding a claim of an open quarantine entry
-//! is kept; its other rows are deleted one by one as on SQLite. Replay
-//! records are partitioned by the day they were written, and a past day
-//! goes once every record in it has expired (an expired record refuses
-//! nothing meanwhile). Bodies are cleared row by row on both engines (an
-//! update, at the body retention).
+//! On PostgreSQL the delivery log, the minute rollups and the minute gauge
+//! samples are partitioned by day ([`super::partitions`]): whole days are
+//! dropped instead, the delivery log's once the longest dedup retention of
+//! any endpoint has passed (so no row goes before its own endpoint's
+//! retention; one with a shorter retention stays until then).
 //!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
 //! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
@@ -95,36 +89,29 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
     let decisions = retention::current_decisions(db).await?;
     let mut report = PurgeReport::default();
     let partitioned = db.get_database_backend() == DbBackend::Postgres;
-    let mut endpoints = Vec::new();
+    let mut longest_dedup = 0;
     for e in endpoint::Entity::find().all(db).await? {
         let horizon = horizons.get(&e.scheme).map_or(retention::MAX_HORIZON_SECS, |h| h.horizon_secs);
         // No decision on record: the defaults, still floored by the horizon.
         let (dedup, body) = decisions
             .get(&e.id)
             .map_or((retention::DEFAULT_DEDUP_SECS, retention::DEFAULT_BODY_SECS), |d| (d.dedup_secs, d.body_secs));
-        endpoints.push((e.id, dedup.max(horizon), body));
-    }
-    let longest_dedup = endpoints.iter().map(|(_, dedup, _)| *dedup).max().unwrap_or(0);
-    // PostgreSQL drops whole days first; of the claims, only the rows of a
-    // day past every endpoint's retention that a held claim keeps are then
-    // deleted one by one.
-    if partitioned {
-        report.partitions_dropped = partitions::drop_expired(db, now_ms, ms(longest_dedup)).await?;
-    }
-    let claims_kept_from = partitions::retained_from(now_ms, ms(longest_dedup));
-    for (id, dedup, body) in endpoints {
+        let dedup = dedup.max(horizon);
         let claim_cutoff = now_ms - ms(dedup);
-        report.quarantine_deleted += delete_resolved_quarantine(db, &id, claim_cutoff).await?;
-        let row_cutoff = if partitioned { claims_kept_from.min(claim_cutoff) } else { claim_cutoff };
-        report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &id, row_cutoff, b)).await?;
+        report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
+        report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
+        longest_dedup = longest_dedup.max(dedup);
         if !partitioned {
-            report.deliveries_deleted += purge_batches(batch, |b| delete_deliveries(db, &id, claim_cutoff, b)).await?;
+            report.deliveries_deleted +=
+                purge_batches(batch, |b| delete_deliveries(db, &e.id, claim_cutoff, b)).await?;
         }
         let body_cutoff = now_ms - ms(body.min(dedup));
-        report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &id, body_cutoff, b)).await?;
+        report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &e.id, body_cutoff, b)).await?;
     }
-    if !partitioned {
-        report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
+    report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
+    if partitioned {
+        report.partitions_dropped = partitions::drop_expired(db, now_ms, ms(longest_dedup)).await?;
+    } else {
         report.minute_rollups_deleted = delete_minute_rollups(db, now_ms).await?;
     }
     if !report.is_empty() {

@@ -106,24 +106,13 @@ db_test!(an_existing_database_moves_to_tenant_keys_and_keeps_every_row, async |t
     ] {
         let keys = unique_keys(&t.db, table).await.unwrap().unwrap();
         let pk = keys.iter().find(|k| k.kind == "primary key").expect("a primary key");
-        // On PostgreSQL replay records are partitioned by day: their key
-        // ends with the day's column (m20261207_000181).
-        let mut key = key;
-        if t.is_postgres() && table == "replay_records" {
-            key.push("recorded_at");
-        }
         assert_eq!(pk.columns, key, "{table}");
     }
     // The guarantees the old keys gave still hold in the catalog.
     for c in domain::evidence::catalog::constraints(&t.db).await.unwrap() {
         assert!(c.present, "{} on {} is gone", c.id, c.table);
     }
-    // And the same signed message is still refused a second time (by the
-    // key on SQLite; on PostgreSQL by the writers' rule across days, which
-    // `partitioned_claims` tests through the receiver).
-    if t.is_postgres() {
-        return;
-    }
+    // And the same signed message is still refused a second time.
     let again = replay_record::Entity::insert(replay_record::ActiveModel {
         tenant_id: Set(a.id.clone()),
         endpoint_id: Set(ep.id.clone()),

@@ -240,26 +240,24 @@ db_test!(one_run_at_a_time, async |t: &TestDb| {
     runs::start(&t.db, &reviewer()).await.unwrap();
 });
 
-/// On PostgreSQL claims are partitioned by day: their key holds the day,
-/// and one claim per event across days is the writers' advisory-lock rule
-/// (`receiver::unique`). Without the key the evidence says it is missing;
-/// the rule still decides, so the concurrent-duplicates drill still passes.
+/// The claim's uniqueness is what every exactly-once guarantee rests on:
+/// without it the drills fail and the evidence says it is missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn without_the_claim_key_evidence_shows_it_missing_and_the_rule_still_decides() {
+async fn without_the_claim_constraint_drills_fail_and_evidence_shows_it_missing() {
     let Some(t) = TestDb::postgres().await else { return };
     let sound = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap().bundle;
     assert!(sound.evidence.constraints.iter().all(|c| c.present), "{:?}", sound.evidence.constraints);
-    let claim = sound.evidence.constraints.iter().find(|c| c.id == "claim_unique").unwrap();
-    assert!(claim.enforced_by.iter().any(|b| b == "inbox_claims_pkey"), "{claim:?}");
     t.db.execute_unprepared("ALTER TABLE inbox_claims DROP CONSTRAINT inbox_claims_pkey").await.unwrap();
     let run = runs::run(&t.db, &t.vault, &admin(), &InProcess::new(&t)).await.unwrap();
-    let duplicates = run.drills.iter().find(|d| d.name == "concurrent_duplicates").expect("the drill ran");
-    assert!(duplicates.passed, "{duplicates:?}");
+    assert_eq!(run.passed, Some(false));
+    let failed: Vec<&str> = run.drills.iter().filter(|d| !d.passed).map(|d| d.name.as_str()).collect();
+    assert!(failed.contains(&"concurrent_duplicates"), "{failed:?}");
     let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.unwrap().bundle;
     let claim = b.evidence.constraints.iter().find(|c| c.id == "claim_unique").unwrap();
     assert!(!claim.present);
     let codes: Vec<(&str, &str)> = b.evidence.findings.iter().map(|f| (f.id.as_str(), f.subject.as_str())).collect();
     assert!(codes.contains(&("constraint_missing", "claim_unique")), "{codes:?}");
+    assert!(codes.iter().any(|(c, _)| *c == "drill_failed"), "{codes:?}");
     t.close().await;
 }
 

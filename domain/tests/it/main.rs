@@ -19,7 +19,6 @@ mod keys;
 mod operations;
 mod ordering;
 mod outbox;
-mod partitioned_claims;
 mod partitions;
 mod receiver;
 mod registry;

@@ -146,9 +146,6 @@ db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
 
 /// A claim of `age_secs` on the endpoint, with a stored body.
 async fn old_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str, age_secs: i64) {
-    let at = clock::now_ms() - age_secs * 1000;
-    // PostgreSQL: that day's partition first (there is no default).
-    retention::partitions::cover(&t.db, at, at).await.unwrap();
     claim::Entity::insert(claim::ActiveModel {
         tenant_id: Set(tenant_id.into()),
         endpoint_id: Set(endpoint_id.into()),
@@ -157,7 +154,7 @@ async fn old_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &st
         event_type: Set(Some("reminder.created".into())),
         key_id: Set("k".into()),
         outcome: Set("applied".into()),
-        received_at: Set(at),
+        received_at: Set(clock::now_ms() - age_secs * 1000),
         body_ciphertext: Set(Some(vec![1, 2, 3])),
         kek_version: Set(Some(1)),
         first_answer: Set(Some("applied".into())),
@@ -238,48 +235,34 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
         .unwrap();
     }
 
-    let at = clock::now_ms();
-    let report = purge::run(&t.db, at, 2).await.unwrap();
-    let pg = t.is_postgres();
-    // PostgreSQL deletes the claims past their retention with their day,
-    // once all of the day is past it: the 49-hour-old claims' day is past
-    // only in the first hour after midnight, and then the open entry's
-    // claim keeps it, so the other two go one by one, as on SQLite.
-    let day_past =
-        retention::partitions::retained_from(at, 2 * DAY_SECS * 1000) > at - (2 * DAY_SECS + HOUR_SECS) * 1000;
-    let expired_claims_go = !pg || day_past;
-    assert!(!pg || report.partitions_dropped >= 3, "{report:?}");
+    let report = purge::run(&t.db, clock::now_ms(), 2).await.unwrap();
     assert_eq!(
-        purge::PurgeReport { partitions_dropped: 0, ..report },
+        report,
         purge::PurgeReport {
-            claims_deleted: if expired_claims_go { 2 } else { 0 },
+            claims_deleted: 2,
             quarantine_deleted: 1,
-            bodies_cleared: if expired_claims_go { 1 } else { 3 },
-            // PostgreSQL drops a day of records once all have expired.
-            replay_deleted: if pg { 0 } else { 1 },
+            bodies_cleared: 1,
+            replay_deleted: 1,
             // PostgreSQL drops that day's partitions whole instead: the
             // delivery log's, the minute rollups' and the minute gauge
-            // samples', all past their 2-day retention (and the claims' and
-            // replay records' of days holding nothing to keep).
-            minute_rollups_deleted: if pg { 0 } else { 1 },
+            // samples', all past their 2-day retention.
+            minute_rollups_deleted: if t.is_postgres() { 0 } else { 1 },
             deliveries_deleted: 0,
-            partitions_dropped: 0,
+            partitions_dropped: if t.is_postgres() { 3 } else { 0 },
         },
         "batches of 2 still finish the work"
     );
     assert_eq!(body_of(t, tid, eid, "fresh").await, Some(Some(vec![1, 2, 3])), "inside body retention: untouched");
     assert_eq!(body_of(t, tid, eid, "body-expired").await, Some(None), "claim kept, body cleared");
-    let gone = if expired_claims_go { None } else { Some(None) };
-    assert_eq!(body_of(t, tid, eid, "claim-expired").await, gone, "past dedup retention: deleted (or its body)");
+    assert_eq!(body_of(t, tid, eid, "claim-expired").await, None, "past dedup retention: deleted");
     assert_eq!(
         body_of(t, tid, eid, "open-quarantine").await,
         Some(Some(vec![1, 2, 3])),
         "open quarantine keeps claim and body"
     );
-    assert_eq!(body_of(t, tid, eid, "released").await, gone);
+    assert_eq!(body_of(t, tid, eid, "released").await, None);
     assert_eq!(qentry::Entity::find().count(&t.db).await.unwrap(), 1, "only the open entry remains");
-    let live = replay_record::Entity::find().filter(replay_record::Column::ExpiresAt.gte(at)).count(&t.db).await;
-    assert_eq!(live.unwrap(), 1, "the live replay record stays");
+    assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1, "the live replay record stays");
     assert_eq!(event_rollup::Entity::find().count(&t.db).await.unwrap(), 1, "the current minute's rollup stays");
 
     let entries =
@@ -314,19 +297,11 @@ db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
     for (id, age) in [("3d", 3 * DAY_SECS), ("4d-minus-1m", 4 * DAY_SECS - 60), ("4d-plus-1m", 4 * DAY_SECS + 60)] {
         old_claim(t, &tid, &ep.id, id, age).await;
     }
-    let at = clock::now_ms();
-    let report = purge::run(&t.db, at, 100).await.unwrap();
+    let report = purge::run(&t.db, clock::now_ms(), 100).await.unwrap();
+    assert_eq!(report.claims_deleted, 1);
     assert!(body_of(t, &tid, &ep.id, "3d").await.is_some());
     assert!(body_of(t, &tid, &ep.id, "4d-minus-1m").await.is_some(), "one minute inside the horizon: kept");
-    if t.is_postgres() {
-        // Claims go with their day, once all of it is past the horizon.
-        assert_eq!(report.claims_deleted, 0);
-        let day_past = retention::partitions::retained_from(at, 4 * DAY_SECS * 1000) > at - (4 * DAY_SECS + 60) * 1000;
-        assert_eq!(body_of(t, &tid, &ep.id, "4d-plus-1m").await.is_none(), day_past);
-    } else {
-        assert_eq!(report.claims_deleted, 1);
-        assert!(body_of(t, &tid, &ep.id, "4d-plus-1m").await.is_none());
-    }
+    assert!(body_of(t, &tid, &ep.id, "4d-plus-1m").await.is_none());
 });
 
 db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
@@ -340,16 +315,15 @@ db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
     let purger = {
         let db = t.db.clone();
         tokio::spawn(async move {
-            let old = || claim::Entity::find().filter(claim::Column::EventId.starts_with("old-")).count(&db);
-            // Small batches so purge transactions interleave with intake
-            // (on PostgreSQL their day is dropped whole, under intake).
+            let mut total = 0;
+            // Small batches so purge transactions interleave with intake.
             for _ in 0..50 {
-                purge::run(&db, clock::now_ms(), 20).await.unwrap();
-                if old().await.unwrap() == 0 {
+                total += purge::run(&db, clock::now_ms(), 20).await.unwrap().claims_deleted;
+                if total == 600 {
                     break;
                 }
             }
-            old().await.unwrap()
+            total
         })
     };
     let mut workers = Vec::new();
@@ -370,7 +344,7 @@ db_test!(purge_under_concurrent_intake_loses_no_claims, async |t: &TestDb| {
     for w in workers {
         w.await.unwrap();
     }
-    assert_eq!(purger.await.unwrap(), 0, "every old claim purged");
+    assert_eq!(purger.await.unwrap(), 600, "every old claim purged");
     let left: Vec<claim::Model> =
         claim::Entity::find().filter(claim::Column::EndpointId.eq(&ep.id)).all(&t.db).await.unwrap();
     assert_eq!(left.len(), 16 * 13, "every new claim is still there");

@@ -23,18 +23,20 @@ use std::{
     },
 };
 
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryTrait, sea_query::Query};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryTrait,
+    sea_query::{OnConflict, Query},
+};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{context::ClaimContext, rollbacks::RollbackReason, rows};
 use crate::{
-    clock, db,
+    db,
     entity::{inbox_claim, replay_record},
     receiver::{
         admission::Job,
         effects,
         outcome::{ClaimOutcome, Outcome},
-        unique,
     },
 };
 
@@ -211,20 +213,6 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
         return Err(Failure::Db(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout)));
     }
     let txn = db::begin_write(&ctx.db).await?;
-    if unique::partitioned(&txn) {
-        // Every key this batch may insert, replay records' then claims', in
-        // one statement and in the one order (`unique::lock`); the probes
-        // follow.
-        let messages = jobs.iter().filter_map(|j| {
-            let ep = j.verified.endpoint();
-            j.verified.message_digest().map(|d| unique::message_lock(&ep.tenant_id, &ep.endpoint_id, d))
-        });
-        let claims = jobs.iter().map(|j| {
-            let (t, e, i) = event_key(j);
-            unique::claim_lock(t, e, i)
-        });
-        unique::lock(&txn, messages.collect(), claims.collect()).await?;
-    }
     let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
     // Gate 6: a signed message seen before is a replay (or, where the
     // signature leaves the id out, a duplicate of the same id).
@@ -274,29 +262,13 @@ async fn attempt(ctx: &ClaimContext, jobs: &[&Job]) -> Result<(Vec<Outcome>, row
 /// Inserts the jobs' replay records in one statement; returns the
 /// (endpoint, digest) pairs that were new.
 async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<HashSet<(String, String)>, DbErr> {
-    let mut jobs = jobs.to_vec();
-    if unique::partitioned(txn) {
-        // Keys locked by `attempt`: leave out the messages an unexpired
-        // record already holds, in any day's partition (`unique`).
-        let keys: Vec<(&str, &str, &str)> = jobs
-            .iter()
-            .filter_map(|j| {
-                let ep = j.verified.endpoint();
-                j.verified.message_digest().map(|d| (ep.tenant_id.as_str(), ep.endpoint_id.as_str(), d))
-            })
-            .collect();
-        let seen = unique::replayed(txn, &keys, clock::now_ms()).await?;
-        jobs.retain(|j| {
-            j.verified
-                .message_digest()
-                .is_none_or(|d| !seen.contains(&(j.verified.endpoint().endpoint_id.clone(), d.to_owned())))
-        });
-    }
     let records: Vec<_> = jobs.iter().filter_map(|j| rows::replay_row(&j.verified)).collect();
     if records.is_empty() {
         return Ok(HashSet::new());
     }
-    let mut stmt = replay_record::Entity::insert_many(records).on_conflict(unique::on_any_conflict()).into_query();
+    let mut stmt = replay_record::Entity::insert_many(records)
+        .on_conflict(OnConflict::columns(rows::REPLAY_KEY).do_nothing().to_owned())
+        .into_query();
     stmt.returning(
         Query::returning().columns([replay_record::Column::EndpointId, replay_record::Column::MessageDigest]),
     );
@@ -314,17 +286,6 @@ async fn insert_claims(
     txn: &DatabaseTransaction,
     jobs: &[&Job],
 ) -> Result<HashSet<(String, String, String)>, DbErr> {
-    // PostgreSQL (keys locked by `attempt`): leave out those an earlier
-    // day's partition already holds (`unique`); they are judged as
-    // conflicts against the stored claim, as on SQLite.
-    let mut jobs = jobs.to_vec();
-    if unique::partitioned(txn) && !jobs.is_empty() {
-        let stored = unique::claimed(txn, &jobs.iter().map(|j| event_key(j)).collect::<Vec<_>>()).await?;
-        jobs.retain(|j| {
-            let (t, e, i) = event_key(j);
-            !stored.contains(&(t.to_owned(), e.to_owned(), i.to_owned()))
-        });
-    }
     if jobs.is_empty() {
         return Ok(HashSet::new());
     }
@@ -335,7 +296,9 @@ async fn insert_claims(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let cols = [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
-    let mut stmt = inbox_claim::Entity::insert_many(claims).on_conflict(unique::on_any_conflict()).into_query();
+    let mut stmt = inbox_claim::Entity::insert_many(claims)
+        .on_conflict(OnConflict::columns(cols).do_nothing().to_owned())
+        .into_query();
     stmt.returning(Query::returning().columns(cols));
     let mut claimed = HashSet::new();
     for row in txn.query_all(&stmt).await? {

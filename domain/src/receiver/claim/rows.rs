@@ -17,11 +17,14 @@ use crate::{
         effects::{self, EffectError},
         faults::{DrillFault, Faults},
         outcome::{ClaimOutcome, Outcome, Refusal},
-        unique,
         verify::Verified,
     },
     vault::Vault,
 };
+
+/// The replay record's primary key, the target of its `ON CONFLICT`.
+pub(super) const REPLAY_KEY: [replay_record::Column; 3] =
+    [replay_record::Column::TenantId, replay_record::Column::EndpointId, replay_record::Column::MessageDigest];
 
 pub(super) fn inserted(r: TryInsertResult<u64>) -> bool {
     matches!(r, TryInsertResult::Inserted(n) if n > 0)
@@ -56,17 +59,9 @@ pub(super) async fn replayed(conn: &impl ConnectionTrait, v: &Verified, event_id
 /// before.
 pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> Result<bool, DbErr> {
     let Some(row) = replay_row(v) else { return Ok(true) };
-    // PostgreSQL: an earlier day's partition may hold the record (`unique`).
-    if unique::partitioned(txn) {
-        let ep = v.endpoint();
-        let digest = v.message_digest().unwrap_or_default();
-        unique::lock(txn, vec![unique::message_lock(&ep.tenant_id, &ep.endpoint_id, digest)], Vec::new()).await?;
-        if !unique::replayed(txn, &[(&ep.tenant_id, &ep.endpoint_id, digest)], clock::now_ms()).await?.is_empty() {
-            return Ok(false);
-        }
-    }
-    let res = replay_record::Entity::insert(row).on_conflict(unique::on_any_conflict()).try_insert();
-    Ok(inserted(res.exec_without_returning(txn).await?))
+    let res =
+        replay_record::Entity::insert(row).on_conflict_do_nothing_on(REPLAY_KEY).exec_without_returning(txn).await?;
+    Ok(inserted(res))
 }
 
 /// The claim row for this delivery, its body sealed with the event's AAD.

@@ -19,7 +19,6 @@ use crate::{
         admission::{Admission, Job},
         effects,
         outcome::{ClaimOutcome, Outcome},
-        unique,
         verify::Verified,
     },
 };
@@ -124,14 +123,12 @@ async fn insert_claim(
     event_type: Option<&str>,
     outcome: ClaimOutcome,
 ) -> Result<Option<Outcome>, DbErr> {
-    let ep = v.endpoint();
-    // PostgreSQL: an earlier day's partition may hold the claim (`unique`).
-    if unique::lock_and_probe(txn, &ep.tenant_id, &ep.endpoint_id, event_id).await? {
-        return conflicted(txn, v, event_id).await.map(Some);
-    }
     let res = inbox_claim::Entity::insert(claim_row(&ctx.vault, v, event_id, event_type, outcome)?)
-        .on_conflict(unique::on_any_conflict())
-        .try_insert()
+        .on_conflict_do_nothing_on([
+            inbox_claim::Column::TenantId,
+            inbox_claim::Column::EndpointId,
+            inbox_claim::Column::EventId,
+        ])
         .exec_without_returning(txn)
         .await?;
     if inserted(res) {

@@ -1,17 +1,21 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu
+.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 
 setup:
 	@scripts/setup.sh
 
+# Also what only the tests need (Chromium, promtool, Playwright, schemathesis).
+setup-test:
+	@scripts/setup.sh --test
+
 # Builds the console and serves it on the SQLite default (./data).
 run: setup
-	RUSTFLAGS="--cfg erase_components" LEPTOS_OUTPUT_NAME=signet cargo leptos build
+	scripts/build-console.sh
 	LEPTOS_SITE_ROOT=target/site ./target/debug/signet serve
 
-test: setup
+test: setup-test
 	@scripts/test.sh
 
 # Throughput and latency of the receiver against the pgbench ceiling (see README).

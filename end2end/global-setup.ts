@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const root = resolve(__dirname, '..');
-// Built by `cargo leptos build`; overridable when the target dir lives elsewhere.
+// Built by `scripts/build-console.sh`; overridable when the target dir lives elsewhere.
 export const signetBin = process.env.SIGNET_BIN ?? join(root, 'target/debug/signet');
 const siteRoot = process.env.LEPTOS_SITE_ROOT ?? join(root, 'target/site');
 export const stateDir = join(__dirname, '.state');

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # Installs what building and testing Signet needs, skipping what is present.
 # Idempotent; safe to run before every `make run` / `make test`.
+#
+#   scripts/setup.sh         what `make run` needs: the wasm target and wasm-bindgen
+#   scripts/setup.sh --test  also what only the tests need: Chromium, promtool and
+#                            prometheus, the Playwright driver, schemathesis
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf '==> %s\n' "$*"; }
 export PATH="$HOME/.cargo/bin:$PATH"
 
+tests=false
+case "${1:-}" in
+  "") ;;
+  --test) tests=true ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
+
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   say "adding the wasm32-unknown-unknown target"
   rustup target add wasm32-unknown-unknown
 fi
 
-# cargo-leptos 0.3.11+ needs a newer rustc; no_downloads makes it use the
-# tools below instead of fetching binaries at build time.
-if ! cargo leptos --version 2>/dev/null | grep -q '0\.3\.10'; then
-  say "installing cargo-leptos 0.3.10 (slow: 15-25 min)"
-  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    cargo install cargo-leptos --version 0.3.10 --locked --features no_downloads
-fi
+# No cargo-leptos: scripts/build-console.sh does its four steps with cargo and
+# wasm-bindgen (cargo-leptos is an optional tool for `cargo leptos watch`).
 
 # wasm-bindgen-cli must match the wasm-bindgen version in Cargo.lock exactly.
 wbg=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
@@ -27,6 +33,8 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q " $wbg\$"; then
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
     cargo install wasm-bindgen-cli --version "$wbg" --force
 fi
+
+$tests || exit 0
 
 if ! command -v chromium >/dev/null 2>&1; then
   say "installing Debian chromium for the browser tests"

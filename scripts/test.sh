@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 
-# The same flags cargo-leptos uses for debug builds, so `cargo test` reuses
+# The same flags scripts/build-console.sh uses for debug builds, so `cargo test` reuses
 # its artifacts instead of rebuilding everything.
 export RUSTFLAGS="--cfg erase_components"
 export LEPTOS_OUTPUT_NAME=signet
@@ -30,15 +30,15 @@ if [ -n "$long" ]; then
 fi
 cargo clippy --workspace --all-targets -- -D warnings
 
-# Debug builds (cargo leptos build, cargo test) erase the view types; release
+# Debug builds (scripts/build-console.sh, cargo test) erase the view types; release
 # builds (make bench, a deployment's cargo build --release) do not, and have
 # failed to compile where debug builds passed. Type-check that configuration
 # too, in its own target dir so the debug artifacts stay valid.
 echo "==> the release configuration type-checks (cargo check without erase_components)"
 RUSTFLAGS="" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/plain" cargo check -p server --bins
 
-echo "==> building the console (cargo leptos build)"
-cargo leptos build
+echo "==> building the console and the binary (scripts/build-console.sh)"
+scripts/build-console.sh
 
 echo "==> cargo test (SQLite and PostgreSQL)"
 cargo test --workspace --no-fail-fast

@@ -477,6 +477,7 @@ impl Metrics {
             ("bodies", r.bodies_cleared),
             ("replay", r.replay_deleted),
             ("minute_rollups", r.minute_rollups_deleted),
+            ("hourly_rollups", r.hourly_rollups_deleted),
             ("deliveries", r.deliveries_deleted),
         ] {
             self.purged.with_label_values(&[kind]).inc_by(n);

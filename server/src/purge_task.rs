@@ -90,6 +90,7 @@ async fn run_once(db: &DatabaseConnection, metrics: &Metrics, purge_due: bool) {
                     bodies = report.bodies_cleared,
                     replay = report.replay_deleted,
                     minute_rollups = report.minute_rollups_deleted,
+                    hourly_rollups = report.hourly_rollups_deleted,
                     deliveries = report.deliveries_deleted,
                     partitions = report.partitions_dropped,
                     "retention purge"

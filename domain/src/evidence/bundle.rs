@@ -43,7 +43,7 @@ pub use views::evidence::{
 
 /// Hours of per-key verification counts a bundle shows: the metrics
 /// section's window (`Window::Week`, 168 hourly buckets).
-const VERIFICATION_WINDOW_HOURS: i64 = 168;
+const VERIFICATION_WINDOW_HOURS: i64 = crate::stats::WEEK_HOURS;
 
 fn finding(severity: &str, id: &str, subject: impl Into<String>, message: impl Into<String>) -> Finding {
     Finding { severity: severity.into(), id: id.into(), subject: subject.into(), message: message.into() }

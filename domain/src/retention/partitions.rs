@@ -18,7 +18,10 @@ use migrations::partitioning::{self, LOCK_KEY};
 pub use migrations::partitioning::{DAY_MS, day_of, partition_name};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 
-use crate::{error::DomainResult, retention::purge::MINUTE_ROLLUPS_KEPT_MS};
+use crate::{
+    error::DomainResult,
+    retention::purge::{HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
+};
 
 /// Days after today that always have their partitions. The upkeep runs at
 /// least hourly, so writes meet a missing partition only after three days
@@ -31,8 +34,6 @@ pub const LOCK_TIMEOUT: &str = "5s";
 /// How long a table's rows are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
-    /// Never purged (the hourly rollups and gauge samples).
-    Always,
     /// A fixed period in milliseconds.
     For(i64),
     /// Per endpoint, its dedup retention: a day goes once the longest of
@@ -55,16 +56,36 @@ pub struct Partitioned {
 pub const PARTITIONED: [Partitioned; 7] = [
     Partitioned { table: "delivery_log", column: "answered_at", unit_ms: 1, keep: Keep::LongestDedup },
     Partitioned { table: "event_rollups", column: "minute", unit_ms: 60_000, keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS) },
-    Partitioned { table: "event_rollups_hourly", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
-    Partitioned { table: "key_use_rollups", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
-    Partitioned { table: "key_failure_rollups", column: "hour", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned {
+        table: "event_rollups_hourly",
+        column: "hour",
+        unit_ms: 3_600_000,
+        keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+    },
+    Partitioned {
+        table: "key_use_rollups",
+        column: "hour",
+        unit_ms: 3_600_000,
+        keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+    },
+    Partitioned {
+        table: "key_failure_rollups",
+        column: "hour",
+        unit_ms: 3_600_000,
+        keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+    },
     Partitioned {
         table: "gauge_samples_minute",
         column: "bucket",
         unit_ms: 60_000,
         keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS),
     },
-    Partitioned { table: "gauge_samples_hour", column: "bucket", unit_ms: 3_600_000, keep: Keep::Always },
+    Partitioned {
+        table: "gauge_samples_hour",
+        column: "bucket",
+        unit_ms: 3_600_000,
+        keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+    },
 ];
 
 fn on_postgres(db: &DatabaseConnection) -> bool {
@@ -120,7 +141,6 @@ pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_d
     let mut dropped = 0;
     for t in &PARTITIONED {
         let keep_ms = match t.keep {
-            Keep::Always => continue,
             Keep::For(ms) => ms,
             Keep::LongestDedup => longest_dedup_ms,
         };

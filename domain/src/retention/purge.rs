@@ -12,15 +12,16 @@
 //! - delivery-log rows answered before `now - dedup` are deleted (the log
 //!   tells an event's story while its claim can still decide duplicates);
 //!
-//! Then replay records past their expiry (received + 2 x tolerance) go, and
+//! Then replay records past their expiry (received + 2 x tolerance) go,
 //! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
-//! them for the last hour only; the hourly rollups stay).
+//! them for the last hour only), and hourly rollups and gauge samples older
+//! than [`HOURLY_ROLLUPS_KEPT_MS`].
 //!
-//! On PostgreSQL the delivery log, the minute rollups and the minute gauge
-//! samples are partitioned by day ([`super::partitions`]): whole days are
-//! dropped instead, the delivery log's once the longest dedup retention of
-//! any endpoint has passed (so no row goes before its own endpoint's
-//! retention; one with a shorter retention stays until then).
+//! On PostgreSQL the delivery log and every rollup and gauge table are
+//! partitioned by day ([`super::partitions`]): whole days are dropped
+//! instead, the delivery log's once the longest dedup retention of any
+//! endpoint has passed (so no row goes before its own endpoint's retention;
+//! one with a shorter retention stays until then).
 //!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
 //! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
@@ -29,8 +30,8 @@
 //! candidate.
 
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QuerySelect,
-    sea_query::{Expr, LockBehavior, LockType, Query},
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QuerySelect,
+    sea_query::{Alias, Expr, LockBehavior, LockType, Query},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -40,8 +41,8 @@ use crate::{
     auth::Actor,
     db,
     entity::{
-        delivery_log, endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry,
-        replay_record as replay,
+        delivery_log, endpoint, event_rollup as rollup, inbox_claim as claim, key_failure_rollup, key_use_rollup,
+        quarantine_entry as qentry, replay_record as replay,
     },
     error::DomainResult,
     quarantine::OPEN,
@@ -53,6 +54,15 @@ use crate::{
 pub const DEFAULT_BATCH: u64 = 500;
 /// Per-minute rollups are kept two days.
 pub const MINUTE_ROLLUPS_KEPT_MS: i64 = 2 * 86_400_000;
+/// Hourly rollups (events, key uses and failures) and hourly gauge samples
+/// are kept 400 days. Signet's own readers look back at most a week (the
+/// dashboards' 7-day window, the evidence's per-key counts); the rest is a
+/// year and a month for an operator comparing a season with last year's.
+pub const HOURLY_ROLLUPS_KEPT_MS: i64 = 400 * 86_400_000;
+const _: () = assert!(
+    HOURLY_ROLLUPS_KEPT_MS >= (crate::stats::WEEK_HOURS + 24) * 3_600_000,
+    "the hourly rollups must outlive the longest window that reads them"
+);
 
 /// What one purge run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +73,10 @@ pub struct PurgeReport {
     pub bodies_cleared: u64,
     pub replay_deleted: u64,
     pub minute_rollups_deleted: u64,
+    /// Hourly rollup and gauge rows (SQLite; absent from reports written
+    /// before hourly retention).
+    #[serde(default)]
+    pub hourly_rollups_deleted: u64,
     /// Delivery-log rows (absent from reports written before the log).
     #[serde(default)]
     pub deliveries_deleted: u64,
@@ -113,6 +127,7 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         report.partitions_dropped = partitions::drop_expired(db, now_ms, ms(longest_dedup)).await?;
     } else {
         report.minute_rollups_deleted = delete_minute_rollups(db, now_ms).await?;
+        report.hourly_rollups_deleted = delete_hourly_rollups(db, now_ms).await?;
     }
     if !report.is_empty() {
         audit::record(
@@ -139,6 +154,28 @@ async fn delete_minute_rollups(db: &DatabaseConnection, now_ms: i64) -> DomainRe
     let rollups =
         rollup::Entity::delete_many().filter(rollup::Column::Minute.lt(cutoff / 60_000)).exec(db).await?.rows_affected;
     Ok(rollups + gauges::purge_minutes(db, cutoff).await?)
+}
+
+/// The same for the hourly tables: after the first run each run removes
+/// about an hour of rows per tenant, endpoint and key.
+async fn delete_hourly_rollups(db: &DatabaseConnection, now_ms: i64) -> DomainResult<u64> {
+    // Here only: at module level its `max`/`min` would shadow `Ord`'s.
+    use sea_orm::ExprTrait;
+    let cutoff_hour = (now_ms - HOURLY_ROLLUPS_KEPT_MS) / 3_600_000;
+    let mut q = Query::delete();
+    q.from_table(Alias::new("event_rollups_hourly")).and_where(Expr::col(Alias::new("hour")).lt(cutoff_hour));
+    let events = db.execute(&q).await?.rows_affected();
+    let uses = key_use_rollup::Entity::delete_many()
+        .filter(key_use_rollup::Column::Hour.lt(cutoff_hour))
+        .exec(db)
+        .await?
+        .rows_affected;
+    let failures = key_failure_rollup::Entity::delete_many()
+        .filter(key_failure_rollup::Column::Hour.lt(cutoff_hour))
+        .exec(db)
+        .await?
+        .rows_affected;
+    Ok(events + uses + failures + gauges::purge_hours(db, cutoff_hour * 3_600_000).await?)
 }
 
 /// Repeats `step` until a batch comes back short.

@@ -102,9 +102,18 @@ pub async fn series(
 
 /// Deletes minute samples older than `cutoff_ms`.
 pub async fn purge_minutes(db: &DatabaseConnection, cutoff_ms: i64) -> DomainResult<u64> {
+    purge(db, "minute", cutoff_ms / 60_000).await
+}
+
+/// Deletes hour samples older than `cutoff_ms`.
+pub async fn purge_hours(db: &DatabaseConnection, cutoff_ms: i64) -> DomainResult<u64> {
+    purge(db, "hour", cutoff_ms / 3_600_000).await
+}
+
+async fn purge(db: &DatabaseConnection, unit: &str, before_bucket: i64) -> DomainResult<u64> {
     let mut q = Query::delete();
     q.from_table(Alias::new(TABLE))
-        .and_where(Expr::col(Alias::new("unit")).eq("minute"))
-        .and_where(Expr::col(Alias::new("bucket")).lt(cutoff_ms / 60_000));
+        .and_where(Expr::col(Alias::new("unit")).eq(unit))
+        .and_where(Expr::col(Alias::new("bucket")).lt(before_bucket));
     Ok(db.execute(&q).await?.rows_affected())
 }

@@ -82,10 +82,13 @@ impl Window {
         match self {
             Window::Hour => (60_000, 60),
             Window::Day => (3_600_000, 24),
-            Window::Week => (3_600_000, 168),
+            Window::Week => (3_600_000, WEEK_HOURS),
         }
     }
 }
+
+/// The longest window any reader takes from the hourly rollups.
+pub const WEEK_HOURS: i64 = 168;
 
 pub use views::stats::{
     FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,

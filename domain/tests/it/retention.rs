@@ -10,14 +10,16 @@ use domain::{
     auth::Role,
     clock,
     entity::{
-        endpoint, event_rollup, inbox_claim as claim, quarantine_entry as qentry, replay_record, retention_version,
+        endpoint, event_rollup, inbox_claim as claim, key_failure_rollup, key_use_rollup, quarantine_entry as qentry,
+        replay_record, retention_version,
     },
     error::DomainError,
     receiver::Outcome,
     registry::Scheme,
-    retention::{self, DAY_SECS, HOUR_SECS, RetentionChange, purge},
+    retention::{self, DAY_SECS, HOUR_SECS, RetentionChange, partitions, purge},
+    stats::gauges,
 };
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set, Statement};
 use serde_json::json;
 
 use crate::{
@@ -247,6 +249,7 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
             // delivery log's, the minute rollups' and the minute gauge
             // samples', all past their 2-day retention.
             minute_rollups_deleted: if t.is_postgres() { 0 } else { 1 },
+            hourly_rollups_deleted: 0,
             deliveries_deleted: 0,
             partitions_dropped: if t.is_postgres() { 3 } else { 0 },
         },
@@ -463,4 +466,72 @@ db_test!(a_retention_below_the_manual_resend_window_needs_the_risk_accepted, asy
     assert!(!v.below_manual_resend);
     assert_eq!(findings().await, []);
     assert_eq!(audit_entries(t, "retention.set").await.last().unwrap().1["accepted_risk"], json!(false));
+});
+
+/// Hours of the rows left in one hourly table.
+async fn hours_left(t: &TestDb, table: &str, column: &str, extra: &str) -> Vec<i64> {
+    let sql = format!("SELECT DISTINCT {column} FROM {table} {extra} ORDER BY {column}");
+    let rows = t.db.query_all_raw(Statement::from_string(t.db.get_database_backend(), sql)).await.unwrap();
+    rows.iter().map(|r| r.try_get_by_index::<i64>(0).unwrap()).collect()
+}
+
+db_test!(hourly_rollups_go_after_their_retention_and_the_last_week_stays, async |t: &TestDb| {
+    const HOUR_MS: i64 = 3_600_000;
+    let now = clock::now_ms();
+    let expired = now - purge::HOURLY_ROLLUPS_KEPT_MS - 2 * DAY_SECS * 1000;
+    let week_ago = now - 7 * DAY_SECS * 1000;
+    for at in [expired, week_ago] {
+        partitions::cover(&t.db, at, at).await.unwrap();
+        gauges::sample(&t.db, at).await.unwrap();
+        let (hour, key, tenant, ep) = (at / HOUR_MS, "key-1", "tenant-1", "ep-1");
+        key_use_rollup::Entity::insert(key_use_rollup::ActiveModel {
+            hour: Set(hour),
+            key_id: Set(key.into()),
+            tenant_id: Set(tenant.into()),
+            endpoint_id: Set(ep.into()),
+            count: Set(3),
+        })
+        .exec_without_returning(&t.db)
+        .await
+        .unwrap();
+        key_failure_rollup::Entity::insert(key_failure_rollup::ActiveModel {
+            hour: Set(hour),
+            key_id: Set(key.into()),
+            tenant_id: Set(tenant.into()),
+            endpoint_id: Set(ep.into()),
+            reason: Set("bad_signature".into()),
+            count: Set(1),
+        })
+        .exec_without_returning(&t.db)
+        .await
+        .unwrap();
+        let sql = format!(
+            "INSERT INTO event_rollups_hourly (hour, tenant_id, endpoint_id, outcome, reason, count) \
+             VALUES ({hour}, '{tenant}', '{ep}', 'applied', '', 5)"
+        );
+        t.db.execute_unprepared(&sql).await.unwrap();
+    }
+
+    let report = purge::run(&t.db, now, purge::DEFAULT_BATCH).await.unwrap();
+    if t.is_postgres() {
+        assert_eq!(report.hourly_rollups_deleted, 0, "PostgreSQL drops the expired days whole");
+        for table in ["event_rollups_hourly", "key_use_rollups", "key_failure_rollups", "gauge_samples_hour"] {
+            let days = partitions::days(&t.db, table).await.unwrap();
+            assert!(!days.contains(&partitions::day_of(expired)), "{table}: the expired day is dropped");
+            assert!(days.contains(&partitions::day_of(week_ago)), "{table}: last week's day stays");
+        }
+    } else {
+        // One row in each rollup table, and the two total gauges' hour samples.
+        assert_eq!(report.hourly_rollups_deleted, 5);
+    }
+    let week_hour = week_ago / HOUR_MS;
+    assert_eq!(hours_left(t, "event_rollups_hourly", "hour", "").await, [week_hour]);
+    assert_eq!(hours_left(t, "key_use_rollups", "hour", "").await, [week_hour]);
+    assert_eq!(hours_left(t, "key_failure_rollups", "hour", "").await, [week_hour]);
+    assert_eq!(hours_left(t, "gauge_samples", "bucket", "WHERE unit = 'hour'").await, [week_hour]);
+
+    // Run again: nothing more goes.
+    let again = purge::run(&t.db, now, purge::DEFAULT_BATCH).await.unwrap();
+    assert_eq!(again.hourly_rollups_deleted, 0);
+    assert_eq!(hours_left(t, "key_use_rollups", "hour", "").await, [week_hour]);
 });

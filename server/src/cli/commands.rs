@@ -533,12 +533,13 @@ async fn retention(json: bool, db: &DatabaseConnection, p: &Principal, cmd: Rete
             emit(json, &r, || {
                 format!(
                     "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, \
-                     {} minute rollups, {} delivery-log rows, {} daily partitions dropped",
+                     {} minute rollups, {} hourly rollups, {} delivery-log rows, {} daily partitions dropped",
                     r.claims_deleted,
                     r.quarantine_deleted,
                     r.bodies_cleared,
                     r.replay_deleted,
                     r.minute_rollups_deleted,
+                    r.hourly_rollups_deleted,
                     r.deliveries_deleted,
                     r.partitions_dropped
                 )

@@ -1,7 +1,7 @@
 # The two commands the README promises. Both install what is missing first.
 .PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu
 
-export PATH := $(CURDIR)/end2end/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
+export PATH := $(CURDIR)/end2end/node_modules/.bin:$(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
 setup:
 	@scripts/setup.sh

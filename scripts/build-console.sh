@@ -12,7 +12,7 @@
 # public/ assets) and target/{debug,release}/signet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export PATH="$PWD/end2end/node_modules/.bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 release=false
 case "${1:-}" in

@@ -4,7 +4,7 @@
 # server, then the Playwright journeys against a real server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/end2end/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export PATH="$PWD/end2end/node_modules/.bin:${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 # The same flags scripts/build-console.sh uses for debug builds, so `cargo test` reuses
 # its artifacts instead of rebuilding everything.

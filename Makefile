@@ -18,30 +18,32 @@ run: setup
 test: setup-test
 	@scripts/test.sh
 
-# Throughput and latency of the receiver against the pgbench ceiling (see README).
+# Throughput and latency of the receiver against the pgbench ceiling (docs/benchmarks.md).
 bench: setup
 	bench/run.sh
 
-# Server CPU per accepted event at a fixed 1,000 events/s (see README).
+# Server CPU per accepted event at a fixed 1,000 events/s (docs/benchmarks.md#cpu-per-accepted-event).
 bench-cpu: setup
 	bench/cpu.sh
 
-# Dashboard reads at ten million stored events, PostgreSQL and SQLite (see README).
+# Dashboard reads at ten million stored events, PostgreSQL and SQLite
+# (docs/benchmarks.md#dashboard-reads-at-ten-million-events).
 bench-dashboard: setup
 	bench/dashboard.sh
 
-# Evidence export and the drill run on the dashboard benchmark's data (see README).
+# Evidence export and the drill run on the dashboard benchmark's data
+# (docs/benchmarks.md#evidence-export-and-drills-at-ten-million-events).
 bench-evidence: setup
 	bench/evidence.sh
 
-# KEK rewrap of every sealed row on the dashboard benchmark's data (see README).
+# KEK rewrap of every sealed row on the dashboard benchmark's data (docs/benchmarks.md#kek-rewrap).
 bench-kek: setup
 	bench/kek.sh
 
-# /hooks latency with and without 20 sign-ins per second alongside (see README).
+# /hooks latency with and without 20 sign-ins per second alongside (docs/benchmarks.md#sign-ins-beside-webhooks).
 bench-logins: setup
 	bench/logins.sh
 
-# Throughput of 1 and of 3 processes on one PostgreSQL database (see README).
+# Throughput of 1 and of 3 processes on one PostgreSQL database (docs/benchmarks.md#several-processes).
 bench-multi: setup
 	bench/multi.sh

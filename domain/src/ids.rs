@@ -1,4 +1,4 @@
-//! Identifiers: validated slugs (CONTRACT §2) and generated ids.
+//! Identifiers: validated slugs (docs/contract.md §2) and generated ids.
 
 use crate::error::DomainError;
 

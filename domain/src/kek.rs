@@ -157,8 +157,9 @@ fn authorize(principal: &Principal) -> DomainResult<Authorized> {
     principal.authorize(Permission::ManageKeks, Scope::Global)
 }
 
-/// Rows per (source, version). Reads every sealed table once (on ten
-/// million stored events about a second on PostgreSQL; see README).
+/// Rows per (source, version). Reads every sealed table once (on ten million
+/// stored events about a second on PostgreSQL; see
+/// docs/benchmarks.md#kek-rewrap).
 pub async fn counts<C: ConnectionTrait>(conn: &C) -> DomainResult<BTreeMap<(String, u32), u64>> {
     let mut out = BTreeMap::new();
     for s in &SOURCES {

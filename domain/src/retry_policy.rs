@@ -1,4 +1,5 @@
-//! The per-tenant retry policy (CONTRACT §3, seed 000's rollback switch).
+//! The per-tenant retry policy (docs/contract.md §3; the rollback switch of
+//! docs/architecture.md#rollout-order-and-sign-off).
 //!
 //! `enabled`: a transient failure the receiver cannot overcome answers 503
 //! and the provider retries. `disabled`: the event is quarantined (202) so no
@@ -7,11 +8,11 @@
 //! history is never rewritten. `tenants.retry_policy` mirrors the newest
 //! version for the receiver's endpoint cache (effective within its 5 s TTL).
 //!
-//! Seed 000's rollout order: deploy the claim with delivery retries off, run
-//! the drills, then enable retries for a small cohort. So a new tenant
-//! starts `disabled`, the console's cohort form shows the latest drill
-//! run beside the tenants it would move, and enabling is refused until the
-//! order is met ([`crate::rollout`]).
+//! The rollout order (docs/architecture.md#rollout-order-and-sign-off): deploy
+//! the claim with delivery retries off, run the drills, then enable retries for
+//! a small cohort. So a new tenant starts `disabled`, the console's cohort form
+//! shows the latest drill run beside the tenants it would move, and enabling is
+//! refused until the order is met ([`crate::rollout`]).
 
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, sea_query::Expr,

@@ -1,5 +1,5 @@
-//! Seed 000's rollout order as a gate (issue 23 item 3): retries are enabled
-//! for a tenant only once
+//! The rollout order (docs/architecture.md#rollout-order-and-sign-off) as a
+//! gate (issue 23 item 3): retries are enabled for a tenant only once
 //! - a drill run passed on this build (same binary, or same version and
 //!   commit when either side has no hash) and this schema, within
 //!   [`Rollout::drill_max_age_days`]; and

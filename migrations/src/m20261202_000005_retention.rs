@@ -1,7 +1,7 @@
-//! Retention (seed 002, "Retention is part of the guarantee"): each
-//! endpoint's dedup and body retention and each scheme's redelivery horizon,
-//! as append-only versions (who, when, why) kept for the evidence export;
-//! indexes for the batched purge.
+//! Retention (docs/architecture.md#replays-order-and-retention: retention is
+//! part of the guarantee): each endpoint's dedup and body retention and each
+//! scheme's redelivery horizon, as append-only versions (who, when, why) kept
+//! for the evidence export; indexes for the batched purge.
 
 use sea_orm_migration::{prelude::*, schema::*};
 

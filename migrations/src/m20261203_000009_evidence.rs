@@ -1,4 +1,4 @@
-//! Sign-off evidence (CONTRACT §5): the drill tenant's marker, service keys
+//! Sign-off evidence (docs/contract.md §5): the drill tenant's marker, service keys
 //! sealed in the vault (the evidence-signing key, the audit MAC key), drill
 //! runs, the exported bundles and the reviewers' sign-offs on them.
 

@@ -1,4 +1,5 @@
-//! The seeds' edge cases (issue 13):
+//! The design articles' edge cases (docs/architecture.md#design-rationale;
+//! issue 13):
 //! - `redelivery_horizons.source`: where each horizon comes from, and new
 //!   versions set from the senders' published retry schedules with margin
 //!   (never lowering one an administrator raised), extending the GitHub

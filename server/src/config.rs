@@ -1,5 +1,5 @@
 //! Configuration: flags win over environment variables, which win over
-//! defaults (CONTRACT §1). Loaded once in `main` and passed down.
+//! defaults (docs/contract.md §1). Loaded once in `main` and passed down.
 
 use std::{
     io::Write,

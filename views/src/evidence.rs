@@ -90,7 +90,7 @@ pub struct DatabaseEvidence {
 }
 
 /// Whether the durability rule judges `setting` on `engine`; the other
-/// settings read are shown only (README "Evidence": the rule).
+/// settings read are shown only (docs/evidence.md#the-bundle: the durability rule).
 pub fn durability_judged(engine: &str, setting: &str) -> bool {
     match engine {
         "postgres" => matches!(setting, "fsync" | "synchronous_commit" | "full_page_writes"),
@@ -275,9 +275,10 @@ pub struct RetryPolicyEvidence {
     pub open_overrides: Vec<crate::retry_policy::RolloutOverrideView>,
 }
 
-/// Seed 000 after enabling: since retries were enabled for a tenant, each
-/// event has one claim, at most one reminder transition and at most one
-/// outbox intent per kind. Read live at export.
+/// The check after enabling (docs/architecture.md#rollout-order-and-sign-off):
+/// since retries were enabled for a tenant, each event has one claim, at most
+/// one reminder transition and at most one outbox intent per kind. Read live
+/// at export.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CohortCheck {
@@ -420,7 +421,7 @@ pub const DRILL_NAMES: [&str; 8] = [
 ];
 
 /// A run, as `drill run --json` prints it and `/api/v1/drills/{id}` returns
-/// it (CONTRACT §5): `passed` is null while it runs.
+/// it (docs/contract.md §5): `passed` is null while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DrillRunView {

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum HmacPreset {
-    /// Seed 004's delivery layer: `X-DVIR-Signature: t=<unix>,v1=<hex>` over
-    /// `{t}.{body}`, the event id at `/event_id` in the body.
+    /// The dvir sender (docs/architecture.md#the-dvir-sender):
+    /// `X-DVIR-Signature: t=<unix>,v1=<hex>` over `{t}.{body}`, the event id at
+    /// `/event_id` in the body.
     Dvir,
     /// `X-Shopify-Hmac-Sha256`: base64 over the body, the id in
     /// `X-Shopify-Webhook-Id`, no timestamp.

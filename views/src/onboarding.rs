@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{hmac::HmacProfile, scheme::Scheme};
 
-/// How far a test delivery got at one gate of the receiver (CONTRACT §3).
+/// How far a test delivery got at one gate of the receiver (docs/contract.md §3).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
@@ -30,7 +30,7 @@ impl GateResult {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GateView {
-    /// 1 to 9 (CONTRACT §3).
+    /// 1 to 9 (docs/contract.md §3).
     pub gate: u8,
     /// What the gate checks: `endpoint`, `body_size`, `signature_headers`,
     /// `signature`, `timestamp`, `replay`, `envelope`, `scope`, `claim`.

@@ -1,5 +1,5 @@
 //! The role matrix: the one place that says which role may do what
-//! (CONTRACT §4). Review changes here as security changes. The domain
+//! (docs/contract.md §4). Review changes here as security changes. The domain
 //! authorizes by it; the console asks it what to show.
 
 use serde::{Deserialize, Serialize};

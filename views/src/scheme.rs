@@ -1,10 +1,10 @@
-//! Signature schemes (which of CONTRACT §3's header formats a provider signs
-//! with) and event-type sets. Parsing them from what a person typed, with
+//! Signature schemes (which of docs/contract.md §3's header formats a provider
+//! signs with) and event-type sets. Parsing them from what a person typed, with
 //! the domain's errors, lives with the registry.
 
 use serde::{Deserialize, Serialize};
 
-/// How an endpoint's providers sign (CONTRACT §3).
+/// How an endpoint's providers sign (docs/contract.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]

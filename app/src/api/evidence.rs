@@ -1,4 +1,4 @@
-//! Drills and sign-off evidence for `/evidence` (CONTRACT §5). Each call
+//! Drills and sign-off evidence for `/evidence` (docs/contract.md §5). Each call
 //! authenticates; the domain authorizes (on-call gets 403).
 
 use leptos::prelude::*;

@@ -188,9 +188,10 @@ pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(),
     Ok(())
 }
 
-/// What an administrator sees beside the cohort form (seed 000: enable
-/// retries only after the drills, for a small cohort): every tenant with its
-/// policy, and the latest drill run.
+/// What an administrator sees beside the cohort form
+/// (docs/architecture.md#rollout-order-and-sign-off: enable retries only after
+/// the drills, for a small cohort): every tenant with its policy, and the
+/// latest drill run.
 #[server(prefix = "/fn", endpoint = "cohort_context", input = GetUrl)]
 pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> {
     use crate::ssr;

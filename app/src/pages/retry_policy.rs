@@ -1,6 +1,7 @@
 //! The retry-policy panel of a tenant page and the administrators' cohort
-//! switch on the tenants page (seed 000: roll the boundary out first, then
-//! enable retries for a small cohort, with a rollback switch).
+//! switch on the tenants page (docs/architecture.md#rollout-order-and-sign-off:
+//! roll the boundary out first, then enable retries for a small cohort, with a
+//! rollback switch).
 
 use leptos::prelude::*;
 
@@ -187,8 +188,9 @@ fn Overrides(overrides: Vec<RolloutOverrideView>, is_admin: bool) -> impl IntoVi
 }
 
 /// Moves several tenants at once, in one transaction. Beside it: the latest
-/// drill run (seed 000: the drills pass before retries are enabled) and
-/// every tenant with its policy now, so the cohort is chosen by looking.
+/// drill run (docs/architecture.md#rollout-order-and-sign-off: the drills pass
+/// before retries are enabled) and every tenant with its policy now, so the
+/// cohort is chosen by looking.
 #[component]
 pub fn CohortForm() -> impl IntoView {
     let action = ServerAction::<SetRetryPolicyCohort>::new();

@@ -245,8 +245,8 @@ fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
         .into_any(),
         None => view! { <span class="muted">"never"</span> }.into_any(),
     };
-    // Failed verifications counted under this key (seed 000's
-    // verification log per credential).
+    // Failed verifications counted under this key (the verification log per
+    // credential of docs/architecture.md#idempotency-is-not-authorization).
     let last_failure = key.last_failure_at.clone().map(|t| {
         let reason = key.last_failure_reason.clone().unwrap_or_default().replace('_', " ");
         view! {

@@ -1,13 +1,13 @@
 //! The audit chain's MAC key.
 //!
-//! Threat model: someone with write access to the database but not the
-//! master key edits an entry and recomputes every later link. With plain
-//! SHA-256 links that goes unnoticed; with HMAC-SHA256 links under a key
-//! sealed in the vault, they cannot produce valid links. The key's sealed
-//! binding names the first sequence number it keys, so entries cannot be
-//! moved back to the unkeyed form either. What remains (README, "Audit"):
-//! such an attacker can delete the key row and the whole keyed chain and
-//! start over; signed checkpoints exported outside the database catch that.
+//! Threat model: someone with write access to the database but not the master
+//! key edits an entry and recomputes every later link. With plain SHA-256 links
+//! that goes unnoticed; with HMAC-SHA256 links under a key sealed in the vault,
+//! they cannot produce valid links. The key's sealed binding names the first
+//! sequence number it keys, so entries cannot be moved back to the unkeyed form
+//! either. What remains (docs/security.md#users-sessions-tokens-audit): such an
+//! attacker can delete the key row and the whole keyed chain and start over;
+//! signed checkpoints exported outside the database catch that.
 //!
 //! Appends happen inside callers' transactions that carry no vault, so each
 //! process keeps the opened key here, by key id, once `startup::open_vault` has

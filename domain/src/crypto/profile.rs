@@ -3,11 +3,12 @@
 //! verification over the exact received bytes, and signing ([`sign_for`],
 //! for `signet send`, tests and test deliveries).
 //!
-//! The key is the UTF-8 bytes of the whole secret, as Shopify, Slack and
-//! seed 004's sender use theirs. A digest of the wrong length or encoding
-//! is a signature that cannot verify (401 `signature_mismatch`), never an
-//! error. Nothing here reads the body as anything but bytes: an id at a
-//! JSON pointer is read by the receiver only after the signature verified.
+//! The key is the UTF-8 bytes of the whole secret, as Shopify, Slack and the
+//! dvir sender (docs/architecture.md#the-dvir-sender) use theirs. A digest of
+//! the wrong length or encoding is a signature that cannot verify (401
+//! `signature_mismatch`), never an error. Nothing here reads the body as
+//! anything but bytes: an id at a JSON pointer is read by the receiver only
+//! after the signature verified.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
@@ -241,7 +242,8 @@ mod tests {
         assert_eq!(signed[1], ("X-Slack-Request-Timestamp".to_owned(), "1531420618".to_owned()));
     }
 
-    /// Seed 004's own test values (`SECRET = b"test-endpoint-secret"`, body
+    /// The dvir sender's own test values (docs/architecture.md#the-dvir-sender;
+    /// `SECRET = b"test-endpoint-secret"`, body
     /// `{"event_id":"e1","severity_score":82}`), signed at t=1700000000 by
     /// its `_sig` routine, run in Python 3 (`hmac.new(SECRET,
     /// f"{ts}.".encode() + body, hashlib.sha256).hexdigest()`).
@@ -254,7 +256,7 @@ mod tests {
         assert_eq!(p.timestamp, Some(1700000000));
         assert!(verify(&c, &p, BODY, b"test-endpoint-secret"));
         let tampered = br#"{"event_id":"e1","severity_score":10}"#;
-        assert!(!verify(&c, &p, tampered, b"test-endpoint-secret"), "seed 004's tampered body");
+        assert!(!verify(&c, &p, tampered, b"test-endpoint-secret"), "the dvir sender's tampered body");
         let signed = sign_for(&c.profile, &secret("test-endpoint-secret"), "ignored", 1700000000, BODY).unwrap();
         assert_eq!(signed, vec![("X-DVIR-Signature".to_owned(), header)], "no id header: the id is in the body");
     }

@@ -1,6 +1,6 @@
 //! Webhook signing secrets: `whsec_` + base64 of 32 random bytes, for every
 //! scheme. How the secret string becomes HMAC key bytes is per scheme
-//! (CONTRACT §3) and lives with the verifiers.
+//! (docs/contract.md §3) and lives with the verifiers.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use rand::RngCore;

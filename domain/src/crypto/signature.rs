@@ -1,4 +1,4 @@
-//! Per-scheme webhook signatures (CONTRACT §3): parsing the signature
+//! Per-scheme webhook signatures (docs/contract.md §3): parsing the signature
 //! headers, signing (for `signet send` and tests) and constant-time
 //! verification over the exact received bytes.
 //!

@@ -11,7 +11,7 @@ pub struct Model {
     pub name: String,
     pub notify_url: Option<String>,
     pub created_at: i64,
-    /// `enabled` or `disabled` (CONTRACT §3: transient failures answer 503
+    /// `enabled` or `disabled` (docs/contract.md §3: transient failures answer 503
     /// when enabled, quarantine when disabled).
     pub retry_policy: String,
     /// The drills' reserved tenant: hidden from lists, metrics, rollups,

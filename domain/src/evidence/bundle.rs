@@ -1,5 +1,5 @@
 //! `evidence.json`: everything a reviewer signs off on, read live from the
-//! deployment at the moment of export (CONTRACT §5). Nothing here is
+//! deployment at the moment of export (docs/contract.md §5). Nothing here is
 //! written by hand; [`Finding`]s are computed from the sections.
 
 use std::collections::BTreeMap;

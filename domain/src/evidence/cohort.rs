@@ -1,7 +1,8 @@
-//! The live cohort check (seed 000, after enabling retries): for each
-//! tenant whose retry policy is enabled, since the policy version that
-//! enabled it, every event has one claim, at most one reminder transition
-//! and at most one outbox intent per kind. Any breach is named.
+//! The live cohort check (docs/architecture.md#rollout-order-and-sign-off,
+//! after enabling retries): for each tenant whose retry policy is enabled,
+//! since the policy version that enabled it, every event has one claim, at most
+//! one reminder transition and at most one outbox intent per kind. Any breach
+//! is named.
 //!
 //! Each check is one `GROUP BY … HAVING COUNT(*) > 1` in the database (a
 //! bundle is exported beside millions of events), read twice: the first

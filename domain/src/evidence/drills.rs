@@ -1,5 +1,7 @@
-//! Drills: seed 000's test matrix, run against the live database through
-//! the receiver code that serves `/hooks` (CONTRACT §5).
+//! Drills: the design's test matrix
+//! (docs/architecture.md#rollout-order-and-sign-off), run against the live
+//! database through the receiver code that serves `/hooks`
+//! (docs/contract.md §5).
 //!
 //! Each drill sends real signed deliveries for a reserved synthetic tenant
 //! (`_drill`, which no slug can name) and then reads the database (the claim

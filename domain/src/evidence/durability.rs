@@ -3,7 +3,7 @@
 //! only after the claim and its effects committed; the commit must survive
 //! a crash of the database's host).
 //!
-//! The rule (README "Evidence"):
+//! The rule (docs/evidence.md#the-bundle, "Durability: the rule"):
 //! - PostgreSQL: `fsync` and `full_page_writes` must be `on`;
 //!   `synchronous_commit` must not be `off` (`local`, `on`, `remote_write`
 //!   and `remote_apply` all flush the local WAL before COMMIT returns).

@@ -42,7 +42,7 @@ pub(super) fn profiles() -> Vec<(&'static str, HmacProfileBody)> {
 }
 
 /// A `reminder.created` as event `event_id`, the id where every profile
-/// looks for it: the envelope's `id` and seed 004's `/event_id`.
+/// looks for it: the envelope's `id` and the `dvir` preset's `/event_id`.
 fn body(event_id: &str, reminder_id: &str) -> Vec<u8> {
     let data = json!({"reminder_id": reminder_id, "send_at": send_at(1).0});
     json!({"id": event_id, "event_id": event_id, "type": "reminder.created", "data": data}).to_string().into_bytes()

@@ -1,6 +1,7 @@
-//! Sign-off evidence (CONTRACT §5, seed 000's "sign-off artifact").
+//! Sign-off evidence (docs/contract.md §5; the sign-off artifact of
+//! docs/architecture.md#rollout-order-and-sign-off).
 //!
-//! - [`drills`] and [`runs`]: the seed's test matrix, run on the live
+//! - [`drills`] and [`runs`]: the design's test matrix, run on the live
 //!   deployment through the real receiver, checked against the database;
 //!   [`scheme_drill`] verifies each signature scheme on its own
 //!   [`drill_fixture`] endpoint, and each `hmac` profile ([`hmac_drill`]).

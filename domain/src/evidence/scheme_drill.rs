@@ -1,5 +1,5 @@
 //! `scheme_verification`: the receiver's verification for each signature
-//! scheme Signet receives (CONTRACT §3), on the drill tenant's endpoint for
+//! scheme Signet receives (docs/contract.md §3), on the drill tenant's endpoint for
 //! that scheme. A delivery signed as that scheme's providers sign applies
 //! once; the provider's retry (re-signed where the scheme signs a
 //! timestamp, resent byte for byte for GitHub) is a duplicate; one signed

@@ -52,7 +52,7 @@ fn event_type_schema() -> utoipa::openapi::Object {
     schema::nullable(schema::string(&registry::event_type_pattern(), Some(registry::MAX_EVENT_TYPE_LEN)))
 }
 
-/// The gates of CONTRACT §3, in order, by what each checks.
+/// The gates of docs/contract.md §3, in order, by what each checks.
 pub const GATES: [&str; 9] =
     ["endpoint", "body_size", "signature_headers", "signature", "timestamp", "replay", "envelope", "scope", "claim"];
 
@@ -203,7 +203,7 @@ fn default_type(scope: &EventTypes) -> String {
 /// OTP request), no patient data, and data its built-in handler takes (a
 /// reminder a day ahead, an OTP by SMS).
 /// [`envelope`], with the event id also where an `hmac` profile reads it
-/// (its JSON pointer, e.g. seed 004's `/event_id`).
+/// (its JSON pointer, e.g. the `dvir` preset's `/event_id`).
 pub fn envelope_for(hmac: Option<&HmacProfile>, event_id: &str, event_type: &str, subject: &str) -> Value {
     let mut body = envelope(event_id, event_type, subject);
     if let Some(pointer) = hmac.and_then(HmacProfile::id_pointer) {

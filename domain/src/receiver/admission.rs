@@ -64,7 +64,8 @@ pub fn admit(verified: Verified, trace_context: Option<String>) -> Admission {
     // An event without an id (and no compound key for its endpoint) is kept
     // in quarantine, claimed under its signed message: the very same request
     // again is a replay (gate 6), and a re-signed copy is an entry of its
-    // own, because identical bodies can be two events (seed 002); on-call
+    // own, because identical bodies can be two events
+    // (docs/architecture.md#one-transaction-claim-effect-outbox); on-call
     // decides.
     let (event_id, identified) = match event_id(&verified, &envelope) {
         Some(id) => (id, true),

@@ -1,7 +1,8 @@
-//! Which key a failed verification is counted under (seed 000's
-//! "verification logs" per credential): the key it named or matched, else
-//! the endpoint's key that verified last; only ever one of the keys the
-//! endpoint accepts, so `/metrics` and the per-key rollups agree.
+//! Which key a failed verification is counted under (the "verification
+//! logs" per credential of docs/architecture.md#idempotency-is-not-authorization):
+//! the key it named or matched, else the endpoint's key that verified last;
+//! only ever one of the keys the endpoint accepts, so `/metrics` and the
+//! per-key rollups agree.
 
 use std::{collections::HashMap, sync::RwLock};
 

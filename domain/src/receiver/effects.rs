@@ -1,11 +1,12 @@
-//! The built-in event handlers of the clinic-reminder domain (CONTRACT §3).
+//! The built-in event handlers of the clinic-reminder domain (docs/contract.md §3).
 //! They run inside the claim transaction; an effect that cannot apply
 //! returns a quarantine reason and the whole transaction rolls back.
 //!
 //! Reminders follow a small state machine, because events can arrive out of
-//! order (seed 002). Transitions are ordered only by the sender, never by
-//! when a delivery was signed or arrived: a re-signed retry of an old
-//! `reminder.scheduled` carries a fresh signature timestamp.
+//! order (docs/architecture.md#replays-order-and-retention). Transitions are
+//! ordered only by the sender, never by when a delivery was signed or arrived:
+//! a re-signed retry of an old `reminder.scheduled` carries a fresh signature
+//! timestamp.
 //! - `canceled` is terminal: nothing applies after it, in any order.
 //! - A `reminder.scheduled` with an `occurred_at` that happened before the
 //!   ordered transition it would replace applies nothing.
@@ -109,7 +110,8 @@ pub enum Order {
 }
 
 /// When the event happened (ms), if the sender says: its envelope's
-/// `occurred_at`. Never the signed or received time (seed 002).
+/// `occurred_at`. Never the signed or received time
+/// (docs/architecture.md#replays-order-and-retention).
 pub fn occurred_at(env: &Envelope) -> Result<Option<i64>, EffectError> {
     match &env.occurred_at {
         Some(text) => clock::parse_rfc3339(text).map(Some).ok_or(EffectError::Quarantine("invalid_data")),

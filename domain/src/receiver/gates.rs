@@ -1,4 +1,4 @@
-//! The hot path, in contract order (CONTRACT §3): [`receive`] runs gates 1
+//! The hot path, in contract order (docs/contract.md §3): [`receive`] runs gates 1
 //! to 9 for one delivery and returns its [`Receipt`].
 
 use std::{future::Future, sync::Arc, time::Duration};

@@ -1,4 +1,4 @@
-//! Webhook intake: `POST /hooks/{tenant}/{endpoint}` (CONTRACT §3).
+//! Webhook intake: `POST /hooks/{tenant}/{endpoint}` (docs/contract.md §3).
 //!
 //! Threat model notes:
 //! - Tenant identity comes from the URL path and the credential that

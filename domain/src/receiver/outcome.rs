@@ -1,4 +1,4 @@
-//! What the pipeline decided: the contract's answer table (CONTRACT §3:
+//! What the pipeline decided: the contract's answer table (docs/contract.md §3:
 //! status and JSON body, which the server sends and the drills read), its
 //! error codes and the metrics' reasons.
 

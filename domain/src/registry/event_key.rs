@@ -1,11 +1,11 @@
 //! Compound event keys, for senders that give no stable event id.
 //!
-//! Seed 000: "If a sender offers no stable event ID, this design is not
-//! suitable as written: establish a documented compound key." So by default
+//! A sender with no stable event id needs a documented compound key before
+//! retries are switched on, and identical bodies can be two legitimate events
+//! (docs/architecture.md#one-transaction-claim-effect-outbox). So by default
 //! an authenticated event without an id is quarantined (`missing_event_id`),
-//! never deduplicated by its body hash (seed 002: identical bodies can be
-//! two legitimate events). An endpoint may opt in to a compound key: named
-//! envelope fields (`type`, `occurred_at`, `tenant`, `data.<field>…`) whose
+//! never deduplicated by its body hash. An endpoint may opt in to a compound
+//! key: named envelope fields (`type`, `occurred_at`, `tenant`, `data.<field>…`) whose
 //! values together identify an event. Each decision is an append-only
 //! version (who, when, why), audited, like retention.
 

@@ -221,8 +221,9 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         name: Set(name),
         notify_url: Set(notify_url),
         created_at: Set(clock::now_ms()),
-        // Seed 000's rollout order: retries stay off for a new tenant until
-        // the drills pass and an administrator enables its cohort.
+        // The rollout order (docs/architecture.md#rollout-order-and-sign-off):
+        // retries stay off for a new tenant until the drills pass and an
+        // administrator enables its cohort.
         retry_policy: Set(crate::entity::retry_policy_version::DISABLED.into()),
         synthetic: Set(false),
     }

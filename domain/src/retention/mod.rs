@@ -1,4 +1,5 @@
-//! Retention decisions (seed 002, "Retention is part of the guarantee").
+//! Retention decisions (docs/architecture.md#replays-order-and-retention:
+//! retention is part of the guarantee).
 //!
 //! A claim is what makes a redelivery a duplicate, so deleting it early turns
 //! a provider's legitimate retry into a second effect. Each scheme therefore

@@ -212,7 +212,8 @@ db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t
 db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     tenant(t, "clinic-a").await;
     let v = retry_policy::get(&t.db, &reviewer(), "clinic-a").await.unwrap();
-    // Seed 000's rollout order: a new tenant starts with retries off.
+    // The rollout order (docs/architecture.md#rollout-order-and-sign-off): a
+    // new tenant starts with retries off.
     assert_eq!((v.policy.as_str(), v.version, v.history.len()), ("disabled", 1, 1));
     assert!(v.history[0].reason.contains("drills"), "{:?}", v.history[0]);
     let nothing = retry_policy::rollback(&t.db, &gate(t), &admin(), "clinic-a", "why").await;

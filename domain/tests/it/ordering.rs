@@ -1,9 +1,10 @@
 //! Reminder transitions are ordered by the sender, never by delivery time
-//! (issue 23 item 6, seed 002), on both engines: without an `occurred_at`, a
-//! transition that contradicts a state applied since creation is quarantined
-//! as `ambiguous_order` (202, nothing applied, its duplicate a duplicate); a
-//! non-contradicting one applies; an `occurred_at` orders as before; release
-//! of an ambiguous entry is on-call's ordering decision; discard works.
+//! (issue 23 item 6; docs/architecture.md#replays-order-and-retention), on both
+//! engines: without an `occurred_at`, a transition that contradicts a state
+//! applied since creation is quarantined as `ambiguous_order` (202, nothing
+//! applied, its duplicate a duplicate); a non-contradicting one applies; an
+//! `occurred_at` orders as before; release of an ambiguous entry is on-call's
+//! ordering decision; discard works.
 
 use domain::{
     DomainError,

@@ -1,5 +1,5 @@
 //! `signet drill …`, `signet evidence …` and `signet audit …`: the reviewer's
-//! commands (CONTRACT §5).
+//! commands (docs/contract.md §5).
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 

@@ -1,4 +1,4 @@
-//! The operator CLI (CONTRACT §2). Every command acts directly on the
+//! The operator CLI (docs/contract.md §2). Every command acts directly on the
 //! database, is audited as `cli`, and with `--json` prints exactly one JSON
 //! value on stdout.
 
@@ -76,7 +76,7 @@ pub enum Command {
     /// Dedup and body retention, redelivery horizons, and the purge.
     #[command(subcommand)]
     Retention(RetentionCmd),
-    /// Drills: the seed's test matrix, run against this database through the
+    /// Drills: the design's test matrix, run against this database through the
     /// real receiver.
     #[command(subcommand)]
     Drill(DrillCmd),
@@ -163,7 +163,7 @@ pub enum EndpointCmd {
         /// Scheme hmac: a sender's published format.
         #[arg(long, value_parser = ["dvir", "shopify", "slack"], conflicts_with = "profile")]
         preset: Option<String>,
-        /// Scheme hmac: a JSON file with the profile (see the README's
+        /// Scheme hmac: a JSON file with the profile (see docs/providers.md,
         /// "HMAC profiles"), or `{"preset": "…"}`.
         #[arg(long)]
         profile: Option<std::path::PathBuf>,

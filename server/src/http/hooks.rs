@@ -322,7 +322,7 @@ async fn read_limited(
     }
 }
 
-/// The contract's answer (CONTRACT §3; the table is `Outcome::status` and
+/// The contract's answer (docs/contract.md §3; the table is `Outcome::status` and
 /// `Outcome::body`), with `Retry-After` on 503.
 fn respond(outcome: Outcome) -> Response {
     let status = StatusCode::from_u16(outcome.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

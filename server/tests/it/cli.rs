@@ -1,4 +1,4 @@
-//! The operator CLI contract (CONTRACT §2).
+//! The operator CLI contract (docs/contract.md §2).
 
 use sea_orm::EntityTrait;
 

@@ -18,8 +18,8 @@ fn now() -> i64 {
     domain::clock::now_ms() / 1000
 }
 
-/// A reminder envelope; the id is both the envelope's `id` and seed 004's
-/// `event_id`, so every preset finds it where it looks.
+/// A reminder envelope; the id is both the envelope's `id` and the `dvir`
+/// preset's `event_id`, so every preset finds it where it looks.
 fn created(id: &str) -> Vec<u8> {
     let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
     json!({"id": id, "event_id": id, "type": "reminder.created", "data": data}).to_string().into_bytes()

@@ -1,5 +1,5 @@
-//! Drills and sign-off evidence (CONTRACT §5): reviewers and admins for every
-//! tenant, clinic admins for their own; on-call is refused.
+//! Drills and sign-off evidence (docs/contract.md §5): reviewers and admins for
+//! every tenant, clinic admins for their own; on-call is refused.
 
 use app::ssr::SharedState;
 use axum::{

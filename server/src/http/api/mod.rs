@@ -1,4 +1,4 @@
-//! `/api/v1`: the JSON admin API (CONTRACT §4). Bearer tokens from
+//! `/api/v1`: the JSON admin API (docs/contract.md §4). Bearer tokens from
 //! `signet token create`; the same roles and tenant scoping as the console,
 //! enforced by the domain. Errors are `{"error": code, "message": text}`.
 
@@ -286,7 +286,7 @@ fn slug_links(doc: &mut serde_json::Value) {
 /// as JSON Schema `if`/`then`/`else` (utoipa derives one field at a time).
 /// An empty string counts as absent, as the domain reads it. The same rules
 /// over query parameters cannot be stated (OpenAPI has no dependencies
-/// between parameters) and stay documented exceptions (README, Admin API).
+/// between parameters) and stay documented exceptions (docs/api.md).
 fn cross_field_rules(doc: &mut serde_json::Value) {
     use serde_json::{Value, json};
     let given = |field: &str| json!({"required": [field], "properties": {field: {"type": "string", "minLength": 1}}});

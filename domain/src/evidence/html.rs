@@ -549,7 +549,25 @@ fn kek_cell(k: &views::evidence::CredentialRow) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::esc;
+    use super::{Evidence, esc, render};
+
+    /// Today's page for the fixture bundles, kept as golden files: whatever
+    /// renders the page next must write them byte for byte.
+    /// `SIGNET_WRITE_GOLDEN=1` writes them from this renderer.
+    #[test]
+    fn evidence_page_matches_golden() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        for name in ["full", "tenant", "empty"] {
+            let json = std::fs::read_to_string(format!("{dir}/evidence-{name}.json")).expect("fixture");
+            let e: Evidence = serde_json::from_str(&json).expect("fixture parses");
+            let html = render(&e, "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8");
+            let golden = format!("{dir}/evidence-{name}.html");
+            if std::env::var_os("SIGNET_WRITE_GOLDEN").is_some() {
+                std::fs::write(&golden, &html).expect("write golden");
+            }
+            assert_eq!(html, std::fs::read_to_string(&golden).expect("golden"), "{golden}");
+        }
+    }
 
     #[test]
     fn escapes_markup_and_quotes() {

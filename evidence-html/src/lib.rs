@@ -146,7 +146,7 @@ mod tests {
     /// made by it, and nothing rewrites them).
     #[test]
     fn evidence_page_matches_golden() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../domain/tests/fixtures");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
         for name in ["full", "tenant", "empty"] {
             let json = std::fs::read_to_string(format!("{dir}/evidence-{name}.json")).expect("fixture");
             let e: Evidence = serde_json::from_str(&json).expect("fixture parses");
@@ -160,7 +160,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> serde_json::Value {
-        let path = format!("{}/../domain/tests/fixtures/evidence-{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/tests/fixtures/evidence-{name}.json", env!("CARGO_MANIFEST_DIR"));
         serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("fixture parses")
     }
 

@@ -3,10 +3,11 @@
 //! written by the askama template `templates/evidence.html`, which is
 //! checked when this crate compiles.
 //!
-//! The page is a function of `evidence.json` alone: it shows what the bundle
-//! states and computes nothing of its own. The domain signs the page with
-//! the rest of the bundle but holds no HTML: its export takes [`render`]
-//! from the edges that call it (the CLI, `/api/v1` and the console).
+//! The page is a function of `evidence.json` alone and applies no rule of its
+//! own (a durability setting is weak where the bundle's findings say so, as
+//! on the console). The domain signs the page with the rest of the bundle
+//! but holds no HTML: its export takes [`render`] from the edges that call
+//! it (the CLI, `/api/v1` and the console).
 //!
 //! Every value is escaped: tenant names, owners, comments and reasons are
 //! user input. The page is served under a policy that allows its one style

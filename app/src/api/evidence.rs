@@ -97,6 +97,7 @@ pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
         &p,
         tenant.as_deref(),
         domain::evidence::export::Via::Console,
+        evidence_html::render,
     )
     .await?;
     leptos_axum::redirect(&with_query(

@@ -10,7 +10,6 @@ use serde_json::json;
 
 use super::{
     bundle::{self, Evidence},
-    html,
     manifest::{self, EVIDENCE_HTML, EVIDENCE_JSON, MANIFEST_JSON, MANIFEST_SIG, Manifest},
 };
 use crate::{
@@ -88,6 +87,13 @@ pub struct Exported {
     pub created: bool,
 }
 
+/// Writes `evidence.html` from the bundle and the hex SHA-256 of its
+/// `evidence.json`. The page is presentation, not product logic: the edges
+/// pass `evidence_html::render`, and the manifest's signature covers the
+/// bytes it wrote. Every caller must pass the same renderer, or two exports
+/// of the same state would differ (and not be one by digest).
+pub type RenderPage = fn(&Evidence, &str) -> String;
+
 /// Collects, renders, signs and records a bundle. Idempotent by digest: an
 /// export identical to a stored one answers with the stored one and writes
 /// nothing (no second row, no second audit entry).
@@ -97,13 +103,14 @@ pub async fn export(
     principal: &Principal,
     tenant: Option<&str>,
     via: Via,
+    render_page: RenderPage,
 ) -> DomainResult<Exported> {
     let evidence = bundle::collect(db, vault, principal, tenant).await?;
     let signer = service_keys::evidence_signer(db, vault).await?;
     let mut evidence_json =
         serde_json::to_string_pretty(&evidence).map_err(|e| DomainError::invalid("internal", e.to_string()))?;
     evidence_json.push('\n');
-    let evidence_html = html::render(&evidence, &sha256_hex(evidence_json.as_bytes()));
+    let evidence_html = render_page(&evidence, &sha256_hex(evidence_json.as_bytes()));
     let manifest = Manifest::new(
         &evidence.generated_at,
         evidence.tenant.as_deref(),

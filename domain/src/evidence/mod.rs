@@ -9,8 +9,9 @@
 //! - [`bundle`]: `evidence.json`, read live: credentials and who may touch
 //!   them, the constraints in the database catalog ([`catalog`]), the latest
 //!   drills, retention, retry policy, metrics, the audit chain, findings.
-//! - [`html`], [`manifest`], [`export`]: the printable page, the signed
-//!   manifest, and the record of every export.
+//! - [`manifest`], [`export`]: the signed manifest, and the record of every
+//!   export. The printable page (`evidence.html`) is the `evidence-html`
+//!   crate's: the export takes its renderer, and this crate has no HTML.
 //! - [`identity`], [`durability`], [`files`]: the build, the database's
 //!   durability settings and the modes of the files the bundle is bound to.
 //! - [`signoff`]: reviewers' decisions on a bundle, and what changed since
@@ -26,7 +27,6 @@ pub mod durability;
 pub mod export;
 pub mod files;
 pub mod hmac_drill;
-pub mod html;
 pub mod identity;
 pub mod manifest;
 pub mod runs;

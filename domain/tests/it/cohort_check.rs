@@ -95,7 +95,7 @@ db_test!(a_clean_cohort_counts_its_events_and_a_disabled_tenant_has_no_section, 
     assert_eq!(c.breaches_total, 0);
     assert!(c.breaches.is_empty());
     assert!(breach_findings(t).await.is_empty());
-    let html = domain::evidence::html::render(&evidence(t).await, "x");
+    let html = evidence_html::render(&evidence(t).await, "x");
     assert!(html.contains("Live cohort check"), "the printable page shows it");
 
     retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "incident").await.unwrap();
@@ -157,7 +157,7 @@ db_test!(each_breach_is_named_and_the_finding_comes_and_goes, async |t: &TestDb|
     for part in ["3 event(s)", "duplicate_claim hooks/evt-a", "repeated_transition hooks/evt-b", "otp:req-1"] {
         assert!(message.contains(part), "{part} not in {message}");
     }
-    let html = domain::evidence::html::render(&evidence(t).await, "x");
+    let html = evidence_html::render(&evidence(t).await, "x");
     assert!(html.contains("duplicate_claim hooks/evt-a: 2 claim rows for one event"), "the printable page names it");
 
     // Gone once the rows are.

@@ -12,7 +12,6 @@ use domain::{
     entity::{inbox_claim, outbox_intent, reminder},
     evidence::{
         drills::{Answer, DRILL_NAMES, DRILL_TENANT, DrillRequest, Transport, TransportError, Until},
-        export::{self, Via},
         manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
         runs,
         signoff::{self, NewSignoff},

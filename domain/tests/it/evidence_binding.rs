@@ -9,7 +9,6 @@ use domain::{
     entity::drill_run,
     evidence::{
         bundle::{self, Evidence},
-        export::{self, Via},
         files::DeploymentFiles,
         runs,
     },

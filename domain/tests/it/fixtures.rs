@@ -1,4 +1,5 @@
-//! Principals and a small registry to act on.
+//! Principals, a small registry to act on, and the evidence export as the
+//! edges call it.
 
 use domain::{
     auth::{Actor, Principal, Role},
@@ -10,7 +11,26 @@ use domain::{
     },
 };
 
+pub use self::export::Via;
 use crate::support::TestDb;
+
+/// The domain's export as the edges call it: with the printable page they
+/// all pass (`evidence_html::render`).
+pub mod export {
+    pub use domain::evidence::export::*;
+    use domain::{DomainResult, auth::Principal, vault::Vault};
+    use sea_orm::DatabaseConnection;
+
+    pub async fn export(
+        db: &DatabaseConnection,
+        vault: &Vault,
+        principal: &Principal,
+        tenant: Option<&str>,
+        via: Via,
+    ) -> DomainResult<Exported> {
+        domain::evidence::export::export(db, vault, principal, tenant, via, evidence_html::render).await
+    }
+}
 
 pub fn user(role: Role, tenant_id: Option<&str>) -> Principal {
     Principal {
@@ -144,10 +164,7 @@ pub async fn record_drill_covering(t: &TestDb, schemes: Option<&str>) {
 /// exported now and approved by a reviewer, acknowledging each critical
 /// finding. Returns its digest.
 pub async fn approve_current_bundle(t: &TestDb) -> String {
-    use domain::evidence::{
-        export::{self, Via},
-        signoff::{self, NewAcknowledgement, NewSignoff},
-    };
+    use domain::evidence::signoff::{self, NewAcknowledgement, NewSignoff};
     let b = export::export(&t.db, &t.vault, &admin(), None, Via::Cli).await.expect("export").bundle;
     let mut ids: Vec<String> =
         b.evidence.findings.iter().filter(|f| f.severity == "critical").map(|f| f.id.clone()).collect();

@@ -9,7 +9,6 @@ use std::collections::BTreeSet;
 use domain::{
     entity::{evidence_export, evidence_signoff},
     evidence::{
-        export::{self, Via},
         runs,
         signoff::{self, NewAcknowledgement, NewSignoff},
     },

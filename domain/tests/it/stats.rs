@@ -201,7 +201,7 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert!(v.failures_by_reason.iter().any(|r| r.reason == "stale" && r.count == 1), "{v:?}");
     assert_eq!(v.last_failure_reason.as_deref(), Some("stale"));
     assert!(v.last_failure_at.is_some());
-    let html = domain::evidence::html::render(&e, "x");
+    let html = evidence_html::render(&e, "x");
     assert!(html.contains("1 verified · 3 failed"), "the printable page shows them");
 
     // A later flush in the same hour adds to the same rows (the upsert's key

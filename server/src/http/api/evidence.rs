@@ -127,7 +127,7 @@ pub async fn create_export(
     OptionalJson(body): OptionalJson<ExportRequest>,
 ) -> Result<(StatusCode, Json<EvidenceBody>), ApiError> {
     st.budgets.exports.take(&p)?;
-    let done = export::export(&st.db, &st.vault, &p, body.tenant.as_deref(), Via::Api).await?;
+    let done = export::export(&st.db, &st.vault, &p, body.tenant.as_deref(), Via::Api, evidence_html::render).await?;
     let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(done.bundle.into())))
 }
@@ -163,7 +163,7 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
     let csp = format!(
         "default-src 'none'; style-src '{}'; img-src 'none'; \
          frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-        domain::evidence::html::style_hash()
+        evidence_html::style_hash()
     );
     if let Ok(v) = HeaderValue::from_str(&csp) {
         res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);

@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu
+.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
@@ -43,6 +43,10 @@ bench-kek: setup
 # /hooks latency with and without 20 sign-ins per second alongside (docs/benchmarks.md#sign-ins-beside-webhooks).
 bench-logins: setup
 	bench/logins.sh
+
+# One day's retention purge at 1 and 10 million stored events (docs/benchmarks.md#retention-purge).
+bench-purge: setup
+	bench/purge.sh
 
 # Throughput of 1 and of 3 processes on one PostgreSQL database (docs/benchmarks.md#several-processes).
 bench-multi: setup

@@ -45,6 +45,12 @@ struct Args {
     /// them. 0: no bodies (the dashboard and evidence benchmarks).
     #[arg(long, default_value_t = 0)]
     sealed_body_days: i64,
+    /// Seed, then time one retention purge run as if N days had passed
+    /// (`bench/purge.sh`): with the default 30-day dedup and 7-day body
+    /// retention, N = 1 deletes the oldest day's claims and clears a day of
+    /// bodies, as the purge meets them each day in a steady state.
+    #[arg(long)]
+    purge_after_days: Option<i64>,
 }
 
 const ENDPOINTS_PER_TENANT: i64 = 2;
@@ -246,6 +252,35 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
     eprintln!("sealed {sealed} bodies in {:.0} s", started.elapsed().as_secs_f64());
 }
 
+/// One purge run `days` after the seeding, timed as a whole, with every
+/// endpoint's retention set to 30 days of claims and 7 of bodies (a
+/// Standard Webhooks endpoint's default keeps claims for its 90-day manual
+/// resend window); prints a Markdown row.
+async fn time_purge(db: &DatabaseConnection, tenants: &[String], engine: &str, stored: i64, days: i64) {
+    use domain::retention::{self, DAY_SECS, RetentionChange, purge};
+    let change = RetentionChange {
+        dedup_secs: Some(30 * DAY_SECS),
+        body_secs: Some(7 * DAY_SECS),
+        reason: "purge benchmark".into(),
+        accept_risk: true,
+    };
+    for tenant in tenants {
+        for e in 0..ENDPOINTS_PER_TENANT {
+            retention::set(db, &Principal::cli(), tenant, &format!("hooks-{e}"), &change).await.expect("retention");
+        }
+    }
+    let t = Instant::now();
+    let r = purge::run(db, clock::now_ms() + days * 86_400_000, purge::DEFAULT_BATCH).await.expect("purge");
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "| {engine} | {stored} | {days} | {} | {} | {} | {secs:.1} | {:.0} |",
+        r.claims_deleted,
+        r.bodies_cleared,
+        r.partitions_dropped,
+        (r.claims_deleted + r.bodies_cleared) as f64 / secs
+    );
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -269,6 +304,10 @@ async fn main() {
         return;
     }
     let engine = if db.get_database_backend() == DbBackend::Postgres { "PostgreSQL" } else { "SQLite" };
+    if let Some(days) = args.purge_after_days {
+        time_purge(&db, &slugs, engine, args.events, days).await;
+        return;
+    }
     let p = Principal::cli();
 
     let t = Instant::now();

@@ -143,3 +143,50 @@ async fn event_type_lists_are_capped_in_the_document_and_the_api() {
     assert_eq!(res.status(), 422);
     assert_eq!(res.json::<Value>().await.unwrap()["error"], "too_many_event_types");
 }
+
+/// The document and the router agree, both ways: every documented
+/// operation reaches its handler (anonymous, that is 401: each handler
+/// authenticates before it reads anything else), every other method on a
+/// documented path is 405, and a path under no documented template gets the
+/// API's own 404. Routes come only from the handlers' `#[utoipa::path]`
+/// (`routes!` in `server/src/http/api/mod.rs`); the one route the document
+/// does not list is the document itself.
+#[tokio::test]
+async fn the_document_lists_every_route_the_router_serves_and_no_other() {
+    let i = crate::support::Install::new(crate::support::Engine::Sqlite).expect("sqlite");
+    let s = i.serve();
+    let res = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/json");
+    let doc: Value = res.json().await.unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(!paths.contains_key("/api/v1/openapi.json"));
+    let c = reqwest::Client::new();
+    let mut served = 0;
+    for (path, ops) in paths {
+        let url: Vec<&str> = path.split('/').map(|seg| if seg.starts_with('{') { "x" } else { seg }).collect();
+        let url = s.url(&url.join("/"));
+        for method in ["get", "put", "post", "patch", "delete"] {
+            let verb = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let res = c.request(verb, &url).send().await.unwrap();
+            let status = res.status();
+            if ops.get(method).is_some() {
+                served += 1;
+                let body: Value = res.json().await.unwrap_or_default();
+                assert_eq!(
+                    (status.as_u16(), &body["error"]),
+                    (401, &Value::from("unauthenticated")),
+                    "{method} {path}"
+                );
+            } else {
+                assert_eq!(status, 405, "{method} {path} answers, yet the document does not list it");
+            }
+        }
+    }
+    assert!(served > 50, "{served} operations");
+    for path in ["/api/v1/no-such-route", "/api/v1/tenants/x/no-such-route", "/api/v1/keys/x/y/z"] {
+        let res = c.get(s.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 404, "{path}");
+        assert_eq!(res.json::<Value>().await.unwrap()["error"], "not_found", "{path}");
+    }
+}

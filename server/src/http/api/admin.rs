@@ -61,7 +61,7 @@ fn since_schema() -> utoipa::openapi::Object {
         .build()
 }
 
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200, body = [UserView])))]
+#[utoipa::path(get, path = "/users", tag = "users", responses((status = 200, body = [UserView])))]
 pub async fn list_users(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -70,7 +70,7 @@ pub async fn list_users(
     Ok(Json(users::list(&st.db, &p).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/users", tag = "users", request_body = NewUserBody,
+#[utoipa::path(post, path = "/users", tag = "users", request_body = NewUserBody,
     responses((status = 201, body = CreatedUser), (status = 409, body = ErrorBody)))]
 pub async fn create_user(
     State(st): State<SharedState>,
@@ -92,7 +92,7 @@ pub async fn create_user(
     Ok((StatusCode::CREATED, Json(CreatedUser { user, password: generated })))
 }
 
-#[utoipa::path(patch, path = "/api/v1/users/{username}", tag = "users", params(UserPath), request_body = UserPatch,
+#[utoipa::path(patch, path = "/users/{username}", tag = "users", params(UserPath), request_body = UserPatch,
     responses((status = 200, body = UserView), (status = 409, body = ErrorBody)))]
 pub async fn update_user(
     State(st): State<SharedState>,
@@ -108,7 +108,7 @@ pub async fn update_user(
 }
 
 #[utoipa::path(
-    get, path = "/api/v1/audit", tag = "audit", params(AuditQuery),
+    get, path = "/audit", tag = "audit", params(AuditQuery),
     responses((status = 200, body = [AuditView])),
 )]
 pub async fn list_audit(

@@ -13,7 +13,7 @@ use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery, OptionalJ
 use super::keys::{DecisionBody, RejectBody};
 use super::params::{OverridePath, TenantPath};
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy/overrides", tag = "retry-policy",
+#[utoipa::path(get, path = "/tenants/{tenant}/retry-policy/overrides", tag = "retry-policy",
     params(TenantPath),
     responses((status = 200, body = Vec<RolloutOverrideView>,
         description = "the tenant's break-glass requests, newest first (at most 50)")))]
@@ -29,7 +29,7 @@ pub async fn list_overrides(
 /// A second person approves a pending override: retries are enabled as a
 /// new policy version recording it.
 #[utoipa::path(
-    post, path = "/api/v1/tenants/{tenant}/retry-policy/overrides/{id}/approve", tag = "retry-policy",
+    post, path = "/tenants/{tenant}/retry-policy/overrides/{id}/approve", tag = "retry-policy",
     params(OverridePath), request_body = DecisionBody,
     responses(
         (status = 200, body = RolloutOverrideView),
@@ -49,7 +49,7 @@ pub async fn approve_override(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/tenants/{tenant}/retry-policy/overrides/{id}/reject", tag = "retry-policy",
+    post, path = "/tenants/{tenant}/retry-policy/overrides/{id}/reject", tag = "retry-policy",
     params(OverridePath), request_body = RejectBody,
     responses(
         (status = 200, body = RolloutOverrideView),

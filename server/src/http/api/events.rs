@@ -22,7 +22,7 @@ pub struct EventQuery {
     pub limit: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/events", tag = "events", params(TenantPath, EventQuery),
+#[utoipa::path(get, path = "/tenants/{tenant}/events", tag = "events", params(TenantPath, EventQuery),
     responses((status = 200, body = [EventView])))]
 pub async fn list_events(
     State(st): State<SharedState>,
@@ -42,7 +42,7 @@ pub async fn list_events(
     ))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/reminders/{reminder_id}", tag = "events",
+#[utoipa::path(get, path = "/tenants/{tenant}/reminders/{reminder_id}", tag = "events",
     params(ReminderPath), responses((status = 200, body = ReminderView)))]
 pub async fn get_reminder(
     State(st): State<SharedState>,
@@ -53,7 +53,7 @@ pub async fn get_reminder(
     Ok(Json(events::get_reminder(&st.db, &p, &tenant, &reminder_id).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}", tag = "events",
+#[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}", tag = "events",
     params(EventPath), responses((status = 200, body = EventStory)))]
 pub async fn get_event_story(
     State(st): State<SharedState>,

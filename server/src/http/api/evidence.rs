@@ -25,7 +25,7 @@ pub struct StartedRun {
     pub run_id: String,
 }
 
-#[utoipa::path(post, path = "/api/v1/drills", tag = "evidence",
+#[utoipa::path(post, path = "/drills", tag = "evidence",
     responses(
         (status = 202, body = StartedRun, description = "the run started; poll GET /api/v1/drills/{run_id}"),
         (status = 409, body = ErrorBody, description = "a drill run is already in progress"),
@@ -53,7 +53,7 @@ pub struct ListParams {
     pub limit: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/drills", tag = "evidence", params(ListParams),
+#[utoipa::path(get, path = "/drills", tag = "evidence", params(ListParams),
     responses((status = 200, body = [DrillRunView])))]
 pub async fn list_drills(
     State(st): State<SharedState>,
@@ -63,7 +63,7 @@ pub async fn list_drills(
     Ok(Json(runs::list(&st.db, &p, domain::paging::limit(domain::paging::DRILL_RUNS, q.limit)?).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/drills/{run_id}", tag = "evidence", params(RunPath),
+#[utoipa::path(get, path = "/drills/{run_id}", tag = "evidence", params(RunPath),
     responses((status = 200, body = DrillRunView, description = "`passed` is null while the run is in progress")))]
 pub async fn get_drill(
     State(st): State<SharedState>,
@@ -110,7 +110,7 @@ pub struct ExportRequest {
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/evidence/exports", tag = "evidence", request_body = ExportRequest,
+    post, path = "/evidence/exports", tag = "evidence", request_body = ExportRequest,
     responses(
         (status = 201, body = EvidenceBody, description = "a fresh bundle, signed and stored"),
         (status = 200, body = EvidenceBody,
@@ -132,7 +132,7 @@ pub async fn create_export(
     Ok((status, Json(done.bundle.into())))
 }
 
-#[utoipa::path(get, path = "/api/v1/evidence", tag = "evidence", params(TenantParam),
+#[utoipa::path(get, path = "/evidence", tag = "evidence", params(TenantParam),
     responses((status = 200, body = EvidenceBody,
         description = "the newest stored bundle of the scope, re-verified; 404 when none was exported yet"),
         (status = 409, body = ErrorBody, description = "the stored bundle fails its own check (`bundle_tampered`)")))]
@@ -144,7 +144,7 @@ pub async fn get_evidence(
     Ok(Json(export::latest(&st.db, &st.vault, &p, q.tenant.as_deref()).await?.into()))
 }
 
-#[utoipa::path(get, path = "/api/v1/evidence/exports/{digest}", tag = "evidence", params(DigestPath),
+#[utoipa::path(get, path = "/evidence/exports/{digest}", tag = "evidence", params(DigestPath),
     responses((status = 200, body = EvidenceBody, description = "one stored bundle, re-verified"),
         (status = 409, body = ErrorBody, description = "the stored bundle fails its own check (`bundle_tampered`)")))]
 pub async fn get_export(
@@ -177,7 +177,7 @@ pub fn html_response(html: String, filename: Option<&str>) -> Response {
 }
 
 #[utoipa::path(
-    get, path = "/api/v1/evidence.html", tag = "evidence", params(TenantParam),
+    get, path = "/evidence.html", tag = "evidence", params(TenantParam),
     responses(
         (status = 200, content_type = "text/html", description = "the printable page of the newest stored bundle"),
         (status = 409, body = ErrorBody, description = "the stored bundle fails its own check (`bundle_tampered`)"),
@@ -192,7 +192,7 @@ pub async fn get_evidence_html(
     Ok(html_response(b.evidence_html, None))
 }
 
-#[utoipa::path(get, path = "/api/v1/evidence/exports", tag = "evidence", params(TenantParam),
+#[utoipa::path(get, path = "/evidence/exports", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [ExportView])))]
 pub async fn list_exports(
     State(st): State<SharedState>,
@@ -203,7 +203,7 @@ pub async fn list_exports(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
+    post, path = "/evidence/signoffs", tag = "evidence", request_body = NewSignoff,
     responses(
         (status = 201, body = SignoffView),
         (status = 409, body = ErrorBody,
@@ -226,7 +226,7 @@ pub async fn sign_off(
     Ok((StatusCode::CREATED, Json(signoff::sign_off(&st.db, &st.vault, &p, &body).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/evidence/signoffs", tag = "evidence", params(TenantParam),
+#[utoipa::path(get, path = "/evidence/signoffs", tag = "evidence", params(TenantParam),
     responses((status = 200, body = [SignoffView])))]
 pub async fn list_signoffs(
     State(st): State<SharedState>,
@@ -244,7 +244,7 @@ pub struct PublicKeyBody {
     pub pem: String,
 }
 
-#[utoipa::path(get, path = "/api/v1/evidence/public-key", tag = "evidence",
+#[utoipa::path(get, path = "/evidence/public-key", tag = "evidence",
     responses((status = 200, body = PublicKeyBody)))]
 pub async fn public_key(
     State(st): State<SharedState>,

@@ -162,7 +162,7 @@ fn approval(
     })
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
+#[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
     params(EndpointPath), responses((status = 200, body = [KeyView])))]
 pub async fn list_endpoint_keys(
     State(st): State<SharedState>,
@@ -175,7 +175,7 @@ pub async fn list_endpoint_keys(
     Ok(Json(keys::list(&st.db, &p, &filter).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
+#[utoipa::path(post, path = "/tenants/{tenant}/endpoints/{endpoint}/keys", tag = "keys",
     params(EndpointPath), request_body = ProvisionBody,
     responses((status = 201, body = CreatedKey)))]
 pub async fn provision(
@@ -204,7 +204,7 @@ pub async fn provision(
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 
-#[utoipa::path(get, path = "/api/v1/keys", tag = "keys", params(KeyQuery), responses((status = 200, body = [KeyView])))]
+#[utoipa::path(get, path = "/keys", tag = "keys", params(KeyQuery), responses((status = 200, body = [KeyView])))]
 pub async fn list_keys(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -220,7 +220,7 @@ pub async fn list_keys(
     Ok(Json(keys::list(&st.db, &p, &KeyFilter { tenant: q.tenant, endpoint: None, status }).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/keys/{key_id}", tag = "keys", params(KeyPath),
+#[utoipa::path(get, path = "/keys/{key_id}", tag = "keys", params(KeyPath),
     responses((status = 200, body = KeyView)))]
 pub async fn get_key(
     State(st): State<SharedState>,
@@ -233,7 +233,7 @@ pub async fn get_key(
 
 /// Changes the key's event types; the key then needs approval again.
 #[utoipa::path(
-    patch, path = "/api/v1/keys/{key_id}", tag = "keys", params(KeyPath), request_body = ScopeBody,
+    patch, path = "/keys/{key_id}", tag = "keys", params(KeyPath), request_body = ScopeBody,
     responses(
         (status = 200, body = KeyView),
         (status = 409, body = ErrorBody,
@@ -250,7 +250,7 @@ pub async fn set_scope(
     Ok(Json(keys::set_scope(&st.db, &p, &key_id, &body.event_types).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/approve", tag = "keys", params(KeyPath), request_body = DecisionBody,
+#[utoipa::path(post, path = "/keys/{key_id}/approve", tag = "keys", params(KeyPath), request_body = DecisionBody,
     responses((status = 200, body = KeyView), (status = 409, body = ErrorBody)))]
 pub async fn approve(
     State(st): State<SharedState>,
@@ -264,7 +264,7 @@ pub async fn approve(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/keys/{key_id}/reject", tag = "keys", params(KeyPath), request_body = RejectBody,
+    post, path = "/keys/{key_id}/reject", tag = "keys", params(KeyPath), request_body = RejectBody,
     responses(
         (status = 200, body = KeyView),
         (status = 409, body = ErrorBody, description = "the key is not pending approval"),
@@ -281,7 +281,7 @@ pub async fn reject(
     Ok(Json(keys::reject(&st.db, &p, &key_id, None, &comment).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys/{key_id}/rotate", tag = "keys", params(KeyPath), request_body = RotateBody,
+#[utoipa::path(post, path = "/keys/{key_id}/rotate", tag = "keys", params(KeyPath), request_body = RotateBody,
     responses((status = 201, body = CreatedKey), (status = 409, body = ErrorBody)))]
 pub async fn rotate(
     State(st): State<SharedState>,
@@ -297,7 +297,7 @@ pub async fn rotate(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/keys/{key_id}/revoke", tag = "keys", params(KeyPath), request_body = RevokeBody,
+    post, path = "/keys/{key_id}/revoke", tag = "keys", params(KeyPath), request_body = RevokeBody,
     responses(
         (status = 200, body = KeyView),
         (status = 409, body = ErrorBody, description = "the key is already revoked or expired"),

@@ -16,10 +16,8 @@ mod stats;
 
 use crate::http::state::AppState;
 use auth::Failure;
-use axum::{
-    Json, Router,
-    routing::{get, post},
-};
+use axum::{Router, body::Bytes, routing::get};
+use http::header;
 use utoipa::{
     Modify, OpenApi,
     openapi::{
@@ -29,66 +27,79 @@ use utoipa::{
         security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
     },
 };
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use auth::ApiError;
 
+/// `/api/v1`'s router, with its document at `/openapi.json`. Each route is
+/// declared once, in its handler's `#[utoipa::path]` (method and path, under
+/// `/api/v1`): `routes!` mounts the handler there and puts the same
+/// operation in the document, so neither can list a route the other lacks
+/// (`tests/it/openapi.rs` checks both ways over HTTP). One `routes!` per
+/// path: it mounts every handler it is given on each of their paths.
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/openapi.json", get(|| async { Json(document()) }))
-        .route("/tenants", get(registry::list_tenants).post(registry::create_tenant))
-        .route("/tenants/{tenant}", get(registry::get_tenant).patch(registry::update_tenant))
-        .route("/tenants/{tenant}/endpoints", get(registry::list_endpoints).post(registry::create_endpoint))
-        .route("/tenants/{tenant}/endpoints/{endpoint}", get(registry::get_endpoint).patch(registry::update_endpoint))
-        .route("/tenants/{tenant}/endpoints/{endpoint}/keys", get(keys::list_endpoint_keys).post(keys::provision))
-        .route("/tenants/{tenant}/endpoints/{endpoint}/test-delivery", post(registry::test_delivery))
+    let (router, paths) = OpenApiRouter::default()
+        .routes(routes!(registry::list_tenants, registry::create_tenant))
+        .routes(routes!(registry::get_tenant, registry::update_tenant))
+        .routes(routes!(registry::list_endpoints, registry::create_endpoint))
+        .routes(routes!(registry::get_endpoint, registry::update_endpoint))
+        .routes(routes!(keys::list_endpoint_keys, keys::provision))
+        .routes(routes!(registry::test_delivery))
+        .routes(routes!(registry::get_event_key, registry::set_event_key))
+        .routes(routes!(events::list_events))
+        .routes(routes!(events::get_event_story))
+        .routes(routes!(events::get_reminder))
+        .routes(routes!(keys::list_keys))
+        .routes(routes!(keys::get_key, keys::set_scope))
+        .routes(routes!(keys::approve))
+        .routes(routes!(keys::reject))
+        .routes(routes!(keys::rotate))
+        .routes(routes!(keys::revoke))
+        .routes(routes!(admin::list_users, admin::create_user))
+        .routes(routes!(admin::update_user))
+        .routes(routes!(admin::list_audit))
+        .routes(routes!(operations::list_quarantine))
+        .routes(routes!(operations::list_bulk_releases, operations::start_bulk_release))
+        .routes(routes!(operations::get_bulk_release))
+        .routes(routes!(operations::resume_bulk_release))
+        .routes(routes!(operations::get_quarantine))
+        .routes(routes!(operations::release))
+        .routes(routes!(operations::discard))
+        .routes(routes!(operations::list_outbox))
+        .routes(routes!(operations::retry_outbox))
+        .routes(routes!(operations::get_retry_policy, operations::set_retry_policy))
+        .routes(routes!(operations::rollback_retry_policy))
+        .routes(routes!(break_glass::list_overrides))
+        .routes(routes!(break_glass::approve_override))
+        .routes(routes!(break_glass::reject_override))
+        .routes(routes!(stats::get_stats))
+        .routes(routes!(retention::overview))
+        .routes(routes!(retention::set_horizon))
+        .routes(routes!(retention::get_retention, retention::set_retention))
+        .routes(routes!(evidence::list_drills, evidence::start_drills))
+        .routes(routes!(evidence::get_drill))
+        .routes(routes!(evidence::get_evidence))
+        .routes(routes!(evidence::get_evidence_html))
+        .routes(routes!(evidence::list_exports, evidence::create_export))
+        .routes(routes!(evidence::get_export))
+        .routes(routes!(evidence::list_signoffs, evidence::sign_off))
+        .routes(routes!(evidence::public_key))
+        .split_for_parts();
+    // Serialized once; every answer is these bytes.
+    let doc = Bytes::from(serde_json::to_vec(&document(paths)).expect("the OpenAPI document serializes"));
+    router
         .route(
-            "/tenants/{tenant}/endpoints/{endpoint}/event-key",
-            get(registry::get_event_key).put(registry::set_event_key),
+            "/openapi.json",
+            get(move || {
+                let doc = doc.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], doc) }
+            }),
         )
-        .route("/tenants/{tenant}/events", get(events::list_events))
-        .route("/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}", get(events::get_event_story))
-        .route("/tenants/{tenant}/reminders/{reminder_id}", get(events::get_reminder))
-        .route("/keys", get(keys::list_keys))
-        .route("/keys/{key_id}", get(keys::get_key).patch(keys::set_scope))
-        .route("/keys/{key_id}/approve", post(keys::approve))
-        .route("/keys/{key_id}/reject", post(keys::reject))
-        .route("/keys/{key_id}/rotate", post(keys::rotate))
-        .route("/keys/{key_id}/revoke", post(keys::revoke))
-        .route("/users", get(admin::list_users).post(admin::create_user))
-        .route("/users/{username}", axum::routing::patch(admin::update_user))
-        .route("/audit", get(admin::list_audit))
-        .route("/quarantine", get(operations::list_quarantine))
-        .route("/quarantine/bulk-releases", get(operations::list_bulk_releases).post(operations::start_bulk_release))
-        .route("/quarantine/bulk-releases/{id}", get(operations::get_bulk_release))
-        .route("/quarantine/bulk-releases/{id}/resume", post(operations::resume_bulk_release))
-        .route("/quarantine/{id}", get(operations::get_quarantine))
-        .route("/quarantine/{id}/release", post(operations::release))
-        .route("/quarantine/{id}/discard", post(operations::discard))
-        .route("/outbox", get(operations::list_outbox))
-        .route("/outbox/{id}/retry", post(operations::retry_outbox))
-        .route("/tenants/{tenant}/retry-policy", get(operations::get_retry_policy).put(operations::set_retry_policy))
-        .route("/tenants/{tenant}/retry-policy/rollback", post(operations::rollback_retry_policy))
-        .route("/tenants/{tenant}/retry-policy/overrides", get(break_glass::list_overrides))
-        .route("/tenants/{tenant}/retry-policy/overrides/{id}/approve", post(break_glass::approve_override))
-        .route("/tenants/{tenant}/retry-policy/overrides/{id}/reject", post(break_glass::reject_override))
-        .route("/stats", get(stats::get_stats))
-        .route("/retention", get(retention::overview))
-        .route("/retention/horizons/{scheme}", axum::routing::put(retention::set_horizon))
-        .route(
-            "/tenants/{tenant}/endpoints/{endpoint}/retention",
-            get(retention::get_retention).put(retention::set_retention),
-        )
-        .route("/drills", get(evidence::list_drills).post(evidence::start_drills))
-        .route("/drills/{run_id}", get(evidence::get_drill))
-        .route("/evidence", get(evidence::get_evidence))
-        .route("/evidence.html", get(evidence::get_evidence_html))
-        .route("/evidence/exports", get(evidence::list_exports).post(evidence::create_export))
-        .route("/evidence/exports/{digest}", get(evidence::get_export))
-        .route("/evidence/signoffs", get(evidence::list_signoffs).post(evidence::sign_off))
-        .route("/evidence/public-key", get(evidence::public_key))
         .fallback(|| async { ApiError::not_found() })
 }
 
+/// The document's frame: its paths are the router's (see [`routes`]), its
+/// modifiers run on the whole (see [`document`]).
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -96,32 +107,10 @@ pub fn routes() -> Router<AppState> {
         description = "Tenants, endpoints, signing keys, users, the audit log, quarantine triage, retry policies, \
                        retention, drills and sign-off evidence."
     ),
-    paths(
-        registry::list_tenants, registry::create_tenant, registry::get_tenant, registry::update_tenant,
-        registry::list_endpoints, registry::create_endpoint, registry::get_endpoint, registry::update_endpoint,
-        registry::get_event_key, registry::set_event_key, registry::test_delivery,
-        keys::list_endpoint_keys, keys::provision, keys::list_keys, keys::get_key, keys::set_scope,
-        keys::approve, keys::reject, keys::rotate, keys::revoke,
-        admin::list_users, admin::create_user, admin::update_user, admin::list_audit,
-        events::list_events, events::get_reminder, events::get_event_story,
-        operations::list_quarantine, operations::get_quarantine, operations::release, operations::discard,
-        operations::start_bulk_release, operations::list_bulk_releases, operations::get_bulk_release,
-        operations::resume_bulk_release,
-        operations::get_retry_policy, operations::set_retry_policy, operations::rollback_retry_policy,
-        break_glass::list_overrides, break_glass::approve_override, break_glass::reject_override,
-        operations::list_outbox, operations::retry_outbox,
-        retention::overview, retention::get_retention, retention::set_retention, retention::set_horizon,
-        stats::get_stats,
-        evidence::start_drills, evidence::list_drills, evidence::get_drill,
-        evidence::get_evidence, evidence::get_evidence_html, evidence::list_exports, evidence::create_export,
-        evidence::get_export,
-        evidence::sign_off, evidence::list_signoffs, evidence::public_key,
-    ),
     components(schemas(auth::ErrorBody)),
-    modifiers(&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired),
     security(("bearer" = []))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 struct BearerAuth;
 
@@ -228,21 +217,25 @@ impl Modify for PathParametersRequired {
     }
 }
 
-/// The document as served: utoipa's, plus the slug links.
-pub fn document() -> &'static serde_json::Value {
-    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
-    DOC.get_or_init(|| {
-        let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serializes");
-        slug_links(&mut doc);
-        hmac_profile_schema(&mut doc);
-        cross_field_rules(&mut doc);
-        // An export's body may be omitted (a body that is there must be the
-        // object): utoipa states that only as a nullable body.
-        if let Some(body) = doc.pointer_mut("/paths/~1api~1v1~1evidence~1exports/post/requestBody") {
-            body["required"] = serde_json::Value::Bool(false);
-        }
-        doc
-    })
+/// The document as served: the frame with the router's paths under
+/// `/api/v1`, utoipa's modifiers (run here, on the whole: the derive would
+/// run them before the paths are in), plus the slug links.
+fn document(paths: utoipa::openapi::OpenApi) -> serde_json::Value {
+    let mut api = ApiDoc::openapi().nest("/api/v1", paths);
+    let modifiers: [&dyn Modify; 4] = [&BearerAuth, &ErrorResponses, &ClosedBodies, &PathParametersRequired];
+    for modifier in modifiers {
+        modifier.modify(&mut api);
+    }
+    let mut doc = serde_json::to_value(api).expect("the OpenAPI document serializes");
+    slug_links(&mut doc);
+    hmac_profile_schema(&mut doc);
+    cross_field_rules(&mut doc);
+    // An export's body may be omitted (a body that is there must be the
+    // object): utoipa states that only as a nullable body.
+    if let Some(body) = doc.pointer_mut("/paths/~1api~1v1~1evidence~1exports/post/requestBody") {
+        body["required"] = serde_json::Value::Bool(false);
+    }
+    doc
 }
 
 /// Tenants and endpoints are addressed by slug, not by their `id`. The 201

@@ -42,7 +42,7 @@ pub struct QuarantineDetail {
     pub body: Option<RevealedBody>,
 }
 
-#[utoipa::path(get, path = "/api/v1/quarantine", tag = "quarantine", params(QuarantineFilter),
+#[utoipa::path(get, path = "/quarantine", tag = "quarantine", params(QuarantineFilter),
     responses((status = 200, body = QuarantineList)))]
 pub async fn list_quarantine(
     State(st): State<SharedState>,
@@ -52,7 +52,7 @@ pub async fn list_quarantine(
     Ok(Json(quarantine::list(&st.db, &p, &f).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/quarantine/{id}", tag = "quarantine", params(IdPath, DetailQuery),
+#[utoipa::path(get, path = "/quarantine/{id}", tag = "quarantine", params(IdPath, DetailQuery),
     responses((status = 200, body = QuarantineDetail)))]
 pub async fn get_quarantine(
     State(st): State<SharedState>,
@@ -69,7 +69,7 @@ pub async fn get_quarantine(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/quarantine/{id}/release", tag = "quarantine", params(IdPath), request_body = ReasonBody,
+    post, path = "/quarantine/{id}/release", tag = "quarantine", params(IdPath), request_body = ReasonBody,
     responses(
         (status = 200, body = QuarantineView),
         (status = 409, body = ErrorBody, description = "already resolved, or the event still cannot apply"),
@@ -86,7 +86,7 @@ pub async fn release(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/quarantine/{id}/discard", tag = "quarantine", params(IdPath), request_body = ReasonBody,
+    post, path = "/quarantine/{id}/discard", tag = "quarantine", params(IdPath), request_body = ReasonBody,
     responses((status = 200, body = QuarantineView), (status = 409, body = ErrorBody)),
 )]
 pub async fn discard(
@@ -113,7 +113,7 @@ pub struct BulkReleaseBody {
 /// Starts releasing every open entry matching the filter in the background;
 /// poll the returned job for progress.
 #[utoipa::path(
-    post, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
+    post, path = "/quarantine/bulk-releases", tag = "quarantine", request_body = BulkReleaseBody,
     responses(
         (status = 202, body = BulkReleaseView),
         (status = 404, body = ErrorBody,
@@ -132,7 +132,7 @@ pub async fn start_bulk_release(
     Ok((axum::http::StatusCode::ACCEPTED, Json(job)))
 }
 
-#[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases", tag = "quarantine",
+#[utoipa::path(get, path = "/quarantine/bulk-releases", tag = "quarantine",
     responses((status = 200, body = Vec<BulkReleaseView>, description = "the latest 20, newest first")))]
 pub async fn list_bulk_releases(
     State(st): State<SharedState>,
@@ -142,7 +142,7 @@ pub async fn list_bulk_releases(
     Ok(Json(bulk_release::recent(&st.db, &p, 20, st.bulk_stale_ms).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/quarantine/bulk-releases/{id}", tag = "quarantine", params(IdPath),
+#[utoipa::path(get, path = "/quarantine/bulk-releases/{id}", tag = "quarantine", params(IdPath),
     responses((status = 200, body = BulkReleaseView)))]
 pub async fn get_bulk_release(
     State(st): State<SharedState>,
@@ -155,7 +155,7 @@ pub async fn get_bulk_release(
 
 /// Takes over an interrupted or failed bulk release and runs the rest.
 #[utoipa::path(
-    post, path = "/api/v1/quarantine/bulk-releases/{id}/resume", tag = "quarantine", params(IdPath),
+    post, path = "/quarantine/bulk-releases/{id}/resume", tag = "quarantine", params(IdPath),
     responses(
         (status = 202, body = BulkReleaseView),
         (status = 409, body = ErrorBody, description = "still running, or finished"),
@@ -187,7 +187,7 @@ pub struct PolicyBody {
     pub override_reason: Option<String>,
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
+#[utoipa::path(get, path = "/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
     responses((status = 200, body = RetryPolicyView)))]
 pub async fn get_retry_policy(
     State(st): State<SharedState>,
@@ -199,7 +199,7 @@ pub async fn get_retry_policy(
 }
 
 #[utoipa::path(
-    put, path = "/api/v1/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
+    put, path = "/tenants/{tenant}/retry-policy", tag = "retry-policy", params(TenantPath),
     request_body = PolicyBody,
     description = "Enabling is refused with 409 `rollout_order` (naming what is missing) unless a drill run passed \
         on this build within `SIGNET_ROLLOUT_DRILL_MAX_AGE_DAYS` and an approved bundle covers the tenant's live keys \
@@ -236,7 +236,7 @@ pub async fn set_retry_policy(
     })
 }
 
-#[utoipa::path(post, path = "/api/v1/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(TenantPath),
+#[utoipa::path(post, path = "/tenants/{tenant}/retry-policy/rollback", tag = "retry-policy", params(TenantPath),
     request_body = ReasonBody, responses((status = 200, body = RetryPolicyView), (status = 409, body = ErrorBody)))]
 pub async fn rollback_retry_policy(
     State(st): State<SharedState>,
@@ -260,7 +260,7 @@ pub struct OutboxQuery {
     pub limit: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/outbox", tag = "outbox", params(OutboxQuery),
+#[utoipa::path(get, path = "/outbox", tag = "outbox", params(OutboxQuery),
     responses((status = 200, body = [OutboxView])))]
 pub async fn list_outbox(
     State(st): State<SharedState>,
@@ -280,7 +280,7 @@ pub async fn list_outbox(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/outbox/{id}/retry", tag = "outbox", params(IdPath),
+    post, path = "/outbox/{id}/retry", tag = "outbox", params(IdPath),
     responses(
         (status = 200, body = OutboxView),
         (status = 409, body = ErrorBody, description = "the intent is not dead"),

@@ -18,7 +18,7 @@ use domain::{
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery, OptionalJson};
 use super::params::{EndpointPath, TenantPath};
 
-#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
+#[utoipa::path(get, path = "/tenants", tag = "tenants", responses((status = 200, body = [TenantView])))]
 pub async fn list_tenants(
     State(st): State<SharedState>,
     ApiPrincipal(p): ApiPrincipal,
@@ -27,7 +27,7 @@ pub async fn list_tenants(
     Ok(Json(tenants::list(&st.db, &p).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", request_body = NewTenant,
+#[utoipa::path(post, path = "/tenants", tag = "tenants", request_body = NewTenant,
     responses((status = 201, body = TenantView), (status = 409, body = ErrorBody)))]
 pub async fn create_tenant(
     State(st): State<SharedState>,
@@ -38,7 +38,7 @@ pub async fn create_tenant(
     Ok((StatusCode::CREATED, Json(tenants::create(&st.db, &p, body).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(TenantPath),
+#[utoipa::path(get, path = "/tenants/{tenant}", tag = "tenants", params(TenantPath),
     responses((status = 200, body = TenantView)))]
 pub async fn get_tenant(
     State(st): State<SharedState>,
@@ -50,7 +50,7 @@ pub async fn get_tenant(
 }
 
 #[utoipa::path(
-    patch, path = "/api/v1/tenants/{tenant}", tag = "tenants", params(TenantPath), request_body = TenantPatch,
+    patch, path = "/tenants/{tenant}", tag = "tenants", params(TenantPath), request_body = TenantPatch,
     responses((status = 200, body = TenantView)),
 )]
 pub async fn update_tenant(
@@ -66,7 +66,7 @@ pub async fn update_tenant(
     Ok(Json(tenants::update(&st.db, &p, &tenant, body).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
+#[utoipa::path(get, path = "/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
     responses((status = 200, body = [EndpointView])))]
 pub async fn list_endpoints(
     State(st): State<SharedState>,
@@ -78,7 +78,7 @@ pub async fn list_endpoints(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
+    post, path = "/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
     request_body = NewEndpoint,
     responses((status = 201, body = EndpointView), (status = 409, body = ErrorBody)),
 )]
@@ -92,7 +92,7 @@ pub async fn create_endpoint(
     Ok((StatusCode::CREATED, Json(endpoints::create(&st.db, &p, &tenant, body).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
+#[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
     params(EndpointPath), responses((status = 200, body = EndpointView)))]
 pub async fn get_endpoint(
     State(st): State<SharedState>,
@@ -103,7 +103,7 @@ pub async fn get_endpoint(
     Ok(Json(endpoints::get(&st.db, &p, &tenant, &endpoint).await?))
 }
 
-#[utoipa::path(patch, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
+#[utoipa::path(patch, path = "/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
     params(EndpointPath), request_body = EndpointPatch,
     responses((status = 200, body = EndpointView), (status = 409, body = ErrorBody)))]
 pub async fn update_endpoint(
@@ -134,7 +134,7 @@ pub struct EventKeyChange {
     pub reason: String,
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
+#[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
     params(EndpointPath), responses((status = 200, body = EventKeyView)))]
 pub async fn get_event_key(
     State(st): State<SharedState>,
@@ -145,7 +145,7 @@ pub async fn get_event_key(
     Ok(Json(event_key::get(&st.db, &p, &tenant, &endpoint).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
+#[utoipa::path(put, path = "/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
     params(EndpointPath), request_body = EventKeyChange,
     responses((status = 200, body = EventKeyView)))]
 pub async fn set_event_key(
@@ -159,7 +159,7 @@ pub async fn set_event_key(
 }
 
 #[utoipa::path(
-    post, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/test-delivery", tag = "endpoints",
+    post, path = "/tenants/{tenant}/endpoints/{endpoint}/test-delivery", tag = "endpoints",
     params(EndpointPath), request_body = TestRequest,
     responses(
         (status = 200, body = TestDeliveryView,

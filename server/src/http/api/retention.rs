@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 use super::params::{EndpointPath, SchemePath};
 
-#[utoipa::path(get, path = "/api/v1/retention", tag = "retention",
+#[utoipa::path(get, path = "/retention", tag = "retention",
     responses((status = 200, body = RetentionOverview)))]
 pub async fn overview(
     State(st): State<SharedState>,
@@ -22,7 +22,7 @@ pub async fn overview(
     Ok(Json(retention::overview(&st.db, &p).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
+#[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention",
     params(EndpointPath),
     responses((status = 200, body = RetentionView)))]
 pub async fn get_retention(
@@ -35,7 +35,7 @@ pub async fn get_retention(
 }
 
 #[utoipa::path(
-    put, path = "/api/v1/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention", params(EndpointPath),
+    put, path = "/tenants/{tenant}/endpoints/{endpoint}/retention", tag = "retention", params(EndpointPath),
     request_body = RetentionChange,
     responses(
         (status = 200, body = RetentionView),
@@ -65,7 +65,7 @@ pub struct HorizonBody {
 }
 
 #[utoipa::path(
-    put, path = "/api/v1/retention/horizons/{scheme}", tag = "retention", params(SchemePath),
+    put, path = "/retention/horizons/{scheme}", tag = "retention", params(SchemePath),
     request_body = HorizonBody,
     responses(
         (status = 200, body = HorizonView),

@@ -17,7 +17,7 @@ pub struct StatsQuery {
     pub window: Option<String>,
 }
 
-#[utoipa::path(get, path = "/api/v1/stats", tag = "stats", params(StatsQuery),
+#[utoipa::path(get, path = "/stats", tag = "stats", params(StatsQuery),
     responses((status = 200, body = StatsView)))]
 pub async fn get_stats(
     State(st): State<SharedState>,

@@ -42,6 +42,7 @@ mod m20261206_000140_claim_first_answer;
 mod m20261206_000150_hmac_profiles;
 mod m20261206_000170_job_auto_resume;
 mod m20261206_000190_sqlite_tenant_keys;
+mod m20261206_000200_claims_sealed_index;
 
 pub struct Migrator;
 
@@ -82,6 +83,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000150_hmac_profiles::Migration),
             Box::new(m20261206_000170_job_auto_resume::Migration),
             Box::new(m20261206_000190_sqlite_tenant_keys::Migration),
+            Box::new(m20261206_000200_claims_sealed_index::Migration),
         ]
     }
 }

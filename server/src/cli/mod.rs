@@ -2,10 +2,17 @@
 //! database, is audited as `cli`, and with `--json` prints exactly one JSON
 //! value on stdout.
 
+mod access;
 mod commands;
 mod event;
 mod evidence;
+mod kek;
+mod open;
 mod output;
+mod quarantine;
+mod registry;
+mod retention;
+mod retry_policy;
 pub mod send;
 
 use std::process::ExitCode;

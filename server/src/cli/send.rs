@@ -7,7 +7,7 @@
 //! non-retryable 4xx. Speaks TLS (rustls, the public web roots plus any
 //! `--ca-cert`), since providers post to https receivers.
 
-use std::time::Duration;
+use std::{io::Read, time::Duration};
 
 use domain::{
     crypto::{SigningSecret, profile, signature},
@@ -16,7 +16,7 @@ use domain::{
 use rand::Rng;
 use serde::Serialize;
 
-use super::output::CliError;
+use super::output::{CliError, emit};
 
 /// Statuses that retrying cannot fix.
 const NON_RETRYABLE: [u16; 7] = [400, 401, 403, 404, 409, 413, 422];
@@ -172,6 +172,91 @@ pub async fn run(args: SendArgs, mut progress: impl FnMut(&Attempt)) -> Result<R
 
 fn time_now() -> i64 {
     domain::clock::now_ms() / 1000
+}
+
+/// `signet send`: reads the body (a file or stdin) and the credential from
+/// the arguments, sends with retries, and reports each attempt on stderr.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn command(
+    json: bool,
+    url: String,
+    scheme: String,
+    secret: String,
+    file: Option<std::path::PathBuf>,
+    event_id: Option<String>,
+    github_event: Option<String>,
+    hmac_profile: Option<domain::registry::hmac_profile::HmacProfileBody>,
+    max_attempts: u32,
+    base_delay_ms: u64,
+    max_delay_ms: u64,
+    ca_cert: Option<std::path::PathBuf>,
+) -> Result<(), CliError> {
+    let ca_pem = match &ca_cert {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| CliError::new("ca_cert", format!("cannot read {}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let scheme = domain::registry::parse_scheme(&scheme)?;
+    let profile = match (scheme, hmac_profile) {
+        (domain::registry::Scheme::Hmac, Some(body)) => Some(domain::registry::hmac_profile::resolve(&body)?.0),
+        (domain::registry::Scheme::Hmac, None) => {
+            return Err(CliError::new("invalid_hmac_profile", "scheme hmac needs --preset or --profile"));
+        }
+        (_, Some(_)) => {
+            return Err(CliError::new("invalid_hmac_profile", "--preset and --profile are for scheme hmac only"));
+        }
+        (_, None) => None,
+    };
+    let secret = domain::crypto::SigningSecret::parse(&secret)
+        .ok_or_else(|| CliError::new("invalid_secret", "the secret is empty"))?;
+    let body = match &file {
+        Some(path) => {
+            std::fs::read(path).map_err(|e| CliError::new("file", format!("cannot read {}: {e}", path.display())))?
+        }
+        None => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| CliError::new("stdin", format!("cannot read the body from stdin: {e}")))?;
+            buf
+        }
+    };
+    let event_id = event_id.unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
+    let args = SendArgs {
+        url,
+        scheme,
+        secret,
+        body,
+        event_id,
+        github_event,
+        profile,
+        max_attempts,
+        base_delay: std::time::Duration::from_millis(base_delay_ms),
+        max_delay: std::time::Duration::from_millis(max_delay_ms),
+        ca_pem,
+    };
+    let report = run(args, |a| {
+        let status = a.status.map(|s| s.to_string()).unwrap_or_else(|| "no answer".into());
+        let then = match (a.next, a.wait_ms) {
+            ("retry", Some(ms)) => format!("retrying in {:.1} s", ms as f64 / 1000.0),
+            ("done", _) => "delivered".into(),
+            _ => "giving up".into(),
+        };
+        // Progress goes to stderr so `--json` keeps stdout to one value.
+        eprintln!("attempt {}: {status} {} → {then}", a.attempt, a.response.trim());
+    })
+    .await?;
+    let delivered = report.delivered;
+    emit(json, &report, || {
+        if delivered {
+            format!("delivered {} after {} attempt(s)", report.event_id, report.attempts.len())
+        } else {
+            format!("not delivered after {} attempt(s)", report.attempts.len())
+        }
+    });
+    if delivered { Ok(()) } else { Err(CliError::new("not_delivered", "the receiver did not accept the webhook")) }
 }
 
 #[cfg(test)]

@@ -15,6 +15,17 @@ use tokio::sync::{Mutex, MutexGuard, Notify};
 use super::rollbacks::{RollbackReason, Rollbacks};
 use crate::{receiver::faults::Faults, vault::Vault};
 
+/// Whether a delivery is real traffic or a test delivery from the console
+/// or the API (`onboarding::test_delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    Live,
+    /// Gates 6 and 9 run their transaction as for a real delivery, and roll
+    /// it back: the answer is the real one, and nothing is kept (no replay
+    /// record, no claim, no effect, no outbox intent).
+    Test,
+}
+
 pub(crate) struct ClaimContext {
     pub db: DatabaseConnection,
     pub vault: Arc<Vault>,
@@ -35,8 +46,8 @@ impl ClaimContext {
 
     /// Counts a rollback of real traffic; a test delivery's rollbacks are
     /// its design, not the receiver's figures.
-    pub fn rolled_back_for(&self, traffic: super::Traffic, reason: RollbackReason) {
-        if traffic == super::Traffic::Live {
+    pub fn rolled_back_for(&self, traffic: Traffic, reason: RollbackReason) {
+        if traffic == Traffic::Live {
             self.rollbacks.count(reason);
         }
     }

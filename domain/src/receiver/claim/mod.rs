@@ -2,6 +2,11 @@
 //! first joins a group commit (`batch`); anything else, and anything a batch
 //! hands back, takes the one-event transaction (`single`), with retries for
 //! transient failures and, when they run out, the tenant's fallback.
+//!
+//! Calls go one way, down: this module holds the entry points and the retry
+//! loop; `batch` and `single` the two kinds of transaction; `rows`,
+//! `context`, `log` and `rollbacks` the helpers they share, which call
+//! nothing above them.
 
 mod batch;
 mod context;
@@ -21,6 +26,7 @@ use std::{
 pub use batch::BatchStats;
 use batch::{Batcher, Reply};
 use context::ClaimContext;
+pub use context::Traffic;
 pub use log::DeliveryLogStats;
 pub use rollbacks::Rollbacks;
 use sea_orm::{DatabaseConnection, DbErr};
@@ -31,17 +37,6 @@ use super::{
     outcome::{Outcome, Refusal},
 };
 use crate::{db, vault::Vault};
-
-/// Whether a delivery is real traffic or a test delivery from the console
-/// or the API (`onboarding::test_delivery`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Traffic {
-    Live,
-    /// Gates 6 and 9 run their transaction as for a real delivery, and roll
-    /// it back: the answer is the real one, and nothing is kept (no replay
-    /// record, no claim, no effect, no outbox intent).
-    Test,
-}
 
 /// How often a transient database failure is retried before giving up.
 const TRANSIENT_ATTEMPTS: u32 = 3;
@@ -156,14 +151,7 @@ impl Claims {
                 // answer was lost: then the replay record this retry trips
                 // over is its own, and the event's claim says what happened.
                 Ok(Outcome::Refused(Refusal::Replay)) if last.is_some() => {
-                    let event_id = match a {
-                        Admission::Admitted(job) => &job.event_id,
-                        Admission::Quarantine(held, _) | Admission::Refused(held, _) => &held.event_id,
-                    };
-                    return match rows::existing(&self.ctx.db, a.verified(), event_id).await {
-                        Ok(Some(found @ Outcome::Duplicate { .. })) => found,
-                        _ => Outcome::Refused(Refusal::Replay),
-                    };
+                    return single::replayed_after_failure(&self.ctx, a).await;
                 }
                 Ok(outcome) => return outcome,
                 Err(e) if db::is_lost_connection(&e) && lost < db::LOST_CONNECTION_RETRIES => {

@@ -4,11 +4,11 @@
 use sea_orm::{DatabaseTransaction, DbErr, EntityTrait, Set};
 
 use super::{
-    Traffic,
-    context::ClaimContext,
+    context::{ClaimContext, Traffic},
     rollbacks::RollbackReason,
     rows::{
-        AfterCommit, claim_row, commit, conflicted, inserted, quarantine_reason, record_message, replayed, settled,
+        AfterCommit, claim_row, commit, conflicted, existing, inserted, quarantine_reason, record_message, replayed,
+        settled,
     },
 };
 use crate::{
@@ -18,7 +18,7 @@ use crate::{
     receiver::{
         admission::{Admission, Job},
         effects,
-        outcome::{ClaimOutcome, Outcome},
+        outcome::{ClaimOutcome, Outcome, Refusal},
         verify::Verified,
     },
 };
@@ -54,6 +54,20 @@ pub(super) async fn attempt(
         }
     };
     apply(ctx, job, traffic).await
+}
+
+/// The verdict for a retry that gate 6 refused as a replay after an earlier
+/// attempt failed: a duplicate when the event's claim says that attempt
+/// committed (with this body), else the replay.
+pub(super) async fn replayed_after_failure(ctx: &ClaimContext, a: &Admission) -> Outcome {
+    let event_id = match a {
+        Admission::Admitted(job) => &job.event_id,
+        Admission::Quarantine(held, _) | Admission::Refused(held, _) => &held.event_id,
+    };
+    match existing(&ctx.db, a.verified(), event_id).await {
+        Ok(Some(found @ Outcome::Duplicate { .. })) => found,
+        _ => Outcome::Refused(Refusal::Replay),
+    }
 }
 
 /// Commits real traffic; rolls a test delivery back.

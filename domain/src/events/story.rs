@@ -15,9 +15,10 @@ use crate::{
     entity::{
         audit_entry, delivery_log, endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record,
     },
+    envelope,
     error::{DomainError, DomainResult},
     outbox, quarantine,
-    receiver::{envelope, outcome::ClaimOutcome},
+    receiver::outcome::ClaimOutcome,
     registry::tenants,
     vault::Vault,
 };

@@ -29,11 +29,9 @@ use crate::{
     crypto::Aad,
     db,
     entity::{bulk_release_item, endpoint, inbox_claim, quarantine_entry as entry, signing_key, tenant},
+    envelope,
     error::{DomainError, DomainResult},
-    receiver::{
-        effects::{self, Applied, EffectError, Target},
-        envelope,
-    },
+    receiver::effects::{self, Applied, EffectError, Target},
     registry::{EventTypes, endpoints, event_key, tenants},
     text::require_reason,
     vault::Vault,

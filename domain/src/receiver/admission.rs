@@ -2,11 +2,8 @@
 //! signature verified, because they are pure; the claim applies them in
 //! contract order, after the replay check (gate 6), inside its transaction.
 
-use super::{
-    envelope::{self, Envelope},
-    outcome::Refusal,
-    verify::Verified,
-};
+use super::{outcome::Refusal, verify::Verified};
+use crate::envelope::{self, Envelope};
 
 /// A verified delivery, its event id and its envelope: expected to apply.
 pub struct Job {

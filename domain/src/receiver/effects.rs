@@ -29,7 +29,7 @@ use sea_orm::{
 };
 use serde_json::{Value, json};
 
-use super::envelope::Envelope;
+use crate::envelope::Envelope;
 use crate::{
     clock,
     crypto::{Aad, CryptoError},

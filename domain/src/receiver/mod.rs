@@ -29,11 +29,9 @@ mod attribution;
 pub mod cache;
 mod claim;
 pub mod effects;
-pub mod envelope;
 pub mod faults;
 pub mod gates;
 pub mod outcome;
-pub mod replay;
 pub mod telemetry;
 pub mod verify;
 

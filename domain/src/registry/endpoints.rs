@@ -16,8 +16,7 @@ use crate::{
     clock, db,
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
-    ids,
-    receiver::replay,
+    ids, replay,
 };
 
 /// The stored compound event key (`endpoints.event_id_fields`, a JSON array)
@@ -51,7 +50,7 @@ fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
 
 /// Whether the endpoint's sender signs no timestamp (GitHub, an `hmac`
 /// profile without one): its replay records are then kept for the dedup
-/// retention, not twice the tolerance (`receiver::replay`).
+/// retention, not twice the tolerance (`replay`).
 pub fn signs_no_timestamp(e: &endpoint::Model) -> bool {
     match super::parse_scheme(&e.scheme) {
         Ok(Scheme::Github) => true,
@@ -302,7 +301,7 @@ pub async fn update(
         if new > e.tolerance_secs {
             // A wider window: the replay records held grow with it, and a
             // message already outside the old window stays outside (its
-            // record may be purged); see `receiver::replay`.
+            // record may be purged); see `replay`.
             replay::extend(&txn, &e.tenant_id, &e.id, 2 * (new - e.tolerance_secs) * 1000).await?;
             let floor = clock::now_ms() / 1000 - e.tolerance_secs;
             active.timestamp_floor = Set(Some(e.timestamp_floor.map_or(floor, |f| f.max(floor))));

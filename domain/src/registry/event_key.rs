@@ -19,8 +19,8 @@ use crate::{
     auth::{Permission, Principal, Scope},
     clock, db,
     entity::{endpoint, event_key_version as version},
+    envelope::Envelope,
     error::{DomainError, DomainResult},
-    receiver::envelope::Envelope,
     text::require_reason,
 };
 
@@ -258,7 +258,7 @@ mod tests {
     use super::*;
 
     fn env(json: &str) -> Envelope {
-        crate::receiver::envelope::parse(json.as_bytes()).unwrap()
+        crate::envelope::parse(json.as_bytes()).unwrap()
     }
 
     #[test]

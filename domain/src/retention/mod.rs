@@ -26,8 +26,8 @@ use crate::{
     clock, db,
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
-    receiver::replay,
     registry::{defaults::horizon_of, endpoints},
+    replay,
     text::require_reason,
 };
 
@@ -378,7 +378,7 @@ pub async fn set(
     .exec_without_returning(&txn)
     .await?;
     // GitHub's replay records (and those of an `hmac` profile without a
-    // timestamp) last as long as the claims (see `receiver::replay`): a
+    // timestamp) last as long as the claims (see `replay`): a
     // longer retention keeps the ones held longer too.
     if endpoints::signs_no_timestamp(&e) {
         replay::extend(&txn, &e.tenant_id, &e.id, (dedup.max(h.horizon_secs) - kept_before) * 1000).await?;

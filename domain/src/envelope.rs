@@ -13,7 +13,7 @@ pub struct Envelope {
     pub event_type: String,
     pub tenant: Option<String>,
     /// When the event happened (RFC 3339), if the sender says: it orders
-    /// reminder transitions (see `effects`).
+    /// reminder transitions (see `receiver::effects`).
     pub occurred_at: Option<String>,
     pub data: Value,
 }

@@ -1,7 +1,7 @@
 //! Replay records (gate 6) outlive their signed message's acceptance window.
 //!
 //! A record is written with the endpoint's keep time
-//! ([`super::cache::EndpointCtx::replay_keep_ms`]): twice the tolerance for
+//! (`receiver::cache::EndpointCtx::replay_keep_ms`): twice the tolerance for
 //! schemes that sign a timestamp, the dedup retention for GitHub, whose
 //! signature covers the body alone. When that keep time grows (a larger
 //! tolerance, a longer retention), the records already held grow with it,

@@ -18,10 +18,19 @@ use migrations::partitioning::{self, LOCK_KEY};
 pub use migrations::partitioning::{DAY_MS, day_of, partition_name};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 
-use crate::{
-    error::DomainResult,
-    retention::purge::{HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
-};
+use crate::error::DomainResult;
+
+/// Per-minute rollups are kept two days.
+pub const MINUTE_ROLLUPS_KEPT_MS: i64 = 2 * 86_400_000;
+/// Hourly rollups (events, key uses and failures) and hourly gauge samples
+/// are kept 400 days. Signet's own readers look back at most a week (the
+/// dashboards' 7-day window, the evidence's per-key counts); the rest is a
+/// year and a month for an operator comparing a season with last year's.
+pub const HOURLY_ROLLUPS_KEPT_MS: i64 = 400 * 86_400_000;
+const _: () = assert!(
+    HOURLY_ROLLUPS_KEPT_MS >= (crate::stats::WEEK_HOURS + 24) * 3_600_000,
+    "the hourly rollups must outlive the longest window that reads them"
+);
 
 /// Days after today that always have their partitions. The upkeep runs at
 /// least hourly, so writes meet a missing partition only after three days

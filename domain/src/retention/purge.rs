@@ -46,23 +46,15 @@ use crate::{
     },
     error::DomainResult,
     quarantine::OPEN,
-    retention::{self, partitions},
+    retention::{
+        self,
+        partitions::{self, HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
+    },
     stats::gauges,
 };
 
 /// Rows per batch (one transaction each).
 pub const DEFAULT_BATCH: u64 = 500;
-/// Per-minute rollups are kept two days.
-pub const MINUTE_ROLLUPS_KEPT_MS: i64 = 2 * 86_400_000;
-/// Hourly rollups (events, key uses and failures) and hourly gauge samples
-/// are kept 400 days. Signet's own readers look back at most a week (the
-/// dashboards' 7-day window, the evidence's per-key counts); the rest is a
-/// year and a month for an operator comparing a season with last year's.
-pub const HOURLY_ROLLUPS_KEPT_MS: i64 = 400 * 86_400_000;
-const _: () = assert!(
-    HOURLY_ROLLUPS_KEPT_MS >= (crate::stats::WEEK_HOURS + 24) * 3_600_000,
-    "the hourly rollups must outlive the longest window that reads them"
-);
 
 /// What one purge run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

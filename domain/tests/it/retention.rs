@@ -478,7 +478,7 @@ async fn hours_left(t: &TestDb, table: &str, column: &str, extra: &str) -> Vec<i
 db_test!(hourly_rollups_go_after_their_retention_and_the_last_week_stays, async |t: &TestDb| {
     const HOUR_MS: i64 = 3_600_000;
     let now = clock::now_ms();
-    let expired = now - purge::HOURLY_ROLLUPS_KEPT_MS - 2 * DAY_SECS * 1000;
+    let expired = now - partitions::HOURLY_ROLLUPS_KEPT_MS - 2 * DAY_SECS * 1000;
     let week_ago = now - 7 * DAY_SECS * 1000;
     for at in [expired, week_ago] {
         partitions::cover(&t.db, at, at).await.unwrap();

@@ -8,7 +8,7 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 use views::hmac::HmacProfile;
 
-use super::{signing, test_delivery};
+use super::{signing, signing::stored_profile, test_delivery};
 use crate::{
     auth::{Permission, Principal, Scope},
     clock,
@@ -128,11 +128,6 @@ fn send_command(url: &str, scheme: Scheme, hmac: Option<&HmacProfile>, id: &str,
         scheme.as_str(),
         id
     )
-}
-
-/// The endpoint's `hmac` profile as stored (none for the fixed schemes).
-pub(super) fn stored_profile(e: &crate::entity::endpoint::Model) -> Option<HmacProfile> {
-    e.hmac_profile.as_deref().and_then(|p| serde_json::from_str(p).ok())
 }
 
 #[cfg(test)]

@@ -69,6 +69,11 @@ pub fn describe(scheme: Scheme, hmac: Option<&HmacProfile>) -> (String, String, 
     }
 }
 
+/// The endpoint's `hmac` profile as stored (none for the fixed schemes).
+pub(super) fn stored_profile(e: &crate::entity::endpoint::Model) -> Option<HmacProfile> {
+    e.hmac_profile.as_deref().and_then(|p| serde_json::from_str(p).ok())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

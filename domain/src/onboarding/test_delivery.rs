@@ -78,7 +78,7 @@ pub async fn send_test(
     let event_type = asked.unwrap_or_else(|| default_type(&EventTypes::from_json(&key.event_types)));
     let event_id = format!("test_{}", uuid::Uuid::new_v4().simple());
     let subject = format!("test-{}", uuid::Uuid::new_v4().simple());
-    let hmac = super::guide::stored_profile(&e);
+    let hmac = super::signing::stored_profile(&e);
     let body = Bytes::from(envelope_for(hmac.as_ref(), &event_id, &event_type, &subject).to_string());
     let headers = signed(scheme, hmac.as_ref(), &secret, &key.id, &event_id, &event_type, &body)?;
     drop(secret);

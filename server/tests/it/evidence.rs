@@ -2,6 +2,7 @@
 //! run kills a real child process; drills run over HTTP while the server
 //! takes traffic, and real tenants' figures do not move; bundles export,
 //! verify, and refuse bad input with one clear line.
+
 mod checkpoints;
 mod export;
 mod signoff;

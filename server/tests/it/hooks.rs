@@ -2,6 +2,7 @@
 //! for each scheme, races, two processes, a crash before commit, a lost
 //! acknowledgment, transient failures and the retry policy, `signet send`,
 //! metrics and secrecy.
+
 mod races;
 mod records;
 mod retries;

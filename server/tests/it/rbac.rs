@@ -2,6 +2,7 @@
 //! route, called as every role, including a clinic admin of another tenant
 //! and an anonymous caller. The test also proves its own coverage: it fails
 //! when a server function or API route exists that the matrix does not list.
+
 mod api;
 mod case;
 mod fixtures;

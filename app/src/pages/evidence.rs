@@ -35,7 +35,7 @@ pub fn EvidencePage() -> impl IntoView {
             title="Sign-off evidence"
             render=move |me| view! {
                 <p class="lede">
-                    "Drills run the seed's test matrix (concurrent duplicates, a process killed before commit, \
+                    "Drills run Signet's test matrix (concurrent duplicates, a process killed before commit, \
                     a lost acknowledgement, an unknown tenant, a bad signature, a replay, an identity conflict) "
                     "against this deployment's own database, through the receiver that serves " <code>"/hooks"</code>
                     ", and check the rows, not only the answers. "

@@ -203,7 +203,7 @@ pub fn CohortForm() -> impl IntoView {
             <h2>"Retry policy for a cohort"</h2>
             <p class="hint">
                 "New tenants start with retries disabled. \
-                Seed 000's order: run the drills, then enable retries for a small cohort, then the rest. \
+                The rollout order: run the drills, then enable retries for a small cohort, then the rest. \
                 Enabling is refused until a drill run passed on this build and a reviewer approved a bundle \
                 holding the tenants' current keys. "
                 "The tenants move together (all or none); each gets a new version you can roll back on its page."

@@ -41,8 +41,8 @@ use crate::{
     auth::Actor,
     db,
     entity::{
-        delivery_log, endpoint, event_rollup as rollup, inbox_claim as claim, key_failure_rollup, key_use_rollup,
-        quarantine_entry as qentry, replay_record as replay,
+        delivery_log, endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry,
+        replay_record as replay,
     },
     error::DomainResult,
     quarantine::OPEN,
@@ -148,26 +148,23 @@ async fn delete_minute_rollups(db: &DatabaseConnection, now_ms: i64) -> DomainRe
     Ok(rollups + gauges::purge_minutes(db, cutoff).await?)
 }
 
+/// The hourly rollup tables, each keyed by its `hour` (the hourly gauge
+/// samples live in `gauge_samples`, by unit).
+const HOURLY_ROLLUPS: [&str; 3] = ["event_rollups_hourly", "key_use_rollups", "key_failure_rollups"];
+
 /// The same for the hourly tables: after the first run each run removes
 /// about an hour of rows per tenant, endpoint and key.
 async fn delete_hourly_rollups(db: &DatabaseConnection, now_ms: i64) -> DomainResult<u64> {
     // Here only: at module level its `max`/`min` would shadow `Ord`'s.
     use sea_orm::ExprTrait;
     let cutoff_hour = (now_ms - HOURLY_ROLLUPS_KEPT_MS) / 3_600_000;
-    let mut q = Query::delete();
-    q.from_table(Alias::new("event_rollups_hourly")).and_where(Expr::col(Alias::new("hour")).lt(cutoff_hour));
-    let events = db.execute(&q).await?.rows_affected();
-    let uses = key_use_rollup::Entity::delete_many()
-        .filter(key_use_rollup::Column::Hour.lt(cutoff_hour))
-        .exec(db)
-        .await?
-        .rows_affected;
-    let failures = key_failure_rollup::Entity::delete_many()
-        .filter(key_failure_rollup::Column::Hour.lt(cutoff_hour))
-        .exec(db)
-        .await?
-        .rows_affected;
-    Ok(events + uses + failures + gauges::purge_hours(db, cutoff_hour * 3_600_000).await?)
+    let mut deleted = 0;
+    for table in HOURLY_ROLLUPS {
+        let mut q = Query::delete();
+        q.from_table(Alias::new(table)).and_where(Expr::col(Alias::new("hour")).lt(cutoff_hour));
+        deleted += db.execute(&q).await?.rows_affected();
+    }
+    Ok(deleted + gauges::purge_hours(db, cutoff_hour * 3_600_000).await?)
 }
 
 /// Repeats `step` until a batch comes back short.

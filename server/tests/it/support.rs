@@ -214,9 +214,14 @@ impl Install {
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                     // Recorded before announcing the address, so a test that
-                    // has the address also sees the line in `output()`.
-                    output.lock().expect("log lock").push_str(&line);
-                    output.lock().expect("log lock").push('\n');
+                    // has the address also sees the line in `output()`. The
+                    // line and its newline go in under one lock: the stdout
+                    // and stderr readers would otherwise interleave.
+                    {
+                        let mut out = output.lock().expect("log lock");
+                        out.push_str(&line);
+                        out.push('\n');
+                    }
                     if let Some(url) = line.strip_prefix("Signet metrics on ") {
                         *metrics.lock().expect("metrics lock") = url.trim().to_owned();
                     }

@@ -8,7 +8,7 @@
 # keys (gen<G>: generations.sql, generations of G days, two probed; gen<G>-nolock
 # without the key's advisory lock, to price it). Interleaved runs,
 # concurrency 16, prepared statements, a CHECKPOINT before each run; prints transactions/s and the ratio
-# to today's layout per round. See docs/scaling.md.
+# to today's layout per round, then the database's CPU per transaction. See docs/scaling.md.
 #
 #   bench/partition-probe/run.sh   (BENCH_ROUNDS=3, BENCH_SECONDS=12, BENCH_ROWS=30000 per old day,
 #                                   BENCH_LAYOUTS="today daily weekly"; e.g. "today weekly gen8 gen32")
@@ -33,9 +33,12 @@ gens=$(printf '%s\n' "${layouts[@]}" | sed -n 's/^gen\([0-9]*\).*/\1/p' | sort -
 [[ -z $gens ]] || psql -q -v rows="$ROWS" -v gens="$gens" "$url" -f setup-generations.sql >&2
 sed '/pg_advisory_xact_lock/d; s/^  SELECT \(.*\), 0$/  VALUES (\1, 0)/' generations.sql >"$work/generations-nolock.sql"
 
-# pgbench's script and options for a layout.
+# Runs a layout's pgbench and prints its transactions/s and the CPU its 16
+# backends used per transaction (ms): the database's own cost, which other
+# work on the machine disturbs less than the throughput. Each backend's
+# utime + stime is read from /proc every 0.1 s until pgbench exits.
 run_layout() {
-  local layout=$1 script=$1.sql opts=()
+  local layout=$1 script=$1.sql opts=() pid p ticks=0 stat
   if [[ $layout =~ ^gen([0-9]+)(-nolock)?$ ]]; then
     local g=${BASH_REMATCH[1]}
     script=generations.sql
@@ -45,8 +48,23 @@ run_layout() {
   else
     export PGOPTIONS=
   fi
-  pgbench -n -c 16 -j 2 -T "$SECONDS_PER_RUN" -M prepared "${opts[@]}" -f "$script" "$url" 2>/dev/null \
-    | awk '/^tps/ {print $3; exit}'
+  pgbench -n -c 16 -j 2 -T "$SECONDS_PER_RUN" -M prepared "${opts[@]}" -f "$script" "$url" >"$work/out" 2>/dev/null &
+  pid=$!
+  sleep 1
+  local -A used=()
+  local backends
+  backends=$(PGOPTIONS= psql -Atc "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+                                   AND application_name = 'pgbench'" "$url")
+  while kill -0 "$pid" 2>/dev/null; do
+    for p in $backends; do
+      read -ra stat 2>/dev/null <"/proc/$p/stat" && used[$p]=$(( stat[13] + stat[14] ))
+    done
+    sleep 0.1
+  done
+  wait "$pid"
+  for p in "${!used[@]}"; do ticks=$(( ticks + used[$p] )); done
+  awk -v ticks="$ticks" -v hz="$(getconf CLK_TCK)" '/^tps/ { tps = $3 } /actually processed/ { n = $NF }
+    END { printf "%s %.3f\n", tps, ticks * 1000 / hz / n }' "$work/out"
 }
 
 if [[ -n ${BENCH_EXPLAIN:-} ]]; then
@@ -63,24 +81,36 @@ for layout in "${layouts[@]:1}"; do
     weekly) name="weekly, 7 probed" ;;
     *) name="$layout, 2 probed" ;;
   esac
-  header+=" $name (tx/s) | ratio |" rule+="---|---|"
+  header+=" $name | ratio |" rule+="---|---|"
 done
+n=${#layouts[@]}
+declare -A tps=() cpu=()
 echo "$header"
 echo "$rule"
-n=${#layouts[@]}
 for round in $(seq 1 "$ROUNDS"); do
-  declare -A tps=()
   # A different layout goes first each round, so drift (the tables grow,
   # other work on the machine) does not always favour the same one.
   for i in $(seq 0 $(( n - 1 ))); do
     layout=${layouts[$(( (i + round - 1) % n ))]}
     psql -q "$url" -c CHECKPOINT
     sleep 2
-    tps[$layout]=$(run_layout "$layout")
+    read -r tps[$round,$layout] cpu[$round,$layout] < <(run_layout "$layout")
   done
-  line="| $round | $(printf '%.0f' "${tps[today]}") |"
+  line="| $round | $(printf '%.0f' "${tps[$round,today]}") |"
   for layout in "${layouts[@]:1}"; do
-    line+=$(awk -v t="${tps[today]}" -v x="${tps[$layout]}" 'BEGIN { printf " %.0f | %.2f |", x, x / t }')
+    line+=$(awk -v t="${tps[$round,today]}" -v x="${tps[$round,$layout]}" 'BEGIN { printf " %.0f | %.2f |", x, x / t }')
+  done
+  echo "$line"
+done
+echo
+echo "Database CPU per transaction (ms, the backends' user + system time), ratio to today's:"
+echo
+echo "${header/today (tx\/s)/today (ms)}"
+echo "$rule"
+for round in $(seq 1 "$ROUNDS"); do
+  line="| $round | ${cpu[$round,today]} |"
+  for layout in "${layouts[@]:1}"; do
+    line+=$(awk -v t="${cpu[$round,today]}" -v x="${cpu[$round,$layout]}" 'BEGIN { printf " %.3f | %.2f |", x, x / t }')
   done
   echo "$line"
 done

@@ -8,7 +8,7 @@
 # keys (gen<G>: generations.sql, generations of G days, two probed; gen<G>-nolock
 # without the key's advisory lock, to price it). Interleaved runs,
 # concurrency 16, prepared statements, a CHECKPOINT before each run; prints transactions/s and the ratio
-# to today's layout per round, then the database's CPU per transaction. See docs/scaling.md.
+# to today's layout per round, then the database's CPU and buffers per transaction. See docs/scaling.md.
 #
 #   bench/partition-probe/run.sh   (BENCH_ROUNDS=3, BENCH_SECONDS=12, BENCH_ROWS=30000 per old day,
 #                                   BENCH_LAYOUTS="today daily weekly"; e.g. "today weekly gen8 gen32")
@@ -33,10 +33,12 @@ gens=$(printf '%s\n' "${layouts[@]}" | sed -n 's/^gen\([0-9]*\).*/\1/p' | sort -
 [[ -z $gens ]] || psql -q -v rows="$ROWS" -v gens="$gens" "$url" -f setup-generations.sql >&2
 sed '/pg_advisory_xact_lock/d; s/^  SELECT \(.*\), 0$/  VALUES (\1, 0)/' generations.sql >"$work/generations-nolock.sql"
 
-# Runs a layout's pgbench and prints its transactions/s and the CPU its 16
-# backends used per transaction (ms): the database's own cost, which other
-# work on the machine disturbs less than the throughput. Each backend's
-# utime + stime is read from /proc every 0.1 s until pgbench exits.
+# Runs a layout's pgbench and prints its transactions/s, the CPU its 16
+# backends used per transaction (ms) and the buffers they read per transaction
+# (shared blocks hit or read, from pg_stat_database): the database's own cost,
+# which other work on the machine disturbs less than the throughput, or not at
+# all. Each backend's utime + stime is read from /proc every 0.1 s until
+# pgbench exits.
 run_layout() {
   local layout=$1 script=$1.sql opts=() pid p ticks=0 stat
   if [[ $layout =~ ^gen([0-9]+)(-nolock)?$ ]]; then
@@ -48,6 +50,9 @@ run_layout() {
   else
     export PGOPTIONS=
   fi
+  local blocks
+  blocks=$(PGOPTIONS= psql -Atc "SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database()" \
+    "$url")
   pgbench -n -c 16 -j 2 -T "$SECONDS_PER_RUN" -M prepared "${opts[@]}" -f "$script" "$url" >"$work/out" 2>/dev/null &
   pid=$!
   sleep 1
@@ -62,9 +67,13 @@ run_layout() {
     sleep 0.1
   done
   wait "$pid"
+  sleep 1 # the exited backends' statistics reach pg_stat_database
+  blocks=$(( $(PGOPTIONS= psql -Atc "SELECT blks_hit + blks_read FROM pg_stat_database
+                                     WHERE datname = current_database()" "$url") - blocks ))
   for p in "${!used[@]}"; do ticks=$(( ticks + used[$p] )); done
-  awk -v ticks="$ticks" -v hz="$(getconf CLK_TCK)" '/^tps/ { tps = $3 } /actually processed/ { n = $NF }
-    END { printf "%s %.3f\n", tps, ticks * 1000 / hz / n }' "$work/out"
+  awk -v ticks="$ticks" -v hz="$(getconf CLK_TCK)" -v blocks="$blocks" \
+    '/^tps/ { tps = $3 } /actually processed/ { n = $NF }
+     END { printf "%s %.3f %.1f\n", tps, ticks * 1000 / hz / n, blocks / n }' "$work/out"
 }
 
 if [[ -n ${BENCH_EXPLAIN:-} ]]; then
@@ -84,7 +93,7 @@ for layout in "${layouts[@]:1}"; do
   header+=" $name | ratio |" rule+="---|---|"
 done
 n=${#layouts[@]}
-declare -A tps=() cpu=()
+declare -A tps=() cpu=() blk=()
 echo "$header"
 echo "$rule"
 for round in $(seq 1 "$ROUNDS"); do
@@ -94,7 +103,7 @@ for round in $(seq 1 "$ROUNDS"); do
     layout=${layouts[$(( (i + round - 1) % n ))]}
     psql -q "$url" -c CHECKPOINT
     sleep 2
-    read -r tps[$round,$layout] cpu[$round,$layout] < <(run_layout "$layout")
+    read -r tps[$round,$layout] cpu[$round,$layout] blk[$round,$layout] < <(run_layout "$layout")
   done
   line="| $round | $(printf '%.0f' "${tps[$round,today]}") |"
   for layout in "${layouts[@]:1}"; do
@@ -111,6 +120,18 @@ for round in $(seq 1 "$ROUNDS"); do
   line="| $round | ${cpu[$round,today]} |"
   for layout in "${layouts[@]:1}"; do
     line+=$(awk -v t="${cpu[$round,today]}" -v x="${cpu[$round,$layout]}" 'BEGIN { printf " %.3f | %.2f |", x, x / t }')
+  done
+  echo "$line"
+done
+echo
+echo "Shared buffers hit or read per transaction, ratio to today's:"
+echo
+echo "${header/today (tx\/s)/today}"
+echo "$rule"
+for round in $(seq 1 "$ROUNDS"); do
+  line="| $round | ${blk[$round,today]} |"
+  for layout in "${layouts[@]:1}"; do
+    line+=$(awk -v t="${blk[$round,today]}" -v x="${blk[$round,$layout]}" 'BEGIN { printf " %.1f | %.2f |", x, x / t }')
   done
   echo "$line"
 done

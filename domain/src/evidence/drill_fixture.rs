@@ -18,8 +18,7 @@ use crate::{
     error::DomainResult,
     ids,
     registry::{
-        EventTypes, Scheme, defaults,
-        endpoints::DEFAULT_TOLERANCE_SECS,
+        DEFAULT_TOLERANCE_SECS, EventTypes, Scheme, defaults,
         hmac_profile::{self, HmacProfile},
         keys,
     },

@@ -29,7 +29,7 @@ use crate::{
     clock, db,
     entity::{drill_run, evidence_signoff, retry_policy_version, rollout_override as ovr, tenant},
     error::{DomainError, DomainResult},
-    evidence::{identity, runs, signoff::APPROVED},
+    evidence::{identity, record::APPROVED, runs},
     ids,
     registry::{
         keys::{validate_comment, validate_person},

@@ -29,7 +29,11 @@ use crate::{
     clock,
     entity::{drill_run, endpoint, evidence_export, evidence_signoff, signing_key, tenant},
     error::{DomainError, DomainResult},
-    evidence::{export, identity, runs, signoff::APPROVED},
+    evidence::{
+        identity,
+        record::{self, APPROVED},
+        runs,
+    },
     vault::Vault,
 };
 
@@ -186,7 +190,7 @@ async fn approval_missing(db: &DatabaseConnection, vault: &Vault, t: &tenant::Mo
     let mut uncovered_in_newest: Option<Vec<String>> = None;
     for a in approvals {
         let Some(row) = evidence_export::Entity::find_by_id(a.digest.clone()).one(db).await? else { continue };
-        let bundle = export::verified(db, vault, row).await?;
+        let bundle = record::verified(db, vault, row).await?;
         let approved: BTreeMap<&str, &str> = bundle
             .evidence
             .credentials

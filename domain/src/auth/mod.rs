@@ -1,5 +1,6 @@
 //! Users, sessions, API tokens, login throttling and the role matrix.
 
+mod binding;
 pub mod failures;
 mod hash_pool;
 pub mod policy;

@@ -60,7 +60,7 @@ pub async fn create(
             return Err(DomainError::invalid("tenant_not_allowed", format!("role {role} is not bound to a tenant")));
         }
         (false, None) => None,
-        (true, Some(slug)) => Some(crate::registry::tenants::bindable_id(&txn, slug).await?),
+        (true, Some(slug)) => Some(super::binding::bindable_id(&txn, slug).await?),
     };
     let token = random_token(PREFIX);
     let model = api_token::ActiveModel {

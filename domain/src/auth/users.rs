@@ -103,7 +103,7 @@ async fn tenant_id_for<C: ConnectionTrait>(conn: &C, role: Role, slug: Option<&s
             format!("role {role} is not bound to a tenant; leave the tenant empty"),
         )),
         (false, None) => Ok(None),
-        (true, Some(slug)) => crate::registry::tenants::bindable_id(conn, slug).await.map(Some),
+        (true, Some(slug)) => super::binding::bindable_id(conn, slug).await.map(Some),
     }
 }
 

@@ -1,13 +1,12 @@
 //! The drills' synthetic tenant (`_drill`): one endpoint per fixed
 //! signature scheme Signet receives and one per `hmac` profile the drills
-//! sign as ([`super::hmac_drill::profiles`]), each with an active key sealed
+//! sign as ([`profiles`]), each with an active key sealed
 //! like any other. `drill` (standard-webhooks) carries the exactly-once
 //! drills; every endpoint carries `scheme_verification`.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde_json::json;
 
-use super::drills::{DRILL_ENDPOINT, DRILL_TENANT};
 use crate::{
     audit::{self, Change},
     auth::Actor,
@@ -18,13 +17,29 @@ use crate::{
     error::DomainResult,
     ids,
     registry::{
-        EventTypes, Scheme, defaults,
-        endpoints::DEFAULT_TOLERANCE_SECS,
-        hmac_profile::{self, HmacProfile},
+        DEFAULT_TOLERANCE_SECS, EventTypes, Scheme, defaults,
+        hmac_profile::{self, HmacPreset, HmacProfile, HmacProfileBody, example_custom},
         keys,
     },
     vault::Vault,
 };
+
+/// The drill tenant's slug: outside the slug syntax, so no real tenant can
+/// ever be created under it.
+pub const DRILL_TENANT: &str = crate::ids::SYNTHETIC_TENANT;
+pub const DRILL_ENDPOINT: &str = "drill";
+/// Slugs under this prefix are the drills' (the unknown-tenant drill posts
+/// to one that does not exist).
+pub const DRILL_PREFIX: &str = "_drill";
+
+/// The profiles the drills sign as, by name: every preset, and a custom
+/// profile unlike any of them ([`example_custom`]).
+pub(super) fn profiles() -> Vec<(&'static str, HmacProfileBody)> {
+    let mut out: Vec<(&'static str, HmacProfileBody)> =
+        HmacPreset::ALL.into_iter().map(|p| (p.as_str(), HmacProfileBody::preset(p))).collect();
+    out.push(("custom", example_custom()));
+    out
+}
 
 /// One drill endpoint: its scheme (for `hmac`, the profile it stores), slug
 /// and id, and its key's secret.
@@ -56,7 +71,7 @@ fn wanted() -> DomainResult<Vec<Wanted>> {
         .into_iter()
         .map(|scheme| Wanted { scheme, slug: endpoint_slug(scheme), label: scheme.as_str().to_owned(), profile: None })
         .collect();
-    for (name, body) in super::hmac_drill::profiles() {
+    for (name, body) in profiles() {
         out.push(Wanted {
             scheme: Scheme::Hmac,
             slug: format!("{}-{name}", endpoint_slug(Scheme::Hmac)),

@@ -1,5 +1,5 @@
 //! `scheme_verification` on the `hmac` drill endpoints: one per preset and
-//! one with a custom profile ([`profiles`]). Each delivery is signed as the
+//! one with a custom profile ([`profiles`](super::drill_fixture::profiles)). Each delivery is signed as the
 //! endpoint's stored profile says ([`crate::onboarding::signing::sign_for`]),
 //! and the drill checks the gates a profile decides: a tampered body and a
 //! key the endpoint never issued are refused (401) and leave no row; a
@@ -16,30 +16,14 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Quer
 use serde_json::json;
 
 use super::{
-    drill_fixture::{Fixture, SchemeTarget},
-    drills::{Answer, Checks, DRILL_TENANT, DrillRequest, Transport, TransportError, rows_anywhere, send_at, short_id},
+    drill_fixture::{DRILL_TENANT, Fixture, SchemeTarget},
+    drills::{Answer, Checks, DrillRequest, Transport, TransportError, rows_anywhere, send_at, short_id},
 };
-use crate::{
-    clock,
-    crypto::SigningSecret,
-    entity::inbox_claim,
-    error::DomainResult,
-    onboarding::signing::sign_for,
-    registry::hmac_profile::{HmacPreset, HmacProfileBody, example_custom},
-};
+use crate::{clock, crypto::SigningSecret, entity::inbox_claim, error::DomainResult, onboarding::signing::sign_for};
 
 /// How far outside the endpoint's tolerance the late and early deliveries
 /// are signed.
 const OUTSIDE_BY_SECS: i64 = 10;
-
-/// The profiles the drills sign as, by name: every preset, and a custom
-/// profile unlike any of them ([`example_custom`]).
-pub(super) fn profiles() -> Vec<(&'static str, HmacProfileBody)> {
-    let mut out: Vec<(&'static str, HmacProfileBody)> =
-        HmacPreset::ALL.into_iter().map(|p| (p.as_str(), HmacProfileBody::preset(p))).collect();
-    out.push(("custom", example_custom()));
-    out
-}
 
 /// A `reminder.created` as event `event_id`, the id where every profile
 /// looks for it: the envelope's `id` and the `dvir` preset's `/event_id`.
@@ -127,8 +111,7 @@ pub(super) async fn verify<T: Transport>(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::*;
-    use crate::registry::hmac_profile::resolve;
+    use crate::{evidence::drill_fixture::profiles, registry::hmac_profile::resolve};
 
     #[test]
     fn every_profile_is_valid_and_the_presets_are_all_there() {

@@ -12,6 +12,8 @@
 //! - [`manifest`], [`export`]: the signed manifest, and the record of every
 //!   export. The printable page (`evidence.html`) is the `evidence-html`
 //!   crate's: the export takes its renderer, and this crate has no HTML.
+//! - [`record`]: a stored bundle re-verified, and the sign-off decisions,
+//!   as the rollout gate and break-glass read them.
 //! - [`identity`], [`durability`], [`files`]: the build, the database's
 //!   durability settings and the modes of the files the bundle is bound to.
 //! - [`signoff`]: reviewers' decisions on a bundle, and what changed since
@@ -29,6 +31,7 @@ pub mod files;
 pub mod hmac_drill;
 pub mod identity;
 pub mod manifest;
+pub mod record;
 pub mod runs;
 pub mod scheme_drill;
 pub mod signoff;

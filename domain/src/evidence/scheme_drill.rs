@@ -17,8 +17,8 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Quer
 use serde_json::json;
 
 use super::{
-    drill_fixture::{Fixture, SchemeTarget},
-    drills::{Checks, DRILL_TENANT, DrillRequest, DrillResult, Transport, rows_anywhere, send_at, short_id},
+    drill_fixture::{DRILL_TENANT, Fixture, SchemeTarget},
+    drills::{Checks, DrillRequest, DrillResult, Transport, rows_anywhere, send_at, short_id},
 };
 use crate::{
     clock,

@@ -20,6 +20,7 @@ use serde_json::json;
 use super::{
     bundle::Evidence,
     export::{self, scoped_tenant_id},
+    record::{APPROVED, REJECTED},
 };
 use crate::{
     audit::{self, Change},
@@ -31,8 +32,6 @@ use crate::{
     vault::Vault,
 };
 
-pub const APPROVED: &str = "approved";
-pub const REJECTED: &str = "rejected";
 const MAX_COMMENT: usize = 2000;
 /// At most this many acknowledgements in one sign-off.
 pub const MAX_ACKNOWLEDGEMENTS: usize = 100;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use views::hmac::HmacProfileBody;
 
-use super::{EventTypes, Scheme, tenants, validate_event_types};
+use super::{DEFAULT_TOLERANCE_SECS, EventTypes, MAX_TOLERANCE_SECS, Scheme, tenants, validate_event_types};
 use crate::{
     audit::{self, Change},
     auth::{Permission, Principal, Scope},
@@ -25,8 +25,6 @@ pub fn parse_event_key(stored: Option<&str>) -> Option<Vec<String>> {
     stored.and_then(|s| serde_json::from_str::<Vec<String>>(s).ok()).filter(|f| !f.is_empty())
 }
 
-pub const DEFAULT_TOLERANCE_SECS: i64 = 300;
-pub const MAX_TOLERANCE_SECS: i64 = 3600;
 pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
 pub const MAX_MAX_BODY_BYTES: i64 = 10 * 1024 * 1024;
 

@@ -332,7 +332,7 @@ pub fn openapi_schema() -> serde_json::Value {
     let nullable_header =
         json!({"type": ["string", "null"], "pattern": header_pattern(), "maxLength": MAX_HEADER_NAME});
     let tolerance = json!({"type": ["integer", "null"], "minimum": 1,
-        "maximum": super::endpoints::MAX_TOLERANCE_SECS});
+        "maximum": super::MAX_TOLERANCE_SECS});
     let pairs = json!({"required": ["signature_format"], "properties": {"signature_format": {"const": "pairs"}}});
     let given = |f: &str| json!({"required": [f], "properties": {f: {"type": "string"}}});
     // A field absent and a field `null` read the same (serde's `Option`):

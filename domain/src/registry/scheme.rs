@@ -14,6 +14,12 @@ pub fn parse_scheme(text: &str) -> DomainResult<Scheme> {
     })
 }
 
+/// The timestamp tolerance of an endpoint whose scheme signs a timestamp,
+/// unless it asks for another: seconds either side of now.
+pub const DEFAULT_TOLERANCE_SECS: i64 = 300;
+/// The largest timestamp tolerance an endpoint may ask for.
+pub const MAX_TOLERANCE_SECS: i64 = 3600;
+
 /// The longest event type.
 pub const MAX_EVENT_TYPE_LEN: usize = 100;
 /// The most entries a list of event types may have (repeats count).

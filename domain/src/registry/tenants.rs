@@ -307,24 +307,6 @@ pub async fn update(
     Ok(after)
 }
 
-/// The id of the tenant `slug` names, for binding a user or a token to it.
-/// The drills' synthetic tenant is refused: a principal bound to it would
-/// see (and could change) the drills' fixture, and nobody works for it.
-pub async fn bindable_id<C: ConnectionTrait>(conn: &C, slug: &str) -> DomainResult<String> {
-    let t = tenant::Entity::find()
-        .filter(tenant::Column::Slug.eq(slug))
-        .one(conn)
-        .await?
-        .ok_or_else(|| DomainError::invalid("unknown_tenant", format!("no tenant {slug:?}")))?;
-    if t.synthetic {
-        return Err(DomainError::invalid(
-            "synthetic_tenant",
-            format!("{slug:?} is the drills' synthetic tenant; no user or token can be bound to it"),
-        ));
-    }
-    Ok(t.id)
-}
-
 /// The condition "this tenant id column is not the synthetic drill
 /// tenant", for listings, gauges and the outbox worker, so that drill rows
 /// never reach real tenants' figures or notifications.

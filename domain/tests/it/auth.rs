@@ -550,7 +550,7 @@ db_test!(stale_throttle_rows_are_swept_in_bounded_batches, async |t: &TestDb| {
 db_test!(nothing_binds_to_the_drill_tenant, async |t: &TestDb| {
     let fx = domain::evidence::drills::fixture(&t.db, &t.vault).await.unwrap();
     drop(fx);
-    let drill = domain::evidence::drills::DRILL_TENANT;
+    let drill = domain::evidence::drill_fixture::DRILL_TENANT;
     let new = users::create(
         &t.db,
         &Principal::cli(),

@@ -7,12 +7,8 @@ use std::time::Duration;
 
 use domain::{
     DomainError,
-    auth::{
-        Role,
-        users::{self, NewUser},
-    },
-    crypto::Password,
-    entity::{audit_entry, bulk_release as job, bulk_release_item as item, inbox_claim, outbox_intent},
+    auth::{Role, users},
+    entity::{bulk_release as job, inbox_claim, outbox_intent},
     quarantine::{
         self, QuarantineFilter,
         bulk_release::{self, DEFAULT_STALE_AFTER_MS as STALE},
@@ -26,69 +22,19 @@ use serde_json::json;
 use crate::{
     db_test,
     fixtures::*,
-    receiver::{Setup, created, deliver, now_s, setup, signed},
+    receiver::setup,
+    release_fixtures::{
+        audit_count, create_reminders, not_found_filter, pending_items, quarantine_updates, releasable, send,
+        silence_bulk, stored_oncall,
+    },
     support::TestDb,
 };
-
-async fn send(s: &Setup, body: &[u8], msg: &str) -> Outcome {
-    deliver(s, &signed(s, Scheme::StandardWebhooks, body, now_s(), msg), body).await
-}
-
-/// `n` reminder updates that arrive before their reminders: quarantined
-/// `reminder_not_found`, event ids `upd-0`…
-pub(crate) async fn quarantine_updates(s: &Setup, n: usize) {
-    for i in 0..n {
-        let body = json!({"type": "reminder.scheduled", "data": {"reminder_id": format!("r-{i}")}}).to_string();
-        assert!(matches!(send(s, body.as_bytes(), &format!("upd-{i}")).await, Outcome::Quarantined { .. }));
-    }
-}
-
-/// The missing reminders arrive, so those updates can apply.
-pub(crate) async fn create_reminders(s: &Setup, ids: std::ops::Range<usize>) {
-    for i in ids {
-        assert!(matches!(send(s, &created(&format!("r-{i}")), &format!("new-{i}")).await, Outcome::Applied { .. }));
-    }
-}
-
-pub(crate) fn not_found_filter() -> QuarantineFilter {
-    QuarantineFilter {
-        tenant: Some("clinic-a".into()),
-        reason: Some("reminder_not_found".into()),
-        ..Default::default()
-    }
-}
 
 async fn entry_of(t: &TestDb, event_id: &str) -> quarantine::QuarantineView {
     let all = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
         .await
         .unwrap();
     all.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
-}
-
-pub(crate) async fn audit_count(t: &TestDb, action: &str) -> u64 {
-    audit_entry::Entity::find().filter(audit_entry::Column::Action.eq(action)).count(&t.db).await.unwrap()
-}
-
-/// A real on-call user: spawned runners re-read their principal from the
-/// database each round.
-pub(crate) async fn stored_oncall(t: &TestDb, name: &str) -> domain::auth::Principal {
-    let u = users::create(
-        &t.db,
-        &admin(),
-        NewUser {
-            username: name.into(),
-            role: Role::Oncall,
-            tenant: None,
-            password: Password::new("a long enough password".into()),
-        },
-    )
-    .await
-    .unwrap();
-    domain::auth::Principal {
-        actor: domain::auth::Actor::User { id: u.id, username: u.username },
-        role: Role::Oncall,
-        tenant_id: None,
-    }
 }
 
 async fn drain(t: &TestDb, job_id: &str) {
@@ -191,9 +137,7 @@ db_test!(refuses_empty_matches_and_callers_outside_their_rights, async |t: &Test
 });
 
 db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
-    let s = setup(t, Scheme::StandardWebhooks, None).await;
-    quarantine_updates(&s, 12).await;
-    create_reminders(&s, 0..12).await;
+    let _s = releasable(t, 12).await;
     let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "race").await.unwrap();
     let mut runners = Vec::new();
     for _ in 0..4 {
@@ -212,31 +156,18 @@ db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
     // released an entry, it counts as released, never as someone else's.
     assert_eq!((done.released, done.already_resolved), (12, 0));
     assert_eq!(done.still_failing, 0);
-    let pending = item::Entity::find()
-        .filter(item::Column::JobId.eq(&j.id))
-        .filter(item::Column::Outcome.is_null())
-        .count(&t.db)
-        .await
-        .unwrap();
-    assert_eq!(pending, 0);
+    assert_eq!(pending_items(t, &j.id).await, 0);
     // Exactly one effect per entry, whichever runner released it.
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 12);
     assert_eq!(audit_count(t, "quarantine.release").await, 12);
 });
 
 db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
-    let s = setup(t, Scheme::StandardWebhooks, None).await;
-    quarantine_updates(&s, 5).await;
-    create_reminders(&s, 0..5).await;
+    let _s = releasable(t, 5).await;
     let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &oncall(), &j.id, 2).await.unwrap();
     // The runner's process dies: its heartbeat goes stale.
-    job::Entity::update_many()
-        .col_expr(job::Column::UpdatedAt, Expr::value(domain::clock::now_ms() - STALE - 1_000))
-        .filter(job::Column::Id.eq(&j.id))
-        .exec(&t.db)
-        .await
-        .unwrap();
+    silence_bulk(t, &j.id, STALE).await;
     let stuck = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
     assert_eq!((stuck.status.as_str(), stuck.processed), ("interrupted", 2));
     assert!(matches!(
@@ -274,9 +205,7 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
 });
 
 db_test!(an_entry_that_cannot_be_decrypted_does_not_stop_the_job, async |t: &TestDb| {
-    let s = setup(t, Scheme::StandardWebhooks, None).await;
-    quarantine_updates(&s, 3).await;
-    create_reminders(&s, 0..3).await;
+    let _s = releasable(t, 3).await;
     // One stored body is corrupt: it will not open.
     inbox_claim::Entity::update_many()
         .col_expr(inbox_claim::Column::BodyCiphertext, Expr::value(vec![0u8; 64]))
@@ -293,9 +222,7 @@ db_test!(an_entry_that_cannot_be_decrypted_does_not_stop_the_job, async |t: &Tes
 });
 
 db_test!(a_runner_stops_when_its_user_is_disabled, async |t: &TestDb| {
-    let s = setup(t, Scheme::StandardWebhooks, None).await;
-    quarantine_updates(&s, 2).await;
-    create_reminders(&s, 0..2).await;
+    let _s = releasable(t, 2).await;
     let otto = stored_oncall(t, "otto").await;
     let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
     users::update(&t.db, &admin(), "otto", users::UserPatch { disabled: Some(true), ..Default::default() })

@@ -14,7 +14,8 @@ use domain::{
     auth::Role,
     entity::{inbox_claim, outbox_intent, reminder},
     evidence::{
-        drills::{Answer, DRILL_NAMES, DRILL_TENANT, DrillRequest, Transport, TransportError, Until},
+        drill_fixture::DRILL_TENANT,
+        drills::{Answer, DRILL_NAMES, DrillRequest, Transport, TransportError, Until},
         runs,
     },
     receiver::{

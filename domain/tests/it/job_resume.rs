@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use domain::{
     auth::{Actor, Principal, Role, tokens, users},
-    entity::{audit_entry, bulk_release as job, bulk_release_item as item, kek_rewrap, outbox_intent},
+    entity::{audit_entry, bulk_release as job, kek_rewrap, outbox_intent},
     kek,
     quarantine::bulk_release,
     receiver::faults::Faults,
@@ -18,11 +18,10 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
 use serde_json::Value;
 
 use crate::{
-    bulk_release::{audit_count, create_reminders, not_found_filter, quarantine_updates, stored_oncall},
     db_test,
     fixtures::*,
     kek::{by_version, everything_opens, fill},
-    receiver::setup,
+    release_fixtures::{audit_count, not_found_filter, pending_items, releasable, silence_bulk, stored_oncall},
     support::TestDb,
 };
 
@@ -39,17 +38,6 @@ async fn last_audit(t: &TestDb, action: &str) -> (String, Value) {
         .unwrap()
         .expect("audited");
     (e.actor_kind, serde_json::from_str(e.after.as_deref().unwrap()).unwrap())
-}
-
-/// The bulk release's runner "dies": its heartbeat is older than the
-/// threshold.
-async fn silence_bulk(t: &TestDb, id: &str) {
-    job::Entity::update_many()
-        .col_expr(job::Column::UpdatedAt, Expr::value(domain::clock::now_ms() - STALE_MS - 1_000))
-        .filter(job::Column::Id.eq(id))
-        .exec(&t.db)
-        .await
-        .unwrap();
 }
 
 async fn silence_kek(t: &TestDb, id: &str, status: &str) {
@@ -78,9 +66,7 @@ async fn wait_finished(t: &TestDb, id: &str) -> job::Model {
 }
 
 db_test!(a_stale_bulk_release_is_resumed_once_under_its_starter, async |t: &TestDb| {
-    let s = setup(t, Scheme::StandardWebhooks, None).await;
-    quarantine_updates(&s, 6).await;
-    create_reminders(&s, 0..6).await;
+    let _s = releasable(t, 6).await;
     let otto = stored_oncall(t, "otto").await;
     let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &otto, &j.id, 2).await.unwrap();
@@ -90,7 +76,7 @@ db_test!(a_stale_bulk_release_is_resumed_once_under_its_starter, async |t: &Test
     assert!(fresh.is_empty(), "{fresh:?}");
     assert_eq!(bulk(t, &j.id).await.auto_resumes, 0);
 
-    silence_bulk(t, &j.id).await;
+    silence_bulk(t, &j.id, STALE_MS).await;
     let old_runner = bulk(t, &j.id).await.runner;
     // Two processes' resumers at once: one takes the job over.
     let (a, b) = tokio::join!(
@@ -122,14 +108,12 @@ db_test!(a_stale_bulk_release_is_resumed_once_under_its_starter, async |t: &Test
         .unwrap();
     assert_eq!(finish.actor, "otto");
     // Finished: nothing more to resume.
-    silence_bulk(t, &j.id).await;
+    silence_bulk(t, &j.id, STALE_MS).await;
     assert!(bulk_release::resume_stale(&t.db, &t.vault, STALE_MS, "p-1", &faults).await.unwrap().is_empty());
 });
 
 db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &TestDb| {
-    let s = setup(t, Scheme::StandardWebhooks, None).await;
-    quarantine_updates(&s, 4).await;
-    create_reminders(&s, 0..4).await;
+    let s = releasable(t, 4).await;
     let faults = Faults::default();
     // Started by an API token, which is then revoked.
     let minted = tokens::create(&t.db, &admin(), "pager", Role::Oncall, None).await.unwrap();
@@ -137,7 +121,7 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     let j = bulk_release::start(&t.db, &pager, &not_found_filter(), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &pager, &j.id, 1).await.unwrap();
     tokens::revoke(&t.db, &admin(), &minted.view.id).await.unwrap();
-    silence_bulk(t, &j.id).await;
+    silence_bulk(t, &j.id, STALE_MS).await;
     let resumed = bulk_release::resume_stale(&t.db, &t.vault, STALE_MS, "p-1", &faults).await.unwrap();
     assert!(resumed.is_empty(), "a revoked token's job is not resumed: {resumed:?}");
     let stopped = bulk(t, &j.id).await;
@@ -146,15 +130,9 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     assert_eq!(stopped.auto_resumes, bulk_release::MAX_AUTO_RESUMES, "left to a person");
     assert_eq!(audit_count(t, "quarantine.bulk_release.resume").await, 0);
     // Failed and silent again: still not the system's to resume.
-    silence_bulk(t, &j.id).await;
+    silence_bulk(t, &j.id, STALE_MS).await;
     assert!(bulk_release::resume_stale(&t.db, &t.vault, STALE_MS, "p-1", &faults).await.unwrap().is_empty());
-    let pending = item::Entity::find()
-        .filter(item::Column::JobId.eq(&j.id))
-        .filter(item::Column::Outcome.is_null())
-        .count(&t.db)
-        .await
-        .unwrap();
-    assert_eq!(pending, 3, "nothing released after the revocation");
+    assert_eq!(pending_items(t, &j.id).await, 3, "nothing released after the revocation");
     assert_eq!(outbox_intent::Entity::find().count(&t.db).await.unwrap(), 1);
 
     // A user demoted to reviewer: may no longer triage, so not resumed.
@@ -165,7 +143,7 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     let k = bulk_release::start(&t.db, &olga, &filter, "junk").await.unwrap();
     let patch = users::UserPatch { role: Some(Role::Reviewer), ..Default::default() };
     users::update(&t.db, &admin(), "olga", patch).await.unwrap();
-    silence_bulk(t, &k.id).await;
+    silence_bulk(t, &k.id, STALE_MS).await;
     assert!(bulk_release::resume_stale(&t.db, &t.vault, STALE_MS, "p-1", &faults).await.unwrap().is_empty());
     let k = bulk(t, &k.id).await;
     assert_eq!((k.status.as_str(), k.processed), ("failed", 0));

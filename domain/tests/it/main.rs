@@ -22,6 +22,7 @@ mod outbox;
 mod partitions;
 mod receiver;
 mod registry;
+mod release_fixtures;
 mod retention;
 mod rollout;
 mod signoff;

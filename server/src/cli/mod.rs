@@ -163,7 +163,7 @@ pub enum EndpointCmd {
         /// Comma-separated; omitted: any event type.
         #[arg(long, value_delimiter = ',')]
         event_types: Option<Vec<String>>,
-        #[arg(long, default_value_t = domain::registry::endpoints::DEFAULT_TOLERANCE_SECS)]
+        #[arg(long, default_value_t = domain::registry::DEFAULT_TOLERANCE_SECS)]
         tolerance_secs: i64,
         #[arg(long, default_value_t = domain::registry::endpoints::DEFAULT_MAX_BODY_BYTES)]
         max_body_bytes: i64,

@@ -15,7 +15,7 @@ use axum::{
 use domain::{
     TRACE_TARGET,
     crypto::signature::HeaderSource,
-    evidence::drills::DRILL_PREFIX,
+    evidence::drill_fixture::DRILL_PREFIX,
     receiver::{self, Delivery, Outcome, Receipt, Receiver, Refusal, telemetry::Telemetry},
 };
 

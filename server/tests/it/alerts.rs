@@ -18,15 +18,11 @@ use serde_json::{Value, json};
 
 use crate::{
     both_engines,
-    support::{Install, Server},
+    support::{Install, Server, created, now},
 };
 
 fn repo_file(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
-
-fn now() -> i64 {
-    domain::clock::now_ms() / 1000
 }
 
 /// The value of the sample of `name` whose labels include `labels`.
@@ -46,28 +42,8 @@ async fn scrape(s: &Server) -> String {
 /// clinic-a/hooks (Standard Webhooks, types reminder.created and
 /// otp.requested) with an approved key for reminder.created only.
 fn setup(i: &Install) -> (String, SigningSecret) {
-    i.cli_json(&["tenant", "create", "clinic-a"]);
-    i.cli_json(&[
-        "endpoint",
-        "create",
-        "clinic-a",
-        "hooks",
-        "--scheme",
-        "standard-webhooks",
-        "--event-types",
-        "reminder.created,otp.requested",
-    ]);
-    let k = i.cli_json(&[
-        "key",
-        "provision",
-        "clinic-a",
-        "hooks",
-        "--approve-as",
-        "rita",
-        "--event-types",
-        "reminder.created",
-    ]);
-    (k["key_id"].as_str().unwrap().to_owned(), SigningSecret::parse(k["secret"].as_str().unwrap()).unwrap())
+    i.clinic_a_hooks("standard-webhooks", "reminder.created,otp.requested", &[]);
+    i.clinic_a_hooks_key("reminder.created")
 }
 
 /// Posts `body` signed with `secret` (Standard Webhooks); `tamper` changes a
@@ -84,11 +60,6 @@ async fn post(url: &str, secret: &SigningSecret, body: &[u8], id: &str, tamper: 
     }
     let res = r.send().await.unwrap();
     (res.status().as_u16(), res.json().await.unwrap_or(Value::Null))
-}
-
-fn created(id: &str) -> Vec<u8> {
-    let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
-    json!({"id": format!("evt_{id}"), "type": "reminder.created", "data": data}).to_string().into_bytes()
 }
 
 fn seed_drill_run(id: &str, version: &str, passed: bool, at_ms: i64) -> domain::entity::drill_run::ActiveModel {

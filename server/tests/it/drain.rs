@@ -73,28 +73,8 @@ async fn deliver(url: &str, secret: &SigningSecret, w: usize, k: usize) -> Got {
 }
 
 both_engines!(sigterm_under_load_answers_or_refuses_and_loses_no_effect, async |i: &Install| {
-    i.cli_json(&["tenant", "create", "clinic-a"]);
-    i.cli_json(&[
-        "endpoint",
-        "create",
-        "clinic-a",
-        "hooks",
-        "--scheme",
-        "standard-webhooks",
-        "--event-types",
-        "reminder.created,otp.requested",
-    ]);
-    let key = i.cli_json(&[
-        "key",
-        "provision",
-        "clinic-a",
-        "hooks",
-        "--approve-as",
-        "rita",
-        "--event-types",
-        "reminder.created,otp.requested",
-    ]);
-    let secret = Arc::new(SigningSecret::parse(key["secret"].as_str().unwrap()).unwrap());
+    i.clinic_a_hooks("standard-webhooks", "reminder.created,otp.requested", &[]);
+    let secret = Arc::new(i.clinic_a_hooks_key("reminder.created,otp.requested").1);
     let mut s = i.serve_with(&[("SIGNET_SHUTDOWN_TIMEOUT_SECS", "20")]);
     let url = s.url("/hooks/clinic-a/hooks");
     let mut workers = Vec::new();

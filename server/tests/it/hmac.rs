@@ -12,11 +12,10 @@ use domain::{
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::{both_engines, support::Install};
-
-fn now() -> i64 {
-    domain::clock::now_ms() / 1000
-}
+use crate::{
+    both_engines,
+    support::{Install, now, post},
+};
 
 /// A reminder envelope; the id is both the envelope's `id` and the `dvir`
 /// preset's `event_id`, so every preset finds it where it looks.
@@ -27,16 +26,6 @@ fn created(id: &str) -> Vec<u8> {
 
 fn sign(p: &HmacProfile, secret: &str, id: &str, ts: i64, body: &[u8]) -> Vec<(String, String)> {
     sign_for(p, &SigningSecret::parse(secret).unwrap(), id, ts, body).unwrap()
-}
-
-async fn post(c: &reqwest::Client, url: &str, headers: &[(String, String)], body: Vec<u8>) -> (StatusCode, Value) {
-    let mut r = c.post(url).body(body);
-    for (k, v) in headers {
-        r = r.header(k.as_str(), v.as_str());
-    }
-    let res = r.send().await.unwrap();
-    let status = res.status();
-    (status, res.json().await.unwrap_or(Value::Null))
 }
 
 #[track_caller]

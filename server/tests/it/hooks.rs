@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::{
     both_engines,
-    support::{Install, Server},
+    support::{Install, Server, created, expect, now, post},
 };
 
 struct Hook {
@@ -32,34 +32,13 @@ struct Hook {
 /// reminder.canceled, a 2 KiB body limit, and an approved key. Retries stay
 /// off ([`enable_retries`]).
 fn setup(i: &Install, scheme: Scheme) -> (String, SigningSecret, String) {
-    i.cli_json(&["tenant", "create", "clinic-a"]);
-    i.cli_json(&[
-        "endpoint",
-        "create",
-        "clinic-a",
-        "hooks",
-        "--scheme",
+    i.clinic_a_hooks(
         scheme.as_str(),
-        "--event-types",
         "reminder.created,reminder.canceled,otp.requested",
-        "--max-body-bytes",
-        "2048",
-    ]);
-    let k = i.cli_json(&[
-        "key",
-        "provision",
-        "clinic-a",
-        "hooks",
-        "--approve-as",
-        "rita",
-        "--event-types",
-        "reminder.created,reminder.canceled",
-    ]);
-    (
-        k["key_id"].as_str().unwrap().to_owned(),
-        SigningSecret::parse(k["secret"].as_str().unwrap()).unwrap(),
-        scheme.as_str().to_owned(),
-    )
+        &["--max-body-bytes", "2048"],
+    );
+    let (key_id, secret) = i.clinic_a_hooks_key("reminder.created,reminder.canceled");
+    (key_id, secret, scheme.as_str().to_owned())
 }
 
 /// Puts clinic-a in the enabled cohort, so a transient failure answers 503
@@ -70,28 +49,13 @@ fn enable_retries(i: &Install) {
     i.cli_json(&["retry-policy", "set", "clinic-a", "--policy", "enabled", "--reason", "in the enabled cohort"]);
 }
 
-fn now() -> i64 {
-    domain::clock::now_ms() / 1000
-}
-
-fn created(id: &str) -> Vec<u8> {
-    let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
-    json!({"id": format!("evt_{id}"), "type": "reminder.created", "data": data}).to_string().into_bytes()
-}
-
 impl Hook {
     fn headers(&self, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
         signature::sign(self.scheme, &self.secret, body, ts, id).unwrap()
     }
 
     async fn post(&self, c: &reqwest::Client, headers: &[(String, String)], body: Vec<u8>) -> (StatusCode, Value) {
-        let mut r = c.post(&self.url).body(body);
-        for (k, v) in headers {
-            r = r.header(k.as_str(), v.as_str());
-        }
-        let res = r.send().await.unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
+        post(c, &self.url, headers, body).await
     }
 
     /// A correctly signed delivery with a fresh timestamp.
@@ -125,11 +89,6 @@ async fn gate_table(i: &Install, scheme: Scheme) {
     let h = hook(i, &s, scheme);
     let c = reqwest::Client::new();
     let db = db(i).await;
-    #[track_caller]
-    fn expect(got: (StatusCode, Value), status: u16, field: &str, value: &str) {
-        assert_eq!(got.0.as_u16(), status, "{got:?}");
-        assert_eq!(got.1[field], value, "{got:?}");
-    }
     let body = created("r-1");
     let good = h.headers(&body, now(), "d-1");
 

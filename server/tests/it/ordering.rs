@@ -13,11 +13,10 @@ use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
-use crate::{both_engines, support::Install};
-
-fn now() -> i64 {
-    domain::clock::now_ms() / 1000
-}
+use crate::{
+    both_engines,
+    support::{Install, now},
+};
 
 /// An event with `id` (Stripe's event id; the other schemes send it as a header too).
 fn event(id: &str, kind: &str, data: Value, occurred: Option<&str>) -> Vec<u8> {

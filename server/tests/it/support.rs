@@ -324,3 +324,67 @@ macro_rules! both_engines {
         }
     };
 }
+
+/// Now in seconds, as providers sign timestamps.
+pub fn now() -> i64 {
+    domain::clock::now_ms() / 1000
+}
+
+/// A `reminder.created` envelope for reminder `id`, event id `evt_<id>`.
+pub fn created(id: &str) -> Vec<u8> {
+    let data = serde_json::json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
+    serde_json::json!({"id": format!("evt_{id}"), "type": "reminder.created", "data": data}).to_string().into_bytes()
+}
+
+/// Posts `body` to `url` with `headers` as given: the status and the JSON
+/// answer (`Null` when the answer is not JSON).
+pub async fn post(
+    c: &reqwest::Client,
+    url: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let mut r = c.post(url).body(body);
+    for (k, v) in headers {
+        r = r.header(k.as_str(), v.as_str());
+    }
+    let res = r.send().await.expect("post");
+    let status = res.status();
+    (status, res.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// Asserts an answer's status and the value of one of its fields.
+#[track_caller]
+pub fn expect(got: (reqwest::StatusCode, serde_json::Value), status: u16, field: &str, value: &str) {
+    assert_eq!(got.0.as_u16(), status, "{got:?}");
+    assert_eq!(got.1[field], value, "{got:?}");
+}
+
+impl Install {
+    /// Tenant clinic-a and its endpoint `hooks` verifying `scheme`, for
+    /// `event_types` (comma-separated), with `extra` flags appended.
+    pub fn clinic_a_hooks(&self, scheme: &str, event_types: &str, extra: &[&str]) {
+        self.cli_json(&["tenant", "create", "clinic-a"]);
+        let mut args =
+            vec!["endpoint", "create", "clinic-a", "hooks", "--scheme", scheme, "--event-types", event_types];
+        args.extend_from_slice(extra);
+        self.cli_json(&args);
+    }
+
+    /// A key for clinic-a/hooks that may sign `event_types`, approved by
+    /// rita: its id and secret.
+    pub fn clinic_a_hooks_key(&self, event_types: &str) -> (String, domain::crypto::SigningSecret) {
+        let k = self.cli_json(&[
+            "key",
+            "provision",
+            "clinic-a",
+            "hooks",
+            "--approve-as",
+            "rita",
+            "--event-types",
+            event_types,
+        ]);
+        let secret = domain::crypto::SigningSecret::parse(k["secret"].as_str().expect("secret")).expect("secret");
+        (k["key_id"].as_str().expect("key id").to_owned(), secret)
+    }
+}

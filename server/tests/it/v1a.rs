@@ -10,27 +10,17 @@ use domain::{
     crypto::{SigningSecret, asymmetric::PrivateKey, signature},
     registry::Scheme,
 };
-use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
 use crate::{
     both_engines,
-    support::{Engine, Install},
+    support::{Engine, Install, created, expect, now, post},
 };
 
 /// An independent implementation's key (Python's `cryptography` 51.0.1,
 /// `Ed25519PrivateKey.generate()`; see `crypto::signature`'s interop test).
 const PY_PUBLIC: &str = "whpk_BXQTWuobKgvQhbcdjfbyHQ2+sNPTDN+JI6A0xBQ/sDg=";
-
-fn now() -> i64 {
-    domain::clock::now_ms() / 1000
-}
-
-fn created(id: &str) -> Vec<u8> {
-    let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
-    json!({"id": format!("evt_{id}"), "type": "reminder.created", "data": data}).to_string().into_bytes()
-}
 
 fn sign(secret: &str, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
     signature::sign(Scheme::StandardWebhooks, &SigningSecret::parse(secret).unwrap(), body, ts, id).unwrap()
@@ -39,36 +29,6 @@ fn sign(secret: &str, body: &[u8], ts: i64, id: &str) -> Vec<(String, String)> {
 fn with_signature(mut headers: Vec<(String, String)>, value: &str) -> Vec<(String, String)> {
     headers[2].1 = value.to_owned();
     headers
-}
-
-async fn post(c: &reqwest::Client, url: &str, headers: &[(String, String)], body: Vec<u8>) -> (StatusCode, Value) {
-    let mut r = c.post(url).body(body);
-    for (k, v) in headers {
-        r = r.header(k.as_str(), v.as_str());
-    }
-    let res = r.send().await.unwrap();
-    let status = res.status();
-    (status, res.json().await.unwrap_or(Value::Null))
-}
-
-#[track_caller]
-fn expect(got: (StatusCode, Value), status: u16, field: &str, value: &str) {
-    assert_eq!(got.0.as_u16(), status, "{got:?}");
-    assert_eq!(got.1[field], value, "{got:?}");
-}
-
-fn setup_endpoint(i: &Install) {
-    i.cli_json(&["tenant", "create", "clinic-a"]);
-    i.cli_json(&[
-        "endpoint",
-        "create",
-        "clinic-a",
-        "hooks",
-        "--scheme",
-        "standard-webhooks",
-        "--event-types",
-        "reminder.created,reminder.canceled",
-    ]);
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -80,7 +40,7 @@ fn holds(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
-    setup_endpoint(i);
+    i.clinic_a_hooks("standard-webhooks", "reminder.created,reminder.canceled", &[]);
     // A generated pair: the private key is printed once and stored only
     // sealed; the public key is stored in clear.
     let k = i.cli_json(&["key", "provision", "clinic-a", "hooks", "--generate-ed25519", "--approve-as", "rita"]);
@@ -217,7 +177,7 @@ both_engines!(v1a_keys_verify_and_refuse_per_the_spec, async |i: &Install| {
 });
 
 both_engines!(v1a_provisioning_rotation_and_evidence, async |i: &Install| {
-    setup_endpoint(i);
+    i.clinic_a_hooks("standard-webhooks", "reminder.created,reminder.canceled", &[]);
     i.cli_json(&["endpoint", "create", "clinic-a", "stripe-hooks", "--scheme", "stripe"]);
     let admin =
         i.cli_json(&["token", "create", "--name", "ada", "--role", "admin"])["token"].as_str().unwrap().to_owned();

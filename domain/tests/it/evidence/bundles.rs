@@ -10,6 +10,7 @@ use domain::{
     auth::Role,
     evidence::{
         manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
+        record::Bundle,
         runs,
         signoff::{self, NewSignoff},
     },
@@ -28,7 +29,7 @@ db_test!(every_expected_constraint_is_in_the_live_catalog, async |t: &TestDb| {
     }
 });
 
-fn files(b: &export::Bundle) -> BTreeMap<String, Vec<u8>> {
+fn files(b: &Bundle) -> BTreeMap<String, Vec<u8>> {
     b.files().into_iter().map(|(n, bytes)| (n.to_owned(), bytes)).collect()
 }
 

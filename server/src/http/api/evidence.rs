@@ -12,6 +12,7 @@ use domain::evidence::{
     bundle::Evidence,
     export::{self, ExportView, Via},
     manifest::Manifest,
+    record::Bundle,
     runs::{self, DrillRunView},
     signoff::{self, NewSignoff, SignoffView},
 };
@@ -94,8 +95,8 @@ pub struct EvidenceBody {
     pub evidence: Evidence,
 }
 
-impl From<export::Bundle> for EvidenceBody {
-    fn from(b: export::Bundle) -> Self {
+impl From<Bundle> for EvidenceBody {
+    fn from(b: Bundle) -> Self {
         EvidenceBody { digest: b.digest, manifest: b.manifest, signature: b.signature, evidence: b.evidence }
     }
 }

@@ -7,10 +7,10 @@ use std::{sync::Arc, time::Duration};
 use domain::{crypto::signature, registry::Scheme};
 use serde_json::Value;
 
-use super::{Hook, count, created, db, now, setup};
+use super::{Hook, count, db, setup};
 use crate::{
     both_engines,
-    support::{Engine, Install, Server},
+    support::{Engine, Install, Server, created, now},
 };
 
 async fn race_one_event(i: &Install, servers: &[&Server]) {

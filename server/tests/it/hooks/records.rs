@@ -11,8 +11,11 @@ use domain::{
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
 
-use super::{created, db, hook, setup};
-use crate::{both_engines, support::Install};
+use super::{db, hook, setup};
+use crate::{
+    both_engines,
+    support::{Install, created},
+};
 
 both_engines!(bodies_and_secrets_never_reach_the_database_in_plaintext_or_the_log, async |i: &Install| {
     let s = i.serve();

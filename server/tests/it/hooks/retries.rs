@@ -5,8 +5,11 @@ use std::time::Duration;
 use domain::registry::Scheme;
 use serde_json::{Value, json};
 
-use super::{Hook, count, created, db, enable_retries, setup};
-use crate::{both_engines, support::Install};
+use super::{Hook, count, db, enable_retries, setup};
+use crate::{
+    both_engines,
+    support::{Install, created},
+};
 
 both_engines!(transient_failures_follow_the_tenant_retry_policy, async |i: &Install| {
     let (_, secret, _) = setup(i, Scheme::Github);

@@ -16,6 +16,7 @@ pub mod evidence;
 pub mod ids;
 pub mod integral;
 pub mod job_lease;
+pub mod jobs;
 pub mod kek;
 pub mod onboarding;
 pub mod outbox;

@@ -15,6 +15,8 @@ use std::{
 use domain::{audit::anchor, vault::Vault};
 use sea_orm::DatabaseConnection;
 
+use crate::jobs::{Job, Next, Step};
+
 /// The checkpoint file, open for appending.
 pub struct AnchorFile {
     path: PathBuf,
@@ -47,37 +49,45 @@ impl AnchorFile {
     }
 }
 
-/// Runs the anchoring loop until the process ends. `on_written` hears each
-/// checkpoint's time (unix seconds), for the metric.
-pub fn spawn(
+/// The anchoring job (local: each process signs the shared head into its
+/// own file), stepping every [`TICK`]. `on_written` hears each checkpoint's
+/// time (unix seconds), for the metric.
+pub struct Anchors<F> {
     db: DatabaseConnection,
     vault: Arc<Vault>,
-    file: AnchorFile,
+    file: Arc<std::sync::Mutex<AnchorFile>>,
     every: Duration,
-    on_written: impl Fn(i64) + Send + 'static,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let file = Arc::new(std::sync::Mutex::new(file));
-        let mut last: Option<(i64, Instant)> = None;
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            let due = match last {
-                None => true,
-                Some((seq, at)) => at.elapsed() >= every || sensitive_since(&db, seq).await,
-            };
-            if !due {
-                continue;
-            }
-            match write(&db, &vault, &file).await {
-                Ok(seq) => {
-                    last = Some((seq, Instant::now()));
-                    on_written(domain::clock::now_ms() / 1000);
-                }
-                Err(e) => tracing::error!(error = %e, "writing an audit checkpoint failed; retrying in a second"),
-            }
+    on_written: F,
+    last: Option<(i64, Instant)>,
+}
+
+/// How often a new sensitive entry is looked for.
+pub const TICK: Duration = Duration::from_secs(1);
+
+impl<F: Fn(i64) + Send + Sync + 'static> Anchors<F> {
+    pub fn new(db: DatabaseConnection, vault: Arc<Vault>, file: AnchorFile, every: Duration, on_written: F) -> Self {
+        Anchors { db, vault, file: Arc::new(std::sync::Mutex::new(file)), every, on_written, last: None }
+    }
+}
+
+impl<F: Fn(i64) + Send + Sync + 'static> Job for Anchors<F> {
+    async fn step(&mut self, _: &Step) -> Next {
+        let due = match self.last {
+            None => true,
+            Some((seq, at)) => at.elapsed() >= self.every || sensitive_since(&self.db, seq).await,
+        };
+        if !due {
+            return Next::Wait;
         }
-    })
+        match write(&self.db, &self.vault, &self.file).await {
+            Ok(seq) => {
+                self.last = Some((seq, Instant::now()));
+                (self.on_written)(domain::clock::now_ms() / 1000);
+            }
+            Err(e) => tracing::error!(error = %e, "writing an audit checkpoint failed; retrying in a second"),
+        }
+        Next::Wait
+    }
 }
 
 async fn sensitive_since(db: &DatabaseConnection, seq: i64) -> bool {

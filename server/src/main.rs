@@ -10,13 +10,11 @@ mod config_check;
 mod drills;
 mod egress;
 mod http;
-mod job_lease;
+mod jobs;
 mod listen;
 mod metrics;
 mod otel;
 mod outbox_worker;
-mod purge_task;
-mod resume_task;
 mod serve;
 
 use std::process::ExitCode;

@@ -1,7 +1,7 @@
-//! The outbox worker: a tokio task in `signet serve` that leases due intents
-//! and hands them to a [`Notifier`], in the one process that holds the
-//! relay's job lease ([`crate::job_lease`]). It stops with the server (or through its
-//! handle) and resumes from the database when started again.
+//! The outbox relay: a job of `signet serve` ([`crate::jobs`]) that leases
+//! due intents and hands them to a [`Notifier`], in the one process that
+//! holds the relay's job lease. It stops with the server and resumes from
+//! the database when started again.
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
@@ -12,12 +12,12 @@ use domain::{
 };
 use sea_orm::DatabaseConnection;
 use serde_json::json;
-use tokio::{io::AsyncWriteExt, sync::watch, task::JoinHandle};
+use tokio::io::AsyncWriteExt;
 use tracing::{Instrument, field::Empty};
 
 use crate::{
     egress::{self, GuardedResolver, RelayAllow},
-    job_lease::JobLease,
+    jobs::{Job, Next, Pace, Step},
     metrics::SendResult,
 };
 
@@ -193,70 +193,45 @@ pub struct WorkerConfig {
     pub rule: RetryRule,
 }
 
-/// Stops the worker; dropping it stops the worker too.
-pub struct WorkerHandle {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+/// The relay: claims due intents and sends them, a batch per step (leased,
+/// `OUTBOX_RELAY`); a full batch steps again at once, an idle one waits for
+/// the poll. A drain lets the batch in progress finish.
+pub struct Relay<N> {
+    pub db: DatabaseConnection,
+    pub vault: Arc<Vault>,
+    pub notifier: N,
+    pub cfg: WorkerConfig,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    pub faults: Faults,
 }
 
-impl WorkerHandle {
-    /// Lets the current send finish, then ends the task.
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+impl<N: Notifier> Relay<N> {
+    pub fn pace(&self) -> Pace {
+        Pace { first: Duration::ZERO, every: self.cfg.poll, finish_on_stop: true }
     }
 }
 
-pub fn spawn<N: Notifier>(
-    db: DatabaseConnection,
-    vault: Arc<Vault>,
-    notifier: N,
-    cfg: WorkerConfig,
-    metrics: Arc<crate::metrics::Metrics>,
-    faults: Faults,
-    lease: JobLease,
-) -> WorkerHandle {
-    let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        loop {
-            // Another process relays while it holds the job.
-            let Some(step) = lease.step().await else {
-                tokio::select! {
-                    _ = stopped.changed() => break,
-                    _ = tokio::time::sleep(cfg.poll) => {}
-                }
-                continue;
-            };
-            let batch = match outbox::claim_batch(&db, &vault, cfg.batch, cfg.lease.as_millis() as i64).await {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(error = %e, "outbox claim failed");
-                    Vec::new()
-                }
-            };
-            let idle = batch.is_empty();
-            for d in batch {
-                // A holder that lost the job sends nothing more; the intents
-                // it claimed are resent once their own leases expire.
-                if !step.valid() {
-                    break;
-                }
-                deliver(&db, &notifier, &d, &cfg.rule, &faults, &metrics).await;
+impl<N: Notifier> Job for Relay<N> {
+    async fn step(&mut self, step: &Step) -> Next {
+        let (db, cfg) = (&self.db, &self.cfg);
+        let batch = match outbox::claim_batch(db, &self.vault, cfg.batch, cfg.lease.as_millis() as i64).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "outbox claim failed");
+                Vec::new()
             }
-            drop(step);
-            if *stopped.borrow() {
+        };
+        let idle = batch.is_empty();
+        for d in batch {
+            // A holder that lost the job sends nothing more; the intents it
+            // claimed are resent once their own leases expire.
+            if !step.valid() {
                 break;
             }
-            if idle {
-                tokio::select! {
-                    _ = stopped.changed() => break,
-                    _ = tokio::time::sleep(cfg.poll) => {}
-                }
-            }
+            deliver(db, &self.notifier, &d, &cfg.rule, &self.faults, &self.metrics).await;
         }
-        tracing::info!("outbox worker stopped");
-    });
-    WorkerHandle { stop, task }
+        if idle { Next::Wait } else { Next::Now }
+    }
 }
 
 async fn deliver<N: Notifier>(

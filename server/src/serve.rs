@@ -124,68 +124,13 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
         args.relay_allow.clone().unwrap_or_default(),
     )
     .map_err(|e| format!("outbox relay: {e}"))?;
-    // Jobs that write shared state run in one process at a time.
-    let holder = crate::job_lease::holder_id();
-    let lease_ttl = Duration::from_millis(args.job_lease_ms);
-    let keep = |job| crate::job_lease::keep(db.clone(), job, holder.clone(), lease_ttl, &faults);
-    let (relay_lease, relay_keeper) = keep(crate::job_lease::OUTBOX_RELAY).await;
-    let (purge_lease, purge_keeper) = keep(crate::job_lease::RETENTION_PURGE).await;
-    let (gauge_lease, gauge_keeper) = keep(crate::job_lease::GAUGE_SAMPLES).await;
-    let (maintenance_lease, maintenance_keeper) = keep(crate::job_lease::MAINTENANCE).await;
-    let (resume_lease, resume_keeper) = keep(crate::job_lease::JOB_RESUME).await;
-    let resumer = crate::resume_task::spawn(
-        db.clone(),
-        vault.clone(),
-        faults.clone(),
-        resume_lease,
-        crate::resume_task::StaleAfter {
-            kek_ms: (args.kek_stale_secs * 1000) as i64,
-            bulk_ms: (args.bulk_stale_secs * 1000) as i64,
-        },
-        holder.clone(),
-    );
-    let worker = crate::outbox_worker::spawn(
-        db.clone(),
-        vault.clone(),
-        notifier,
-        crate::outbox_worker::WorkerConfig {
-            poll: Duration::from_millis(args.outbox_poll_ms),
-            batch: 32,
-            lease: Duration::from_millis(args.outbox_lease_ms),
-            rule: domain::outbox::RetryRule {
-                base_ms: args.outbox_base_delay_ms,
-                cap_ms: args.outbox_max_delay_ms,
-                max_attempts: args.outbox_max_attempts,
-            },
-        },
-        hooks.metrics.clone(),
-        faults,
-        relay_lease,
-    );
-    // On PostgreSQL the task also keeps the partitions ahead: it runs even
-    // with the purge off.
-    let purge_every = (args.purge_interval_secs > 0).then(|| Duration::from_secs(args.purge_interval_secs));
-    let postgres = db.get_database_backend() == sea_orm::DbBackend::Postgres;
-    let purger = (purge_every.is_some() || postgres).then(|| {
-        let first = purge_every.unwrap_or(crate::purge_task::UPKEEP_EVERY).min(Duration::from_secs(30));
-        crate::purge_task::spawn(db.clone(), hooks.metrics.clone(), first, purge_every, purge_lease)
-    });
     let checkpoints =
         args.audit_checkpoint_file.clone().unwrap_or_else(|| db_args.data_dir.join("audit-checkpoints.jsonl"));
     let anchor_file = crate::anchor::AnchorFile::open(&checkpoints).map_err(|e| {
         format!("cannot open the audit checkpoint file {} (SIGNET_AUDIT_CHECKPOINT_FILE): {e}", checkpoints.display())
     })?;
     hooks.metrics.set_intervals(args.purge_interval_secs, args.audit_checkpoint_secs);
-    let checkpoint_metrics = hooks.metrics.clone();
-    let anchors = crate::anchor::spawn(
-        db.clone(),
-        vault.clone(),
-        anchor_file,
-        Duration::from_secs(args.audit_checkpoint_secs),
-        move |at| checkpoint_metrics.audit_checkpoint_written(at),
-    );
-    let background = tokio::spawn(background(db.clone(), vault.clone(), maintenance_lease));
-    let flusher = tokio::spawn(flush_telemetry(db.clone(), hooks.clone(), gauge_lease));
+    let jobs = start_jobs(&db, &vault, &args, &hooks, notifier, anchor_file, faults).await;
     let telemetry = hooks.telemetry.clone();
     let limits = crate::http::RequestLimits {
         request_timeout: Duration::from_secs(args.request_timeout_secs),
@@ -226,24 +171,12 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     crate::listen::serve(listener, router, conn_limits, timeout * 4 / 5, shutdown).await;
     let deadline = signalled.get().copied().unwrap_or_else(tokio::time::Instant::now) + timeout;
     metrics_server.abort();
-    // Their database work is transactional: stopped at an await, a
-    // transaction rolls back whole.
-    background.abort();
-    resumer.abort();
-    anchors.abort();
-    flusher.abort();
     let safe_point = async {
-        // Each finishes the intent or purge batch it is on, then stops.
-        worker.stop().await;
-        if let Some(p) = purger {
-            p.stop().await;
-        }
+        // The relay and the purge finish the intent or batch they are on;
+        // the leases are released, so another process takes the jobs at once.
+        jobs.stop().await;
         if let Err(e) = telemetry.flush(&db).await {
             tracing::error!(error = %e, "final telemetry flush failed");
-        }
-        // Released, so another process takes the jobs at once.
-        for keeper in [relay_keeper, purge_keeper, gauge_keeper, maintenance_keeper, resume_keeper] {
-            keeper.stop().await;
         }
     };
     if tokio::time::timeout_at(deadline, safe_point).await.is_err() {
@@ -254,81 +187,66 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Audit windows recorded and stale rows deleted per sign-in throttle
-/// sweep (each at most; the global budget lets far fewer appear in 10 s).
-const THROTTLE_SWEEP_BATCH: u64 = 200;
-
-/// Periodic work: refresh the KEK ring (so `signet kek rotate` on another
-/// instance takes effect here) in every process; and in the one holding the
-/// maintenance lease, verify the audit chain, mark expired keys, and record
-/// ended sign-in failure windows and delete stale throttle rows
-/// (`domain::auth::throttle::sweep`): shared writes, done once.
-async fn background(db: sea_orm::DatabaseConnection, vault: Arc<Vault>, lease: crate::job_lease::JobLease) {
-    let mut tick = tokio::time::interval(Duration::from_secs(10));
-    let mut n = 0u64;
-    loop {
-        tick.tick().await;
-        if let Err(e) = vault.refresh(&db).await {
-            tracing::error!(error = %e, "key ring refresh failed");
-        }
-        let Some(step) = lease.step().await else { continue };
-        // Every 5 minutes (of holding), verify what the audit log gained and
-        // move the verification mark, so a page view's check stays O(new
-        // entries) and a broken chain reaches the log without anyone looking.
-        if n.is_multiple_of(30) {
-            match domain::audit::verify_new(&db, true).await {
-                Ok(r) if r.ok => {}
-                Ok(r) => tracing::error!(
-                    seq = r.first_broken.as_ref().map_or(0, |b| b.seq),
-                    reason = r.first_broken.as_ref().map_or("", |b| b.reason.as_str()),
-                    "the audit chain does not verify"
-                ),
-                Err(e) => tracing::warn!(error = %e, "audit chain verification failed to run"),
-            }
-        }
-        n += 1;
-        if !step.valid() {
-            continue;
-        }
-        match domain::registry::keys::sweep_expired(&db, domain::clock::now_ms()).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(count = n, "retiring keys expired"),
-            Err(e) => tracing::error!(error = %e, "expiry sweep failed"),
-        }
-        if let Err(e) = domain::auth::throttle::sweep(&db, domain::clock::now_ms(), THROTTLE_SWEEP_BATCH).await {
-            tracing::error!(error = %e, "sign-in throttle sweep failed");
-        }
+/// The background jobs ([`crate::jobs`]): those that write shared state
+/// under their leases, one process at a time; the rest in every process.
+async fn start_jobs(
+    db: &sea_orm::DatabaseConnection,
+    vault: &Arc<Vault>,
+    args: &ServeArgs,
+    hooks: &crate::http::hooks::HookState,
+    notifier: crate::outbox_worker::Builtin,
+    anchor_file: crate::anchor::AnchorFile,
+    faults: domain::receiver::faults::Faults,
+) -> crate::jobs::Runner {
+    use crate::jobs::{self, Pace, maintenance, purge, resume, telemetry};
+    let holder = jobs::lease::holder_id();
+    let lease_ttl = Duration::from_millis(args.job_lease_ms);
+    let mut runner = jobs::Runner::new(db.clone(), holder.clone(), lease_ttl, faults.clone());
+    let relay = crate::outbox_worker::Relay {
+        db: db.clone(),
+        vault: vault.clone(),
+        notifier,
+        cfg: crate::outbox_worker::WorkerConfig {
+            poll: Duration::from_millis(args.outbox_poll_ms),
+            batch: 32,
+            lease: Duration::from_millis(args.outbox_lease_ms),
+            rule: domain::outbox::RetryRule {
+                base_ms: args.outbox_base_delay_ms,
+                cap_ms: args.outbox_max_delay_ms,
+                max_attempts: args.outbox_max_attempts,
+            },
+        },
+        metrics: hooks.metrics.clone(),
+        faults: faults.clone(),
+    };
+    runner.leased(jobs::OUTBOX_RELAY, relay.pace(), relay).await;
+    // On PostgreSQL the job also keeps the partitions ahead: it runs even
+    // with the purge off.
+    let purge_every = (args.purge_interval_secs > 0).then(|| Duration::from_secs(args.purge_interval_secs));
+    if purge_every.is_some() || db.get_database_backend() == sea_orm::DbBackend::Postgres {
+        let first = purge_every.unwrap_or(purge::UPKEEP_EVERY).min(Duration::from_secs(30));
+        let job = purge::Purge::new(db.clone(), hooks.metrics.clone(), purge_every);
+        runner.leased(jobs::RETENTION_PURGE, job.pace(first), job).await;
     }
-}
-
-/// Batched writes of per-minute rollups and per-key usage (every 5 s), the
-/// metrics gauges and the dashboards' gauge samples (every 15 s). Every
-/// process adds its own counts and reads its own `/metrics` gauges; the
-/// shared gauge samples are written by the one holding their lease.
-async fn flush_telemetry(
-    db: sea_orm::DatabaseConnection,
-    hooks: crate::http::hooks::HookState,
-    lease: crate::job_lease::JobLease,
-) {
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
-    let mut n = 0u64;
-    loop {
-        tick.tick().await;
-        if let Err(e) = hooks.telemetry.flush(&db).await {
-            tracing::error!(error = %e, "telemetry flush failed; counts kept for the next one");
-        }
-        if n.is_multiple_of(3) {
-            if let Err(e) = hooks.metrics.refresh_gauges(&db).await {
-                tracing::warn!(error = %e, "gauge refresh failed");
-            }
-            if let Some(_step) = lease.step().await
-                && let Err(e) = domain::stats::gauges::sample(&db, domain::clock::now_ms()).await
-            {
-                tracing::warn!(error = %e, "gauge sample for the dashboards failed");
-            }
-        }
-        n += 1;
-    }
+    let gauges = telemetry::GaugeSamples { db: db.clone() };
+    runner.leased(jobs::GAUGE_SAMPLES, Pace::every(telemetry::GAUGES_EVERY), gauges).await;
+    runner.leased(jobs::MAINTENANCE, Pace::every(maintenance::EVERY), maintenance::Maintenance::new(db.clone())).await;
+    let stale = resume::StaleAfter {
+        kek_ms: (args.kek_stale_secs * 1000) as i64,
+        bulk_ms: (args.bulk_stale_secs * 1000) as i64,
+    };
+    let resumer = resume::Resume { db: db.clone(), vault: vault.clone(), faults, stale, process: holder };
+    runner.leased(jobs::JOB_RESUME, Pace::every(resume::EVERY), resumer).await;
+    let refresh = maintenance::RingRefresh { db: db.clone(), vault: vault.clone() };
+    runner.local(Pace::every(maintenance::EVERY), refresh);
+    runner.local(Pace::every(telemetry::FLUSH_EVERY), telemetry::Flush::new(db.clone(), hooks.clone()));
+    let metrics = hooks.metrics.clone();
+    let every = Duration::from_secs(args.audit_checkpoint_secs);
+    let anchors = crate::anchor::Anchors::new(db.clone(), vault.clone(), anchor_file, every, move |at| {
+        metrics.audit_checkpoint_written(at)
+    });
+    runner.local(Pace::every(crate::anchor::TICK), anchors);
+    runner
 }
 
 async fn shutdown_signal() {

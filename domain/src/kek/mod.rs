@@ -32,10 +32,11 @@ mod rotation;
 mod sources;
 mod status;
 
+pub use crate::jobs::MAX_AUTO_RESUMES;
 pub(crate) use admin::open_err;
 pub use retire::{RETIRE_AFTER_NEWEST_MS, retire};
 pub use rewrap::{WINDOW, run, spawn, step};
-pub use rotation::{MAX_AUTO_RESUMES, Rotation, resume, resume_stale, rotate, start_rewrap};
+pub use rotation::{Rotation, resume, resume_stale, rotate, start_rewrap};
 pub use sources::{SOURCES, Source, counts};
 pub use status::{Counting, DEFAULT_STALE_AFTER_MS, get, overview};
 pub use views::kek::{FAILED, FINISHED, INTERRUPTED, KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView};

@@ -8,7 +8,7 @@ use sea_orm::{
     sea_query::{Alias, Expr, ExprTrait, Order, Query},
 };
 use serde_json::json;
-use views::kek::{FAILED, FINISHED, RUNNING, RewrapView};
+use views::kek::{RUNNING, RewrapView};
 
 use super::{
     admin::kek_change,
@@ -21,6 +21,7 @@ use crate::{
     db,
     entity::kek_rewrap as job,
     error::{DomainError, DomainResult},
+    jobs::{self, Runs},
     receiver::faults::Faults,
     vault::Vault,
 };
@@ -73,14 +74,7 @@ async fn run_paced(
             }
             Err(e) => {
                 tracing::error!(job = %id, error = %e, "KEK rewrap failed");
-                job::Entity::update_many()
-                    .col_expr(job::Column::Status, Expr::value(FAILED))
-                    .col_expr(job::Column::Error, Expr::value(Some(e.public_message())))
-                    .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
-                    .filter(job::Column::Id.eq(id))
-                    .filter(job::Column::Runner.eq(&runner))
-                    .exec(db)
-                    .await?;
+                jobs::fail::<job::Entity>(db, id, &runner, &e).await?;
                 return Err(e);
             }
         }
@@ -110,7 +104,7 @@ pub async fn step(
     window: u64,
 ) -> DomainResult<Option<RewrapView>> {
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    if j.runner != runner || j.status != RUNNING {
+    if !job::Entity::run(&j).runs_as(runner) {
         return Ok(None);
     }
     let Some(pos) = SOURCES.iter().position(|s| s.name == j.source) else {
@@ -206,18 +200,9 @@ pub async fn step(
 }
 
 async fn finish(db: &DatabaseConnection, j: &job::Model) -> DomainResult<RewrapView> {
-    let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
-    let done = job::Entity::update_many()
-        .col_expr(job::Column::Status, Expr::value(FINISHED))
-        .col_expr(job::Column::FinishedAt, Expr::value(Some(now)))
-        .col_expr(job::Column::UpdatedAt, Expr::value(now))
-        .filter(job::Column::Id.eq(&j.id))
-        .filter(job::Column::Runner.eq(&j.runner))
-        .filter(job::Column::Status.eq(RUNNING))
-        .exec(&txn)
-        .await?;
-    if done.rows_affected > 0 {
+    let done = jobs::finish::<job::Entity, _>(&txn, &j.id, Some(&j.runner)).await?;
+    if done {
         let after = json!({"job": j.id, "scanned": j.scanned, "rewrapped": j.rewrapped});
         let version = j.target_version.to_string();
         audit::record(&txn, &crate::auth::Actor::System, kek_change("kek.rewrap.finish", &version, None, after))

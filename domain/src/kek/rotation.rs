@@ -1,18 +1,15 @@
 //! Adding a KEK version, and starting, resuming or taking over the rewrap
 //! job that reseals every sealed column under the newest.
 
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
-    sea_query::{Expr, ExprTrait},
-};
+use sea_orm::{DatabaseConnection, EntityTrait, QueryOrder, Set};
 use serde::Serialize;
 use serde_json::json;
-use views::kek::{FAILED, FINISHED, INTERRUPTED, RUNNING, RewrapView};
+use views::kek::{FINISHED, RUNNING, RewrapView};
 
 use super::{
     admin::{authorize, kek_change, open_err},
     sources::{SOURCES, counts},
-    status::{view, written},
+    status::written,
 };
 use crate::{
     audit,
@@ -23,14 +20,9 @@ use crate::{
     entity::{kek_rewrap as job, kek_version},
     error::{DomainError, DomainResult},
     ids,
+    jobs::{self, Resumer, Runs},
     vault::Vault,
 };
-
-/// The system resumes a job on its own at most this many times in a row
-/// (counted in `auto_resumes`, which a person's start or resume sets back to
-/// zero), so a job that fails, or kills its process, every time stops
-/// looping and waits for a person.
-pub const MAX_AUTO_RESUMES: i32 = 3;
 
 /// What [`rotate`] did: the job that reseals everything, and whether a
 /// version was added for it.
@@ -58,7 +50,7 @@ pub async fn rotate(
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j, stale_ms, Resumer::Person).await.map(|rewrap| Rotation {
+        return resume_job(db, j, stale_ms, Resumer::Person(&auth)).await.map(|rewrap| Rotation {
             kek_version: rewrap.target_version,
             added_version: false,
             rewrap,
@@ -108,7 +100,7 @@ pub async fn start_rewrap(
     let auth = authorize(principal)?;
     vault.refresh(db).await.map_err(open_err)?;
     if let Some(j) = unfinished(db).await? {
-        return resume_job(db, &auth, j, stale_ms, Resumer::Person).await;
+        return resume_job(db, j, stale_ms, Resumer::Person(&auth)).await;
     }
     let newest = vault.ring().newest_version().ok_or(CryptoError::EmptyKeyring)?;
     create_job(db, &auth, newest).await
@@ -125,14 +117,14 @@ pub async fn resume(
 ) -> DomainResult<RewrapView> {
     let auth = authorize(principal)?;
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    resume_job(db, &auth, j, stale_ms, Resumer::Person).await
+    resume_job(db, j, stale_ms, Resumer::Person(&auth)).await
 }
 
 /// The system's automatic resume (run by one process at a time, under the
 /// `job_resume` lease): takes the latest job over if its runner has been
 /// silent for `stale_ms` (a `running` job whose process died, or a `failed`
 /// one, which so waits as long before it is tried again) and the system has
-/// resumed it fewer than [`MAX_AUTO_RESUMES`] times in a row. The take-over
+/// resumed it fewer than [`MAX_AUTO_RESUMES`](crate::jobs::MAX_AUTO_RESUMES) times in a row. The take-over
 /// is the one a person's Resume makes (of two resumers, one wins; a runner
 /// that was only slow stops at its next window), audited as
 /// `kek.rewrap.resume` by `system` with `"automatic": true`, the previous
@@ -145,30 +137,19 @@ pub async fn resume_stale(
     process: &str,
 ) -> DomainResult<Option<RewrapView>> {
     let Some(j) = unfinished(db).await? else { return Ok(None) };
-    let silent = clock::now_ms() - j.updated_at > stale_ms;
-    if !silent || j.auto_resumes >= MAX_AUTO_RESUMES || !(j.status == RUNNING || j.status == FAILED) {
+    if !job::Entity::run(&j).auto_resumable(clock::now_ms(), stale_ms) {
         return Ok(None);
     }
     // A rewrap is an admin's job; resuming it is the system's own action.
-    let auth = authorize(&Principal::system())?;
+    authorize(&Principal::system())?;
     // Seal under the newest version even if another process added it since
     // this one's last ring refresh.
     vault.refresh(db).await.map_err(open_err)?;
-    match resume_job(db, &auth, j, stale_ms, Resumer::System { process }).await {
+    match resume_job(db, j, stale_ms, Resumer::System { process }).await {
         Ok(v) => Ok(Some(v)),
         Err(DomainError::Conflict { .. }) => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// Who takes a job over.
-#[derive(Clone, Copy)]
-enum Resumer<'a> {
-    /// An admin (Resume, `kek rewrap`, `kek rotate`): the job's budget of
-    /// automatic resumes starts again.
-    Person,
-    /// The automatic resume in `process`.
-    System { process: &'a str },
 }
 
 /// The latest job if it has not finished: running (perhaps stale) or failed.
@@ -179,51 +160,15 @@ async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>>
 /// Takes `j` over if it failed or its runner has been silent for `stale_ms`.
 async fn resume_job(
     db: &DatabaseConnection,
-    auth: &Authorized,
     j: job::Model,
     stale_ms: i64,
     by: Resumer<'_>,
 ) -> DomainResult<RewrapView> {
-    match view(j.clone(), clock::now_ms(), stale_ms).status.as_str() {
-        INTERRUPTED | FAILED => {}
-        FINISHED => return Err(DomainError::conflict("rewrap_finished", "this rewrap has finished")),
-        _ => {
-            return Err(DomainError::conflict(
-                "rewrap_in_progress",
-                "a KEK rewrap is running; wait for it or resume it once it reads as interrupted",
-            ));
-        }
-    }
-    let auto_resumes = match by {
-        Resumer::Person => Expr::value(0),
-        Resumer::System { .. } => Expr::col(job::Column::AutoResumes).add(1),
-    };
-    let txn = db::begin_write(db).await?;
-    let taken = job::Entity::update_many()
-        .col_expr(job::Column::Runner, Expr::value(ids::new_id()))
-        .col_expr(job::Column::Status, Expr::value(RUNNING))
-        .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
-        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
-        .col_expr(job::Column::AutoResumes, auto_resumes)
-        .filter(job::Column::Id.eq(&j.id))
-        .filter(job::Column::Status.eq(&j.status))
-        .filter(job::Column::UpdatedAt.eq(j.updated_at))
-        .exec(&txn)
-        .await
-        .map_err(db::conflict_if_unique("rewrap_in_progress", "another KEK rewrap is running"))?;
-    if taken.rows_affected == 0 {
-        txn.rollback().await?;
-        return Err(DomainError::conflict("rewrap_in_progress", "someone else resumed this rewrap"));
-    }
+    let run = job::Entity::run(&j);
+    jobs::check_resumable::<job::Entity>(&run, clock::now_ms(), stale_ms)?;
     let version = j.target_version.to_string();
-    let mut after = json!({"job": j.id, "source": j.source, "scanned": j.scanned, "previous_runner": j.runner});
-    if let Resumer::System { process } = by {
-        after["automatic"] = json!(true);
-        after["process"] = json!(process);
-        after["previous_status"] = json!(j.status);
-    }
-    audit::record(&txn, auth.actor(), kek_change("kek.rewrap.resume", &version, None, after)).await?;
-    txn.commit().await?;
+    let after = json!({"job": j.id, "source": j.source, "scanned": j.scanned});
+    jobs::take_over::<job::Entity>(db, &run, by, |u| u, kek_change("kek.rewrap.resume", &version, None, after)).await?;
     let j = job::Entity::find_by_id(j.id).one(db).await?.ok_or(DomainError::NotFound)?;
     Ok(written(j))
 }

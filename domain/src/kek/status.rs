@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use sea_orm::{DatabaseConnection, EntityTrait, QueryOrder};
-use views::kek::{INTERRUPTED, KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView};
+use views::kek::{KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView};
 
 use super::{
     admin::authorize,
@@ -15,7 +15,21 @@ use crate::{
     clock,
     entity::{kek_retirement, kek_rewrap as job, kek_version},
     error::{DomainError, DomainResult},
+    jobs::{Conflicts, Runs, runs},
 };
+
+runs!(
+    job,
+    Conflicts {
+        finished: ("rewrap_finished", "this rewrap has finished"),
+        running: (
+            "rewrap_in_progress",
+            "a KEK rewrap is running; wait for it or resume it once it reads as interrupted"
+        ),
+        resumed_elsewhere: "someone else resumed this rewrap",
+        another_running: "another KEK rewrap is running",
+    }
+);
 
 /// The default of `serve --kek-stale-secs` (`SIGNET_KEK_STALE_SECS`): a
 /// running rewrap whose runner has not reported for this long reads as
@@ -102,8 +116,7 @@ pub(super) fn written(j: job::Model) -> RewrapView {
 /// The job as seen at `now`, a runner silent for `stale_ms` reading as
 /// interrupted.
 pub(super) fn view(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
-    let status =
-        if j.status == RUNNING && now - j.updated_at > stale_ms { INTERRUPTED.to_owned() } else { j.status.clone() };
+    let status = job::Entity::run(&j).status_at(now, stale_ms).to_owned();
     RewrapView {
         id: j.id,
         target_version: j.target_version as u32,

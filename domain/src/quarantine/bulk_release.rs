@@ -19,8 +19,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::{Expr, ExprTrait},
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 use serde_json::json;
 
@@ -35,7 +34,9 @@ use crate::{
     clock, db,
     entity::{bulk_release as job, bulk_release_item as item, quarantine_entry as entry},
     error::{DomainError, DomainResult},
-    ids, quarantine,
+    ids,
+    jobs::{self, Conflicts, Resumer, Runs, runs},
+    quarantine,
     receiver::faults::Faults,
     registry::tenants,
     text::require_reason,
@@ -47,11 +48,6 @@ pub const MAX_ENTRIES: u64 = 10_000;
 /// By default, a running job whose runner has not reported for this long
 /// reads as interrupted (`signet serve --bulk-stale-secs`).
 pub const DEFAULT_STALE_AFTER_MS: i64 = 60_000;
-/// The system resumes a job on its own at most this many times in a row
-/// (counted in `auto_resumes`, which a person's start or resume sets back to
-/// zero), so a job that fails, or kills its process, every time stops
-/// looping and waits for a person.
-pub const MAX_AUTO_RESUMES: i32 = 3;
 /// Stale jobs looked at per automatic resume round.
 const STALE_BATCH: u64 = 20;
 /// Entries fetched per round by the runner.
@@ -59,7 +55,18 @@ const ROUND: u64 = 50;
 /// Still-failing entries listed in a job's view.
 const FAILURES_SHOWN: u64 = 100;
 
+pub use crate::jobs::MAX_AUTO_RESUMES;
 pub use views::quarantine::{BulkFailure, BulkReleaseView, FAILED, FINISHED, INTERRUPTED, RUNNING};
+
+runs!(
+    job,
+    Conflicts {
+        finished: ("bulk_release_finished", "this bulk release has finished"),
+        running: ("bulk_release_running", "this bulk release is still running"),
+        resumed_elsewhere: "someone else resumed this bulk release",
+        another_running: "another bulk release is running",
+    }
+);
 
 /// Snapshots the open entries matching `f` and records the job; nothing is
 /// released until a runner picks it up ([`spawn`]).
@@ -153,16 +160,7 @@ pub fn spawn(db: DatabaseConnection, vault: Arc<Vault>, principal: Principal, jo
         };
         if let Err(e) = run(&db, &vault, &principal, &job_id, &runner, stall).await {
             tracing::warn!(job = %job_id, error = %e, "bulk release stopped");
-            let failed = job::Entity::update_many()
-                .col_expr(job::Column::Status, Expr::value(FAILED))
-                .col_expr(job::Column::Error, Expr::value(e.public_message()))
-                .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
-                .filter(job::Column::Id.eq(&job_id))
-                .filter(job::Column::Status.eq(RUNNING))
-                .filter(job::Column::Runner.eq(&runner))
-                .exec(&db)
-                .await;
-            if let Err(e) = failed {
+            if let Err(e) = jobs::fail::<job::Entity>(&db, &job_id, &runner, &e).await {
                 tracing::warn!(job = %job_id, error = %e, "could not record the bulk release failure");
             }
         }
@@ -182,7 +180,7 @@ async fn run(
 ) -> DomainResult<()> {
     loop {
         let j = job::Entity::find_by_id(job_id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-        if j.runner != runner || j.status != RUNNING {
+        if !job::Entity::run(&j).runs_as(runner) {
             return Ok(());
         }
         // Each round acts with the starter's rights as they are now.
@@ -279,18 +277,7 @@ async fn finish_as(
     runner: Option<&str>,
 ) -> DomainResult<()> {
     let txn = db::begin_write(db).await?;
-    let now = clock::now_ms();
-    let mut update = job::Entity::update_many()
-        .col_expr(job::Column::Status, Expr::value(FINISHED))
-        .col_expr(job::Column::FinishedAt, Expr::value(now))
-        .col_expr(job::Column::UpdatedAt, Expr::value(now))
-        .filter(job::Column::Id.eq(job_id))
-        .filter(job::Column::Status.eq(RUNNING));
-    if let Some(r) = runner {
-        update = update.filter(job::Column::Runner.eq(r));
-    }
-    let done = update.exec(&txn).await?;
-    if done.rows_affected == 1 {
+    if jobs::finish::<job::Entity, _>(&txn, job_id, runner).await? {
         let j = job::Entity::find_by_id(job_id.to_owned()).one(&txn).await?.ok_or(DomainError::NotFound)?;
         let after = json!({
             "total": j.total,
@@ -321,75 +308,28 @@ pub async fn resume(
 ) -> DomainResult<BulkReleaseView> {
     let j = find(db, principal, job_id).await?;
     let auth = principal.authorize(Permission::TriageEvents, scope_of(&j))?;
-    match status_of(&j, clock::now_ms(), stale_ms) {
-        INTERRUPTED | FAILED => {}
-        FINISHED => {
-            return Err(DomainError::conflict("bulk_release_finished", "this bulk release has finished"));
-        }
-        _ => {
-            return Err(DomainError::conflict("bulk_release_running", "this bulk release is still running"));
-        }
-    }
-    if !take_over(db, &auth, &j, Resumer::Person).await? {
-        return Err(DomainError::conflict("bulk_release_running", "someone else resumed this bulk release"));
-    }
+    jobs::check_resumable::<job::Entity>(&job::Entity::run(&j), clock::now_ms(), stale_ms)?;
+    take_over(db, &auth, &j, Resumer::Person(&auth)).await?;
     spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned(), faults);
     get(db, principal, job_id, stale_ms).await
 }
 
-/// Who takes a job over.
-#[derive(Clone, Copy)]
-enum Resumer<'a> {
-    /// A person with triage rights: the job runs under their rights from
-    /// now on, and its budget of automatic resumes starts again.
-    Person,
-    /// The automatic resume in `process`: the job keeps its authority.
-    System { process: &'a str },
-}
-
-/// Gives `j` a new runner if it is still as it was read (a compare-and-set
-/// on its status and heartbeat: of two resumers, one wins; a runner that was
-/// only slow stops at its next round), and audits the resume. `auth` is the
-/// resumer's, or for the system the job's authority re-checked. `false`:
-/// someone else resumed it, or its runner reported meanwhile.
-async fn take_over(db: &DatabaseConnection, auth: &Authorized, j: &job::Model, by: Resumer<'_>) -> DomainResult<bool> {
-    let mut update = job::Entity::update_many()
-        .col_expr(job::Column::Runner, Expr::value(ids::new_id()))
-        .col_expr(job::Column::Status, Expr::value(RUNNING))
-        .col_expr(job::Column::Error, Expr::value(Option::<String>::None))
-        .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()));
-    let mut after = json!({"processed": j.processed, "total": j.total, "previous_runner": j.runner});
-    let actor = match by {
-        Resumer::Person => {
-            update = update
-                .col_expr(job::Column::AutoResumes, Expr::value(0))
-                .col_expr(job::Column::Authority, Expr::value(Some(authority_json(auth.actor()))));
-            auth.actor()
-        }
-        Resumer::System { process } => {
-            update = update.col_expr(job::Column::AutoResumes, Expr::col(job::Column::AutoResumes).add(1));
-            after["automatic"] = json!(true);
-            after["process"] = json!(process);
-            after["previous_status"] = json!(j.status);
-            after["authority"] = json!(auth.actor());
-            &Actor::System
-        }
-    };
-    let txn = db::begin_write(db).await?;
-    let taken = update
-        .filter(job::Column::Id.eq(&j.id))
-        .filter(job::Column::Status.eq(&j.status))
-        .filter(job::Column::UpdatedAt.eq(j.updated_at))
-        .exec(&txn)
-        .await?;
-    if taken.rows_affected == 0 {
-        txn.rollback().await?;
-        return Ok(false);
+/// Gives `j` a new runner (of two resumers, one wins; a runner that was
+/// only slow stops at its next round) and audits the resume. `auth` is the
+/// resumer's, or for the system the job's authority re-checked: a person's
+/// rights become the job's authority, the system's resume records whose it
+/// ran under.
+async fn take_over(db: &DatabaseConnection, auth: &Authorized, j: &job::Model, by: Resumer<'_>) -> DomainResult<()> {
+    let mut after = json!({"processed": j.processed, "total": j.total});
+    let person = matches!(by, Resumer::Person(_));
+    if !person {
+        after["authority"] = json!(auth.actor());
     }
-    audit::record(&txn, actor, job_change("quarantine.bulk_release.resume", &j.id, j.tenant_id.as_deref(), after))
-        .await?;
-    txn.commit().await?;
-    Ok(true)
+    let change = job_change("quarantine.bulk_release.resume", &j.id, j.tenant_id.as_deref(), after);
+    let also = |u: sea_orm::UpdateMany<job::Entity>| {
+        if person { u.col_expr(job::Column::Authority, Expr::value(Some(authority_json(auth.actor())))) } else { u }
+    };
+    jobs::take_over::<job::Entity>(db, &job::Entity::run(j), by, also, change).await
 }
 
 /// The system's automatic resume (run by one process at a time, under the
@@ -410,9 +350,7 @@ pub async fn resume_stale(
     faults: &Faults,
 ) -> DomainResult<Vec<String>> {
     let stale = job::Entity::find()
-        .filter(job::Column::Status.is_in([RUNNING, FAILED]))
-        .filter(job::Column::UpdatedAt.lt(clock::now_ms() - stale_ms))
-        .filter(job::Column::AutoResumes.lt(MAX_AUTO_RESUMES))
+        .filter(jobs::auto_resumable::<job::Entity>(clock::now_ms(), stale_ms))
         .filter(job::Column::Authority.is_not_null())
         .order_by_asc(job::Column::UpdatedAt)
         .limit(STALE_BATCH)
@@ -437,9 +375,14 @@ pub async fn resume_stale(
             give_up(db, &j, "its authority may no longer triage these events").await?;
             continue;
         };
-        if take_over(db, &auth, &j, Resumer::System { process }).await? {
-            spawn(db.clone(), vault.clone(), principal, j.id.clone(), faults);
-            resumed.push(j.id);
+        match take_over(db, &auth, &j, Resumer::System { process }).await {
+            Ok(()) => {
+                spawn(db.clone(), vault.clone(), principal, j.id.clone(), faults);
+                resumed.push(j.id);
+            }
+            // Another resumer won, or its runner reported meanwhile.
+            Err(DomainError::Conflict { .. }) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(resumed)
@@ -559,14 +502,10 @@ fn scope_of(j: &job::Model) -> Scope<'_> {
     j.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant)
 }
 
-fn status_of(j: &job::Model, now: i64, stale_ms: i64) -> &str {
-    if j.status == RUNNING && now - j.updated_at > stale_ms { INTERRUPTED } else { &j.status }
-}
-
 fn view(j: job::Model, now: i64, stale_ms: i64) -> BulkReleaseView {
     let n = |v: i64| u64::try_from(v).unwrap_or(0);
     BulkReleaseView {
-        status: status_of(&j, now, stale_ms).to_owned(),
+        status: job::Entity::run(&j).status_at(now, stale_ms).to_owned(),
         filter: serde_json::from_str(&j.filter).unwrap_or_default(),
         id: j.id,
         reason: j.reason,

@@ -1,14 +1,14 @@
 //! Once across processes: each background job that writes shared state runs
 //! in at most one `signet serve` process at a time (issue 28 item 3).
 //!
-//! A [`Keeper`] task per job takes the job's lease when it is free
+//! The runner ([`super::Runner`]) starts a [`Keeper`] task per leased job takes the job's lease when it is free
 //! ([`domain::job_lease`]), renews it every third of its duration while this
 //! process lives, and releases it on drain. A process that is killed stops
 //! renewing; once its lease expires another process takes the job over and
 //! carries on from the database (each job keeps its progress there).
 //!
-//! The job itself asks [`JobLease::step`] before each round of work and
-//! [`Step::valid`] before each action a stale holder could harm (an outbox
+//! The runner asks [`JobLease::step`] before each round of work, and the
+//! job asks [`Step::valid`] before each action a stale holder could harm (an outbox
 //! send). Both read a local deadline: the instant before the last
 //! successful take or renewal plus the lease's duration, which passes no
 //! later than the database's expiry. So a process that stopped renewing
@@ -68,24 +68,29 @@ pub struct JobLease {
     shared: Arc<Shared>,
 }
 
-/// Permission for one round of a job's work, at one epoch of the lease.
+/// Permission for one round of a job's work: at one epoch of its lease, or
+/// always for a job every process runs for itself.
 pub struct Step {
-    shared: Arc<Shared>,
-    epoch: i64,
+    held: Option<(Arc<Shared>, i64)>,
 }
 
 impl Step {
+    /// A step of a job that is not leased.
+    pub(super) fn local() -> Self {
+        Step { held: None }
+    }
+
     /// Whether this process still holds the job at the epoch the step began
     /// with; a holder that lost it must do nothing more.
     pub fn valid(&self) -> bool {
-        self.shared.tenure().is_some_and(|t| t.epoch == self.epoch)
+        self.held.as_ref().is_none_or(|(shared, epoch)| shared.tenure().is_some_and(|t| t.epoch == *epoch))
     }
 }
 
 impl Drop for Step {
     fn drop(&mut self) {
-        if self.shared.step_pause.is_some() {
-            tracing::info!(job = self.shared.job, epoch = self.epoch, at_ms = domain::clock::now_ms(), "job step end");
+        if let Some((shared, epoch)) = self.held.as_ref().filter(|(s, _)| s.step_pause.is_some()) {
+            tracing::info!(job = shared.job, epoch, at_ms = domain::clock::now_ms(), "job step end");
         }
     }
 }
@@ -95,7 +100,7 @@ impl JobLease {
     /// process runs it; ask again at the next tick).
     pub async fn step(&self) -> Option<Step> {
         let t = self.shared.tenure()?;
-        let step = Step { shared: self.shared.clone(), epoch: t.epoch };
+        let step = Step { held: Some((self.shared.clone(), t.epoch)) };
         if let Some(pause) = self.shared.step_pause {
             tracing::info!(job = self.shared.job, epoch = t.epoch, at_ms = domain::clock::now_ms(), "job step begin");
             tokio::time::sleep(pause).await;

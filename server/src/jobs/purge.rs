@@ -1,10 +1,10 @@
-//! The retention purge task in `signet serve`: keeps the PostgreSQL
+//! The retention purge job in `signet serve`: keeps the PostgreSQL
 //! partitions ahead ([`domain::retention::partitions::upkeep`]) and runs
 //! [`domain::retention::purge::run`] shortly after start and then every
 //! interval, and reports each run in the metrics (the domain writes the
 //! audit entry).
 //!
-//! The task ticks at least every [`UPKEEP_EVERY`] even when the purge runs
+//! The job ticks at least every [`UPKEEP_EVERY`] even when the purge runs
 //! less often or not at all: without a default partition, writes need
 //! tomorrow's partitions whatever the purge setting.
 
@@ -12,59 +12,46 @@ use std::{sync::Arc, time::Duration};
 
 use domain::retention::{partitions, purge};
 use sea_orm::DatabaseConnection;
-use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use tokio::time::Instant;
 
-use crate::{job_lease::JobLease, metrics::Metrics};
+use super::{Job, Next, Pace, Step};
+use crate::metrics::Metrics;
 
 /// The longest time between two partition upkeeps.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
 
-pub struct PurgeHandle {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+/// The partition upkeep, and the purge every `every` (`None`: upkeep only).
+pub struct Purge {
+    db: DatabaseConnection,
+    metrics: Arc<Metrics>,
+    every: Option<Duration>,
+    last_purge: Option<Instant>,
 }
 
-impl PurgeHandle {
-    /// Lets a running batch finish, then ends the task.
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+impl Purge {
+    pub fn new(db: DatabaseConnection, metrics: Arc<Metrics>, every: Option<Duration>) -> Self {
+        Purge { db, metrics, every, last_purge: None }
+    }
+
+    /// `first` is the delay before the first tick; a drain lets a running
+    /// batch finish.
+    pub fn pace(&self, first: Duration) -> Pace {
+        let every = self.every.map_or(UPKEEP_EVERY, |e| e.min(UPKEEP_EVERY));
+        Pace { first, every, finish_on_stop: true }
     }
 }
 
-/// `first` is the delay before the first tick (so start-up is not slowed);
-/// `every` the purge's interval, `None` for upkeep only. Runs only while this
-/// process holds `lease` (one purge and upkeep across processes).
-pub fn spawn(
-    db: DatabaseConnection,
-    metrics: Arc<Metrics>,
-    first: Duration,
-    every: Option<Duration>,
-    lease: JobLease,
-) -> PurgeHandle {
-    let (stop, mut stopped) = watch::channel(false);
-    let tick = every.map_or(UPKEEP_EVERY, |e| e.min(UPKEEP_EVERY));
-    let task = tokio::spawn(async move {
-        let mut wait = first;
-        let mut last_purge: Option<Instant> = None;
-        loop {
-            tokio::select! {
-                _ = stopped.changed() => break,
-                _ = tokio::time::sleep(wait) => {}
-            }
-            wait = tick;
-            // Deletes and drops are idempotent, so a holder that loses the
-            // lease in the middle of a run does no harm; it just does not
-            // start another.
-            let Some(_step) = lease.step().await else { continue };
-            let purge_due = every.is_some_and(|e| last_purge.is_none_or(|at| at.elapsed() >= e));
-            if purge_due {
-                last_purge = Some(Instant::now());
-            }
-            run_once(&db, &metrics, purge_due).await;
+impl Job for Purge {
+    // Deletes and drops are idempotent, so a holder that loses the lease in
+    // the middle of a run does no harm; it just does not start another.
+    async fn step(&mut self, _: &Step) -> Next {
+        let purge_due = self.every.is_some_and(|e| self.last_purge.is_none_or(|at| at.elapsed() >= e));
+        if purge_due {
+            self.last_purge = Some(Instant::now());
         }
-    });
-    PurgeHandle { stop, task }
+        run_once(&self.db, &self.metrics, purge_due).await;
+        Next::Wait
+    }
 }
 
 /// One tick: the partition upkeep, then the purge when it is due.

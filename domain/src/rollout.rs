@@ -22,6 +22,7 @@
 //! Disabling retries is never gated: it is the rollback switch.
 
 use std::collections::{BTreeMap, BTreeSet};
+use views::keys::KeyStatus;
 
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
@@ -162,11 +163,11 @@ async fn approval_missing(db: &DatabaseConnection, vault: &Vault, t: &tenant::Mo
     let now = clock::now_ms();
     let live: BTreeMap<String, String> = signing_key::Entity::find()
         .filter(signing_key::Column::TenantId.eq(&t.id))
-        .filter(signing_key::Column::Status.is_in(["active", "retiring"]))
+        .filter(signing_key::Column::Status.is_in([KeyStatus::Active, KeyStatus::Retiring]))
         .all(db)
         .await?
         .into_iter()
-        .filter(|k| k.status == "active" || k.expires_at.is_none_or(|e| e > now))
+        .filter(|k| k.status == KeyStatus::Active || k.expires_at.is_none_or(|e| e > now))
         .map(|k| (k.id, k.scope_hash))
         .collect();
     let approvals = evidence_signoff::Entity::find()

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use domain::receiver::{Outcome, cache::EndpointCtx};
+use domain::{
+    receiver::{Outcome, cache::EndpointCtx},
+    registry::keys::KeyStatus,
+};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -408,7 +411,7 @@ impl Metrics {
 
         use domain::entity::{endpoint, signing_key, tenant};
         let keys = signing_key::Entity::find()
-            .filter(signing_key::Column::Status.eq("retiring"))
+            .filter(signing_key::Column::Status.eq(KeyStatus::Retiring))
             .filter(signing_key::Column::ExpiresAt.gt(now))
             .filter(domain::registry::tenants::not_synthetic_tenant(signing_key::Column::TenantId))
             .all(db)

@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::string_enum::string_enum;
+
 /// A received event: metadata only.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -14,12 +16,19 @@ pub struct EventView {
     pub received_at: String,
 }
 
+string_enum! {
+    /// A reminder's state, as stored in `reminders.status`.
+    pub enum ReminderStatus {
+        Scheduled = "scheduled",
+        Canceled = "canceled",
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReminderView {
     pub reminder_id: String,
-    /// `scheduled` or `canceled`.
-    pub status: String,
+    pub status: ReminderStatus,
     pub send_at: String,
     pub created_at: String,
     pub updated_at: String,

@@ -1,60 +1,32 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::scheme::Scheme;
+use crate::{scheme::Scheme, string_enum::string_enum};
 
-/// Lifecycle state as stored (`expired` is also derived on read from
-/// `retiring` + `expires_at`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum KeyStatus {
-    PendingApproval,
-    Active,
-    Retiring,
-    Expired,
-    Revoked,
-    Rejected,
+string_enum! {
+    /// Lifecycle state as stored (`expired` is also derived on read from
+    /// `retiring` + `expires_at`).
+    pub enum KeyStatus {
+        PendingApproval = "pending_approval",
+        Active = "active",
+        Retiring = "retiring",
+        Expired = "expired",
+        Revoked = "revoked",
+        Rejected = "rejected",
+    }
 }
 
 impl KeyStatus {
-    pub const ALL: [KeyStatus; 6] = [
-        KeyStatus::PendingApproval,
-        KeyStatus::Active,
-        KeyStatus::Retiring,
-        KeyStatus::Expired,
-        KeyStatus::Revoked,
-        KeyStatus::Rejected,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyStatus::PendingApproval => "pending_approval",
-            KeyStatus::Active => "active",
-            KeyStatus::Retiring => "retiring",
-            KeyStatus::Expired => "expired",
-            KeyStatus::Revoked => "revoked",
-            KeyStatus::Rejected => "rejected",
-        }
-    }
     /// The `status` filter's schema: empty (any) or a status.
     #[cfg(feature = "openapi")]
     pub fn schema() -> utoipa::openapi::Object {
-        let values: Vec<&str> = std::iter::once("").chain(KeyStatus::ALL.map(KeyStatus::as_str)).collect();
+        let values: Vec<&str> = std::iter::once("").chain(KeyStatus::ALL.iter().map(|s| s.as_str())).collect();
         crate::openapi::one_of(&values)
     }
 
-    pub fn parse(text: &str) -> Option<KeyStatus> {
-        KeyStatus::ALL.into_iter().find(|s| s.as_str() == text)
-    }
     /// States a key can still leave (revocable).
     pub fn is_live(self) -> bool {
         matches!(self, KeyStatus::PendingApproval | KeyStatus::Active | KeyStatus::Retiring)
-    }
-}
-
-impl std::fmt::Display for KeyStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

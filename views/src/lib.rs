@@ -24,4 +24,5 @@ pub mod retry_policy;
 pub mod roles;
 pub mod scheme;
 pub mod stats;
+mod string_enum;
 pub mod users;

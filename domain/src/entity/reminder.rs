@@ -1,6 +1,7 @@
 //! `reminders` rows.
 
 use sea_orm::entity::prelude::*;
+use views::events::ReminderStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "reminders")]
@@ -9,8 +10,7 @@ pub struct Model {
     pub tenant_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub reminder_id: String,
-    /// `scheduled` or `canceled`.
-    pub status: String,
+    pub status: ReminderStatus,
     pub send_at: i64,
     pub created_at: i64,
     pub updated_at: i64,

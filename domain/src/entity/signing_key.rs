@@ -1,6 +1,7 @@
 //! `signing_keys` rows.
 
 use sea_orm::entity::prelude::*;
+use views::keys::KeyStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "signing_keys")]
@@ -9,7 +10,7 @@ pub struct Model {
     pub id: String,
     pub tenant_id: String,
     pub endpoint_id: String,
-    pub status: String,
+    pub status: KeyStatus,
     /// JSON array: the key's scope, the endpoint's types or a subset.
     pub event_types: String,
     /// Hash of the current scope; must equal `approved_scope_hash` to verify.

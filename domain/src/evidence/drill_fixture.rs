@@ -6,6 +6,7 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde_json::json;
+use views::keys::KeyStatus;
 
 use crate::{
     audit::{self, Change},
@@ -222,7 +223,7 @@ async fn endpoint_with_key<C: ConnectionTrait>(
         id: key_id,
         tenant_id: t.id.clone(),
         endpoint_id: e.id.clone(),
-        status: "active".into(),
+        status: KeyStatus::Active,
         event_types: types.to_json(),
         scope_hash: scope.clone(),
         approved_scope_hash: Some(scope),

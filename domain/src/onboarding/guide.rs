@@ -7,6 +7,7 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 use views::hmac::HmacProfile;
+use views::keys::KeyStatus;
 
 use super::{signing, signing::stored_profile, test_delivery};
 use crate::{
@@ -42,7 +43,7 @@ pub async fn guide(
     let accepted = keys::accepted_key_rows(db, &e.id, clock::now_ms()).await?;
     let public_keys = signing_key::Entity::find()
         .filter(signing_key::Column::EndpointId.eq(&e.id))
-        .filter(signing_key::Column::Status.is_in(["pending_approval", "active", "retiring"]))
+        .filter(signing_key::Column::Status.is_in([KeyStatus::PendingApproval, KeyStatus::Active, KeyStatus::Retiring]))
         .filter(signing_key::Column::CredentialKind.eq(keys::CredentialKind::Ed25519.as_str()))
         .order_by_asc(signing_key::Column::CreatedAt)
         .all(db)

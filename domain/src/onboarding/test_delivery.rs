@@ -11,6 +11,7 @@ use sea_orm::DatabaseConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use views::hmac::HmacProfile;
+use views::keys::KeyStatus;
 
 use super::signing::sign_for;
 use crate::{
@@ -170,7 +171,7 @@ fn signer(accepted: &[signing_key::Model]) -> DomainResult<&signing_key::Model> 
     let can_sign = |k: &&signing_key::Model| {
         k.credential_kind == keys::CredentialKind::Hmac.as_str() || !k.secret_ciphertext.is_empty()
     };
-    let active = accepted.iter().filter(|k| k.status == "active").find(can_sign);
+    let active = accepted.iter().filter(|k| k.status == KeyStatus::Active).find(can_sign);
     active.or_else(|| accepted.iter().find(can_sign)).ok_or_else(|| {
         DomainError::conflict(
             "key_cannot_sign",

@@ -13,6 +13,7 @@ pub mod bulk_release;
 pub mod redact;
 
 use std::collections::HashMap;
+use views::keys::KeyStatus;
 
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -463,7 +464,7 @@ async fn scope_refusal<C: ConnectionTrait>(
     env: &envelope::Envelope,
 ) -> DomainResult<Option<&'static str>> {
     let key = signing_key::Entity::find_by_id(claim.key_id.clone()).one(conn).await?;
-    if key.as_ref().is_some_and(|k| k.status == "revoked") {
+    if key.as_ref().is_some_and(|k| k.status == KeyStatus::Revoked) {
         return Ok(Some("key_revoked"));
     }
     let permitted = key.is_some_and(|k| {

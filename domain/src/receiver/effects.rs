@@ -28,6 +28,7 @@ use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult, sea_query::Expr,
 };
 use serde_json::{Value, json};
+use views::events::ReminderStatus;
 
 use crate::envelope::Envelope;
 use crate::{
@@ -132,7 +133,7 @@ async fn refused<C: ConnectionTrait>(
     let Some(row) = reminder::Entity::find_by_id((tenant.to_owned(), id.to_owned())).one(conn).await? else {
         return Err(EffectError::Quarantine("reminder_not_found"));
     };
-    if row.status == "canceled" {
+    if row.status == ReminderStatus::Canceled {
         return Ok(Applied::Stale);
     }
     if unordered || row.state_order.as_deref() == Some(ORDER_NONE) {
@@ -170,7 +171,7 @@ pub async fn apply<C: ConnectionTrait>(
             let res = reminder::Entity::insert(reminder::ActiveModel {
                 tenant_id: Set(t.to_owned()),
                 reminder_id: Set(id.to_owned()),
-                status: Set("scheduled".into()),
+                status: Set(ReminderStatus::Scheduled),
                 send_at: Set(send_at),
                 created_at: Set(now),
                 updated_at: Set(now),
@@ -192,7 +193,7 @@ pub async fn apply<C: ConnectionTrait>(
             let send_at = time_field(&env.data, "send_at")?;
             let (happened, state_at, state_order) = ordering()?;
             let mut update = reminder::Entity::update_many()
-                .col_expr(reminder::Column::Status, Expr::value("scheduled"))
+                .col_expr(reminder::Column::Status, Expr::value(ReminderStatus::Scheduled))
                 .col_expr(reminder::Column::StateAt, Expr::value(state_at))
                 .col_expr(reminder::Column::StateOrder, Expr::value(Some(state_order)))
                 .col_expr(reminder::Column::UpdatedAt, Expr::value(now));
@@ -225,7 +226,7 @@ pub async fn apply<C: ConnectionTrait>(
             let mut update = update
                 .filter(reminder::Column::TenantId.eq(t))
                 .filter(reminder::Column::ReminderId.eq(id))
-                .filter(reminder::Column::Status.ne("canceled"));
+                .filter(reminder::Column::Status.ne(ReminderStatus::Canceled));
             if let Some(placed) = placed {
                 update = update.filter(placed);
             }
@@ -248,13 +249,13 @@ pub async fn apply<C: ConnectionTrait>(
             let id = text_field(&env.data, "reminder_id")?;
             let (_, state_at, state_order) = ordering()?;
             let res = reminder::Entity::update_many()
-                .col_expr(reminder::Column::Status, Expr::value("canceled"))
+                .col_expr(reminder::Column::Status, Expr::value(ReminderStatus::Canceled))
                 .col_expr(reminder::Column::StateAt, Expr::value(state_at))
                 .col_expr(reminder::Column::StateOrder, Expr::value(Some(state_order)))
                 .col_expr(reminder::Column::UpdatedAt, Expr::value(now))
                 .filter(reminder::Column::TenantId.eq(t))
                 .filter(reminder::Column::ReminderId.eq(id))
-                .filter(reminder::Column::Status.ne("canceled"))
+                .filter(reminder::Column::Status.ne(ReminderStatus::Canceled))
                 .exec(conn)
                 .await?;
             if res.rows_affected == 0 {

@@ -6,6 +6,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use views::keys::KeyStatus;
 
 use views::hmac::HmacProfileBody;
 
@@ -281,7 +282,11 @@ pub async fn update(
     if let Some(types) = types {
         let live = signing_key::Entity::find()
             .filter(signing_key::Column::EndpointId.eq(&e.id))
-            .filter(signing_key::Column::Status.is_in(["pending_approval", "active", "retiring"]))
+            .filter(signing_key::Column::Status.is_in([
+                KeyStatus::PendingApproval,
+                KeyStatus::Active,
+                KeyStatus::Retiring,
+            ]))
             .all(&txn)
             .await?;
         if let Some(k) = live.iter().find(|k| !types.covers(&EventTypes::from_json(&k.event_types))) {

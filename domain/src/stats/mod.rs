@@ -10,6 +10,7 @@
 pub mod gauges;
 
 use std::collections::{BTreeMap, HashMap};
+use views::keys::KeyStatus;
 
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -352,7 +353,8 @@ pub async fn stats(
     }
     let endpoints: HashMap<String, endpoint::Model> =
         endpoints_q.all(db).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
-    let mut keys_q = signing_key::Entity::find().filter(signing_key::Column::Status.is_in(["active", "retiring"]));
+    let mut keys_q =
+        signing_key::Entity::find().filter(signing_key::Column::Status.is_in([KeyStatus::Active, KeyStatus::Retiring]));
     match tenant_id {
         Some(t) => keys_q = keys_q.filter(signing_key::Column::TenantId.eq(t)),
         None => keys_q = keys_q.filter(crate::registry::tenants::not_synthetic_tenant(signing_key::Column::TenantId)),
@@ -365,7 +367,7 @@ pub async fn stats(
     };
     let keys_in_overlap = live_keys
         .iter()
-        .filter(|k| k.status == "retiring")
+        .filter(|k| k.status == KeyStatus::Retiring)
         .filter_map(|k| {
             let (tenant, endpoint) = name(&k.endpoint_id)?;
             Some(OverlapKey {

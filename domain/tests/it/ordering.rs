@@ -115,12 +115,12 @@ db_test!(a_transition_without_occurred_at_that_contradicts_a_later_state_is_quar
     assert_eq!(notices(t).await, notices_before + 2, "a notice for each applied `scheduled`");
     assert_eq!(row(t, "r-1").await.send_at, before.send_at);
     assert!(matches!(send_signed(&s, &canceled("r-1"), "x-1", 0).await, Outcome::Applied { .. }));
-    assert_eq!(row(t, "r-1").await.status, "canceled");
+    assert_eq!(row(t, "r-1").await.status.as_str(), "canceled");
     // After a cancellation a `scheduled` is refused by the terminal rule,
     // which holds in any order: a stale transition, not an ambiguity.
     let late = scheduled("r-1", Some("2027-01-07T09:00:00Z"), None);
     assert_eq!(send_signed(&s, &late, "s-late", 0).await, Outcome::StaleTransition { event_id: "s-late".into() });
-    assert_eq!(row(t, "r-1").await.status, "canceled");
+    assert_eq!(row(t, "r-1").await.status.as_str(), "canceled");
 });
 
 db_test!(a_transition_with_occurred_at_is_ordered_by_it, async |t: &TestDb| {

@@ -89,7 +89,7 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
     assert_eq!(logged, ["duplicate"]);
     let reminder = st.reminder.as_ref().unwrap();
     assert_eq!((reminder.reminder_id.as_str(), reminder.transition.as_str()), ("rem-1", "reminder.scheduled"));
-    assert_eq!(reminder.current.as_ref().unwrap().status, "scheduled");
+    assert_eq!(reminder.current.as_ref().unwrap().status.as_str(), "scheduled");
     assert_eq!(st.outbox.len(), 1);
     assert_eq!((st.outbox[0].kind.as_str(), st.outbox[0].attempts), ("reminder_notice", 0));
     assert!(st.quarantine.is_none());

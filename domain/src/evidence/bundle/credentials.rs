@@ -2,6 +2,7 @@
 //! verification counts, and the KEK versions that seal them.
 
 use std::collections::BTreeMap;
+use views::keys::KeyStatus;
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 use views::evidence::{CredentialRow, KekSeals, KeyVerification};
@@ -98,7 +99,7 @@ pub(super) async fn credentials(
                 created_at: k.created_at,
                 age_days: (now - row.created_at) / DAY_MS,
                 last_verified_at: k.last_verified_at,
-                overlap_ends_at: if row.status == "retiring" { k.expires_at } else { None },
+                overlap_ends_at: if row.status == KeyStatus::Retiring { k.expires_at } else { None },
                 verification: verified,
                 key_id: k.key_id,
             })

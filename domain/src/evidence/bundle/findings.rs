@@ -2,6 +2,7 @@
 //! sections alone.
 
 use views::evidence::{Evidence, Finding};
+use views::keys::KeyStatus;
 
 use crate::{
     clock,
@@ -94,7 +95,9 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
         }
     }
     for k in &e.credentials {
-        if matches!(k.status.as_str(), "active" | "retiring") && k.age_days > MAX_KEY_AGE_DAYS {
+        if matches!(KeyStatus::parse(&k.status), Some(KeyStatus::Active | KeyStatus::Retiring))
+            && k.age_days > MAX_KEY_AGE_DAYS
+        {
             out.push(finding(
                 "warning",
                 "key_past_rotation_age",

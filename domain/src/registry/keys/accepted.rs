@@ -20,7 +20,7 @@ pub async fn accepted_key_rows<C: ConnectionTrait>(
 ) -> DomainResult<Vec<signing_key::Model>> {
     let rows = signing_key::Entity::find()
         .filter(signing_key::Column::EndpointId.eq(endpoint_id))
-        .filter(signing_key::Column::Status.is_in(["active", "retiring"]))
+        .filter(signing_key::Column::Status.is_in([KeyStatus::Active, KeyStatus::Retiring]))
         .all(conn)
         .await?;
     Ok(rows

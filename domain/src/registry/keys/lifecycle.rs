@@ -101,7 +101,7 @@ async fn insert_key<C: ConnectionTrait>(
         id: Set(key_id),
         tenant_id: Set(t.id.clone()),
         endpoint_id: Set(e.id.clone()),
-        status: Set("pending_approval".into()),
+        status: Set(KeyStatus::PendingApproval),
         event_types: Set(types.to_json()),
         scope_hash: Set(scope_hash(t, e, types)),
         approved_scope_hash: Set(None),
@@ -255,7 +255,7 @@ pub async fn rotate_with(
         }
     };
     let credential = check_credential(&old.endpoint, &credential)?;
-    if old.key.status != "active" {
+    if old.key.status != KeyStatus::Active {
         return Err(DomainError::conflict(
             "not_active",
             format!("only an active key can be rotated; {key_id} is {}", old.key.status),
@@ -269,7 +269,7 @@ pub async fn rotate_with(
     }
     let pending = signing_key::Entity::find()
         .filter(signing_key::Column::ReplacesKeyId.eq(key_id))
-        .filter(signing_key::Column::Status.eq("pending_approval"))
+        .filter(signing_key::Column::Status.eq(KeyStatus::PendingApproval))
         .one(&txn)
         .await?;
     if let Some(p) = pending {
@@ -327,7 +327,7 @@ pub async fn revoke(
         return Err(DomainError::conflict("not_revocable", format!("key {key_id} is already {status}")));
     }
     let mut a: signing_key::ActiveModel = l.key.clone().into();
-    a.status = Set("revoked".into());
+    a.status = Set(KeyStatus::Revoked);
     a.revoked_at = Set(Some(now));
     a.revoked_reason = Set(Some(reason.clone()));
     let audit_after = |after: &KeyView| json!({"status": after.status, "reason": reason});
@@ -365,7 +365,7 @@ pub async fn set_scope(
     let mut a: signing_key::ActiveModel = l.key.clone().into();
     a.event_types = Set(types.to_json());
     a.scope_hash = Set(new_hash);
-    a.status = Set("pending_approval".into());
+    a.status = Set(KeyStatus::PendingApproval);
     a.scope_changed_by = Set(Some(auth.actor().name().to_owned()));
     update_recorded(txn, auth.actor(), &l, a, "key.scope_change", summary, now).await
 }
@@ -402,7 +402,7 @@ async fn update_recorded(
 /// derived on read; this makes it durable and audited).
 pub async fn sweep_expired(db: &DatabaseConnection, now: i64) -> DomainResult<u64> {
     let due = signing_key::Entity::find()
-        .filter(signing_key::Column::Status.eq("retiring"))
+        .filter(signing_key::Column::Status.eq(KeyStatus::Retiring))
         .filter(signing_key::Column::ExpiresAt.lte(now))
         .all(db)
         .await?;
@@ -410,9 +410,9 @@ pub async fn sweep_expired(db: &DatabaseConnection, now: i64) -> DomainResult<u6
     for k in due {
         let txn = db::begin_write(db).await?;
         let res = signing_key::Entity::update_many()
-            .col_expr(signing_key::Column::Status, Expr::value("expired"))
+            .col_expr(signing_key::Column::Status, Expr::value(KeyStatus::Expired))
             .filter(signing_key::Column::Id.eq(&k.id))
-            .filter(signing_key::Column::Status.eq("retiring"))
+            .filter(signing_key::Column::Status.eq(KeyStatus::Retiring))
             .exec(&txn)
             .await?;
         if res.rows_affected == 1 {

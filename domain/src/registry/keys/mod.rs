@@ -143,7 +143,7 @@ pub(crate) fn scope_hash(t: &tenant::Model, e: &endpoint::Model, types: &EventTy
 }
 
 fn effective_status(k: &signing_key::Model, now: i64) -> KeyStatus {
-    let stored = KeyStatus::parse(&k.status).unwrap_or(KeyStatus::Revoked);
+    let stored = k.status;
     match (stored, k.expires_at) {
         (KeyStatus::Retiring, Some(at)) if at <= now => KeyStatus::Expired,
         (s, _) => s,
@@ -242,7 +242,7 @@ async fn load_for_change<C: ConnectionTrait>(
 async fn retiring_count<C: ConnectionTrait>(conn: &C, endpoint_id: &str, now: i64) -> DomainResult<u64> {
     Ok(signing_key::Entity::find()
         .filter(signing_key::Column::EndpointId.eq(endpoint_id))
-        .filter(signing_key::Column::Status.eq("retiring"))
+        .filter(signing_key::Column::Status.eq(KeyStatus::Retiring))
         .filter(signing_key::Column::ExpiresAt.gt(now))
         .count(conn)
         .await?)

@@ -56,7 +56,7 @@ async fn activate<C: ConnectionTrait>(
 ) -> DomainResult<signing_key::Model> {
     if let Some(old_id) = &l.key.replaces_key_id
         && let Some(old) = signing_key::Entity::find_by_id(old_id.clone()).one(conn).await?
-        && old.status == "active"
+        && old.status == KeyStatus::Active
     {
         if retiring_count(conn, &l.endpoint.id, now).await? >= MAX_RETIRING_PER_ENDPOINT {
             return Err(DomainError::conflict(
@@ -71,7 +71,7 @@ async fn activate<C: ConnectionTrait>(
         let overlap = l.key.overlap_secs.unwrap_or(DEFAULT_OVERLAP_SECS);
         let before = view(&old, &l.tenant, &l.endpoint, now);
         let mut a: signing_key::ActiveModel = old.into();
-        a.status = Set("retiring".into());
+        a.status = Set(KeyStatus::Retiring);
         a.expires_at = Set(Some(now + overlap * 1000));
         let old = a.update(conn).await?;
         let after = view(&old, &l.tenant, &l.endpoint, now);
@@ -90,7 +90,7 @@ async fn activate<C: ConnectionTrait>(
         .await?;
     }
     let mut a: signing_key::ActiveModel = l.key.clone().into();
-    a.status = Set("active".into());
+    a.status = Set(KeyStatus::Active);
     a.activated_at = Set(Some(now));
     a.approved_scope_hash = Set(Some(l.key.scope_hash.clone()));
     Ok(a.update(conn).await?)
@@ -164,7 +164,7 @@ async fn load_pending<C: ConnectionTrait>(
     key_id: &str,
 ) -> DomainResult<(Loaded, Authorized)> {
     let (l, auth) = load_for_change(conn, principal, key_id, Permission::ReviewKeys).await?;
-    if l.key.status != "pending_approval" {
+    if l.key.status != KeyStatus::PendingApproval {
         return Err(DomainError::conflict(
             "not_pending",
             format!("key {key_id} is {}, not pending approval", l.key.status),
@@ -210,7 +210,7 @@ pub async fn reject(
     let comment = validate_comment("comment explaining the rejection", comment, true)?;
     record_approval(&txn, &l, "rejected", &reviewer, &comment, now).await?;
     let mut a: signing_key::ActiveModel = l.key.clone().into();
-    a.status = Set("rejected".into());
+    a.status = Set(KeyStatus::Rejected);
     let key = a.update(&txn).await?;
     audit::record(
         &txn,

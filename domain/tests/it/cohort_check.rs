@@ -76,13 +76,17 @@ db_test!(a_clean_cohort_counts_its_events_and_a_disabled_tenant_has_no_section, 
     tokio::time::sleep(Duration::from_millis(20)).await;
     enable_retries(t, "clinic-a").await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    applied(&s, "evt-1", &created("r-1")).await;
+    // evt-1's first delivery is signed at `first`; its retry below one
+    // second earlier, so the two are different signed messages (a retry,
+    // not a replay) however long the deliveries in between take.
+    let (first, body) = (now_s(), created("r-1"));
+    let outcome = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, first, "evt-1"), &body).await;
+    assert_eq!(outcome, Outcome::Applied { event_id: "evt-1".into() });
     applied(&s, "evt-2", &created("r-2")).await;
     applied(&s, "evt-3", &scheduled("r-1")).await;
     applied(&s, "evt-4", &otp("req-1")).await;
     // A duplicate delivery is answered from the claim and adds nothing.
-    let body = created("r-1");
-    let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() - 1, "evt-1"), &body).await;
+    let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, first - 1, "evt-1"), &body).await;
     assert!(matches!(again, Outcome::Duplicate { .. }), "{again:?}");
     // Enabling again (a second `enabled` version) does not restart the check.
     retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "again").await.unwrap();

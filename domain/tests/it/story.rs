@@ -49,9 +49,12 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
         Outcome::Applied { .. }
     ));
     let sched = scheduled("rem-1");
-    let first = signed(&s, Scheme::StandardWebhooks, &sched, now_s(), "evt-s");
+    // The retry is signed one second before the first delivery, so it is a
+    // different signed message (not a replay) however slow the run.
+    let at = now_s();
+    let first = signed(&s, Scheme::StandardWebhooks, &sched, at, "evt-s");
     assert!(matches!(deliver(&s, &first, &sched).await, Outcome::Applied { .. }));
-    let again = signed(&s, Scheme::StandardWebhooks, &sched, now_s() - 1, "evt-s");
+    let again = signed(&s, Scheme::StandardWebhooks, &sched, at - 1, "evt-s");
     assert!(matches!(deliver(&s, &again, &sched).await, Outcome::Duplicate { .. }));
     // A bad signature naming an event id: answered 401 and logged under it.
     let wrong = SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
@@ -180,9 +183,11 @@ db_test!(unknown_foreign_and_unknown_tenant_are_the_same_not_found, async |t: &T
 db_test!(retention_purges_old_delivery_rows, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let body = created("rem-1");
-    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-1"), &body).await;
-    // Delivered again: the duplicate is the answer the log keeps.
-    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() - 1, "evt-1"), &body).await;
+    let at = now_s();
+    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, at, "evt-1"), &body).await;
+    // Delivered again (signed a second earlier: a retry, never a replay of
+    // the first): the duplicate is the answer the log keeps.
+    deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, at - 1, "evt-1"), &body).await;
     s.r.flush_delivery_log().await;
     let fresh = delivery_log::Entity::find().one(&t.db).await.unwrap().unwrap();
     let old_at = clock::now_ms() - 400 * 86_400_000;

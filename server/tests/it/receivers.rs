@@ -373,6 +373,9 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
         .await
         .unwrap();
     assert_eq!(login.status(), 200);
+    // Sealed rows before the rotation: what appears after it bounds the
+    // stragglers below.
+    let sealed_before: u64 = domain::kek::counts(&db).await.unwrap().values().sum();
     let rotated = admin.post(servers[0].url("/fn/rotate_kek")).header("Origin", &servers[0].base).send().await.unwrap();
     assert!(rotated.status().is_success() || rotated.status().is_redirection(), "{}", rotated.status());
     let kek_total = scalar(&db, "SELECT total AS n FROM kek_rewraps").await;
@@ -434,6 +437,15 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
     // Every sealed row under the new version, each resealed once.
     let by_version = domain::kek::counts(&db).await.unwrap();
     assert!(by_version.keys().all(|(_, v)| *v == 2), "{by_version:?}");
+    // Each reseal is guarded by the row's old version, so the count is of
+    // distinct rows: the rotation's total, plus any straggler a process
+    // sealed under the old version before its ring refresh loaded the new
+    // one (the rewrap meets it ahead of its cursor). Stragglers are rows
+    // that appeared after the rotation, so they bound the excess.
     let rewrapped = scalar(&db, "SELECT rewrapped AS n FROM kek_rewraps").await;
-    assert_eq!(rewrapped, kek_total, "each row resealed once, none missed");
+    let appeared = by_version.values().sum::<u64>().saturating_sub(sealed_before) as i64;
+    assert!(
+        (kek_total..=kek_total + appeared).contains(&rewrapped),
+        "each row resealed once, none missed: {rewrapped} of {kek_total} (+ at most {appeared} new rows)"
+    );
 }

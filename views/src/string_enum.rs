@@ -12,7 +12,7 @@ macro_rules! string_enum {
     (
         $(#[$meta:meta])*
         pub enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident = $word:literal, )+
+            $( $(#[$vmeta:meta])* $variant:ident = $word:tt, )+
         }
     ) => {
         $(#[$meta])*

@@ -190,3 +190,22 @@ async fn the_document_lists_every_route_the_router_serves_and_no_other() {
         assert_eq!(res.json::<Value>().await.unwrap()["error"], "not_found", "{path}");
     }
 }
+
+/// A typed status is documented with the words the API sends and stores
+/// (`views::string_enum!`), not its Rust variant names: schemathesis once
+/// found `KeyStatus` listed as `PendingApproval`, … while answers said
+/// `pending_approval`.
+#[tokio::test]
+async fn typed_statuses_list_the_words_on_the_wire() {
+    let i = crate::support::Install::new(crate::support::Engine::Sqlite).expect("sqlite");
+    let s = i.serve();
+    let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
+    let words = |name: &str| doc["components"]["schemas"][name]["enum"].clone();
+    let key: Vec<&str> = domain::registry::keys::KeyStatus::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(words("KeyStatus"), serde_json::json!(key));
+    assert_eq!(
+        words("KeyStatus"),
+        serde_json::json!(["pending_approval", "active", "retiring", "expired", "revoked", "rejected"])
+    );
+    assert_eq!(words("ReminderStatus"), serde_json::json!(["scheduled", "canceled"]));
+}

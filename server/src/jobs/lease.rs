@@ -87,14 +87,6 @@ impl Step {
     }
 }
 
-impl Drop for Step {
-    fn drop(&mut self) {
-        if let Some((shared, epoch)) = self.held.as_ref().filter(|(s, _)| s.step_pause.is_some()) {
-            tracing::info!(job = shared.job, epoch, at_ms = domain::clock::now_ms(), "job step end");
-        }
-    }
-}
-
 impl JobLease {
     /// A step of the job if this process holds it now, else `None` (another
     /// process runs it; ask again at the next tick).
@@ -102,11 +94,21 @@ impl JobLease {
         let t = self.shared.tenure()?;
         let step = Step { held: Some((self.shared.clone(), t.epoch)) };
         if let Some(pause) = self.shared.step_pause {
-            tracing::info!(job = self.shared.job, epoch = t.epoch, at_ms = domain::clock::now_ms(), "job step begin");
+            // Test fault: the pause stands for a step's work. Its end is
+            // logged only once the tenure is confirmed to have covered it
+            // (the instant is read before the check); a step whose tenure
+            // ran out during the pause is logged as abandoned and does
+            // nothing more (the holder was too slow to renew, and another
+            // process may already run the job under a later epoch).
+            let job = self.shared.job;
+            tracing::info!(job, epoch = t.epoch, at_ms = domain::clock::now_ms(), "job step begin");
             tokio::time::sleep(pause).await;
+            let at_ms = domain::clock::now_ms();
             if !step.valid() {
+                tracing::info!(job, epoch = t.epoch, at_ms, "job step abandoned");
                 return None;
             }
+            tracing::info!(job, epoch = t.epoch, at_ms, "job step end");
         }
         Some(step)
     }

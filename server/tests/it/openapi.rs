@@ -208,4 +208,5 @@ async fn typed_statuses_list_the_words_on_the_wire() {
         serde_json::json!(["pending_approval", "active", "retiring", "expired", "revoked", "rejected"])
     );
     assert_eq!(words("ReminderStatus"), serde_json::json!(["scheduled", "canceled"]));
+    assert_eq!(words("ClaimOutcome"), serde_json::json!(["applied", "quarantined", "stale_transition"]));
 }

@@ -225,7 +225,13 @@ fn steps(servers: &[Server], killed: Option<(usize, i64)>) -> HashMap<String, Ve
                 Some(m @ ("job step end" | "job step abandoned")) => {
                     if let Some((epoch, begin)) = open.remove(job) {
                         let abandoned = m == "job step abandoned";
-                        all.entry(job.to_owned()).or_default().push(Span { process: n, epoch, begin, end: at, abandoned });
+                        all.entry(job.to_owned()).or_default().push(Span {
+                            process: n,
+                            epoch,
+                            begin,
+                            end: at,
+                            abandoned,
+                        });
                     }
                 }
                 _ => {}
@@ -296,8 +302,7 @@ async fn each_job_runs_in_one_process_at_a_time_and_moves_when_its_holder_is_kil
         assert!(by_time.windows(2).all(|w| w[0].epoch <= w[1].epoch), "{job}: epochs go back: {by_time:?}");
     }
     for job in &held {
-        let after =
-            s[*job].iter().filter(|sp| sp.begin > killed_ms && !sp.abandoned).map(|sp| sp.epoch).min().unwrap();
+        let after = s[*job].iter().filter(|sp| sp.begin > killed_ms && !sp.abandoned).map(|sp| sp.epoch).min().unwrap();
         let before = s[*job].iter().filter(|sp| sp.process == victim).map(|sp| sp.epoch).max().unwrap();
         assert!(after > before, "{job} resumed under a new epoch ({before} then {after})");
     }

@@ -78,6 +78,7 @@ pub async fn check(db: &DbArgs, serve: &ServeArgs) -> Report {
     let config = vec![
         ("database", crate::serve::redact_url(&url)),
         ("data_dir", db.data_dir.display().to_string()),
+        ("pg_pool_size", db.pg_pool_size.to_string()),
         ("master_key", key),
         ("addr", serve.addr.to_string()),
         ("public_url", public_url),

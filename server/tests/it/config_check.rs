@@ -55,6 +55,8 @@ both_engines!(a_good_configuration_prints_itself_without_secrets_and_exits_0, as
     assert_eq!(v["ok"], true);
     assert_eq!(v["problems"], serde_json::json!([]));
     assert_eq!(v["config"]["public_url"], "https://signet.example.org");
+    // The pool's size as the process took it (the test support sets 12).
+    assert_eq!(v["config"]["pg_pool_size"], "12");
     // The key itself in the environment: named, never printed.
     let out = check(i, &[("SIGNET_MASTER_KEY", key.as_str())], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

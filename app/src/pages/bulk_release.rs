@@ -74,6 +74,10 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
              Nothing is lost; resume to release the other {remaining}.",
             j.processed, j.total
         ),
+        "canceled" => format!(
+            "Canceled after {} of {}: {} released; the other {remaining} stay in quarantine.",
+            j.processed, j.total, j.released
+        ),
         _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
     };
     let job_id = j.id.clone();

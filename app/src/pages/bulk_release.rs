@@ -1,13 +1,13 @@
 //! `/quarantine/bulk/:id`: one background bulk release, its live progress
 //! (polled every second while it runs once hydrated; a meta refresh every
-//! 2 s without JavaScript), what still fails, and a resume button when its
-//! runner stopped.
+//! 2 s without JavaScript), what still fails, a resume button when its
+//! runner stopped, and a cancel button until it ends.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::{
-    api::operations::{ResumeBulkRelease, bulk_release},
+    api::operations::{CancelBulkRelease, ResumeBulkRelease, bulk_release},
     components::{
         ActionError, Layout, Loaded, Refresh, ReturnedError, Submit, Table,
         format::{when, with_query},
@@ -81,6 +81,19 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
         _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
     };
     let job_id = j.id.clone();
+    let cancel_id = j.id.clone();
+    let cancelable = matches!(j.status.as_str(), "running" | "interrupted" | "failed");
+    let cancel = (cancelable && me.can_triage()).then(move || {
+        let action = ServerAction::<CancelBulkRelease>::new();
+        Refresh::after(action);
+        view! {
+            <ActionError action/>
+            <ActionForm action>
+                <input type="hidden" name="id" value=cancel_id/>
+                <div class="actions"><Submit action label="Cancel" kind="danger"/></div>
+            </ActionForm>
+        }
+    });
     let resume = (stopped && me.can_triage()).then(move || {
         let action = ServerAction::<ResumeBulkRelease>::new();
         Refresh::after(action);
@@ -150,6 +163,7 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
                 {j.finished_at.as_deref().map(|t| view! { <dt>"Finished"</dt><dd>{when(t)}</dd> })}
             </dl>
             {resume}
+            {cancel}
         </section>
         {failures}
     }

@@ -81,28 +81,29 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
         _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
     };
     let job_id = j.id.clone();
-    let cancel_id = j.id.clone();
     let cancelable = matches!(j.status.as_str(), "running" | "interrupted" | "failed");
-    let cancel = (cancelable && me.can_triage()).then(move || {
-        let action = ServerAction::<CancelBulkRelease>::new();
-        Refresh::after(action);
+    // Resume while its runner is stopped, Cancel until it ends: side by side.
+    let actions = (cancelable && me.can_triage()).then(move || {
+        let resume = ServerAction::<ResumeBulkRelease>::new();
+        let cancel = ServerAction::<CancelBulkRelease>::new();
+        Refresh::after(resume);
+        Refresh::after(cancel);
+        let cancel_id = job_id.clone();
         view! {
-            <ActionError action/>
-            <ActionForm action>
-                <input type="hidden" name="id" value=cancel_id/>
-                <div class="actions"><Submit action label="Cancel" kind="danger"/></div>
-            </ActionForm>
-        }
-    });
-    let resume = (stopped && me.can_triage()).then(move || {
-        let action = ServerAction::<ResumeBulkRelease>::new();
-        Refresh::after(action);
-        view! {
-            <ActionError action/>
-            <ActionForm action>
-                <input type="hidden" name="id" value=job_id/>
-                <div class="actions"><Submit action label="Resume" kind="primary"/></div>
-            </ActionForm>
+            <ActionError action=resume/>
+            <ActionError action=cancel/>
+            <div class="actions">
+                {stopped.then(move || view! {
+                    <ActionForm action=resume>
+                        <input type="hidden" name="id" value=job_id/>
+                        <Submit action=resume label="Resume" kind="primary"/>
+                    </ActionForm>
+                })}
+                <ActionForm action=cancel>
+                    <input type="hidden" name="id" value=cancel_id/>
+                    <Submit action=cancel label="Cancel" kind="danger"/>
+                </ActionForm>
+            </div>
         }
     });
     let failures = (!j.failures.is_empty()).then(|| {
@@ -162,8 +163,7 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
                 <dt>"Started"</dt><dd>{when(&j.started_at)} " by " <strong>{j.started_by.clone()}</strong></dd>
                 {j.finished_at.as_deref().map(|t| view! { <dt>"Finished"</dt><dd>{when(t)}</dd> })}
             </dl>
-            {resume}
-            {cancel}
+            {actions}
         </section>
         {failures}
     }

@@ -16,6 +16,7 @@ use crate::{
 };
 
 const EVENTS: u64 = 8;
+const PASSWORD: &str = "a long enough password";
 
 async fn call(s: &Server, token: &str, method: reqwest::Method, path: &str) -> (StatusCode, Value) {
     let res = s.client().request(method, s.url(path)).bearer_auth(token).send().await.unwrap();
@@ -41,8 +42,10 @@ both_engines!(a_canceled_bulk_release_stops_and_the_status_view_shows_it, async 
     let (oncall, reviewer, admin) = (token(i, "oncall"), token(i, "reviewer"), token(i, "admin"));
     // The automatic resume looks every 2 s, and would take a silent job
     // after 2 s: a canceled one it must leave alone.
-    let s = i.serve_with(&[("SIGNET_BULK_STALE_SECS", "2"), ("SIGNET_FAULTS", "stall_bulk_entry_ms=300")]);
+    let s = i.serve_with(&[("SIGNET_BULK_STALE_SECS", "2"), ("SIGNET_FAULTS", "stall_bulk_entry_ms=500")]);
     i.send_releasable(&s.url("/hooks/clinic-a/hooks"), &secret, EVENTS);
+    i.cli_json_stdin(&["user", "create", "olive", "--role", "oncall"], PASSWORD);
+    let console = s.logged_in("olive", PASSWORD).await;
     let res = s
         .client()
         .post(s.url("/api/v1/quarantine/bulk-releases"))
@@ -60,6 +63,11 @@ both_engines!(a_canceled_bulk_release_stops_and_the_status_view_shows_it, async 
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+
+    // The console offers Cancel while it runs.
+    let page = format!("/quarantine/bulk/{id}");
+    let running = console.get(s.url(&page)).send().await.unwrap().text().await.unwrap();
+    assert!(running.contains("button danger") && running.contains(">Cancel"), "{running}");
 
     let cancel = format!("{job}/cancel");
     let (status, _) = call(&s, &reviewer, reqwest::Method::POST, &cancel).await;
@@ -80,6 +88,8 @@ both_engines!(a_canceled_bulk_release_stops_and_the_status_view_shows_it, async 
     assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("bulk_release_canceled")));
     let (status, body) = call(&s, &oncall, reqwest::Method::POST, &cancel).await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("bulk_release_canceled")));
+    let ended = console.get(s.url(&page)).send().await.unwrap().text().await.unwrap();
+    assert!(ended.contains("Canceled after") && !ended.contains("button danger"), "{ended}");
     let audit = get(&s, &admin, "/api/v1/audit?action=quarantine.bulk_release.cancel").await;
     assert_eq!(audit.as_array().map(Vec::len), Some(1), "{audit}");
 

@@ -112,3 +112,32 @@ pub async fn current(db: &DatabaseConnection, job: &str) -> DomainResult<Option<
         expires_at: row.try_get("", "expires_at")?,
     }))
 }
+
+/// A stored lease, and whether it is held now by the database's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub job: String,
+    pub lease: Lease,
+    pub held: bool,
+}
+
+/// Every stored lease, by job name.
+pub async fn all(db: &DatabaseConnection) -> DomainResult<Vec<Held>> {
+    let stmt = Query::select()
+        .columns(["job", "holder", "epoch", "expires_at"].map(Alias::new))
+        .expr_as(db_now(db.get_database_backend()), Alias::new("now"))
+        .from(Alias::new(TABLE))
+        .order_by(Alias::new("job"), sea_orm::Order::Asc)
+        .to_owned();
+    let mut leases = Vec::new();
+    for row in db.query_all(&stmt).await? {
+        let lease = Lease {
+            holder: row.try_get("", "holder")?,
+            epoch: row.try_get("", "epoch")?,
+            expires_at: row.try_get("", "expires_at")?,
+        };
+        let now: i64 = row.try_get("", "now")?;
+        leases.push(Held { job: row.try_get("", "job")?, held: lease.expires_at > now, lease });
+    }
+    Ok(leases)
+}

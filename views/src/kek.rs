@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::jobs::{FAILED, FINISHED, INTERRUPTED, RUNNING};
+pub use crate::jobs::{CANCELED, FAILED, FINISHED, INTERRUPTED, RUNNING};
 
 /// One KEK version and the rows sealed under it, per source.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -35,7 +35,8 @@ pub struct RetiredView {
 pub struct RewrapView {
     pub id: String,
     pub target_version: u32,
-    /// `running`, `finished`, `failed` (see `error`) or `interrupted`.
+    /// `running`, `finished`, `failed` (see `error`), `interrupted` or
+    /// `canceled`.
     pub status: String,
     pub started_by: String,
     /// The source being walked now (`done` at the end).
@@ -48,6 +49,7 @@ pub struct RewrapView {
     pub error: Option<String>,
     pub started_at: String,
     pub updated_at: String,
+    /// When it finished or was canceled.
     pub finished_at: Option<String>,
 }
 

@@ -118,7 +118,7 @@ pub struct RevealedBody {
     pub size_bytes: u64,
 }
 
-pub use crate::jobs::{FAILED, FINISHED, INTERRUPTED, RUNNING};
+pub use crate::jobs::{CANCELED, FAILED, FINISHED, INTERRUPTED, RUNNING};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -129,8 +129,9 @@ pub struct BulkReleaseView {
     /// Recorded on every released entry and in the audit log.
     pub reason: String,
     pub started_by: String,
-    /// `running`, `finished`, `failed` (see `error`) or `interrupted` (the
-    /// runner stopped reporting; resume it).
+    /// `running`, `finished`, `failed` (see `error`), `interrupted` (the
+    /// runner stopped reporting; resume it) or `canceled` (what was released
+    /// stays released, the rest stays open).
     pub status: String,
     /// Entries snapshotted at the start.
     pub total: u64,
@@ -143,6 +144,7 @@ pub struct BulkReleaseView {
     pub error: Option<String>,
     pub started_at: String,
     pub updated_at: String,
+    /// When it finished or was canceled.
     pub finished_at: Option<String>,
     /// Up to 100 still-failing entries and why (only in single-job views).
     pub failures: Vec<BulkFailure>,

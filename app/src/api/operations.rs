@@ -131,6 +131,17 @@ pub async fn resume_bulk_release(id: String) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Stops a bulk release for good: what it released stays released, the
+/// rest stays in quarantine.
+#[server(prefix = "/fn", endpoint = "cancel_bulk_release")]
+pub async fn cancel_bulk_release(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let (st, p) = ssr::request().await?;
+    domain::quarantine::bulk_release::cancel(&st.db, &p, &id, st.bulk_stale_ms).await?;
+    leptos_axum::redirect(&format!("/quarantine/bulk/{id}"));
+    Ok(())
+}
+
 #[server(prefix = "/fn", endpoint = "retry_policy", input = GetUrl)]
 pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
     use crate::ssr;

@@ -15,6 +15,7 @@ pub fn status_label(status: &str) -> &'static str {
         "finished" => "finished",
         "failed" => "stopped by an error",
         "interrupted" => "interrupted",
+        "canceled" => "canceled",
         _ => "unknown",
     }
 }

@@ -1,13 +1,13 @@
 //! `/quarantine/bulk/:id`: one background bulk release, its live progress
 //! (polled every second while it runs once hydrated; a meta refresh every
-//! 2 s without JavaScript), what still fails, and a resume button when its
-//! runner stopped.
+//! 2 s without JavaScript), what still fails, a resume button when its
+//! runner stopped, and a cancel button until it ends.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use crate::{
-    api::operations::{ResumeBulkRelease, bulk_release},
+    api::operations::{CancelBulkRelease, ResumeBulkRelease, bulk_release},
     components::{
         ActionError, Layout, Loaded, Refresh, ReturnedError, Submit, Table,
         format::{when, with_query},
@@ -74,18 +74,36 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
              Nothing is lost; resume to release the other {remaining}.",
             j.processed, j.total
         ),
+        "canceled" => format!(
+            "Canceled after {} of {}: {} released; the other {remaining} stay in quarantine.",
+            j.processed, j.total, j.released
+        ),
         _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
     };
     let job_id = j.id.clone();
-    let resume = (stopped && me.can_triage()).then(move || {
-        let action = ServerAction::<ResumeBulkRelease>::new();
-        Refresh::after(action);
+    let cancelable = matches!(j.status.as_str(), "running" | "interrupted" | "failed");
+    // Resume while its runner is stopped, Cancel until it ends: side by side.
+    let actions = (cancelable && me.can_triage()).then(move || {
+        let resume = ServerAction::<ResumeBulkRelease>::new();
+        let cancel = ServerAction::<CancelBulkRelease>::new();
+        Refresh::after(resume);
+        Refresh::after(cancel);
+        let cancel_id = job_id.clone();
         view! {
-            <ActionError action/>
-            <ActionForm action>
-                <input type="hidden" name="id" value=job_id/>
-                <div class="actions"><Submit action label="Resume" kind="primary"/></div>
-            </ActionForm>
+            <ActionError action=resume/>
+            <ActionError action=cancel/>
+            <div class="actions">
+                {stopped.then(move || view! {
+                    <ActionForm action=resume>
+                        <input type="hidden" name="id" value=job_id/>
+                        <Submit action=resume label="Resume" kind="primary"/>
+                    </ActionForm>
+                })}
+                <ActionForm action=cancel>
+                    <input type="hidden" name="id" value=cancel_id/>
+                    <Submit action=cancel label="Cancel" kind="danger"/>
+                </ActionForm>
+            </div>
         }
     });
     let failures = (!j.failures.is_empty()).then(|| {
@@ -145,7 +163,7 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
                 <dt>"Started"</dt><dd>{when(&j.started_at)} " by " <strong>{j.started_by.clone()}</strong></dd>
                 {j.finished_at.as_deref().map(|t| view! { <dt>"Finished"</dt><dd>{when(t)}</dd> })}
             </dl>
-            {resume}
+            {actions}
         </section>
         {failures}
     }

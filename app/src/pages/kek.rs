@@ -200,6 +200,10 @@ fn status_text(j: &RewrapView) -> String {
              Nothing is lost; resume to reseal the rest.",
             j.rewrapped, j.total
         ),
+        "canceled" => format!(
+            "Canceled after {} of {}: those stay resealed; a new rewrap reseals the rest.",
+            j.rewrapped, j.total
+        ),
         _ => format!("Stopped after {} of {}: {}", j.rewrapped, j.total, j.error.clone().unwrap_or_default()),
     }
 }

@@ -12,7 +12,8 @@
 //! a concurrent purge (which nulls a body) or another writer wins. One job
 //! runs at a time (a partial unique index); a job whose runner stopped
 //! reporting reads as interrupted and can be resumed, by an admin or, a
-//! bounded number of times, by the system ([`resume_stale`]).
+//! bounded number of times, by the system ([`resume_stale`]). An admin may
+//! [`cancel`] it; the next rewrap is then a new job.
 //!
 //! A version can be retired only when no row of any source still uses it,
 //! it is not the newest, and the newest is old enough that every instance
@@ -36,7 +37,9 @@ pub use crate::jobs::MAX_AUTO_RESUMES;
 pub(crate) use admin::open_err;
 pub use retire::{RETIRE_AFTER_NEWEST_MS, retire};
 pub use rewrap::{WINDOW, run, spawn, step};
-pub use rotation::{Rotation, resume, resume_stale, rotate, start_rewrap};
+pub use rotation::{Rotation, cancel, resume, resume_stale, rotate, start_rewrap};
 pub use sources::{SOURCES, Source, counts};
-pub use status::{Counting, DEFAULT_STALE_AFTER_MS, get, overview};
-pub use views::kek::{FAILED, FINISHED, INTERRUPTED, KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView};
+pub use status::{Counting, DEFAULT_STALE_AFTER_MS, get, latest, overview};
+pub use views::kek::{
+    CANCELED, FAILED, FINISHED, INTERRUPTED, KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView,
+};

@@ -1,10 +1,10 @@
-//! Adding a KEK version, and starting, resuming or taking over the rewrap
-//! job that reseals every sealed column under the newest.
+//! Adding a KEK version, and starting, resuming, taking over or canceling
+//! the rewrap job that reseals every sealed column under the newest.
 
 use sea_orm::{DatabaseConnection, EntityTrait, QueryOrder, Set};
 use serde::Serialize;
 use serde_json::json;
-use views::kek::{FINISHED, RUNNING, RewrapView};
+use views::kek::{CANCELED, FINISHED, RUNNING, RewrapView};
 
 use super::{
     admin::{authorize, kek_change, open_err},
@@ -152,9 +152,34 @@ pub async fn resume_stale(
     }
 }
 
-/// The latest job if it has not finished: running (perhaps stale) or failed.
+/// The latest job if it has not ended: running (perhaps stale) or failed.
+/// A canceled one is never taken up again: the next rewrap is a new job.
 async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>> {
-    Ok(job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.filter(|j| j.status != FINISHED))
+    let latest = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?;
+    Ok(latest.filter(|j| j.status != FINISHED && j.status != CANCELED))
+}
+
+/// Cancels the latest rewrap (running, interrupted or failed) for good, as
+/// an admin: its runner stops at its next window, rolling that window back;
+/// the rows it resealed stay resealed, so a version they left may still be
+/// in use by the others (and cannot be retired until a new rewrap is done).
+/// A conflict when it has finished or was canceled; not found when no
+/// rewrap ever ran.
+pub async fn cancel(db: &DatabaseConnection, principal: &Principal, stale_ms: i64) -> DomainResult<RewrapView> {
+    let auth = authorize(principal)?;
+    let j = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.ok_or(DomainError::NotFound)?;
+    let run = job::Entity::run(&j);
+    let version = j.target_version.to_string();
+    let after = json!({
+        "job": j.id,
+        "previous_status": run.status_at(clock::now_ms(), stale_ms),
+        "source": j.source,
+        "scanned": j.scanned,
+        "rewrapped": j.rewrapped,
+    });
+    jobs::cancel::<job::Entity>(db, &run, auth.actor(), kek_change("kek.rewrap.cancel", &version, None, after)).await?;
+    let j = job::Entity::find_by_id(j.id).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(written(j))
 }
 
 /// Takes `j` over if it failed or its runner has been silent for `stale_ms`.

@@ -22,6 +22,7 @@ runs!(
     job,
     Conflicts {
         finished: ("rewrap_finished", "this rewrap has finished"),
+        canceled: ("rewrap_canceled", "this rewrap was canceled; start a new one"),
         running: (
             "rewrap_in_progress",
             "a KEK rewrap is running; wait for it or resume it once it reads as interrupted"
@@ -131,6 +132,14 @@ pub(super) fn view(j: job::Model, now: i64, stale_ms: i64) -> RewrapView {
         updated_at: clock::rfc3339(j.updated_at),
         finished_at: clock::rfc3339_opt(j.finished_at),
     }
+}
+
+/// The latest rewrap job, as [`overview`] shows it but without counting
+/// rows.
+pub async fn latest(db: &DatabaseConnection, principal: &Principal, stale_ms: i64) -> DomainResult<Option<RewrapView>> {
+    authorize(principal)?;
+    let j = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?;
+    Ok(j.map(|j| view(j, clock::now_ms(), stale_ms)))
 }
 
 /// One rewrap job, interrupted once its runner has been silent for

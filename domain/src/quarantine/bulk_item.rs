@@ -1,6 +1,7 @@
-//! One bulk release item's outcome, counted on its job once. Both the bulk
-//! runner and a single release (which may settle an item of a running job)
-//! record through here.
+//! One bulk release item's outcome, counted on its job once, and only while
+//! the runner recording it still runs the job: a canceled job, or one taken
+//! over, gets nothing more from its old runner (the release an outcome
+//! commits with rolls back).
 
 use sea_orm::{
     ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter,
@@ -10,21 +11,32 @@ use sea_orm::{
 use crate::{
     clock,
     entity::{bulk_release as job, bulk_release_item as item},
-    error::DomainResult,
+    error::{DomainError, DomainResult},
+    jobs::RUNNING,
 };
 
 pub(super) const OUT_RELEASED: &str = "released";
 pub(super) const OUT_STILL_FAILING: &str = "still_failing";
 pub(super) const OUT_ALREADY_RESOLVED: &str = "already_resolved";
+/// The conflict [`record_in`] answers once its runner no longer runs the job.
+pub(super) const STOPPED: &str = "bulk_release_stopped";
+
+/// One item, as the runner `runner` handles it.
+pub(super) struct Mark<'a> {
+    pub item: &'a item::Model,
+    pub runner: &'a str,
+}
 
 /// Stores one entry's outcome and counts it, unless another runner already
-/// did; either way the job's heartbeat moves.
+/// did; either way the job's heartbeat moves. A [`STOPPED`] conflict, for
+/// the caller to roll back, when `runner` no longer runs the job.
 pub(super) async fn record_in(
     txn: &DatabaseTransaction,
-    it: &item::Model,
+    mark: &Mark<'_>,
     outcome: &str,
     error: Option<String>,
 ) -> DomainResult<()> {
+    let it = mark.item;
     let marked = item::Entity::update_many()
         .col_expr(item::Column::Outcome, Expr::value(outcome))
         .col_expr(item::Column::Error, Expr::value(error))
@@ -44,6 +56,14 @@ pub(super) async fn record_in(
             .col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1))
             .col_expr(counter, Expr::col(counter).add(1));
     }
-    update.filter(job::Column::Id.eq(&it.job_id)).exec(txn).await?;
+    let ran = update
+        .filter(job::Column::Id.eq(&it.job_id))
+        .filter(job::Column::Runner.eq(mark.runner))
+        .filter(job::Column::Status.eq(RUNNING))
+        .exec(txn)
+        .await?;
+    if ran.rows_affected == 0 {
+        return Err(DomainError::conflict(STOPPED, "this bulk release was canceled or taken over"));
+    }
     Ok(())
 }

@@ -14,7 +14,7 @@
 //! triage can [`resume`] it. The system resumes it too ([`resume_stale`]), a
 //! bounded number of times, under the job's authority re-read: the rights
 //! of whoever started it (or last resumed it by hand) as they are now,
-//! never more.
+//! never more. A person may [`cancel`] it instead: it stops for good.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::{
     OPEN, QuarantineFilter,
-    bulk_item::{OUT_ALREADY_RESOLVED, OUT_STILL_FAILING, record_in},
+    bulk_item::{Mark, OUT_ALREADY_RESOLVED, OUT_STILL_FAILING, STOPPED, record_in},
     nonempty, scope_condition, with_reason,
 };
 use crate::{
@@ -62,6 +62,7 @@ runs!(
     job,
     Conflicts {
         finished: ("bulk_release_finished", "this bulk release has finished"),
+        canceled: ("bulk_release_canceled", "this bulk release was canceled; start a new one"),
         running: ("bulk_release_running", "this bulk release is still running"),
         resumed_elsewhere: "someone else resumed this bulk release",
         another_running: "another bulk release is running",
@@ -193,8 +194,9 @@ async fn run(
 }
 
 /// Releases up to `max` pending entries of the job, recording each outcome
-/// as it goes; returns how many it processed (0: none pending). [`spawn`]
-/// repeats this; tests call it to stop a job midway.
+/// as it goes; returns how many it processed (0: none pending, or the job
+/// no longer runs as it did when the round began). [`spawn`] repeats this;
+/// tests call it to stop a job midway.
 pub async fn step(
     db: &DatabaseConnection,
     vault: &Vault,
@@ -226,11 +228,18 @@ async fn step_with(
         .all(db)
         .await?;
     for it in &pending {
+        // Canceled or taken over since the round began: not one more entry.
+        if !still_runs(db, j).await? {
+            return Ok(0);
+        }
+        let mark = Mark { item: it, runner: &j.runner };
         let mut attempt = 1;
         let outcome = loop {
-            match quarantine::release_marking(db, vault, principal, &it.entry_id, &j.reason, Some(it)).await {
+            match quarantine::release_marking(db, vault, principal, &it.entry_id, &j.reason, Some(&mark)).await {
                 // Recorded in the release's own transaction.
                 Ok(()) => break None,
+                // Stopped between the check and the commit: rolled back.
+                Err(DomainError::Conflict { code: STOPPED, .. }) => return Ok(0),
                 Err(DomainError::Conflict { code: "already_resolved", .. }) => {
                     break Some((OUT_ALREADY_RESOLVED, None));
                 }
@@ -254,7 +263,10 @@ async fn step_with(
         };
         if let Some((outcome, error)) = outcome {
             let txn = db::begin_write(db).await?;
-            record_in(&txn, it, outcome, error).await?;
+            match record_in(&txn, &mark, outcome, error).await {
+                Err(DomainError::Conflict { code: STOPPED, .. }) => return Ok(0),
+                recorded => recorded?,
+            }
             txn.commit().await?;
         }
         if let Some(pause) = stall {
@@ -262,6 +274,12 @@ async fn step_with(
         }
     }
     Ok(pending.len() as u64)
+}
+
+/// Whether `j`'s runner, as read, still runs it.
+async fn still_runs(db: &DatabaseConnection, j: &job::Model) -> DomainResult<bool> {
+    let now = job::Entity::find_by_id(j.id.clone()).one(db).await?.ok_or(DomainError::NotFound)?;
+    Ok(job::Entity::run(&now).runs_as(&j.runner))
 }
 
 /// Marks the job finished once nothing is pending (tests: after [`step`]).
@@ -311,6 +329,30 @@ pub async fn resume(
     jobs::check_resumable::<job::Entity>(&job::Entity::run(&j), clock::now_ms(), stale_ms)?;
     take_over(db, &auth, &j, Resumer::Person(&auth)).await?;
     spawn(db.clone(), vault.clone(), principal.clone(), job_id.to_owned(), faults);
+    get(db, principal, job_id, stale_ms).await
+}
+
+/// Cancels a running, interrupted or failed job for good (anyone allowed to
+/// triage its events): its runner stops before its next entry, the entries
+/// it released stay released, the rest stay open. A conflict once the job
+/// has finished or was canceled.
+pub async fn cancel(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    job_id: &str,
+    stale_ms: i64,
+) -> DomainResult<BulkReleaseView> {
+    let j = find(db, principal, job_id).await?;
+    let auth = principal.authorize(Permission::TriageEvents, scope_of(&j))?;
+    let run = job::Entity::run(&j);
+    let after = json!({
+        "previous_status": run.status_at(clock::now_ms(), stale_ms),
+        "processed": j.processed,
+        "released": j.released,
+        "total": j.total,
+    });
+    let change = job_change("quarantine.bulk_release.cancel", &j.id, j.tenant_id.as_deref(), after);
+    jobs::cancel::<job::Entity>(db, &run, auth.actor(), change).await?;
     get(db, principal, job_id, stale_ms).await
 }
 

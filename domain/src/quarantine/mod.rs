@@ -29,7 +29,7 @@ use crate::{
     clock,
     crypto::Aad,
     db,
-    entity::{bulk_release_item, endpoint, inbox_claim, quarantine_entry as entry, signing_key, tenant},
+    entity::{endpoint, inbox_claim, quarantine_entry as entry, signing_key, tenant},
     envelope,
     error::{DomainError, DomainResult},
     receiver::effects::{self, Applied, EffectError, Target},
@@ -353,7 +353,7 @@ async fn release_marking(
     principal: &Principal,
     id: &str,
     reason: &str,
-    mark: Option<&bulk_release_item::Model>,
+    mark: Option<&bulk_item::Mark<'_>>,
 ) -> DomainResult<()> {
     let reason = require_reason(reason)?;
     let e = find(db, principal, id).await?;

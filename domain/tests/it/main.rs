@@ -12,6 +12,7 @@ mod evidence;
 mod evidence_binding;
 mod findings;
 mod fixtures;
+mod job_cancel;
 mod job_lease;
 mod job_resume;
 mod kek;

@@ -76,6 +76,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::User(cmd) => super::access::user(json, &db, p, cmd).await?,
         Command::Token(cmd) => super::access::token(json, &db, p, cmd).await?,
         Command::Kek(cmd) => super::kek::kek(json, &cli.db, &db, p, cmd).await?,
+        Command::Jobs => super::jobs::jobs(json, &db, p).await?,
         Command::Quarantine(cmd) => super::quarantine::quarantine(json, &cli.db, &db, p, cmd).await?,
         Command::RetryPolicy(cmd) => super::retry_policy::retry_policy(json, &cli.db, &db, p, cmd).await?,
         Command::Retention(cmd) => super::retention::retention(json, &db, p, cmd).await?,

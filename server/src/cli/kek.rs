@@ -1,4 +1,4 @@
-//! `signet kek`: rotate, rewrap, status and retire.
+//! `signet kek`: rotate, rewrap, status, cancel and retire.
 
 use domain::auth::Principal;
 use sea_orm::DatabaseConnection;
@@ -58,8 +58,11 @@ pub(super) async fn kek(
             let done = kek::run(db, &vault, &job.id, rewrap_progress()).await?;
             emit(json, &done, || {
                 format!(
-                    "resealed {} rows under KEK version {} ({} read)",
-                    done.rewrapped, done.target_version, done.scanned
+                    "{}resealed {} rows under KEK version {} ({} read)",
+                    if done.status == kek::CANCELED { "canceled; " } else { "" },
+                    done.rewrapped,
+                    done.target_version,
+                    done.scanned
                 )
             });
         }
@@ -87,6 +90,15 @@ pub(super) async fn kek(
                     lines.push(format!("latest rewrap: {} ({} resealed, {} read)", j.status, j.rewrapped, j.scanned));
                 }
                 lines.join("\n")
+            });
+        }
+        KekCmd::Cancel => {
+            let j = kek::cancel(db, p, kek::DEFAULT_STALE_AFTER_MS).await?;
+            emit(json, &j, || {
+                format!(
+                    "canceled the rewrap to KEK version {} ({} of about {} rows resealed, {} read)",
+                    j.target_version, j.rewrapped, j.total, j.scanned
+                )
             });
         }
         KekCmd::Retire { version } => {

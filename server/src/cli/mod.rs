@@ -6,6 +6,7 @@ mod access;
 mod commands;
 mod event;
 mod evidence;
+mod jobs;
 mod kek;
 mod open;
 mod output;
@@ -68,6 +69,9 @@ pub enum Command {
     /// The key-encryption key ring.
     #[command(subcommand)]
     Kek(KekCmd),
+    /// Every background job: who holds each lease, the latest KEK rewrap and
+    /// the latest bulk releases, with status and progress.
+    Jobs,
     /// The audit log.
     #[command(subcommand)]
     Audit(AuditCmd),
@@ -319,6 +323,9 @@ pub enum KekCmd {
     /// Every KEK version with the rows it seals, the retired ones, and the
     /// latest rewrap.
     Status,
+    /// Stop the latest rewrap (running, interrupted or failed) for good: the
+    /// rows it resealed stay resealed; the next `kek rewrap` starts anew.
+    Cancel,
     /// Remove a version from the ring for good: refused while any row still
     /// uses it, for the newest version, and for a minute after a rotation.
     Retire { version: u32 },

@@ -37,6 +37,9 @@ pub const MAINTENANCE: &str = "maintenance";
 /// The automatic resume of stopped KEK rewraps and bulk releases
 /// (`resume_task`).
 pub const JOB_RESUME: &str = "job_resume";
+/// Every leased job, as the status view lists them (`GET /api/v1/jobs`,
+/// `signet jobs`).
+pub const LEASED: [&str; 5] = [OUTBOX_RELAY, RETENTION_PURGE, GAUGE_SAMPLES, MAINTENANCE, JOB_RESUME];
 
 #[derive(Clone, Copy)]
 struct Tenure {

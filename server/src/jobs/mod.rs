@@ -22,7 +22,7 @@ pub mod telemetry;
 use std::{future::Future, time::Duration};
 
 use domain::receiver::faults::Faults;
-pub use lease::{GAUGE_SAMPLES, JOB_RESUME, JobLease, MAINTENANCE, OUTBOX_RELAY, RETENTION_PURGE, Step};
+pub use lease::{GAUGE_SAMPLES, JOB_RESUME, JobLease, LEASED, MAINTENANCE, OUTBOX_RELAY, RETENTION_PURGE, Step};
 use sea_orm::DatabaseConnection;
 use tokio::{sync::watch, task::JoinHandle};
 

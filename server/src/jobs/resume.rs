@@ -26,11 +26,7 @@ use super::{Job, Next, Step};
 pub const EVERY: Duration = Duration::from_secs(2);
 
 /// How long each kind of job's runner may be silent before it is resumed.
-#[derive(Clone, Copy, Debug)]
-pub struct StaleAfter {
-    pub kek_ms: i64,
-    pub bulk_ms: i64,
-}
+pub use domain::jobs::StaleAfter;
 
 /// Looks for stale jobs; `process` names this process in the audit entries
 /// of the resumes.

@@ -45,22 +45,7 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
 
     let mut s = i.serve_with(&[stale, ("SIGNET_FAULTS", "stall_bulk_entry_ms=400")]);
     let url = s.url("/hooks/clinic-a/hooks");
-    // Updates that arrive before their reminders are quarantined; then the
-    // reminders arrive, so a release applies them.
-    for n in 0..EVENTS {
-        i.send_event(
-            &url,
-            &secret,
-            &format!("upd-{n}"),
-            &format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-{n}"}}}}"#),
-        );
-    }
-    for n in 0..EVENTS {
-        let created = format!(
-            r#"{{"type":"reminder.created","data":{{"reminder_id":"r-{n}","send_at":"2027-01-05T09:00:00Z"}}}}"#
-        );
-        i.send_event(&url, &secret, &format!("new-{n}"), &created);
-    }
+    i.send_releasable(&url, &secret, EVENTS);
     let res = s
         .client()
         .post(s.url("/api/v1/quarantine/bulk-releases"))

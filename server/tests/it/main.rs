@@ -15,6 +15,7 @@ mod drills;
 mod evidence;
 mod hmac;
 mod hooks;
+mod jobs;
 mod kek;
 mod limits;
 mod openapi;

@@ -117,6 +117,22 @@ impl Install {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// `n` updates (`upd-0`…) that arrive before their reminders, so they
+    /// are quarantined `reminder_not_found`; then the reminders arrive, so a
+    /// release applies each.
+    pub fn send_releasable(&self, url: &str, secret: &str, n: u64) {
+        for k in 0..n {
+            let update = format!(r#"{{"type":"reminder.scheduled","data":{{"reminder_id":"r-{k}"}}}}"#);
+            self.send_event(url, secret, &format!("upd-{k}"), &update);
+        }
+        for k in 0..n {
+            let created = format!(
+                r#"{{"type":"reminder.created","data":{{"reminder_id":"r-{k}","send_at":"2027-01-05T09:00:00Z"}}}}"#
+            );
+            self.send_event(url, secret, &format!("new-{k}"), &created);
+        }
+    }
+
     /// Runs a CLI command with `--json` that must succeed; returns its value.
     pub fn cli_json(&self, args: &[&str]) -> serde_json::Value {
         self.cli_json_stdin(args, "")

@@ -7,6 +7,7 @@ mod auth;
 mod break_glass;
 mod events;
 pub mod evidence;
+mod jobs;
 mod keys;
 mod operations;
 mod params;
@@ -62,6 +63,7 @@ pub fn routes() -> Router<AppState> {
         .routes(routes!(operations::list_bulk_releases, operations::start_bulk_release))
         .routes(routes!(operations::get_bulk_release))
         .routes(routes!(operations::resume_bulk_release))
+        .routes(routes!(operations::cancel_bulk_release))
         .routes(routes!(operations::get_quarantine))
         .routes(routes!(operations::release))
         .routes(routes!(operations::discard))
@@ -73,6 +75,7 @@ pub fn routes() -> Router<AppState> {
         .routes(routes!(break_glass::approve_override))
         .routes(routes!(break_glass::reject_override))
         .routes(routes!(stats::get_stats))
+        .routes(routes!(jobs::list_jobs))
         .routes(routes!(retention::overview))
         .routes(routes!(retention::set_horizon))
         .routes(routes!(retention::get_retention, retention::set_retention))
@@ -129,8 +132,9 @@ impl Modify for BearerAuth {
 /// admin sees only its own tenant: another's answers 404); every change is
 /// refused to some role. `tests/it/rbac.rs` checks this against the role
 /// matrix, both ways.
-pub const READS_WITH_A_ROLE_CHECK: [&str; 10] = [
+pub const READS_WITH_A_ROLE_CHECK: [&str; 11] = [
     "GET /api/v1/users",
+    "GET /api/v1/jobs",
     "GET /api/v1/quarantine/{id}",
     "GET /api/v1/drills",
     "GET /api/v1/drills/{run_id}",

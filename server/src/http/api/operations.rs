@@ -174,6 +174,25 @@ pub async fn resume_bulk_release(
     ))
 }
 
+/// Cancels a running, interrupted or failed bulk release for good: what it
+/// released stays released, the rest stays in quarantine.
+#[utoipa::path(
+    post, path = "/quarantine/bulk-releases/{id}/cancel", tag = "quarantine", params(IdPath),
+    responses(
+        (status = 200, body = BulkReleaseView),
+        (status = 409, body = ErrorBody, description = "finished, or already canceled"),
+    ),
+)]
+pub async fn cancel_bulk_release(
+    State(st): State<SharedState>,
+    ApiPrincipal(p): ApiPrincipal,
+    _: NoQuery,
+    Path(IdPath { id }): Path<IdPath>,
+    _: NoBody,
+) -> Result<Json<BulkReleaseView>, ApiError> {
+    Ok(Json(bulk_release::cancel(&st.db, &p, &id, st.bulk_stale_ms).await?))
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct PolicyBody {
     #[schema(schema_with = domain::retry_policy::policy_schema)]

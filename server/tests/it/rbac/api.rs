@@ -4,7 +4,8 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::case::{
-    ADMIN, Body, Case, EVIDENCE, EVIDENCE_OF_A, Fresh, MANAGERS, READERS, REVIEWERS, SIGNED_IN, TRIAGE, get, json_req,
+    ADMIN, Body, Case, EVIDENCE, EVIDENCE_OF_A, Fresh, GLOBAL, MANAGERS, READERS, REVIEWERS, SIGNED_IN, TRIAGE, get,
+    json_req,
 };
 
 pub(super) fn api_cases() -> Vec<Case> {
@@ -297,6 +298,20 @@ pub(super) fn api_cases() -> Vec<Case> {
             tenant_scoped: true,
             fresh: Fresh::InterruptedBulkRelease,
             build: |id, _| (Method::POST, format!("/api/v1/quarantine/bulk-releases/{id}/resume"), Body::None),
+        },
+        Case {
+            name: "POST /api/v1/quarantine/bulk-releases/{id}/cancel",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::InterruptedBulkRelease,
+            build: |id, _| (Method::POST, format!("/api/v1/quarantine/bulk-releases/{id}/cancel"), Body::None),
+        },
+        Case {
+            name: "GET /api/v1/jobs",
+            allowed: GLOBAL,
+            tenant_scoped: false,
+            fresh: Fresh::Nothing,
+            build: |_, _| get("/api/v1/jobs".into()),
         },
         Case {
             name: "GET /api/v1/outbox",

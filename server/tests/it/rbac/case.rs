@@ -26,6 +26,8 @@ pub(super) const MANAGERS: &[Who] = &[Who::Admin, Who::ClinicOwn];
 pub(super) const REVIEWERS: &[Who] = &[Who::Admin, Who::Reviewer];
 pub(super) const ADMIN: &[Who] = &[Who::Admin];
 pub(super) const TRIAGE: &[Who] = &[Who::Admin, Who::Oncall];
+/// The roles not bound to one tenant (deployment-wide reads).
+pub(super) const GLOBAL: &[Who] = &[Who::Admin, Who::Reviewer, Who::Oncall];
 /// Drills and evidence: everyone but on-call (a clinic admin for its own
 /// tenant).
 pub(super) const EVIDENCE: &[Who] = &[Who::Admin, Who::Reviewer, Who::ClinicOwn, Who::ClinicOther];

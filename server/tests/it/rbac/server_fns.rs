@@ -250,6 +250,13 @@ pub(super) fn server_fn_cases() -> Vec<Case> {
             build: |id, _| form("/fn/resume_bulk_release", vec![("id", id.into())]),
         },
         Case {
+            name: "cancel_bulk_release",
+            allowed: TRIAGE,
+            tenant_scoped: true,
+            fresh: Fresh::InterruptedBulkRelease,
+            build: |id, _| form("/fn/cancel_bulk_release", vec![("id", id.into())]),
+        },
+        Case {
             name: "list_outbox",
             allowed: SIGNED_IN,
             tenant_scoped: false,

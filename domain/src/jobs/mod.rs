@@ -9,14 +9,22 @@
 //! Taking a job over (a person's Resume, or the system's automatic resume)
 //! is one compare-and-set on the status and heartbeat that were read, so of
 //! two resumers one wins and a runner that was only slow stops. The system
-//! resumes a job at most [`MAX_AUTO_RESUMES`] times in a row.
+//! resumes a job at most [`MAX_AUTO_RESUMES`] times in a row. A person's
+//! [`cancel`] ends a job for good: it gives the row a runner no one holds,
+//! so the runner stops at its next step, and nothing resumes it again.
+//!
+//! [`overview`] is the one view of every background job (`GET /api/v1/jobs`,
+//! `signet jobs`).
 
+mod overview;
+
+pub use overview::{StaleAfter, overview};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect,
     sea_query::{Expr, ExprTrait},
 };
 use serde_json::json;
-pub use views::jobs::{FAILED, FINISHED, INTERRUPTED, RUNNING};
+pub use views::jobs::{CANCELED, FAILED, FINISHED, INTERRUPTED, JobsView, LeaseView, RUNNING};
 
 use crate::{
     audit::{self, Change},
@@ -32,10 +40,12 @@ use crate::{
 /// looping and waits for a person.
 pub const MAX_AUTO_RESUMES: i32 = 3;
 
-/// The conflicts a job's resume answers, in its own words.
+/// The conflicts a job's resume or cancel answers, in its own words.
 pub struct Conflicts {
-    /// Resuming a job that has finished.
+    /// Resuming or canceling a job that has finished.
     pub finished: (&'static str, &'static str),
+    /// Resuming or canceling a job that was canceled.
+    pub canceled: (&'static str, &'static str),
     /// Resuming a job whose runner still reports; its code also answers the
     /// two below.
     pub running: (&'static str, &'static str),
@@ -107,8 +117,58 @@ pub fn check_resumable<J: Runs>(run: &Run<'_>, now: i64, stale_ms: i64) -> Domai
     match run.status_at(now, stale_ms) {
         INTERRUPTED | FAILED => Ok(()),
         FINISHED => Err(DomainError::conflict(c.finished.0, c.finished.1)),
+        CANCELED => Err(DomainError::conflict(c.canceled.0, c.canceled.1)),
         _ => Err(DomainError::conflict(c.running.0, c.running.1)),
     }
+}
+
+/// Refuses to cancel a job that has ended (finished or canceled).
+fn check_cancelable<J: Runs>(status: &str) -> DomainResult<()> {
+    let c = J::CONFLICTS;
+    match status {
+        FINISHED => Err(DomainError::conflict(c.finished.0, c.finished.1)),
+        CANCELED => Err(DomainError::conflict(c.canceled.0, c.canceled.1)),
+        _ => Ok(()),
+    }
+}
+
+/// Cancels `run` (running, interrupted or failed) and audits `change` as
+/// `actor` in the same transaction. A compare-and-set from `running` or
+/// `failed` to `canceled` that also replaces the runner token: every write
+/// of the runner names its token, so it stops at its next step, and what it
+/// committed stays. Neither a person's resume nor the system's takes a
+/// canceled job ([`check_resumable`], [`auto_resumable`]), and it holds no
+/// "one running" index. A conflict when the job has ended, even meanwhile.
+pub async fn cancel<J: Runs>(
+    db: &DatabaseConnection,
+    run: &Run<'_>,
+    actor: &Actor,
+    change: Change<'_>,
+) -> DomainResult<()> {
+    check_cancelable::<J>(run.status)?;
+    let now = clock::now_ms();
+    let txn = db::begin_write(db).await?;
+    let canceled = J::update_many()
+        .col_expr(J::STATUS, Expr::value(CANCELED))
+        .col_expr(J::RUNNER, Expr::value(ids::new_id()))
+        .col_expr(J::UPDATED_AT, Expr::value(now))
+        .col_expr(J::FINISHED_AT, Expr::value(Some(now)))
+        .filter(J::ID.eq(run.id))
+        .filter(J::STATUS.is_in([RUNNING, FAILED]))
+        .exec(&txn)
+        .await?;
+    if canceled.rows_affected == 0 {
+        txn.rollback().await?;
+        // It ended after it was read: say how.
+        let status: Option<String> =
+            J::find().select_only().column(J::STATUS).filter(J::ID.eq(run.id)).into_tuple().one(db).await?;
+        check_cancelable::<J>(&status.ok_or(DomainError::NotFound)?)?;
+        let c = J::CONFLICTS;
+        return Err(DomainError::conflict(c.finished.0, c.finished.1));
+    }
+    audit::record(&txn, actor, change).await?;
+    txn.commit().await?;
+    Ok(())
 }
 
 /// Who takes a job over.

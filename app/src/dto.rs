@@ -23,7 +23,7 @@ pub use views::{
     events::{EventRef, EventStory, StoryDelivery},
     keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
     onboarding::{GateResult, GateView, HeaderGuide, LastTestDelivery, OnboardingView, TestAbility, TestDeliveryView},
-    outbox::OutboxView,
+    outbox::{OutboxStatus, OutboxView},
     registry::{EndpointView, TenantView},
     retention::{HorizonView, RetentionOverview, RetentionView, human},
     roles::{Permission, Role, role_allows},

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use domain::{
+    outbox::OutboxStatus,
     receiver::{Outcome, cache::EndpointCtx},
     registry::keys::KeyStatus,
 };
@@ -380,7 +381,7 @@ impl Metrics {
             .await?;
         // Undelivered: waiting, or leased to a worker that is sending it.
         let pending_q = outbox_intent::Entity::find()
-            .filter(outbox_intent::Column::Status.is_in([domain::outbox::PENDING, domain::outbox::SENDING]))
+            .filter(outbox_intent::Column::Status.is_in([OutboxStatus::Pending, OutboxStatus::Sending]))
             .filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
         let pending = pending_q.clone().count(db).await?;
         let oldest = pending_q.order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;

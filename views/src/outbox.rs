@@ -1,5 +1,29 @@
 use serde::{Deserialize, Serialize};
 
+use crate::string_enum::string_enum;
+
+string_enum! {
+    /// An intent's delivery state, as stored in `outbox_intents.status`.
+    pub enum OutboxStatus {
+        /// Waiting for its next attempt.
+        Pending = "pending",
+        /// Leased to a worker until `lease_until`.
+        Sending = "sending",
+        Sent = "sent",
+        /// Given up on; on-call may retry it by hand.
+        Dead = "dead",
+    }
+}
+
+impl OutboxStatus {
+    /// The `status` filter's schema: empty (any) or a status.
+    #[cfg(feature = "openapi")]
+    pub fn schema() -> utoipa::openapi::Object {
+        let values: Vec<&str> = std::iter::once("").chain(OutboxStatus::ALL.iter().map(|s| s.as_str())).collect();
+        crate::openapi::one_of(&values)
+    }
+}
+
 /// An intent as on-call sees it: metadata, never the payload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -8,8 +32,7 @@ pub struct OutboxView {
     pub tenant: String,
     pub kind: String,
     pub idempotency_key: String,
-    /// `pending`, `sending`, `sent` or `dead`.
-    pub status: String,
+    pub status: OutboxStatus,
     pub attempts: i32,
     pub next_attempt_at: String,
     pub created_at: String,

@@ -203,7 +203,7 @@ fn Intents(rows: Vec<OutboxView>) -> impl IntoView {
             {rows.into_iter().map(|o| view! {
                 <li>
                     {o.kind} " " <code>{o.id}</code> " · "
-                    <span class=format!("badge badge-outbox-{}", o.status)>{o.status.clone()}</span>
+                    <span class=format!("badge badge-outbox-{}", o.status)>{o.status.as_str()}</span>
                     " after " {o.attempts} " attempt(s)"
                     {o.last_error.map(|e| view! { "; last error: " <small class="muted">{e}</small> })}
                 </li>

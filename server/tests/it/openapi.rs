@@ -208,4 +208,7 @@ async fn typed_statuses_list_the_words_on_the_wire() {
         serde_json::json!(["pending_approval", "active", "retiring", "expired", "revoked", "rejected"])
     );
     assert_eq!(words("ReminderStatus"), serde_json::json!(["scheduled", "canceled"]));
+    assert_eq!(words("OutboxStatus"), serde_json::json!(["pending", "sending", "sent", "dead"]));
+    let status_of = |view: &str| doc["components"]["schemas"][view]["properties"]["status"]["$ref"].clone();
+    assert_eq!(status_of("OutboxView"), "#/components/schemas/OutboxStatus");
 }

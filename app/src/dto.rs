@@ -11,7 +11,8 @@ pub use views::evidence::{
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{
-    AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
+    AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView,
+    RevealedBody,
 };
 pub use views::retry_policy::{PolicyVersionView, RetryPolicyView, RolloutOverrideView};
 pub use views::stats::{

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use domain::{
     outbox::OutboxStatus,
+    quarantine::QuarantineStatus,
     receiver::{Outcome, cache::EndpointCtx},
     registry::keys::KeyStatus,
 };
@@ -375,7 +376,7 @@ impl Metrics {
         use domain::entity::{outbox_intent, quarantine_entry};
         use domain::registry::tenants::not_synthetic_tenant;
         let open = quarantine_entry::Entity::find()
-            .filter(quarantine_entry::Column::Status.eq("open"))
+            .filter(quarantine_entry::Column::Status.eq(QuarantineStatus::Open))
             .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))
             .count(db)
             .await?;
@@ -395,7 +396,7 @@ impl Metrics {
         }
         let now = domain::clock::now_ms();
         let oldest_open = quarantine_entry::Entity::find()
-            .filter(quarantine_entry::Column::Status.eq("open"))
+            .filter(quarantine_entry::Column::Status.eq(QuarantineStatus::Open))
             .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))
             .order_by_asc(quarantine_entry::Column::CreatedAt)
             .one(db)

@@ -24,7 +24,7 @@ use crate::{
     entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
     outbox::OutboxStatus,
-    quarantine::OPEN,
+    quarantine::QuarantineStatus,
     receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
     registry::tenants,
 };
@@ -320,7 +320,8 @@ pub async fn stats(
     };
     let slug_of: HashMap<&str, &str> = visible_tenants.iter().map(|t| (t.id.as_str(), t.slug.as_str())).collect();
 
-    let mut open_q = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq(OPEN));
+    let mut open_q =
+        quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq(QuarantineStatus::Open));
     let mut backlog_q = outbox_intent::Entity::find()
         .filter(outbox_intent::Column::Status.is_in([OutboxStatus::Pending, OutboxStatus::Sending]));
     let mut dead_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq(OutboxStatus::Dead));

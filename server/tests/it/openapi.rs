@@ -211,4 +211,6 @@ async fn typed_statuses_list_the_words_on_the_wire() {
     assert_eq!(words("OutboxStatus"), serde_json::json!(["pending", "sending", "sent", "dead"]));
     let status_of = |view: &str| doc["components"]["schemas"][view]["properties"]["status"]["$ref"].clone();
     assert_eq!(status_of("OutboxView"), "#/components/schemas/OutboxStatus");
+    assert_eq!(words("QuarantineStatus"), serde_json::json!(["open", "released", "discarded"]));
+    assert_eq!(status_of("QuarantineView"), "#/components/schemas/QuarantineStatus");
 }

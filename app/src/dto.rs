@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 pub use views::evidence::{
     AuditEvidence, CohortBreach, CohortCheck, ConstraintRow, CredentialRow, DRILL_NAMES, Difference, DrillEvidence,
-    DrillResult, DrillRunView, Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence, RetentionRow,
-    RetryPolicyEvidence, RoleAccess, SignoffView, SinceApproval,
+    DrillResult, DrillRunView, DrillStatus, Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence,
+    RetentionRow, RetryPolicyEvidence, RoleAccess, SignoffView, SinceApproval,
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{

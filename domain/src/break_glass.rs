@@ -29,7 +29,11 @@ use crate::{
     clock, db,
     entity::{drill_run, evidence_signoff, retry_policy_version, rollout_override as ovr, tenant},
     error::{DomainError, DomainResult},
-    evidence::{identity, record::APPROVED, runs},
+    evidence::{
+        identity,
+        record::APPROVED,
+        runs::{self, DrillStatus},
+    },
     ids,
     registry::{
         keys::{validate_comment, validate_person},
@@ -379,7 +383,7 @@ async fn last_drill_on_this_build(db: &DatabaseConnection) -> DomainResult<Optio
     let build = identity::current().await;
     let schema = runs::schema_version(db).await?;
     let passed = drill_run::Entity::find()
-        .filter(drill_run::Column::Status.eq("finished"))
+        .filter(drill_run::Column::Status.eq(DrillStatus::Finished))
         .filter(drill_run::Column::Passed.eq(true))
         .order_by_desc(drill_run::Column::FinishedAt)
         .limit(200)

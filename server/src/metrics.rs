@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use domain::{
+    evidence::runs::DrillStatus,
     outbox::OutboxStatus,
     quarantine::QuarantineStatus,
     receiver::{Outcome, cache::EndpointCtx},
@@ -454,10 +455,10 @@ impl Metrics {
         let runs = drill_run::Entity::find().filter(drill_run::Column::Version.eq(env!("CARGO_PKG_VERSION")));
         for result in DRILL_RESULTS {
             let run = match result {
-                "interrupted" => runs.clone().filter(drill_run::Column::Status.eq("interrupted")),
+                "interrupted" => runs.clone().filter(drill_run::Column::Status.eq(DrillStatus::Interrupted)),
                 _ => runs
                     .clone()
-                    .filter(drill_run::Column::Status.eq("finished"))
+                    .filter(drill_run::Column::Status.eq(DrillStatus::Finished))
                     .filter(drill_run::Column::Passed.eq(result == "passed")),
             };
             let last = run.order_by_desc(drill_run::Column::UpdatedAt).one(db).await?;

@@ -14,7 +14,7 @@ pub use views::quarantine::{
     AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView,
     RevealedBody,
 };
-pub use views::retry_policy::{PolicyVersionView, RetryPolicyView, RolloutOverrideView};
+pub use views::retry_policy::{OverrideStatus, PolicyVersionView, RetryPolicyView, RolloutOverrideView};
 pub use views::stats::{
     FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,
     StatsView,

@@ -15,15 +15,6 @@ string_enum! {
     }
 }
 
-impl OutboxStatus {
-    /// The `status` filter's schema: empty (any) or a status.
-    #[cfg(feature = "openapi")]
-    pub fn schema() -> utoipa::openapi::Object {
-        let values: Vec<&str> = std::iter::once("").chain(OutboxStatus::ALL.iter().map(|s| s.as_str())).collect();
-        crate::openapi::one_of(&values)
-    }
-}
-
 /// An intent as on-call sees it: metadata, never the payload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

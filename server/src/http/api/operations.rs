@@ -253,7 +253,7 @@ pub async fn rollback_retry_policy(
 pub struct OutboxQuery {
     pub tenant: Option<String>,
     /// `pending`, `sending`, `sent` or `dead`.
-    #[param(schema_with = OutboxStatus::schema)]
+    #[param(schema_with = OutboxStatus::filter_schema)]
     pub status: Option<String>,
     /// 1–500, default 100.
     #[param(schema_with = domain::paging::list_schema)]

@@ -94,6 +94,27 @@ for layout in "${layouts[@]:1}"; do
 done
 n=${#layouts[@]}
 declare -A tps=() cpu=() blk=()
+
+# One round's line of a table: today's figure, then each other layout's and
+# its ratio to today's. $1 names the figures' array, $3 is their format.
+row() {
+  local -n fig=$1
+  local round=$2 fmt=$3 line layout
+  line="| $round | $(printf "$fmt" "${fig[$round,today]}") |"
+  for layout in "${layouts[@]:1}"; do
+    line+=$(awk -v t="${fig[$round,today]}" -v x="${fig[$round,$layout]}" -v f="$fmt" \
+      'BEGIN { printf " " f " | %.2f |", x, x / t }')
+  done
+  echo "$line"
+}
+
+# A whole table after the runs: $1 its title, $2 today's column, $3 and $4 as row's.
+table() {
+  local round
+  printf '\n%s\n\n%s\n%s\n' "$1" "${header/today (tx\/s)/$2}" "$rule"
+  for round in $(seq 1 "$ROUNDS"); do row "$3" "$round" "$4"; done
+}
+
 echo "$header"
 echo "$rule"
 for round in $(seq 1 "$ROUNDS"); do
@@ -105,33 +126,7 @@ for round in $(seq 1 "$ROUNDS"); do
     sleep 2
     read -r tps[$round,$layout] cpu[$round,$layout] blk[$round,$layout] < <(run_layout "$layout")
   done
-  line="| $round | $(printf '%.0f' "${tps[$round,today]}") |"
-  for layout in "${layouts[@]:1}"; do
-    line+=$(awk -v t="${tps[$round,today]}" -v x="${tps[$round,$layout]}" 'BEGIN { printf " %.0f | %.2f |", x, x / t }')
-  done
-  echo "$line"
+  row tps "$round" '%.0f'
 done
-echo
-echo "Database CPU per transaction (ms, the backends' user + system time), ratio to today's:"
-echo
-echo "${header/today (tx\/s)/today (ms)}"
-echo "$rule"
-for round in $(seq 1 "$ROUNDS"); do
-  line="| $round | ${cpu[$round,today]} |"
-  for layout in "${layouts[@]:1}"; do
-    line+=$(awk -v t="${cpu[$round,today]}" -v x="${cpu[$round,$layout]}" 'BEGIN { printf " %.3f | %.2f |", x, x / t }')
-  done
-  echo "$line"
-done
-echo
-echo "Shared buffers hit or read per transaction, ratio to today's:"
-echo
-echo "${header/today (tx\/s)/today}"
-echo "$rule"
-for round in $(seq 1 "$ROUNDS"); do
-  line="| $round | ${blk[$round,today]} |"
-  for layout in "${layouts[@]:1}"; do
-    line+=$(awk -v t="${blk[$round,today]}" -v x="${blk[$round,$layout]}" 'BEGIN { printf " %.1f | %.2f |", x, x / t }')
-  done
-  echo "$line"
-done
+table "Database CPU per transaction (ms, the backends' user + system time), ratio to today's:" "today (ms)" cpu '%.3f'
+table "Shared buffers hit or read per transaction, ratio to today's:" today blk '%.1f'

@@ -15,11 +15,25 @@ use sea_orm::{
     sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
 };
 
-/// The PostgreSQL pool's size.
-pub const PG_MAX_CONNECTIONS: u32 = 32;
+/// The PostgreSQL pool's size unless configured (`SIGNET_PG_POOL_SIZE`).
+/// Each process opens up to this many connections, and PostgreSQL's
+/// default `max_connections` is 100: three processes at 32 leave a few for
+/// everything else, so a deployment with more sets it lower.
+pub const DEFAULT_PG_POOL_SIZE: u32 = 32;
 
-/// Opens a pool for `url` (`sqlite://…` or `postgres://…`).
+/// The SQLite pool's size: one writer at a time (`BEGIN IMMEDIATE`), and
+/// readers beside it in WAL mode.
+const SQLITE_POOL_SIZE: u32 = 8;
+
+/// Opens a pool for `url` (`sqlite://…` or `postgres://…`), PostgreSQL's of
+/// the default size.
 pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
+    connect_with(url, DEFAULT_PG_POOL_SIZE).await
+}
+
+/// Opens a pool for `url`; on PostgreSQL it holds at most `pg_pool_size`
+/// connections (SQLite's size is fixed).
+pub async fn connect_with(url: &str, pg_pool_size: u32) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .sqlx_logging(false)
@@ -34,14 +48,14 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
         // `is_lost_connection`).
         .test_before_acquire_if_idle_for(Duration::from_secs(5));
     if url.starts_with("sqlite:") {
-        options.max_connections(8).map_sqlx_sqlite_opts(|o| {
+        options.max_connections(SQLITE_POOL_SIZE).map_sqlx_sqlite_opts(|o| {
             o.journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true)
         });
     } else {
-        options.max_connections(PG_MAX_CONNECTIONS);
+        options.max_connections(pg_pool_size);
     }
     Database::connect(options).await
 }
@@ -91,9 +105,14 @@ pub fn is_transient(err: &DbErr) -> bool {
 
 /// Pooled connections are not pinged while in use (see `connect`), so after a
 /// database restart every idle one fails its first statement. Each such
-/// failure discards that connection; up to a pool's worth of them are retried
-/// at once.
-pub const LOST_CONNECTION_RETRIES: u32 = PG_MAX_CONNECTIONS;
+/// failure discards that connection; up to a pool's worth of them (this
+/// pool's size) are retried at once.
+pub fn lost_connection_retries(db: &DatabaseConnection) -> u32 {
+    match db.get_database_backend() {
+        DbBackend::Postgres => db.get_postgres_connection_pool().options().get_max_connections(),
+        _ => SQLITE_POOL_SIZE,
+    }
+}
 
 /// True when a statement failed because its pooled connection was gone: the
 /// database ended it (57P01/57P02 on a restart or `pg_terminate_backend`) or

@@ -13,15 +13,13 @@ use crate::{
     registry::tenants,
 };
 
+use views::events::ClaimOutcome;
 pub use views::events::{EventView, ReminderView};
-
-/// The outcomes a listing filters by.
-pub const OUTCOMES: [&str; 3] = ["applied", "quarantined", "stale_transition"];
 
 /// The `status` filter's schema: empty (any) or an outcome.
 #[cfg(feature = "openapi")]
 pub fn status_schema() -> utoipa::openapi::Object {
-    let values: Vec<&str> = std::iter::once("").chain(OUTCOMES).collect();
+    let values: Vec<&str> = std::iter::once("").chain(ClaimOutcome::ALL.iter().map(|o| o.as_str())).collect();
     crate::schema::one_of(&values)
 }
 
@@ -39,15 +37,15 @@ pub async fn list_events(
         .filter(inbox_claim::Column::TenantId.eq(&t.id))
         .order_by_desc(inbox_claim::Column::ReceivedAt)
         .limit(limit.clamp(1, crate::paging::LIST.max));
-    match status.filter(|s| !s.is_empty()) {
-        Some(s) if OUTCOMES.contains(&s) => q = q.filter(inbox_claim::Column::Outcome.eq(s)),
-        Some(other) => {
+    if let Some(s) = status.filter(|s| !s.is_empty()) {
+        let Some(outcome) = ClaimOutcome::parse(s) else {
+            let words: Vec<&str> = ClaimOutcome::ALL.iter().map(|o| o.as_str()).collect();
             return Err(DomainError::invalid(
                 "invalid_status",
-                format!("status must be {}, got {other:?}", OUTCOMES.join(", ")),
+                format!("status must be {}, got {s:?}", words.join(", ")),
             ));
-        }
-        None => {}
+        };
+        q = q.filter(inbox_claim::Column::Outcome.eq(outcome));
     }
     let endpoints = endpoint::Entity::find().filter(endpoint::Column::TenantId.eq(&t.id)).all(db).await?;
     Ok(q.all(db)

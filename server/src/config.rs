@@ -24,6 +24,16 @@ pub struct DbArgs {
     /// may carry the key itself instead.
     #[arg(long, env = "SIGNET_MASTER_KEY_FILE", global = true)]
     pub master_key_file: Option<PathBuf>,
+    /// PostgreSQL: connections this process opens at most (SQLite's pool is
+    /// fixed). Several processes on one database share its `max_connections`.
+    #[arg(
+        long,
+        env = "SIGNET_PG_POOL_SIZE",
+        global = true,
+        default_value_t = domain::db::DEFAULT_PG_POOL_SIZE,
+        value_parser = clap::value_parser!(u32).range(4..=1000)
+    )]
+    pub pg_pool_size: u32,
 }
 
 /// The rollout gate's settings, for `serve` and the CLI's retry-policy

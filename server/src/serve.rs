@@ -24,7 +24,9 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let trusted_proxies = app::ssr::client_addr::TrustedProxies::parse(args.trusted_proxies.as_deref().unwrap_or(""))
         .map_err(|e| format!("SIGNET_TRUSTED_PROXIES (--trusted-proxies): {e}"))?;
     let url = db_args.url().map_err(|e| e.to_string())?;
-    let db = domain::db::connect(&url).await.map_err(|e| format!("cannot open the database: {e}"))?;
+    let db = domain::db::connect_with(&url, db_args.pg_pool_size)
+        .await
+        .map_err(|e| format!("cannot open the database: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
     // Before serving: with no default partition, a write needs today's.
     domain::retention::partitions::upkeep(&db, domain::clock::now_ms())

@@ -9,11 +9,22 @@ pub struct EventView {
     pub event_id: String,
     pub endpoint: String,
     pub event_type: Option<String>,
-    /// `applied`, `quarantined` or `stale_transition`.
-    pub outcome: String,
+    pub outcome: ClaimOutcome,
     pub key_id: String,
     pub body_sha256: String,
     pub received_at: String,
+}
+
+string_enum! {
+    /// How a claim was resolved, as stored in `inbox_claims.outcome` (a
+    /// release rewrites it) and `first_answer` (never rewritten), and as a
+    /// duplicate's answer names the original (`"original"`).
+    pub enum ClaimOutcome {
+        Applied = "applied",
+        Quarantined = "quarantined",
+        /// Claimed, but the reminder's state refused the transition.
+        StaleTransition = "stale_transition",
+    }
 }
 
 string_enum! {
@@ -57,8 +68,7 @@ pub struct EventStory {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StoryClaim {
     pub event_type: Option<String>,
-    /// `applied`, `quarantined` or `stale_transition`.
-    pub outcome: String,
+    pub outcome: ClaimOutcome,
     pub key_id: String,
     pub body_sha256: String,
     /// False once body retention has cleared it.
@@ -104,8 +114,8 @@ pub struct StoryReminder {
     pub reminder_id: String,
     /// The transition the event asked for (its type: `reminder.scheduled`, …).
     pub transition: String,
-    /// What became of it: `applied`, `stale_transition` or `quarantined`.
-    pub outcome: String,
+    /// What became of it.
+    pub outcome: ClaimOutcome,
     /// The reminder now.
     pub current: Option<ReminderView>,
 }

@@ -88,7 +88,7 @@ fn Story(s: EventStory) -> impl IntoView {
     let claim = match s.claim {
         Some(c) => view! {
             <dl class="facts" data-testid="event-claim">
-                <dt>"Outcome"</dt><dd><span class="badge">{c.outcome}</span></dd>
+                <dt>"Outcome"</dt><dd><span class="badge">{c.outcome.as_str()}</span></dd>
                 <dt>"Type"</dt><dd>{c.event_type.unwrap_or_else(|| "—".to_owned())}</dd>
                 <dt>"Key"</dt><dd><code class="wrap">{c.key_id}</code></dd>
                 <dt>"Claimed"</dt><dd>{when(&c.received_at)}</dd>
@@ -121,7 +121,7 @@ fn Story(s: EventStory) -> impl IntoView {
             <section class="card">
                 <h2>"Reminder"</h2>
                 <p>
-                    <code>{r.reminder_id}</code> ": " {r.transition} " → " <strong>{r.outcome}</strong>
+                    <code>{r.reminder_id}</code> ": " {r.transition} " → " <strong>{r.outcome.as_str()}</strong>
                     "; now " {now}
                 </p>
             </section>

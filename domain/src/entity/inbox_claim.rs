@@ -1,6 +1,7 @@
 //! `inbox_claims` rows.
 
 use sea_orm::entity::prelude::*;
+use views::events::ClaimOutcome;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "inbox_claims")]
@@ -15,8 +16,8 @@ pub struct Model {
     pub body_digest: String,
     pub event_type: Option<String>,
     pub key_id: String,
-    /// `applied` or `quarantined`.
-    pub outcome: String,
+    /// A release rewrites it (`quarantined` to `applied` or `stale_transition`).
+    pub outcome: ClaimOutcome,
     pub received_at: i64,
     /// Sealed with `Aad::event_body(tenant, endpoint, event id)`; nulled by retention.
     pub body_ciphertext: Option<Vec<u8>>,
@@ -26,7 +27,7 @@ pub struct Model {
     /// by a release. The story reads that delivery from here, not from the
     /// delivery log (m20261206_000140). `NULL` on older claims and on the
     /// compound-key claims a release takes.
-    pub first_answer: Option<String>,
+    pub first_answer: Option<ClaimOutcome>,
     /// That delivery's signed-message digest: names its replay record.
     pub message_digest: Option<String>,
 }

@@ -18,10 +18,10 @@ use crate::{
     envelope,
     error::{DomainError, DomainResult},
     outbox, quarantine,
-    receiver::outcome::ClaimOutcome,
     registry::tenants,
     vault::Vault,
 };
+use views::events::ClaimOutcome;
 
 pub use views::events::{EventRef, EventStory, StoryClaim, StoryDelivery, StoryQuarantine, StoryReminder, StoryReplay};
 
@@ -119,7 +119,7 @@ pub async fn story(
             Some(StoryReminder {
                 reminder_id: id,
                 transition: c.event_type.clone().unwrap_or_default(),
-                outcome: c.outcome.clone(),
+                outcome: c.outcome,
                 current: current.map(|r| views::events::ReminderView {
                     reminder_id: r.reminder_id,
                     status: r.status,
@@ -190,11 +190,20 @@ pub async fn story(
 /// time the claim was made. `None` for claims older than that record and
 /// for the compound-key claims a release takes.
 fn first_delivery(c: &inbox_claim::Model, scheme: &str) -> Option<(i64, StoryDelivery)> {
-    let answer = c.first_answer.clone()?;
-    let status = if ClaimOutcome::parse(&answer) == ClaimOutcome::Quarantined { 202 } else { 200 };
+    let answer = c.first_answer?;
+    let status = if answer == ClaimOutcome::Quarantined { 202 } else { 200 };
     let key_id = Some(c.key_id.clone());
     let at = c.received_at;
-    Some((at, StoryDelivery { answered_at: clock::rfc3339(at), status, answer, key_id, scheme: scheme.to_owned() }))
+    Some((
+        at,
+        StoryDelivery {
+            answered_at: clock::rfc3339(at),
+            status,
+            answer: answer.as_str().to_owned(),
+            key_id,
+            scheme: scheme.to_owned(),
+        },
+    ))
 }
 
 /// Every answered delivery, oldest first: the claim's and the logged ones.

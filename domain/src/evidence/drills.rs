@@ -247,7 +247,7 @@ async fn observe(db: &DatabaseConnection, fx: &Fixture, event_id: &str, reminder
     Ok(Observed {
         claims: claim.len() as u64,
         digest: claim.first().map(|c| c.body_digest.clone()),
-        outcome: claim.first().map(|c| c.outcome.clone()),
+        outcome: claim.first().map(|c| c.outcome.as_str().to_owned()),
         intents,
         send_at: r.map(|r| r.send_at),
     })

@@ -13,7 +13,7 @@ pub mod bulk_release;
 pub mod redact;
 
 use std::collections::HashMap;
-use views::keys::KeyStatus;
+use views::{events::ClaimOutcome, keys::KeyStatus};
 
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -387,7 +387,11 @@ async fn release_marking(
                         Ok(applied) => {
                             // A transition the reminder has moved past since:
                             // released, and recorded as the stale one it is.
-                            let outcome = if applied == Applied::Done { "applied" } else { "stale_transition" };
+                            let outcome = if applied == Applied::Done {
+                                ClaimOutcome::Applied
+                            } else {
+                                ClaimOutcome::StaleTransition
+                            };
                             // The entry's claim, and the compound-key claim a
                             // missing-id release took (see `claim_compound_id`).
                             inbox_claim::Entity::update_many()
@@ -508,7 +512,7 @@ async fn claim_compound_id<C: ConnectionTrait>(
     let Some(id) = fields.and_then(|f| event_key::compound_id(&f, env)) else { return Ok(Ok(None)) };
     let inserted = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
         event_id: Set(id.clone()),
-        outcome: Set("applied".to_owned()),
+        outcome: Set(ClaimOutcome::Applied),
         body_ciphertext: Set(None),
         kek_version: Set(None),
         // No delivery was answered under this id: its story has none.

@@ -227,7 +227,9 @@ impl Receiver {
             match self.cache.get(&self.db, &self.vault, tenant, endpoint).await {
                 Ok(Some(ep)) => return Ok(ep),
                 Ok(None) => return Err(Outcome::Refused(Refusal::UnknownEndpoint)),
-                Err(DomainError::Db(e)) if db::is_lost_connection(&e) && lost < db::LOST_CONNECTION_RETRIES => {
+                Err(DomainError::Db(e))
+                    if db::is_lost_connection(&e) && lost < db::lost_connection_retries(&self.db) =>
+                {
                     lost += 1
                 }
                 Err(e) => {

@@ -37,4 +37,4 @@ pub mod verify;
 
 pub use claim::{BatchStats, DeliveryLogStats, Rollbacks, Traffic};
 pub use gates::{Buffered, Delivery, Receipt, Receiver, TestDeliveries, receive, rehearse};
-pub use outcome::{ClaimOutcome, Outcome, Refusal};
+pub use outcome::{Outcome, Refusal};

@@ -2,6 +2,8 @@
 //! status and JSON body, which the server sends and the drills read), its
 //! error codes and the metrics' reasons.
 
+use views::events::ClaimOutcome;
+
 /// A request refused before anything was stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Refusal {
@@ -58,32 +60,6 @@ impl Refusal {
             Refusal::Replay => "replay",
             Refusal::EventTypeNotPermitted => "type_not_permitted",
             Refusal::TenantMismatch => "tenant_mismatch",
-        }
-    }
-}
-
-/// How an existing claim was resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimOutcome {
-    Applied,
-    Quarantined,
-    /// Claimed, but the reminder's state refused the transition.
-    StaleTransition,
-}
-
-impl ClaimOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimOutcome::Applied => "applied",
-            ClaimOutcome::Quarantined => "quarantined",
-            ClaimOutcome::StaleTransition => "stale_transition",
-        }
-    }
-    pub fn parse(s: &str) -> ClaimOutcome {
-        match s {
-            "applied" => ClaimOutcome::Applied,
-            "stale_transition" => ClaimOutcome::StaleTransition,
-            _ => ClaimOutcome::Quarantined,
         }
     }
 }

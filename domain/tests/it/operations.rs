@@ -4,6 +4,7 @@
 //! versioned and roll back.
 
 use std::sync::Arc;
+use views::events::ClaimOutcome;
 
 use domain::{
     DomainError,
@@ -13,7 +14,7 @@ use domain::{
         self, QuarantineFilter, QuarantineStatus,
         redact::{MASK, Redaction},
     },
-    receiver::{ClaimOutcome, Outcome},
+    receiver::Outcome,
     registry::Scheme,
     retry_policy,
 };
@@ -98,7 +99,7 @@ db_test!(release_applies_exactly_once_under_concurrent_clicks, async |t: &TestDb
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(claim.outcome, "applied");
+    assert_eq!(claim.outcome.as_str(), "applied");
     assert_eq!(audit_count(t, "quarantine.release").await, 1);
     let q = quarantine::get(&t.db, &admin(), &id).await.unwrap();
     assert_eq!(q.resolved_by.as_deref(), Some("oncall-user"));
@@ -350,7 +351,7 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
         .await
         .unwrap()
         .unwrap();
-    assert_ne!(applied.outcome, "applied");
+    assert_ne!(applied.outcome.as_str(), "applied");
     // The scope is approved again, then the key is revoked (say it leaked):
     // what it signed is not released either.
     domain::registry::keys::set_scope(
@@ -391,7 +392,7 @@ db_test!(releasing_a_transition_the_reminder_moved_past_applies_nothing_and_says
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(claim.outcome, "stale_transition");
+    assert_eq!(claim.outcome.as_str(), "stale_transition");
     assert_eq!(
         domain::entity::outbox_intent::Entity::find().count(&t.db).await.unwrap(),
         0,

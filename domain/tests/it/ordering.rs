@@ -10,11 +10,12 @@ use domain::{
     DomainError,
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder},
     quarantine::{self, QuarantineFilter},
-    receiver::{ClaimOutcome, Outcome},
+    receiver::Outcome,
     registry::Scheme,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
+use views::events::ClaimOutcome;
 
 use crate::{
     db_test,
@@ -61,6 +62,8 @@ async fn claim_outcome(t: &TestDb, event_id: &str) -> String {
         .unwrap()
         .unwrap()
         .outcome
+        .as_str()
+        .to_owned()
 }
 
 async fn entry_id(t: &TestDb, event_id: &str) -> String {

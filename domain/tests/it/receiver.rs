@@ -7,12 +7,13 @@ mod replay_window;
 mod transitions;
 
 use std::sync::Arc;
+use views::events::ClaimOutcome;
 
 use domain::{
     clock,
     crypto::{SigningSecret, signature},
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record},
-    receiver::{self, ClaimOutcome, Outcome, Receiver, Refusal, faults::Faults},
+    receiver::{self, Outcome, Receiver, Refusal, faults::Faults},
     registry::{
         Scheme,
         endpoints::{self, NewEndpoint},

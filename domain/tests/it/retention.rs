@@ -4,6 +4,7 @@
 //! events arrive loses none of them.
 
 use std::sync::Arc;
+use views::events::ClaimOutcome;
 
 use domain::{
     audit::{self, AuditFilter},
@@ -156,11 +157,11 @@ async fn old_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &st
         body_digest: Set("d".into()),
         event_type: Set(Some("reminder.created".into())),
         key_id: Set("k".into()),
-        outcome: Set("applied".into()),
+        outcome: Set(ClaimOutcome::Applied),
         received_at: Set(clock::now_ms() - age_secs * 1000),
         body_ciphertext: Set(Some(vec![1, 2, 3])),
         kek_version: Set(Some(1)),
-        first_answer: Set(Some("applied".into())),
+        first_answer: Set(Some(ClaimOutcome::Applied)),
         message_digest: Set(None),
     })
     .exec_without_returning(&t.db)

@@ -149,7 +149,7 @@ db_test!(a_released_event_still_tells_its_first_answer_was_quarantine, async |t:
     s.r.flush_delivery_log().await;
 
     let st = story_of(t, "evt-early").await;
-    assert_eq!(st.claim.as_ref().unwrap().outcome, "applied", "released");
+    assert_eq!(st.claim.as_ref().unwrap().outcome.as_str(), "applied", "released");
     let answers: Vec<(u16, &str)> = st.deliveries.iter().map(|d| (d.status, d.answer.as_str())).collect();
     assert_eq!(answers, [(202, "quarantined")], "the answer the provider got");
     assert_eq!(st.replay.len(), 1, "the first delivery's replay record, named by its claim");

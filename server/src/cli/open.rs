@@ -8,7 +8,7 @@ use crate::config::DbArgs;
 
 pub(super) async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {
     let url = args.url()?;
-    let db = domain::db::connect(&url).await?;
+    let db = domain::db::connect_with(&url, args.pg_pool_size).await?;
     domain::db::migrate(&db).await?;
     Ok(db)
 }

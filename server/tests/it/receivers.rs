@@ -225,7 +225,13 @@ fn steps(servers: &[Server], killed: Option<(usize, i64)>) -> HashMap<String, Ve
                 Some(m @ ("job step end" | "job step abandoned")) => {
                     if let Some((epoch, begin)) = open.remove(job) {
                         let abandoned = m == "job step abandoned";
-                        all.entry(job.to_owned()).or_default().push(Span { process: n, epoch, begin, end: at, abandoned });
+                        all.entry(job.to_owned()).or_default().push(Span {
+                            process: n,
+                            epoch,
+                            begin,
+                            end: at,
+                            abandoned,
+                        });
                     }
                 }
                 _ => {}
@@ -296,8 +302,7 @@ async fn each_job_runs_in_one_process_at_a_time_and_moves_when_its_holder_is_kil
         assert!(by_time.windows(2).all(|w| w[0].epoch <= w[1].epoch), "{job}: epochs go back: {by_time:?}");
     }
     for job in &held {
-        let after =
-            s[*job].iter().filter(|sp| sp.begin > killed_ms && !sp.abandoned).map(|sp| sp.epoch).min().unwrap();
+        let after = s[*job].iter().filter(|sp| sp.begin > killed_ms && !sp.abandoned).map(|sp| sp.epoch).min().unwrap();
         let before = s[*job].iter().filter(|sp| sp.process == victim).map(|sp| sp.epoch).max().unwrap();
         assert!(after > before, "{job} resumed under a new epoch ({before} then {after})");
     }
@@ -460,4 +465,56 @@ async fn a_killed_processs_rewrap_and_bulk_release_resume_in_another_on_their_ow
         (kek_total..=kek_total + appeared).contains(&rewrapped),
         "each row resealed once, none missed: {rewrapped} of {kek_total} (+ at most {appeared} new rows)"
     );
+}
+
+/// The connections open to the PostgreSQL database `url` names, counted
+/// from the admin database (so the count does not include the counting one).
+async fn connections_to(admin: &DatabaseConnection, url: &str) -> i64 {
+    let name = url.rsplit_once('/').unwrap().1;
+    // Client backends only: an autovacuum worker may be in the database too.
+    let sql = format!(
+        "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = '{name}' AND backend_type = 'client backend'"
+    );
+    scalar(admin, &sql).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_opens_at_most_its_pool_size_of_connections_and_still_answers_every_event() {
+    let Some(i) = Install::new(Engine::Postgres) else { return };
+    let secret = Arc::new(SigningSecret::parse(&clinic(&i, TENANT, None)).unwrap());
+    let s = i.serve_with(&[("SIGNET_PG_POOL_SIZE", "4")]);
+    let admin_url =
+        std::env::var("SIGNET_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let admin = domain::db::connect(&admin_url).await.unwrap();
+    // 48 events on 16 connections at once: more concurrent claims than the
+    // pool holds, so requests wait for a connection, and none may fail.
+    let mut tasks = Vec::new();
+    for w in 0..16 {
+        let (base, secret) = (s.base.clone(), secret.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = reqwest::Client::new();
+            let mut all = true;
+            for k in (w..48).step_by(16) {
+                all &= post(&c, &base, &secret, k + 10_000).await;
+            }
+            all
+        }));
+    }
+    let mut peak = 0;
+    while tasks.iter().any(|t| !t.is_finished()) {
+        peak = peak.max(connections_to(&admin, &i.database_url).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for t in tasks {
+        assert!(t.await.unwrap(), "an event was not answered 2xx");
+    }
+    peak = peak.max(connections_to(&admin, &i.database_url).await);
+    assert!((1..=4).contains(&peak), "the server held {peak} connections with a pool of 4");
+    let db = domain::db::connect(&i.database_url).await.unwrap();
+    assert_eq!(scalar(&db, "SELECT COUNT(*) AS n FROM inbox_claims WHERE event_id LIKE 'evt-1____'").await, 48);
+    // A size the pool cannot work with is refused, naming the setting.
+    let out = i.command().env("SIGNET_PG_POOL_SIZE", "1").args(["tenant", "list"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pg-pool-size") && err.contains("4..=1000"), "{err}");
 }

@@ -72,7 +72,11 @@ impl Install {
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("SIGNET_DATA_DIR", self.dir.path())
-            .env("DATABASE_URL", &self.database_url);
+            .env("DATABASE_URL", &self.database_url)
+            // Two tests run at once, some with three servers, against one
+            // PostgreSQL whose max_connections is 100: at the default 32 a
+            // burst could exhaust it ("too many clients").
+            .env("SIGNET_PG_POOL_SIZE", "12");
         c
     }
 

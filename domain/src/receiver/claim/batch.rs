@@ -33,12 +33,9 @@ use super::{context::ClaimContext, rollbacks::RollbackReason, rows};
 use crate::{
     db,
     entity::{inbox_claim, replay_record},
-    receiver::{
-        admission::Job,
-        effects,
-        outcome::{ClaimOutcome, Outcome},
-    },
+    receiver::{admission::Job, effects, outcome::Outcome},
 };
+use views::events::ClaimOutcome;
 
 /// At most this many events share a transaction (the multi-row inserts
 /// stay well under both engines' bind-parameter limits, and the driver's

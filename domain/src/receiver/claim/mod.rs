@@ -154,7 +154,7 @@ impl Claims {
                     return single::replayed_after_failure(&self.ctx, a).await;
                 }
                 Ok(outcome) => return outcome,
-                Err(e) if db::is_lost_connection(&e) && lost < db::LOST_CONNECTION_RETRIES => {
+                Err(e) if db::is_lost_connection(&e) && lost < db::lost_connection_retries(&self.ctx.db) => {
                     tracing::info!(error = %e, "the database had closed a pooled connection; retrying on another");
                     self.retries.fetch_add(1, Ordering::Relaxed);
                     lost += 1;

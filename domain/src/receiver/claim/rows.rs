@@ -16,11 +16,12 @@ use crate::{
     receiver::{
         effects::{self, EffectError},
         faults::{DrillFault, Faults},
-        outcome::{ClaimOutcome, Outcome, Refusal},
+        outcome::{Outcome, Refusal},
         verify::Verified,
     },
     vault::Vault,
 };
+use views::events::ClaimOutcome;
 
 /// The replay record's primary key, the target of its `ON CONFLICT`.
 pub(super) const REPLAY_KEY: [replay_record::Column; 3] =
@@ -83,11 +84,11 @@ pub(super) fn claim_row(
         body_digest: Set(v.body_digest().to_owned()),
         event_type: Set(event_type.map(str::to_owned)),
         key_id: Set(v.key_id().to_owned()),
-        outcome: Set(outcome.as_str().to_owned()),
+        outcome: Set(outcome),
         received_at: Set(clock::now_ms()),
         body_ciphertext: Set(Some(sealed)),
         kek_version: Set(Some(kek as i32)),
-        first_answer: Set(Some(outcome.as_str().to_owned())),
+        first_answer: Set(Some(outcome)),
         message_digest: Set(v.message_digest().map(str::to_owned)),
     })
 }
@@ -115,7 +116,7 @@ pub(super) async fn existing(
         return Ok(None);
     };
     Ok(Some(if claim.body_digest == v.body_digest() {
-        Outcome::Duplicate { event_id: event_id.to_owned(), original: ClaimOutcome::parse(&claim.outcome) }
+        Outcome::Duplicate { event_id: event_id.to_owned(), original: claim.outcome }
     } else {
         Outcome::IdentityConflict { event_id: event_id.to_owned() }
     }))

@@ -19,10 +19,11 @@ use crate::{
     receiver::{
         admission::{Admission, Job},
         effects,
-        outcome::{ClaimOutcome, Outcome, Refusal},
+        outcome::{Outcome, Refusal},
         verify::Verified,
     },
 };
+use views::events::ClaimOutcome;
 
 /// One attempt at gates 6–9, and what is left to do once the caller has
 /// released its write turn. A test delivery (`Traffic::Test`) takes the

@@ -6,14 +6,15 @@
 use serde::{Deserialize, Serialize};
 pub use views::evidence::{
     AuditEvidence, CohortBreach, CohortCheck, ConstraintRow, CredentialRow, DRILL_NAMES, Difference, DrillEvidence,
-    DrillResult, DrillRunView, Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence, RetentionRow,
-    RetryPolicyEvidence, RoleAccess, SignoffView, SinceApproval,
+    DrillResult, DrillRunView, DrillStatus, Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence,
+    RetentionRow, RetryPolicyEvidence, RoleAccess, SignoffView, SinceApproval,
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{
-    AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
+    AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView,
+    RevealedBody,
 };
-pub use views::retry_policy::{PolicyVersionView, RetryPolicyView, RolloutOverrideView};
+pub use views::retry_policy::{OverrideStatus, PolicyVersionView, RetryPolicyView, RolloutOverrideView};
 pub use views::stats::{
     FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,
     StatsView,
@@ -23,7 +24,7 @@ pub use views::{
     events::{EventRef, EventStory, StoryDelivery},
     keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
     onboarding::{GateResult, GateView, HeaderGuide, LastTestDelivery, OnboardingView, TestAbility, TestDeliveryView},
-    outbox::OutboxView,
+    outbox::{OutboxStatus, OutboxView},
     registry::{EndpointView, TenantView},
     retention::{HorizonView, RetentionOverview, RetentionView, human},
     roles::{Permission, Role, role_allows},

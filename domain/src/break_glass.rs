@@ -29,7 +29,11 @@ use crate::{
     clock, db,
     entity::{drill_run, evidence_signoff, retry_policy_version, rollout_override as ovr, tenant},
     error::{DomainError, DomainResult},
-    evidence::{identity, record::APPROVED, runs},
+    evidence::{
+        identity,
+        record::APPROVED,
+        runs::{self, DrillStatus},
+    },
     ids,
     registry::{
         keys::{validate_comment, validate_person},
@@ -40,15 +44,10 @@ use crate::{
     text::require_reason,
 };
 
-pub use views::retry_policy::RolloutOverrideView;
+pub use views::retry_policy::{OverrideStatus, RolloutOverrideView};
 
 /// How long a request waits for its second person: 24 hours.
 pub const OVERRIDE_TTL_MS: i64 = 24 * 3_600_000;
-pub const PENDING: &str = "pending_approval";
-pub const APPROVED_OVERRIDE: &str = "approved";
-pub const REJECTED: &str = "rejected";
-/// Not stored: a pending request past its expiry reads as this.
-pub const EXPIRED: &str = "expired";
 /// Requests listed per tenant, newest first.
 pub const LIST_LIMIT: u64 = 50;
 
@@ -62,11 +61,14 @@ pub enum SetOutcome {
 }
 
 fn view(row: ovr::Model, slug: &str, now: i64) -> RolloutOverrideView {
-    let status = if row.status == PENDING && now > row.expires_at { EXPIRED.to_owned() } else { row.status };
+    let status = match row.status {
+        OverrideStatus::PendingApproval if now > row.expires_at => OverrideStatus::Expired,
+        s => s,
+    };
     RolloutOverrideView {
         id: row.id,
         tenant: slug.to_owned(),
-        status,
+        status: status.as_str().to_owned(),
         requested_by: row.requested_by,
         override_reason: row.reason,
         reason: row.policy_reason,
@@ -136,7 +138,7 @@ async fn request(
     retry_policy::lock(&txn, &t.id).await?;
     let waiting = ovr::Entity::find()
         .filter(ovr::Column::TenantId.eq(&t.id))
-        .filter(ovr::Column::Status.eq(PENDING))
+        .filter(ovr::Column::Status.eq(OverrideStatus::PendingApproval))
         .filter(ovr::Column::ExpiresAt.gte(now))
         .one(&txn)
         .await?;
@@ -154,7 +156,7 @@ async fn request(
         reason: Set(why.to_owned()),
         policy_reason: Set(reason.to_owned()),
         missing: Set(serde_json::to_string(missing).unwrap_or_else(|_| "[]".into())),
-        status: Set(PENDING.into()),
+        status: Set(OverrideStatus::PendingApproval),
         created_at: Set(now),
         expires_at: Set(now + OVERRIDE_TTL_MS),
         decided_by: Set(None),
@@ -189,7 +191,7 @@ async fn load_pending<C: ConnectionTrait>(conn: &C, t: &tenant::Model, id: &str,
         .one(conn)
         .await?
         .ok_or(DomainError::NotFound)?;
-    if row.status != PENDING {
+    if row.status != OverrideStatus::PendingApproval {
         return Err(DomainError::conflict("override_decided", format!("override {id} was already {}", row.status)));
     }
     if now > row.expires_at {
@@ -205,7 +207,7 @@ async fn load_pending<C: ConnectionTrait>(conn: &C, t: &tenant::Model, id: &str,
 async fn decide<C: ConnectionTrait>(
     conn: &C,
     id: &str,
-    status: &str,
+    status: OverrideStatus,
     by: &str,
     comment: &str,
     now: i64,
@@ -216,7 +218,7 @@ async fn decide<C: ConnectionTrait>(
         .col_expr(ovr::Column::DecidedAt, Expr::value(now))
         .col_expr(ovr::Column::Comment, Expr::value(comment))
         .filter(ovr::Column::Id.eq(id))
-        .filter(ovr::Column::Status.eq(PENDING))
+        .filter(ovr::Column::Status.eq(OverrideStatus::PendingApproval))
         .exec(conn)
         .await?;
     if done.rows_affected != 1 {
@@ -258,7 +260,7 @@ pub async fn approve(
     let reviewer = validate_person("reviewer", reviewer.unwrap_or(auth.actor().name()))?;
     four_eyes(&row, auth.actor(), &reviewer)?;
     let comment = validate_comment("comment", comment, false)?;
-    decide(&txn, id, APPROVED_OVERRIDE, &reviewer, &comment, now).await?;
+    decide(&txn, id, OverrideStatus::Approved, &reviewer, &comment, now).await?;
     let note = format!(
         "break-glass override {id} requested by {} ({}) and approved by {reviewer}: {}",
         row.requested_by, row.reason, row.policy_reason
@@ -298,7 +300,7 @@ pub async fn reject(
     load_pending(&txn, &t, id, now).await?;
     let reviewer = validate_person("reviewer", reviewer.unwrap_or(auth.actor().name()))?;
     let comment = validate_comment("comment explaining the rejection", comment, true)?;
-    decide(&txn, id, REJECTED, &reviewer, &comment, now).await?;
+    decide(&txn, id, OverrideStatus::Rejected, &reviewer, &comment, now).await?;
     audit::record(
         &txn,
         auth.actor(),
@@ -307,8 +309,10 @@ pub async fn reject(
             target_kind: "tenant",
             target_id: &t.slug,
             tenant_id: Some(&t.id),
-            before: Some(json!({"override": id, "status": PENDING})),
-            after: Some(json!({"override": id, "status": REJECTED, "reviewer": reviewer, "comment": comment})),
+            before: Some(json!({"override": id, "status": OverrideStatus::PendingApproval})),
+            after: Some(
+                json!({"override": id, "status": OverrideStatus::Rejected, "reviewer": reviewer, "comment": comment}),
+            ),
         },
     )
     .await?;
@@ -344,7 +348,7 @@ pub async fn list(
 pub async fn open(db: &DatabaseConnection, tenant_id: &str, slug: &str) -> DomainResult<Vec<RolloutOverrideView>> {
     let approved = ovr::Entity::find()
         .filter(ovr::Column::TenantId.eq(tenant_id))
-        .filter(ovr::Column::Status.eq(APPROVED_OVERRIDE))
+        .filter(ovr::Column::Status.eq(OverrideStatus::Approved))
         .order_by_desc(ovr::Column::DecidedAt)
         .all(db)
         .await?;
@@ -379,7 +383,7 @@ async fn last_drill_on_this_build(db: &DatabaseConnection) -> DomainResult<Optio
     let build = identity::current().await;
     let schema = runs::schema_version(db).await?;
     let passed = drill_run::Entity::find()
-        .filter(drill_run::Column::Status.eq("finished"))
+        .filter(drill_run::Column::Status.eq(DrillStatus::Finished))
         .filter(drill_run::Column::Passed.eq(true))
         .order_by_desc(drill_run::Column::FinishedAt)
         .limit(200)

@@ -17,6 +17,8 @@ use sea_orm::{
 };
 use serde_json::{Value, json};
 
+pub use views::outbox::{OutboxStatus, OutboxView};
+
 use crate::{
     audit::{self, Change},
     auth::{Permission, Principal, Scope},
@@ -28,17 +30,6 @@ use crate::{
     registry::tenants,
     vault::Vault,
 };
-
-pub const PENDING: &str = "pending";
-pub const SENDING: &str = "sending";
-pub const SENT: &str = "sent";
-pub const DEAD: &str = "dead";
-
-/// The `status` filter's schema: empty (any) or a status.
-#[cfg(feature = "openapi")]
-pub fn status_schema() -> utoipa::openapi::Object {
-    crate::schema::one_of(&["", PENDING, SENDING, SENT, DEAD])
-}
 
 /// Capped full-jitter exponential backoff and the attempt limit.
 #[derive(Debug, Clone, Copy)]
@@ -87,8 +78,16 @@ pub async fn claim_batch(
 ) -> DomainResult<Vec<Delivery>> {
     let now = clock::now_ms();
     let due = Condition::any()
-        .add(Condition::all().add(intent::Column::Status.eq(PENDING)).add(intent::Column::NextAttemptAt.lte(now)))
-        .add(Condition::all().add(intent::Column::Status.eq(SENDING)).add(intent::Column::LeaseUntil.lt(now)));
+        .add(
+            Condition::all()
+                .add(intent::Column::Status.eq(OutboxStatus::Pending))
+                .add(intent::Column::NextAttemptAt.lte(now)),
+        )
+        .add(
+            Condition::all()
+                .add(intent::Column::Status.eq(OutboxStatus::Sending))
+                .add(intent::Column::LeaseUntil.lt(now)),
+        );
     // The drills' intents prove the effect happened once; they are never
     // sent anywhere.
     let due = Condition::all().add(due).add(crate::registry::tenants::not_synthetic_tenant(intent::Column::TenantId));
@@ -117,7 +116,7 @@ pub async fn claim_batch(
     }
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     intent::Entity::update_many()
-        .col_expr(intent::Column::Status, Expr::value(SENDING))
+        .col_expr(intent::Column::Status, Expr::value(OutboxStatus::Sending))
         .col_expr(intent::Column::LeaseUntil, Expr::value(now + lease_ms))
         .col_expr(intent::Column::Attempts, Expr::col(intent::Column::Attempts).add(1))
         .filter(intent::Column::Id.is_in(ids))
@@ -169,11 +168,11 @@ pub async fn claim_batch(
 /// Gives up on a leased intent that can never be sent as stored.
 async fn mark_dead(db: &DatabaseConnection, id: &str, error: &str) -> DomainResult<()> {
     intent::Entity::update_many()
-        .col_expr(intent::Column::Status, Expr::value(DEAD))
+        .col_expr(intent::Column::Status, Expr::value(OutboxStatus::Dead))
         .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
         .col_expr(intent::Column::LastError, Expr::value(error.to_owned()))
         .filter(intent::Column::Id.eq(id))
-        .filter(intent::Column::Status.eq(SENDING))
+        .filter(intent::Column::Status.eq(OutboxStatus::Sending))
         .exec(db)
         .await?;
     Ok(())
@@ -183,34 +182,31 @@ async fn mark_dead(db: &DatabaseConnection, id: &str, error: &str) -> DomainResu
 /// state; a late duplicate mark changes nothing).
 pub async fn mark_sent(db: &DatabaseConnection, id: &str) -> DomainResult<()> {
     intent::Entity::update_many()
-        .col_expr(intent::Column::Status, Expr::value(SENT))
+        .col_expr(intent::Column::Status, Expr::value(OutboxStatus::Sent))
         .col_expr(intent::Column::DeliveredAt, Expr::value(clock::now_ms()))
         .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
         .col_expr(intent::Column::LastError, Expr::value(Option::<String>::None))
         .filter(intent::Column::Id.eq(id))
-        .filter(intent::Column::Status.eq(SENDING))
+        .filter(intent::Column::Status.eq(OutboxStatus::Sending))
         .exec(db)
         .await?;
     Ok(())
 }
 
-/// What [`mark_failed`] returns when this worker's lease had lapsed and
-/// another worker owns the intent now: nothing was recorded.
-pub const LEASE_LOST: &str = "lease_lost";
-
 /// Records a failed send: back to `pending` after a backoff, or `dead` when
 /// the failure is permanent, the attempts are used up, or the tenant's
-/// retry policy is disabled. Returns the new status ([`LEASE_LOST`] if the
-/// intent was no longer this worker's).
+/// retry policy is disabled. Returns the new status, or `None` when this
+/// worker's lease had lapsed and another worker owns the intent now
+/// (nothing was recorded).
 pub async fn mark_failed(
     db: &DatabaseConnection,
     d: &Delivery,
     error: &str,
     permanent: bool,
     rule: &RetryRule,
-) -> DomainResult<&'static str> {
+) -> DomainResult<Option<OutboxStatus>> {
     let dead = permanent || !d.retries_enabled || d.attempts >= rule.max_attempts;
-    let status = if dead { DEAD } else { PENDING };
+    let status = if dead { OutboxStatus::Dead } else { OutboxStatus::Pending };
     let error: String = error.chars().take(500).collect();
     let res = intent::Entity::update_many()
         .col_expr(intent::Column::Status, Expr::value(status))
@@ -221,13 +217,11 @@ pub async fn mark_failed(
         .col_expr(intent::Column::LeaseUntil, Expr::value(Option::<i64>::None))
         .col_expr(intent::Column::LastError, Expr::value(error))
         .filter(intent::Column::Id.eq(&d.id))
-        .filter(intent::Column::Status.eq(SENDING))
+        .filter(intent::Column::Status.eq(OutboxStatus::Sending))
         .exec(db)
         .await?;
-    Ok(if res.rows_affected == 1 { status } else { LEASE_LOST })
+    Ok((res.rows_affected == 1).then_some(status))
 }
-
-pub use views::outbox::OutboxView;
 
 pub(crate) fn view(r: intent::Model, slug: String) -> OutboxView {
     OutboxView {
@@ -269,15 +263,14 @@ pub async fn list(
             q = q.filter(crate::registry::tenants::not_synthetic_tenant(intent::Column::TenantId));
         }
     }
-    match status.filter(|s| !s.is_empty()) {
-        Some(s @ (PENDING | SENDING | SENT | DEAD)) => q = q.filter(intent::Column::Status.eq(s)),
-        Some(other) => {
-            return Err(DomainError::invalid(
+    if let Some(text) = status.filter(|s| !s.is_empty()) {
+        let s = OutboxStatus::parse(text).ok_or_else(|| {
+            DomainError::invalid(
                 "invalid_status",
-                format!("status must be pending, sending, sent or dead, got {other:?}"),
-            ));
-        }
-        None => {}
+                format!("status must be pending, sending, sent or dead, got {text:?}"),
+            )
+        })?;
+        q = q.filter(intent::Column::Status.eq(s));
     }
     let rows = q.all(db).await?;
     let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
@@ -301,11 +294,11 @@ pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> 
     }
     let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&r.tenant_id))?;
     let res = intent::Entity::update_many()
-        .col_expr(intent::Column::Status, Expr::value(PENDING))
+        .col_expr(intent::Column::Status, Expr::value(OutboxStatus::Pending))
         .col_expr(intent::Column::Attempts, Expr::value(0))
         .col_expr(intent::Column::NextAttemptAt, Expr::value(clock::now_ms()))
         .filter(intent::Column::Id.eq(id))
-        .filter(intent::Column::Status.eq(DEAD))
+        .filter(intent::Column::Status.eq(OutboxStatus::Dead))
         .exec(&txn)
         .await?;
     if res.rows_affected != 1 {
@@ -323,7 +316,7 @@ pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> 
             target_id: id,
             tenant_id: Some(&r.tenant_id),
             before: Some(json!({"status": r.status, "attempts": r.attempts, "last_error": r.last_error})),
-            after: Some(json!({"status": PENDING})),
+            after: Some(json!({"status": OutboxStatus::Pending})),
         },
     )
     .await?;

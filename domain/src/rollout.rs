@@ -33,7 +33,7 @@ use crate::{
     evidence::{
         identity,
         record::{self, APPROVED},
-        runs,
+        runs::{self, DrillStatus},
     },
     vault::Vault,
 };
@@ -118,7 +118,7 @@ async fn drill_missing(
     let schema = runs::schema_version(db).await?;
     let since = clock::now_ms() - i64::from(gate.drill_max_age_days) * DAY_MS;
     let passed = drill_run::Entity::find()
-        .filter(drill_run::Column::Status.eq("finished"))
+        .filter(drill_run::Column::Status.eq(DrillStatus::Finished))
         .filter(drill_run::Column::Passed.eq(true))
         .filter(drill_run::Column::FinishedAt.gte(since))
         .order_by_desc(drill_run::Column::FinishedAt)

@@ -6,6 +6,9 @@
 use std::time::Duration;
 
 use domain::{
+    evidence::runs::DrillStatus,
+    outbox::OutboxStatus,
+    quarantine::QuarantineStatus,
     receiver::{Outcome, cache::EndpointCtx},
     registry::keys::KeyStatus,
 };
@@ -374,13 +377,13 @@ impl Metrics {
         use domain::entity::{outbox_intent, quarantine_entry};
         use domain::registry::tenants::not_synthetic_tenant;
         let open = quarantine_entry::Entity::find()
-            .filter(quarantine_entry::Column::Status.eq("open"))
+            .filter(quarantine_entry::Column::Status.eq(QuarantineStatus::Open))
             .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))
             .count(db)
             .await?;
         // Undelivered: waiting, or leased to a worker that is sending it.
         let pending_q = outbox_intent::Entity::find()
-            .filter(outbox_intent::Column::Status.is_in([domain::outbox::PENDING, domain::outbox::SENDING]))
+            .filter(outbox_intent::Column::Status.is_in([OutboxStatus::Pending, OutboxStatus::Sending]))
             .filter(not_synthetic_tenant(outbox_intent::Column::TenantId));
         let pending = pending_q.clone().count(db).await?;
         let oldest = pending_q.order_by_asc(outbox_intent::Column::CreatedAt).one(db).await?;
@@ -394,7 +397,7 @@ impl Metrics {
         }
         let now = domain::clock::now_ms();
         let oldest_open = quarantine_entry::Entity::find()
-            .filter(quarantine_entry::Column::Status.eq("open"))
+            .filter(quarantine_entry::Column::Status.eq(QuarantineStatus::Open))
             .filter(not_synthetic_tenant(quarantine_entry::Column::TenantId))
             .order_by_asc(quarantine_entry::Column::CreatedAt)
             .one(db)
@@ -452,10 +455,10 @@ impl Metrics {
         let runs = drill_run::Entity::find().filter(drill_run::Column::Version.eq(env!("CARGO_PKG_VERSION")));
         for result in DRILL_RESULTS {
             let run = match result {
-                "interrupted" => runs.clone().filter(drill_run::Column::Status.eq("interrupted")),
+                "interrupted" => runs.clone().filter(drill_run::Column::Status.eq(DrillStatus::Interrupted)),
                 _ => runs
                     .clone()
-                    .filter(drill_run::Column::Status.eq("finished"))
+                    .filter(drill_run::Column::Status.eq(DrillStatus::Finished))
                     .filter(drill_run::Column::Passed.eq(result == "passed")),
             };
             let last = run.order_by_desc(drill_run::Column::UpdatedAt).one(db).await?;

@@ -6,7 +6,7 @@
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use domain::{
-    outbox::{self, Delivery, RetryRule},
+    outbox::{self, Delivery, OutboxStatus, RetryRule},
     receiver::faults::Faults,
     vault::Vault,
 };
@@ -275,7 +275,9 @@ async fn deliver<N: Notifier>(
         Err(f) => match outbox::mark_failed(db, d, &f.message, f.permanent, rule).await {
             Ok(status) => {
                 let result = if f.refused { SendResult::Refused } else { SendResult::Failed };
-                metrics.observe_send(result, status == outbox::DEAD);
+                metrics.observe_send(result, status == Some(OutboxStatus::Dead));
+                // `None`: the lease had lapsed and another worker owns the intent.
+                let status = status.map_or("lease_lost", OutboxStatus::as_str);
                 tracing::warn!(
                     intent = %d.id, tenant = %d.tenant_slug, attempt = d.attempts, %status, error = %f.message,
                     "notification not delivered"

@@ -10,7 +10,9 @@ use crate::{
 mod drills;
 mod signoff;
 
-pub use drills::{DRILL_NAMES, DrillResult, DrillRunView, schemes_text, signed_with_standard_webhooks_only};
+pub use drills::{
+    DRILL_NAMES, DrillResult, DrillRunView, DrillStatus, schemes_text, signed_with_standard_webhooks_only,
+};
 pub use signoff::{Acknowledgement, Difference, ExportView, SignoffView, SinceApproval};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

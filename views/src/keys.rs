@@ -17,13 +17,6 @@ string_enum! {
 }
 
 impl KeyStatus {
-    /// The `status` filter's schema: empty (any) or a status.
-    #[cfg(feature = "openapi")]
-    pub fn schema() -> utoipa::openapi::Object {
-        let values: Vec<&str> = std::iter::once("").chain(KeyStatus::ALL.iter().map(|s| s.as_str())).collect();
-        crate::openapi::one_of(&values)
-    }
-
     /// States a key can still leave (revocable).
     pub fn is_live(self) -> bool {
         matches!(self, KeyStatus::PendingApproval | KeyStatus::Active | KeyStatus::Retiring)

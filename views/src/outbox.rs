@@ -1,5 +1,20 @@
 use serde::{Deserialize, Serialize};
 
+use crate::string_enum::string_enum;
+
+string_enum! {
+    /// An intent's delivery state, as stored in `outbox_intents.status`.
+    pub enum OutboxStatus {
+        /// Waiting for its next attempt.
+        Pending = "pending",
+        /// Leased to a worker until `lease_until`.
+        Sending = "sending",
+        Sent = "sent",
+        /// Given up on; on-call may retry it by hand.
+        Dead = "dead",
+    }
+}
+
 /// An intent as on-call sees it: metadata, never the payload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -8,8 +23,7 @@ pub struct OutboxView {
     pub tenant: String,
     pub kind: String,
     pub idempotency_key: String,
-    /// `pending`, `sending`, `sent` or `dead`.
-    pub status: String,
+    pub status: OutboxStatus,
     pub attempts: i32,
     pub next_attempt_at: String,
     pub created_at: String,

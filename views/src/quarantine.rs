@@ -1,13 +1,24 @@
 use serde::{Deserialize, Serialize};
 
-pub const OPEN: &str = "open";
+use crate::string_enum::string_enum;
 
-pub const RELEASED: &str = "released";
-
-pub const DISCARDED: &str = "discarded";
+string_enum! {
+    /// An entry's triage state, as stored in `quarantine.status`.
+    pub enum QuarantineStatus {
+        Open = "open",
+        Released = "released",
+        Discarded = "discarded",
+    }
+}
 
 /// The `status` filter's values (empty: `open`).
-pub const STATUS_FILTERS: [&str; 5] = ["", OPEN, RELEASED, DISCARDED, "all"];
+pub const STATUS_FILTERS: [&str; 5] = [
+    "",
+    QuarantineStatus::Open.as_str(),
+    QuarantineStatus::Released.as_str(),
+    QuarantineStatus::Discarded.as_str(),
+    "all",
+];
 
 /// The `age` filter's values (empty: any age).
 pub const AGES: [&str; 4] = ["", "1h", "24h", "7d"];
@@ -74,8 +85,7 @@ pub struct QuarantineView {
     /// `invalid_data`, `reminder_exists`, `reminder_not_found`, `ambiguous_order` (a reminder
     /// transition whose order is unknown: releasing it applies it as the newest) or `transient`.
     pub reason: String,
-    /// `open`, `released` or `discarded`.
-    pub status: String,
+    pub status: QuarantineStatus,
     pub quarantined_at: String,
     pub key_id: Option<String>,
     pub body_sha256: Option<String>,

@@ -50,6 +50,13 @@ macro_rules! string_enum {
                     _ => None,
                 }
             }
+
+            /// A listing's filter on this vocabulary, as a query parameter's
+            /// schema: empty (any) or one of the words.
+            #[cfg(feature = "openapi")]
+            pub fn filter_schema() -> utoipa::openapi::Object {
+                crate::openapi::one_of(&["", $($word),+])
+            }
         }
 
         impl std::fmt::Display for $name {

@@ -106,7 +106,7 @@ fn Story(s: EventStory) -> impl IntoView {
             <section class="card">
                 <h2>"Quarantine"</h2>
                 <p>
-                    <span class=format!("badge badge-q-{}", q.entry.status)>{q.entry.status.clone()}</span>
+                    <span class=format!("badge badge-q-{}", q.entry.status)>{q.entry.status.as_str()}</span>
                     " " {q.entry.reason.clone()} " · " {when(&q.entry.quarantined_at)}
                 </p>
                 <p><a href=href>"Open the entry"</a> " (its body is shown there on request, audited)"</p>
@@ -203,7 +203,7 @@ fn Intents(rows: Vec<OutboxView>) -> impl IntoView {
             {rows.into_iter().map(|o| view! {
                 <li>
                     {o.kind} " " <code>{o.id}</code> " · "
-                    <span class=format!("badge badge-outbox-{}", o.status)>{o.status.clone()}</span>
+                    <span class=format!("badge badge-outbox-{}", o.status)>{o.status.as_str()}</span>
                     " after " {o.attempts} " attempt(s)"
                     {o.last_error.map(|e| view! { "; last error: " <small class="muted">{e}</small> })}
                 </li>

@@ -10,12 +10,17 @@ use crate::{
         ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
         format::{query_value, when},
     },
-    dto::OutboxView,
+    dto::{OutboxStatus, OutboxView},
 };
 
 /// The status filter's values and labels.
-const STATUSES: [(&str, &str); 5] =
-    [("", "All"), ("pending", "Pending"), ("sending", "Sending"), ("sent", "Sent"), ("dead", "Dead")];
+const STATUSES: [(&str, &str); 5] = [
+    ("", "All"),
+    (OutboxStatus::Pending.as_str(), "Pending"),
+    (OutboxStatus::Sending.as_str(), "Sending"),
+    (OutboxStatus::Sent.as_str(), "Sent"),
+    (OutboxStatus::Dead.as_str(), "Dead"),
+];
 
 #[component]
 pub fn OutboxPage() -> impl IntoView {
@@ -84,10 +89,10 @@ fn Intents(list: Vec<OutboxView>, can_retry: bool) -> impl IntoView {
                 </thead>
                 <tbody>
                     {list.into_iter().map(|o| {
-                        let dead = o.status == "dead";
-                        let next = match (&o.delivered_at, o.status.as_str()) {
+                        let dead = o.status == OutboxStatus::Dead;
+                        let next = match (&o.delivered_at, o.status) {
                             (Some(at), _) => when(at),
-                            (None, "pending") => format!("next {}", when(&o.next_attempt_at)),
+                            (None, OutboxStatus::Pending) => format!("next {}", when(&o.next_attempt_at)),
                             _ => "—".to_owned(),
                         };
                         view! {
@@ -102,7 +107,7 @@ fn Intents(list: Vec<OutboxView>, can_retry: bool) -> impl IntoView {
                                     })}
                                 </td>
                                 <td>
-                                    <span class=format!("badge badge-outbox-{}", o.status)>{o.status.clone()}</span>
+                                    <span class=format!("badge badge-outbox-{}", o.status)>{o.status.as_str()}</span>
                                     {o.last_error.map(|e| view! { <br/><small class="muted">{e}</small> })}
                                 </td>
                                 <td class="num">{o.attempts}</td>

@@ -17,7 +17,7 @@ use crate::{
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
     },
-    dto::{BulkReleaseView, Me, QuarantineList, QuarantineView},
+    dto::{BulkReleaseView, Me, QuarantineList, QuarantineStatus, QuarantineView},
 };
 
 /// The filters as they stand in the URL.
@@ -123,8 +123,12 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
 fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
     const AGES: &[(&str, &str)] =
         &[("", "Any age"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")];
-    const STATUSES: &[(&str, &str)] =
-        &[("", "Open"), ("released", "Released"), ("discarded", "Discarded"), ("all", "All")];
+    const STATUSES: &[(&str, &str)] = &[
+        ("", "Open"),
+        (QuarantineStatus::Released.as_str(), "Released"),
+        (QuarantineStatus::Discarded.as_str(), "Discarded"),
+        ("all", "All"),
+    ];
     view! {
         <TenantSelect tenants selected=filters.tenant.clone()/>
         <label class="field">
@@ -142,7 +146,7 @@ fn Fields(filters: Filters, tenants: Vec<String>) -> impl IntoView {
 
 #[component]
 fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
-    let open_view = filters.status.is_empty() || filters.status == "open";
+    let open_view = filters.status.is_empty() || filters.status == QuarantineStatus::Open.as_str();
     let counts = (!list.by_reason.is_empty()).then(|| {
         let all = list.by_reason.iter().map(|c| c.count).sum::<u64>();
         let f = filters.clone();
@@ -215,7 +219,7 @@ fn Row(q: QuarantineView) -> impl IntoView {
                     <br/><small class="muted">"last release: " {reason_label(&e)}</small>
                 })}
             </td>
-            <td><span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span></td>
+            <td><span class=format!("badge badge-q-{}", q.status)>{q.status.as_str()}</span></td>
         </tr>
     }
 }

@@ -18,7 +18,7 @@ use crate::{
         ActionError, Awaited, FormError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit,
         format::when, quarantine_labels::reason_label,
     },
-    dto::{AMBIGUOUS_ORDER, Me, QuarantineView, RevealedBody},
+    dto::{AMBIGUOUS_ORDER, Me, QuarantineStatus, QuarantineView, RevealedBody},
 };
 
 /// The body a reveal left for this page, if the URL names one.
@@ -61,7 +61,7 @@ pub fn QuarantineEventPage() -> impl IntoView {
 
 #[component]
 fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl IntoView {
-    let open = q.status == "open";
+    let open = q.status == QuarantineStatus::Open;
     let can_triage = me.can_triage();
     let self_href = format!("/quarantine/{}", q.id);
     let done_notice = done.map(|d| {
@@ -94,7 +94,7 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
         <div class="page-head">
             <div>
                 <h1>
-                    "Quarantined event " <span class=format!("badge badge-q-{}", q.status)>{q.status.clone()}</span>
+                    "Quarantined event " <span class=format!("badge badge-q-{}", q.status)>{q.status.as_str()}</span>
                 </h1>
                 <p class="muted">
                     <code>{q.tenant.clone()}</code> " / " <code>{q.endpoint.clone()}</code>

@@ -14,7 +14,7 @@ use crate::{
         },
     },
     components::{ActionError, FormError, Loaded, ReasonField, Refresh, Submit, format::when},
-    dto::{CohortContextDto, RetryPolicyView, RolloutOverrideView},
+    dto::{CohortContextDto, OverrideStatus, RetryPolicyView, RolloutOverrideView},
 };
 
 /// The panel's data: the policy and the tenant's break-glass requests.
@@ -150,7 +150,7 @@ fn Overrides(overrides: Vec<RolloutOverrideView>, is_admin: bool) -> impl IntoVi
                 </thead>
                 <tbody>
                     {overrides.into_iter().map(|o| {
-                        let pending = is_admin && o.status == "pending_approval";
+                        let pending = is_admin && o.status == OverrideStatus::PendingApproval.as_str();
                         let decided = o.decided_by.clone().map(|by| format!("{} by {by}", o.status));
                         let (t1, i1, t2, i2) = (o.tenant.clone(), o.id.clone(), o.tenant.clone(), o.id.clone());
                         let forms = pending.then(move || view! {

@@ -1,6 +1,7 @@
 //! `drill_runs` rows: one run of every drill against the live database.
 
 use sea_orm::entity::prelude::*;
+use views::evidence::DrillStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "drill_runs")]
@@ -12,8 +13,7 @@ pub struct Model {
     /// The tenant of the clinic admin who started the run; `None` for
     /// deployment-wide roles and the CLI.
     pub tenant_id: Option<String>,
-    /// `running`, `finished` or `interrupted` (its runner died).
-    pub status: String,
+    pub status: DrillStatus,
     /// Set when finished: every drill passed.
     pub passed: Option<bool>,
     /// `sqlite` or `postgres`.

@@ -1,6 +1,7 @@
 //! `outbox_intents` rows.
 
 use sea_orm::entity::prelude::*;
+use views::outbox::OutboxStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "outbox_intents")]
@@ -18,8 +19,7 @@ pub struct Model {
     /// Sealed JSON (for OTPs it holds the code minted once at creation).
     pub payload_ciphertext: Vec<u8>,
     pub kek_version: i32,
-    /// `pending`, `sending` (leased to a worker), `sent` or `dead`.
-    pub status: String,
+    pub status: OutboxStatus,
     pub attempts: i32,
     pub next_attempt_at: i64,
     pub created_at: i64,

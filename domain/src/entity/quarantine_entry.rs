@@ -1,6 +1,7 @@
 //! `quarantine` rows.
 
 use sea_orm::entity::prelude::*;
+use views::quarantine::QuarantineStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "quarantine")]
@@ -14,8 +15,7 @@ pub struct Model {
     pub endpoint_id: String,
     pub event_id: String,
     pub reason: String,
-    /// `open`, `released` or `discarded`.
-    pub status: String,
+    pub status: QuarantineStatus,
     pub created_at: i64,
     /// When, by whom and why it was released or discarded.
     pub resolved_at: Option<i64>,

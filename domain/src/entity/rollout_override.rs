@@ -3,6 +3,7 @@
 //! person.
 
 use sea_orm::entity::prelude::*;
+use views::retry_policy::OverrideStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "rollout_overrides")]
@@ -19,9 +20,8 @@ pub struct Model {
     pub policy_reason: String,
     /// JSON array of what the rollout gate named as missing at request time.
     pub missing: String,
-    /// `pending_approval`, `approved` or `rejected` (a pending row past
-    /// `expires_at` reads as `expired`).
-    pub status: String,
+    /// Never `expired`: a pending row past `expires_at` reads so.
+    pub status: OverrideStatus,
     pub created_at: i64,
     pub expires_at: i64,
     pub decided_by: Option<String>,

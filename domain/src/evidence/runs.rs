@@ -39,16 +39,18 @@ pub const STALE_MS: i64 = 120_000;
 pub const RUNS_PER_WINDOW: usize = 3;
 pub const WINDOW_MS: i64 = 10 * 60_000;
 
-pub use views::evidence::{DrillRunView, schemes_text};
+pub use views::evidence::{DrillRunView, DrillStatus, schemes_text};
 
 fn view(m: drill_run::Model, now: i64) -> DrillRunView {
     let drills: Vec<DrillResult> = serde_json::from_str(&m.results).unwrap_or_default();
-    let status =
-        if m.status == "running" && now - m.updated_at > STALE_MS { "interrupted".to_owned() } else { m.status };
+    let status = match m.status {
+        DrillStatus::Running if now - m.updated_at > STALE_MS => DrillStatus::Interrupted,
+        s => s,
+    };
     DrillRunView {
         run_id: m.id,
         passed: m.passed,
-        status,
+        status: status.as_str().to_owned(),
         actor: Some(m.actor),
         actor_kind: m.actor_kind,
         engine: m.engine,
@@ -149,12 +151,12 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
     let txn = db::begin_write(db).await?;
     within_rate_limit(&txn, auth.actor(), now).await?;
     drill_run::Entity::update_many()
-        .col_expr(drill_run::Column::Status, Expr::value("interrupted"))
+        .col_expr(drill_run::Column::Status, Expr::value(DrillStatus::Interrupted))
         .col_expr(
             drill_run::Column::Error,
             Expr::value("the process running this drill run stopped before it finished"),
         )
-        .filter(drill_run::Column::Status.eq("running"))
+        .filter(drill_run::Column::Status.eq(DrillStatus::Running))
         .filter(drill_run::Column::UpdatedAt.lt(now - STALE_MS))
         .exec(&txn)
         .await?;
@@ -163,7 +165,7 @@ pub async fn start(db: &DatabaseConnection, principal: &Principal) -> DomainResu
         actor: Set(auth.actor().name().to_owned()),
         actor_kind: Set(auth.actor().kind().to_owned()),
         tenant_id: Set(principal.tenant_filter().map(str::to_owned)),
-        status: Set("running".into()),
+        status: Set(DrillStatus::Running),
         passed: Set(None),
         engine: Set(engine_name(db).to_owned()),
         version: Set(build.version),
@@ -253,7 +255,7 @@ pub async fn execute<T: Transport>(
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
     drill_run::Entity::update_many()
-        .col_expr(drill_run::Column::Status, Expr::value("finished"))
+        .col_expr(drill_run::Column::Status, Expr::value(DrillStatus::Finished))
         .col_expr(drill_run::Column::Passed, Expr::value(passed))
         .col_expr(
             drill_run::Column::Results,
@@ -350,7 +352,7 @@ pub(crate) async fn latest_finished(
 ) -> DomainResult<Option<DrillRunView>> {
     let now = clock::now_ms();
     let row = drill_run::Entity::find()
-        .filter(drill_run::Column::Status.eq("finished"))
+        .filter(drill_run::Column::Status.eq(DrillStatus::Finished))
         .order_by_desc(drill_run::Column::StartedAt)
         .one(db)
         .await?;

@@ -24,7 +24,7 @@ use sea_orm::{
 use serde_json::json;
 
 use super::{
-    OPEN, QuarantineFilter,
+    QuarantineFilter, QuarantineStatus,
     bulk_item::{Mark, OUT_ALREADY_RESOLVED, OUT_STILL_FAILING, STOPPED, record_in},
     nonempty, scope_condition, with_reason,
 };
@@ -87,7 +87,7 @@ pub async fn start(
         }
         None => (principal.authorize(Permission::TriageEvents, Scope::Global)?, None),
     };
-    let f = QuarantineFilter { status: Some(OPEN.into()), limit: None, ..f.clone() };
+    let f = QuarantineFilter { status: Some(QuarantineStatus::Open.as_str().into()), limit: None, ..f.clone() };
     let cond = with_reason(scope_condition(db, principal, &f).await?, &f);
     let entries: Vec<String> = entry::Entity::find()
         .select_only()

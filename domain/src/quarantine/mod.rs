@@ -39,7 +39,7 @@ use crate::{
 };
 
 pub use views::quarantine::{
-    DISCARDED, OPEN, QuarantineFilter, QuarantineList, QuarantineView, RELEASED, ReasonCount, RevealedBody,
+    QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView, ReasonCount, RevealedBody,
 };
 
 fn age_ms(age: &str) -> DomainResult<i64> {
@@ -92,10 +92,11 @@ async fn scope_condition(
             }
         },
     }
-    match nonempty(&f.status).unwrap_or(OPEN) {
-        "all" => {}
-        s @ (OPEN | RELEASED | DISCARDED) => c = c.add(entry::Column::Status.eq(s)),
-        other => {
+    match nonempty(&f.status).map(|s| (s, QuarantineStatus::parse(s))) {
+        Some(("all", _)) => {}
+        None => c = c.add(entry::Column::Status.eq(QuarantineStatus::Open)),
+        Some((_, Some(s))) => c = c.add(entry::Column::Status.eq(s)),
+        Some((other, None)) => {
             return Err(DomainError::invalid(
                 "invalid_status",
                 format!("status must be open, released, discarded or all, got {other:?}"),
@@ -316,7 +317,7 @@ fn already_resolved(e: &entry::Model) -> DomainError {
 async fn resolve<C: ConnectionTrait>(
     conn: &C,
     id: &str,
-    status: &str,
+    status: QuarantineStatus,
     actor: &Actor,
     note: &str,
 ) -> DomainResult<bool> {
@@ -326,7 +327,7 @@ async fn resolve<C: ConnectionTrait>(
         .col_expr(entry::Column::ResolvedBy, Expr::value(actor.name()))
         .col_expr(entry::Column::ResolutionNote, Expr::value(note))
         .filter(entry::Column::Id.eq(id))
-        .filter(entry::Column::Status.eq(OPEN))
+        .filter(entry::Column::Status.eq(QuarantineStatus::Open))
         .exec(conn)
         .await?;
     Ok(res.rows_affected == 1)
@@ -361,7 +362,7 @@ async fn release_marking(
     // The effect may seal an outbox payload.
     vault.reserve_seals(db, 1).await?;
     let txn = db::begin_write(db).await?;
-    if !resolve(&txn, id, RELEASED, auth.actor(), &reason).await? {
+    if !resolve(&txn, id, QuarantineStatus::Released, auth.actor(), &reason).await? {
         txn.rollback().await?;
         return Err(already_resolved(&find(db, principal, id).await?));
     }
@@ -416,7 +417,8 @@ async fn release_marking(
                                 .exec(&txn)
                                 .await?;
                             }
-                            let after = json!({"status": RELEASED, "outcome": outcome, "note": reason});
+                            let after =
+                                json!({"status": QuarantineStatus::Released, "outcome": outcome, "note": reason});
                             audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
                             if let Some(it) = mark {
                                 bulk_item::record_in(&txn, it, bulk_item::OUT_RELEASED, None).await?;
@@ -539,13 +541,17 @@ async fn record_failed_release(
     entry::Entity::update_many()
         .col_expr(entry::Column::LastReleaseError, Expr::value(failure))
         .filter(entry::Column::Id.eq(&e.id))
-        .filter(entry::Column::Status.eq(OPEN))
+        .filter(entry::Column::Status.eq(QuarantineStatus::Open))
         .exec(&txn)
         .await?;
     audit::record(
         &txn,
         auth.actor(),
-        audit_change("quarantine.release_failed", e, json!({"status": OPEN, "error": failure, "note": note})),
+        audit_change(
+            "quarantine.release_failed",
+            e,
+            json!({"status": QuarantineStatus::Open, "error": failure, "note": note}),
+        ),
     )
     .await?;
     txn.commit().await?;
@@ -564,14 +570,14 @@ pub async fn discard(
     let e = find(db, principal, id).await?;
     let auth = principal.authorize(Permission::TriageEvents, Scope::Tenant(&e.tenant_id))?;
     let txn = db::begin_write(db).await?;
-    if !resolve(&txn, id, DISCARDED, auth.actor(), &reason).await? {
+    if !resolve(&txn, id, QuarantineStatus::Discarded, auth.actor(), &reason).await? {
         txn.rollback().await?;
         return Err(already_resolved(&find(db, principal, id).await?));
     }
     audit::record(
         &txn,
         auth.actor(),
-        audit_change("quarantine.discard", &e, json!({"status": DISCARDED, "note": reason})),
+        audit_change("quarantine.discard", &e, json!({"status": QuarantineStatus::Discarded, "note": reason})),
     )
     .await?;
     txn.commit().await?;

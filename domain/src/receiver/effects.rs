@@ -28,7 +28,7 @@ use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult, sea_query::Expr,
 };
 use serde_json::{Value, json};
-use views::events::ReminderStatus;
+use views::{events::ReminderStatus, outbox::OutboxStatus};
 
 use crate::envelope::Envelope;
 use crate::{
@@ -311,7 +311,7 @@ async fn insert_intent<C: ConnectionTrait>(
         idempotency_key: Set(key.to_owned()),
         payload_ciphertext: Set(sealed),
         kek_version: Set(kek_version as i32),
-        status: Set("pending".into()),
+        status: Set(OutboxStatus::Pending),
         attempts: Set(0),
         next_attempt_at: Set(now),
         created_at: Set(now),

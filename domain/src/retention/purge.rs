@@ -45,7 +45,7 @@ use crate::{
         replay_record as replay,
     },
     error::DomainResult,
-    quarantine::OPEN,
+    quarantine::QuarantineStatus,
     retention::{
         self,
         partitions::{self, HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
@@ -197,7 +197,7 @@ fn open_quarantine(endpoint_id: &str) -> sea_orm::sea_query::SelectStatement {
         .column(qentry::Column::EventId)
         .from(qentry::Entity)
         .and_where(qentry::Column::EndpointId.eq(endpoint_id))
-        .and_where(qentry::Column::Status.eq(OPEN))
+        .and_where(qentry::Column::Status.eq(QuarantineStatus::Open))
         .to_owned()
 }
 
@@ -308,7 +308,7 @@ async fn delete_deliveries(db: &DatabaseConnection, endpoint_id: &str, cutoff: i
 async fn delete_resolved_quarantine(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64) -> DomainResult<u64> {
     let res = qentry::Entity::delete_many()
         .filter(qentry::Column::EndpointId.eq(endpoint_id))
-        .filter(qentry::Column::Status.ne(OPEN))
+        .filter(qentry::Column::Status.ne(QuarantineStatus::Open))
         .filter(qentry::Column::CreatedAt.lt(cutoff))
         .exec(db)
         .await?;

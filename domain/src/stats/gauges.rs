@@ -12,7 +12,7 @@ use sea_orm::{
     sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
 };
 
-use crate::{db, entity::outbox_intent, error::DomainResult, outbox};
+use crate::{db, entity::outbox_intent, error::DomainResult, outbox::OutboxStatus};
 
 pub const OUTBOX_BACKLOG: &str = "outbox_backlog";
 pub const OUTBOX_OLDEST_AGE_SECS: &str = "outbox_oldest_age_secs";
@@ -25,7 +25,7 @@ pub async fn sample(db: &DatabaseConnection, now_ms: i64) -> DomainResult<()> {
         .column(outbox_intent::Column::TenantId)
         .column_as(Expr::cust("CAST(COUNT(*) AS BIGINT)"), "n")
         .column_as(Expr::cust("MIN(created_at)"), "oldest")
-        .filter(outbox_intent::Column::Status.is_in([outbox::PENDING, outbox::SENDING]))
+        .filter(outbox_intent::Column::Status.is_in([OutboxStatus::Pending, OutboxStatus::Sending]))
         .filter(crate::registry::tenants::not_synthetic_tenant(outbox_intent::Column::TenantId))
         .group_by(outbox_intent::Column::TenantId)
         .into_tuple()

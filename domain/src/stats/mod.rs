@@ -23,8 +23,8 @@ use crate::{
     clock,
     entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
-    outbox,
-    quarantine::OPEN,
+    outbox::OutboxStatus,
+    quarantine::QuarantineStatus,
     receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
     registry::tenants,
 };
@@ -320,10 +320,11 @@ pub async fn stats(
     };
     let slug_of: HashMap<&str, &str> = visible_tenants.iter().map(|t| (t.id.as_str(), t.slug.as_str())).collect();
 
-    let mut open_q = quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq(OPEN));
-    let mut backlog_q =
-        outbox_intent::Entity::find().filter(outbox_intent::Column::Status.is_in([outbox::PENDING, outbox::SENDING]));
-    let mut dead_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq(outbox::DEAD));
+    let mut open_q =
+        quarantine_entry::Entity::find().filter(quarantine_entry::Column::Status.eq(QuarantineStatus::Open));
+    let mut backlog_q = outbox_intent::Entity::find()
+        .filter(outbox_intent::Column::Status.is_in([OutboxStatus::Pending, OutboxStatus::Sending]));
+    let mut dead_q = outbox_intent::Entity::find().filter(outbox_intent::Column::Status.eq(OutboxStatus::Dead));
     if let Some(t) = tenant_id {
         open_q = open_q.filter(quarantine_entry::Column::TenantId.eq(t));
         backlog_q = backlog_q.filter(outbox_intent::Column::TenantId.eq(t));

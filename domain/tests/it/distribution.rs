@@ -96,7 +96,7 @@ db_test!(an_existing_database_moves_to_tenant_keys_and_keeps_every_row, async |t
     replay.sort();
     assert_eq!(replay, vec![("d1".to_owned(), a.id.clone()), ("d2".to_owned(), String::new())]);
     let q = quarantine_entry::Entity::find_by_id((a.id.clone(), "q1".to_owned())).one(&t.db).await.unwrap();
-    assert_eq!(q.map(|q| (q.event_id, q.status)), Some(("evt_1".to_owned(), "open".to_owned())));
+    assert_eq!(q.map(|q| (q.event_id, q.status.as_str())), Some(("evt_1".to_owned(), "open")));
     let i = outbox_intent::Entity::find_by_id((a.id.clone(), "i1".to_owned())).one(&t.db).await.unwrap();
     assert_eq!(i.map(|i| i.idempotency_key), Some("otp:1".to_owned()));
     for (table, key) in [

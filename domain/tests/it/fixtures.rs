@@ -141,7 +141,7 @@ pub async fn record_drill_covering(t: &TestDb, schemes: Option<&str>) {
         actor: Set("admin-user".into()),
         actor_kind: Set("user".into()),
         tenant_id: Set(None),
-        status: Set("finished".into()),
+        status: Set(domain::evidence::runs::DrillStatus::Finished),
         passed: Set(Some(true)),
         engine: Set(runs::engine_name(&t.db).into()),
         version: Set(build.version),

@@ -11,7 +11,7 @@ use domain::{
     auth::Role,
     entity::{audit_entry, inbox_claim, outbox_intent, tenant},
     quarantine::{
-        self, QuarantineFilter,
+        self, QuarantineFilter, QuarantineStatus,
         redact::{MASK, Redaction},
     },
     receiver::Outcome,
@@ -84,7 +84,7 @@ db_test!(release_applies_exactly_once_under_concurrent_clicks, async |t: &TestDb
         match task.await.unwrap() {
             Ok(v) => {
                 released += 1;
-                assert_eq!(v.status, "released");
+                assert_eq!(v.status.as_str(), "released");
             }
             Err(DomainError::Conflict { code: "already_resolved", .. }) => {}
             Err(e) => panic!("unexpected: {e:?}"),
@@ -161,6 +161,19 @@ db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
         quarantine::list(&t.db, &oncall(), &QuarantineFilter { endpoint: Some("hooks".into()), ..Default::default() })
             .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_required", .. })));
+    // The status filter: open by default, a stored word, or `all`; nothing else.
+    quarantine::discard(&t.db, &oncall(), &entry_id(t, "m3").await, "junk").await.unwrap();
+    let by_status = async |s: &str| {
+        let f = QuarantineFilter { status: Some(s.into()), ..Default::default() };
+        let l = quarantine::list(&t.db, &oncall(), &f).await?;
+        Ok::<_, DomainError>(l.items.into_iter().map(|q| q.status).collect::<Vec<_>>())
+    };
+    assert_eq!(by_status("").await.unwrap(), [QuarantineStatus::Open; 2]);
+    assert_eq!(by_status("discarded").await.unwrap(), [QuarantineStatus::Discarded]);
+    assert!(by_status("released").await.unwrap().is_empty());
+    assert_eq!(by_status("all").await.unwrap().len(), 3);
+    let bad = by_status("Open").await;
+    assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_status", .. })), "{bad:?}");
 
     // Another clinic's admin sees nothing of clinic-a, by filter or by id.
     let other = user(Role::ClinicAdmin, Some(&b.id));
@@ -330,7 +343,7 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
         "{refused:?}"
     );
     let entry = quarantine::get(&t.db, &admin(), &id).await.unwrap();
-    assert_eq!(entry.status, "open");
+    assert_eq!(entry.status.as_str(), "open");
     assert_eq!(entry.last_release_error.as_deref(), Some("event_type_not_permitted"));
     let applied = inbox_claim::Entity::find()
         .filter(inbox_claim::Column::EventId.eq("msg_early"))
@@ -357,7 +370,7 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
             if message.contains("key_revoked")),
         "{refused:?}"
     );
-    assert_eq!(quarantine::get(&t.db, &admin(), &id).await.unwrap().status, "open");
+    assert_eq!(quarantine::get(&t.db, &admin(), &id).await.unwrap().status.as_str(), "open");
 });
 
 // A `scheduled` quarantined until its reminder exists, released after the
@@ -371,7 +384,7 @@ db_test!(releasing_a_transition_the_reminder_moved_past_applies_nothing_and_says
     assert!(matches!(send(&s, &cancel, "msg_cancel").await, Outcome::Applied { .. }));
     let id = entry_id(t, "msg_early").await;
     let released = quarantine::release(&t.db, &t.vault, &oncall(), &id, "reminder exists now").await.unwrap();
-    assert_eq!(released.status, "released");
+    assert_eq!(released.status.as_str(), "released");
     assert!(released.resolution_note.as_deref().is_some_and(|n| n.contains("stale transition")), "{released:?}");
     let claim = inbox_claim::Entity::find()
         .filter(inbox_claim::Column::EventId.eq("msg_early"))

@@ -178,7 +178,7 @@ db_test!(releasing_an_ambiguous_order_entry_applies_it_and_discard_works, async 
     // On-call decides s-2 is the newest: releasing it applies it, once.
     let id = entry_id(t, "s-2").await;
     let released = quarantine::release(&t.db, &t.vault, &oncall(), &id, "the clinic confirms 7 Jan").await.unwrap();
-    assert_eq!(released.status, "released");
+    assert_eq!(released.status.as_str(), "released");
     let r = row(t, "r-1").await;
     assert_eq!(r.send_at, domain::clock::parse_rfc3339("2027-01-07T09:00:00Z").unwrap());
     assert_eq!(r.state_order.as_deref(), Some("none"));
@@ -189,7 +189,7 @@ db_test!(releasing_an_ambiguous_order_entry_applies_it_and_discard_works, async 
     // s-3 is discarded: nothing applies, the claim stays, a retry is a duplicate.
     let id3 = entry_id(t, "s-3").await;
     let discarded = quarantine::discard(&t.db, &oncall(), &id3, "superseded").await.unwrap();
-    assert_eq!(discarded.status, "discarded");
+    assert_eq!(discarded.status.as_str(), "discarded");
     assert_eq!(row(t, "r-1").await, r);
     let retry = send_signed(&s, &third, "s-3", -1).await;
     assert_eq!(retry, Outcome::Duplicate { event_id: "s-3".into(), original: ClaimOutcome::Quarantined });

@@ -8,7 +8,7 @@ use domain::{
     clock,
     crypto::Aad,
     entity::outbox_intent,
-    outbox::{self, RetryRule},
+    outbox::{self, OutboxStatus, RetryRule},
     retry_policy,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
@@ -29,7 +29,7 @@ async fn intents(t: &TestDb, tenant_id: &str, n: usize) {
             idempotency_key: Set(format!("otp:{i}")),
             payload_ciphertext: Set(sealed),
             kek_version: Set(kek as i32),
-            status: Set("pending".into()),
+            status: Set(OutboxStatus::Pending),
             attempts: Set(0),
             next_attempt_at: Set(clock::now_ms()),
             created_at: Set(clock::now_ms()),
@@ -91,18 +91,20 @@ db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
     // Failures back off, then die after the last attempt.
     assert_eq!(
         outbox::mark_failed(&t.db, &again[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(),
-        "pending"
+        Some(OutboxStatus::Pending)
     );
     tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     let third = outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap();
     assert_eq!(third[0].attempts, 3);
     assert_eq!(
         outbox::mark_failed(&t.db, &third[0], "boom", false, &RetryRule { max_attempts: 3, ..RULE }).await.unwrap(),
-        "dead"
+        Some(OutboxStatus::Dead)
     );
     assert!(outbox::claim_batch(&t.db, &t.vault, 10, 200).await.unwrap().is_empty());
     // A late mark from the crashed first worker changes nothing.
     outbox::mark_sent(&t.db, &first[0].id).await.unwrap();
+    let late = outbox::mark_failed(&t.db, &first[0], "late", false, &RULE).await.unwrap();
+    assert_eq!(late, None, "the lease was lost: no status recorded");
     let row = outbox_intent::Entity::find()
         .filter(outbox_intent::Column::Id.eq(&first[0].id))
         .one(&t.db)
@@ -118,7 +120,7 @@ db_test!(disabled_retry_policy_makes_a_failed_send_dead_at_once, async |t: &Test
     intents(t, &tenant.id, 1).await;
     let d = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
     assert!(!d[0].retries_enabled);
-    assert_eq!(outbox::mark_failed(&t.db, &d[0], "relay down", false, &RULE).await.unwrap(), "dead");
+    assert_eq!(outbox::mark_failed(&t.db, &d[0], "relay down", false, &RULE).await.unwrap(), Some(OutboxStatus::Dead));
 });
 
 db_test!(an_intent_that_cannot_be_opened_goes_dead_without_blocking_others, async |t: &TestDb| {
@@ -139,7 +141,7 @@ db_test!(an_intent_that_cannot_be_opened_goes_dead_without_blocking_others, asyn
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(bad.status, outbox::DEAD, "dead at once, visible to on-call");
+    assert_eq!(bad.status, OutboxStatus::Dead, "dead at once, visible to on-call");
     assert!(bad.last_error.as_deref().is_some_and(|e| e.contains("cannot be decrypted")), "{:?}", bad.last_error);
     assert!(outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap().is_empty(), "never re-leased");
 });
@@ -191,4 +193,18 @@ db_test!(the_trace_context_is_stored_with_each_intent_and_leased_with_it, async 
     let leased = |key: &str| leased.iter().find(|d| d.idempotency_key == key).unwrap().trace_context.clone();
     assert_eq!(leased("otp:traced").as_deref(), Some(tp));
     assert_eq!(leased("otp:untraced"), None);
+});
+
+db_test!(the_status_filter_takes_the_stored_words_and_refuses_any_other, async |t: &TestDb| {
+    let tenant = tenant(t, "clinic-a").await;
+    intents(t, &tenant.id, 2).await;
+    let leased = outbox::claim_batch(&t.db, &t.vault, 1, 60_000).await.unwrap();
+    let listed = async |status: &str| outbox::list(&t.db, &admin(), None, Some(status), 100).await;
+    let sending = listed("sending").await.unwrap();
+    assert_eq!(sending.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), [leased[0].id.as_str()]);
+    assert_eq!(serde_json::to_value(&sending[0]).unwrap()["status"], "sending", "the stored word on the wire");
+    assert_eq!(listed("pending").await.unwrap().iter().map(|o| o.status).collect::<Vec<_>>(), [OutboxStatus::Pending]);
+    assert_eq!(listed("").await.unwrap().len(), 2, "empty: any status");
+    let err = listed("Sending").await.unwrap_err();
+    assert!(matches!(err, domain::DomainError::Invalid { code: "invalid_status", .. }), "{err:?}");
 });

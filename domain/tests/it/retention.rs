@@ -15,6 +15,7 @@ use domain::{
         replay_record, retention_version,
     },
     error::DomainError,
+    quarantine::QuarantineStatus,
     receiver::Outcome,
     registry::Scheme,
     retention::{self, DAY_SECS, HOUR_SECS, RetentionChange, partitions, purge},
@@ -168,14 +169,21 @@ async fn old_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &st
     .unwrap();
 }
 
-async fn quarantined(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str, age_secs: i64, status: &str) {
+async fn quarantined(
+    t: &TestDb,
+    tenant_id: &str,
+    endpoint_id: &str,
+    event_id: &str,
+    age_secs: i64,
+    status: QuarantineStatus,
+) {
     qentry::Entity::insert(qentry::ActiveModel {
         id: Set(format!("q-{event_id}")),
         tenant_id: Set(tenant_id.into()),
         endpoint_id: Set(endpoint_id.into()),
         event_id: Set(event_id.into()),
         reason: Set("reminder_not_found".into()),
-        status: Set(status.into()),
+        status: Set(status),
         created_at: Set(clock::now_ms() - age_secs * 1000),
         ..Default::default()
     })
@@ -204,9 +212,9 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     old_claim(t, tid, eid, "body-expired", DAY_SECS + HOUR_SECS).await;
     old_claim(t, tid, eid, "claim-expired", 2 * DAY_SECS + HOUR_SECS).await;
     old_claim(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS).await;
-    quarantined(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS, "open").await;
+    quarantined(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS, QuarantineStatus::Open).await;
     old_claim(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS).await;
-    quarantined(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS, "released").await;
+    quarantined(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS, QuarantineStatus::Released).await;
     let now = clock::now_ms();
     for (digest, expires) in [("expired", now - 1_000), ("live", now + 600_000)] {
         replay_record::Entity::insert(replay_record::ActiveModel {

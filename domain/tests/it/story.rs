@@ -14,7 +14,7 @@ use domain::{
     crypto::SigningSecret,
     entity::delivery_log,
     events::story::{self, EventStory},
-    outbox::{self, RetryRule},
+    outbox::{self, OutboxStatus, RetryRule},
     quarantine,
     receiver::Outcome,
     registry::Scheme,
@@ -105,7 +105,10 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
     let leased = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
     let notice = leased.iter().find(|d| d.id == st.outbox[0].id).unwrap();
     let rule = RetryRule { base_ms: 10, cap_ms: 10, max_attempts: 1 };
-    assert_eq!(outbox::mark_failed(&t.db, notice, "relay answered 500", false, &rule).await.unwrap(), outbox::DEAD);
+    assert_eq!(
+        outbox::mark_failed(&t.db, notice, "relay answered 500", false, &rule).await.unwrap(),
+        Some(OutboxStatus::Dead)
+    );
     let st = story_of(t, "evt-s").await;
     assert_eq!((st.outbox[0].status.as_str(), st.outbox[0].attempts), ("dead", 1));
     assert_eq!(st.outbox[0].last_error.as_deref(), Some("relay answered 500"));

@@ -68,7 +68,7 @@ fn seed_drill_run(id: &str, version: &str, passed: bool, at_ms: i64) -> domain::
         actor: "rita".into(),
         actor_kind: "token".into(),
         tenant_id: None,
-        status: "finished".into(),
+        status: domain::evidence::runs::DrillStatus::Finished,
         passed: Some(passed),
         engine: "seeded".into(),
         version: version.into(),

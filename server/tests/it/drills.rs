@@ -189,7 +189,7 @@ both_engines!(drill_runs_are_rate_limited_per_principal, async |i: &Install| {
                 actor: "eager-reviewer".into(),
                 actor_kind: "token".into(),
                 tenant_id: None,
-                status: "finished".into(),
+                status: domain::evidence::runs::DrillStatus::Finished,
                 passed: Some(true),
                 engine: "seeded".into(),
                 version: "seeded".into(),

@@ -209,4 +209,17 @@ async fn typed_statuses_list_the_words_on_the_wire() {
     );
     assert_eq!(words("ReminderStatus"), serde_json::json!(["scheduled", "canceled"]));
     assert_eq!(words("ClaimOutcome"), serde_json::json!(["applied", "quarantined", "stale_transition"]));
+    assert_eq!(words("OutboxStatus"), serde_json::json!(["pending", "sending", "sent", "dead"]));
+    let status_of = |view: &str| doc["components"]["schemas"][view]["properties"]["status"]["$ref"].clone();
+    assert_eq!(status_of("OutboxView"), "#/components/schemas/OutboxStatus");
+    assert_eq!(words("QuarantineStatus"), serde_json::json!(["open", "released", "discarded"]));
+    assert_eq!(status_of("QuarantineView"), "#/components/schemas/QuarantineStatus");
+    // A listing's status filter: empty (any) or a word (`filter_schema`).
+    let filter = |path: &str| {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().cloned().unwrap_or_default();
+        params.into_iter().find(|p| p["name"] == "status").map(|p| p["schema"]["enum"].clone())
+    };
+    assert_eq!(filter("/api/v1/outbox"), Some(serde_json::json!(["", "pending", "sending", "sent", "dead"])));
+    let keys = serde_json::json!(["", "pending_approval", "active", "retiring", "expired", "revoked", "rejected"]);
+    assert_eq!(filter("/api/v1/keys"), Some(keys));
 }

@@ -3,6 +3,19 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::string_enum::string_enum;
+
+string_enum! {
+    /// A run's state, as stored in `drill_runs.status`. A `running` run
+    /// whose runner stopped reads as `interrupted`, and is stored so when
+    /// the next run starts.
+    pub enum DrillStatus {
+        Running = "running",
+        Finished = "finished",
+        Interrupted = "interrupted",
+    }
+}
+
 /// Every drill, in the order they run: the runner's list and the order the
 /// console shows a run's rows in, waiting ones included.
 pub const DRILL_NAMES: [&str; 8] = [
@@ -23,7 +36,9 @@ pub const DRILL_NAMES: [&str; 8] = [
 pub struct DrillRunView {
     pub run_id: String,
     pub passed: Option<bool>,
-    /// `running`, `finished` or `interrupted`.
+    /// A [`DrillStatus`] word: `running`, `finished` or `interrupted`.
+    /// Text, as every string of the evidence bundle that embeds a run is
+    /// (its page's escaping test marks each one).
     pub status: String,
     /// Who started the run; null only in a tenant's evidence bundle when
     /// the run was started outside that tenant.
@@ -79,7 +94,7 @@ pub struct DrillResult {
 
 impl DrillRunView {
     pub fn is_running(&self) -> bool {
-        self.status == "running"
+        self.status == DrillStatus::Running.as_str()
     }
 }
 

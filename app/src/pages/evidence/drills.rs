@@ -9,13 +9,13 @@ use crate::{
         format::when,
         poll::{MetaRefresh, ProgressBar, every_second_while},
     },
-    dto::{DRILL_NAMES, DrillResult, DrillRunView, Me},
+    dto::{DRILL_NAMES, DrillResult, DrillRunView, DrillStatus, Me},
 };
 
 fn verdict(run: &DrillRunView) -> (&'static str, String) {
-    match (run.status.as_str(), run.passed) {
-        ("running", _) => ("running", format!("running: {} of {} drills done", run.done, run.total)),
-        ("interrupted", _) => ("failed", "interrupted: the process running it stopped".to_owned()),
+    match (DrillStatus::parse(&run.status), run.passed) {
+        (Some(DrillStatus::Running), _) => ("running", format!("running: {} of {} drills done", run.done, run.total)),
+        (Some(DrillStatus::Interrupted), _) => ("failed", "interrupted: the process running it stopped".to_owned()),
         (_, Some(true)) => ("passed", "all drills passed".to_owned()),
         _ => ("failed", format!("{} of {} drills failed", run.drills.iter().filter(|x| !x.passed).count(), run.total)),
     }

@@ -15,6 +15,7 @@ use crate::{
     clock, db,
     entity::{inbox_claim, quarantine_entry},
     ids,
+    quarantine::QuarantineStatus,
     receiver::{
         admission::{Admission, Job},
         effects,
@@ -184,7 +185,7 @@ pub(super) async fn quarantine(
         endpoint_id: Set(ep.endpoint_id.clone()),
         event_id: Set(event_id.to_owned()),
         reason: Set(reason.to_owned()),
-        status: Set("open".into()),
+        status: Set(QuarantineStatus::Open),
         created_at: Set(clock::now_ms()),
         ..Default::default()
     })

@@ -132,7 +132,7 @@ pub struct ScopeBody {
 #[into_params(parameter_in = Query)]
 pub struct KeyQuery {
     pub tenant: Option<String>,
-    #[param(schema_with = KeyStatus::schema)]
+    #[param(schema_with = KeyStatus::filter_schema)]
     pub status: Option<String>,
 }
 

@@ -7,7 +7,7 @@ use axum::{
 };
 use domain::{
     break_glass::{self, RolloutOverrideView, SetOutcome},
-    outbox::{self, OutboxView},
+    outbox::{self, OutboxStatus, OutboxView},
     quarantine::{
         self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
         bulk_release::{self, BulkReleaseView},
@@ -272,7 +272,7 @@ pub async fn rollback_retry_policy(
 pub struct OutboxQuery {
     pub tenant: Option<String>,
     /// `pending`, `sending`, `sent` or `dead`.
-    #[param(schema_with = domain::outbox::status_schema)]
+    #[param(schema_with = OutboxStatus::filter_schema)]
     pub status: Option<String>,
     /// 1–500, default 100.
     #[param(schema_with = domain::paging::list_schema)]

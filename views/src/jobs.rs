@@ -3,15 +3,22 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{kek::RewrapView, quarantine::BulkReleaseView};
+use crate::{kek::RewrapView, quarantine::BulkReleaseView, string_enum::string_enum};
 
-pub const RUNNING: &str = "running";
-pub const FINISHED: &str = "finished";
-pub const FAILED: &str = "failed";
-/// Stopped by a person: never resumed, by a person or by the system.
-pub const CANCELED: &str = "canceled";
-/// Shown, never stored: `running` with a stale heartbeat.
-pub const INTERRUPTED: &str = "interrupted";
+string_enum! {
+    /// A resumable job's run (a KEK rewrap, a bulk release), as stored in
+    /// its table's `status` and shown.
+    pub enum RunStatus {
+        Running = "running",
+        Finished = "finished",
+        /// Stopped by an error; resumable.
+        Failed = "failed",
+        /// Stopped by a person: never resumed, by a person or by the system.
+        Canceled = "canceled",
+        /// Shown, never stored: `running` with a stale heartbeat.
+        Interrupted = "interrupted",
+    }
+}
 
 /// One leased job of `signet serve`: which process runs it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

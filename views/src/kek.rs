@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::jobs::{CANCELED, FAILED, FINISHED, INTERRUPTED, RUNNING};
+use crate::jobs::RunStatus;
 
 /// One KEK version and the rows sealed under it, per source.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -35,9 +35,8 @@ pub struct RetiredView {
 pub struct RewrapView {
     pub id: String,
     pub target_version: u32,
-    /// `running`, `finished`, `failed` (see `error`), `interrupted` or
-    /// `canceled`.
-    pub status: String,
+    /// `failed`: see `error`.
+    pub status: RunStatus,
     pub started_by: String,
     /// The source being walked now (`done` at the end).
     pub source: String,
@@ -55,7 +54,7 @@ pub struct RewrapView {
 
 impl RewrapView {
     pub fn is_running(&self) -> bool {
-        self.status == RUNNING
+        self.status == RunStatus::Running
     }
     /// Resealed of those under another version at the start, 0–100.
     pub fn percent(&self) -> u64 {

@@ -128,7 +128,7 @@ pub struct RevealedBody {
     pub size_bytes: u64,
 }
 
-pub use crate::jobs::{CANCELED, FAILED, FINISHED, INTERRUPTED, RUNNING};
+use crate::jobs::RunStatus;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -139,10 +139,10 @@ pub struct BulkReleaseView {
     /// Recorded on every released entry and in the audit log.
     pub reason: String,
     pub started_by: String,
-    /// `running`, `finished`, `failed` (see `error`), `interrupted` (the
-    /// runner stopped reporting; resume it) or `canceled` (what was released
-    /// stays released, the rest stays open).
-    pub status: String,
+    /// `failed`: see `error`; `interrupted`: the runner stopped reporting
+    /// (resume it); `canceled`: what was released stays released, the rest
+    /// stays open.
+    pub status: RunStatus,
     /// Entries snapshotted at the start.
     pub total: u64,
     pub processed: u64,
@@ -172,7 +172,7 @@ pub struct BulkFailure {
 
 impl BulkReleaseView {
     pub fn is_running(&self) -> bool {
-        self.status == RUNNING
+        self.status == RunStatus::Running
     }
     /// Progress in whole percent (0–100).
     pub fn percent(&self) -> u64 {

@@ -1,6 +1,8 @@
 //! Words for quarantine values, shared by the quarantine list, one entry's
 //! page and the bulk release pages.
 
+use views::jobs::RunStatus;
+
 use crate::dto::BulkReleaseView;
 
 /// "reminder_not_found" → "reminder not found".
@@ -8,15 +10,11 @@ pub fn reason_label(reason: &str) -> String {
     reason.replace('_', " ")
 }
 
-/// "running" → the heading's badge text.
-pub fn status_label(status: &str) -> &'static str {
+/// A run's status → the heading's badge text.
+pub fn status_label(status: RunStatus) -> &'static str {
     match status {
-        "running" => "running",
-        "finished" => "finished",
-        "failed" => "stopped by an error",
-        "interrupted" => "interrupted",
-        "canceled" => "canceled",
-        _ => "unknown",
+        RunStatus::Failed => "stopped by an error",
+        other => other.as_str(),
     }
 }
 

@@ -16,6 +16,7 @@ use crate::{
     },
     dto::{BulkReleaseView, Me},
 };
+use views::jobs::RunStatus;
 
 #[component]
 pub fn BulkReleasePage() -> impl IntoView {
@@ -55,7 +56,7 @@ pub fn BulkReleasePage() -> impl IntoView {
 fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
     let percent = j.percent();
     let remaining = j.total.saturating_sub(j.processed);
-    let stopped = matches!(j.status.as_str(), "interrupted" | "failed");
+    let stopped = matches!(j.status, RunStatus::Interrupted | RunStatus::Failed);
     let f = &j.filter;
     let back = with_query(
         "/quarantine",
@@ -66,22 +67,24 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
             ("age", f.age.as_deref().unwrap_or("")),
         ],
     );
-    let summary = match j.status.as_str() {
-        "running" => format!("Releasing {} of {} events…", j.processed, j.total),
-        "finished" => format!("Done: {} of {} released.", j.released, j.total),
-        "interrupted" => format!(
+    let summary = match j.status {
+        RunStatus::Running => format!("Releasing {} of {} events…", j.processed, j.total),
+        RunStatus::Finished => format!("Done: {} of {} released.", j.released, j.total),
+        RunStatus::Interrupted => format!(
             "Interrupted after {} of {}: the process running it stopped reporting. \
              Nothing is lost; resume to release the other {remaining}.",
             j.processed, j.total
         ),
-        "canceled" => format!(
+        RunStatus::Canceled => format!(
             "Canceled after {} of {}: {} released; the other {remaining} stay in quarantine.",
             j.processed, j.total, j.released
         ),
-        _ => format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default()),
+        RunStatus::Failed => {
+            format!("Stopped after {} of {}: {}", j.processed, j.total, j.error.clone().unwrap_or_default())
+        }
     };
     let job_id = j.id.clone();
-    let cancelable = matches!(j.status.as_str(), "running" | "interrupted" | "failed");
+    let cancelable = matches!(j.status, RunStatus::Running | RunStatus::Interrupted | RunStatus::Failed);
     // Resume while its runner is stopped, Cancel until it ends: side by side.
     let actions = (cancelable && me.can_triage()).then(move || {
         let resume = ServerAction::<ResumeBulkRelease>::new();
@@ -137,7 +140,7 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
         <div class="page-head">
             <div>
                 <h1>
-                    "Bulk release " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span>
+                    "Bulk release " <span class=format!("badge badge-job-{}", j.status)>{status_label(j.status)}</span>
                 </h1>
                 <p class="muted">{filter_text(&j)}</p>
             </div>
@@ -145,7 +148,7 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
         <ReturnedError/>
         <section class="card">
             <p class="job-summary" role="status" aria-live="polite">{summary}</p>
-            <ProgressBar label="Processed" percent state=j.status.clone()/>
+            <ProgressBar label="Processed" percent state=j.status.as_str().to_owned()/>
             <dl class="stats tiles">
                 <div><dt>"Released"</dt><dd data-count="released">{j.released}</dd></div>
                 <div class:alert={j.still_failing > 0}>

@@ -15,6 +15,7 @@ use crate::{
     },
     dto::{KekOverview, KekVersionView, RewrapView},
 };
+use views::jobs::RunStatus;
 
 /// The sealed columns, as the page names them.
 const SOURCES: [(&str, &str); 4] = [
@@ -184,27 +185,29 @@ fn VersionRow(v: KekVersionView, running: bool, counted: bool) -> impl IntoView 
 }
 
 fn status_text(j: &RewrapView) -> String {
-    match j.status.as_str() {
-        "running" => format!(
+    match j.status {
+        RunStatus::Running => format!(
             "Resealing under version {}: {} of {} rows done (now: {}).",
             j.target_version,
             j.rewrapped,
             j.total,
             source_label(&j.source)
         ),
-        "finished" => {
+        RunStatus::Finished => {
             format!("Done: {} rows resealed under version {} ({} read).", j.rewrapped, j.target_version, j.scanned)
         }
-        "interrupted" => format!(
+        RunStatus::Interrupted => format!(
             "Interrupted after {} of {}: the process running it stopped reporting. \
              Nothing is lost; resume to reseal the rest.",
             j.rewrapped, j.total
         ),
-        "canceled" => format!(
+        RunStatus::Canceled => format!(
             "Canceled after {} of {}: those stay resealed; a new rewrap reseals the rest.",
             j.rewrapped, j.total
         ),
-        _ => format!("Stopped after {} of {}: {}", j.rewrapped, j.total, j.error.clone().unwrap_or_default()),
+        RunStatus::Failed => {
+            format!("Stopped after {} of {}: {}", j.rewrapped, j.total, j.error.clone().unwrap_or_default())
+        }
     }
 }
 
@@ -215,7 +218,7 @@ fn source_label(source: &str) -> &'static str {
 #[component]
 fn RewrapCard(j: RewrapView) -> impl IntoView {
     let percent = j.percent();
-    let stopped = matches!(j.status.as_str(), "interrupted" | "failed");
+    let stopped = matches!(j.status, RunStatus::Interrupted | RunStatus::Failed);
     let resume = stopped.then(|| {
         let action = ServerAction::<ResumeRewrap>::new();
         Refresh::after(action);
@@ -228,16 +231,15 @@ fn RewrapCard(j: RewrapView) -> impl IntoView {
             </ActionForm>
         }
     });
-    let badge = match j.status.as_str() {
-        "failed" => "stopped by an error",
-        other => other,
-    }
-    .to_owned();
+    let badge = match j.status {
+        RunStatus::Failed => "stopped by an error",
+        other => other.as_str(),
+    };
     view! {
         <section class="card" id="rewrap">
             <h2>"Latest rewrap " <span class=format!("badge badge-job-{}", j.status)>{badge}</span></h2>
             <p class="job-summary" role="status" aria-live="polite">{status_text(&j)}</p>
-            <ProgressBar label="Resealed" percent state=j.status.clone()/>
+            <ProgressBar label="Resealed" percent state=j.status.as_str().to_owned()/>
             <dl class="stats tiles">
                 <div><dt>"Resealed"</dt><dd data-count="rewrapped">{j.rewrapped}</dd></div>
                 <div><dt>"To reseal at the start"</dt><dd data-count="total">{j.total}</dd></div>

@@ -106,7 +106,7 @@ fn RecentBulkReleases(jobs: Vec<BulkReleaseView>) -> impl IntoView {
                 {jobs.into_iter().map(|j| view! {
                     <li>
                         <a href=format!("/quarantine/bulk/{}", j.id)>{filter_text(&j)}</a>
-                        " " <span class=format!("badge badge-job-{}", j.status)>{status_label(&j.status)}</span>
+                        " " <span class=format!("badge badge-job-{}", j.status)>{status_label(j.status)}</span>
                         <span class="muted">
                             " · " {j.released} " of " {j.total} " released · "
                             {when(&j.started_at)} " by " {j.started_by.clone()}

@@ -2,6 +2,7 @@
 //! and its progress counters.
 
 use sea_orm::entity::prelude::*;
+use views::jobs::RunStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "bulk_releases")]
@@ -14,8 +15,9 @@ pub struct Model {
     pub filter: String,
     pub reason: String,
     pub actor: String,
-    /// `running`, `finished` or `failed`.
-    pub status: String,
+    /// Stored: running, finished, failed or canceled (`interrupted` is
+    /// derived).
+    pub status: RunStatus,
     /// Which runner owns the job: set by start and by each resume, so a
     /// superseded runner stops instead of finishing or failing the job.
     pub runner: String,

@@ -2,6 +2,7 @@
 //! version (see `kek`).
 
 use sea_orm::entity::prelude::*;
+use views::jobs::RunStatus;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "kek_rewraps")]
@@ -9,8 +10,9 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub target_version: i32,
-    /// `running`, `finished` or `failed` (`interrupted` is derived).
-    pub status: String,
+    /// Stored: running, finished, failed or canceled (`interrupted` is
+    /// derived).
+    pub status: RunStatus,
     /// The current runner's token: a runner that was superseded stops.
     pub runner: String,
     pub actor: String,

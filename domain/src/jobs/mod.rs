@@ -24,7 +24,8 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait},
 };
 use serde_json::json;
-pub use views::jobs::{CANCELED, FAILED, FINISHED, INTERRUPTED, JobsView, LeaseView, RUNNING};
+use views::jobs::RunStatus;
+pub use views::jobs::{JobsView, LeaseView};
 
 use crate::{
     audit::{self, Change},
@@ -73,7 +74,7 @@ pub trait Runs: EntityTrait {
 #[derive(Debug, Clone, Copy)]
 pub struct Run<'a> {
     pub id: &'a str,
-    pub status: &'a str,
+    pub status: RunStatus,
     pub runner: &'a str,
     pub updated_at: i64,
     pub auto_resumes: i32,
@@ -82,14 +83,15 @@ pub struct Run<'a> {
 impl Run<'_> {
     /// The status as seen at `now`: `running` with a heartbeat older than
     /// `stale_ms` reads as interrupted.
-    pub fn status_at(&self, now: i64, stale_ms: i64) -> &str {
-        if self.status == RUNNING && now - self.updated_at > stale_ms { INTERRUPTED } else { self.status }
+    pub fn status_at(&self, now: i64, stale_ms: i64) -> RunStatus {
+        let silent = now - self.updated_at > stale_ms;
+        if self.status == RunStatus::Running && silent { RunStatus::Interrupted } else { self.status }
     }
 
     /// Whether `runner` still owns the job and it still runs: if not, the
     /// runner stops quietly.
     pub fn runs_as(&self, runner: &str) -> bool {
-        self.runner == runner && self.status == RUNNING
+        self.runner == runner && self.status == RunStatus::Running
     }
 
     /// Whether the system may take the job over now: its runner has been
@@ -99,14 +101,14 @@ impl Run<'_> {
     pub fn auto_resumable(&self, now: i64, stale_ms: i64) -> bool {
         now - self.updated_at > stale_ms
             && self.auto_resumes < MAX_AUTO_RESUMES
-            && (self.status == RUNNING || self.status == FAILED)
+            && matches!(self.status, RunStatus::Running | RunStatus::Failed)
     }
 }
 
 /// [`Run::auto_resumable`] as a query's condition.
 pub fn auto_resumable<J: Runs>(now: i64, stale_ms: i64) -> Condition {
     Condition::all()
-        .add(J::STATUS.is_in([RUNNING, FAILED]))
+        .add(J::STATUS.is_in([RunStatus::Running, RunStatus::Failed]))
         .add(J::UPDATED_AT.lt(now - stale_ms))
         .add(J::AUTO_RESUMES.lt(MAX_AUTO_RESUMES))
 }
@@ -115,20 +117,20 @@ pub fn auto_resumable<J: Runs>(now: i64, stale_ms: i64) -> Condition {
 pub fn check_resumable<J: Runs>(run: &Run<'_>, now: i64, stale_ms: i64) -> DomainResult<()> {
     let c = J::CONFLICTS;
     match run.status_at(now, stale_ms) {
-        INTERRUPTED | FAILED => Ok(()),
-        FINISHED => Err(DomainError::conflict(c.finished.0, c.finished.1)),
-        CANCELED => Err(DomainError::conflict(c.canceled.0, c.canceled.1)),
-        _ => Err(DomainError::conflict(c.running.0, c.running.1)),
+        RunStatus::Interrupted | RunStatus::Failed => Ok(()),
+        RunStatus::Finished => Err(DomainError::conflict(c.finished.0, c.finished.1)),
+        RunStatus::Canceled => Err(DomainError::conflict(c.canceled.0, c.canceled.1)),
+        RunStatus::Running => Err(DomainError::conflict(c.running.0, c.running.1)),
     }
 }
 
 /// Refuses to cancel a job that has ended (finished or canceled).
-fn check_cancelable<J: Runs>(status: &str) -> DomainResult<()> {
+fn check_cancelable<J: Runs>(status: RunStatus) -> DomainResult<()> {
     let c = J::CONFLICTS;
     match status {
-        FINISHED => Err(DomainError::conflict(c.finished.0, c.finished.1)),
-        CANCELED => Err(DomainError::conflict(c.canceled.0, c.canceled.1)),
-        _ => Ok(()),
+        RunStatus::Finished => Err(DomainError::conflict(c.finished.0, c.finished.1)),
+        RunStatus::Canceled => Err(DomainError::conflict(c.canceled.0, c.canceled.1)),
+        RunStatus::Running | RunStatus::Failed | RunStatus::Interrupted => Ok(()),
     }
 }
 
@@ -149,20 +151,20 @@ pub async fn cancel<J: Runs>(
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
     let canceled = J::update_many()
-        .col_expr(J::STATUS, Expr::value(CANCELED))
+        .col_expr(J::STATUS, Expr::value(RunStatus::Canceled))
         .col_expr(J::RUNNER, Expr::value(ids::new_id()))
         .col_expr(J::UPDATED_AT, Expr::value(now))
         .col_expr(J::FINISHED_AT, Expr::value(Some(now)))
         .filter(J::ID.eq(run.id))
-        .filter(J::STATUS.is_in([RUNNING, FAILED]))
+        .filter(J::STATUS.is_in([RunStatus::Running, RunStatus::Failed]))
         .exec(&txn)
         .await?;
     if canceled.rows_affected == 0 {
         txn.rollback().await?;
         // It ended after it was read: say how.
-        let status: Option<String> =
+        let status: Option<RunStatus> =
             J::find().select_only().column(J::STATUS).filter(J::ID.eq(run.id)).into_tuple().one(db).await?;
-        check_cancelable::<J>(&status.ok_or(DomainError::NotFound)?)?;
+        check_cancelable::<J>(status.ok_or(DomainError::NotFound)?)?;
         let c = J::CONFLICTS;
         return Err(DomainError::conflict(c.finished.0, c.finished.1));
     }
@@ -208,7 +210,7 @@ pub async fn take_over<J: Runs>(
     };
     let update = J::update_many()
         .col_expr(J::RUNNER, Expr::value(ids::new_id()))
-        .col_expr(J::STATUS, Expr::value(RUNNING))
+        .col_expr(J::STATUS, Expr::value(RunStatus::Running))
         .col_expr(J::ERROR, Expr::value(Option::<String>::None))
         .col_expr(J::UPDATED_AT, Expr::value(clock::now_ms()))
         .col_expr(J::AUTO_RESUMES, auto_resumes);
@@ -232,12 +234,12 @@ pub async fn take_over<J: Runs>(
 /// Records `e` on the job (`failed`, resumable) while `runner` still runs it.
 pub async fn fail<J: Runs>(db: &DatabaseConnection, id: &str, runner: &str, e: &DomainError) -> DomainResult<()> {
     J::update_many()
-        .col_expr(J::STATUS, Expr::value(FAILED))
+        .col_expr(J::STATUS, Expr::value(RunStatus::Failed))
         .col_expr(J::ERROR, Expr::value(Some(e.public_message())))
         .col_expr(J::UPDATED_AT, Expr::value(clock::now_ms()))
         .filter(J::ID.eq(id))
         .filter(J::RUNNER.eq(runner))
-        .filter(J::STATUS.eq(RUNNING))
+        .filter(J::STATUS.eq(RunStatus::Running))
         .exec(db)
         .await?;
     Ok(())
@@ -249,11 +251,11 @@ pub async fn fail<J: Runs>(db: &DatabaseConnection, id: &str, runner: &str, e: &
 pub async fn finish<J: Runs, C: ConnectionTrait>(conn: &C, id: &str, runner: Option<&str>) -> DomainResult<bool> {
     let now = clock::now_ms();
     let mut update = J::update_many()
-        .col_expr(J::STATUS, Expr::value(FINISHED))
+        .col_expr(J::STATUS, Expr::value(RunStatus::Finished))
         .col_expr(J::FINISHED_AT, Expr::value(Some(now)))
         .col_expr(J::UPDATED_AT, Expr::value(now))
         .filter(J::ID.eq(id))
-        .filter(J::STATUS.eq(RUNNING));
+        .filter(J::STATUS.eq(RunStatus::Running));
     if let Some(r) = runner {
         update = update.filter(J::RUNNER.eq(r));
     }
@@ -276,7 +278,7 @@ macro_rules! runs {
             fn run(m: &$m::Model) -> $crate::jobs::Run<'_> {
                 $crate::jobs::Run {
                     id: &m.id,
-                    status: &m.status,
+                    status: m.status,
                     runner: &m.runner,
                     updated_at: m.updated_at,
                     auto_resumes: m.auto_resumes,

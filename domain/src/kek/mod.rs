@@ -40,6 +40,4 @@ pub use rewrap::{WINDOW, run, spawn, step};
 pub use rotation::{Rotation, cancel, resume, resume_stale, rotate, start_rewrap};
 pub use sources::{SOURCES, Source, counts};
 pub use status::{Counting, DEFAULT_STALE_AFTER_MS, get, latest, overview};
-pub use views::kek::{
-    CANCELED, FAILED, FINISHED, INTERRUPTED, KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView,
-};
+pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};

@@ -8,7 +8,7 @@ use sea_orm::{
     sea_query::{Alias, Expr, ExprTrait, Order, Query},
 };
 use serde_json::json;
-use views::kek::{RUNNING, RewrapView};
+use views::{jobs::RunStatus, kek::RewrapView};
 
 use super::{
     admin::kek_change,
@@ -61,10 +61,10 @@ async fn run_paced(
         match step(db, vault, id, &runner, window).await {
             Ok(Some(v)) => {
                 progress(&v);
-                if let Some(pause) = faults.stall_kek_window.filter(|_| v.status == RUNNING) {
+                if let Some(pause) = faults.stall_kek_window.filter(|_| v.status == RunStatus::Running) {
                     tokio::time::sleep(pause).await;
                 }
-                if v.status != RUNNING {
+                if v.status != RunStatus::Running {
                     return Ok(v);
                 }
             }

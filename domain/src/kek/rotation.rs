@@ -4,7 +4,7 @@
 use sea_orm::{DatabaseConnection, EntityTrait, QueryOrder, Set};
 use serde::Serialize;
 use serde_json::json;
-use views::kek::{CANCELED, FINISHED, RUNNING, RewrapView};
+use views::{jobs::RunStatus, kek::RewrapView};
 
 use super::{
     admin::{authorize, kek_change, open_err},
@@ -156,7 +156,7 @@ pub async fn resume_stale(
 /// A canceled one is never taken up again: the next rewrap is a new job.
 async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>> {
     let latest = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?;
-    Ok(latest.filter(|j| j.status != FINISHED && j.status != CANCELED))
+    Ok(latest.filter(|j| !matches!(j.status, RunStatus::Finished | RunStatus::Canceled)))
 }
 
 /// Cancels the latest rewrap (running, interrupted or failed) for good, as
@@ -206,7 +206,7 @@ async fn create_job(db: &DatabaseConnection, auth: &Authorized, target: u32) -> 
     job::Entity::insert(job::ActiveModel {
         id: Set(id.clone()),
         target_version: Set(target as i32),
-        status: Set(RUNNING.into()),
+        status: Set(RunStatus::Running),
         runner: Set(ids::new_id()),
         actor: Set(auth.actor().name().to_owned()),
         source: Set(SOURCES[0].name.to_owned()),

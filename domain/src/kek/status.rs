@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use sea_orm::{DatabaseConnection, EntityTrait, QueryOrder};
-use views::kek::{KekOverview, KekVersionView, RUNNING, RetiredView, RewrapView};
+use views::{
+    jobs::RunStatus,
+    kek::{KekOverview, KekVersionView, RetiredView, RewrapView},
+};
 
 use super::{
     admin::authorize,
@@ -66,7 +69,7 @@ pub async fn overview(
         .one(db)
         .await?
         .map(|j| view(j, clock::now_ms(), stale_ms));
-    let counted = counting == Counting::Always || latest.as_ref().is_none_or(|j| j.status != RUNNING);
+    let counted = counting == Counting::Always || latest.as_ref().is_none_or(|j| j.status != RunStatus::Running);
     let counts = if counted { counts(db).await? } else { BTreeMap::new() };
     let mut stale_rows = 0;
     let views = versions

@@ -12,8 +12,8 @@ use crate::{
     clock,
     entity::{bulk_release as job, bulk_release_item as item},
     error::{DomainError, DomainResult},
-    jobs::RUNNING,
 };
+use views::jobs::RunStatus;
 
 pub(super) const OUT_RELEASED: &str = "released";
 pub(super) const OUT_STILL_FAILING: &str = "still_failing";
@@ -59,7 +59,7 @@ pub(super) async fn record_in(
     let ran = update
         .filter(job::Column::Id.eq(&it.job_id))
         .filter(job::Column::Runner.eq(mark.runner))
-        .filter(job::Column::Status.eq(RUNNING))
+        .filter(job::Column::Status.eq(RunStatus::Running))
         .exec(txn)
         .await?;
     if ran.rows_affected == 0 {

@@ -56,7 +56,8 @@ const ROUND: u64 = 50;
 const FAILURES_SHOWN: u64 = 100;
 
 pub use crate::jobs::MAX_AUTO_RESUMES;
-pub use views::quarantine::{BulkFailure, BulkReleaseView, FAILED, FINISHED, INTERRUPTED, RUNNING};
+use views::jobs::RunStatus;
+pub use views::quarantine::{BulkFailure, BulkReleaseView};
 
 runs!(
     job,
@@ -111,7 +112,7 @@ pub async fn start(
         filter: Set(serde_json::to_string(&f).expect("a filter serializes")),
         reason: Set(reason.clone()),
         actor: Set(auth.actor().name().to_owned()),
-        status: Set(RUNNING.into()),
+        status: Set(RunStatus::Running),
         runner: Set(ids::new_id()),
         total: Set(entries.len() as i64),
         processed: Set(0),
@@ -448,12 +449,12 @@ async fn authority(db: &DatabaseConnection, j: &job::Model) -> DomainResult<Resu
 async fn give_up(db: &DatabaseConnection, j: &job::Model, why: &str) -> DomainResult<()> {
     tracing::warn!(job = %j.id, reason = why, "bulk release not resumed automatically");
     job::Entity::update_many()
-        .col_expr(job::Column::Status, Expr::value(FAILED))
+        .col_expr(job::Column::Status, Expr::value(RunStatus::Failed))
         .col_expr(job::Column::Error, Expr::value(format!("not resumed automatically: {why}")))
         .col_expr(job::Column::AutoResumes, Expr::value(MAX_AUTO_RESUMES))
         .col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()))
         .filter(job::Column::Id.eq(&j.id))
-        .filter(job::Column::Status.eq(&j.status))
+        .filter(job::Column::Status.eq(j.status))
         .filter(job::Column::UpdatedAt.eq(j.updated_at))
         .exec(db)
         .await?;

@@ -4,6 +4,7 @@
 //! without touching what it already did.
 
 use std::time::Duration;
+use views::jobs::RunStatus;
 
 use domain::{
     DomainError,
@@ -65,7 +66,7 @@ db_test!(progress_is_reported_entry_by_entry_with_each_outcome, async |t: &TestD
 
     drain(t, &j.id).await;
     let done = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
-    assert_eq!(done.status, "finished");
+    assert_eq!(done.status, RunStatus::Finished);
     assert!(done.finished_at.is_some());
     assert_eq!((done.processed, done.released, done.already_resolved, done.still_failing), (6, 3, 1, 2));
     let failed: Vec<String> = done.failures.iter().map(|f| f.error.clone()).collect();
@@ -189,10 +190,10 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
         "{lost:?}"
     );
     let mut done = won.into_iter().next().unwrap().unwrap();
-    assert_eq!(done.status, "running");
+    assert_eq!(done.status, RunStatus::Running);
     for _ in 0..200 {
         done = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
-        if done.status == "finished" {
+        if done.status == RunStatus::Finished {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -232,7 +233,7 @@ db_test!(a_runner_stops_when_its_user_is_disabled, async |t: &TestDb| {
     let mut seen = j;
     for _ in 0..200 {
         seen = bulk_release::get(&t.db, &admin(), &seen.id, STALE).await.unwrap();
-        if seen.status != "running" {
+        if seen.status != RunStatus::Running {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;

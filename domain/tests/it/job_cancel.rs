@@ -3,6 +3,7 @@
 //! job answers a conflict; and the one status view of every job.
 
 use std::time::Duration;
+use views::jobs::RunStatus;
 
 use domain::{
     DomainError,
@@ -93,7 +94,7 @@ db_test!(a_running_bulk_release_stops_at_its_next_entry_once_canceled, async |t:
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let canceled = bulk_release::cancel(&t.db, &otto, &j.id, STALE).await.unwrap();
-    assert_eq!(canceled.status, "canceled");
+    assert_eq!(canceled.status, RunStatus::Canceled);
     assert!((2..8).contains(&canceled.processed), "canceled midway: {canceled:?}");
     // Long enough for several more entries, had it gone on.
     tokio::time::sleep(Duration::from_millis(900)).await;
@@ -102,7 +103,7 @@ db_test!(a_running_bulk_release_stops_at_its_next_entry_once_canceled, async |t:
     assert_eq!(pending_items(t, &j.id).await, 8 - canceled.processed);
     assert_eq!(intents(t).await, canceled.released, "no release after the cancel");
     let row = job::Entity::find_by_id(j.id.clone()).one(&t.db).await.unwrap().unwrap();
-    assert_eq!(row.status, "canceled");
+    assert_eq!(row.status, RunStatus::Canceled);
 });
 
 async fn age_versions(t: &TestDb) {
@@ -125,7 +126,7 @@ db_test!(a_canceled_rewrap_keeps_what_it_resealed_and_a_new_one_finishes_it, asy
     let refused = kek::cancel(&t.db, &oncall(), kek::DEFAULT_STALE_AFTER_MS).await;
     assert!(matches!(refused, Err(DomainError::Forbidden)), "only an admin: {refused:?}");
     let canceled = kek::cancel(&t.db, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
-    assert_eq!((canceled.id.as_str(), canceled.status.as_str()), (id.as_str(), kek::CANCELED));
+    assert_eq!((canceled.id.as_str(), canceled.status), (id.as_str(), RunStatus::Canceled));
     assert_eq!(audit_count(t, "kek.rewrap.cancel").await, 1);
 
     // Its runner writes nothing more; the resealed rows stay resealed.
@@ -154,7 +155,7 @@ db_test!(a_canceled_rewrap_keeps_what_it_resealed_and_a_new_one_finishes_it, asy
     let next = kek::start_rewrap(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert_ne!(next.id, id);
     let done = kek::run(&t.db, &t.vault, &next.id, |_| {}).await.unwrap();
-    assert_eq!(done.status, kek::FINISHED);
+    assert_eq!(done.status, RunStatus::Finished);
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
     assert_eq!(everything_opens(t).await, sealed);
     let finished = kek::cancel(&t.db, &admin(), kek::DEFAULT_STALE_AFTER_MS).await;

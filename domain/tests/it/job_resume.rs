@@ -5,6 +5,7 @@
 //! is resumed a bounded number of times.
 
 use std::time::Duration;
+use views::jobs::RunStatus;
 
 use domain::{
     auth::{Actor, Principal, Role, tokens, users},
@@ -40,7 +41,7 @@ async fn last_audit(t: &TestDb, action: &str) -> (String, Value) {
     (e.actor_kind, serde_json::from_str(e.after.as_deref().unwrap()).unwrap())
 }
 
-async fn silence_kek(t: &TestDb, id: &str, status: &str) {
+async fn silence_kek(t: &TestDb, id: &str, status: RunStatus) {
     kek_rewrap::Entity::update_many()
         .col_expr(kek_rewrap::Column::UpdatedAt, Expr::value(domain::clock::now_ms() - STALE_MS - 1_000))
         .col_expr(kek_rewrap::Column::Status, Expr::value(status))
@@ -57,7 +58,7 @@ async fn bulk(t: &TestDb, id: &str) -> job::Model {
 async fn wait_finished(t: &TestDb, id: &str) -> job::Model {
     for _ in 0..400 {
         let j = bulk(t, id).await;
-        if j.status == "finished" {
+        if j.status == RunStatus::Finished {
             return j;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -176,14 +177,14 @@ db_test!(a_stale_rewrap_is_resumed_once_by_the_system, async |t: &TestDb| {
     // Its runner still reports.
     assert!(kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap().is_none());
 
-    silence_kek(t, &id, kek::RUNNING).await;
+    silence_kek(t, &id, RunStatus::Running).await;
     let (a, b) = tokio::join!(
         kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1"),
         kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-2")
     );
     let won: Vec<_> = [a.unwrap(), b.unwrap()].into_iter().flatten().collect();
     assert_eq!(won.len(), 1, "one resumer wins: {won:?}");
-    assert_eq!((won[0].id.as_str(), won[0].status.as_str()), (id.as_str(), kek::RUNNING));
+    assert_eq!((won[0].id.as_str(), won[0].status), (id.as_str(), RunStatus::Running));
     let (kind, after) = last_audit(t, "kek.rewrap.resume").await;
     assert_eq!(kind, "system");
     assert_eq!(after["automatic"], true);
@@ -194,12 +195,12 @@ db_test!(a_stale_rewrap_is_resumed_once_by_the_system, async |t: &TestDb| {
     assert!(kek::step(&t.db, &t.vault, &id, &first.runner, 2).await.unwrap().is_none());
     assert_eq!(old.auto_resumes, 1);
     let done = kek::run(&t.db, &t.vault, &id, |_| {}).await.unwrap();
-    assert_eq!(done.status, kek::FINISHED);
+    assert_eq!(done.status, RunStatus::Finished);
     assert_eq!(done.rewrapped, sealed as u64, "no row resealed twice, none missed");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
     assert_eq!(everything_opens(t).await, sealed);
     // Finished: nothing more to resume.
-    silence_kek(t, &id, kek::FINISHED).await;
+    silence_kek(t, &id, RunStatus::Finished).await;
     assert!(kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap().is_none());
 });
 
@@ -208,23 +209,23 @@ db_test!(a_failing_rewrap_is_resumed_a_bounded_number_of_times, async |t: &TestD
     let id = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap().rewrap.id;
     // It fails every time it runs; each failure waits out the threshold.
     for n in 1..=kek::MAX_AUTO_RESUMES {
-        silence_kek(t, &id, kek::FAILED).await;
+        silence_kek(t, &id, RunStatus::Failed).await;
         let resumed = kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap();
         assert!(resumed.is_some(), "automatic resume {n}");
     }
-    silence_kek(t, &id, kek::FAILED).await;
+    silence_kek(t, &id, RunStatus::Failed).await;
     assert!(kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap().is_none(), "then it waits");
     assert_eq!(audit_count(t, "kek.rewrap.resume").await, kek::MAX_AUTO_RESUMES as u64);
     // A failure that just happened is not retried at once either.
     kek::resume(&t.db, &admin(), &id, kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     kek_rewrap::Entity::update_many()
-        .col_expr(kek_rewrap::Column::Status, Expr::value(kek::FAILED))
+        .col_expr(kek_rewrap::Column::Status, Expr::value(RunStatus::Failed))
         .filter(kek_rewrap::Column::Id.eq(&id))
         .exec(&t.db)
         .await
         .unwrap();
     assert!(kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap().is_none());
     // The admin's resume gave the budget back.
-    silence_kek(t, &id, kek::FAILED).await;
+    silence_kek(t, &id, RunStatus::Failed).await;
     assert!(kek::resume_stale(&t.db, &t.vault, STALE_MS, "p-1").await.unwrap().is_some());
 });

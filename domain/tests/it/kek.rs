@@ -14,6 +14,7 @@ use domain::{
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
+use views::jobs::RunStatus;
 
 use crate::{
     db_test,
@@ -104,7 +105,7 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
     assert_eq!(rotation.rewrap.total, sealed as u64);
     let mut seen = Vec::new();
     let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |v| seen.push(v.clone())).await.unwrap();
-    assert_eq!(done.status, kek::FINISHED);
+    assert_eq!(done.status, RunStatus::Finished);
     assert_eq!(done.rewrapped, sealed as u64, "each row resealed once");
     assert!(seen.windows(2).all(|w| w[0].scanned <= w[1].scanned), "progress only moves forward");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
@@ -155,7 +156,7 @@ db_test!(public_keys_seal_nothing_and_rewraps_pass_them_by, async |t: &TestDb| {
     let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert_eq!(rotation.rewrap.total, sealed as u64);
     let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
-    assert_eq!(done.status, kek::FINISHED, "{done:?}");
+    assert_eq!(done.status, RunStatus::Finished, "{done:?}");
     assert_eq!(done.rewrapped, sealed as u64);
     let row = signing_key::Entity::find_by_id(k.key.key_id.clone()).one(&t.db).await.unwrap().unwrap();
     assert_eq!((row.kek_version, row.secret_ciphertext.len()), (0, 0), "left as it was");
@@ -177,7 +178,7 @@ db_test!(a_generated_pairs_private_key_is_sealed_and_rewrapped, async |t: &TestD
     let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert_eq!(rotation.rewrap.total, sealed as u64 + 1);
     let done = kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
-    assert_eq!(done.status, kek::FINISHED, "{done:?}");
+    assert_eq!(done.status, RunStatus::Finished, "{done:?}");
     age_versions(t).await;
     kek::retire(&t.db, &t.vault, &admin(), 1).await.unwrap();
     let row = signing_key::Entity::find_by_id(k.key.key_id.clone()).one(&t.db).await.unwrap().unwrap();
@@ -231,14 +232,17 @@ db_test!(an_interrupted_rewrap_resumes_where_it_stopped, async |t: &TestDb| {
         .exec(&t.db)
         .await
         .unwrap();
-    assert_eq!(kek::get(&t.db, &admin(), &job.id, kek::DEFAULT_STALE_AFTER_MS).await.unwrap().status, kek::INTERRUPTED);
+    assert_eq!(
+        kek::get(&t.db, &admin(), &job.id, kek::DEFAULT_STALE_AFTER_MS).await.unwrap().status,
+        RunStatus::Interrupted
+    );
     let resumed = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     assert!(!resumed.added_version);
     assert_eq!((resumed.kek_version, resumed.rewrap.id.clone()), (2, job.id.clone()));
     // The old runner wakes up: it no longer owns the job and does nothing.
     assert!(kek::step(&t.db, &t.vault, &job.id, &job.runner, kek::WINDOW).await.unwrap().is_none());
     let done = kek::run(&t.db, &t.vault, &job.id, |_| {}).await.unwrap();
-    assert_eq!(done.status, kek::FINISHED);
+    assert_eq!(done.status, RunStatus::Finished);
     assert_eq!(done.rewrapped, sealed as u64, "no row resealed twice, none missed");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(2, sealed as u64)]);
     // A clean rotation afterwards adds version 3.
@@ -262,13 +266,13 @@ db_test!(the_stale_threshold_is_the_callers_for_the_label_and_the_resume, async 
         .await
         .unwrap();
     let (minute, short) = (kek::DEFAULT_STALE_AFTER_MS, 2_000);
-    assert_eq!(kek::get(&t.db, &admin(), &id, minute).await.unwrap().status, kek::RUNNING);
-    assert_eq!(kek::get(&t.db, &admin(), &id, short).await.unwrap().status, kek::INTERRUPTED);
+    assert_eq!(kek::get(&t.db, &admin(), &id, minute).await.unwrap().status, RunStatus::Running);
+    assert_eq!(kek::get(&t.db, &admin(), &id, short).await.unwrap().status, RunStatus::Interrupted);
     let latest = |o: kek::KekOverview| o.latest_rewrap.unwrap().status;
     let o = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, short).await.unwrap();
-    assert_eq!(latest(o), kek::INTERRUPTED);
+    assert_eq!(latest(o), RunStatus::Interrupted);
     let o = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, minute).await.unwrap();
-    assert_eq!(latest(o), kek::RUNNING);
+    assert_eq!(latest(o), RunStatus::Running);
     for refused in [
         kek::resume(&t.db, &admin(), &id, minute).await.map(|_| ()),
         kek::start_rewrap(&t.db, &t.vault, &admin(), minute).await.map(|_| ()),
@@ -277,7 +281,7 @@ db_test!(the_stale_threshold_is_the_callers_for_the_label_and_the_resume, async 
         assert!(matches!(refused, Err(DomainError::Conflict { code: "rewrap_in_progress", .. })), "{refused:?}");
     }
     let resumed = kek::resume(&t.db, &admin(), &id, short).await.unwrap();
-    assert_eq!((resumed.id, resumed.status.as_str()), (id, kek::RUNNING));
+    assert_eq!((resumed.id, resumed.status), (id, RunStatus::Running));
 });
 
 db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: &TestDb| {

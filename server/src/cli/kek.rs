@@ -9,6 +9,7 @@ use super::{
     output::{CliError, emit},
 };
 use crate::config::DbArgs;
+use views::jobs::RunStatus;
 
 /// Progress of a rewrap, on stderr (at most every half second).
 fn rewrap_progress() -> impl FnMut(&domain::kek::RewrapView) {
@@ -59,7 +60,7 @@ pub(super) async fn kek(
             emit(json, &done, || {
                 format!(
                     "{}resealed {} rows under KEK version {} ({} read)",
-                    if done.status == kek::CANCELED { "canceled; " } else { "" },
+                    if done.status == RunStatus::Canceled { "canceled; " } else { "" },
                     done.rewrapped,
                     done.target_version,
                     done.scanned

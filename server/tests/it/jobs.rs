@@ -128,7 +128,7 @@ both_engines!(signet_kek_cancel_stops_a_rewrap_and_the_next_starts_anew, async |
     // A rewrap whose process died midway.
     let db = domain::db::connect(&i.database_url).await.unwrap();
     kek_rewrap::Entity::update_many()
-        .col_expr(kek_rewrap::Column::Status, Expr::value(domain::kek::RUNNING))
+        .col_expr(kek_rewrap::Column::Status, Expr::value(views::jobs::RunStatus::Running))
         .col_expr(kek_rewrap::Column::FinishedAt, Expr::value(Option::<i64>::None))
         .col_expr(kek_rewrap::Column::Source, Expr::value("outbox_payloads"))
         .filter(kek_rewrap::Column::Id.eq(&first))
@@ -144,5 +144,5 @@ both_engines!(signet_kek_cancel_stops_a_rewrap_and_the_next_starts_anew, async |
     assert_ne!(next["id"].as_str(), Some(first.as_str()));
     assert_eq!(next["status"], "finished");
     let row = kek_rewrap::Entity::find_by_id(first).one(&db).await.unwrap().unwrap();
-    assert_eq!(row.status, "canceled");
+    assert_eq!(row.status.as_str(), "canceled");
 });

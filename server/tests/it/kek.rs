@@ -30,7 +30,7 @@ both_engines!(the_console_reads_a_rewrap_as_interrupted_after_the_configured_sil
     // automatic resumes used up (so only a person takes it over).
     let db = domain::db::connect(&i.database_url).await.unwrap();
     kek_rewrap::Entity::update_many()
-        .col_expr(kek_rewrap::Column::Status, Expr::value(domain::kek::RUNNING))
+        .col_expr(kek_rewrap::Column::Status, Expr::value(views::jobs::RunStatus::Running))
         .col_expr(kek_rewrap::Column::FinishedAt, Expr::value(Option::<i64>::None))
         .col_expr(kek_rewrap::Column::UpdatedAt, Expr::value(domain::clock::now_ms() - 10_000))
         .col_expr(kek_rewrap::Column::AutoResumes, Expr::value(domain::kek::MAX_AUTO_RESUMES))

@@ -209,6 +209,8 @@ async fn typed_statuses_list_the_words_on_the_wire() {
     );
     assert_eq!(words("ReminderStatus"), serde_json::json!(["scheduled", "canceled"]));
     assert_eq!(words("ClaimOutcome"), serde_json::json!(["applied", "quarantined", "stale_transition"]));
+    let runs = ["running", "finished", "failed", "canceled", "interrupted"];
+    assert_eq!(words("RunStatus"), serde_json::json!(runs));
     assert_eq!(words("OutboxStatus"), serde_json::json!(["pending", "sending", "sent", "dead"]));
     let status_of = |view: &str| doc["components"]["schemas"][view]["properties"]["status"]["$ref"].clone();
     assert_eq!(status_of("OutboxView"), "#/components/schemas/OutboxStatus");

@@ -100,6 +100,7 @@ server_fns!(
     operations::BulkRelease,
     operations::RecentBulkReleases,
     operations::ResumeBulkRelease,
+    operations::CancelBulkRelease,
     operations::RetryPolicy,
     operations::SetRetryPolicy,
     operations::RollbackRetryPolicy,

@@ -16,13 +16,6 @@ use crate::{
 use views::events::ClaimOutcome;
 pub use views::events::{EventView, ReminderView};
 
-/// The `status` filter's schema: empty (any) or an outcome.
-#[cfg(feature = "openapi")]
-pub fn status_schema() -> utoipa::openapi::Object {
-    let values: Vec<&str> = std::iter::once("").chain(ClaimOutcome::ALL.iter().map(|o| o.as_str())).collect();
-    crate::schema::one_of(&values)
-}
-
 /// Newest first; `status` filters by outcome.
 pub async fn list_events(
     db: &DatabaseConnection,

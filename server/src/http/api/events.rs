@@ -15,7 +15,7 @@ use super::params::{EventPath, ReminderPath, TenantPath};
 #[into_params(parameter_in = Query)]
 pub struct EventQuery {
     /// `applied`, `quarantined` or `stale_transition`.
-    #[param(schema_with = domain::events::status_schema)]
+    #[param(schema_with = views::events::ClaimOutcome::filter_schema)]
     pub status: Option<String>,
     /// 1–500, default 100.
     #[param(schema_with = domain::paging::list_schema)]

@@ -35,6 +35,17 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// How the transition that set a reminder's state was ordered, as stored
+    /// in `reminders.state_order` (`NULL`: no transition since creation).
+    pub enum StateOrder {
+        /// By the sender's `occurred_at` (then in `reminders.state_at`).
+        OccurredAt = "occurred_at",
+        /// Without a sender order.
+        Unordered = "none",
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReminderView {

@@ -11,6 +11,18 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// What a bulk release did with one entry, as stored in
+    /// `bulk_release_items.outcome` (`NULL` while pending).
+    pub enum BulkItemOutcome {
+        Released = "released",
+        /// Its handler still could not apply it; it stays open.
+        StillFailing = "still_failing",
+        /// Someone else released or discarded it first.
+        AlreadyResolved = "already_resolved",
+    }
+}
+
 /// The `status` filter's values (empty: `open`).
 pub const STATUS_FILTERS: [&str; 5] = [
     "",
@@ -177,5 +189,16 @@ impl BulkReleaseView {
     /// Progress in whole percent (0–100).
     pub fn percent(&self) -> u64 {
         (self.processed * 100).checked_div(self.total).unwrap_or(100).min(100)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BulkItemOutcome;
+
+    #[test]
+    fn bulk_item_outcomes_keep_the_stored_words() {
+        let words: Vec<&str> = BulkItemOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(words, ["released", "still_failing", "already_resolved"]);
     }
 }

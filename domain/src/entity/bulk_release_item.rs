@@ -2,6 +2,7 @@
 //! started, in order, each with its outcome once processed.
 
 use sea_orm::entity::prelude::*;
+use views::quarantine::BulkItemOutcome;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "bulk_release_items")]
@@ -11,8 +12,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub position: i32,
     pub entry_id: String,
-    /// `None` while pending; then `released`, `still_failing` or `already_resolved`.
-    pub outcome: Option<String>,
+    /// `None` while pending.
+    pub outcome: Option<BulkItemOutcome>,
     pub error: Option<String>,
 }
 

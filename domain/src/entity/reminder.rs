@@ -1,7 +1,7 @@
 //! `reminders` rows.
 
 use sea_orm::entity::prelude::*;
-use views::events::ReminderStatus;
+use views::events::{ReminderStatus, StateOrder};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "reminders")]
@@ -18,9 +18,8 @@ pub struct Model {
     /// `occurred_at`; read only when `state_order` is `occurred_at`.
     pub state_at: Option<i64>,
     /// How the transition that set `status` was ordered: `None` (no
-    /// transition since creation), `occurred_at`, or `none` (no sender order;
-    /// see `receiver::effects`).
-    pub state_order: Option<String>,
+    /// transition since creation; see `receiver::effects`).
+    pub state_order: Option<StateOrder>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

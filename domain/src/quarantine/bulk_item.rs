@@ -13,11 +13,8 @@ use crate::{
     entity::{bulk_release as job, bulk_release_item as item},
     error::{DomainError, DomainResult},
 };
-use views::jobs::RunStatus;
+use views::{jobs::RunStatus, quarantine::BulkItemOutcome};
 
-pub(super) const OUT_RELEASED: &str = "released";
-pub(super) const OUT_STILL_FAILING: &str = "still_failing";
-pub(super) const OUT_ALREADY_RESOLVED: &str = "already_resolved";
 /// The conflict [`record_in`] answers once its runner no longer runs the job.
 pub(super) const STOPPED: &str = "bulk_release_stopped";
 
@@ -33,7 +30,7 @@ pub(super) struct Mark<'a> {
 pub(super) async fn record_in(
     txn: &DatabaseTransaction,
     mark: &Mark<'_>,
-    outcome: &str,
+    outcome: BulkItemOutcome,
     error: Option<String>,
 ) -> DomainResult<()> {
     let it = mark.item;
@@ -48,9 +45,9 @@ pub(super) async fn record_in(
     let mut update = job::Entity::update_many().col_expr(job::Column::UpdatedAt, Expr::value(clock::now_ms()));
     if marked.rows_affected == 1 {
         let counter = match outcome {
-            OUT_RELEASED => job::Column::Released,
-            OUT_ALREADY_RESOLVED => job::Column::AlreadyResolved,
-            _ => job::Column::StillFailing,
+            BulkItemOutcome::Released => job::Column::Released,
+            BulkItemOutcome::AlreadyResolved => job::Column::AlreadyResolved,
+            BulkItemOutcome::StillFailing => job::Column::StillFailing,
         };
         update = update
             .col_expr(job::Column::Processed, Expr::col(job::Column::Processed).add(1))

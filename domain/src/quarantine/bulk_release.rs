@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::{
     QuarantineFilter, QuarantineStatus,
-    bulk_item::{Mark, OUT_ALREADY_RESOLVED, OUT_STILL_FAILING, STOPPED, record_in},
+    bulk_item::{Mark, STOPPED, record_in},
     nonempty, scope_condition, with_reason,
 };
 use crate::{
@@ -56,8 +56,8 @@ const ROUND: u64 = 50;
 const FAILURES_SHOWN: u64 = 100;
 
 pub use crate::jobs::MAX_AUTO_RESUMES;
-use views::jobs::RunStatus;
 pub use views::quarantine::{BulkFailure, BulkReleaseView};
+use views::{jobs::RunStatus, quarantine::BulkItemOutcome};
 
 runs!(
     job,
@@ -242,7 +242,7 @@ async fn step_with(
                 // Stopped between the check and the commit: rolled back.
                 Err(DomainError::Conflict { code: STOPPED, .. }) => return Ok(0),
                 Err(DomainError::Conflict { code: "already_resolved", .. }) => {
-                    break Some((OUT_ALREADY_RESOLVED, None));
+                    break Some((BulkItemOutcome::AlreadyResolved, None));
                 }
                 Err(DomainError::Db(e)) if db::is_transient(&e) => {
                     if attempt >= TRANSIENT_ATTEMPTS {
@@ -258,7 +258,7 @@ async fn step_with(
                     if matches!(e, DomainError::Db(_) | DomainError::Crypto(_)) {
                         tracing::warn!(job = %j.id, entry = %it.entry_id, error = %e, "bulk release: entry failed");
                     }
-                    break Some((OUT_STILL_FAILING, Some(e.public_message())));
+                    break Some((BulkItemOutcome::StillFailing, Some(e.public_message())));
                 }
             }
         };
@@ -476,7 +476,7 @@ pub async fn get(
     let j = find(db, principal, job_id).await?;
     let failed = item::Entity::find()
         .filter(item::Column::JobId.eq(job_id))
-        .filter(item::Column::Outcome.eq(OUT_STILL_FAILING))
+        .filter(item::Column::Outcome.eq(BulkItemOutcome::StillFailing))
         .order_by_asc(item::Column::Position)
         .limit(FAILURES_SHOWN)
         .all(db)

@@ -13,7 +13,7 @@ pub mod bulk_release;
 pub mod redact;
 
 use std::collections::HashMap;
-use views::{events::ClaimOutcome, keys::KeyStatus};
+use views::{events::ClaimOutcome, keys::KeyStatus, quarantine::BulkItemOutcome};
 
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -421,7 +421,7 @@ async fn release_marking(
                                 json!({"status": QuarantineStatus::Released, "outcome": outcome, "note": reason});
                             audit::record(&txn, auth.actor(), audit_change("quarantine.release", &e, after)).await?;
                             if let Some(it) = mark {
-                                bulk_item::record_in(&txn, it, bulk_item::OUT_RELEASED, None).await?;
+                                bulk_item::record_in(&txn, it, BulkItemOutcome::Released, None).await?;
                             }
                             txn.commit().await?;
                             return Ok(());

@@ -28,7 +28,10 @@ use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult, sea_query::Expr,
 };
 use serde_json::{Value, json};
-use views::{events::ReminderStatus, outbox::OutboxStatus};
+use views::{
+    events::{ReminderStatus, StateOrder},
+    outbox::OutboxStatus,
+};
 
 use crate::envelope::Envelope;
 use crate::{
@@ -92,11 +95,6 @@ pub struct Target<'a> {
     pub trace_context: Option<&'a str>,
 }
 
-/// `reminders.state_order` of a transition ordered by the sender's
-/// `occurred_at` (then in `state_at`).
-pub const ORDER_OCCURRED_AT: &str = "occurred_at";
-/// `reminders.state_order` of a transition without a sender order.
-pub const ORDER_NONE: &str = "none";
 pub use views::quarantine::AMBIGUOUS_ORDER;
 
 /// How a transition is placed against the reminder's current state.
@@ -136,7 +134,7 @@ async fn refused<C: ConnectionTrait>(
     if row.status == ReminderStatus::Canceled {
         return Ok(Applied::Stale);
     }
-    if unordered || row.state_order.as_deref() == Some(ORDER_NONE) {
+    if unordered || row.state_order == Some(StateOrder::Unordered) {
         return Err(EffectError::Quarantine(AMBIGUOUS_ORDER));
     }
     Ok(Applied::Stale)
@@ -157,11 +155,11 @@ pub async fn apply<C: ConnectionTrait>(
     let t = at.tenant_id;
     // Only transitions are ordered: a bad `occurred_at` on another type is
     // no reason to refuse it. The state they set records how it was ordered.
-    let ordering = || -> Result<(Option<i64>, Option<i64>, &'static str), EffectError> {
+    let ordering = || -> Result<(Option<i64>, Option<i64>, StateOrder), EffectError> {
         let happened = occurred_at(env)?;
         Ok(match (order, happened) {
-            (Order::Sender, Some(t)) => (happened, Some(t), ORDER_OCCURRED_AT),
-            _ => (happened, None, ORDER_NONE),
+            (Order::Sender, Some(t)) => (happened, Some(t), StateOrder::OccurredAt),
+            _ => (happened, None, StateOrder::Unordered),
         })
     };
     match env.event_type.as_str() {
@@ -212,10 +210,14 @@ pub async fn apply<C: ConnectionTrait>(
                         .add(reminder::Column::StateOrder.is_null())
                         .add(
                             Condition::all()
-                                .add(reminder::Column::StateOrder.eq(ORDER_OCCURRED_AT))
+                                .add(reminder::Column::StateOrder.eq(StateOrder::OccurredAt))
                                 .add(reminder::Column::StateAt.lte(happened)),
                         )
-                        .add(Condition::all().add(reminder::Column::StateOrder.eq(ORDER_NONE)).add_option(agrees)),
+                        .add(
+                            Condition::all()
+                                .add(reminder::Column::StateOrder.eq(StateOrder::Unordered))
+                                .add_option(agrees),
+                        ),
                 ),
                 // Over no transition, or a state it agrees with.
                 (Order::Sender, None) => {

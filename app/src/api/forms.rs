@@ -79,6 +79,7 @@ server_fns!(
     kek::RotateKek,
     kek::StartRewrap,
     kek::ResumeRewrap,
+    kek::CancelRewrap,
     kek::RetireKek,
     evidence::EvidencePage,
     evidence::DrillRun,

@@ -52,6 +52,17 @@ pub async fn resume_rewrap(id: String) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Stops the rewrap the page showed for good: the rows it resealed stay
+/// resealed, and the next rewrap starts anew.
+#[server(prefix = "/fn", endpoint = "cancel_rewrap")]
+pub async fn cancel_rewrap(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let (st, p) = ssr::request().await?;
+    domain::kek::cancel_by_id(&st.db, &p, &id, st.kek_stale_ms).await?;
+    leptos_axum::redirect("/kek");
+    Ok(())
+}
+
 #[server(prefix = "/fn", endpoint = "retire_kek")]
 pub async fn retire_kek(version: u32) -> Result<(), AppError> {
     use crate::ssr;

@@ -1,13 +1,14 @@
 //! `/kek`: the key-encryption keys that seal every secret at rest, the rows
 //! each one seals, and their rotation: add a version, reseal everything
-//! under it (in the background, with live progress), retire the old one
-//! once nothing uses it. Administrators only.
+//! under it (in the background, with live progress; Cancel until it ends,
+//! Resume once it stopped), retire the old one once nothing uses it.
+//! Administrators only.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::{
-    api::kek::{ResumeRewrap, RetireKek, RotateKek, StartRewrap, kek_overview},
+    api::kek::{CancelRewrap, ResumeRewrap, RetireKek, RotateKek, StartRewrap, kek_overview},
     components::{
         ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
         format::when,
@@ -219,16 +220,28 @@ fn source_label(source: &str) -> &'static str {
 fn RewrapCard(j: RewrapView) -> impl IntoView {
     let percent = j.percent();
     let stopped = matches!(j.status, RunStatus::Interrupted | RunStatus::Failed);
-    let resume = stopped.then(|| {
-        let action = ServerAction::<ResumeRewrap>::new();
-        Refresh::after(action);
-        let id = j.id.clone();
+    // Resume while its runner is stopped, Cancel until it ends: side by side.
+    let actions = (stopped || j.status == RunStatus::Running).then(|| {
+        let resume = ServerAction::<ResumeRewrap>::new();
+        let cancel = ServerAction::<CancelRewrap>::new();
+        Refresh::after(resume);
+        Refresh::after(cancel);
+        let (resume_id, cancel_id) = (j.id.clone(), j.id.clone());
         view! {
-            <ActionError action/>
-            <ActionForm action>
-                <input type="hidden" name="id" value=id/>
-                <div class="actions"><Submit action label="Resume"/></div>
-            </ActionForm>
+            <ActionError action=resume/>
+            <ActionError action=cancel/>
+            <div class="actions">
+                {stopped.then(move || view! {
+                    <ActionForm action=resume>
+                        <input type="hidden" name="id" value=resume_id/>
+                        <Submit action=resume label="Resume"/>
+                    </ActionForm>
+                })}
+                <ActionForm action=cancel>
+                    <input type="hidden" name="id" value=cancel_id/>
+                    <Submit action=cancel label="Cancel" kind="danger"/>
+                </ActionForm>
+            </div>
         }
     });
     let badge = match j.status {
@@ -249,7 +262,7 @@ fn RewrapCard(j: RewrapView) -> impl IntoView {
                 <dt>"Started"</dt><dd>{when(&j.started_at)} " by " <strong>{j.started_by.clone()}</strong></dd>
                 {j.finished_at.as_deref().map(|t| view! { <dt>"Finished"</dt><dd>{when(t)}</dd> })}
             </dl>
-            {resume}
+            {actions}
         </section>
     }
 }

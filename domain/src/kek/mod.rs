@@ -37,7 +37,7 @@ pub use crate::jobs::MAX_AUTO_RESUMES;
 pub(crate) use admin::open_err;
 pub use retire::{RETIRE_AFTER_NEWEST_MS, retire};
 pub use rewrap::{WINDOW, run, spawn, step};
-pub use rotation::{Rotation, cancel, resume, resume_stale, rotate, start_rewrap};
+pub use rotation::{Rotation, cancel, cancel_by_id, resume, resume_stale, rotate, start_rewrap};
 pub use sources::{SOURCES, Source, counts};
 pub use status::{Counting, DEFAULT_STALE_AFTER_MS, get, latest, overview};
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};

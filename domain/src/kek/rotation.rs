@@ -168,6 +168,29 @@ async fn unfinished(db: &DatabaseConnection) -> DomainResult<Option<job::Model>>
 pub async fn cancel(db: &DatabaseConnection, principal: &Principal, stale_ms: i64) -> DomainResult<RewrapView> {
     let auth = authorize(principal)?;
     let j = job::Entity::find().order_by_desc(job::Column::CreatedAt).one(db).await?.ok_or(DomainError::NotFound)?;
+    cancel_job(db, &auth, j, stale_ms).await
+}
+
+/// Cancels the rewrap `id` as [`cancel`] does the latest: the one a page
+/// showed, so a click never stops a newer rewrap its page had not shown.
+pub async fn cancel_by_id(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    id: &str,
+    stale_ms: i64,
+) -> DomainResult<RewrapView> {
+    let auth = authorize(principal)?;
+    let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    cancel_job(db, &auth, j, stale_ms).await
+}
+
+/// Cancels `j`, audited as `kek.rewrap.cancel` by `auth`'s actor.
+async fn cancel_job(
+    db: &DatabaseConnection,
+    auth: &Authorized,
+    j: job::Model,
+    stale_ms: i64,
+) -> DomainResult<RewrapView> {
     let run = job::Entity::run(&j);
     let version = j.target_version.to_string();
     let after = json!({

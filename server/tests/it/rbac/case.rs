@@ -60,7 +60,7 @@ pub(super) enum Fresh {
     Export,
     /// No KEK rewrap running.
     IdleKek,
-    /// A rewrap that stopped (failed), to resume (its id).
+    /// A rewrap that stopped (failed), to resume or cancel (its id).
     StoppedRewrap,
     /// A KEK version no row uses, a newer one long in the ring (its number).
     RetirableKek,

@@ -451,6 +451,13 @@ pub(super) fn server_fn_cases() -> Vec<Case> {
             build: |id, _| form("/fn/resume_rewrap", vec![("id", id.into())]),
         },
         Case {
+            name: "cancel_rewrap",
+            allowed: ADMIN,
+            tenant_scoped: false,
+            fresh: Fresh::StoppedRewrap,
+            build: |id, _| form("/fn/cancel_rewrap", vec![("id", id.into())]),
+        },
+        Case {
             name: "retire_kek",
             allowed: ADMIN,
             tenant_scoped: false,

@@ -25,26 +25,25 @@ use serde_json::json;
 
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Permission, Principal, Scope},
+    auth::{Actor, Principal, Scope},
     clock, db,
     entity::{drill_run, evidence_signoff, retry_policy_version, rollout_override as ovr, tenant},
     error::{DomainError, DomainResult},
-    evidence::{
-        identity,
-        record::APPROVED,
-        runs::{self, DrillStatus},
-    },
+    evidence::{identity, record::APPROVED, runs},
     ids,
     registry::{
         keys::{validate_comment, validate_person},
         tenants,
     },
-    retry_policy::{self, ENABLED, RetryPolicyView},
+    retry_policy::{self, ENABLED},
     rollout::{self, Rollout},
     text::require_reason,
 };
-
-pub use views::retry_policy::{OverrideStatus, RolloutOverrideView};
+use views::{
+    evidence::DrillStatus,
+    retry_policy::{OverrideStatus, RetryPolicyView, RolloutOverrideView},
+    roles::Permission,
+};
 
 /// How long a request waits for its second person: 24 hours.
 pub const OVERRIDE_TTL_MS: i64 = 24 * 3_600_000;

@@ -79,7 +79,7 @@ impl CallBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Role;
+    use views::roles::Role;
 
     fn user(id: &str) -> Principal {
         Principal { actor: Actor::User { id: id.into(), username: id.into() }, role: Role::Reviewer, tenant_id: None }

@@ -6,15 +6,16 @@ pub mod story;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     entity::{endpoint, inbox_claim, reminder},
     error::{DomainError, DomainResult},
     registry::tenants,
 };
-
-use views::events::ClaimOutcome;
-pub use views::events::{EventView, ReminderView};
+use views::{
+    events::{ClaimOutcome, EventView, ReminderView},
+    roles::Permission,
+};
 
 /// Newest first; `status` filters by outcome.
 pub async fn list_events(
@@ -29,7 +30,7 @@ pub async fn list_events(
     let mut q = inbox_claim::Entity::find()
         .filter(inbox_claim::Column::TenantId.eq(&t.id))
         .order_by_desc(inbox_claim::Column::ReceivedAt)
-        .limit(limit.clamp(1, crate::paging::LIST.max));
+        .limit(limit.clamp(1, views::paging::LIST.max));
     if let Some(s) = status.filter(|s| !s.is_empty()) {
         let Some(outcome) = ClaimOutcome::parse(s) else {
             let words: Vec<&str> = ClaimOutcome::ALL.iter().map(|o| o.as_str()).collect();

@@ -24,13 +24,13 @@ pub fn validate_slug(kind: &str, slug: &str) -> Result<(), DomainError> {
 /// A slug's schema.
 #[cfg(feature = "openapi")]
 pub fn slug_schema() -> utoipa::openapi::Object {
-    crate::schema::string(&slug_pattern(), Some(SLUG_MAX_LEN))
+    views::openapi::string(&slug_pattern(), Some(SLUG_MAX_LEN))
 }
 
 /// An optional slug's schema.
 #[cfg(feature = "openapi")]
 pub fn optional_slug_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(slug_schema())
+    views::openapi::nullable(slug_schema())
 }
 
 /// Whether `s` matches [`slug_pattern`].
@@ -66,7 +66,7 @@ pub fn id_pattern() -> String {
 /// A row id's schema (a path parameter).
 #[cfg(feature = "openapi")]
 pub fn id_schema() -> utoipa::openapi::Object {
-    crate::schema::string(&id_pattern(), Some(36))
+    views::openapi::string(&id_pattern(), Some(36))
 }
 
 /// A new signing key id: `key_` + 32 hex characters ([`key_id_pattern`]).
@@ -82,7 +82,7 @@ pub fn key_id_pattern() -> String {
 /// A signing key id's schema (a path parameter).
 #[cfg(feature = "openapi")]
 pub fn key_id_schema() -> utoipa::openapi::Object {
-    crate::schema::string(&key_id_pattern(), Some(36))
+    views::openapi::string(&key_id_pattern(), Some(36))
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ pub mod error;
 pub mod events;
 pub mod evidence;
 pub mod ids;
-pub mod integral;
 pub mod job_lease;
 pub mod jobs;
 pub mod kek;
@@ -28,8 +27,6 @@ pub mod replay;
 pub mod retention;
 pub mod retry_policy;
 pub mod rollout;
-#[cfg(feature = "openapi")]
-pub mod schema;
 pub mod service_keys;
 pub mod startup;
 pub mod stats;

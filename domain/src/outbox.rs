@@ -17,11 +17,14 @@ use sea_orm::{
 };
 use serde_json::{Value, json};
 
-pub use views::outbox::{OutboxStatus, OutboxView};
+use views::{
+    outbox::{OutboxStatus, OutboxView},
+    roles::Permission,
+};
 
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     crypto::Aad,
     db,
@@ -247,7 +250,7 @@ pub async fn list(
     limit: u64,
 ) -> DomainResult<Vec<OutboxView>> {
     let mut q =
-        intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, crate::paging::LIST.max));
+        intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, views::paging::LIST.max));
     match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => {
             let t = tenants::find(db, principal, slug).await?;

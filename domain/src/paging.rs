@@ -2,9 +2,7 @@
 
 use crate::error::{DomainError, DomainResult};
 
-pub use views::paging::{DRILL_RUNS, LIST, Page};
-#[cfg(feature = "openapi")]
-pub use views::paging::{drill_runs_schema, list_schema, optional_list_schema};
+use views::paging::Page;
 
 /// The page size for a requested `limit`; outside 1..=max, `invalid_query`
 /// naming the parameter.
@@ -19,6 +17,8 @@ pub fn limit(page: Page, requested: Option<u64>) -> DomainResult<u64> {
 
 #[cfg(test)]
 mod tests {
+    use views::paging::{DRILL_RUNS, LIST};
+
     use super::*;
 
     #[test]

@@ -21,13 +21,17 @@ use serde_json::json;
 
 use crate::{
     audit::{self, Change},
-    auth::{Authorized, Permission, Principal, Scope},
+    auth::{Authorized, Principal, Scope},
     clock, db,
     entity::{retry_policy_version as version, tenant},
     error::{DomainError, DomainResult},
     registry::tenants,
     rollout::{self, Rollout},
     text::require_reason,
+};
+use views::{
+    retry_policy::{PolicyVersionView, RetryPolicyView},
+    roles::Permission,
 };
 
 pub use crate::entity::retry_policy_version::{DISABLED, ENABLED};
@@ -43,12 +47,10 @@ fn validate(policy: &str) -> DomainResult<&'static str> {
     }
 }
 
-pub use views::retry_policy::{PolicyVersionView, RetryPolicyView};
-
 /// A policy's schema ([`validate`]).
 #[cfg(feature = "openapi")]
 pub fn policy_schema() -> utoipa::openapi::Object {
-    crate::schema::one_of(&[ENABLED, DISABLED])
+    views::openapi::one_of(&[ENABLED, DISABLED])
 }
 
 impl From<version::Model> for PolicyVersionView {

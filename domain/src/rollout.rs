@@ -22,7 +22,7 @@
 //! Disabling retries is never gated: it is the rollback switch.
 
 use std::collections::{BTreeMap, BTreeSet};
-use views::keys::KeyStatus;
+use views::{evidence::DrillStatus, keys::KeyStatus};
 
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
@@ -33,7 +33,7 @@ use crate::{
     evidence::{
         identity,
         record::{self, APPROVED},
-        runs::{self, DrillStatus},
+        runs,
     },
     vault::Vault,
 };

@@ -27,14 +27,14 @@ pub fn fits(text: &str, max: usize) -> bool {
 /// A required text field's schema: at most `max` characters, not blank.
 #[cfg(feature = "openapi")]
 pub fn schema(max: usize) -> utoipa::openapi::Object {
-    crate::schema::string(NON_BLANK, Some(max))
+    views::openapi::string(NON_BLANK, Some(max))
 }
 
 /// An optional text field's schema: at most `max` characters, anything else
 /// goes (blank means none).
 #[cfg(feature = "openapi")]
 pub fn optional_schema(max: usize) -> utoipa::openapi::Object {
-    let mut s = crate::schema::nullable(schema(max));
+    let mut s = views::openapi::nullable(schema(max));
     s.pattern = None;
     s
 }
@@ -66,5 +66,5 @@ pub fn reason_schema() -> utoipa::openapi::Object {
 /// An optional reason's schema: absent or null, else as [`reason_schema`].
 #[cfg(feature = "openapi")]
 pub fn optional_reason_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(schema(MAX_REASON_CHARS))
+    views::openapi::nullable(schema(MAX_REASON_CHARS))
 }

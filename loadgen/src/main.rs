@@ -21,15 +21,13 @@ use std::{
 
 use bytes::Bytes;
 use clap::Parser;
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use http::{Request, Uri, header};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use rand::Rng;
+use views::scheme::Scheme;
 
 #[derive(Parser)]
 struct Args {

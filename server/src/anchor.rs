@@ -39,7 +39,7 @@ impl AnchorFile {
         Ok(AnchorFile { path: path.to_owned(), file })
     }
 
-    fn append(&mut self, cp: &anchor::SignedCheckpoint) -> std::io::Result<()> {
+    fn append(&mut self, cp: &views::evidence::SignedCheckpoint) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(cp).map_err(std::io::Error::other)?;
         line.push(b'\n');
         // One write of a whole line: appends from several processes on one

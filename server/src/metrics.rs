@@ -5,17 +5,12 @@
 
 use std::time::Duration;
 
-use domain::{
-    evidence::runs::DrillStatus,
-    outbox::OutboxStatus,
-    quarantine::QuarantineStatus,
-    receiver::{Outcome, cache::EndpointCtx},
-    registry::keys::KeyStatus,
-};
+use domain::receiver::{Outcome, cache::EndpointCtx};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use views::{evidence::DrillStatus, keys::KeyStatus, outbox::OutboxStatus, quarantine::QuarantineStatus};
 
 /// How an outbox send attempt ended (`signet_outbox_send_attempts_total`'s
 /// `result`).

@@ -6,7 +6,7 @@
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use domain::{
-    outbox::{self, Delivery, OutboxStatus, RetryRule},
+    outbox::{self, Delivery, RetryRule},
     receiver::faults::Faults,
     vault::Vault,
 };
@@ -14,6 +14,7 @@ use sea_orm::DatabaseConnection;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tracing::{Instrument, field::Empty};
+use views::outbox::OutboxStatus;
 
 use crate::{
     egress::{self, GuardedResolver, RelayAllow},

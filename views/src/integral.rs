@@ -53,12 +53,12 @@ impl<'de, T: TryFrom<i64> + TryFrom<u64>> Visitor<'de> for OptionalIntegral<T> {
     }
 }
 
-/// `#[serde(deserialize_with = "domain::integral::integer")]`
+/// `#[serde(deserialize_with = "views::integral::integer")]`
 pub fn integer<'de, D: Deserializer<'de>, T: TryFrom<i64> + TryFrom<u64>>(d: D) -> Result<T, D::Error> {
     d.deserialize_i64(Integral(std::marker::PhantomData))
 }
 
-/// `#[serde(default, deserialize_with = "domain::integral::optional")]`
+/// `#[serde(default, deserialize_with = "views::integral::optional")]`
 pub fn optional<'de, D: Deserializer<'de>, T: TryFrom<i64> + TryFrom<u64>>(d: D) -> Result<Option<T>, D::Error> {
     d.deserialize_option(OptionalIntegral(std::marker::PhantomData))
 }

@@ -15,10 +15,8 @@ fn scope(tenant: Option<String>) -> Option<String> {
 /// The page's data for one scope (a tenant, or the whole deployment).
 #[server(prefix = "/fn", endpoint = "evidence_page", input = GetUrl)]
 pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, AppError> {
-    use domain::{
-        auth::{Permission, role_allows},
-        evidence::{export, runs, signoff},
-    };
+    use domain::evidence::{export, runs, signoff};
+    use views::roles::{Permission, role_allows};
 
     use crate::ssr;
     let (st, p) = ssr::request().await?;

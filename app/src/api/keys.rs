@@ -29,7 +29,7 @@ fn approval_for(
 /// public key) goes to its tenant's page instead.
 fn redirect_to_reveal(
     st: &crate::ssr::SharedState,
-    key: &domain::registry::keys::KeyView,
+    key: &views::keys::KeyView,
     secret: Option<domain::crypto::SigningSecret>,
 ) -> Result<(), AppError> {
     let key_id = &key.key_id;

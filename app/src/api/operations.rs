@@ -13,8 +13,8 @@ fn filter(
     reason: Option<String>,
     status: Option<String>,
     age: Option<String>,
-) -> domain::quarantine::QuarantineFilter {
-    domain::quarantine::QuarantineFilter { tenant, endpoint, reason, status, age, limit: Some(200) }
+) -> views::quarantine::QuarantineFilter {
+    views::quarantine::QuarantineFilter { tenant, endpoint, reason, status, age, limit: Some(200) }
 }
 
 #[server(prefix = "/fn", endpoint = "list_quarantine", input = GetUrl)]
@@ -62,7 +62,7 @@ pub async fn reveal_quarantine_body(id: String) -> Result<(), AppError> {
 pub async fn shown_quarantine_body(id: String, view: String) -> Result<Option<RevealedBody>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    p.authorize(domain::auth::Permission::RevealBodies, domain::auth::Scope::Global)?;
+    p.authorize(views::roles::Permission::RevealBodies, domain::auth::Scope::Global)?;
     let Some(token) = ssr::session_token() else { return Ok(None) };
     Ok(st.body_views.take(&token, &view).filter(|(entry, _)| *entry == id).map(|(_, body)| body))
 }
@@ -207,7 +207,7 @@ pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(),
 pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    p.authorize(domain::auth::Permission::ManageRetryPolicy, domain::auth::Scope::Global)?;
+    p.authorize(views::roles::Permission::ManageRetryPolicy, domain::auth::Scope::Global)?;
     let tenants = domain::registry::tenants::list(&st.db, &p)
         .await?
         .into_iter()

@@ -19,8 +19,8 @@ pub async fn list_tenants() -> Result<Vec<TenantSummary>, AppError> {
         let (mut active_keys, mut pending_keys) = (0, 0);
         for k in mine {
             match k.status {
-                keys::KeyStatus::Active | keys::KeyStatus::Retiring => active_keys += 1,
-                keys::KeyStatus::PendingApproval => pending_keys += 1,
+                views::keys::KeyStatus::Active | views::keys::KeyStatus::Retiring => active_keys += 1,
+                views::keys::KeyStatus::PendingApproval => pending_keys += 1,
                 _ => {}
             }
         }
@@ -49,9 +49,10 @@ pub async fn create_tenant(slug: String, name: String, notify_url: Option<String
 pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
     use crate::{dto::EndpointKeys, ssr};
     use domain::{
-        auth::{Permission, Scope},
+        auth::Scope,
         registry::{endpoints, keys, tenants},
     };
+    use views::roles::Permission;
     let (st, p) = ssr::request().await?;
     let t = tenants::get(&st.db, &p, &slug).await?;
     let can_manage = p.authorize(Permission::ManageKeys, Scope::Tenant(&t.id)).is_ok();
@@ -61,8 +62,8 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
     let (mut active_keys, mut pending_keys) = (0, 0);
     for k in &all_keys {
         match k.status {
-            keys::KeyStatus::Active | keys::KeyStatus::Retiring => active_keys += 1,
-            keys::KeyStatus::PendingApproval => pending_keys += 1,
+            views::keys::KeyStatus::Active | views::keys::KeyStatus::Retiring => active_keys += 1,
+            views::keys::KeyStatus::PendingApproval => pending_keys += 1,
             _ => {}
         }
     }
@@ -129,11 +130,9 @@ pub async fn create_endpoint(
 fn profile_from_form(
     preset: Option<String>,
     json: Option<String>,
-) -> Result<Option<domain::registry::hmac_profile::HmacProfileBody>, AppError> {
-    use domain::{
-        DomainError,
-        registry::hmac_profile::{self, HmacPreset, HmacProfileBody},
-    };
+) -> Result<Option<views::hmac::HmacProfileBody>, AppError> {
+    use domain::{DomainError, registry::hmac_profile};
+    use views::hmac::{HmacPreset, HmacProfileBody};
     let given = |v: Option<String>| v.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
     let invalid = |why: String| AppError::from(DomainError::invalid("invalid_hmac_profile", why));
     match (given(preset), given(json)) {
@@ -166,11 +165,8 @@ pub async fn set_endpoint_enabled(tenant: String, endpoint: String, enabled: Str
 #[server(prefix = "/fn", endpoint = "endpoint_onboarding", input = GetUrl)]
 pub async fn endpoint_onboarding(tenant: String, endpoint: String) -> Result<OnboardingPage, AppError> {
     use crate::ssr;
-    use domain::{
-        auth::{Permission, Scope},
-        onboarding,
-        registry::tenants,
-    };
+    use domain::{auth::Scope, onboarding, registry::tenants};
+    use views::roles::Permission;
     let (st, p) = ssr::request().await?;
     let guide = onboarding::guide(&st.db, &p, &tenant, &endpoint, &st.public_url).await?;
     let t = tenants::find(&st.db, &p, &tenant).await?;

@@ -22,12 +22,10 @@ pub async fn create_user(
 ) -> Result<(), AppError> {
     use crate::ssr;
     use domain::{
-        auth::{
-            Role,
-            users::{self, NewUser},
-        },
+        auth::users::{self, NewUser},
         crypto::Password,
     };
+    use views::roles::Role;
     let (st, p) = ssr::request().await?;
     let role = Role::parse(&role).ok_or_else(|| AppError::new("invalid_role", "choose a role"))?;
     users::create(
@@ -55,10 +53,8 @@ pub async fn update_user(
     disabled: Option<String>,
 ) -> Result<(), AppError> {
     use crate::ssr;
-    use domain::auth::{
-        Role,
-        users::{self, UserPatch},
-    };
+    use domain::auth::users::{self, UserPatch};
+    use views::roles::Role;
     let (st, p) = ssr::request().await?;
     let role = match role.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
         Some(r) => Some(Role::parse(r).ok_or_else(|| AppError::new("invalid_role", "unknown role"))?),

@@ -16,7 +16,7 @@ use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilt
 use super::checkpoint;
 use crate::{crypto::service::verify_signature, entity::audit_entry, error::DomainResult, service_keys, vault::Vault};
 
-pub use views::evidence::SignedCheckpoint;
+use views::evidence::SignedCheckpoint;
 
 /// Actions whose entries are anchored at once (by prefix): key lifecycle
 /// and scope, sign-offs, retry policy, the KEK, users and tokens.

@@ -25,15 +25,16 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
-    auth::{
-        policy::Permission,
-        principal::{Actor, Principal, Scope},
-    },
+    auth::principal::{Actor, Principal, Scope},
     clock,
     crypto::{CryptoError, sha256_hex},
     entity::{audit_entry, audit_head, audit_verified},
     error::{DomainError, DomainResult},
     service_keys::{self, AUDIT_MAC},
+};
+use views::{
+    audit::{AuditView, BrokenEntry, ChainReport, Checkpoint},
+    roles::Permission,
 };
 
 /// The hash stored as the "previous hash" of the first entry.
@@ -159,8 +160,6 @@ fn plain_link(e: &audit_entry::Model) -> String {
 fn keyed_input(e: &audit_entry::Model) -> String {
     format!("signet-audit-v2\n{}", canonical(e))
 }
-
-pub use views::audit::{BrokenEntry, ChainReport, Checkpoint};
 
 /// Recomputes the whole chain from its first entry, in batches, and reports
 /// the first broken entry. The verification mark (how far an earlier
@@ -341,8 +340,6 @@ pub async fn matches_checkpoint(db: &DatabaseConnection, cp: &Checkpoint) -> Dom
     })
 }
 
-pub use views::audit::AuditView;
-
 impl From<audit_entry::Model> for AuditView {
     fn from(e: audit_entry::Model) -> Self {
         AuditView {
@@ -405,6 +402,6 @@ pub async fn list(
     if let Some(b) = filter.before_seq {
         q = q.filter(audit_entry::Column::Seq.lt(b));
     }
-    let limit = crate::paging::limit(crate::paging::LIST, filter.limit)?;
+    let limit = crate::paging::limit(views::paging::LIST, filter.limit)?;
     Ok(q.limit(limit).all(db).await?.into_iter().map(AuditView::from).collect())
 }

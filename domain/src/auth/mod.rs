@@ -1,16 +1,16 @@
-//! Users, sessions, API tokens, login throttling and the role matrix.
+//! Users, sessions, API tokens and login throttling (the role matrix is
+//! `views::roles`, so the console asks the same table the domain authorizes
+//! by).
 
 mod binding;
 pub mod failures;
 mod hash_pool;
-pub mod policy;
 pub mod principal;
 pub mod sessions;
 pub mod throttle;
 pub mod tokens;
 pub mod users;
 
-pub use policy::{Permission, Role, role_allows};
 pub use principal::{Actor, Authorized, Principal, Scope};
 
 /// The principal as it stands now. Work that runs on after the request that

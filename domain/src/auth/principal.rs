@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::{Permission, Role, role_allows};
 use crate::error::DomainError;
+use views::roles::{Permission, Role, role_allows};
 
 /// The actor recorded in the audit log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -334,10 +334,8 @@ pub async fn logout(db: &DatabaseConnection, token: &str) -> DomainResult<()> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::{
-        auth::{Role, users},
-        crypto::MasterKey,
-    };
+    use crate::{auth::users, crypto::MasterKey};
+    use views::roles::Role;
 
     /// The only test in this binary that signs in, so the counter is its own.
     #[tokio::test]

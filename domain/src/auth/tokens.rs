@@ -4,7 +4,7 @@
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde_json::json;
 
-use super::{Actor, Permission, Principal, Role, Scope};
+use super::{Actor, Principal, Scope};
 use crate::{
     audit::{self, Change},
     clock,
@@ -14,11 +14,13 @@ use crate::{
     error::{DomainError, DomainResult},
     ids,
 };
+use views::{
+    roles::{Permission, Role},
+    users::TokenView,
+};
 
 const PREFIX: &str = "sgt_";
 const TOUCH_EVERY_MS: i64 = 60_000;
-
-pub use views::users::TokenView;
 
 /// A created token: its plaintext is shown exactly once.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Actor, Permission, Principal, Role, Scope};
+use super::{Actor, Principal, Scope};
 use crate::{
     audit::{self, Change},
     clock,
@@ -17,11 +17,13 @@ use crate::{
     error::{DomainError, DomainResult},
     ids,
 };
+use views::{
+    roles::{Permission, Role},
+    users::UserView,
+};
 
 pub const MIN_PASSWORD_LEN: usize = 12;
 pub const MAX_PASSWORD_LEN: usize = 256;
-
-pub use views::users::UserView;
 
 /// Input for [`create`].
 #[derive(Debug)]
@@ -55,13 +57,13 @@ pub fn username_pattern() -> String {
 /// A username's schema.
 #[cfg(feature = "openapi")]
 pub fn username_schema() -> utoipa::openapi::Object {
-    crate::schema::string(&username_pattern(), Some(MAX_USERNAME_LEN))
+    views::openapi::string(&username_pattern(), Some(MAX_USERNAME_LEN))
 }
 
 /// An optional password's schema ([`validate_password`]).
 #[cfg(feature = "openapi")]
 pub fn password_schema() -> utoipa::openapi::Object {
-    let mut s = crate::schema::nullable(crate::schema::string(".", Some(MAX_PASSWORD_LEN)));
+    let mut s = views::openapi::nullable(views::openapi::string(".", Some(MAX_PASSWORD_LEN)));
     s.pattern = None;
     s.min_length = Some(MIN_PASSWORD_LEN);
     s

@@ -28,7 +28,6 @@ pub use digest::{RandomToken, constant_time_eq, random_token, sha256_hex};
 pub use password::{Password, hash_password, verify_password, verify_password_dummy};
 pub use seal::{Aad, CIPHERTEXT_FORMAT_V1, Kek, Keyring, MasterKey, kek_version_of};
 pub use secret::SigningSecret;
-pub use views::scheme::Scheme;
 
 /// Errors from sealing and opening. They deliberately carry no key bytes
 /// and no plaintext.

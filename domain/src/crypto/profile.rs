@@ -14,10 +14,13 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
 use sha2::{Sha256, Sha512};
 use subtle::ConstantTimeEq;
-use views::hmac::{HmacAlgorithm, HmacProfile, SignatureEncoding, SignatureFormat};
+use views::{
+    hmac::{HmacAlgorithm, HmacProfile, SignatureEncoding, SignatureFormat},
+    scheme::Scheme,
+};
 
 use super::{
-    Scheme, SigningSecret,
+    SigningSecret,
     signature::{HeaderError, HeaderSource, ParsedSignature},
 };
 use crate::registry::hmac_profile::{Compiled, Part};

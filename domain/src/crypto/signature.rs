@@ -21,9 +21,9 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-use super::Scheme;
 use super::SigningSecret;
 use super::asymmetric::{PRIVATE_PREFIX, PrivateKey, PublicKey, SIGNATURE_LEN};
+use views::scheme::Scheme;
 
 type HmacSha256 = Hmac<Sha256>;
 

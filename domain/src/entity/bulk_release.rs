@@ -11,7 +11,7 @@ pub struct Model {
     pub id: String,
     /// The filter's tenant; `None` for a release across all tenants.
     pub tenant_id: Option<String>,
-    /// The [`QuarantineFilter`](crate::quarantine::QuarantineFilter) as JSON.
+    /// The [`QuarantineFilter`](views::quarantine::QuarantineFilter) as JSON.
     pub filter: String,
     pub reason: String,
     pub actor: String,

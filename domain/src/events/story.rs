@@ -9,7 +9,7 @@
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     crypto::Aad,
     entity::{
@@ -21,9 +21,12 @@ use crate::{
     registry::tenants,
     vault::Vault,
 };
-use views::events::ClaimOutcome;
-
-pub use views::events::{EventRef, EventStory, StoryClaim, StoryDelivery, StoryQuarantine, StoryReminder, StoryReplay};
+use views::{
+    events::{
+        ClaimOutcome, EventRef, EventStory, StoryClaim, StoryDelivery, StoryQuarantine, StoryReminder, StoryReplay,
+    },
+    roles::Permission,
+};
 
 /// The longest event id a story is asked for: the longest any scheme or
 /// envelope carries.
@@ -50,7 +53,7 @@ pub const EVENT_ID_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f/]+$";
 /// [`validate_event_id`] as a schema.
 #[cfg(feature = "openapi")]
 pub fn event_id_schema() -> utoipa::openapi::Object {
-    crate::schema::string(EVENT_ID_PATTERN, Some(MAX_EVENT_ID_LEN))
+    views::openapi::string(EVENT_ID_PATTERN, Some(MAX_EVENT_ID_LEN))
 }
 
 /// The story of `event_id` at `tenant_slug`/`endpoint_slug`. An unknown

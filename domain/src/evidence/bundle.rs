@@ -12,7 +12,7 @@ use sea_orm::{DatabaseConnection, EntityTrait};
 use super::{catalog, cohort, durability, files, identity};
 use crate::{
     audit,
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     entity::tenant,
     error::DomainResult,
@@ -20,14 +20,13 @@ use crate::{
     service_keys,
     vault::Vault,
 };
+use views::{
+    evidence::{AuditEvidence, Deployment, Evidence, SignedCheckpoint},
+    roles::Permission,
+};
 
 pub use findings::{MAX_KEY_AGE_DAYS, findings};
 pub use operations::DRILL_STALE_DAYS;
-pub use views::evidence::{
-    AuditEvidence, CredentialRow, DatabaseEvidence, Deployment, DrillEvidence, Evidence, FileEvidence, Finding, Holder,
-    KekSeals, KeyVerification, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess,
-    SignedCheckpoint,
-};
 
 /// The tenant a bundle is limited to: the one asked for, or a clinic
 /// admin's own.

@@ -12,7 +12,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value a
 
 use crate::error::DomainResult;
 
-pub use views::evidence::ConstraintRow;
+use views::evidence::ConstraintRow;
 
 /// A uniqueness rule or foreign key as the catalog describes it.
 #[derive(Debug, Default)]

@@ -32,7 +32,7 @@ use crate::{
     retry_policy::ENABLED,
 };
 
-pub use views::evidence::{CohortBreach, CohortCheck};
+use views::evidence::{CohortBreach, CohortCheck};
 
 /// Breaches listed per tenant and check; `breaches_total` counts them all.
 pub const BREACHES_SHOWN: u64 = 50;

@@ -6,7 +6,11 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde_json::json;
-use views::keys::KeyStatus;
+use views::{
+    hmac::{HmacPreset, HmacProfile, HmacProfileBody},
+    keys::KeyStatus,
+    scheme::{EventTypes, Scheme},
+};
 
 use crate::{
     audit::{self, Change},
@@ -18,8 +22,8 @@ use crate::{
     error::DomainResult,
     ids,
     registry::{
-        DEFAULT_TOLERANCE_SECS, EventTypes, Scheme, defaults,
-        hmac_profile::{self, HmacPreset, HmacProfile, HmacProfileBody, example_custom},
+        DEFAULT_TOLERANCE_SECS, defaults,
+        hmac_profile::{self, example_custom},
         keys,
     },
     vault::Vault,

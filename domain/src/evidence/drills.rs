@@ -25,12 +25,11 @@ use crate::{
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, tenant},
     error::DomainResult,
     receiver::faults::{DrillFault, DrillFaults},
-    registry::Scheme,
 };
+use views::{evidence::DrillResult, scheme::Scheme};
 
 use super::drill_fixture::{DRILL_ENDPOINT, DRILL_PREFIX, DRILL_TENANT};
 pub use super::drill_fixture::{Fixture, SchemeTarget, clear, fixture};
-pub use views::evidence::DRILL_NAMES;
 
 /// Concurrent deliveries in `concurrent_duplicates`.
 const CONCURRENT: usize = 32;
@@ -105,8 +104,6 @@ pub trait Transport: Sync {
     /// The drill faults of the receiver that `deliver` reaches.
     fn faults(&self) -> &DrillFaults;
 }
-
-pub use views::evidence::DrillResult;
 
 /// Expected next to observed, check by check.
 #[derive(Default)]

@@ -24,7 +24,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use super::runs;
 use crate::error::DomainResult;
 
-pub use views::evidence::{DatabaseEvidence, durability_judged as judged};
+use views::evidence::DatabaseEvidence;
 
 /// The PostgreSQL settings read, in the order shown.
 pub const PG_SETTINGS: [&str; 5] =

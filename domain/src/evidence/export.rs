@@ -9,13 +9,13 @@ use sea_orm::{
 use serde_json::json;
 
 use super::{
-    bundle::{self, Evidence},
+    bundle,
     manifest::{EVIDENCE_HTML, EVIDENCE_JSON, Manifest},
     record::{self, Bundle},
 };
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     crypto::sha256_hex,
     db,
@@ -23,6 +23,10 @@ use crate::{
     error::{DomainError, DomainResult},
     service_keys,
     vault::Vault,
+};
+use views::{
+    evidence::{Evidence, ExportView},
+    roles::Permission,
 };
 
 /// Where an export was made (recorded with it).
@@ -42,8 +46,6 @@ impl Via {
         }
     }
 }
-
-pub use views::evidence::ExportView;
 
 /// How many of a scope's newest exports are kept whether or not anyone
 /// signed them off; older ones expire unless signed off (those stay for

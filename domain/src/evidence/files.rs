@@ -10,7 +10,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 
 use crate::error::DomainResult;
 
-pub use views::evidence::FileEvidence;
+use views::evidence::FileEvidence;
 
 /// Where this process keeps its data and master key (the server's config
 /// hands them to the [`crate::vault::Vault`]; `None` when not known, e.g.

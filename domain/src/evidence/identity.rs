@@ -7,7 +7,7 @@ use std::io::Read;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
-pub use views::evidence::BuildEvidence;
+use views::evidence::BuildEvidence;
 
 /// The commit `build.rs` found (`unknown` outside git).
 pub const COMMIT: &str = env!("SIGNET_GIT_COMMIT");

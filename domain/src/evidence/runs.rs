@@ -14,17 +14,21 @@ use sea_orm::{
 use serde_json::json;
 
 use super::{
-    drills::{self, Checks, DRILL_NAMES, DrillResult, Fixture, Transport},
+    drills::{self, Checks, Fixture, Transport},
     scheme_drill,
 };
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Permission, Principal, Scope},
+    auth::{Actor, Principal, Scope},
     clock, db,
     entity::drill_run,
     error::{DomainError, DomainResult},
     ids,
     vault::Vault,
+};
+use views::{
+    evidence::{DRILL_NAMES, DrillResult, DrillRunView, DrillStatus},
+    roles::Permission,
 };
 
 /// A running run that has not moved for this long has lost its runner.
@@ -38,8 +42,6 @@ pub const STALE_MS: i64 = 120_000;
 /// 429 with these numbers.)
 pub const RUNS_PER_WINDOW: usize = 3;
 pub const WINDOW_MS: i64 = 10 * 60_000;
-
-pub use views::evidence::{DrillRunView, DrillStatus, schemes_text};
 
 fn view(m: drill_run::Model, now: i64) -> DrillRunView {
     let drills: Vec<DrillResult> = serde_json::from_str(&m.results).unwrap_or_default();
@@ -337,7 +339,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, limit: u64) ->
     let now = clock::now_ms();
     let rows = visible(principal)
         .order_by_desc(drill_run::Column::StartedAt)
-        .limit(limit.clamp(1, crate::paging::DRILL_RUNS.max))
+        .limit(limit.clamp(1, views::paging::DRILL_RUNS.max))
         .all(db)
         .await?;
     Ok(rows.into_iter().map(|m| view(m, now)).collect())

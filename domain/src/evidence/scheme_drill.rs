@@ -18,17 +18,17 @@ use serde_json::json;
 
 use super::{
     drill_fixture::{DRILL_TENANT, Fixture, SchemeTarget},
-    drills::{Checks, DrillRequest, DrillResult, Transport, rows_anywhere, send_at, short_id},
+    drills::{Checks, DrillRequest, Transport, rows_anywhere, send_at, short_id},
 };
 use crate::{
     clock,
     crypto::{SigningSecret, signature},
     entity::inbox_claim,
     error::DomainResult,
-    registry::Scheme,
 };
+use views::{evidence::DrillResult, scheme::Scheme};
 
-/// The drill's name in [`super::drills::DRILL_NAMES`].
+/// The drill's name in [`views::evidence::DRILL_NAMES`].
 pub const NAME: &str = "scheme_verification";
 
 /// A `reminder.created` for `reminder_id` as event `event_id` (the body

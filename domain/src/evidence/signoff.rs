@@ -18,18 +18,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
-    bundle::Evidence,
     export::{self, scoped_tenant_id},
     record::{APPROVED, REJECTED},
 };
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock, db,
     entity::{evidence_export, evidence_signoff},
     error::{DomainError, DomainResult},
     ids,
     vault::Vault,
+};
+use views::{
+    evidence::{Acknowledgement, Difference, Evidence, SignoffView, SinceApproval},
+    roles::Permission,
 };
 
 const MAX_COMMENT: usize = 2000;
@@ -38,8 +41,6 @@ pub const MAX_ACKNOWLEDGEMENTS: usize = 100;
 const MAX_FINDING_ID: usize = 64;
 /// A manifest digest: hex SHA-256.
 pub const DIGEST_PATTERN: &str = "^[0-9a-fA-F]{64}$";
-
-pub use views::evidence::{Acknowledgement, Difference, SignoffView, SinceApproval};
 
 /// A sign-off as the API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -78,18 +79,18 @@ pub struct NewAcknowledgement {
 
 #[cfg(feature = "openapi")]
 fn finding_schema() -> utoipa::openapi::Object {
-    crate::schema::string("^[a-z0-9_]+$", Some(MAX_FINDING_ID))
+    views::openapi::string("^[a-z0-9_]+$", Some(MAX_FINDING_ID))
 }
 
 /// A manifest digest in the OpenAPI document.
 #[cfg(feature = "openapi")]
 pub fn digest_schema() -> utoipa::openapi::Object {
-    crate::schema::string(DIGEST_PATTERN, None)
+    views::openapi::string(DIGEST_PATTERN, None)
 }
 
 #[cfg(feature = "openapi")]
 fn decision_schema() -> utoipa::openapi::Object {
-    crate::schema::one_of(&[APPROVED, REJECTED])
+    views::openapi::one_of(&[APPROVED, REJECTED])
 }
 
 #[cfg(feature = "openapi")]
@@ -406,9 +407,9 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
             .map(|r| {
                 let v = format!(
                     "dedup {} · bodies {} · horizon {}",
-                    crate::retention::human(r.dedup_secs),
-                    crate::retention::human(r.body_secs),
-                    crate::retention::human(r.horizon_secs)
+                    views::retention::human(r.dedup_secs),
+                    views::retention::human(r.body_secs),
+                    views::retention::human(r.horizon_secs)
                 );
                 (format!("{}/{}", r.tenant, r.endpoint), v)
             })
@@ -416,7 +417,7 @@ pub fn differences(before: &Evidence, after: &Evidence) -> Vec<Difference> {
                 e.retention
                     .horizons
                     .iter()
-                    .map(|h| (format!("horizon {}", h.scheme), crate::retention::human(h.horizon_secs))),
+                    .map(|h| (format!("horizon {}", h.scheme), views::retention::human(h.horizon_secs))),
             )
             .collect()
     };

@@ -25,7 +25,6 @@ use sea_orm::{
 };
 use serde_json::json;
 use views::jobs::RunStatus;
-pub use views::jobs::{JobsView, LeaseView};
 
 use crate::{
     audit::{self, Change},

@@ -2,10 +2,13 @@
 //! KEK rewrap and the latest bulk releases, as seen now.
 
 use sea_orm::DatabaseConnection;
-use views::jobs::{JobsView, LeaseView};
+use views::{
+    jobs::{JobsView, LeaseView},
+    roles::Permission,
+};
 
 use crate::{
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     error::DomainResult,
     job_lease, kek,

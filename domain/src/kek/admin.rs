@@ -3,10 +3,11 @@
 
 use crate::{
     audit::Change,
-    auth::{Authorized, Permission, Principal, Scope},
+    auth::{Authorized, Principal, Scope},
     crypto::CryptoError,
     error::{DomainError, DomainResult},
 };
+use views::roles::Permission;
 
 pub(super) fn authorize(principal: &Principal) -> DomainResult<Authorized> {
     principal.authorize(Permission::ManageKeks, Scope::Global)

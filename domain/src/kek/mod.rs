@@ -40,4 +40,3 @@ pub use rewrap::{WINDOW, run, spawn, step};
 pub use rotation::{Rotation, cancel, cancel_by_id, resume, resume_stale, rotate, start_rewrap};
 pub use sources::{SOURCES, Source, counts};
 pub use status::{Counting, DEFAULT_STALE_AFTER_MS, get, latest, overview};
-pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};

@@ -6,20 +6,23 @@
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
-use views::hmac::HmacProfile;
-use views::keys::KeyStatus;
+use views::{
+    hmac::HmacProfile,
+    keys::KeyStatus,
+    onboarding::{HeaderGuide, OnboardingView},
+    roles::Permission,
+    scheme::{EventTypes, Scheme},
+};
 
 use super::{signing, signing::stored_profile, test_delivery};
 use crate::{
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     crypto::SigningSecret,
     entity::signing_key,
     error::DomainResult,
-    registry::{self, EventTypes, Scheme, endpoints, keys},
+    registry::{self, endpoints, keys},
 };
-
-pub use views::onboarding::{HeaderGuide, OnboardingView};
 
 /// The placeholder secret the examples are signed with: a well-formed
 /// `whsec_` string that no key ever has, so the example shows real header
@@ -44,7 +47,7 @@ pub async fn guide(
     let public_keys = signing_key::Entity::find()
         .filter(signing_key::Column::EndpointId.eq(&e.id))
         .filter(signing_key::Column::Status.is_in([KeyStatus::PendingApproval, KeyStatus::Active, KeyStatus::Retiring]))
-        .filter(signing_key::Column::CredentialKind.eq(keys::CredentialKind::Ed25519.as_str()))
+        .filter(signing_key::Column::CredentialKind.eq(views::keys::CredentialKind::Ed25519.as_str()))
         .order_by_asc(signing_key::Column::CreatedAt)
         .all(db)
         .await?

@@ -9,4 +9,3 @@ pub mod test_delivery;
 
 pub use guide::guide;
 pub use test_delivery::{TestRequest, send_test};
-pub use views::onboarding::{GateResult, GateView, HeaderGuide, OnboardingView, TestAbility, TestDeliveryView};

@@ -2,12 +2,9 @@
 //! (test deliveries) and for the examples shown to providers. An `hmac`
 //! endpoint signs as its profile says.
 
-use views::hmac::HmacProfile;
+use views::{hmac::HmacProfile, scheme::Scheme};
 
-use crate::{
-    crypto::{SigningSecret, profile, signature},
-    registry::Scheme,
-};
+use crate::crypto::{SigningSecret, profile, signature};
 
 /// The headers a provider of `scheme` sends for `body`, signed with
 /// `secret` (an HMAC `whsec_…` secret, or a `v1a` `whsk_…` private key for

@@ -10,24 +10,27 @@ use bytes::Bytes;
 use sea_orm::DatabaseConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use views::hmac::HmacProfile;
-use views::keys::KeyStatus;
+use views::{
+    hmac::HmacProfile,
+    keys::KeyStatus,
+    onboarding::{GateResult, GateView, TestAbility, TestDeliveryView},
+    roles::Permission,
+    scheme::EventTypes,
+};
 
 use super::signing::sign_for;
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     crypto::SigningSecret,
     db,
     entity::signing_key,
     error::{DomainError, DomainResult},
     receiver::{self, Buffered, Outcome, Receipt, Receiver, Refusal},
-    registry::{self, EventTypes, endpoints, keys},
+    registry::{self, endpoints, keys},
     vault::Vault,
 };
-
-pub use views::onboarding::{GateResult, GateView, TestAbility, TestDeliveryView};
 
 /// The event type a test delivery uses when none is asked for and the key
 /// permits it: its effect (a new reminder) applies without any prior state.
@@ -49,8 +52,10 @@ pub struct TestRequest {
 
 #[cfg(feature = "openapi")]
 fn event_type_schema() -> utoipa::openapi::Object {
-    use crate::schema;
-    schema::nullable(schema::string(&registry::event_type_pattern(), Some(registry::MAX_EVENT_TYPE_LEN)))
+    views::openapi::nullable(views::openapi::string(
+        &registry::event_type_pattern(),
+        Some(registry::MAX_EVENT_TYPE_LEN),
+    ))
 }
 
 /// The gates of docs/contract.md §3, in order, by what each checks.
@@ -169,7 +174,7 @@ fn signer(accepted: &[signing_key::Model]) -> DomainResult<&signing_key::Model> 
         ));
     }
     let can_sign = |k: &&signing_key::Model| {
-        k.credential_kind == keys::CredentialKind::Hmac.as_str() || !k.secret_ciphertext.is_empty()
+        k.credential_kind == views::keys::CredentialKind::Hmac.as_str() || !k.secret_ciphertext.is_empty()
     };
     let active = accepted.iter().filter(|k| k.status == KeyStatus::Active).find(can_sign);
     active.or_else(|| accepted.iter().find(can_sign)).ok_or_else(|| {
@@ -242,7 +247,7 @@ pub fn envelope(event_id: &str, event_type: &str, subject: &str) -> Value {
 /// The scheme's headers for this delivery, naming the signing key
 /// (`signet-key-id`), so gate 4 tries that key alone.
 fn signed(
-    scheme: registry::Scheme,
+    scheme: views::scheme::Scheme,
     hmac: Option<&HmacProfile>,
     secret: &SigningSecret,
     key_id: &str,
@@ -323,7 +328,7 @@ mod tests {
             tenant_slug: "clinic-a".into(),
             endpoint_id: "e".into(),
             endpoint_slug: "hooks".into(),
-            scheme: registry::Scheme::StandardWebhooks,
+            scheme: views::scheme::Scheme::StandardWebhooks,
             hmac: None,
             tolerance_secs: 300,
             timestamp_floor: None,
@@ -340,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_refusal_fails_its_own_gate_and_reaches_no_later_one() {
-        use GateResult::{Failed, NotReached, Passed};
+        use views::onboarding::GateResult::{Failed, NotReached, Passed};
         let mismatch = results(Outcome::Refused(Refusal::SignatureMismatch), true);
         let shape: Vec<GateResult> = mismatch.iter().map(|g| g.0).collect();
         assert_eq!(shape, [Passed, Passed, Passed, Failed, NotReached, NotReached, NotReached, NotReached, NotReached]);

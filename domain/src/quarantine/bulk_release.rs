@@ -24,13 +24,12 @@ use sea_orm::{
 use serde_json::json;
 
 use super::{
-    QuarantineFilter, QuarantineStatus,
     bulk_item::{Mark, STOPPED, record_in},
     nonempty, scope_condition, with_reason,
 };
 use crate::{
     audit::{self, Change},
-    auth::{self, Actor, Authorized, Permission, Principal, Scope},
+    auth::{self, Actor, Authorized, Principal, Scope},
     clock, db,
     entity::{bulk_release as job, bulk_release_item as item, quarantine_entry as entry},
     error::{DomainError, DomainResult},
@@ -41,6 +40,11 @@ use crate::{
     registry::tenants,
     text::require_reason,
     vault::Vault,
+};
+use views::{
+    jobs::RunStatus,
+    quarantine::{BulkFailure, BulkItemOutcome, BulkReleaseView, QuarantineFilter, QuarantineStatus},
+    roles::Permission,
 };
 
 /// At most this many entries in one bulk release.
@@ -56,8 +60,6 @@ const ROUND: u64 = 50;
 const FAILURES_SHOWN: u64 = 100;
 
 pub use crate::jobs::MAX_AUTO_RESUMES;
-pub use views::quarantine::{BulkFailure, BulkReleaseView};
-use views::{jobs::RunStatus, quarantine::BulkItemOutcome};
 
 runs!(
     job,

@@ -13,7 +13,15 @@ pub mod bulk_release;
 pub mod redact;
 
 use std::collections::HashMap;
-use views::{events::ClaimOutcome, keys::KeyStatus, quarantine::BulkItemOutcome};
+use views::{
+    events::ClaimOutcome,
+    keys::KeyStatus,
+    quarantine::{
+        BulkItemOutcome, QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView, ReasonCount, RevealedBody,
+    },
+    roles::Permission,
+    scheme::EventTypes,
+};
 
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -25,7 +33,7 @@ use redact::Redaction;
 
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Permission, Principal, Scope},
+    auth::{Actor, Principal, Scope},
     clock,
     crypto::Aad,
     db,
@@ -33,13 +41,9 @@ use crate::{
     envelope,
     error::{DomainError, DomainResult},
     receiver::effects::{self, Applied, EffectError, Target},
-    registry::{EventTypes, endpoints, event_key, tenants},
+    registry::{endpoints, event_key, tenants},
     text::require_reason,
     vault::Vault,
-};
-
-pub use views::quarantine::{
-    QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView, ReasonCount, RevealedBody,
 };
 
 fn age_ms(age: &str) -> DomainResult<i64> {
@@ -122,7 +126,7 @@ pub async fn list(
     principal: &Principal,
     f: &QuarantineFilter,
 ) -> DomainResult<QuarantineList> {
-    let limit = crate::paging::limit(crate::paging::LIST, f.limit)?;
+    let limit = crate::paging::limit(views::paging::LIST, f.limit)?;
     let scope = scope_condition(db, principal, f).await?;
     let by_reason: Vec<ReasonCount> = entry::Entity::find()
         .select_only()
@@ -449,7 +453,7 @@ async fn release_marking(
 /// order rules, so an ambiguity found now fails the release and says so,
 /// and a second release is that decision.
 fn release_order(e: &entry::Model) -> effects::Order {
-    let ambiguous = |r: &str| r == effects::AMBIGUOUS_ORDER;
+    let ambiguous = |r: &str| r == views::quarantine::AMBIGUOUS_ORDER;
     if ambiguous(&e.reason) || e.last_release_error.as_deref().is_some_and(ambiguous) {
         effects::Order::Triage
     } else {

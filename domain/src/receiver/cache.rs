@@ -23,10 +23,11 @@ use crate::{
     entity::{endpoint, tenant},
     error::DomainResult,
     ids,
-    registry::{EventTypes, Scheme, hmac_profile::Compiled, keys},
+    registry::{hmac_profile::Compiled, keys},
     retention,
     vault::Vault,
 };
+use views::scheme::{EventTypes, Scheme};
 
 /// What a cached key verifies with.
 pub enum Verifier {
@@ -260,7 +261,7 @@ async fn load(
     };
     let mut cached = Vec::new();
     for k in keys::accepted_key_rows(db, &e.id, clock::now_ms()).await? {
-        let verifier = if k.credential_kind == keys::CredentialKind::Ed25519.as_str() {
+        let verifier = if k.credential_kind == views::keys::CredentialKind::Ed25519.as_str() {
             match k.public_key.as_deref().map(PublicKey::parse) {
                 Some(Ok(pk)) if scheme == Scheme::StandardWebhooks => Some(Verifier::Ed25519(pk)),
                 _ => None,

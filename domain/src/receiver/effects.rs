@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 use views::{
     events::{ReminderStatus, StateOrder},
     outbox::OutboxStatus,
+    quarantine::AMBIGUOUS_ORDER,
 };
 
 use crate::envelope::Envelope;
@@ -94,8 +95,6 @@ pub struct Target<'a> {
     /// intents (only while traces are exported).
     pub trace_context: Option<&'a str>,
 }
-
-pub use views::quarantine::AMBIGUOUS_ORDER;
 
 /// How a transition is placed against the reminder's current state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,15 +9,11 @@ use super::{
     cache::{EndpointCtx, Verifier},
     outcome::Refusal,
 };
-use crate::{
-    crypto::{
-        profile,
-        signature::{
-            HeaderError, HeaderSource, ParsedSignature, parse_headers, verify_with_key, verify_with_public_key,
-        },
-    },
-    registry::Scheme,
+use crate::crypto::{
+    profile,
+    signature::{HeaderError, HeaderSource, ParsedSignature, parse_headers, verify_with_key, verify_with_public_key},
 };
+use views::scheme::Scheme;
 
 /// A delivery whose signature matched one of the endpoint's accepted keys
 /// over the exact received bytes, inside the timestamp window. Only
@@ -44,7 +40,7 @@ impl Verified {
     pub fn key_id(&self) -> &str {
         self.endpoint.keys.get(self.key_index).map(|k| k.key_id.as_str()).unwrap_or_default()
     }
-    pub fn key_scope(&self) -> Option<&crate::registry::EventTypes> {
+    pub fn key_scope(&self) -> Option<&views::scheme::EventTypes> {
         self.endpoint.keys.get(self.key_index).map(|k| &k.scope)
     }
     /// The provider's message id from headers (standard-webhooks, github).

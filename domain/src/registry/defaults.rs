@@ -7,13 +7,13 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
-use super::Scheme;
 use crate::{
     auth::Actor,
     clock::DAY_SECS,
     entity::{redelivery_horizon as horizon, retention_version, retry_policy_version as policy_version},
     error::{DomainError, DomainResult},
 };
+use views::scheme::Scheme;
 
 pub const DEFAULT_DEDUP_SECS: i64 = 30 * DAY_SECS;
 pub const DEFAULT_BODY_SECS: i64 = 7 * DAY_SECS;

@@ -6,14 +6,18 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use views::keys::KeyStatus;
+use views::{
+    hmac::HmacProfileBody,
+    keys::KeyStatus,
+    registry::EndpointView,
+    roles::Permission,
+    scheme::{EventTypes, Scheme},
+};
 
-use views::hmac::HmacProfileBody;
-
-use super::{DEFAULT_TOLERANCE_SECS, EventTypes, MAX_TOLERANCE_SECS, Scheme, tenants, validate_event_types};
+use super::{DEFAULT_TOLERANCE_SECS, MAX_TOLERANCE_SECS, tenants, validate_event_types};
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock, db,
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
@@ -28,8 +32,6 @@ pub fn parse_event_key(stored: Option<&str>) -> Option<Vec<String>> {
 
 pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
 pub const MAX_MAX_BODY_BYTES: i64 = 10 * 1024 * 1024;
-
-pub use views::registry::EndpointView;
 
 fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
     EndpointView {
@@ -79,10 +81,10 @@ pub struct NewEndpoint {
     #[cfg_attr(feature = "openapi", schema(schema_with = super::optional_event_types_schema))]
     pub event_types: Option<Vec<String>>,
     #[cfg_attr(feature = "openapi", schema(schema_with = tolerance_schema))]
-    #[serde(default, deserialize_with = "crate::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub tolerance_secs: Option<i64>,
     #[cfg_attr(feature = "openapi", schema(schema_with = max_body_schema))]
-    #[serde(default, deserialize_with = "crate::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub max_body_bytes: Option<i64>,
     /// Scheme `hmac` only, and then required: a preset (`{"preset":
     /// "dvir"}`) or a full profile (`registry::hmac_profile`). Its
@@ -100,10 +102,10 @@ pub struct EndpointPatch {
     #[cfg_attr(feature = "openapi", schema(schema_with = super::optional_event_types_schema))]
     pub event_types: Option<Vec<String>>,
     #[cfg_attr(feature = "openapi", schema(schema_with = tolerance_schema))]
-    #[serde(default, deserialize_with = "crate::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub tolerance_secs: Option<i64>,
     #[cfg_attr(feature = "openapi", schema(schema_with = max_body_schema))]
-    #[serde(default, deserialize_with = "crate::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub max_body_bytes: Option<i64>,
     pub enabled: Option<bool>,
 }
@@ -111,13 +113,13 @@ pub struct EndpointPatch {
 /// Seconds of timestamp tolerance: what [`check_tolerance`] accepts.
 #[cfg(feature = "openapi")]
 fn tolerance_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::schema::integer(1, MAX_TOLERANCE_SECS))
+    views::openapi::nullable(views::openapi::integer(1, MAX_TOLERANCE_SECS))
 }
 
 /// A body limit in bytes: what [`check_body_limit`] accepts.
 #[cfg(feature = "openapi")]
 fn max_body_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::schema::integer(1, MAX_MAX_BODY_BYTES))
+    views::openapi::nullable(views::openapi::integer(1, MAX_MAX_BODY_BYTES))
 }
 
 fn check_tolerance(secs: i64) -> DomainResult<i64> {

@@ -16,20 +16,22 @@ use sha2::{Digest, Sha256};
 use super::endpoints;
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock, db,
     entity::{endpoint, event_key_version as version},
     envelope::Envelope,
     error::{DomainError, DomainResult},
     text::require_reason,
 };
+use views::{
+    registry::{EventKeyVersionView, EventKeyView},
+    roles::Permission,
+};
 
 /// At most this many fields in a key.
 pub const MAX_FIELDS: usize = 5;
 /// A compound id longer than this is replaced by its SHA-256.
 const MAX_ID_CHARS: usize = 200;
-
-pub use views::registry::{EventKeyVersionView, EventKeyView};
 
 /// The longest name in a `data.` path.
 const MAX_NAME_LEN: usize = 64;
@@ -46,10 +48,10 @@ pub fn field_pattern() -> String {
 /// one must be under `data.` is a `contains`, which utoipa cannot state.)
 #[cfg(feature = "openapi")]
 pub fn fields_schema() -> utoipa::openapi::Array {
-    let mut a = crate::schema::array(crate::schema::string(&field_pattern(), None), 1);
+    let mut a = views::openapi::array(views::openapi::string(&field_pattern(), None), 1);
     a.max_items = Some(MAX_FIELDS);
     a.unique_items = true;
-    crate::schema::nullable_array(a)
+    views::openapi::nullable_array(a)
 }
 
 /// A field path: `type`, `occurred_at`, `tenant`, or `data.` followed by

@@ -19,7 +19,7 @@
 //! A profile is immutable, as an endpoint's scheme is: the keys' four-eyes
 //! approvals were given for this endpoint, and so for this profile.
 
-pub use views::hmac::{HmacAlgorithm, HmacPreset, HmacProfile, HmacProfileBody, SignatureEncoding, SignatureFormat};
+use views::hmac::{HmacAlgorithm, HmacPreset, HmacProfile, HmacProfileBody, SignatureEncoding, SignatureFormat};
 
 use crate::error::{DomainError, DomainResult};
 

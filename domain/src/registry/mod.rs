@@ -13,8 +13,8 @@ mod scheme;
 pub mod tenants;
 
 pub use scheme::{
-    DEFAULT_TOLERANCE_SECS, EventTypes, MAX_EVENT_TYPE_LEN, MAX_TOLERANCE_SECS, Scheme, event_type_pattern,
-    parse_scheme, validate_event_types,
+    DEFAULT_TOLERANCE_SECS, MAX_EVENT_TYPE_LEN, MAX_TOLERANCE_SECS, event_type_pattern, parse_scheme,
+    validate_event_types,
 };
 #[cfg(feature = "openapi")]
 pub use scheme::{event_types_schema, optional_event_types_schema};

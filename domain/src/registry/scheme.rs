@@ -2,7 +2,7 @@
 
 use crate::error::{DomainError, DomainResult};
 
-pub use views::scheme::{ANY_TYPE, EventTypes, Scheme};
+use views::scheme::{ANY_TYPE, EventTypes, Scheme};
 
 /// A scheme by its name, or a clear error naming them.
 pub fn parse_scheme(text: &str) -> DomainResult<Scheme> {
@@ -34,7 +34,7 @@ pub fn event_type_pattern() -> String {
 /// at most [`MAX_EVENT_TYPES`] entries.
 #[cfg(feature = "openapi")]
 pub fn event_types_schema() -> utoipa::openapi::Schema {
-    use crate::schema::{array, one_of, string};
+    use views::openapi::{array, one_of, string};
     let capped = |mut a: utoipa::openapi::Array| {
         a.max_items = Some(MAX_EVENT_TYPES);
         a

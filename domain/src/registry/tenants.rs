@@ -8,14 +8,13 @@ use serde_json::json;
 
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock, db,
     entity::tenant,
     error::{DomainError, DomainResult},
     ids,
 };
-
-pub use views::registry::TenantView;
+use views::{registry::TenantView, roles::Permission};
 
 impl From<tenant::Model> for TenantView {
     fn from(t: tenant::Model) -> Self {
@@ -65,7 +64,7 @@ fn validate_name(name: &str) -> DomainResult<String> {
 
 #[cfg(feature = "openapi")]
 fn name_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::text::schema(MAX_NAME_CHARS))
+    views::openapi::nullable(crate::text::schema(MAX_NAME_CHARS))
 }
 
 /// [`validate_notify_url`] as an ECMA-262 pattern: blank (no URL), or an
@@ -107,7 +106,7 @@ pub fn notify_url_pattern() -> String {
 
 #[cfg(feature = "openapi")]
 fn notify_url_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::schema::string(&notify_url_pattern(), Some(MAX_URL_CHARS)))
+    views::openapi::nullable(views::openapi::string(&notify_url_pattern(), Some(MAX_URL_CHARS)))
 }
 
 /// Outbox relay target: an absolute `https://` URL, or `http://` to a relay

@@ -22,13 +22,17 @@ use serde_json::json;
 
 use crate::{
     audit::{self, Change},
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock, db,
     entity::{endpoint, redelivery_horizon as horizon, retention_version as version, tenant},
     error::{DomainError, DomainResult},
     registry::{defaults::horizon_of, endpoints},
     replay,
     text::require_reason,
+};
+use views::{
+    retention::{HorizonView, RetentionOverview, RetentionVersionView, RetentionView, human},
+    roles::Permission,
 };
 
 pub use crate::clock::{DAY_SECS, HOUR_SECS};
@@ -39,19 +43,17 @@ pub const MIN_HORIZON_SECS: i64 = HOUR_SECS;
 pub const MAX_HORIZON_SECS: i64 = 365 * DAY_SECS;
 pub const MAX_RETENTION_SECS: i64 = 3_650 * DAY_SECS;
 
-pub use views::retention::{HorizonView, RetentionOverview, RetentionVersionView, RetentionView, human};
-
 /// A change to an endpoint's retention; `None` keeps the current value.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetentionChange {
     /// At least the scheme's redelivery horizon.
     #[cfg_attr(feature = "openapi", schema(schema_with = dedup_schema))]
-    #[serde(default, deserialize_with = "crate::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub dedup_secs: Option<i64>,
     /// At most `dedup_secs`.
     #[cfg_attr(feature = "openapi", schema(schema_with = body_schema))]
-    #[serde(default, deserialize_with = "crate::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub body_secs: Option<i64>,
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::text::reason_schema))]
     pub reason: String,
@@ -66,19 +68,19 @@ pub struct RetentionChange {
 /// [`MIN_HORIZON_SECS`]; never beyond [`MAX_RETENTION_SECS`] ([`check_dedup`]).
 #[cfg(feature = "openapi")]
 fn dedup_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::schema::integer(MIN_HORIZON_SECS, MAX_RETENTION_SECS))
+    views::openapi::nullable(views::openapi::integer(MIN_HORIZON_SECS, MAX_RETENTION_SECS))
 }
 
 /// Bodies: none at all up to as long as their claims ([`check_body`]).
 #[cfg(feature = "openapi")]
 fn body_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::schema::integer(0, MAX_RETENTION_SECS))
+    views::openapi::nullable(views::openapi::integer(0, MAX_RETENTION_SECS))
 }
 
 /// A redelivery horizon: what [`set_horizon`] accepts.
 #[cfg(feature = "openapi")]
 pub fn horizon_schema() -> utoipa::openapi::Object {
-    crate::schema::integer(MIN_HORIZON_SECS, MAX_HORIZON_SECS)
+    views::openapi::integer(MIN_HORIZON_SECS, MAX_HORIZON_SECS)
 }
 
 impl From<horizon::Model> for HorizonView {

@@ -45,13 +45,13 @@ use crate::{
         replay_record as replay,
     },
     error::DomainResult,
-    quarantine::QuarantineStatus,
     retention::{
         self,
         partitions::{self, HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
     },
     stats::gauges,
 };
+use views::quarantine::QuarantineStatus;
 
 /// Rows per batch (one transaction each).
 pub const DEFAULT_BATCH: u64 = 500;

@@ -12,7 +12,8 @@ use sea_orm::{
     sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
 };
 
-use crate::{db, entity::outbox_intent, error::DomainResult, outbox::OutboxStatus};
+use crate::{db, entity::outbox_intent, error::DomainResult};
+use views::outbox::OutboxStatus;
 
 pub const OUTBOX_BACKLOG: &str = "outbox_backlog";
 pub const OUTBOX_OLDEST_AGE_SECS: &str = "outbox_oldest_age_secs";

@@ -10,7 +10,16 @@
 pub mod gauges;
 
 use std::collections::{BTreeMap, HashMap};
-use views::keys::KeyStatus;
+use views::{
+    keys::KeyStatus,
+    outbox::OutboxStatus,
+    quarantine::QuarantineStatus,
+    roles::Permission,
+    stats::{
+        FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState,
+        ReasonCount, StatsView,
+    },
+};
 
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -19,12 +28,10 @@ use sea_orm::{
 };
 
 use crate::{
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
-    outbox::OutboxStatus,
-    quarantine::QuarantineStatus,
     receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
     registry::tenants,
 };
@@ -67,7 +74,7 @@ impl Window {
     #[cfg(feature = "openapi")]
     pub fn schema() -> utoipa::openapi::Object {
         let values: Vec<&str> = std::iter::once("").chain(Window::ALL.map(Window::as_str)).collect();
-        crate::schema::one_of(&values)
+        views::openapi::one_of(&values)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -90,11 +97,6 @@ impl Window {
 
 /// The longest window any reader takes from the hourly rollups.
 pub const WEEK_HOURS: i64 = 168;
-
-pub use views::stats::{
-    FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,
-    StatsView,
-};
 
 /// Verification failures counted under keys since `from_hour`, per endpoint
 /// (summed in the database), most first.

@@ -2,11 +2,11 @@ use std::sync::Arc;
 
 use domain::{
     audit::{self, AuditFilter},
-    auth::Role,
     entity::audit_entry,
     registry::tenants::{self, NewTenant},
 };
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use views::roles::Role;
 
 use crate::{db_test, fixtures::*, support::TestDb};
 

@@ -1,7 +1,7 @@
 use domain::{
     DomainError,
     auth::{
-        Principal, Role, failures,
+        Principal, failures,
         sessions::{self, Activity, SessionPolicy},
         throttle, tokens,
         users::{self, NewUser, UserPatch},
@@ -11,6 +11,7 @@ use domain::{
     entity::{login_throttle, session, user},
 };
 use sea_orm::{EntityTrait, PaginatorTrait};
+use views::roles::Role;
 
 use crate::{db_test, fixtures::*, support::TestDb};
 

@@ -5,13 +5,14 @@
 //! after a day, and only callers who may set the policy see or decide it.
 
 use domain::{
-    auth::{Actor, Principal, Role},
-    break_glass::{self, OVERRIDE_TTL_MS, RolloutOverrideView, SetOutcome},
+    auth::{Actor, Principal},
+    break_glass::{self, OVERRIDE_TTL_MS, SetOutcome},
     entity::{audit_entry, rollout_override},
     error::DomainError,
     retry_policy,
 };
 use sea_orm::{EntityTrait, QueryOrder, sea_query::Expr};
+use views::{retry_policy::RolloutOverrideView, roles::Role};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 

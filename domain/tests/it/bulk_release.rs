@@ -4,18 +4,17 @@
 //! without touching what it already did.
 
 use std::time::Duration;
-use views::jobs::RunStatus;
+use views::{jobs::RunStatus, quarantine::QuarantineFilter, roles::Role, scheme::Scheme};
 
 use domain::{
     DomainError,
-    auth::{Role, users},
+    auth::users,
     entity::{bulk_release as job, inbox_claim, outbox_intent},
     quarantine::{
-        self, QuarantineFilter,
+        self,
         bulk_release::{self, DEFAULT_STALE_AFTER_MS as STALE},
     },
     receiver::{Outcome, faults::Faults},
-    registry::Scheme,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, sea_query::Expr};
 use serde_json::json;
@@ -31,7 +30,7 @@ use crate::{
     support::TestDb,
 };
 
-async fn entry_of(t: &TestDb, event_id: &str) -> quarantine::QuarantineView {
+async fn entry_of(t: &TestDb, event_id: &str) -> views::quarantine::QuarantineView {
     let all = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
         .await
         .unwrap();

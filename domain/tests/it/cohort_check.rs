@@ -6,14 +6,10 @@
 
 use std::time::Duration;
 
-use domain::{
-    evidence::{bundle, cohort::CohortCheck},
-    receiver::Outcome,
-    registry::Scheme,
-    retry_policy,
-};
+use domain::{evidence::bundle, receiver::Outcome, retry_policy};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
+use views::{evidence::CohortCheck, scheme::Scheme};
 
 use crate::{
     db_test,
@@ -22,7 +18,7 @@ use crate::{
     support::TestDb,
 };
 
-async fn evidence(t: &TestDb) -> domain::evidence::bundle::Evidence {
+async fn evidence(t: &TestDb) -> views::evidence::Evidence {
     bundle::collect(&t.db, &t.vault, &reviewer(), None).await.unwrap()
 }
 

@@ -8,13 +8,13 @@ use domain::{
     },
     evidence::distribution::{unique_keys, violations},
     receiver::telemetry::Telemetry,
-    registry::Scheme,
 };
 use migrations::{
     Migrator, MigratorTrait,
     distribution::{DISTRIBUTED, REFERENCE},
 };
 use sea_orm::{ConnectionTrait, EntityTrait, Set};
+use views::scheme::Scheme;
 
 use crate::{
     db_test,

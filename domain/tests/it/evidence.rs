@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use domain::{
     DomainError,
-    auth::Role,
     entity::{inbox_claim, outbox_intent, reminder},
     evidence::{
         drill_fixture::DRILL_TENANT,
-        drills::{Answer, DRILL_NAMES, DrillRequest, Transport, TransportError, Until},
+        drills::{Answer, DrillRequest, Transport, TransportError, Until},
         runs,
     },
     receiver::{
@@ -25,6 +24,7 @@ use domain::{
     registry::{keys, tenants},
 };
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
+use views::{evidence::DRILL_NAMES, roles::Role};
 
 use crate::{
     db_test,
@@ -196,10 +196,10 @@ db_test!(every_drill_passes_and_the_run_is_stored_and_audited, async |t: &TestDb
 });
 
 db_test!(drills_leave_real_tenants_untouched_and_the_drill_tenant_hidden, async |t: &TestDb| {
-    let s = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
+    let s = setup(t, views::scheme::Scheme::StandardWebhooks, None).await;
     let body = created("r-real");
     assert!(matches!(
-        deliver(&s, &signed(&s, domain::registry::Scheme::StandardWebhooks, &body, now_s(), "evt-real"), &body).await,
+        deliver(&s, &signed(&s, views::scheme::Scheme::StandardWebhooks, &body, now_s(), "evt-real"), &body).await,
         domain::receiver::Outcome::Applied { .. }
     ));
     let count = |db: sea_orm::DatabaseConnection| async move {

@@ -7,15 +7,12 @@
 use domain::{
     crypto::MasterKey,
     entity::drill_run,
-    evidence::{
-        bundle::{self, Evidence},
-        files::DeploymentFiles,
-        runs,
-    },
+    evidence::{bundle, files::DeploymentFiles, runs},
     vault::Vault,
 };
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr};
 use sha2::{Digest, Sha256};
+use views::evidence::Evidence;
 
 use crate::{db_test, fixtures::*, support::TestDb};
 

@@ -2,14 +2,14 @@
 //! edges call it.
 
 use domain::{
-    auth::{Actor, Principal, Role},
+    auth::{Actor, Principal},
     registry::{
-        Scheme,
         endpoints::{self, NewEndpoint},
         keys::{self, Approval, ProvisionRequest, ProvisionedKey},
-        tenants::{self, NewTenant, TenantView},
+        tenants::{self, NewTenant},
     },
 };
+use views::{registry::TenantView, roles::Role, scheme::Scheme};
 
 pub use self::export::Via;
 use crate::support::TestDb;
@@ -141,7 +141,7 @@ pub async fn record_drill_covering(t: &TestDb, schemes: Option<&str>) {
         actor: Set("admin-user".into()),
         actor_kind: Set("user".into()),
         tenant_id: Set(None),
-        status: Set(domain::evidence::runs::DrillStatus::Finished),
+        status: Set(views::evidence::DrillStatus::Finished),
         passed: Set(Some(true)),
         engine: Set(runs::engine_name(&t.db).into()),
         version: Set(build.version),

@@ -3,11 +3,10 @@
 //! job answers a conflict; and the one status view of every job.
 
 use std::time::Duration;
-use views::jobs::RunStatus;
+use views::{jobs::RunStatus, roles::Role};
 
 use domain::{
     DomainError,
-    auth::Role,
     entity::{audit_entry, bulk_release as job, kek_rewrap, kek_version, outbox_intent},
     job_lease,
     jobs::{self, StaleAfter},

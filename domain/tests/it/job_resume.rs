@@ -5,15 +5,14 @@
 //! is resumed a bounded number of times.
 
 use std::time::Duration;
-use views::jobs::RunStatus;
+use views::{jobs::RunStatus, roles::Role, scheme::Scheme};
 
 use domain::{
-    auth::{Actor, Principal, Role, tokens, users},
+    auth::{Actor, Principal, tokens, users},
     entity::{audit_entry, bulk_release as job, kek_rewrap, outbox_intent},
     kek,
     quarantine::bulk_release,
     receiver::faults::Faults,
-    registry::Scheme,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, sea_query::Expr};
 use serde_json::Value;
@@ -140,7 +139,7 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     quarantine_updates_more(&s).await;
     let olga = stored_oncall(t, "olga").await;
     let filter =
-        domain::quarantine::QuarantineFilter { reason: Some("malformed_envelope".into()), ..not_found_filter() };
+        views::quarantine::QuarantineFilter { reason: Some("malformed_envelope".into()), ..not_found_filter() };
     let k = bulk_release::start(&t.db, &olga, &filter, "junk").await.unwrap();
     let patch = users::UserPatch { role: Some(Role::Reviewer), ..Default::default() };
     users::update(&t.db, &admin(), "olga", patch).await.unwrap();

@@ -7,14 +7,11 @@ use domain::{
     entity::{inbox_claim, kek_rewrap, kek_version, outbox_intent, service_key, signing_key},
     kek,
     receiver::Outcome,
-    registry::{
-        Scheme,
-        keys::{self, Approval, ProvisionRequest},
-    },
+    registry::keys::{self, Approval, ProvisionRequest},
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
-use views::jobs::RunStatus;
+use views::{jobs::RunStatus, scheme::Scheme};
 
 use crate::{
     db_test,
@@ -132,7 +129,7 @@ db_test!(rotation_reseals_every_sealed_column_and_retires_the_old_version, async
     assert_eq!(o.stale_rows, 0);
     assert_eq!(everything_opens(t).await, sealed);
     // Only administrators manage KEKs.
-    for who in [reviewer(), user(domain::auth::Role::Oncall, None)] {
+    for who in [reviewer(), user(views::roles::Role::Oncall, None)] {
         assert!(matches!(
             kek::overview(&t.db, &who, kek::Counting::Always, kek::DEFAULT_STALE_AFTER_MS).await,
             Err(DomainError::Forbidden)
@@ -268,7 +265,7 @@ db_test!(the_stale_threshold_is_the_callers_for_the_label_and_the_resume, async 
     let (minute, short) = (kek::DEFAULT_STALE_AFTER_MS, 2_000);
     assert_eq!(kek::get(&t.db, &admin(), &id, minute).await.unwrap().status, RunStatus::Running);
     assert_eq!(kek::get(&t.db, &admin(), &id, short).await.unwrap().status, RunStatus::Interrupted);
-    let latest = |o: kek::KekOverview| o.latest_rewrap.unwrap().status;
+    let latest = |o: views::kek::KekOverview| o.latest_rewrap.unwrap().status;
     let o = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, short).await.unwrap();
     assert_eq!(latest(o), RunStatus::Interrupted);
     let o = kek::overview(&t.db, &admin(), kek::Counting::NotWhileRewrapping, minute).await.unwrap();
@@ -384,7 +381,7 @@ db_test!(seals_are_counted_ahead_per_version_and_flagged_at_2_30, async |t: &Tes
     let rotation = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap();
     kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert!(seals(t, 2).await >= rows, "{} counted under v2", seals(t, 2).await);
-    let high = |e: &domain::evidence::bundle::Evidence| {
+    let high = |e: &views::evidence::Evidence| {
         e.findings.iter().filter(|f| f.id == "kek_seal_count_high").map(|f| f.subject.clone()).collect::<Vec<_>>()
     };
     // Just under 2^30 on the version in use (and far past it on the old

@@ -2,12 +2,13 @@ use std::sync::Arc;
 
 use domain::{
     DomainError,
-    auth::{Principal, Role},
+    auth::Principal,
     clock,
     entity::signing_key,
-    registry::keys::{self, Approval, KeyFilter, KeyStatus, ProvisionRequest},
+    registry::keys::{self, Approval, KeyFilter, ProvisionRequest},
 };
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, Statement};
+use views::{keys::KeyStatus, roles::Role};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 

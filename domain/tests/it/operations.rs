@@ -4,18 +4,21 @@
 //! versioned and roll back.
 
 use std::sync::Arc;
-use views::events::ClaimOutcome;
+use views::{
+    events::ClaimOutcome,
+    quarantine::{QuarantineFilter, QuarantineStatus},
+    roles::Role,
+    scheme::Scheme,
+};
 
 use domain::{
     DomainError,
-    auth::Role,
     entity::{audit_entry, inbox_claim, outbox_intent, tenant},
     quarantine::{
-        self, QuarantineFilter, QuarantineStatus,
+        self,
         redact::{MASK, Redaction},
     },
     receiver::Outcome,
-    registry::Scheme,
     retry_policy,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};

@@ -9,13 +9,12 @@
 use domain::{
     DomainError,
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder},
-    quarantine::{self, QuarantineFilter},
+    quarantine,
     receiver::Outcome,
-    registry::Scheme,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, quarantine::QuarantineFilter, scheme::Scheme};
 
 use crate::{
     db_test,

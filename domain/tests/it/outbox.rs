@@ -8,11 +8,12 @@ use domain::{
     clock,
     crypto::Aad,
     entity::outbox_intent,
-    outbox::{self, OutboxStatus, RetryRule},
+    outbox::{self, RetryRule},
     retry_policy,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
+use views::outbox::OutboxStatus;
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
@@ -168,14 +169,14 @@ impl<'a> domain::receiver::Delivery for Traced<'a> {
 
 db_test!(the_trace_context_is_stored_with_each_intent_and_leased_with_it, async |t: &TestDb| {
     use crate::receiver::{now_s, setup, signed};
-    let s = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
+    let s = setup(t, views::scheme::Scheme::StandardWebhooks, None).await;
     let otp = |request: &str| {
         json!({"type": "otp.requested", "data": {"otp_request_id": request, "channel": "sms"}}).to_string().into_bytes()
     };
     let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     for (request, traced) in [("traced", true), ("untraced", false)] {
         let body = otp(request);
-        let headers = signed(&s, domain::registry::Scheme::StandardWebhooks, &body, now_s(), &format!("evt-{request}"));
+        let headers = signed(&s, views::scheme::Scheme::StandardWebhooks, &body, now_s(), &format!("evt-{request}"));
         let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let inner = domain::receiver::Buffered { headers: &h[..], body: bytes::Bytes::from(body) };
         let outcome = if traced {

@@ -7,7 +7,7 @@ mod replay_window;
 mod transitions;
 
 use std::sync::Arc;
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, scheme::Scheme};
 
 use domain::{
     clock,
@@ -15,7 +15,6 @@ use domain::{
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record},
     receiver::{self, Outcome, Receiver, Refusal, faults::Faults},
     registry::{
-        Scheme,
         endpoints::{self, NewEndpoint},
         keys::{self, Approval, ProvisionRequest},
     },

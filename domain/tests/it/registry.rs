@@ -1,16 +1,14 @@
 use domain::{
-    DomainError,
-    auth::Role,
-    db,
+    DomainError, db,
     entity::{endpoint, signing_key},
     registry::{
-        Scheme,
         endpoints::{self, EndpointPatch, NewEndpoint},
         keys,
         tenants::{self, NewTenant, TenantPatch},
     },
 };
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
+use views::{roles::Role, scheme::Scheme};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 

@@ -2,18 +2,14 @@
 //! read back: shared by the bulk-release and the job-resume tests.
 
 use domain::{
-    auth::{
-        Role,
-        users::{self, NewUser},
-    },
+    auth::users::{self, NewUser},
     crypto::Password,
     entity::{audit_entry, bulk_release as job, bulk_release_item as item},
-    quarantine::QuarantineFilter,
     receiver::Outcome,
-    registry::Scheme,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, sea_query::Expr};
 use serde_json::json;
+use views::{quarantine::QuarantineFilter, roles::Role, scheme::Scheme};
 
 use crate::{
     fixtures::admin,

@@ -4,20 +4,17 @@
 //! events arrive loses none of them.
 
 use std::sync::Arc;
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, quarantine::QuarantineStatus, roles::Role, scheme::Scheme};
 
 use domain::{
     audit::{self, AuditFilter},
-    auth::Role,
     clock,
     entity::{
         endpoint, event_rollup, inbox_claim as claim, key_failure_rollup, key_use_rollup, quarantine_entry as qentry,
         replay_record, retention_version,
     },
     error::DomainError,
-    quarantine::QuarantineStatus,
     receiver::Outcome,
-    registry::Scheme,
     retention::{self, DAY_SECS, HOUR_SECS, RetentionChange, partitions, purge},
     stats::gauges,
 };

@@ -125,7 +125,7 @@ db_test!(a_key_whose_scope_changed_since_the_approval_is_not_covered, async |t: 
 });
 
 /// Endpoint `slug` of `tenant` signed with `scheme`, and an approved key.
-async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: domain::registry::Scheme) {
+async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: views::scheme::Scheme) {
     domain::registry::endpoints::create(
         &t.db,
         &admin(),
@@ -158,7 +158,7 @@ async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: domain::r
 // only: they count for it and for nothing else. The refusal names each
 // scheme no counting run verified, with the endpoints using it.
 db_test!(the_gate_names_each_scheme_no_counting_drill_run_verified, async |t: &TestDb| {
-    use domain::registry::Scheme;
+    use views::scheme::Scheme;
     active_key(t).await;
     tenant(t, "clinic-b").await;
     scheme_endpoint(t, "clinic-b", "payments", Scheme::Stripe).await;
@@ -195,7 +195,7 @@ db_test!(an_uncovered_scheme_names_ten_endpoints_and_counts_the_rest, async |t: 
     for n in 0..12 {
         let new = NewEndpoint {
             slug: format!("repo-{n:02}"),
-            scheme: domain::registry::Scheme::Github,
+            scheme: views::scheme::Scheme::Github,
             event_types: None,
             tolerance_secs: None,
             max_body_bytes: None,

@@ -4,15 +4,13 @@
 use std::time::Duration;
 
 use domain::{
-    auth::Role,
     crypto::{SigningSecret, signature},
     error::DomainError,
-    outbox::OutboxStatus,
     receiver::{self, telemetry::Telemetry},
-    registry::Scheme,
     stats::{self, Window},
 };
 use serde_json::json;
+use views::{outbox::OutboxStatus, roles::Role, scheme::Scheme};
 
 use crate::{
     db_test,

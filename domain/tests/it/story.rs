@@ -8,20 +8,18 @@
 //! purges old delivery rows.
 
 use domain::{
-    DomainError,
-    auth::Role,
-    clock,
+    DomainError, clock,
     crypto::SigningSecret,
     entity::delivery_log,
-    events::story::{self, EventStory},
-    outbox::{self, OutboxStatus, RetryRule},
+    events::story,
+    outbox::{self, RetryRule},
     quarantine,
     receiver::Outcome,
-    registry::Scheme,
     retention::purge,
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
 use serde_json::json;
+use views::{events::EventStory, outbox::OutboxStatus, roles::Role, scheme::Scheme};
 
 use crate::{
     db_test,

@@ -12,13 +12,13 @@ use domain::{
     auth::Principal,
     clock,
     registry::{
-        Scheme,
         endpoints::{self, NewEndpoint},
         tenants::{self, NewTenant},
     },
     stats::{self, Window},
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use views::scheme::Scheme;
 
 #[derive(Parser)]
 struct Args {

@@ -3,11 +3,12 @@
 use std::io::Read;
 
 use domain::{
-    auth::{Principal, Role, tokens, users},
+    auth::{Principal, tokens, users},
     crypto::Password,
 };
 use sea_orm::DatabaseConnection;
 use serde_json::json;
+use views::roles::Role;
 
 use super::{
     TokenCmd, UserCmd,

@@ -26,7 +26,7 @@ pub(super) async fn event(
     Ok(())
 }
 
-fn human(s: &story::EventStory) -> String {
+fn human(s: &views::events::EventStory) -> String {
     let mut lines = Vec::new();
     match &s.claim {
         Some(c) => lines.push(format!(

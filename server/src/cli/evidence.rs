@@ -7,7 +7,6 @@ use domain::{
     audit,
     auth::Principal,
     evidence::{
-        bundle::SignedCheckpoint,
         export::{self, Via},
         manifest, runs,
     },
@@ -16,6 +15,7 @@ use domain::{
 };
 use sea_orm::DatabaseConnection;
 use serde_json::json;
+use views::evidence::SignedCheckpoint;
 
 use super::{
     AuditCmd, DrillCmd, EvidenceCmd,
@@ -62,7 +62,7 @@ pub async fn drill(
                             verdict,
                             r.done,
                             r.total,
-                            runs::schemes_text(&r.schemes),
+                            views::evidence::schemes_text(&r.schemes),
                             r.actor.as_deref().unwrap_or("-")
                         )
                     })
@@ -82,7 +82,7 @@ async fn run_drills(
     db: &DatabaseConnection,
     vault: &Arc<Vault>,
     p: &Principal,
-) -> Result<runs::DrillRunView, CliError> {
+) -> Result<views::evidence::DrillRunView, CliError> {
     let faults = Faults::default();
     let drill_runner = crate::drills::RunnerToken::generate();
     let hooks = crate::http::hooks::HookState {
@@ -114,7 +114,7 @@ async fn run_drills(
     Ok(run?)
 }
 
-fn describe_run(r: &runs::DrillRunView) -> String {
+fn describe_run(r: &views::evidence::DrillRunView) -> String {
     let mut lines = vec![format!(
         "drill run {} on {}: {}",
         r.run_id,
@@ -142,11 +142,11 @@ fn describe_run(r: &runs::DrillRunView) -> String {
     if let Some(e) = &r.error {
         lines.push(format!("  {e}"));
     }
-    lines.push(format!("  signature schemes verified: {}", runs::schemes_text(&r.schemes)));
+    lines.push(format!("  signature schemes verified: {}", views::evidence::schemes_text(&r.schemes)));
     lines.join("\n")
 }
 
-fn fail_unless_passed(r: &runs::DrillRunView) -> Result<(), CliError> {
+fn fail_unless_passed(r: &views::evidence::DrillRunView) -> Result<(), CliError> {
     if r.passed == Some(true) {
         return Ok(());
     }
@@ -478,7 +478,7 @@ async fn live_chain(
     if !intact {
         return skip("not checked (the bundle itself does not verify)");
     }
-    let evidence: Option<domain::evidence::bundle::Evidence> =
+    let evidence: Option<views::evidence::Evidence> =
         files.get(manifest::EVIDENCE_JSON).and_then(|b| serde_json::from_slice(b).ok());
     let Some(evidence) = evidence else { return skip("not checked (evidence.json has no audit checkpoint)") };
     let ours = domain::service_keys::evidence_public_key(db).await?;

@@ -2,11 +2,12 @@
 
 use domain::{
     auth::Principal,
-    jobs::{self, JobsView, StaleAfter},
+    jobs::{self, StaleAfter},
     kek,
     quarantine::bulk_release,
 };
 use sea_orm::DatabaseConnection;
+use views::jobs::JobsView;
 
 use super::output::{CliError, emit};
 

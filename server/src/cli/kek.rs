@@ -12,7 +12,7 @@ use crate::config::DbArgs;
 use views::jobs::RunStatus;
 
 /// Progress of a rewrap, on stderr (at most every half second).
-fn rewrap_progress() -> impl FnMut(&domain::kek::RewrapView) {
+fn rewrap_progress() -> impl FnMut(&views::kek::RewrapView) {
     let mut last = std::time::Instant::now();
     move |v| {
         if last.elapsed() >= std::time::Duration::from_millis(500) || !v.is_running() {

@@ -17,9 +17,11 @@ pub(super) async fn quarantine(
     p: &Principal,
     cmd: QuarantineCmd,
 ) -> Result<(), CliError> {
-    use domain::quarantine::{self, QuarantineFilter};
-    let done =
-        |v: &quarantine::QuarantineView| format!("{} {} ({}/{} {})", v.status, v.id, v.tenant, v.endpoint, v.event_id);
+    use domain::quarantine;
+    use views::quarantine::QuarantineFilter;
+    let done = |v: &views::quarantine::QuarantineView| {
+        format!("{} {} ({}/{} {})", v.status, v.id, v.tenant, v.endpoint, v.event_id)
+    };
     match cmd {
         QuarantineCmd::List { tenant, reason, status } => {
             let l = quarantine::list(

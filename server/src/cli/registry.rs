@@ -4,12 +4,13 @@ use domain::{
     auth::Principal,
     registry::{
         endpoints::{self, NewEndpoint},
-        keys::{self, Approval, CredentialKind, KeyFilter, ProvisionRequest, ProvisionedKey},
+        keys::{self, Approval, KeyFilter, ProvisionRequest, ProvisionedKey},
         tenants::{self, NewTenant},
     },
 };
 use sea_orm::DatabaseConnection;
 use serde_json::json;
+use views::keys::CredentialKind;
 
 use super::{
     EndpointCmd, KeyCmd, TenantCmd,
@@ -217,8 +218,8 @@ fn listed(items: Option<Vec<String>>) -> Option<Vec<String>> {
 pub(super) fn hmac_profile_arg(
     preset: Option<String>,
     file: Option<std::path::PathBuf>,
-) -> Result<Option<domain::registry::hmac_profile::HmacProfileBody>, CliError> {
-    use domain::registry::hmac_profile::{HmacPreset, HmacProfileBody};
+) -> Result<Option<views::hmac::HmacProfileBody>, CliError> {
+    use views::hmac::{HmacPreset, HmacProfileBody};
     if let Some(name) = preset {
         let p = HmacPreset::from_name(&name)
             .ok_or_else(|| CliError::new("invalid_hmac_profile", format!("unknown preset {name:?}")))?;

@@ -14,7 +14,8 @@ pub(super) async fn retention(
     p: &Principal,
     cmd: RetentionCmd,
 ) -> Result<(), CliError> {
-    use domain::retention::{self, RetentionChange, RetentionView, human, parse_duration, purge};
+    use domain::retention::{self, RetentionChange, parse_duration, purge};
+    use views::retention::{RetentionView, human};
     let line = |v: &RetentionView| {
         let flag = if v.below_horizon {
             format!(

@@ -19,12 +19,14 @@ pub(super) async fn retry_policy(
     cmd: RetryPolicyCmd,
 ) -> Result<(), CliError> {
     use domain::{
-        break_glass::{self, RolloutOverrideView, SetOutcome},
+        break_glass::{self, SetOutcome},
         retry_policy,
         rollout::Rollout,
     };
-    let show =
-        |v: &retry_policy::RetryPolicyView| format!("{}: retries {} (version {})", v.tenant, v.policy, v.version);
+    use views::retry_policy::RolloutOverrideView;
+    let show = |v: &views::retry_policy::RetryPolicyView| {
+        format!("{}: retries {} (version {})", v.tenant, v.policy, v.version)
+    };
     let line = |o: &RolloutOverrideView| {
         format!("{}\t{}\t{}\t{}\t{}", o.id, o.status, o.requested_by, o.created_at, o.override_reason)
     };

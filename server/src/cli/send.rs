@@ -9,12 +9,10 @@
 
 use std::{io::Read, time::Duration};
 
-use domain::{
-    crypto::{SigningSecret, profile, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, profile, signature};
 use rand::Rng;
 use serde::Serialize;
+use views::scheme::Scheme;
 
 use super::output::{CliError, emit};
 
@@ -29,7 +27,7 @@ pub struct SendArgs {
     pub event_id: String,
     pub github_event: Option<String>,
     /// Scheme `hmac`: the profile to sign as.
-    pub profile: Option<domain::registry::hmac_profile::HmacProfile>,
+    pub profile: Option<views::hmac::HmacProfile>,
     pub max_attempts: u32,
     pub base_delay: Duration,
     pub max_delay: Duration,
@@ -185,7 +183,7 @@ pub(super) async fn command(
     file: Option<std::path::PathBuf>,
     event_id: Option<String>,
     github_event: Option<String>,
-    hmac_profile: Option<domain::registry::hmac_profile::HmacProfileBody>,
+    hmac_profile: Option<views::hmac::HmacProfileBody>,
     max_attempts: u32,
     base_delay_ms: u64,
     max_delay_ms: u64,
@@ -200,8 +198,8 @@ pub(super) async fn command(
     };
     let scheme = domain::registry::parse_scheme(&scheme)?;
     let profile = match (scheme, hmac_profile) {
-        (domain::registry::Scheme::Hmac, Some(body)) => Some(domain::registry::hmac_profile::resolve(&body)?.0),
-        (domain::registry::Scheme::Hmac, None) => {
+        (views::scheme::Scheme::Hmac, Some(body)) => Some(domain::registry::hmac_profile::resolve(&body)?.0),
+        (views::scheme::Scheme::Hmac, None) => {
             return Err(CliError::new("invalid_hmac_profile", "scheme hmac needs --preset or --profile"));
         }
         (_, Some(_)) => {

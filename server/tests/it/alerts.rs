@@ -9,12 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use sea_orm::EntityTrait;
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use crate::{
     both_engines,
@@ -68,7 +66,7 @@ fn seed_drill_run(id: &str, version: &str, passed: bool, at_ms: i64) -> domain::
         actor: "rita".into(),
         actor_kind: "token".into(),
         tenant_id: None,
-        status: domain::evidence::runs::DrillStatus::Finished,
+        status: views::evidence::DrillStatus::Finished,
         passed: Some(passed),
         engine: "seeded".into(),
         version: version.into(),

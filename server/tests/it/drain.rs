@@ -9,12 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use sea_orm::EntityTrait;
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use crate::{both_engines, support::Install};
 

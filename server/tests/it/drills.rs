@@ -189,7 +189,7 @@ both_engines!(drill_runs_are_rate_limited_per_principal, async |i: &Install| {
                 actor: "eager-reviewer".into(),
                 actor_kind: "token".into(),
                 tenant_id: None,
-                status: domain::evidence::runs::DrillStatus::Finished,
+                status: views::evidence::DrillStatus::Finished,
                 passed: Some(true),
                 engine: "seeded".into(),
                 version: "seeded".into(),
@@ -335,7 +335,7 @@ async fn one_event(client: &reqwest::Client, url: &str, secret: &str, id: &str) 
     let data = json!({"reminder_id": id, "send_at": "2027-01-05T09:00:00Z"});
     let body = json!({"type": "reminder.created", "data": data}).to_string();
     let secret = domain::crypto::SigningSecret::parse(secret).unwrap();
-    let scheme = domain::registry::Scheme::StandardWebhooks;
+    let scheme = views::scheme::Scheme::StandardWebhooks;
     let headers =
         domain::crypto::signature::sign(scheme, &secret, body.as_bytes(), domain::clock::now_ms() / 1000, id).unwrap();
     let mut r = client.post(url).body(body);

@@ -71,7 +71,7 @@ both_engines!(drills_run_through_the_api_while_the_server_takes_traffic, async |
                     let body = json!({"type": "reminder.created", "data": data}).to_string();
                     let ts = domain::clock::now_ms() / 1000;
                     let secret = domain::crypto::SigningSecret::parse(&secret).unwrap();
-                    let scheme = domain::registry::Scheme::StandardWebhooks;
+                    let scheme = views::scheme::Scheme::StandardWebhooks;
                     let headers = domain::crypto::signature::sign(scheme, &secret, body.as_bytes(), ts, &id).unwrap();
                     let mut r = client.post(&url).body(body);
                     for (k, v) in headers {

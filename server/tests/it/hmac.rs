@@ -7,10 +7,11 @@
 
 use domain::{
     crypto::{SigningSecret, profile::sign_for},
-    registry::hmac_profile::{HmacPreset, HmacProfile, SignatureFormat, preset},
+    registry::hmac_profile::preset,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use views::hmac::{HmacPreset, HmacProfile, SignatureFormat};
 
 use crate::{
     both_engines,

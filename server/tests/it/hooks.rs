@@ -8,13 +8,11 @@ mod records;
 mod retries;
 mod send;
 
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use crate::{
     both_engines,

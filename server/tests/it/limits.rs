@@ -411,7 +411,7 @@ both_engines!(fifty_slow_large_bodies_stay_within_the_body_budget, async |i: &In
     let key = domain::crypto::SigningSecret::parse(&secret).unwrap();
     let ts = domain::clock::now_ms() / 1000;
     let headers = domain::crypto::signature::sign(
-        domain::registry::Scheme::StandardWebhooks,
+        views::scheme::Scheme::StandardWebhooks,
         &key,
         body.as_bytes(),
         ts,

@@ -201,7 +201,7 @@ async fn typed_statuses_list_the_words_on_the_wire() {
     let s = i.serve();
     let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
     let words = |name: &str| doc["components"]["schemas"][name]["enum"].clone();
-    let key: Vec<&str> = domain::registry::keys::KeyStatus::ALL.iter().map(|k| k.as_str()).collect();
+    let key: Vec<&str> = views::keys::KeyStatus::ALL.iter().map(|k| k.as_str()).collect();
     assert_eq!(words("KeyStatus"), serde_json::json!(key));
     assert_eq!(
         words("KeyStatus"),

@@ -5,13 +5,11 @@
 //! duplicate, and an `occurred_at` orders transitions whenever they were
 //! signed.
 
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use crate::{
     both_engines,

@@ -49,7 +49,8 @@ both_engines!(enabling_retries_over_the_api_follows_the_rollout_order, async |i:
 
     // After enabling: the bundle's live cohort check counts the events
     // claimed since, on the printable page too.
-    use domain::{crypto::SigningSecret, crypto::signature, registry::Scheme};
+    use domain::crypto::{SigningSecret, signature};
+    use views::scheme::Scheme;
     let secret = SigningSecret::parse(key["secret"].as_str().unwrap()).unwrap();
     let body = json!({"type": "reminder.created", "data": {"reminder_id": "r-1", "send_at": "2027-01-05T09:00:00Z"}})
         .to_string();

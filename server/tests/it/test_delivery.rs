@@ -8,12 +8,10 @@
 
 use std::time::Duration;
 
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use crate::{
     both_engines,

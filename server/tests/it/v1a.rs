@@ -6,12 +6,10 @@
 //! revocation, and the evidence's "cannot sign" for an uploaded public key.
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
-use domain::{
-    crypto::{SigningSecret, asymmetric::PrivateKey, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, asymmetric::PrivateKey, signature};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use crate::{
     both_engines,

@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
-use views::evidence::{Holder, RoleAccess};
+use views::{
+    evidence::{Holder, RoleAccess},
+    roles::{Permission, Role, role_allows},
+};
 
 use crate::{
-    auth::{Permission, Role, role_allows},
     entity::{api_token, tenant, user},
     error::DomainResult,
 };

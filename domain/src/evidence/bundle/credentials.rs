@@ -2,18 +2,20 @@
 //! verification counts, and the KEK versions that seal them.
 
 use std::collections::BTreeMap;
-use views::keys::KeyStatus;
+use views::{
+    evidence::{CredentialRow, KekSeals, KeyVerification},
+    hmac::HmacProfile,
+    keys::KeyStatus,
+};
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
-use views::evidence::{CredentialRow, KekSeals, KeyVerification};
 
 use crate::{
     auth::Principal,
     clock,
     entity::{endpoint, kek_version, key_approval, key_failure_rollup, key_use_rollup, signing_key},
     error::DomainResult,
-    registry::{hmac_profile::HmacProfile, keys},
-    stats,
+    registry::keys,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -154,7 +156,7 @@ async fn verification_counts(
     for (key, reason, count) in failures {
         let v = out.entry(key).or_default();
         v.failures += count;
-        v.failures_by_reason.push(stats::ReasonCount { reason, count });
+        v.failures_by_reason.push(views::stats::ReasonCount { reason, count });
     }
     for v in out.values_mut() {
         v.failures_by_reason.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));

@@ -1,13 +1,15 @@
 //! Findings: what a reviewer must look at first, computed from the
 //! sections alone.
 
-use views::evidence::{Evidence, Finding};
-use views::keys::KeyStatus;
+use views::{
+    evidence::{DRILL_NAMES, Evidence, Finding},
+    keys::KeyStatus,
+};
 
 use crate::{
     clock,
-    evidence::{drills::DRILL_NAMES, durability, files},
-    retention, retry_policy,
+    evidence::{durability, files},
+    retry_policy,
     vault::SEALS_WARN_AT,
 };
 
@@ -116,9 +118,9 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
             format!("{}/{}", r.tenant, r.endpoint),
             format!(
                 "dedup retention {} is below the {} redelivery horizon {}: a late redelivery could apply twice",
-                retention::human(r.dedup_secs),
+                views::retention::human(r.dedup_secs),
                 r.scheme,
-                retention::human(r.horizon_secs)
+                views::retention::human(r.horizon_secs)
             ),
         ));
     }
@@ -133,9 +135,9 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
             format!(
                 "dedup retention {} is below the {} manual resend window {} (risk accepted by {}: {}): an event \
                  resent by hand after its claim is purged would apply twice",
-                retention::human(r.dedup_secs),
+                views::retention::human(r.dedup_secs),
                 r.scheme,
-                retention::human(r.manual_resend_secs),
+                views::retention::human(r.manual_resend_secs),
                 r.decided_by,
                 r.reason
             ),

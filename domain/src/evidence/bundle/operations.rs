@@ -2,18 +2,18 @@
 //! count), retention, each tenant's retry policy, and the week's metrics.
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
-use views::evidence::{
-    DrillEvidence, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess,
+use views::{
+    evidence::{
+        BuildEvidence, DrillEvidence, MetricsEvidence, RetentionEvidence, RetentionRow, RetryPolicyEvidence, RoleAccess,
+    },
+    roles::Permission,
 };
 
 use crate::{
-    auth::{Permission, Principal},
+    auth::Principal,
     entity::{audit_entry, tenant},
     error::DomainResult,
-    evidence::{
-        identity::{self, BuildEvidence},
-        runs,
-    },
+    evidence::{identity, runs},
     registry::tenants,
     retention, retry_policy,
     stats::{self, Window},

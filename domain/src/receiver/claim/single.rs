@@ -15,7 +15,6 @@ use crate::{
     clock, db,
     entity::{inbox_claim, quarantine_entry},
     ids,
-    quarantine::QuarantineStatus,
     receiver::{
         admission::{Admission, Job},
         effects,
@@ -23,7 +22,7 @@ use crate::{
         verify::Verified,
     },
 };
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, quarantine::QuarantineStatus};
 
 /// One attempt at gates 6–9, and what is left to do once the caller has
 /// released its write turn. A test delivery (`Traffic::Test`) takes the

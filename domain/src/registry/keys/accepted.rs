@@ -3,13 +3,14 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 
-use super::{KeyStatus, effective_status};
+use super::effective_status;
 use crate::{
     crypto::{Aad, SigningSecret},
     entity::signing_key,
     error::{DomainError, DomainResult},
     vault::Vault,
 };
+use views::keys::KeyStatus;
 
 /// The accepted key set of an endpoint at `now`: active keys plus retiring
 /// keys inside their overlap, each only while its scope is the approved one.

@@ -35,7 +35,7 @@ pub fn validate_comment(field: &'static str, text: &str, required: bool) -> Doma
 /// An optional owner's or reviewer's name ([`validate_person`]).
 #[cfg(feature = "openapi")]
 pub fn person_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::text::schema(MAX_PERSON_CHARS))
+    views::openapi::nullable(crate::text::schema(MAX_PERSON_CHARS))
 }
 
 /// An optional comment ([`validate_comment`]).
@@ -54,5 +54,5 @@ pub fn required_comment_schema() -> utoipa::openapi::Object {
 /// and provisioning also checks that it is a curve point.
 #[cfg(feature = "openapi")]
 pub fn public_key_schema() -> utoipa::openapi::Object {
-    crate::schema::nullable(crate::schema::string(crate::crypto::asymmetric::PUBLIC_KEY_PATTERN, Some(49)))
+    views::openapi::nullable(views::openapi::string(crate::crypto::asymmetric::PUBLIC_KEY_PATTERN, Some(49)))
 }

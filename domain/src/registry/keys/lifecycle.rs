@@ -9,13 +9,13 @@ use serde_json::json;
 
 use super::review::maybe_approve;
 use super::{
-    Approval, CredentialKind, DEFAULT_OVERLAP_SECS, KeyStatus, KeyView, Loaded, MAX_OVERLAP_SECS,
-    MAX_RETIRING_PER_ENDPOINT, MIN_OVERLAP_SECS, NewCredential, ProvisionRequest, ProvisionedKey, effective_status,
-    load_for_change, lock_endpoint, retiring_count, scope_hash, summary, validate_comment, validate_person, view,
+    Approval, DEFAULT_OVERLAP_SECS, Loaded, MAX_OVERLAP_SECS, MAX_RETIRING_PER_ENDPOINT, MIN_OVERLAP_SECS,
+    NewCredential, ProvisionRequest, ProvisionedKey, effective_status, load_for_change, lock_endpoint, retiring_count,
+    scope_hash, summary, validate_comment, validate_person, view,
 };
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Permission, Principal, Scope},
+    auth::{Actor, Principal, Scope},
     clock,
     crypto::{
         Aad, SigningSecret,
@@ -25,8 +25,13 @@ use crate::{
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
     ids,
-    registry::{EventTypes, validate_event_types},
+    registry::validate_event_types,
     vault::Vault,
+};
+use views::{
+    keys::{CredentialKind, KeyStatus, KeyView},
+    roles::Permission,
+    scheme::EventTypes,
 };
 
 /// A credential checked before anything is written: a public key is
@@ -48,7 +53,7 @@ fn check_credential(e: &endpoint::Model, credential: &NewCredential) -> DomainRe
         })?),
         NewCredential::GenerateEd25519 => Checked::Generated(PrivateKey::generate()),
     };
-    if e.scheme != crate::registry::Scheme::StandardWebhooks.as_str() {
+    if e.scheme != views::scheme::Scheme::StandardWebhooks.as_str() {
         return Err(DomainError::invalid(
             "public_key_scheme",
             format!(

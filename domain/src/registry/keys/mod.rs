@@ -35,13 +35,17 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFi
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{EventTypes, Scheme};
 use crate::{
-    auth::{Authorized, Permission, Principal, Scope},
+    auth::{Authorized, Principal, Scope},
     clock,
     crypto::{SigningSecret, sha256_hex},
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
+};
+use views::{
+    keys::{CredentialKind, KeyStatus, KeyView},
+    roles::Permission,
+    scheme::{EventTypes, Scheme},
 };
 
 pub use accepted::{accepted_key_rows, open_secret};
@@ -56,8 +60,6 @@ pub const DEFAULT_OVERLAP_SECS: i64 = 24 * 3600;
 pub const MAX_OVERLAP_SECS: i64 = 7 * 24 * 3600;
 pub const MIN_OVERLAP_SECS: i64 = 60;
 pub const MAX_RETIRING_PER_ENDPOINT: u64 = 2;
-
-pub use views::keys::{ApprovalView, CredentialKind, KeyStatus, KeyView, ReviewItem};
 
 /// A new key and what the caller shows exactly once: the HMAC secret
 /// (`whsec_…`), or the private key of a pair Signet generated (`whsk_…`,

@@ -2,13 +2,14 @@
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 
-use super::{KeyFilter, KeyView, load, view};
+use super::{KeyFilter, load, view};
 use crate::{
-    auth::{Permission, Principal, Scope},
+    auth::{Principal, Scope},
     clock,
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
 };
+use views::{keys::KeyView, roles::Permission};
 
 async fn views_for(db: &DatabaseConnection, keys: Vec<signing_key::Model>, now: i64) -> DomainResult<Vec<KeyView>> {
     let mut out = Vec::with_capacity(keys.len());

@@ -8,18 +8,21 @@ use sea_orm::{
 use serde_json::{Value, json};
 
 use super::{
-    Approval, ApprovalView, DEFAULT_OVERLAP_SECS, KeyFilter, KeyStatus, KeyView, Loaded, MAX_RETIRING_PER_ENDPOINT,
-    ReviewItem, list, load, load_for_change, retiring_count, scope_value, summary, validate_comment, validate_person,
-    view,
+    Approval, DEFAULT_OVERLAP_SECS, KeyFilter, Loaded, MAX_RETIRING_PER_ENDPOINT, list, load, load_for_change,
+    retiring_count, scope_value, summary, validate_comment, validate_person, view,
 };
 use crate::{
     audit::{self, Change},
-    auth::{Actor, Authorized, Permission, Principal, Scope},
+    auth::{Actor, Authorized, Principal, Scope},
     clock, db,
     entity::{key_approval, signing_key},
     error::{DomainError, DomainResult},
     ids,
-    registry::EventTypes,
+};
+use views::{
+    keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
+    roles::Permission,
+    scheme::EventTypes,
 };
 
 async fn record_approval<C: ConnectionTrait>(

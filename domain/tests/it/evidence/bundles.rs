@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use domain::{
     DomainError,
-    auth::Role,
     evidence::{
         manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
         record::Bundle,
@@ -17,6 +16,7 @@ use domain::{
     registry::{keys, tenants},
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use views::roles::Role;
 
 use super::finish_now;
 use crate::{db_test, fixtures::*, support::TestDb};
@@ -259,8 +259,7 @@ db_test!(a_tenants_bundle_counts_deployment_roles_and_never_names_them, async |t
         assert!(!text.contains(name), "a tenant's bundle names {name}");
         assert!(!own.evidence_html.contains(name), "a tenant's printable page names {name}");
     }
-    let role =
-        |e: &domain::evidence::bundle::Evidence, r: &str| e.access.iter().find(|a| a.role == r).cloned().unwrap();
+    let role = |e: &views::evidence::Evidence, r: &str| e.access.iter().find(|a| a.role == r).cloned().unwrap();
     for r in ["admin", "reviewer", "oncall"] {
         let a = role(&own.evidence, r);
         assert!(a.holders.is_empty(), "{a:?}");

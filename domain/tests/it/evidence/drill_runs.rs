@@ -3,7 +3,6 @@
 
 use domain::{
     DomainError,
-    auth::Role,
     evidence::{
         drills::{Answer, DrillRequest, Transport, TransportError, Until},
         runs,
@@ -12,6 +11,7 @@ use domain::{
     registry::tenants,
 };
 use sea_orm::EntityTrait;
+use views::roles::Role;
 
 use super::{InProcess, finish_now, run_in};
 use crate::{
@@ -99,13 +99,8 @@ impl Transport for NeverDrops {
         let stalled = tokio::spawn(async move { run_in(&r, req).await });
         let seen = committed.await;
         let body = created("r-beside-a-drill");
-        let headers = crate::receiver::signed(
-            &self.real,
-            domain::registry::Scheme::StandardWebhooks,
-            &body,
-            now_s(),
-            "evt-beside",
-        );
+        let headers =
+            crate::receiver::signed(&self.real, views::scheme::Scheme::StandardWebhooks, &body, now_s(), "evt-beside");
         let started = std::time::Instant::now();
         let outcome = deliver(&self.real, &headers, &body).await;
         *self.beside.lock().unwrap() = Some((outcome, started.elapsed()));
@@ -125,7 +120,7 @@ impl Transport for NeverDrops {
 // `lost_ack` stalls 3 s after its commit; the stall must not hold the
 // receiver's write turn (SQLite), or every tenant waits it out.
 db_test!(a_stalled_drill_delivery_never_holds_up_another_tenant, async |t: &TestDb| {
-    let real = setup(t, domain::registry::Scheme::StandardWebhooks, None).await;
+    let real = setup(t, views::scheme::Scheme::StandardWebhooks, None).await;
     let inner = InProcess { db: t.db.clone(), vault: t.vault.clone(), r: real.r.clone() };
     let transport = NeverDrops { inner, real, beside: std::sync::Mutex::new(None) };
     let run = runs::run(&t.db, &t.vault, &admin(), &transport).await.unwrap();

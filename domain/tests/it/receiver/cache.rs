@@ -4,11 +4,9 @@
 use domain::{
     crypto::SigningSecret,
     receiver::{Outcome, Refusal},
-    registry::{
-        Scheme,
-        keys::{self, Approval},
-    },
+    registry::keys::{self, Approval},
 };
+use views::scheme::Scheme;
 
 use super::{Setup, created, deliver, now_s, setup, signed};
 use crate::{db_test, fixtures::*, support::TestDb};

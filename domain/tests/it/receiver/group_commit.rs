@@ -6,10 +6,10 @@ use std::sync::Arc;
 use domain::{
     entity::{inbox_claim, quarantine_entry, reminder},
     receiver::{Outcome, Refusal},
-    registry::Scheme,
 };
 use sea_orm::{EntityTrait, PaginatorTrait};
 use serde_json::json;
+use views::scheme::Scheme;
 
 use super::{Setup, created, now_s, setup, signed, spawn_delivery, stalling};
 use crate::{db_test, support::TestDb};

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use domain::{
     clock,
     receiver::{Outcome, Receiver, Refusal},
-    registry::{Scheme, endpoints},
+    registry::endpoints,
 };
 use sea_orm::{EntityTrait, PaginatorTrait};
+use views::scheme::Scheme;
 
 use super::{Setup, created, deliver, now_s, setup, signed};
 use crate::{db_test, fixtures::*, support::TestDb};

@@ -2,14 +2,13 @@
 //! events without an id.
 
 use std::sync::Arc;
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, scheme::Scheme};
 
 use domain::{
     DomainError, clock,
     crypto::SigningSecret,
     entity::{inbox_claim, outbox_intent, quarantine_entry, reminder},
     receiver::{Outcome, Receiver, Refusal},
-    registry::Scheme,
 };
 use sea_orm::{EntityTrait, PaginatorTrait};
 use serde_json::json;

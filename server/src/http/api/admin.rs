@@ -7,14 +7,12 @@ use axum::{
     http::StatusCode,
 };
 use domain::{
-    audit::{self, AuditFilter, AuditView},
-    auth::{
-        Role,
-        users::{self, NewUser, UserPatch, UserView},
-    },
+    audit::{self, AuditFilter},
+    auth::users::{self, NewUser, UserPatch},
     crypto::Password,
 };
 use serde::{Deserialize, Serialize};
+use views::{audit::AuditView, roles::Role, users::UserView};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery};
 use super::params::UserPath;
@@ -50,7 +48,7 @@ pub struct AuditQuery {
     pub tenant: Option<String>,
     pub before_seq: Option<i64>,
     /// 1–500, default 100.
-    #[param(schema_with = domain::paging::list_schema)]
+    #[param(schema_with = views::paging::list_schema)]
     pub limit: Option<u64>,
 }
 

@@ -7,7 +7,8 @@ use axum::{
     Json,
     extract::{Path, State},
 };
-use domain::break_glass::{self, RolloutOverrideView};
+use domain::break_glass;
+use views::retry_policy::RolloutOverrideView;
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery, OptionalJson};
 use super::keys::{DecisionBody, RejectBody};

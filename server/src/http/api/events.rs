@@ -5,8 +5,9 @@ use axum::{
     Json,
     extract::{Path, State},
 };
-use domain::events::{self, EventView, ReminderView, story::EventStory};
+use domain::events;
 use serde::Deserialize;
+use views::events::{EventStory, EventView, ReminderView};
 
 use super::auth::{ApiError, ApiPrincipal, ApiQuery, NoQuery};
 use super::params::{EventPath, ReminderPath, TenantPath};
@@ -18,7 +19,7 @@ pub struct EventQuery {
     #[param(schema_with = views::events::ClaimOutcome::filter_schema)]
     pub status: Option<String>,
     /// 1–500, default 100.
-    #[param(schema_with = domain::paging::list_schema)]
+    #[param(schema_with = views::paging::list_schema)]
     pub limit: Option<u64>,
 }
 
@@ -36,7 +37,7 @@ pub async fn list_events(
             &p,
             &tenant,
             q.status.as_deref(),
-            domain::paging::limit(domain::paging::LIST, q.limit)?,
+            domain::paging::limit(views::paging::LIST, q.limit)?,
         )
         .await?,
     ))

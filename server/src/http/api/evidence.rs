@@ -9,14 +9,14 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use domain::evidence::{
-    bundle::Evidence,
-    export::{self, ExportView, Via},
+    export::{self, Via},
     manifest::Manifest,
     record::Bundle,
-    runs::{self, DrillRunView},
-    signoff::{self, NewSignoff, SignoffView},
+    runs,
+    signoff::{self, NewSignoff},
 };
 use serde::{Deserialize, Serialize};
+use views::evidence::{DrillRunView, Evidence, ExportView, SignoffView};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery, OptionalJson};
 use super::params::{DigestPath, RunPath};
@@ -50,7 +50,7 @@ pub async fn start_drills(
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// At most this many (1–200, default 20).
-    #[param(schema_with = domain::paging::drill_runs_schema)]
+    #[param(schema_with = views::paging::drill_runs_schema)]
     pub limit: Option<u64>,
 }
 
@@ -61,7 +61,7 @@ pub async fn list_drills(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<ListParams>,
 ) -> Result<Json<Vec<DrillRunView>>, ApiError> {
-    Ok(Json(runs::list(&st.db, &p, domain::paging::limit(domain::paging::DRILL_RUNS, q.limit)?).await?))
+    Ok(Json(runs::list(&st.db, &p, domain::paging::limit(views::paging::DRILL_RUNS, q.limit)?).await?))
 }
 
 #[utoipa::path(get, path = "/drills/{run_id}", tag = "evidence", params(RunPath),

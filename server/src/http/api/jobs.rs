@@ -3,7 +3,8 @@
 
 use app::ssr::SharedState;
 use axum::{Json, extract::State};
-use domain::jobs::{self, JobsView, StaleAfter};
+use domain::jobs::{self, StaleAfter};
+use views::jobs::JobsView;
 
 use super::auth::{ApiError, ApiPrincipal, NoQuery};
 

@@ -10,9 +10,10 @@ use axum::{
 use domain::{
     DomainError,
     auth::Principal,
-    registry::keys::{self, Approval, KeyFilter, KeyStatus, KeyView, NewCredential, ProvisionRequest, ProvisionedKey},
+    registry::keys::{self, Approval, KeyFilter, NewCredential, ProvisionRequest, ProvisionedKey},
 };
 use serde::{Deserialize, Serialize};
+use views::keys::{KeyStatus, KeyView};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoQuery, OptionalJson};
 use super::params::{EndpointPath, KeyPath};
@@ -88,7 +89,7 @@ pub struct RotateBody {
     /// How long the old key keeps working once the new one is active
     /// (60–604800 s; default 86400).
     #[schema(schema_with = overlap_schema)]
-    #[serde(default, deserialize_with = "domain::integral::optional")]
+    #[serde(default, deserialize_with = "views::integral::optional")]
     pub overlap_secs: Option<i64>,
     /// The replacement's `v1a` public key (`whpk_…`). Required to rotate an
     /// Ed25519 key (409 `public_key_required` without it); given for an
@@ -109,11 +110,8 @@ pub struct RotateBody {
 }
 
 fn overlap_schema() -> utoipa::openapi::Object {
-    use domain::{
-        registry::keys::{MAX_OVERLAP_SECS, MIN_OVERLAP_SECS},
-        schema,
-    };
-    schema::nullable(schema::integer(MIN_OVERLAP_SECS, MAX_OVERLAP_SECS))
+    use domain::registry::keys::{MAX_OVERLAP_SECS, MIN_OVERLAP_SECS};
+    views::openapi::nullable(views::openapi::integer(MIN_OVERLAP_SECS, MAX_OVERLAP_SECS))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

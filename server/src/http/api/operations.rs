@@ -6,15 +6,17 @@ use axum::{
     extract::{Path, State},
 };
 use domain::{
-    break_glass::{self, RolloutOverrideView, SetOutcome},
-    outbox::{self, OutboxStatus, OutboxView},
-    quarantine::{
-        self, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody,
-        bulk_release::{self, BulkReleaseView},
-    },
-    retry_policy::{self, RetryPolicyView},
+    break_glass::{self, SetOutcome},
+    outbox,
+    quarantine::{self, bulk_release},
+    retry_policy,
 };
 use serde::{Deserialize, Serialize};
+use views::{
+    outbox::{OutboxStatus, OutboxView},
+    quarantine::{BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineView, RevealedBody},
+    retry_policy::{RetryPolicyView, RolloutOverrideView},
+};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ApiQuery, ErrorBody, NoBody, NoQuery};
 use super::params::{IdPath, TenantPath};
@@ -275,7 +277,7 @@ pub struct OutboxQuery {
     #[param(schema_with = OutboxStatus::filter_schema)]
     pub status: Option<String>,
     /// 1–500, default 100.
-    #[param(schema_with = domain::paging::list_schema)]
+    #[param(schema_with = views::paging::list_schema)]
     pub limit: Option<u64>,
 }
 
@@ -292,7 +294,7 @@ pub async fn list_outbox(
             &p,
             q.tenant.as_deref(),
             q.status.as_deref(),
-            domain::paging::limit(domain::paging::LIST, q.limit)?,
+            domain::paging::limit(views::paging::LIST, q.limit)?,
         )
         .await?,
     ))

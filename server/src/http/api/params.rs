@@ -102,7 +102,7 @@ pub struct UserPath {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Path)]
 pub struct SchemePath {
-    #[param(value_type = domain::registry::Scheme)]
+    #[param(value_type = views::scheme::Scheme)]
     pub scheme: String,
 }
 

@@ -7,12 +7,16 @@ use axum::{
     http::StatusCode,
 };
 use domain::{
-    onboarding::{self, TestDeliveryView, TestRequest},
+    onboarding::{self, TestRequest},
     registry::{
-        endpoints::{self, EndpointPatch, EndpointView, NewEndpoint},
-        event_key::{self, EventKeyView},
-        tenants::{self, NewTenant, TenantPatch, TenantView},
+        endpoints::{self, EndpointPatch, NewEndpoint},
+        event_key,
+        tenants::{self, NewTenant, TenantPatch},
     },
+};
+use views::{
+    onboarding::TestDeliveryView,
+    registry::{EndpointView, EventKeyView, TenantView},
 };
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery, OptionalJson};

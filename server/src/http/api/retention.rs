@@ -6,8 +6,9 @@ use axum::{
     Json,
     extract::{Path, State},
 };
-use domain::retention::{self, HorizonView, RetentionChange, RetentionOverview, RetentionView};
+use domain::retention::{self, RetentionChange};
 use serde::Deserialize;
+use views::retention::{HorizonView, RetentionOverview, RetentionView};
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery};
 use super::params::{EndpointPath, SchemePath};
@@ -58,7 +59,7 @@ pub async fn set_retention(
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct HorizonBody {
     #[schema(schema_with = domain::retention::horizon_schema)]
-    #[serde(deserialize_with = "domain::integral::integer")]
+    #[serde(deserialize_with = "views::integral::integer")]
     pub horizon_secs: i64,
     #[schema(schema_with = domain::text::reason_schema)]
     pub reason: String,

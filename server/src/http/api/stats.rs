@@ -2,8 +2,9 @@
 
 use app::ssr::SharedState;
 use axum::{Json, extract::State};
-use domain::stats::{self, StatsView, Window};
+use domain::stats::{self, Window};
 use serde::Deserialize;
+use views::stats::StatsView;
 
 use super::auth::{ApiError, ApiPrincipal, ApiQuery};
 

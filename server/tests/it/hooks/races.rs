@@ -4,8 +4,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use domain::{crypto::signature, registry::Scheme};
+use domain::crypto::signature;
 use serde_json::Value;
+use views::scheme::Scheme;
 
 use super::{Hook, count, db, setup};
 use crate::{

@@ -4,12 +4,10 @@
 
 use std::time::Duration;
 
-use domain::{
-    crypto::{SigningSecret, signature},
-    registry::Scheme,
-};
+use domain::crypto::{SigningSecret, signature};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use super::{db, hook, setup};
 use crate::{

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use domain::registry::Scheme;
 use serde_json::{Value, json};
+use views::scheme::Scheme;
 
 use super::{Hook, count, db, enable_retries, setup};
 use crate::{

@@ -2,8 +2,9 @@
 
 use std::{process::Output, time::Duration};
 
-use domain::{crypto::SigningSecret, registry::Scheme};
+use domain::crypto::SigningSecret;
 use serde_json::Value;
+use views::scheme::Scheme;
 
 use super::{enable_retries, setup};
 use crate::{

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use views::hmac::HmacProfile;
 use views::keys::KeyStatus;
+use views::quarantine::QuarantineReason;
 
 use super::signing::sign_for;
 use crate::{
@@ -268,8 +269,10 @@ pub fn gates(receipt: &Receipt) -> Vec<GateView> {
     let (decided, passed, code) = match outcome {
         _ if receipt.endpoint.is_none() => (1, false, outcome.answer().to_owned()),
         Outcome::Refused(r) => (refused_at(*r), false, r.code().to_owned()),
-        Outcome::Quarantined { reason, .. } if reason == "malformed_envelope" => (7, false, reason.clone()),
-        Outcome::Quarantined { reason, .. } => (9, false, reason.clone()),
+        Outcome::Quarantined { reason: QuarantineReason::MalformedEnvelope, .. } => {
+            (7, false, QuarantineReason::MalformedEnvelope.as_str().to_owned())
+        }
+        Outcome::Quarantined { reason, .. } => (9, false, reason.as_str().to_owned()),
         Outcome::Applied { .. } | Outcome::StaleTransition { .. } | Outcome::Duplicate { .. } => {
             (9, true, outcome.answer().to_owned())
         }
@@ -353,7 +356,7 @@ mod tests {
         assert!(applied.iter().all(|g| g.0 == Passed), "{applied:?}");
         assert_eq!(applied[8].1.as_deref(), Some("applied"));
         let malformed =
-            results(Outcome::Quarantined { event_id: "x".into(), reason: "malformed_envelope".into() }, true);
+            results(Outcome::Quarantined { event_id: "x".into(), reason: QuarantineReason::MalformedEnvelope }, true);
         assert_eq!(malformed[6].0, Failed);
         let missing = results(Outcome::Unavailable, false);
         assert_eq!(missing[0], (Failed, Some("unavailable".into())));

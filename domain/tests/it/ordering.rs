@@ -16,6 +16,7 @@ use domain::{
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 use views::events::ClaimOutcome;
+use views::quarantine::QuarantineReason;
 
 use crate::{
     db_test,
@@ -73,7 +74,7 @@ async fn entry_id(t: &TestDb, event_id: &str) -> String {
 }
 
 fn ambiguous(event_id: &str) -> Outcome {
-    Outcome::Quarantined { event_id: event_id.into(), reason: "ambiguous_order".into() }
+    Outcome::Quarantined { event_id: event_id.into(), reason: QuarantineReason::AmbiguousOrder }
 }
 
 db_test!(a_transition_without_occurred_at_that_contradicts_a_later_state_is_quarantined, async |t: &TestDb| {

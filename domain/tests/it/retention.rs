@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use views::events::ClaimOutcome;
+use views::quarantine::QuarantineReason;
 
 use domain::{
     audit::{self, AuditFilter},
@@ -182,7 +183,7 @@ async fn quarantined(
         tenant_id: Set(tenant_id.into()),
         endpoint_id: Set(endpoint_id.into()),
         event_id: Set(event_id.into()),
-        reason: Set("reminder_not_found".into()),
+        reason: Set(QuarantineReason::ReminderNotFound),
         status: Set(status),
         created_at: Set(clock::now_ms() - age_secs * 1000),
         ..Default::default()

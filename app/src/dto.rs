@@ -11,7 +11,7 @@ pub use views::evidence::{
 };
 pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
 pub use views::quarantine::{
-    AMBIGUOUS_ORDER, BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView,
+    BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineReason, QuarantineStatus, QuarantineView,
     RevealedBody,
 };
 pub use views::retry_policy::{OverrideStatus, PolicyVersionView, RetryPolicyView, RolloutOverrideView};

@@ -12,6 +12,32 @@ string_enum! {
 }
 
 string_enum! {
+    /// Why the receiver kept an authenticated event in quarantine, as stored in
+    /// `quarantine_entries.reason` and answered in its 202.
+    pub enum QuarantineReason {
+        /// The body is not Signet's envelope.
+        MalformedEnvelope = "malformed_envelope",
+        /// The envelope has no event id (claimed per signed message instead).
+        MissingEventId = "missing_event_id",
+        /// No handler for the event type.
+        UnknownEventType = "unknown_event_type",
+        /// A field the handler needs is missing or malformed.
+        InvalidData = "invalid_data",
+        /// `reminder.created` for an id that exists.
+        ReminderExists = "reminder_exists",
+        /// A transition for a reminder that does not exist.
+        ReminderNotFound = "reminder_not_found",
+        /// A reminder transition whose order against the reminder's state is
+        /// unknown (no `occurred_at`, and it contradicts a state applied since
+        /// creation). Releasing such an entry applies it.
+        AmbiguousOrder = "ambiguous_order",
+        /// Transient failures ran out under a tenant whose retry policy is
+        /// `disabled`: kept rather than answered 503; a release retries it.
+        Transient = "transient",
+    }
+}
+
+string_enum! {
     /// What a bulk release did with one entry, as stored in
     /// `bulk_release_items.outcome` (`NULL` while pending).
     pub enum BulkItemOutcome {
@@ -55,11 +81,6 @@ fn age_schema() -> utoipa::openapi::Object {
     crate::openapi::nullable_one_of(&AGES)
 }
 
-/// The quarantine reason of a reminder transition whose order against the
-/// reminder's state is unknown (no `occurred_at`, and it contradicts a
-/// state applied since creation). Releasing such an entry applies it.
-pub const AMBIGUOUS_ORDER: &str = "ambiguous_order";
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct QuarantineFilter {
@@ -96,7 +117,7 @@ pub struct QuarantineView {
     /// Why the receiver kept it: `malformed_envelope`, `missing_event_id`, `unknown_event_type`,
     /// `invalid_data`, `reminder_exists`, `reminder_not_found`, `ambiguous_order` (a reminder
     /// transition whose order is unknown: releasing it applies it as the newest) or `transient`.
-    pub reason: String,
+    pub reason: QuarantineReason,
     pub status: QuarantineStatus,
     pub quarantined_at: String,
     pub key_id: Option<String>,
@@ -111,8 +132,8 @@ pub struct QuarantineView {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ReasonCount {
-    pub reason: String,
+pub struct QuarantineReasonCount {
+    pub reason: QuarantineReason,
     pub count: u64,
 }
 
@@ -122,7 +143,7 @@ pub struct QuarantineList {
     /// Entries matching the whole filter (the listing shows at most `limit`).
     pub total: u64,
     /// Matching entries by reason, ignoring the reason filter.
-    pub by_reason: Vec<ReasonCount>,
+    pub by_reason: Vec<QuarantineReasonCount>,
     pub items: Vec<QuarantineView>,
 }
 

@@ -107,7 +107,7 @@ fn Story(s: EventStory) -> impl IntoView {
                 <h2>"Quarantine"</h2>
                 <p>
                     <span class=format!("badge badge-q-{}", q.entry.status)>{q.entry.status.as_str()}</span>
-                    " " {q.entry.reason.clone()} " · " {when(&q.entry.quarantined_at)}
+                    " " {q.entry.reason.as_str()} " · " {when(&q.entry.quarantined_at)}
                 </p>
                 <p><a href=href>"Open the entry"</a> " (its body is shown there on request, audited)"</p>
                 <AuditRows rows=q.triage empty="No triage yet."/>

@@ -154,8 +154,8 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
             <nav class="reason-counts" aria-label="By reason">
                 <a href=f.href("") class:current=f.reason.is_empty()>"All reasons " <span class="count">{all}</span></a>
                 {list.by_reason.iter().map(|c| view! {
-                    <a href=f.href(&c.reason) class:current=f.reason == c.reason>
-                        {reason_label(&c.reason)} " " <span class="count">{c.count}</span>
+                    <a href=f.href(c.reason.as_str()) class:current=f.reason == c.reason.as_str()>
+                        {reason_label(c.reason.as_str())} " " <span class="count">{c.count}</span>
                     </a>
                 }).collect_view()}
             </nav>
@@ -214,7 +214,7 @@ fn Row(q: QuarantineView) -> impl IntoView {
                 <span class="muted">{q.event_type.unwrap_or_else(|| "no type (malformed)".to_owned())}</span>
             </td>
             <td>
-                <span class="badge badge-reason">{reason_label(&q.reason)}</span>
+                <span class="badge badge-reason">{reason_label(q.reason.as_str())}</span>
                 {q.last_release_error.map(|e| view! {
                     <br/><small class="muted">"last release: " {reason_label(&e)}</small>
                 })}

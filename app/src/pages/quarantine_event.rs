@@ -18,7 +18,7 @@ use crate::{
         ActionError, Awaited, FormError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit,
         format::when, quarantine_labels::reason_label,
     },
-    dto::{AMBIGUOUS_ORDER, Me, QuarantineStatus, QuarantineView, RevealedBody},
+    dto::{Me, QuarantineReason, QuarantineStatus, QuarantineView, RevealedBody},
 };
 
 /// The body a reveal left for this page, if the URL names one.
@@ -105,7 +105,7 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
         {done_notice}
         <ReturnedError/>
         {q.last_release_error.clone().filter(|_| open).map(|e| {
-            let next = if e == AMBIGUOUS_ORDER {
+            let next = if e == QuarantineReason::AmbiguousOrder.as_str() {
                 ". Releasing again applies it as the newest transition."
             } else {
                 ". Fix the cause, then release again."
@@ -116,7 +116,8 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
                 </p>
             }
         })}
-        {(open && (q.reason == AMBIGUOUS_ORDER || q.last_release_error.as_deref() == Some(AMBIGUOUS_ORDER))).then(|| {
+        {(open && (q.reason == QuarantineReason::AmbiguousOrder
+            || q.last_release_error.as_deref() == Some(QuarantineReason::AmbiguousOrder.as_str()))).then(|| {
             view! {
                 <p class="hint">
                     "This reminder transition carries no " <code>"occurred_at"</code>
@@ -130,7 +131,7 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
             <section class="card">
                 <h2>"Event"</h2>
                 <dl class="facts">
-                    <dt>"Reason"</dt><dd><span class="badge badge-reason">{reason_label(&q.reason)}</span></dd>
+                    <dt>"Reason"</dt><dd><span class="badge badge-reason">{reason_label(q.reason.as_str())}</span></dd>
                     <dt>"Event id"</dt><dd><code class="wrap">{q.event_id.clone()}</code></dd>
                     <dt>"Type"</dt>
                     <dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd>

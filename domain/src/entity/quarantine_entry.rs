@@ -1,7 +1,7 @@
 //! `quarantine` rows.
 
 use sea_orm::entity::prelude::*;
-use views::quarantine::QuarantineStatus;
+use views::quarantine::{QuarantineReason, QuarantineStatus};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "quarantine")]
@@ -14,7 +14,7 @@ pub struct Model {
     pub id: String,
     pub endpoint_id: String,
     pub event_id: String,
-    pub reason: String,
+    pub reason: QuarantineReason,
     pub status: QuarantineStatus,
     pub created_at: i64,
     /// When, by whom and why it was released or discarded.

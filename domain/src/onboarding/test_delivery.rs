@@ -14,6 +14,7 @@ use views::{
     hmac::HmacProfile,
     keys::KeyStatus,
     onboarding::{GateResult, GateView, TestAbility, TestDeliveryView},
+    quarantine::QuarantineReason,
     roles::Permission,
     scheme::EventTypes,
 };
@@ -273,8 +274,10 @@ pub fn gates(receipt: &Receipt) -> Vec<GateView> {
     let (decided, passed, code) = match outcome {
         _ if receipt.endpoint.is_none() => (1, false, outcome.answer().to_owned()),
         Outcome::Refused(r) => (refused_at(*r), false, r.code().to_owned()),
-        Outcome::Quarantined { reason, .. } if reason == "malformed_envelope" => (7, false, reason.clone()),
-        Outcome::Quarantined { reason, .. } => (9, false, reason.clone()),
+        Outcome::Quarantined { reason: QuarantineReason::MalformedEnvelope, .. } => {
+            (7, false, QuarantineReason::MalformedEnvelope.as_str().to_owned())
+        }
+        Outcome::Quarantined { reason, .. } => (9, false, reason.as_str().to_owned()),
         Outcome::Applied { .. } | Outcome::StaleTransition { .. } | Outcome::Duplicate { .. } => {
             (9, true, outcome.answer().to_owned())
         }
@@ -358,7 +361,7 @@ mod tests {
         assert!(applied.iter().all(|g| g.0 == Passed), "{applied:?}");
         assert_eq!(applied[8].1.as_deref(), Some("applied"));
         let malformed =
-            results(Outcome::Quarantined { event_id: "x".into(), reason: "malformed_envelope".into() }, true);
+            results(Outcome::Quarantined { event_id: "x".into(), reason: QuarantineReason::MalformedEnvelope }, true);
         assert_eq!(malformed[6].0, Failed);
         let missing = results(Outcome::Unavailable, false);
         assert_eq!(missing[0], (Failed, Some("unavailable".into())));

@@ -17,7 +17,8 @@ use views::{
     events::ClaimOutcome,
     keys::KeyStatus,
     quarantine::{
-        BulkItemOutcome, QuarantineFilter, QuarantineList, QuarantineStatus, QuarantineView, ReasonCount, RevealedBody,
+        BulkItemOutcome, QuarantineFilter, QuarantineList, QuarantineReason, QuarantineReasonCount, QuarantineStatus,
+        QuarantineView, RevealedBody,
     },
     roles::Permission,
     scheme::EventTypes,
@@ -128,22 +129,22 @@ pub async fn list(
 ) -> DomainResult<QuarantineList> {
     let limit = crate::paging::limit(views::paging::LIST, f.limit)?;
     let scope = scope_condition(db, principal, f).await?;
-    let by_reason: Vec<ReasonCount> = entry::Entity::find()
+    let by_reason: Vec<QuarantineReasonCount> = entry::Entity::find()
         .select_only()
         .column(entry::Column::Reason)
         .column_as(entry::Column::Id.count(), "n")
         .filter(scope.clone())
         .group_by(entry::Column::Reason)
         .order_by_asc(entry::Column::Reason)
-        .into_tuple::<(String, i64)>()
+        .into_tuple::<(QuarantineReason, i64)>()
         .all(db)
         .await?
         .into_iter()
-        .map(|(reason, n)| ReasonCount { reason, count: n.max(0) as u64 })
+        .map(|(reason, n)| QuarantineReasonCount { reason, count: n.max(0) as u64 })
         .collect();
     // The total follows from the counts: one reason's, or all of them.
     let total = match nonempty(&f.reason) {
-        Some(r) => by_reason.iter().find(|c| c.reason == r).map_or(0, |c| c.count),
+        Some(r) => by_reason.iter().find(|c| c.reason.as_str() == r).map_or(0, |c| c.count),
         None => by_reason.iter().map(|c| c.count).sum(),
     };
     let rows = entry::Entity::find()
@@ -378,7 +379,7 @@ async fn release_marking(
         }
         Err(err) => return Err(err),
         Ok(body) => match envelope::parse(&body) {
-            None => "malformed_envelope",
+            None => QuarantineReason::MalformedEnvelope.as_str(),
             Some(env) => match scope_refusal(&txn, &e, &claim, &env)
                 .await?
                 .map_or(claim_compound_id(&txn, &e, &claim, &env).await?, Err)
@@ -430,7 +431,7 @@ async fn release_marking(
                             txn.commit().await?;
                             return Ok(());
                         }
-                        Err(EffectError::Quarantine(why)) => why,
+                        Err(EffectError::Quarantine(why)) => why.as_str(),
                         Err(EffectError::Db(err)) => return Err(err.into()),
                         Err(EffectError::Crypto(err)) => return Err(err.into()),
                     }
@@ -453,8 +454,8 @@ async fn release_marking(
 /// order rules, so an ambiguity found now fails the release and says so,
 /// and a second release is that decision.
 fn release_order(e: &entry::Model) -> effects::Order {
-    let ambiguous = |r: &str| r == views::quarantine::AMBIGUOUS_ORDER;
-    if ambiguous(&e.reason) || e.last_release_error.as_deref().is_some_and(ambiguous) {
+    let ambiguous = QuarantineReason::AmbiguousOrder;
+    if e.reason == ambiguous || e.last_release_error.as_deref() == Some(ambiguous.as_str()) {
         effects::Order::Triage
     } else {
         effects::Order::Sender
@@ -506,7 +507,7 @@ async fn claim_compound_id<C: ConnectionTrait>(
     claim: &inbox_claim::Model,
     env: &envelope::Envelope,
 ) -> DomainResult<Result<Option<String>, &'static str>> {
-    if e.reason != "missing_event_id" {
+    if e.reason != QuarantineReason::MissingEventId {
         return Ok(Ok(None));
     }
     let fields = endpoint::Entity::find_by_id(e.endpoint_id.clone())

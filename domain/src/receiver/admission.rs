@@ -2,6 +2,8 @@
 //! signature verified, because they are pure; the claim applies them in
 //! contract order, after the replay check (gate 6), inside its transaction.
 
+use views::quarantine::QuarantineReason;
+
 use super::{outcome::Refusal, verify::Verified};
 use crate::envelope::{self, Envelope};
 
@@ -27,7 +29,7 @@ pub enum Admission {
     Admitted(Job),
     /// Authenticated but kept for on-call: `malformed_envelope` (gate 7) or
     /// `missing_event_id`.
-    Quarantine(Held, &'static str),
+    Quarantine(Held, QuarantineReason),
     /// Gate 8: the key may not send this type, or the envelope names
     /// another tenant.
     Refused(Held, Refusal),
@@ -56,7 +58,10 @@ pub fn admit(verified: Verified, trace_context: Option<String>) -> Admission {
         // Gate 7. A body that is no envelope keeps its digest as its id.
         let event_id =
             verified.message_id().map_or_else(|| format!("sha256:{}", verified.body_digest()), str::to_owned);
-        return Admission::Quarantine(Held { verified, event_id, event_type: None }, "malformed_envelope");
+        return Admission::Quarantine(
+            Held { verified, event_id, event_type: None },
+            QuarantineReason::MalformedEnvelope,
+        );
     };
     // An event without an id (and no compound key for its endpoint) is kept
     // in quarantine, claimed under its signed message: the very same request
@@ -73,7 +78,7 @@ pub fn admit(verified: Verified, trace_context: Option<String>) -> Admission {
         return Admission::Refused(held(verified), refusal);
     }
     if !identified {
-        return Admission::Quarantine(held(verified), "missing_event_id");
+        return Admission::Quarantine(held(verified), QuarantineReason::MissingEventId);
     }
     Admission::Admitted(Job { verified, event_id, envelope, trace_context })
 }

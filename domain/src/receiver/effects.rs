@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use views::{
     events::{ReminderStatus, StateOrder},
     outbox::OutboxStatus,
-    quarantine::AMBIGUOUS_ORDER,
+    quarantine::QuarantineReason,
 };
 
 use crate::envelope::Envelope;
@@ -56,7 +56,7 @@ pub enum Applied {
 #[derive(Debug)]
 pub enum EffectError {
     /// Persistent: keep the event in quarantine with this reason.
-    Quarantine(&'static str),
+    Quarantine(QuarantineReason),
     Db(DbErr),
     Crypto(CryptoError),
 }
@@ -75,14 +75,16 @@ fn text_field<'a>(data: &'a Value, name: &str) -> Result<&'a str, EffectError> {
     data.get(name)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty() && s.len() <= 200)
-        .ok_or(EffectError::Quarantine("invalid_data"))
+        .ok_or(EffectError::Quarantine(QuarantineReason::InvalidData))
 }
 
 fn time_field(data: &Value, name: &str) -> Result<Option<i64>, EffectError> {
     match data.get(name) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => clock::parse_rfc3339(s).map(Some).ok_or(EffectError::Quarantine("invalid_data")),
-        Some(_) => Err(EffectError::Quarantine("invalid_data")),
+        Some(Value::String(s)) => {
+            clock::parse_rfc3339(s).map(Some).ok_or(EffectError::Quarantine(QuarantineReason::InvalidData))
+        }
+        Some(_) => Err(EffectError::Quarantine(QuarantineReason::InvalidData)),
     }
 }
 
@@ -112,7 +114,9 @@ pub enum Order {
 /// (docs/architecture.md#replays-order-and-retention).
 pub fn occurred_at(env: &Envelope) -> Result<Option<i64>, EffectError> {
     match &env.occurred_at {
-        Some(text) => clock::parse_rfc3339(text).map(Some).ok_or(EffectError::Quarantine("invalid_data")),
+        Some(text) => {
+            clock::parse_rfc3339(text).map(Some).ok_or(EffectError::Quarantine(QuarantineReason::InvalidData))
+        }
         None => Ok(None),
     }
 }
@@ -128,13 +132,13 @@ async fn refused<C: ConnectionTrait>(
     unordered: bool,
 ) -> Result<Applied, EffectError> {
     let Some(row) = reminder::Entity::find_by_id((tenant.to_owned(), id.to_owned())).one(conn).await? else {
-        return Err(EffectError::Quarantine("reminder_not_found"));
+        return Err(EffectError::Quarantine(QuarantineReason::ReminderNotFound));
     };
     if row.status == ReminderStatus::Canceled {
         return Ok(Applied::Stale);
     }
     if unordered || row.state_order == Some(StateOrder::Unordered) {
-        return Err(EffectError::Quarantine(AMBIGUOUS_ORDER));
+        return Err(EffectError::Quarantine(QuarantineReason::AmbiguousOrder));
     }
     Ok(Applied::Stale)
 }
@@ -164,7 +168,8 @@ pub async fn apply<C: ConnectionTrait>(
     match env.event_type.as_str() {
         "reminder.created" => {
             let id = text_field(&env.data, "reminder_id")?;
-            let send_at = time_field(&env.data, "send_at")?.ok_or(EffectError::Quarantine("invalid_data"))?;
+            let send_at =
+                time_field(&env.data, "send_at")?.ok_or(EffectError::Quarantine(QuarantineReason::InvalidData))?;
             let res = reminder::Entity::insert(reminder::ActiveModel {
                 tenant_id: Set(t.to_owned()),
                 reminder_id: Set(id.to_owned()),
@@ -182,7 +187,7 @@ pub async fn apply<C: ConnectionTrait>(
             .exec_without_returning(conn)
             .await?;
             if !inserted(res) {
-                return Err(EffectError::Quarantine("reminder_exists"));
+                return Err(EffectError::Quarantine(QuarantineReason::ReminderExists));
             }
         }
         "reminder.scheduled" => {
@@ -268,7 +273,7 @@ pub async fn apply<C: ConnectionTrait>(
             let request = text_field(&env.data, "otp_request_id")?;
             let channel = text_field(&env.data, "channel")?;
             if channel != "sms" && channel != "email" {
-                return Err(EffectError::Quarantine("invalid_data"));
+                return Err(EffectError::Quarantine(QuarantineReason::InvalidData));
             }
             // Minted once, here; a second event for the same request id hits
             // the unique key and mints nothing.
@@ -285,7 +290,7 @@ pub async fn apply<C: ConnectionTrait>(
             )
             .await?;
         }
-        _ => return Err(EffectError::Quarantine("unknown_event_type")),
+        _ => return Err(EffectError::Quarantine(QuarantineReason::UnknownEventType)),
     }
     Ok(Applied::Done)
 }

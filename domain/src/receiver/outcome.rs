@@ -2,7 +2,7 @@
 //! status and JSON body, which the server sends and the drills read), its
 //! error codes and the metrics' reasons.
 
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, quarantine::QuarantineReason};
 
 /// A request refused before anything was stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,7 +77,7 @@ pub enum Outcome {
     /// The claim existed with a different body; nothing overwritten.
     IdentityConflict { event_id: String },
     /// Authenticated but the effect cannot apply; kept in quarantine.
-    Quarantined { event_id: String, reason: String },
+    Quarantined { event_id: String, reason: QuarantineReason },
     /// Refused before anything was stored.
     Refused(Refusal),
     /// Transient failure; nothing was claimed; the provider should retry.
@@ -119,7 +119,7 @@ impl Outcome {
                 json!({"status": "duplicate", "original": original.as_str(), "event_id": event_id})
             }
             Outcome::IdentityConflict { .. } => json!({"error": "identity_conflict"}),
-            Outcome::Quarantined { reason, .. } => json!({"status": "quarantined", "reason": reason}),
+            Outcome::Quarantined { reason, .. } => json!({"status": "quarantined", "reason": reason.as_str()}),
             Outcome::Refused(r) => json!({"error": r.code()}),
             Outcome::Unavailable => json!({"error": "unavailable"}),
         }
@@ -152,7 +152,7 @@ impl Outcome {
             Outcome::StaleTransition { .. } => ("stale_transition", String::new()),
             Outcome::Duplicate { .. } => ("duplicate", String::new()),
             Outcome::IdentityConflict { .. } => ("identity_conflict", String::new()),
-            Outcome::Quarantined { reason, .. } => ("quarantined", reason.clone()),
+            Outcome::Quarantined { reason, .. } => ("quarantined", reason.as_str().to_owned()),
             Outcome::Refused(Refusal::Replay) => ("replay", String::new()),
             Outcome::Refused(Refusal::Overloaded) => ("overloaded", String::new()),
             Outcome::Refused(r) => ("verification_failed", r.reason().to_owned()),

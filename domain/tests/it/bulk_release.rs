@@ -46,7 +46,7 @@ db_test!(progress_is_reported_entry_by_entry_with_each_outcome, async |t: &TestD
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     quarantine_updates(&s, 6).await;
     let junk = send(&s, b"not json", "junk").await;
-    assert!(matches!(junk, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope"));
+    assert!(matches!(junk, Outcome::Quarantined { ref reason, .. } if reason.as_str() == "malformed_envelope"));
     create_reminders(&s, 0..4).await;
 
     let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "reminders backfilled").await.unwrap();

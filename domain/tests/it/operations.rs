@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use views::{
     events::ClaimOutcome,
-    quarantine::{QuarantineFilter, QuarantineStatus},
+    quarantine::{QuarantineFilter, QuarantineReason, QuarantineStatus},
     roles::Role,
     scheme::Scheme,
 };
@@ -61,7 +61,7 @@ async fn audit_count(t: &TestDb, action: &str) -> u64 {
 db_test!(release_applies_exactly_once_under_concurrent_clicks, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let out = send(&s, &scheduled("r-1"), "msg_sched").await;
-    assert_eq!(out, Outcome::Quarantined { event_id: "msg_sched".into(), reason: "reminder_not_found".into() });
+    assert_eq!(out, Outcome::Quarantined { event_id: "msg_sched".into(), reason: QuarantineReason::ReminderNotFound });
     let id = entry_id(t, "msg_sched").await;
 
     // Releasing before the cause is fixed changes nothing but the error note.
@@ -137,12 +137,12 @@ db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
     send(&s, &scheduled("r-2"), "m2").await;
     let junk = b"not json at all";
     assert!(
-        matches!(send(&s, junk, "m3").await, Outcome::Quarantined { ref reason, .. } if reason == "malformed_envelope")
+        matches!(send(&s, junk, "m3").await, Outcome::Quarantined { ref reason, .. } if reason.as_str() == "malformed_envelope")
     );
 
     let all = quarantine::list(&t.db, &oncall(), &QuarantineFilter::default()).await.unwrap();
     assert_eq!(all.total, 3);
-    let counts: Vec<(String, u64)> = all.by_reason.iter().map(|c| (c.reason.clone(), c.count)).collect();
+    let counts: Vec<(String, u64)> = all.by_reason.iter().map(|c| (c.reason.as_str().to_owned(), c.count)).collect();
     assert_eq!(counts, vec![("malformed_envelope".into(), 1), ("reminder_not_found".into(), 2)]);
     let f = QuarantineFilter {
         tenant: Some("clinic-a".into()),
@@ -326,7 +326,7 @@ db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &T
     assert!(l.items.is_empty(), "nothing quarantined");
     // An in-scope event on the same path is still kept (quarantined as transient).
     let kept = send(&s, &created("r-2"), "msg_in_scope").await;
-    assert_eq!(kept, Outcome::Quarantined { event_id: "msg_in_scope".into(), reason: "transient".into() });
+    assert_eq!(kept, Outcome::Quarantined { event_id: "msg_in_scope".into(), reason: QuarantineReason::Transient });
 });
 
 // Gate 8 again at release: a quarantined event whose key no longer permits
@@ -334,7 +334,7 @@ db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &T
 db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created", "reminder.scheduled"])).await;
     let out = send(&s, &scheduled("r-late"), "msg_early").await;
-    assert_eq!(out, Outcome::Quarantined { event_id: "msg_early".into(), reason: "reminder_not_found".into() });
+    assert_eq!(out, Outcome::Quarantined { event_id: "msg_early".into(), reason: QuarantineReason::ReminderNotFound });
     assert_eq!(send(&s, &created("r-late"), "msg_created").await, Outcome::Applied { event_id: "msg_created".into() });
     // The key's scope narrows (it goes back for approval; the rule is its scope now).
     domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id, &["reminder.created".to_owned()]).await.unwrap();
@@ -447,7 +447,7 @@ db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once
         entries
             .iter()
             .find(|q| {
-                q.reason == "missing_event_id"
+                q.reason.as_str() == "missing_event_id"
                     && q.body_sha256.as_deref() == Some(&domain::crypto::sha256_hex(&body(rid)))
             })
             .unwrap()

@@ -14,7 +14,11 @@ use domain::{
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
-use views::{events::ClaimOutcome, quarantine::QuarantineFilter, scheme::Scheme};
+use views::{
+    events::ClaimOutcome,
+    quarantine::{QuarantineFilter, QuarantineReason},
+    scheme::Scheme,
+};
 
 use crate::{
     db_test,
@@ -72,7 +76,7 @@ async fn entry_id(t: &TestDb, event_id: &str) -> String {
 }
 
 fn ambiguous(event_id: &str) -> Outcome {
-    Outcome::Quarantined { event_id: event_id.into(), reason: "ambiguous_order".into() }
+    Outcome::Quarantined { event_id: event_id.into(), reason: QuarantineReason::AmbiguousOrder }
 }
 
 db_test!(a_transition_without_occurred_at_that_contradicts_a_later_state_is_quarantined, async |t: &TestDb| {

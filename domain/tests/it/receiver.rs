@@ -7,7 +7,7 @@ mod replay_window;
 mod transitions;
 
 use std::sync::Arc;
-use views::{events::ClaimOutcome, scheme::Scheme};
+use views::{events::ClaimOutcome, quarantine::QuarantineReason, scheme::Scheme};
 
 use domain::{
     clock,
@@ -179,7 +179,13 @@ db_test!(poison_events_go_to_quarantine_and_retries_are_duplicates, async |t: &T
         ),
     ] {
         let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), id), &body).await;
-        assert_eq!(o, Outcome::Quarantined { event_id: id.into(), reason: reason.into() });
+        assert_eq!(
+            o,
+            Outcome::Quarantined {
+                event_id: id.into(),
+                reason: QuarantineReason::parse(reason).expect("a quarantine reason")
+            }
+        );
         let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() + 1, id), &body).await;
         assert_eq!(again, Outcome::Duplicate { event_id: id.into(), original: ClaimOutcome::Quarantined });
     }

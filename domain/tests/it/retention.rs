@@ -4,7 +4,12 @@
 //! events arrive loses none of them.
 
 use std::sync::Arc;
-use views::{events::ClaimOutcome, quarantine::QuarantineStatus, roles::Role, scheme::Scheme};
+use views::{
+    events::ClaimOutcome,
+    quarantine::{QuarantineReason, QuarantineStatus},
+    roles::Role,
+    scheme::Scheme,
+};
 
 use domain::{
     audit::{self, AuditFilter},
@@ -179,7 +184,7 @@ async fn quarantined(
         tenant_id: Set(tenant_id.into()),
         endpoint_id: Set(endpoint_id.into()),
         event_id: Set(event_id.into()),
-        reason: Set("reminder_not_found".into()),
+        reason: Set(QuarantineReason::ReminderNotFound),
         status: Set(status),
         created_at: Set(clock::now_ms() - age_secs * 1000),
         ..Default::default()

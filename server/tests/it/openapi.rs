@@ -216,6 +216,23 @@ async fn typed_statuses_list_the_words_on_the_wire() {
     assert_eq!(status_of("OutboxView"), "#/components/schemas/OutboxStatus");
     assert_eq!(words("QuarantineStatus"), serde_json::json!(["open", "released", "discarded"]));
     assert_eq!(status_of("QuarantineView"), "#/components/schemas/QuarantineStatus");
+    let reasons = serde_json::json!([
+        "malformed_envelope",
+        "missing_event_id",
+        "unknown_event_type",
+        "invalid_data",
+        "reminder_exists",
+        "reminder_not_found",
+        "ambiguous_order",
+        "transient"
+    ]);
+    assert_eq!(words("QuarantineReason"), reasons);
+    let reason_of = |view: &str| doc["components"]["schemas"][view]["properties"]["reason"]["$ref"].clone();
+    assert_eq!(reason_of("QuarantineView"), "#/components/schemas/QuarantineReason");
+    // Its own name: the dashboard's `ReasonCount` (any reason, as rolled up) is another schema.
+    assert_eq!(reason_of("QuarantineReasonCount"), "#/components/schemas/QuarantineReason");
+    let by_reason = &doc["components"]["schemas"]["QuarantineList"]["properties"]["by_reason"]["items"]["$ref"];
+    assert_eq!(by_reason, "#/components/schemas/QuarantineReasonCount");
     // A listing's status filter: empty (any) or a word (`filter_schema`).
     let filter = |path: &str| {
         let params = doc["paths"][path]["get"]["parameters"].as_array().cloned().unwrap_or_default();

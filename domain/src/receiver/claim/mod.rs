@@ -37,6 +37,7 @@ use super::{
     outcome::{Outcome, Refusal},
 };
 use crate::{db, vault::Vault};
+use views::quarantine::QuarantineReason;
 
 /// How often a transient database failure is retried before giving up.
 const TRANSIENT_ATTEMPTS: u32 = 3;
@@ -192,7 +193,9 @@ impl Claims {
             Admission::Admitted(job) => (&job.event_id, Some(job.envelope.event_type.as_str())),
             Admission::Quarantine(Held { event_id, event_type, .. }, _) => (event_id, event_type.as_deref()),
         };
-        match single::quarantine(&self.ctx, a.verified(), held_id, event_type, "transient", traffic).await {
+        match single::quarantine(&self.ctx, a.verified(), held_id, event_type, QuarantineReason::Transient, traffic)
+            .await
+        {
             Ok(outcome) => outcome,
             Err(e) => {
                 self.ctx.rolled_back_for(traffic, rollbacks::RollbackReason::Error);

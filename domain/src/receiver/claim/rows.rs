@@ -21,7 +21,7 @@ use crate::{
     },
     vault::Vault,
 };
-use views::events::ClaimOutcome;
+use views::{events::ClaimOutcome, quarantine::QuarantineReason};
 
 /// The replay record's primary key, the target of its `ON CONFLICT`.
 pub(super) const REPLAY_KEY: [replay_record::Column; 3] =
@@ -193,7 +193,7 @@ pub(super) async fn commit(txn: DatabaseTransaction, faults: &Faults, synthetic:
 
 /// An effect that did not apply: its quarantine reason, or the database or
 /// sealing failure that is not the event's fault.
-pub(super) fn quarantine_reason(e: EffectError) -> Result<&'static str, DbErr> {
+pub(super) fn quarantine_reason(e: EffectError) -> Result<QuarantineReason, DbErr> {
     match e {
         EffectError::Quarantine(reason) => Ok(reason),
         EffectError::Db(e) => Err(e),

@@ -22,7 +22,10 @@ use crate::{
         verify::Verified,
     },
 };
-use views::{events::ClaimOutcome, quarantine::QuarantineStatus};
+use views::{
+    events::ClaimOutcome,
+    quarantine::{QuarantineReason, QuarantineStatus},
+};
 
 /// One attempt at gates 6–9, and what is left to do once the caller has
 /// released its write turn. A test delivery (`Traffic::Test`) takes the
@@ -39,7 +42,7 @@ pub(super) async fn attempt(
         Admission::Admitted(job) => job,
         // The quarantine transaction runs the replay check (gate 6) itself.
         Admission::Quarantine(h, reason) => {
-            let outcome = quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), reason, traffic).await?;
+            let outcome = quarantine(ctx, &h.verified, &h.event_id, h.event_type.as_deref(), *reason, traffic).await?;
             return Ok((outcome, AfterCommit::default()));
         }
         // Gate 6 before gate 8: a replay is answered as one.
@@ -160,7 +163,7 @@ pub(super) async fn quarantine(
     v: &Verified,
     event_id: &str,
     event_type: Option<&str>,
-    reason: &str,
+    reason: QuarantineReason,
     traffic: Traffic,
 ) -> Result<Outcome, DbErr> {
     let txn = db::begin_write(&ctx.db).await?;
@@ -183,7 +186,7 @@ pub(super) async fn quarantine(
         tenant_id: Set(ep.tenant_id.clone()),
         endpoint_id: Set(ep.endpoint_id.clone()),
         event_id: Set(event_id.to_owned()),
-        reason: Set(reason.to_owned()),
+        reason: Set(reason),
         status: Set(QuarantineStatus::Open),
         created_at: Set(clock::now_ms()),
         ..Default::default()
@@ -194,5 +197,5 @@ pub(super) async fn quarantine(
         Traffic::Live => txn.commit().await?,
         Traffic::Test => txn.rollback().await?,
     }
-    Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason: reason.to_owned() })
+    Ok(Outcome::Quarantined { event_id: event_id.to_owned(), reason })
 }

@@ -112,7 +112,7 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     };
     let b1 = body("r-1", "2027-01-01T08:00:00Z");
     let o = deliver(&s, &signed(&s, Scheme::Stripe, &b1, now_s(), ""), &b1).await;
-    assert!(matches!(&o, Outcome::Quarantined { reason, .. } if reason == "missing_event_id"), "{o:?}");
+    assert!(matches!(&o, Outcome::Quarantined { reason, .. } if reason.as_str() == "missing_event_id"), "{o:?}");
     assert_eq!(reminder::Entity::find().count(&t.db).await.unwrap(), 0, "never applied on a body hash");
     // The same request again is a replay; the same bytes signed anew are
     // kept as an event of their own (identical bodies can be two events).

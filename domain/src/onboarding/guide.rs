@@ -18,6 +18,7 @@ use crate::{
     error::DomainResult,
     registry::{self, EventTypes, Scheme, endpoints, keys},
 };
+use views::ids::{EndpointSlug, TenantSlug};
 
 pub use views::onboarding::{HeaderGuide, OnboardingView};
 
@@ -32,8 +33,8 @@ const PLACEHOLDER_ID: &str = "msg_example_1";
 pub async fn guide(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     base_url: &str,
 ) -> DomainResult<OnboardingView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;

@@ -26,6 +26,7 @@ use crate::{
     registry::{self, EventTypes, endpoints, keys},
     vault::Vault,
 };
+use views::ids::{EndpointSlug, TenantSlug};
 
 pub use views::onboarding::{GateResult, GateView, TestAbility, TestDeliveryView};
 
@@ -65,8 +66,8 @@ pub async fn send_test(
     vault: &Vault,
     receiver: &Receiver,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     req: TestRequest,
 ) -> DomainResult<TestDeliveryView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
@@ -84,7 +85,8 @@ pub async fn send_test(
     let headers = signed(scheme, hmac.as_ref(), &secret, &key.id, &event_id, &event_type, &body)?;
     drop(secret);
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let receipt = receiver::rehearse(receiver, &t.slug, &e.slug, Buffered { headers: pairs.as_slice(), body }).await;
+    let receipt =
+        receiver::rehearse(receiver, tenant_slug, endpoint_slug, Buffered { headers: pairs.as_slice(), body }).await;
     let view = TestDeliveryView {
         test: true,
         tenant: t.slug.clone(),
@@ -320,9 +322,9 @@ mod tests {
     fn results(outcome: Outcome, found: bool) -> Vec<(GateResult, Option<String>)> {
         let ep = std::sync::Arc::new(crate::receiver::cache::EndpointCtx {
             tenant_id: "t".into(),
-            tenant_slug: "clinic-a".into(),
+            tenant_slug: TenantSlug::parse("clinic-a").unwrap(),
             endpoint_id: "e".into(),
-            endpoint_slug: "hooks".into(),
+            endpoint_slug: EndpointSlug::parse("hooks").unwrap(),
             scheme: registry::Scheme::StandardWebhooks,
             hmac: None,
             tolerance_secs: 300,

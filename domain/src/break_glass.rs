@@ -39,6 +39,7 @@ use crate::{
     rollout::{self, Rollout},
     text::require_reason,
 };
+use views::ids::TenantSlug;
 use views::{
     evidence::DrillStatus,
     retry_policy::{OverrideStatus, RetryPolicyView, RolloutOverrideView},
@@ -100,7 +101,7 @@ pub async fn set(
     db: &DatabaseConnection,
     gate: &Rollout<'_>,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     policy: &str,
     reason: &str,
     override_reason: Option<&str>,
@@ -245,7 +246,7 @@ fn four_eyes(row: &ovr::Model, actor: &Actor, reviewer: &str) -> DomainResult<()
 pub async fn approve(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     id: &str,
     reviewer: Option<&str>,
     comment: &str,
@@ -286,7 +287,7 @@ pub async fn approve(
 pub async fn reject(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     id: &str,
     reviewer: Option<&str>,
     comment: &str,
@@ -324,7 +325,7 @@ pub async fn reject(
 pub async fn list(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
 ) -> DomainResult<Vec<RolloutOverrideView>> {
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;

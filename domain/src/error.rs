@@ -86,4 +86,12 @@ impl DomainError {
     }
 }
 
+/// An id outside its rule, given as input: 422 with the rule's code and
+/// message (`invalid_slug`, `invalid_event_id`, …).
+impl From<views::ids::IdError> for DomainError {
+    fn from(e: views::ids::IdError) -> Self {
+        DomainError::Invalid { code: e.code, message: e.message }
+    }
+}
+
 pub type DomainResult<T> = Result<T, DomainError>;

@@ -12,6 +12,7 @@ use crate::{
     error::{DomainError, DomainResult},
     registry::tenants,
 };
+use views::ids::TenantSlug;
 use views::{
     events::{ClaimOutcome, EventView, ReminderView},
     roles::Permission,
@@ -21,7 +22,7 @@ use views::{
 pub async fn list_events(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     status: Option<&str>,
     limit: u64,
 ) -> DomainResult<Vec<EventView>> {
@@ -60,7 +61,7 @@ pub async fn list_events(
 pub async fn get_reminder(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     reminder_id: &str,
 ) -> DomainResult<ReminderView> {
     let t = tenants::find(db, principal, tenant_slug).await?;

@@ -1,56 +1,26 @@
-//! Identifiers: validated slugs (docs/contract.md §2) and generated ids.
+//! Generated ids. The ids that cross layers (slugs, key ids, event ids,
+//! digests) and their rules are `views::ids`'s newtypes; the domain only
+//! makes new ones here.
 
-use crate::error::DomainError;
+use views::ids::KeyId;
 
-/// The longest slug.
-pub const SLUG_MAX_LEN: usize = 63;
+use sea_orm::DbErr;
 
-/// The slug rule as a regular expression, `^[a-z0-9][a-z0-9-]{0,62}$`: what
-/// error messages and the OpenAPI document state, built from the same
-/// bound [`is_slug`] checks.
-pub fn slug_pattern() -> String {
-    format!("^[a-z0-9][a-z0-9-]{{0,{}}}$", SLUG_MAX_LEN - 1)
+use crate::error::{DomainError, DomainResult};
+
+/// An id given as a name to look something up (a path segment, a listing's
+/// filter): one outside its rule names nothing, so it is `NotFound`, as an
+/// unknown one is (a 404 at the API, never a 422). Input that creates
+/// something parses with the type's own error instead.
+pub fn named<T: std::str::FromStr>(text: &str) -> DomainResult<T> {
+    text.parse().map_err(|_| DomainError::NotFound)
 }
 
-/// Tenant and endpoint slugs: [`slug_pattern`].
-pub fn validate_slug(kind: &str, slug: &str) -> Result<(), DomainError> {
-    if is_slug(slug) {
-        Ok(())
-    } else {
-        Err(DomainError::invalid("invalid_slug", format!("{kind} must match {}, got {slug:?}", slug_pattern())))
-    }
-}
-
-/// A slug's schema.
-#[cfg(feature = "openapi")]
-pub fn slug_schema() -> utoipa::openapi::Object {
-    views::openapi::string(&slug_pattern(), Some(SLUG_MAX_LEN))
-}
-
-/// An optional slug's schema.
-#[cfg(feature = "openapi")]
-pub fn optional_slug_schema() -> utoipa::openapi::Object {
-    views::openapi::nullable(slug_schema())
-}
-
-/// Whether `s` matches [`slug_pattern`].
-pub fn is_slug(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= SLUG_MAX_LEN
-        && bytes.first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-}
-
-/// The drills' synthetic tenant: outside the slug syntax, so no real tenant
-/// can ever be created under it.
-pub const SYNTHETIC_TENANT: &str = "_drill";
-
-/// Whether `/hooks/{tenant}/{endpoint}` could name an endpoint at all: both
-/// are slugs (the tenant may be the synthetic one). Anything else is unknown
-/// without asking the database or taking a cache slot.
-pub fn could_be_endpoint(tenant: &str, endpoint: &str) -> bool {
-    (is_slug(tenant) || tenant == SYNTHETIC_TENANT) && is_slug(endpoint)
+/// An id read back from the database: one that does not parse is a corrupt
+/// row, reported as an internal error (`DbErr::Type`, as sea-orm reports a
+/// column it cannot convert), never a panic or a "not found".
+pub fn stored<T: std::str::FromStr<Err = views::ids::IdError>>(text: &str) -> DomainResult<T> {
+    text.parse().map_err(|e: views::ids::IdError| DomainError::Db(DbErr::Type(format!("stored id: {e}"))))
 }
 
 /// A new opaque row id: a UUID, hyphenated and lower-case ([`id_pattern`]).
@@ -69,48 +39,44 @@ pub fn id_schema() -> utoipa::openapi::Object {
     views::openapi::string(&id_pattern(), Some(36))
 }
 
-/// A new signing key id: `key_` + 32 hex characters ([`key_id_pattern`]).
-pub fn new_key_id() -> String {
-    format!("key_{}", uuid::Uuid::new_v4().simple())
-}
-
-/// What [`new_key_id`] makes, as a regular expression.
-pub fn key_id_pattern() -> String {
-    "^key_[0-9a-f]{32}$".to_owned()
-}
-
-/// A signing key id's schema (a path parameter).
-#[cfg(feature = "openapi")]
-pub fn key_id_schema() -> utoipa::openapi::Object {
-    views::openapi::string(&key_id_pattern(), Some(36))
+/// A new signing key id: `key_` + 32 hex characters
+/// (`views::ids::key_id_pattern`), through the parser like any other.
+pub fn new_key_id() -> KeyId {
+    KeyId::parse(format!("key_{}", uuid::Uuid::new_v4().simple())).expect("a simple UUID is 32 lower-case hex digits")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use views::ids::{EVENT_ID_PATTERN, EventId, TenantSlug, is_slug, key_id_pattern, slug_pattern};
 
-    #[test]
-    fn slugs_follow_the_contract() {
-        for good in ["a", "clinic-a", "0", "a-b-c", &"a".repeat(63)] {
-            assert!(validate_slug("tenant", good).is_ok(), "{good}");
-        }
-        for bad in ["", "-a", "A", "clinic_a", "clinic a", &"a".repeat(64), "é"] {
-            assert!(validate_slug("tenant", bad).is_err(), "{bad}");
-        }
-    }
+    use super::*;
 
     #[test]
     fn the_slug_pattern_is_the_validator() {
         let pattern = regex::Regex::new(&slug_pattern()).unwrap();
         for s in ["a", "clinic-a", "0", "-a", "A", "a_b", "", "a\n", &"a".repeat(63), &"a".repeat(64), "é"] {
             assert_eq!(pattern.is_match(s), is_slug(s), "{s:?}");
+            assert_eq!(pattern.is_match(s), TenantSlug::parse(s).is_ok(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn the_key_id_and_event_id_patterns_are_their_parsers() {
+        let key = regex::Regex::new(&key_id_pattern()).unwrap();
+        let event = regex::Regex::new(EVENT_ID_PATTERN).unwrap();
+        let hex = "0123456789abcdef".repeat(2);
+        for s in [format!("key_{hex}"), format!("key_{}", hex.to_uppercase()), format!("key_{hex}0"), "key_".into()] {
+            assert_eq!(key.is_match(&s), KeyId::parse(s.clone()).is_ok(), "{s:?}");
+        }
+        for s in ["e", "a b", "a/b", "a\nb", "\u{7f}", "\u{85}", "\u{a0}", "ü"] {
+            assert_eq!(event.is_match(s), EventId::parse(s).is_ok(), "{s:?}");
         }
     }
 
     #[test]
     fn key_ids_are_unique() {
         assert_ne!(new_key_id(), new_key_id());
-        assert!(new_key_id().starts_with("key_"));
+        assert!(new_key_id().as_str().starts_with("key_"));
     }
 
     #[test]
@@ -120,7 +86,7 @@ mod tests {
         for _ in 0..100 {
             let (i, k) = (new_id(), new_key_id());
             assert!(id.is_match(&i) && i.len() == 36, "{i}");
-            assert!(key.is_match(&k) && k.len() == 36, "{k}");
+            assert!(key.is_match(k.as_str()) && k.as_str().len() == 36, "{k}");
         }
         assert!(!id.is_match("key_0123") && !key.is_match(&new_id()));
     }

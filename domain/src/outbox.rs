@@ -253,7 +253,7 @@ pub async fn list(
         intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, views::paging::LIST.max));
     match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
         (Some(slug), _) => {
-            let t = tenants::find(db, principal, slug).await?;
+            let t = tenants::find(db, principal, &crate::ids::named(slug)?).await?;
             principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
             q = q.filter(intent::Column::TenantId.eq(t.id));
         }

@@ -29,6 +29,7 @@ use crate::{
     rollout::{self, Rollout},
     text::require_reason,
 };
+use views::ids::TenantSlug;
 use views::{
     retry_policy::{PolicyVersionView, RetryPolicyView},
     roles::Permission,
@@ -83,7 +84,11 @@ pub(crate) async fn view<C: ConnectionTrait>(conn: &C, t: &tenant::Model) -> Dom
     })
 }
 
-pub async fn get(db: &DatabaseConnection, principal: &Principal, tenant_slug: &str) -> DomainResult<RetryPolicyView> {
+pub async fn get(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    tenant_slug: &TenantSlug,
+) -> DomainResult<RetryPolicyView> {
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     view(db, &t).await
@@ -152,11 +157,11 @@ pub async fn set(
     db: &DatabaseConnection,
     gate: &Rollout<'_>,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     policy: &str,
     reason: &str,
 ) -> DomainResult<RetryPolicyView> {
-    set_cohort(db, gate, principal, &[tenant_slug.to_owned()], policy, reason).await?;
+    set_cohort(db, gate, principal, std::slice::from_ref(tenant_slug), policy, reason).await?;
     get(db, principal, tenant_slug).await
 }
 
@@ -167,7 +172,7 @@ pub async fn set_cohort(
     db: &DatabaseConnection,
     gate: &Rollout<'_>,
     principal: &Principal,
-    tenant_slugs: &[String],
+    tenant_slugs: &[TenantSlug],
     policy: &str,
     reason: &str,
 ) -> DomainResult<usize> {
@@ -202,7 +207,7 @@ pub async fn rollback(
     db: &DatabaseConnection,
     gate: &Rollout<'_>,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     reason: &str,
 ) -> DomainResult<RetryPolicyView> {
     let reason = require_reason(reason)?;

@@ -220,8 +220,9 @@ pub async fn child(db: DatabaseConnection, vault: Arc<Vault>) -> Result<(), Stri
     let reached = Arc::new(tokio::sync::Notify::new());
     faults.drill.arm(DrillFault::HoldBeforeCommit { reached: reached.clone() });
     let receiver = Arc::new(Receiver::new(db, vault, faults));
-    let ep =
-        receiver.resolve(&req.tenant, &req.endpoint).await.map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
+    let (tenant, endpoint) =
+        domain::receiver::address(&req.tenant, &req.endpoint).ok_or("endpoint lookup: not an endpoint's path")?;
+    let ep = receiver.resolve(&tenant, &endpoint).await.map_err(|o| format!("endpoint lookup: {:?}", o.labels()))?;
     if !ep.synthetic {
         return Err("drill children only deliver to the drill tenant".into());
     }

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod events;
 pub mod evidence;
 pub mod hmac;
+pub mod ids;
 pub mod integral;
 pub mod jobs;
 pub mod kek;

@@ -11,6 +11,8 @@ use crate::dto::{EventRef, EventStory};
 pub async fn story_of_event(tenant: String, endpoint: String, event_id: String) -> Result<EventStory, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
+    let event_id = views::ids::EventId::parse(event_id).map_err(domain::DomainError::from)?;
+    let (tenant, endpoint) = (domain::ids::named(&tenant)?, domain::ids::named(&endpoint)?);
     Ok(domain::events::story::story(&st.db, &st.vault, &p, &tenant, &endpoint, &event_id).await?)
 }
 

@@ -25,7 +25,7 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await?;
     let (bundle, since) = match exports.first() {
         Some(latest) => {
-            let b = export::stored(&st.db, &st.vault, &p, &latest.digest).await?;
+            let b = export::stored(&st.db, &st.vault, &p, &domain::ids::stored(&latest.digest)?).await?;
             let since = signoff::since_last_approval(&st.db, &st.vault, &p, tenant.as_deref(), &b.evidence).await?;
             let dto = crate::dto::BundleDto {
                 digest: b.digest.clone(),

@@ -66,7 +66,16 @@ pub async fn provision_key(
         ..Default::default()
     };
     let approval = approval_for(&p, &approve_as, "provisioning");
-    let created = keys::provision(&st.db, &st.vault, &p, &tenant, &endpoint, req, approval).await?;
+    let created = keys::provision(
+        &st.db,
+        &st.vault,
+        &p,
+        &domain::ids::named(&tenant)?,
+        &domain::ids::named(&endpoint)?,
+        req,
+        approval,
+    )
+    .await?;
     redirect_to_reveal(&st, &created.key, created.secret)
 }
 
@@ -92,7 +101,7 @@ pub async fn rotate_key(
         ),
     };
     let approval = approval_for(&p, &approve_as, "rotation");
-    let created = keys::rotate(&st.db, &st.vault, &p, &key_id, overlap, approval).await?;
+    let created = keys::rotate(&st.db, &st.vault, &p, &domain::ids::named(&key_id)?, overlap, approval).await?;
     redirect_to_reveal(&st, &created.key, created.secret)
 }
 
@@ -100,7 +109,7 @@ pub async fn rotate_key(
 pub async fn revoke_key(key_id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let k = domain::registry::keys::revoke(&st.db, &p, &key_id, &reason).await?;
+    let k = domain::registry::keys::revoke(&st.db, &p, &domain::ids::named(&key_id)?, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{}?revoked={}", k.tenant, k.key_id));
     Ok(())
 }
@@ -109,7 +118,7 @@ pub async fn revoke_key(key_id: String, reason: String) -> Result<(), AppError> 
 pub async fn get_key(key_id: String) -> Result<KeyView, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::registry::keys::get(&st.db, &p, &key_id).await?)
+    Ok(domain::registry::keys::get(&st.db, &p, &domain::ids::named(&key_id)?).await?)
 }
 
 /// Returns a new key's secret exactly once. POST because it consumes it.
@@ -118,7 +127,7 @@ pub async fn get_key(key_id: String) -> Result<KeyView, AppError> {
 pub async fn reveal_secret(key_id: String, reveal: String) -> Result<Option<RevealDto>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let k = domain::registry::keys::get(&st.db, &p, &key_id).await?;
+    let k = domain::registry::keys::get(&st.db, &p, &domain::ids::named(&key_id)?).await?;
     let Some(token) = ssr::session_token() else { return Ok(None) };
     match st.reveals.take(&token, &reveal) {
         Some((id, secret)) if id == key_id => Ok(Some(RevealDto { key: k, secret: secret.expose().to_owned() })),

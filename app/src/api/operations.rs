@@ -146,7 +146,7 @@ pub async fn cancel_bulk_release(id: String) -> Result<(), AppError> {
 pub async fn retry_policy(tenant: String) -> Result<RetryPolicyView, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::retry_policy::get(&st.db, &p, &tenant).await?)
+    Ok(domain::retry_policy::get(&st.db, &p, &domain::ids::named(&tenant)?).await?)
 }
 
 /// A blank override reason means none (the console's field is optional).
@@ -161,7 +161,9 @@ pub async fn set_retry_policy(
     use domain::break_glass::{self, SetOutcome};
     let (st, p) = ssr::request().await?;
     let why = override_reason.filter(|r| !r.trim().is_empty());
-    let out = break_glass::set(&st.db, &st.rollout(), &p, &tenant, &policy, &reason, why.as_deref()).await?;
+    let out =
+        break_glass::set(&st.db, &st.rollout(), &p, &domain::ids::named(&tenant)?, &policy, &reason, why.as_deref())
+            .await?;
     let done = if matches!(out, SetOutcome::Requested(_)) { "override-requested" } else { "changed" };
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy={done}#retry-policy"));
     Ok(())
@@ -172,7 +174,7 @@ pub async fn set_retry_policy(
 pub async fn retry_overrides(tenant: String) -> Result<Vec<RolloutOverrideView>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::break_glass::list(&st.db, &p, &tenant).await?)
+    Ok(domain::break_glass::list(&st.db, &p, &domain::ids::named(&tenant)?).await?)
 }
 
 /// A second person's decision on a pending override (`approve` or `reject`).
@@ -182,8 +184,8 @@ pub async fn decide_override(tenant: String, id: String, decision: String, comme
     use domain::break_glass;
     let (st, p) = ssr::request().await?;
     match decision.as_str() {
-        "approve" => break_glass::approve(&st.db, &p, &tenant, &id, None, &comment).await?,
-        "reject" => break_glass::reject(&st.db, &p, &tenant, &id, None, &comment).await?,
+        "approve" => break_glass::approve(&st.db, &p, &domain::ids::named(&tenant)?, &id, None, &comment).await?,
+        "reject" => break_glass::reject(&st.db, &p, &domain::ids::named(&tenant)?, &id, None, &comment).await?,
         _ => return Err(domain::DomainError::invalid("invalid_decision", "decision must be approve or reject").into()),
     };
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=override-{decision}d#retry-policy"));
@@ -194,7 +196,7 @@ pub async fn decide_override(tenant: String, id: String, decision: String, comme
 pub async fn rollback_retry_policy(tenant: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::retry_policy::rollback(&st.db, &st.rollout(), &p, &tenant, &reason).await?;
+    domain::retry_policy::rollback(&st.db, &st.rollout(), &p, &domain::ids::named(&tenant)?, &reason).await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy=rolled-back#retry-policy"));
     Ok(())
 }
@@ -237,7 +239,12 @@ pub async fn set_retry_policy_cohort(
 ) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let slugs: Vec<String> = tenants.unwrap_or_default().into_iter().filter(|t| !t.trim().is_empty()).collect();
+    let slugs = tenants
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| domain::ids::named(t))
+        .collect::<Result<Vec<views::ids::TenantSlug>, _>>()?;
     let n = domain::retry_policy::set_cohort(&st.db, &st.rollout(), &p, &slugs, &policy, &reason).await?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())

@@ -14,7 +14,7 @@ pub async fn list_tenants() -> Result<Vec<TenantSummary>, AppError> {
     let all_keys = keys::list(&st.db, &p, &Default::default()).await?;
     let mut out = Vec::new();
     for t in tenants::list(&st.db, &p).await? {
-        let endpoint_count = endpoints::list(&st.db, &p, &t.slug).await?.len();
+        let endpoint_count = endpoints::list(&st.db, &p, &domain::ids::stored(&t.slug)?).await?.len();
         let mine = all_keys.iter().filter(|k| k.tenant == t.slug);
         let (mut active_keys, mut pending_keys) = (0, 0);
         for k in mine {
@@ -54,11 +54,12 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
     };
     use views::roles::Permission;
     let (st, p) = ssr::request().await?;
-    let t = tenants::get(&st.db, &p, &slug).await?;
+    let tenant = domain::ids::named(&slug)?;
+    let t = tenants::get(&st.db, &p, &tenant).await?;
     let can_manage = p.authorize(Permission::ManageKeys, Scope::Tenant(&t.id)).is_ok();
     let all_keys =
         keys::list(&st.db, &p, &keys::KeyFilter { tenant: Some(slug.clone()), ..Default::default() }).await?;
-    let eps = endpoints::list(&st.db, &p, &slug).await?;
+    let eps = endpoints::list(&st.db, &p, &tenant).await?;
     let (mut active_keys, mut pending_keys) = (0, 0);
     for k in &all_keys {
         match k.status {
@@ -107,7 +108,7 @@ pub async fn create_endpoint(
     endpoints::create(
         &st.db,
         &p,
-        &tenant,
+        &domain::ids::named(&tenant)?,
         NewEndpoint {
             slug: slug.trim().to_owned(),
             scheme,
@@ -154,8 +155,14 @@ pub async fn set_endpoint_enabled(tenant: String, endpoint: String, enabled: Str
     use domain::registry::endpoints::{self, EndpointPatch};
     let (st, p) = ssr::request().await?;
     let enabled = enabled == "true";
-    endpoints::update(&st.db, &p, &tenant, &endpoint, EndpointPatch { enabled: Some(enabled), ..Default::default() })
-        .await?;
+    endpoints::update(
+        &st.db,
+        &p,
+        &domain::ids::named(&tenant)?,
+        &domain::ids::named(&endpoint)?,
+        EndpointPatch { enabled: Some(enabled), ..Default::default() },
+    )
+    .await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}"));
     Ok(())
 }
@@ -168,6 +175,7 @@ pub async fn endpoint_onboarding(tenant: String, endpoint: String) -> Result<Onb
     use domain::{auth::Scope, onboarding, registry::tenants};
     use views::roles::Permission;
     let (st, p) = ssr::request().await?;
+    let (tenant, endpoint) = (domain::ids::named(&tenant)?, domain::ids::named(&endpoint)?);
     let guide = onboarding::guide(&st.db, &p, &tenant, &endpoint, &st.public_url).await?;
     let t = tenants::find(&st.db, &p, &tenant).await?;
     let can_send = p.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id)).is_ok();
@@ -184,9 +192,16 @@ pub async fn send_test_delivery(tenant: String, endpoint: String, event_type: Op
     ssr::require_post()?;
     let (st, p) = ssr::request().await?;
     let event_type = event_type.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
-    let sent =
-        onboarding::send_test(&st.db, &st.vault, &st.receiver, &p, &tenant, &endpoint, TestRequest { event_type })
-            .await?;
+    let sent = onboarding::send_test(
+        &st.db,
+        &st.vault,
+        &st.receiver,
+        &p,
+        &domain::ids::named(&tenant)?,
+        &domain::ids::named(&endpoint)?,
+        TestRequest { event_type },
+    )
+    .await?;
     leptos_axum::redirect(&format!("/tenants/{tenant}/endpoints/{endpoint}?tested={}#test-delivery", sent.event_id));
     Ok(())
 }

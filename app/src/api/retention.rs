@@ -39,7 +39,7 @@ pub async fn set_retention(
         reason,
         accept_risk: accept_risk.is_some_and(|v| matches!(v.as_str(), "true" | "on")),
     };
-    retention::set(&st.db, &p, tenant, endpoint, &change).await?;
+    retention::set(&st.db, &p, &domain::ids::named(tenant)?, &domain::ids::named(endpoint)?, &change).await?;
     leptos_axum::redirect(&crate::components::format::with_query("/retention", &[("changed", &target)]));
     Ok(())
 }

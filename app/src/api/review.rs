@@ -24,7 +24,8 @@ pub async fn approval_history() -> Result<Vec<ApprovalView>, AppError> {
 pub async fn approve_key(key_id: String, comment: Option<String>) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::registry::keys::approve(&st.db, &p, &key_id, None, comment.as_deref().unwrap_or("")).await?;
+    domain::registry::keys::approve(&st.db, &p, &domain::ids::named(&key_id)?, None, comment.as_deref().unwrap_or(""))
+        .await?;
     leptos_axum::redirect(&format!("/approvals?approved={key_id}"));
     Ok(())
 }
@@ -33,7 +34,7 @@ pub async fn approve_key(key_id: String, comment: Option<String>) -> Result<(), 
 pub async fn reject_key(key_id: String, comment: String) -> Result<(), AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    domain::registry::keys::reject(&st.db, &p, &key_id, None, &comment).await?;
+    domain::registry::keys::reject(&st.db, &p, &domain::ids::named(&key_id)?, None, &comment).await?;
     leptos_axum::redirect(&format!("/approvals?rejected={key_id}"));
     Ok(())
 }

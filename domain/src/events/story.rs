@@ -21,6 +21,7 @@ use crate::{
     registry::tenants,
     vault::Vault,
 };
+use views::ids::{EndpointSlug, EventId, TenantSlug};
 use views::{
     events::{
         ClaimOutcome, EventRef, EventStory, StoryClaim, StoryDelivery, StoryQuarantine, StoryReminder, StoryReplay,
@@ -28,33 +29,8 @@ use views::{
     roles::Permission,
 };
 
-/// The longest event id a story is asked for: the longest any scheme or
-/// envelope carries.
-pub const MAX_EVENT_ID_LEN: usize = 255;
 /// At most this many deliveries and audit entries are shown (oldest first).
 pub const MAX_ROWS: u64 = 500;
-
-/// An event id the path can carry: 1–255 characters, no control characters
-/// and no `/` (a path segment). Anything else is 422 `invalid_event_id`.
-pub fn validate_event_id(id: &str) -> DomainResult<()> {
-    if id.is_empty() || id.chars().count() > MAX_EVENT_ID_LEN || id.chars().any(|c| c.is_control() || c == '/') {
-        return Err(DomainError::invalid(
-            "invalid_event_id",
-            format!("an event id is 1-{MAX_EVENT_ID_LEN} characters without control characters or '/'"),
-        ));
-    }
-    Ok(())
-}
-
-/// [`validate_event_id`]'s rule as a pattern (with at most
-/// [`MAX_EVENT_ID_LEN`] characters).
-pub const EVENT_ID_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f/]+$";
-
-/// [`validate_event_id`] as a schema.
-#[cfg(feature = "openapi")]
-pub fn event_id_schema() -> utoipa::openapi::Object {
-    views::openapi::string(EVENT_ID_PATTERN, Some(MAX_EVENT_ID_LEN))
-}
 
 /// The story of `event_id` at `tenant_slug`/`endpoint_slug`. An unknown
 /// tenant, endpoint or event, or one outside the caller's tenant, is
@@ -63,17 +39,17 @@ pub async fn story(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
-    event_id: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
+    event_id: &EventId,
 ) -> DomainResult<EventStory> {
-    validate_event_id(event_id)?;
+    let event_id = event_id.as_str();
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
     principal.authorize(Permission::ReadAudit, Scope::Tenant(&t.id))?;
     let ep = endpoint::Entity::find()
         .filter(endpoint::Column::TenantId.eq(&t.id))
-        .filter(endpoint::Column::Slug.eq(endpoint_slug))
+        .filter(endpoint::Column::Slug.eq(endpoint_slug.as_str()))
         .one(db)
         .await?
         .ok_or(DomainError::NotFound)?;

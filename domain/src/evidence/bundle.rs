@@ -36,7 +36,7 @@ async fn scope_tenant(
     slug: Option<&str>,
 ) -> DomainResult<Option<tenant::Model>> {
     Ok(match (slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
-        (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
+        (Some(slug), _) => Some(tenants::find(db, principal, &crate::ids::named(slug)?).await?),
         (None, Some(own)) => {
             Some(tenant::Entity::find_by_id(own.to_owned()).one(db).await?.ok_or(crate::DomainError::NotFound)?)
         }

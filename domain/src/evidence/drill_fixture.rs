@@ -31,7 +31,7 @@ use crate::{
 
 /// The drill tenant's slug: outside the slug syntax, so no real tenant can
 /// ever be created under it.
-pub const DRILL_TENANT: &str = crate::ids::SYNTHETIC_TENANT;
+pub const DRILL_TENANT: &str = views::ids::SYNTHETIC_TENANT;
 pub const DRILL_ENDPOINT: &str = "drill";
 /// Slugs under this prefix are the drills' (the unknown-tenant drill posts
 /// to one that does not exist).
@@ -222,9 +222,9 @@ async fn endpoint_with_key<C: ConnectionTrait>(
     let types = EventTypes::any();
     let scope = keys::scope_hash(t, &e, &types);
     let (sealed, kek) =
-        vault.seal(&crate::crypto::Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+        vault.seal(&crate::crypto::Aad::signing_key(&t.id, &e.id, key_id.as_str()), secret.expose().as_bytes())?;
     let k = signing_key::Model {
-        id: key_id,
+        id: key_id.into_string(),
         tenant_id: t.id.clone(),
         endpoint_id: e.id.clone(),
         status: KeyStatus::Active,

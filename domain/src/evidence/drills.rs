@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn drill_slugs_can_never_be_real_tenants() {
-        assert!(crate::ids::validate_slug("tenant", DRILL_TENANT).is_err());
-        assert!(crate::ids::validate_slug("tenant", &format!("{DRILL_PREFIX}-missing-x")).is_err());
+        assert!(views::ids::TenantSlug::parse(DRILL_TENANT).is_err());
+        assert!(views::ids::TenantSlug::parse(format!("{DRILL_PREFIX}-missing-x")).is_err());
     }
 }

@@ -24,6 +24,7 @@ use crate::{
     service_keys,
     vault::Vault,
 };
+use views::ids::Digest;
 use views::{
     evidence::{Evidence, ExportView},
     roles::Permission,
@@ -124,6 +125,7 @@ pub async fn export(
     .await?;
     if !matches!(inserted, sea_orm::TryInsertResult::Inserted(n) if n > 0) {
         txn.rollback().await?;
+        let digest = crate::ids::stored(&digest)?;
         return Ok(Exported { bundle: stored(db, vault, principal, &digest).await?, created: false });
     }
     let expired = expire_unsigned(&txn, tenant_id.as_deref()).await?;
@@ -210,16 +212,17 @@ pub async fn latest(
     tenant: Option<&str>,
 ) -> DomainResult<Bundle> {
     let newest = list(db, principal, tenant, 1).await?.into_iter().next().ok_or(DomainError::NotFound)?;
-    stored(db, vault, principal, &newest.digest).await
+    stored(db, vault, principal, &crate::ids::stored(&newest.digest)?).await
 }
 
 /// An export the caller may see, by digest.
 pub(crate) async fn find(
     db: &DatabaseConnection,
     principal: &Principal,
-    digest: &str,
+    digest: &Digest,
 ) -> DomainResult<evidence_export::Model> {
-    let row = evidence_export::Entity::find_by_id(digest.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let row =
+        evidence_export::Entity::find_by_id(digest.as_str().to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
     match (&row.tenant_id, principal.tenant_filter()) {
         // A tenant-bound caller sees only its own tenant's bundles.
         (_, Some(own)) if row.tenant_id.as_deref() != Some(own) => Err(DomainError::NotFound),
@@ -258,7 +261,7 @@ pub async fn stored(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    digest: &str,
+    digest: &Digest,
 ) -> DomainResult<Bundle> {
     record::verified(db, vault, find(db, principal, digest).await?).await
 }
@@ -292,7 +295,7 @@ pub async fn scoped_tenant_id(
     tenant: Option<&str>,
 ) -> DomainResult<Option<String>> {
     let id = match (tenant.filter(|t| !t.is_empty()), principal.tenant_filter()) {
-        (Some(slug), _) => Some(crate::registry::tenants::find(db, principal, slug).await?.id),
+        (Some(slug), _) => Some(crate::registry::tenants::find(db, principal, &crate::ids::named(slug)?).await?.id),
         (None, Some(own)) => Some(own.to_owned()),
         (None, None) => None,
     };

@@ -30,6 +30,7 @@ use crate::{
     ids,
     vault::Vault,
 };
+use views::ids::Digest;
 use views::{
     evidence::{Acknowledgement, Difference, Evidence, SignoffView, SinceApproval},
     roles::Permission,
@@ -39,8 +40,6 @@ const MAX_COMMENT: usize = 2000;
 /// At most this many acknowledgements in one sign-off.
 pub const MAX_ACKNOWLEDGEMENTS: usize = 100;
 const MAX_FINDING_ID: usize = 64;
-/// A manifest digest: hex SHA-256.
-pub const DIGEST_PATTERN: &str = "^[0-9a-fA-F]{64}$";
 
 /// A sign-off as the API takes it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,7 +47,7 @@ pub const DIGEST_PATTERN: &str = "^[0-9a-fA-F]{64}$";
 #[serde(deny_unknown_fields)]
 pub struct NewSignoff {
     /// Hex SHA-256 of the exported bundle's `manifest.json`.
-    #[cfg_attr(feature = "openapi", schema(schema_with = digest_schema))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = views::ids::digest_schema))]
     pub digest: String,
     #[cfg_attr(feature = "openapi", schema(schema_with = decision_schema))]
     pub decision: String,
@@ -80,12 +79,6 @@ pub struct NewAcknowledgement {
 #[cfg(feature = "openapi")]
 fn finding_schema() -> utoipa::openapi::Object {
     views::openapi::string("^[a-z0-9_]+$", Some(MAX_FINDING_ID))
-}
-
-/// A manifest digest in the OpenAPI document.
-#[cfg(feature = "openapi")]
-pub fn digest_schema() -> utoipa::openapi::Object {
-    views::openapi::string(DIGEST_PATTERN, None)
 }
 
 #[cfg(feature = "openapi")]
@@ -255,11 +248,8 @@ pub async fn sign_off(
         ));
     }
     let acknowledged = check_acknowledgements(&new.acknowledge)?;
-    let digest = new.digest.to_ascii_lowercase();
-    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(DomainError::invalid("invalid_digest", "digest must be the 64-hex-digit SHA-256 of manifest.json"));
-    }
-    let Some(export) = evidence_export::Entity::find_by_id(digest.clone()).one(db).await? else {
+    let digest = Digest::parse(new.digest.as_str())?;
+    let Some(export) = evidence_export::Entity::find_by_id(digest.as_str().to_owned()).one(db).await? else {
         return Err(DomainError::invalid(
             "unknown_digest",
             format!("no exported bundle has the digest {digest}; export one and sign off on its digest"),
@@ -271,7 +261,7 @@ pub async fn sign_off(
     }
     let auth = principal
         .authorize(Permission::SignOffEvidence, export.tenant_id.as_deref().map_or(Scope::Global, Scope::Tenant))?;
-    refuse_stale(&digest, newest_digest(db, export.tenant_id.as_deref()).await?)?;
+    refuse_stale(digest.as_str(), newest_digest(db, export.tenant_id.as_deref()).await?)?;
     // What the reviewer acknowledges is what the stored bundle says, and
     // only once it proves to be the bundle this deployment signed.
     let bundle = export::stored(db, vault, principal, &digest).await?;
@@ -280,7 +270,7 @@ pub async fn sign_off(
         serde_json::to_string(&acknowledged).map_err(|e| DomainError::invalid("internal", e.to_string()))?;
     let model = evidence_signoff::Model {
         id: ids::new_id(),
-        digest: digest.clone(),
+        digest: digest.as_str().to_owned(),
         tenant_id: export.tenant_id.clone(),
         decision: decision.to_owned(),
         comment: comment.to_owned(),
@@ -291,7 +281,7 @@ pub async fn sign_off(
     };
     let txn = db::begin_write(db).await?;
     // Again under the write lock: an export that landed since is newer.
-    refuse_stale(&digest, newest_digest(&txn, export.tenant_id.as_deref()).await?)?;
+    refuse_stale(digest.as_str(), newest_digest(&txn, export.tenant_id.as_deref()).await?)?;
     let inserted = evidence_signoff::Entity::insert(evidence_signoff::ActiveModel::from(model.clone()))
         .on_conflict_do_nothing_on([
             evidence_signoff::Column::Digest,
@@ -313,7 +303,7 @@ pub async fn sign_off(
         Change {
             action: "evidence.signoff",
             target_kind: "evidence",
-            target_id: &digest,
+            target_id: digest.as_str(),
             tenant_id: export.tenant_id.as_deref(),
             before: None,
             after: Some(json!({"decision": decision, "comment": comment, "acknowledged": acknowledged})),
@@ -362,7 +352,7 @@ pub async fn since_last_approval(
         None => q.filter(evidence_signoff::Column::TenantId.is_null()),
     };
     let Some(approval) = q.one(db).await? else { return Ok(SinceApproval { approval: None, differences: Vec::new() }) };
-    let approved = export::stored(db, vault, principal, &approval.digest).await?;
+    let approved = export::stored(db, vault, principal, &ids::stored(&approval.digest)?).await?;
     Ok(SinceApproval {
         differences: differences(&approved.evidence, current),
         approval: Some(view(db, approval).await?),

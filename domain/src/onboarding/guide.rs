@@ -23,6 +23,7 @@ use crate::{
     error::DomainResult,
     registry::{self, endpoints, keys},
 };
+use views::ids::{EndpointSlug, TenantSlug};
 
 /// The placeholder secret the examples are signed with: a well-formed
 /// `whsec_` string that no key ever has, so the example shows real header
@@ -35,8 +36,8 @@ const PLACEHOLDER_ID: &str = "msg_example_1";
 pub async fn guide(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     base_url: &str,
 ) -> DomainResult<OnboardingView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;

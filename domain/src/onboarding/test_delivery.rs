@@ -32,6 +32,7 @@ use crate::{
     registry::{self, endpoints, keys},
     vault::Vault,
 };
+use views::ids::{EndpointSlug, TenantSlug};
 
 /// The event type a test delivery uses when none is asked for and the key
 /// permits it: its effect (a new reminder) applies without any prior state.
@@ -71,8 +72,8 @@ pub async fn send_test(
     vault: &Vault,
     receiver: &Receiver,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     req: TestRequest,
 ) -> DomainResult<TestDeliveryView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
@@ -90,7 +91,8 @@ pub async fn send_test(
     let headers = signed(scheme, hmac.as_ref(), &secret, &key.id, &event_id, &event_type, &body)?;
     drop(secret);
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let receipt = receiver::rehearse(receiver, &t.slug, &e.slug, Buffered { headers: pairs.as_slice(), body }).await;
+    let receipt =
+        receiver::rehearse(receiver, tenant_slug, endpoint_slug, Buffered { headers: pairs.as_slice(), body }).await;
     let view = TestDeliveryView {
         test: true,
         tenant: t.slug.clone(),
@@ -328,9 +330,9 @@ mod tests {
     fn results(outcome: Outcome, found: bool) -> Vec<(GateResult, Option<String>)> {
         let ep = std::sync::Arc::new(crate::receiver::cache::EndpointCtx {
             tenant_id: "t".into(),
-            tenant_slug: "clinic-a".into(),
+            tenant_slug: TenantSlug::parse("clinic-a").unwrap(),
             endpoint_id: "e".into(),
-            endpoint_slug: "hooks".into(),
+            endpoint_slug: EndpointSlug::parse("hooks").unwrap(),
             scheme: views::scheme::Scheme::StandardWebhooks,
             hmac: None,
             tolerance_secs: 300,

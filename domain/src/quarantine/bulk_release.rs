@@ -85,7 +85,7 @@ pub async fn start(
     // make a caller without the right look successful.
     let (auth, tenant_id) = match nonempty(&f.tenant) {
         Some(slug) => {
-            let t = tenants::find(db, principal, slug).await?;
+            let t = tenants::find(db, principal, &crate::ids::named(slug)?).await?;
             (principal.authorize(Permission::TriageEvents, Scope::Tenant(&t.id))?, Some(t.id))
         }
         None => (principal.authorize(Permission::TriageEvents, Scope::Global)?, None),

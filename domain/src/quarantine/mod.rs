@@ -70,7 +70,7 @@ async fn scope_condition(
     let mut c = Condition::all();
     match nonempty(&f.tenant) {
         Some(slug) => {
-            let t = tenants::find(db, principal, slug).await?;
+            let t = tenants::find(db, principal, &crate::ids::named(slug)?).await?;
             principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
             c = c.add(entry::Column::TenantId.eq(&t.id));
             if let Some(ep) = nonempty(&f.endpoint) {

@@ -86,7 +86,7 @@ pub fn admit(verified: Verified, trace_context: Option<String>) -> Admission {
 /// Gate 8: the verifying key's scope permits the type, and an envelope
 /// tenant (if any) is the path's tenant.
 fn check_scope(v: &Verified, env: &Envelope) -> Result<(), Refusal> {
-    if env.tenant.as_deref().is_some_and(|t| t != v.endpoint().tenant_slug) {
+    if env.tenant.as_deref().is_some_and(|t| t != v.endpoint().tenant_slug.as_str()) {
         return Err(Refusal::TenantMismatch);
     }
     if !v.key_scope().is_some_and(|s| s.permits(&env.event_type)) {

@@ -22,11 +22,11 @@ use crate::{
     crypto::{asymmetric::PublicKey, signature::hmac_key},
     entity::{endpoint, tenant},
     error::DomainResult,
-    ids,
     registry::{hmac_profile::Compiled, keys},
     retention,
     vault::Vault,
 };
+use views::ids::{EndpointSlug, TenantSlug};
 use views::scheme::{EventTypes, Scheme};
 
 /// What a cached key verifies with.
@@ -58,9 +58,9 @@ impl std::fmt::Debug for CachedKey {
 #[derive(Debug)]
 pub struct EndpointCtx {
     pub tenant_id: String,
-    pub tenant_slug: String,
+    pub tenant_slug: TenantSlug,
     pub endpoint_id: String,
-    pub endpoint_slug: String,
+    pub endpoint_slug: EndpointSlug,
     pub scheme: Scheme,
     /// The signing profile of an `hmac` endpoint; `None` for the fixed
     /// schemes (and for a stored profile that no longer parses, which then
@@ -111,8 +111,8 @@ pub const MISMATCH_RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// unknown without a query or a slot.
 pub struct EndpointCache {
     ttl: Duration,
-    known: RwLock<HashMap<(String, String), Slot>>,
-    unknown: RwLock<HashMap<(String, String), Instant>>,
+    known: RwLock<HashMap<(TenantSlug, EndpointSlug), Slot>>,
+    unknown: RwLock<HashMap<(TenantSlug, EndpointSlug), Instant>>,
     loads: AtomicU64,
 }
 
@@ -127,17 +127,15 @@ impl EndpointCache {
     }
 
     /// The enabled endpoint at `/hooks/{tenant}/{endpoint}`, or `None`.
+    /// Names outside the slug syntax never get here (`receiver::address`).
     pub async fn get(
         &self,
         db: &DatabaseConnection,
         vault: &Vault,
-        tenant: &str,
-        endpoint: &str,
+        tenant: &TenantSlug,
+        endpoint: &EndpointSlug,
     ) -> DomainResult<Option<Arc<EndpointCtx>>> {
-        if !ids::could_be_endpoint(tenant, endpoint) {
-            return Ok(None);
-        }
-        let key = (tenant.to_owned(), endpoint.to_owned());
+        let key = (tenant.clone(), endpoint.clone());
         if let Some(slot) = read(&self.known).get(&key)
             && slot.loaded.elapsed() < self.ttl
         {
@@ -178,7 +176,7 @@ impl EndpointCache {
         &self,
         db: &DatabaseConnection,
         vault: &Vault,
-        key: (String, String),
+        key: (TenantSlug, EndpointSlug),
         forced: Option<Instant>,
     ) -> DomainResult<Option<Arc<EndpointCtx>>> {
         self.loads.fetch_add(1, Ordering::Relaxed);
@@ -223,15 +221,15 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 async fn load(
     db: &DatabaseConnection,
     vault: &Vault,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
 ) -> DomainResult<Option<EndpointCtx>> {
-    let Some(t) = tenant::Entity::find().filter(tenant::Column::Slug.eq(tenant_slug)).one(db).await? else {
+    let Some(t) = tenant::Entity::find().filter(tenant::Column::Slug.eq(tenant_slug.as_str())).one(db).await? else {
         return Ok(None);
     };
     let Some(e) = endpoint::Entity::find()
         .filter(endpoint::Column::TenantId.eq(&t.id))
-        .filter(endpoint::Column::Slug.eq(endpoint_slug))
+        .filter(endpoint::Column::Slug.eq(endpoint_slug.as_str()))
         .filter(endpoint::Column::Enabled.eq(true))
         .one(db)
         .await?
@@ -278,9 +276,10 @@ async fn load(
     }
     Ok(Some(EndpointCtx {
         tenant_id: t.id,
-        tenant_slug: t.slug,
+        // The rows matched these names exactly.
+        tenant_slug: tenant_slug.clone(),
         endpoint_id: e.id,
-        endpoint_slug: e.slug,
+        endpoint_slug: endpoint_slug.clone(),
         scheme,
         hmac,
         tolerance_secs: e.tolerance_secs,

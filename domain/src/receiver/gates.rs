@@ -24,6 +24,7 @@ use crate::{
     error::DomainError,
     vault::Vault,
 };
+use views::ids::{EndpointSlug, TenantSlug};
 
 /// Seals the receiver keeps counted ahead (see `vault`): more than all
 /// deliveries in flight seal between two checks.
@@ -75,8 +76,23 @@ pub struct Receipt {
     pub key_id: Option<String>,
 }
 
+impl Receipt {
+    /// Gate 1's answer for a path that names no endpoint ([`address`]).
+    pub fn unknown_endpoint() -> Receipt {
+        Receipt { outcome: Outcome::Refused(Refusal::UnknownEndpoint), endpoint: None, key_id: None }
+    }
+}
+
+/// What `/hooks/{tenant}/{endpoint}` names: two slugs, the tenant possibly
+/// the drills' synthetic one ([`TenantSlug::parse_hook`]). Anything else
+/// names no endpoint, known without asking the database or taking a cache
+/// slot: the edge answers [`Receipt::unknown_endpoint`].
+pub fn address(tenant: &str, endpoint: &str) -> Option<(TenantSlug, EndpointSlug)> {
+    Some((TenantSlug::parse_hook(tenant).ok()?, EndpointSlug::parse(endpoint).ok()?))
+}
+
 /// Gates 1 to 9 for one delivery to `/hooks/{tenant}/{endpoint}`.
-pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, delivery: D) -> Receipt {
+pub async fn receive<D: Delivery>(r: &Receiver, tenant: &TenantSlug, endpoint: &EndpointSlug, delivery: D) -> Receipt {
     run(r, tenant, endpoint, delivery, Traffic::Live).await
 }
 
@@ -85,13 +101,19 @@ pub async fn receive<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, de
 /// kept (no replay record, claim, effect or outbox intent); no delivery-log
 /// row is written and no key is credited with it. Counted apart from real
 /// traffic ([`Receiver::test_deliveries`]).
-pub async fn rehearse<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, delivery: D) -> Receipt {
+pub async fn rehearse<D: Delivery>(r: &Receiver, tenant: &TenantSlug, endpoint: &EndpointSlug, delivery: D) -> Receipt {
     let receipt = run(r, tenant, endpoint, delivery, Traffic::Test).await;
     r.tests.count(&receipt.outcome);
     receipt
 }
 
-async fn run<D: Delivery>(r: &Receiver, tenant: &str, endpoint: &str, mut delivery: D, traffic: Traffic) -> Receipt {
+async fn run<D: Delivery>(
+    r: &Receiver,
+    tenant: &TenantSlug,
+    endpoint: &EndpointSlug,
+    mut delivery: D,
+    traffic: Traffic,
+) -> Receipt {
     // Gate 1: the tenant and endpoint exist and are enabled.
     let ep = match r.resolve(tenant, endpoint).await {
         Ok(ep) => ep,
@@ -221,7 +243,7 @@ impl Receiver {
     }
 
     /// Gate 1: the tenant and endpoint exist and are enabled.
-    pub async fn resolve(&self, tenant: &str, endpoint: &str) -> Result<Arc<EndpointCtx>, Outcome> {
+    pub async fn resolve(&self, tenant: &TenantSlug, endpoint: &EndpointSlug) -> Result<Arc<EndpointCtx>, Outcome> {
         let mut lost = 0;
         loop {
             match self.cache.get(&self.db, &self.vault, tenant, endpoint).await {

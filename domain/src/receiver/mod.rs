@@ -36,5 +36,5 @@ pub mod telemetry;
 pub mod verify;
 
 pub use claim::{BatchStats, DeliveryLogStats, Rollbacks, Traffic};
-pub use gates::{Buffered, Delivery, Receipt, Receiver, TestDeliveries, receive, rehearse};
+pub use gates::{Buffered, Delivery, Receipt, Receiver, TestDeliveries, address, receive, rehearse};
 pub use outcome::{Outcome, Refusal};

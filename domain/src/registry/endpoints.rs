@@ -14,6 +14,8 @@ use views::{
     scheme::{EventTypes, Scheme},
 };
 
+use views::ids::{EndpointSlug, TenantSlug};
+
 use super::{DEFAULT_TOLERANCE_SECS, MAX_TOLERANCE_SECS, tenants, validate_event_types};
 use crate::{
     audit::{self, Change},
@@ -74,7 +76,7 @@ fn summary(v: &EndpointView) -> serde_json::Value {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewEndpoint {
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::ids::slug_schema))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = views::ids::slug_schema))]
     pub slug: String,
     pub scheme: Scheme,
     /// Omitted: any event type.
@@ -142,13 +144,13 @@ fn check_body_limit(bytes: i64) -> DomainResult<i64> {
 pub async fn find<C: ConnectionTrait>(
     conn: &C,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
 ) -> DomainResult<(tenant::Model, endpoint::Model)> {
     let t = tenants::find(conn, principal, tenant_slug).await?;
     let e = endpoint::Entity::find()
         .filter(endpoint::Column::TenantId.eq(&t.id))
-        .filter(endpoint::Column::Slug.eq(endpoint_slug))
+        .filter(endpoint::Column::Slug.eq(endpoint_slug.as_str()))
         .one(conn)
         .await?
         .ok_or(DomainError::NotFound)?;
@@ -158,14 +160,14 @@ pub async fn find<C: ConnectionTrait>(
 pub async fn create(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
     new: NewEndpoint,
 ) -> DomainResult<EndpointView> {
     let txn = db::begin_write(db).await?;
     let t = tenants::find(&txn, principal, tenant_slug).await?;
     let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
     // Input is looked at only for a caller who may make the change.
-    ids::validate_slug("endpoint", &new.slug)?;
+    let slug = EndpointSlug::parse(new.slug.as_str())?;
     let types = match &new.event_types {
         Some(list) => validate_event_types(list)?,
         None => EventTypes::any(),
@@ -195,7 +197,7 @@ pub async fn create(
     let model = endpoint::ActiveModel {
         id: Set(ids::new_id()),
         tenant_id: Set(t.id.clone()),
-        slug: Set(new.slug.clone()),
+        slug: Set(slug.into_string()),
         scheme: Set(new.scheme.as_str().to_owned()),
         event_types: Set(types.to_json()),
         tolerance_secs: Set(tolerance),
@@ -234,7 +236,7 @@ pub async fn create(
 pub async fn list(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
+    tenant_slug: &TenantSlug,
 ) -> DomainResult<Vec<EndpointView>> {
     let t = tenants::find(db, principal, tenant_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
@@ -249,8 +251,8 @@ pub async fn list(
 pub async fn get(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
 ) -> DomainResult<EndpointView> {
     let (t, e) = find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
@@ -262,8 +264,8 @@ pub async fn get(
 pub async fn update(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     patch: EndpointPatch,
 ) -> DomainResult<EndpointView> {
     let txn = db::begin_write(db).await?;

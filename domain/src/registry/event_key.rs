@@ -23,6 +23,7 @@ use crate::{
     error::{DomainError, DomainResult},
     text::require_reason,
 };
+use views::ids::{EndpointSlug, TenantSlug};
 use views::{
     registry::{EventKeyVersionView, EventKeyView},
     roles::Permission,
@@ -161,8 +162,8 @@ async fn history<C: ConnectionTrait>(conn: &C, endpoint_id: &str) -> DomainResul
 pub async fn get(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
 ) -> DomainResult<EventKeyView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
@@ -179,8 +180,8 @@ pub async fn get(
 pub async fn set(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     fields: Option<Vec<String>>,
     reason: &str,
 ) -> DomainResult<EventKeyView> {

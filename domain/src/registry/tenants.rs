@@ -14,6 +14,7 @@ use crate::{
     error::{DomainError, DomainResult},
     ids,
 };
+use views::ids::TenantSlug;
 use views::{registry::TenantView, roles::Permission};
 
 impl From<tenant::Model> for TenantView {
@@ -32,7 +33,7 @@ impl From<tenant::Model> for TenantView {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewTenant {
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::ids::slug_schema))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = views::ids::slug_schema))]
     pub slug: String,
     #[cfg_attr(feature = "openapi", schema(schema_with = name_schema))]
     pub name: Option<String>,
@@ -194,10 +195,14 @@ fn is_loopback(host: &str) -> bool {
 }
 
 /// Finds a tenant by slug, as the caller may see it.
-pub async fn find<C: ConnectionTrait>(conn: &C, principal: &Principal, slug: &str) -> DomainResult<tenant::Model> {
+pub async fn find<C: ConnectionTrait>(
+    conn: &C,
+    principal: &Principal,
+    slug: &TenantSlug,
+) -> DomainResult<tenant::Model> {
     // The drill tenant is not a tenant anyone manages (`evidence::drills`).
     let t = tenant::Entity::find()
-        .filter(tenant::Column::Slug.eq(slug))
+        .filter(tenant::Column::Slug.eq(slug.as_str()))
         .filter(tenant::Column::Synthetic.eq(false))
         .one(conn)
         .await?
@@ -210,13 +215,13 @@ pub async fn find<C: ConnectionTrait>(conn: &C, principal: &Principal, slug: &st
 
 pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTenant) -> DomainResult<TenantView> {
     let auth = principal.authorize(Permission::ManageTenants, Scope::Global)?;
-    ids::validate_slug("tenant", &new.slug)?;
+    let slug = TenantSlug::parse(new.slug.as_str())?;
     let name = validate_name(new.name.as_deref().unwrap_or(&new.slug))?;
     let notify_url = validate_notify_url(new.notify_url.as_deref().unwrap_or(""))?;
     let txn = db::begin_write(db).await?;
     let model = tenant::ActiveModel {
         id: Set(ids::new_id()),
-        slug: Set(new.slug.clone()),
+        slug: Set(slug.into_string()),
         name: Set(name),
         notify_url: Set(notify_url),
         created_at: Set(clock::now_ms()),
@@ -260,7 +265,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal) -> DomainResul
     Ok(q.all(db).await?.into_iter().map(TenantView::from).collect())
 }
 
-pub async fn get(db: &DatabaseConnection, principal: &Principal, slug: &str) -> DomainResult<TenantView> {
+pub async fn get(db: &DatabaseConnection, principal: &Principal, slug: &TenantSlug) -> DomainResult<TenantView> {
     let t = find(db, principal, slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     Ok(t.into())
@@ -269,7 +274,7 @@ pub async fn get(db: &DatabaseConnection, principal: &Principal, slug: &str) -> 
 pub async fn update(
     db: &DatabaseConnection,
     principal: &Principal,
-    slug: &str,
+    slug: &TenantSlug,
     patch: TenantPatch,
 ) -> DomainResult<TenantView> {
     let txn = db::begin_write(db).await?;
@@ -295,7 +300,7 @@ pub async fn update(
         Change {
             action: "tenant.update",
             target_kind: "tenant",
-            target_id: slug,
+            target_id: slug.as_str(),
             tenant_id: Some(&after.id),
             before: Some(json!({"name": before.name, "notify_url": before.notify_url})),
             after: Some(json!({"name": after.name, "notify_url": after.notify_url})),

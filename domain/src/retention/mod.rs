@@ -30,6 +30,7 @@ use crate::{
     replay,
     text::require_reason,
 };
+use views::ids::{EndpointSlug, TenantSlug};
 use views::{
     retention::{HorizonView, RetentionOverview, RetentionVersionView, RetentionView, human},
     roles::Permission,
@@ -226,8 +227,8 @@ fn assemble(
 pub async fn get(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
 ) -> DomainResult<RetentionView> {
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
@@ -337,8 +338,8 @@ fn check_body(body: i64, dedup: i64) -> DomainResult<i64> {
 pub async fn set(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     change: &RetentionChange,
 ) -> DomainResult<RetentionView> {
     let reason = require_reason(&change.reason)?;

@@ -245,7 +245,7 @@ pub async fn stats(
 ) -> DomainResult<StatsView> {
     // A clinic admin always sees its own tenant only.
     let scope_tenant: Option<tenant::Model> = match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
-        (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
+        (Some(slug), _) => Some(tenants::find(db, principal, &crate::ids::named(slug)?).await?),
         (None, Some(own)) => Some(tenant::Entity::find_by_id(own).one(db).await?.ok_or(DomainError::NotFound)?),
         (None, None) => None,
     };

@@ -23,7 +23,7 @@ async fn as_database_owner(t: &TestDb) {
 
 db_test!(every_change_is_audited_and_chain_verifies, async |t: &TestDb| {
     let k = active_key(t).await;
-    domain::registry::keys::revoke(&t.db, &admin(), &k.key.key_id, "test").await.unwrap();
+    domain::registry::keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "test").await.unwrap();
     let entries = audit::list(&t.db, &admin(), &AuditFilter::default()).await.unwrap();
     let actions: Vec<&str> = entries.iter().rev().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["tenant.create", "endpoint.create", "key.provision", "key.approve", "key.revoke"]);
@@ -87,7 +87,7 @@ db_test!(concurrent_appends_never_fork_the_chain, async |t: &TestDb| {
 db_test!(clinic_admin_reads_only_its_tenant_audit, async |t: &TestDb| {
     let k = active_key(t).await;
     let b = tenant(t, "clinic-b").await;
-    let a_id = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = domain::registry::tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let ca = user(Role::ClinicAdmin, Some(&a_id));
     let seen =
         audit::list(&t.db, &ca, &AuditFilter { tenant_id: Some(b.id.clone()), ..Default::default() }).await.unwrap();

@@ -26,10 +26,17 @@ pub fn second_admin() -> Principal {
 
 /// Asks for an override of clinic-a's gate as `admin()`; it must be pending.
 pub async fn request(t: &TestDb, slug: &str) -> RolloutOverrideView {
-    let out =
-        break_glass::set(&t.db, &gate(t), &admin(), slug, "enabled", "cohort 1", Some("outage: providers give up"))
-            .await
-            .expect("override request");
+    let out = break_glass::set(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &slug.parse().unwrap(),
+        "enabled",
+        "cohort 1",
+        Some("outage: providers give up"),
+    )
+    .await
+    .expect("override request");
     match out {
         SetOutcome::Requested(v) => *v,
         SetOutcome::Changed(v) => panic!("the gate passed: {v:?}"),
@@ -58,26 +65,33 @@ db_test!(a_second_person_approves_an_override_and_retries_are_enabled, async |t:
     assert_eq!((req.status.as_str(), req.requested_by.as_str()), ("pending_approval", "admin-user"));
     assert!(req.missing.iter().any(|m| m.contains("no drill run passed on this build")), "{:?}", req.missing);
     assert!(req.missing.iter().any(|m| m.contains("clinic-a: no approved evidence bundle")), "{:?}", req.missing);
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().policy, "disabled");
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
     assert_eq!(audit_entries(t, "retry_policy.override_request").await.len(), 1);
     assert!(domain::audit::anchor::sensitive_after(&t.db, seq).await.unwrap(), "moves the checkpoint anchor");
     // One pending request per tenant.
-    let again = break_glass::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "r", Some("again")).await;
+    let again =
+        break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "r", Some("again")).await;
     assert_eq!(code(again.unwrap_err()), "override_pending");
 
     // Four eyes: not the requester, signed in or named by the CLI.
-    let own = break_glass::approve(&t.db, &admin(), "clinic-a", &req.id, None, "").await;
+    let own = break_glass::approve(&t.db, &admin(), &"clinic-a".parse().unwrap(), &req.id, None, "").await;
     assert_eq!(code(own.unwrap_err()), "self_approval");
-    let named = break_glass::approve(&t.db, &admin(), "clinic-a", &req.id, Some("someone-else"), "").await;
+    let named =
+        break_glass::approve(&t.db, &admin(), &"clinic-a".parse().unwrap(), &req.id, Some("someone-else"), "").await;
     assert_eq!(code(named.unwrap_err()), "self_approval");
-    let cli = break_glass::approve(&t.db, &Principal::cli(), "clinic-a", &req.id, Some("admin-user"), "").await;
+    let cli =
+        break_glass::approve(&t.db, &Principal::cli(), &"clinic-a".parse().unwrap(), &req.id, Some("admin-user"), "")
+            .await;
     assert_eq!(code(cli.unwrap_err()), "self_approval");
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().policy, "disabled");
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
 
     let seq = last_seq(t).await;
-    let ok = break_glass::approve(&t.db, &second_admin(), "clinic-a", &req.id, None, "on call agrees").await.unwrap();
+    let ok =
+        break_glass::approve(&t.db, &second_admin(), &"clinic-a".parse().unwrap(), &req.id, None, "on call agrees")
+            .await
+            .unwrap();
     assert_eq!((ok.status.as_str(), ok.decided_by.as_deref()), ("approved", Some("second-admin")));
-    let policy = retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let policy = retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     assert_eq!((policy.policy.as_str(), Some(policy.version)), ("enabled", ok.policy_version));
     assert!(policy.history[0].reason.contains(&req.id), "{}", policy.history[0].reason);
     assert!(policy.history[0].reason.contains("outage: providers give up"), "{}", policy.history[0].reason);
@@ -85,24 +99,26 @@ db_test!(a_second_person_approves_an_override_and_retries_are_enabled, async |t:
     assert!(domain::audit::anchor::sensitive_after(&t.db, seq).await.unwrap());
 
     // Decided once.
-    let twice = break_glass::approve(&t.db, &second_admin(), "clinic-a", &req.id, None, "").await;
+    let twice = break_glass::approve(&t.db, &second_admin(), &"clinic-a".parse().unwrap(), &req.id, None, "").await;
     assert_eq!(code(twice.unwrap_err()), "override_decided");
-    let late = break_glass::reject(&t.db, &second_admin(), "clinic-a", &req.id, None, "no").await;
+    let late = break_glass::reject(&t.db, &second_admin(), &"clinic-a".parse().unwrap(), &req.id, None, "no").await;
     assert_eq!(code(late.unwrap_err()), "override_decided");
-    let listed = break_glass::list(&t.db, &reviewer(), "clinic-a").await.unwrap();
+    let listed = break_glass::list(&t.db, &reviewer(), &"clinic-a".parse().unwrap()).await.unwrap();
     assert_eq!(listed.iter().map(|o| o.status.as_str()).collect::<Vec<_>>(), ["approved"]);
 });
 
 db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_passes, async |t: &TestDb| {
     active_key(t).await;
     let req = request(t, "clinic-a").await;
-    let bare = break_glass::reject(&t.db, &second_admin(), "clinic-a", &req.id, None, " ").await;
+    let bare = break_glass::reject(&t.db, &second_admin(), &"clinic-a".parse().unwrap(), &req.id, None, " ").await;
     assert_eq!(code(bare.unwrap_err()), "reason_required");
     // The requester may withdraw it.
-    let no = break_glass::reject(&t.db, &admin(), "clinic-a", &req.id, None, "drills first").await.unwrap();
+    let no = break_glass::reject(&t.db, &admin(), &"clinic-a".parse().unwrap(), &req.id, None, "drills first")
+        .await
+        .unwrap();
     assert_eq!((no.status.as_str(), no.comment.as_deref()), ("rejected", Some("drills first")));
     assert_eq!(audit_entries(t, "retry_policy.override_reject").await.len(), 1);
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().policy, "disabled");
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
 
     // A day without a decision: expired, and a new request may be made.
     let req = request(t, "clinic-a").await;
@@ -111,21 +127,23 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
         .exec(&t.db)
         .await
         .unwrap();
-    let late = break_glass::approve(&t.db, &second_admin(), "clinic-a", &req.id, None, "").await;
+    let late = break_glass::approve(&t.db, &second_admin(), &"clinic-a".parse().unwrap(), &req.id, None, "").await;
     assert_eq!(code(late.unwrap_err()), "override_expired");
-    let listed = break_glass::list(&t.db, &admin(), "clinic-a").await.unwrap();
+    let listed = break_glass::list(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     assert_eq!(listed[0].status, "expired");
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().policy, "disabled");
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
     let fresh = request(t, "clinic-a").await;
     let window = domain::clock::parse_rfc3339(&fresh.expires_at).unwrap()
         - domain::clock::parse_rfc3339(&fresh.created_at).unwrap();
     assert_eq!(window, OVERRIDE_TTL_MS);
-    let unknown = break_glass::approve(&t.db, &second_admin(), "clinic-a", &domain::ids::new_id(), None, "").await;
+    let unknown =
+        break_glass::approve(&t.db, &second_admin(), &"clinic-a".parse().unwrap(), &domain::ids::new_id(), None, "")
+            .await;
     assert_eq!(code(unknown.unwrap_err()), "not_found");
 
     // Bad input.
     let set = async |policy: &str, why: &str| {
-        break_glass::set(&t.db, &gate(t), &admin(), "clinic-a", policy, "r", Some(why)).await
+        break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), policy, "r", Some(why)).await
     };
     // Disabling is never gated: with an override reason it is an ordinary
     // change, and no request is recorded.
@@ -133,37 +151,49 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
     assert!(matches!(&off, SetOutcome::Changed(v) if v.policy == "disabled"), "{off:?}");
     assert_eq!(code(set("enabled", "  ").await.unwrap_err()), "invalid_override_reason");
     let long = "x".repeat(domain::text::MAX_REASON_CHARS + 1);
-    let too_long = break_glass::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "r", Some(&long)).await;
+    let too_long =
+        break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "r", Some(&long)).await;
     assert_eq!(code(too_long.unwrap_err()), "invalid_override_reason");
 
     // Once the order is met, the reason is not needed: an ordinary change.
     meet_rollout_order(t).await;
     let out = set("enabled", "x").await.unwrap();
     assert!(matches!(&out, SetOutcome::Changed(v) if v.policy == "enabled"), "{out:?}");
-    assert_eq!(break_glass::list(&t.db, &admin(), "clinic-a").await.unwrap().len(), 3);
+    assert_eq!(break_glass::list(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().len(), 3);
 });
 
 db_test!(only_callers_who_may_set_the_policy_ask_or_decide, async |t: &TestDb| {
     active_key(t).await;
     let b = tenant(t, "clinic-b").await;
-    let a = domain::registry::tenants::find(&t.db, &admin(), "clinic-a").await.unwrap();
+    let a = domain::registry::tenants::find(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     let req = request(t, "clinic-a").await;
     let other = user(Role::ClinicAdmin, Some(&b.id));
     let own = user(Role::ClinicAdmin, Some(&a.id));
     assert_eq!(
-        code(break_glass::approve(&t.db, &other, "clinic-a", &req.id, None, "").await.unwrap_err()),
+        code(break_glass::approve(&t.db, &other, &"clinic-a".parse().unwrap(), &req.id, None, "").await.unwrap_err()),
         "not_found"
     );
-    assert_eq!(code(break_glass::list(&t.db, &other, "clinic-a").await.unwrap_err()), "not_found");
-    assert_eq!(code(break_glass::approve(&t.db, &own, "clinic-a", &req.id, None, "").await.unwrap_err()), "forbidden");
+    assert_eq!(code(break_glass::list(&t.db, &other, &"clinic-a".parse().unwrap()).await.unwrap_err()), "not_found");
     assert_eq!(
-        code(break_glass::reject(&t.db, &reviewer(), "clinic-a", &req.id, None, "no").await.unwrap_err()),
+        code(break_glass::approve(&t.db, &own, &"clinic-a".parse().unwrap(), &req.id, None, "").await.unwrap_err()),
         "forbidden"
     );
-    let ask = break_glass::set(&t.db, &gate(t), &oncall(), "clinic-a", "enabled", "r", Some("x")).await;
+    assert_eq!(
+        code(
+            break_glass::reject(&t.db, &reviewer(), &"clinic-a".parse().unwrap(), &req.id, None, "no")
+                .await
+                .unwrap_err()
+        ),
+        "forbidden"
+    );
+    let ask =
+        break_glass::set(&t.db, &gate(t), &oncall(), &"clinic-a".parse().unwrap(), "enabled", "r", Some("x")).await;
     assert_eq!(code(ask.unwrap_err()), "forbidden");
     // An id of another tenant names nothing here.
-    let elsewhere = break_glass::approve(&t.db, &second_admin(), "clinic-b", &req.id, None, "").await;
+    let elsewhere = break_glass::approve(&t.db, &second_admin(), &"clinic-b".parse().unwrap(), &req.id, None, "").await;
     assert_eq!(code(elsewhere.unwrap_err()), "not_found");
-    assert_eq!(break_glass::list(&t.db, &admin(), "clinic-a").await.unwrap()[0].status, "pending_approval");
+    assert_eq!(
+        break_glass::list(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap()[0].status,
+        "pending_approval"
+    );
 });

@@ -116,7 +116,7 @@ db_test!(refuses_empty_matches_and_callers_outside_their_rights, async |t: &Test
 
     let a = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "for clinic-a").await.unwrap();
     let all = bulk_release::start(&t.db, &oncall(), &QuarantineFilter::default(), "all tenants").await.unwrap();
-    let a_id = domain::registry::tenants::find(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = domain::registry::tenants::find(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let clinic_a = user(Role::ClinicAdmin, Some(&a_id));
     let clinic_b = user(Role::ClinicAdmin, Some(&b_id));
     assert!(bulk_release::get(&t.db, &clinic_a, &a.id, STALE).await.is_ok());

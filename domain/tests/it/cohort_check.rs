@@ -85,10 +85,10 @@ db_test!(a_clean_cohort_counts_its_events_and_a_disabled_tenant_has_no_section, 
     let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, first - 1, "evt-1"), &body).await;
     assert!(matches!(again, Outcome::Duplicate { .. }), "{again:?}");
     // Enabling again (a second `enabled` version) does not restart the check.
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "again").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "again").await.unwrap();
 
     let c = cohort(t, "clinic-a").await.expect("a section for clinic-a");
-    let history = retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().history;
+    let history = retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().history;
     let enabling = history.iter().find(|v| v.version == 2).unwrap();
     assert_eq!((enabling.policy.as_str(), c.enabled_since.as_str()), ("enabled", enabling.created_at.as_str()));
     assert_eq!(c.events_checked, 4);
@@ -98,7 +98,7 @@ db_test!(a_clean_cohort_counts_its_events_and_a_disabled_tenant_has_no_section, 
     let html = evidence_html::render(&evidence(t).await, "x");
     assert!(html.contains("Live cohort check"), "the printable page shows it");
 
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
     assert!(evidence(t).await.cohort_check.is_empty(), "disabled again: no section");
 });
 

@@ -132,7 +132,7 @@ db_test!(an_existing_database_moves_to_tenant_keys_and_keeps_every_row, async |t
 // rollup flush's upsert (one conflict target on both engines) adds to them.
 db_test!(the_delivery_log_and_key_rollups_keep_every_row_under_tenant_keys, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
-    let ep = s.r.resolve("clinic-a", "hooks").await.unwrap();
+    let ep = s.r.resolve(&"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap();
     let (tenant, endpoint, key) = (ep.tenant_id.clone(), ep.endpoint_id.clone(), s.key_id.clone());
     let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
     let at = names.iter().position(|n| n == "m20261206_000190_sqlite_tenant_keys").expect("the migration is listed");

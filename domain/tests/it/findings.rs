@@ -66,7 +66,7 @@ db_test!(key_past_rotation_age_appears_for_an_old_live_key_and_clears_when_revok
         .await
         .unwrap();
     assert_eq!(found(t, "key_past_rotation_age").await, [("warning".to_owned(), k.key.key_id.clone())]);
-    keys::revoke(&t.db, &admin(), &k.key.key_id, "past its rotation age").await.unwrap();
+    keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "past its rotation age").await.unwrap();
     assert_eq!(found(t, "key_past_rotation_age").await, []);
 });
 
@@ -84,7 +84,7 @@ db_test!(retries_without_drill_appears_when_enabled_and_clears_after_a_passing_r
         .await
         .unwrap();
     approve_current_bundle(t).await;
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "cohort 1").await.unwrap();
     assert_eq!(found(t, "retries_without_drill").await, [("warning".to_owned(), "clinic-a".to_owned())]);
     // A failing run does not count; a passing one does.
     runs::run(&t.db, &t.vault, &reviewer(), &Unreachable(DrillFaults::default())).await.unwrap();
@@ -131,7 +131,7 @@ db_test!(rollout_override_appears_after_an_approval_until_drills_and_a_signoff_p
         let req = request(t, slug).await;
         assert_eq!(found(t, "rollout_override").await, [], "a pending request is not an override yet");
         pause().await;
-        break_glass::approve(&t.db, &second_admin(), slug, &req.id, None, "").await.unwrap();
+        break_glass::approve(&t.db, &second_admin(), &slug.parse().unwrap(), &req.id, None, "").await.unwrap();
         pause().await;
     };
     active_key(t).await;
@@ -150,8 +150,8 @@ db_test!(rollout_override_appears_after_an_approval_until_drills_and_a_signoff_p
         &t.db,
         &t.vault,
         &admin(),
-        "clinic-b",
-        "hooks",
+        &"clinic-b".parse().unwrap(),
+        &"hooks".parse().unwrap(),
         keys::ProvisionRequest::default(),
         keys::Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
     )

@@ -62,7 +62,7 @@ pub async fn endpoint(t: &TestDb, tenant: &str, slug: &str, types: Option<&[&str
     endpoints::create(
         &t.db,
         &admin(),
-        tenant,
+        &tenant.parse().unwrap(),
         NewEndpoint {
             slug: slug.into(),
             scheme: Scheme::StandardWebhooks,
@@ -84,8 +84,8 @@ pub async fn active_key(t: &TestDb) -> ProvisionedKey {
         &t.db,
         &t.vault,
         &admin(),
-        "clinic-a",
-        "reminders",
+        &"clinic-a".parse().unwrap(),
+        &"reminders".parse().unwrap(),
         ProvisionRequest::default(),
         Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
     )
@@ -185,7 +185,7 @@ pub async fn meet_rollout_order(t: &TestDb) {
 /// meeting the rollout order first.
 pub async fn enable_retries(t: &TestDb, slug: &str) {
     meet_rollout_order(t).await;
-    domain::retry_policy::set(&t.db, &gate(t), &admin(), slug, "enabled", "test: retries on")
+    domain::retry_policy::set(&t.db, &gate(t), &admin(), &slug.parse().unwrap(), "enabled", "test: retries on")
         .await
         .expect("enable retries");
 }

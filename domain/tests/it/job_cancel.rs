@@ -199,7 +199,7 @@ db_test!(the_status_view_lists_every_lease_and_the_latest_runs, async |t: &TestD
     // to one tenant, not at all.
     let on_call = jobs::overview(&t.db, &oncall(), &names, stale).await.unwrap();
     assert_eq!((on_call.leases.len(), on_call.kek_rewrap.is_none(), on_call.bulk_releases.len()), (4, true, 2));
-    let a_id = domain::registry::tenants::find(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = domain::registry::tenants::find(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let clinic = jobs::overview(&t.db, &user(Role::ClinicAdmin, Some(&a_id)), &names, stale).await;
     assert!(matches!(clinic, Err(DomainError::Forbidden)), "{clinic:?}");
 });

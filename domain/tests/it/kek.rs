@@ -63,9 +63,17 @@ pub(crate) async fn by_version(t: &TestDb) -> std::collections::BTreeMap<u32, u6
 pub(crate) async fn fill(t: &TestDb) -> usize {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     for i in 0..5 {
-        keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending)
-            .await
-            .unwrap();
+        keys::provision(
+            &t.db,
+            &t.vault,
+            &admin(),
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
+            ProvisionRequest::default(),
+            Approval::Pending,
+        )
+        .await
+        .unwrap();
         let body = created(&format!("r-{i}"));
         assert!(matches!(
             deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &format!("m{i}")), &body).await,
@@ -145,7 +153,17 @@ db_test!(public_keys_seal_nothing_and_rewraps_pass_them_by, async |t: &TestDb| {
     let sealed = fill(t).await;
     let public = domain::crypto::asymmetric::PrivateKey::generate().public_key().encode();
     let req = ProvisionRequest { credential: keys::NewCredential::PublicKey(public.clone()), ..Default::default() };
-    let k = keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", req, Approval::Pending).await.unwrap();
+    let k = keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
+        req,
+        Approval::Pending,
+    )
+    .await
+    .unwrap();
     assert!(k.secret.is_none(), "nothing secret to show");
     assert_eq!(k.key.public_key.as_deref(), Some(public.as_str()));
     assert_eq!(everything_opens(t).await, sealed, "the public key added no sealed row");
@@ -168,7 +186,17 @@ db_test!(public_keys_seal_nothing_and_rewraps_pass_them_by, async |t: &TestDb| {
 db_test!(a_generated_pairs_private_key_is_sealed_and_rewrapped, async |t: &TestDb| {
     let sealed = fill(t).await;
     let req = ProvisionRequest { credential: keys::NewCredential::GenerateEd25519, ..Default::default() };
-    let k = keys::provision(&t.db, &t.vault, &admin(), "clinic-a", "hooks", req, Approval::Pending).await.unwrap();
+    let k = keys::provision(
+        &t.db,
+        &t.vault,
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
+        req,
+        Approval::Pending,
+    )
+    .await
+    .unwrap();
     let shown = k.secret.as_ref().map(|s| s.expose().to_owned()).unwrap();
     assert!(shown.starts_with("whsk_"), "the private key is shown once");
     assert_eq!(by_version(t).await.into_iter().collect::<Vec<_>>(), vec![(1, sealed as u64 + 1)]);
@@ -314,8 +342,8 @@ async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
         &t.db,
         &t.vault,
         &admin(),
-        "clinic-a",
-        "hooks",
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
         ProvisionRequest::default(),
         Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() },
     )
@@ -366,9 +394,17 @@ db_test!(seals_are_counted_ahead_per_version_and_flagged_at_2_30, async |t: &Tes
     let sealed = fill(t).await as i64;
     // A second process provisions a key: its seal is counted too.
     let other = domain::startup::open_vault(&t.db, master()).await.unwrap();
-    keys::provision(&t.db, &other, &admin(), "clinic-a", "hooks", ProvisionRequest::default(), Approval::Pending)
-        .await
-        .unwrap();
+    keys::provision(
+        &t.db,
+        &other,
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
+        ProvisionRequest::default(),
+        Approval::Pending,
+    )
+    .await
+    .unwrap();
     let rows = sealed + 1;
     assert_eq!(everything_opens(t).await as i64, rows);
     let counted = seals(t, 1).await;

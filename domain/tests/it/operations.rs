@@ -228,27 +228,30 @@ db_test!(bodies_are_revealed_only_to_triage_roles_redacted_and_audited, async |t
 
 db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     tenant(t, "clinic-a").await;
-    let v = retry_policy::get(&t.db, &reviewer(), "clinic-a").await.unwrap();
+    let v = retry_policy::get(&t.db, &reviewer(), &"clinic-a".parse().unwrap()).await.unwrap();
     // The rollout order (docs/architecture.md#rollout-order-and-sign-off): a
     // new tenant starts with retries off.
     assert_eq!((v.policy.as_str(), v.version, v.history.len()), ("disabled", 1, 1));
     assert!(v.history[0].reason.contains("drills"), "{:?}", v.history[0]);
-    let nothing = retry_policy::rollback(&t.db, &gate(t), &admin(), "clinic-a", "why").await;
+    let nothing = retry_policy::rollback(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "why").await;
     assert!(matches!(nothing, Err(DomainError::Conflict { code: "nothing_to_roll_back", .. })));
     for (policy, reason, code) in [("maybe", "x", "invalid_retry_policy"), ("disabled", " ", "reason_required")] {
-        let r = retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", policy, reason).await;
+        let r = retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), policy, reason).await;
         assert!(matches!(r, Err(DomainError::Invalid { code: c, .. }) if c == code), "{r:?}");
     }
     assert!(matches!(
-        retry_policy::set(&t.db, &gate(t), &oncall(), "clinic-a", "enabled", "x").await,
+        retry_policy::set(&t.db, &gate(t), &oncall(), &"clinic-a".parse().unwrap(), "enabled", "x").await,
         Err(DomainError::Forbidden)
     ));
 
     meet_rollout_order(t).await;
-    let v = retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "enabled", "cohort 1").await.unwrap();
+    let v = retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "cohort 1")
+        .await
+        .unwrap();
     assert_eq!((v.policy.as_str(), v.version), ("enabled", 2));
     assert_eq!((v.history[0].actor.as_str(), v.history[0].reason.as_str()), ("admin-user", "cohort 1"));
-    let v = retry_policy::rollback(&t.db, &gate(t), &admin(), "clinic-a", "incident 42").await.unwrap();
+    let v =
+        retry_policy::rollback(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "incident 42").await.unwrap();
     assert_eq!((v.policy.as_str(), v.version), ("disabled", 3));
     assert_eq!(v.history[0].reason, "rollback to v1: incident 42");
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
@@ -262,18 +265,18 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
         &t.db,
         &gate(t),
         &admin(),
-        &["clinic-b".into(), "no-such".into()],
+        &["clinic-b".parse().unwrap(), "no-such".parse().unwrap()],
         "enabled",
         "cohort 1",
     )
     .await;
     assert!(matches!(partial, Err(DomainError::NotFound)));
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-b").await.unwrap().version, 1);
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-b".parse().unwrap()).await.unwrap().version, 1);
     let n = retry_policy::set_cohort(
         &t.db,
         &gate(t),
         &admin(),
-        &["clinic-a".into(), "clinic-b".into()],
+        &["clinic-a".parse().unwrap(), "clinic-b".parse().unwrap()],
         "enabled",
         "cohort 1",
     )
@@ -281,7 +284,7 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     .unwrap();
     assert_eq!(n, 2);
     for slug in ["clinic-a", "clinic-b"] {
-        assert_eq!(retry_policy::get(&t.db, &admin(), slug).await.unwrap().policy, "enabled");
+        assert_eq!(retry_policy::get(&t.db, &admin(), &slug.parse().unwrap()).await.unwrap().policy, "enabled");
     }
 });
 
@@ -295,13 +298,13 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
         let policy = if i % 2 == 0 { "disabled" } else { "enabled" };
         tasks.push(tokio::spawn(async move {
             let gate = domain::rollout::Rollout { vault: &vault, drill_max_age_days: 7 };
-            retry_policy::set(&db, &gate, &admin(), "clinic-a", policy, &format!("change {i}")).await
+            retry_policy::set(&db, &gate, &admin(), &"clinic-a".parse().unwrap(), policy, &format!("change {i}")).await
         }));
     }
     for task in tasks {
         task.await.unwrap().expect("every change lands");
     }
-    let v = retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let v = retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     let versions: Vec<i32> = v.history.iter().rev().map(|h| h.version).collect();
     assert_eq!(versions, (1..=9).collect::<Vec<_>>());
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
@@ -313,9 +316,16 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
 // release to apply.
 db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, Some(vec!["reminder.created"])).await;
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "keep events through a database incident")
-        .await
-        .unwrap();
+    retry_policy::set(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        "disabled",
+        "keep events through a database incident",
+    )
+    .await
+    .unwrap();
     let faults = domain::receiver::faults::Faults { transient: true, ..Default::default() };
     let s = Setup { r: Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone(), faults)), ..s };
     let out = send(&s, &scheduled("r-1"), "msg_out_of_scope").await;
@@ -337,7 +347,9 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     assert_eq!(out, Outcome::Quarantined { event_id: "msg_early".into(), reason: QuarantineReason::ReminderNotFound });
     assert_eq!(send(&s, &created("r-late"), "msg_created").await, Outcome::Applied { event_id: "msg_created".into() });
     // The key's scope narrows (it goes back for approval; the rule is its scope now).
-    domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id, &["reminder.created".to_owned()]).await.unwrap();
+    domain::registry::keys::set_scope(&t.db, &admin(), &s.key_id.parse().unwrap(), &["reminder.created".to_owned()])
+        .await
+        .unwrap();
     let id = entry_id(t, "msg_early").await;
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try").await;
     assert!(
@@ -360,13 +372,15 @@ db_test!(release_rechecks_the_key_scope, async |t: &TestDb| {
     domain::registry::keys::set_scope(
         &t.db,
         &admin(),
-        &s.key_id,
+        &s.key_id.parse().unwrap(),
         &["reminder.created".to_owned(), "reminder.scheduled".to_owned()],
     )
     .await
     .unwrap();
-    domain::registry::keys::approve(&t.db, &reviewer(), &s.key_id, None, "widened back").await.unwrap();
-    domain::registry::keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
+    domain::registry::keys::approve(&t.db, &reviewer(), &s.key_id.parse().unwrap(), None, "widened back")
+        .await
+        .unwrap();
+    domain::registry::keys::revoke(&t.db, &admin(), &s.key_id.parse().unwrap(), "leaked").await.unwrap();
     let refused = quarantine::release(&t.db, &t.vault, &oncall(), &id, "try again").await;
     assert!(
         matches!(&refused, Err(DomainError::Conflict { code: "release_failed", message })
@@ -427,9 +441,16 @@ db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once
     assert!(matches!(post(body("r-1"), now_s()).await, Outcome::Quarantined { .. }));
     assert!(matches!(post(body("r-2"), now_s()).await, Outcome::Quarantined { .. }));
     let fields = vec!["type".to_owned(), "data.reminder_id".to_owned(), "occurred_at".to_owned()];
-    domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields), "documented by the sender")
-        .await
-        .unwrap();
+    domain::registry::event_key::set(
+        &t.db,
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
+        Some(fields),
+        "documented by the sender",
+    )
+    .await
+    .unwrap();
     let s = Setup {
         r: std::sync::Arc::new(domain::receiver::Receiver::new(
             t.db.clone(),

@@ -49,7 +49,7 @@ async fn send_signed(s: &Setup, body: &[u8], msg: &str, age: i64) -> Outcome {
 }
 
 async fn row(t: &TestDb, r: &str) -> reminder::Model {
-    let a = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let a = domain::registry::tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     reminder::Entity::find_by_id((a.id, r.to_owned())).one(&t.db).await.unwrap().unwrap()
 }
 

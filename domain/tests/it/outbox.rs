@@ -117,7 +117,7 @@ db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
 
 db_test!(disabled_retry_policy_makes_a_failed_send_dead_at_once, async |t: &TestDb| {
     let tenant = tenant(t, "clinic-a").await;
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
     intents(t, &tenant.id, 1).await;
     let d = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
     assert!(!d[0].retries_enabled);
@@ -180,9 +180,18 @@ db_test!(the_trace_context_is_stored_with_each_intent_and_leased_with_it, async 
         let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let inner = domain::receiver::Buffered { headers: &h[..], body: bytes::Bytes::from(body) };
         let outcome = if traced {
-            domain::receiver::receive(&s.r, "clinic-a", "hooks", Traced { inner, traceparent: tp }).await.outcome
+            domain::receiver::receive(
+                &s.r,
+                &"clinic-a".parse().unwrap(),
+                &"hooks".parse().unwrap(),
+                Traced { inner, traceparent: tp },
+            )
+            .await
+            .outcome
         } else {
-            domain::receiver::receive(&s.r, "clinic-a", "hooks", inner).await.outcome
+            domain::receiver::receive(&s.r, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), inner)
+                .await
+                .outcome
         };
         assert!(matches!(outcome, domain::receiver::Outcome::Applied { .. }), "{outcome:?}");
     }

@@ -172,8 +172,12 @@ async fn purge_drops_a_day_only_once_all_of_it_is_past_retention() {
     let a = tenant(&t, "clinic-a").await;
     endpoint(&t, "clinic-a", "short", None).await;
     endpoint(&t, "clinic-a", "long", None).await;
-    retention::set(&t.db, &admin(), "clinic-a", "short", &dedup(2 * DAY_SECS)).await.unwrap();
-    retention::set(&t.db, &admin(), "clinic-a", "long", &dedup(10 * DAY_SECS)).await.unwrap();
+    retention::set(&t.db, &admin(), &"clinic-a".parse().unwrap(), &"short".parse().unwrap(), &dedup(2 * DAY_SECS))
+        .await
+        .unwrap();
+    retention::set(&t.db, &admin(), &"clinic-a".parse().unwrap(), &"long".parse().unwrap(), &dedup(10 * DAY_SECS))
+        .await
+        .unwrap();
     let now = clock::now_ms();
     let (five_ago, one_ago) = (now - 5 * DAY_MS, now - DAY_MS);
     partitions::cover(&t.db, five_ago, one_ago).await.unwrap();

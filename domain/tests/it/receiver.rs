@@ -35,7 +35,7 @@ pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) 
     endpoints::create(
         &t.db,
         &admin(),
-        "clinic-a",
+        &"clinic-a".parse().unwrap(),
         NewEndpoint {
             slug: "hooks".into(),
             scheme,
@@ -51,8 +51,8 @@ pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) 
         &t.db,
         &t.vault,
         &admin(),
-        "clinic-a",
-        "hooks",
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
         ProvisionRequest {
             event_types: types.map(|ts| ts.into_iter().map(str::to_owned).collect()),
             ..Default::default()
@@ -75,7 +75,7 @@ pub(crate) fn signed(s: &Setup, scheme: Scheme, body: &[u8], ts: i64, id: &str) 
 pub(crate) async fn deliver(s: &Setup, headers: &[(String, String)], body: &[u8]) -> Outcome {
     let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let delivery = receiver::Buffered { headers: &h[..], body: bytes::Bytes::copy_from_slice(body) };
-    receiver::receive(&s.r, "clinic-a", "hooks", delivery).await.outcome
+    receiver::receive(&s.r, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), delivery).await.outcome
 }
 
 pub(crate) fn now_s() -> i64 {
@@ -145,7 +145,7 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     let receive = async |headers: Vec<(String, String)>| {
         let hp: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let delivery = receiver::Buffered { headers: &hp[..], body: bytes::Bytes::from(body.clone()) };
-        let receipt = receiver::receive(&s.r, "clinic-a", "hooks", delivery).await;
+        let receipt = receiver::receive(&s.r, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), delivery).await;
         (receipt.outcome, receipt.key_id)
     };
     let (o, _) = receive(naming("key_other")).await;
@@ -154,8 +154,14 @@ db_test!(refusals_store_nothing, async |t: &TestDb| {
     assert!(matches!(o, Outcome::Applied { .. }), "{o:?}");
     assert_eq!(key.as_deref(), Some(s.key_id.as_str()));
     // Unknown endpoint.
-    assert!(matches!(s.r.resolve("clinic-a", "nope").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
-    assert!(matches!(s.r.resolve("nobody", "hooks").await, Err(Outcome::Refused(Refusal::UnknownEndpoint))));
+    assert!(matches!(
+        s.r.resolve(&"clinic-a".parse().unwrap(), &"nope".parse().unwrap()).await,
+        Err(Outcome::Refused(Refusal::UnknownEndpoint))
+    ));
+    assert!(matches!(
+        s.r.resolve(&"nobody".parse().unwrap(), &"hooks".parse().unwrap()).await,
+        Err(Outcome::Refused(Refusal::UnknownEndpoint))
+    ));
     // Only the one good delivery left anything behind.
     assert_eq!(inbox_claim::Entity::find().count(&t.db).await.unwrap(), 1);
     assert_eq!(replay_record::Entity::find().count(&t.db).await.unwrap(), 1);
@@ -323,7 +329,7 @@ db_test!(revocation_takes_effect_within_the_cache_ttl, async |t: &TestDb| {
         deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m1"), &body).await,
         Outcome::Applied { .. }
     ));
-    keys::revoke(&t.db, &admin(), &s.key_id, "leaked").await.unwrap();
+    keys::revoke(&t.db, &admin(), &s.key_id.parse().unwrap(), "leaked").await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
     let body2 = created("r-2");
     let o = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body2, now_s(), "m2"), &body2).await;

@@ -37,7 +37,7 @@ db_test!(tenant_slugs_are_validated_and_unique, async |t: &TestDb| {
     .await;
     assert!(matches!(url, Err(DomainError::Invalid { code: "invalid_notify_url", .. })));
     // The stored tenant was not touched by the failed duplicate.
-    assert_eq!(tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().name, "clinic-a");
+    assert_eq!(tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().name, "clinic-a");
 });
 
 db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
@@ -47,13 +47,16 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
     let ca = user(Role::ClinicAdmin, Some(&a.id));
     let listed = tenants::list(&t.db, &ca).await.unwrap();
     assert_eq!(listed.iter().map(|t| t.slug.as_str()).collect::<Vec<_>>(), ["clinic-a"]);
-    assert!(matches!(tenants::get(&t.db, &ca, "clinic-b").await, Err(DomainError::NotFound)));
-    assert!(matches!(endpoints::list(&t.db, &ca, "clinic-b").await, Err(DomainError::NotFound)));
-    assert!(matches!(endpoints::get(&t.db, &ca, "clinic-b", "hooks").await, Err(DomainError::NotFound)));
+    assert!(matches!(tenants::get(&t.db, &ca, &"clinic-b".parse().unwrap()).await, Err(DomainError::NotFound)));
+    assert!(matches!(endpoints::list(&t.db, &ca, &"clinic-b".parse().unwrap()).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        endpoints::get(&t.db, &ca, &"clinic-b".parse().unwrap(), &"hooks".parse().unwrap()).await,
+        Err(DomainError::NotFound)
+    ));
     let create = endpoints::create(
         &t.db,
         &ca,
-        "clinic-b",
+        &"clinic-b".parse().unwrap(),
         NewEndpoint {
             slug: "evil".into(),
             scheme: Scheme::Github,
@@ -67,8 +70,14 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
     assert!(matches!(create, Err(DomainError::NotFound)));
     // Its own tenant works; tenant settings are admin-only.
     endpoint(t, "clinic-a", "hooks", None).await;
-    assert!(endpoints::get(&t.db, &ca, "clinic-a", "hooks").await.is_ok());
-    let patch = tenants::update(&t.db, &ca, "clinic-a", TenantPatch { name: Some("x".into()), notify_url: None }).await;
+    assert!(endpoints::get(&t.db, &ca, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.is_ok());
+    let patch = tenants::update(
+        &t.db,
+        &ca,
+        &"clinic-a".parse().unwrap(),
+        TenantPatch { name: Some("x".into()), notify_url: None },
+    )
+    .await;
     assert!(matches!(patch, Err(DomainError::Forbidden)));
     // Reviewers and on-call read everything but change nothing here.
     for role in [Role::Reviewer, Role::Oncall] {
@@ -77,8 +86,8 @@ db_test!(clinic_admin_sees_only_its_tenant, async |t: &TestDb| {
         let e = endpoints::update(
             &t.db,
             &p,
-            "clinic-a",
-            "hooks",
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
             EndpointPatch { enabled: Some(false), ..Default::default() },
         )
         .await;
@@ -94,7 +103,7 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
     let dup = endpoints::create(
         &t.db,
         &admin(),
-        "clinic-a",
+        &"clinic-a".parse().unwrap(),
         NewEndpoint {
             slug: "hooks".into(),
             scheme: Scheme::Stripe,
@@ -106,12 +115,12 @@ db_test!(endpoint_slugs_unique_per_tenant, async |t: &TestDb| {
     )
     .await;
     assert!(matches!(dup, Err(DomainError::Conflict { code: "endpoint_exists", .. })), "{dup:?}");
-    let kept = endpoints::get(&t.db, &admin(), "clinic-a", "hooks").await.unwrap();
+    let kept = endpoints::get(&t.db, &admin(), &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap();
     assert_eq!(kept.scheme, Scheme::StandardWebhooks, "the original was not overwritten");
     let bad = endpoints::create(
         &t.db,
         &admin(),
-        "clinic-a",
+        &"clinic-a".parse().unwrap(),
         NewEndpoint {
             slug: "x".into(),
             scheme: Scheme::Stripe,
@@ -155,8 +164,8 @@ db_test!(narrowing_endpoint_types_refused_while_keys_use_them, async |t: &TestDb
     let narrow = endpoints::update(
         &t.db,
         &admin(),
-        "clinic-a",
-        "reminders",
+        &"clinic-a".parse().unwrap(),
+        &"reminders".parse().unwrap(),
         EndpointPatch { event_types: Some(vec!["reminder.created".into()]), ..Default::default() },
     )
     .await;
@@ -164,8 +173,8 @@ db_test!(narrowing_endpoint_types_refused_while_keys_use_them, async |t: &TestDb
     let widen = endpoints::update(
         &t.db,
         &admin(),
-        "clinic-a",
-        "reminders",
+        &"clinic-a".parse().unwrap(),
+        &"reminders".parse().unwrap(),
         EndpointPatch {
             event_types: Some(vec!["reminder.created".into(), "otp.requested".into(), "reminder.canceled".into()]),
             ..Default::default()
@@ -181,7 +190,7 @@ db_test!(narrowing_endpoint_types_refused_while_keys_use_them, async |t: &TestDb
 // nothing but the permission check.
 db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
     let k = active_key(t).await;
-    let a = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let a = tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     let long: Vec<String> = (0..20_000).map(|i| format!("t{}", i % 7)).collect();
     let invalid = vec!["Not A Type".to_owned()];
     let new = |types: &Vec<String>| NewEndpoint {
@@ -194,27 +203,29 @@ db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
     };
     for types in [&long, &invalid] {
         // On-call may not create endpoints: refused as such, whatever the list.
-        let r = endpoints::create(&t.db, &oncall(), "clinic-a", new(types)).await;
+        let r = endpoints::create(&t.db, &oncall(), &"clinic-a".parse().unwrap(), new(types)).await;
         assert!(matches!(r, Err(DomainError::Forbidden)), "{r:?}");
         // Another clinic's admin does not learn the tenant exists.
         let other = user(Role::ClinicAdmin, Some("someone-else"));
-        let r = endpoints::create(&t.db, &other, "clinic-a", new(types)).await;
+        let r = endpoints::create(&t.db, &other, &"clinic-a".parse().unwrap(), new(types)).await;
         assert!(matches!(r, Err(DomainError::NotFound)), "{r:?}");
-        let r = keys::set_scope(&t.db, &oncall(), &k.key.key_id, types).await;
+        let r = keys::set_scope(&t.db, &oncall(), &k.key.key_id.parse().unwrap(), types).await;
         assert!(matches!(r, Err(DomainError::Forbidden)), "{r:?}");
     }
     // The clinic's own admin is told what is wrong with the list.
     let ca = user(Role::ClinicAdmin, Some(&a.id));
-    let r = endpoints::create(&t.db, &ca, "clinic-a", new(&long)).await;
+    let r = endpoints::create(&t.db, &ca, &"clinic-a".parse().unwrap(), new(&long)).await;
     assert!(matches!(r, Err(DomainError::Invalid { code: "too_many_event_types", .. })), "{r:?}");
-    let r = keys::set_scope(&t.db, &ca, &k.key.key_id, &long).await;
+    let r = keys::set_scope(&t.db, &ca, &k.key.key_id.parse().unwrap(), &long).await;
     assert!(matches!(r, Err(DomainError::Invalid { code: "too_many_event_types", .. })), "{r:?}");
     // 256 entries, repeats included, are fine and come back as a set.
     let most: Vec<String> = (0..256).map(|i| format!("t{}", i % 100)).collect();
-    let e = endpoints::create(&t.db, &ca, "clinic-a", new(&most)).await.unwrap();
+    let e = endpoints::create(&t.db, &ca, &"clinic-a".parse().unwrap(), new(&most)).await.unwrap();
     assert_eq!(e.event_types.len(), 100);
     assert!(e.event_types.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
-    let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id, &vec!["reminder.created".to_owned(); 256]).await.unwrap();
+    let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id.parse().unwrap(), &vec!["reminder.created".to_owned(); 256])
+        .await
+        .unwrap();
     assert_eq!(scoped.event_types, ["reminder.created"]);
 });
 

@@ -3,7 +3,8 @@
 //! a claim inside the horizon or an open quarantine entry, and purging while
 //! events arrive loses none of them.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use views::ids::{EndpointSlug, TenantSlug};
 use views::{
     events::ClaimOutcome,
     quarantine::{QuarantineReason, QuarantineStatus},
@@ -43,10 +44,14 @@ fn code(e: DomainError) -> &'static str {
     e.code()
 }
 
+/// The endpoint most of these tests decide for.
+static CLINIC_A: LazyLock<TenantSlug> = LazyLock::new(|| "clinic-a".parse().unwrap());
+static REMINDERS: LazyLock<EndpointSlug> = LazyLock::new(|| "reminders".parse().unwrap());
+
 db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
-    let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
+    let v = retention::get(&t.db, &admin(), &CLINIC_A, &REMINDERS).await.unwrap();
     // 90 d: Svix's manual resend window (payloads kept 90 days) is longer
     // than the 30-day default.
     assert_eq!((v.current.version, v.current.dedup_secs, v.current.body_secs), (1, 90 * DAY_SECS, 7 * DAY_SECS));
@@ -54,14 +59,14 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     assert_eq!(v.current.actor, "admin-user", "the creator accepted the defaults");
 
     let below =
-        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(12 * HOUR_SECS), None, "shorter")).await;
+        retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(12 * HOUR_SECS), None, "shorter")).await;
     assert_eq!(below.map_err(code).unwrap_err(), "below_redelivery_horizon");
     let outlives =
-        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(3 * DAY_SECS), "x"))
+        retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(2 * DAY_SECS), Some(3 * DAY_SECS), "x"))
             .await;
     assert_eq!(outlives.map_err(code).unwrap_err(), "body_outlives_claim");
     let no_reason =
-        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), None, " ")).await;
+        retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(2 * DAY_SECS), None, " ")).await;
     assert_eq!(no_reason.map_err(code).unwrap_err(), "reason_required");
 
     // A clinic admin decides for its own endpoints only; on-call cannot.
@@ -69,8 +74,8 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     let v = retention::set(
         &t.db,
         &own,
-        "clinic-a",
-        "reminders",
+        &CLINIC_A,
+        &REMINDERS,
         &change(Some(2 * DAY_SECS), Some(DAY_SECS), "data minimisation"),
     )
     .await
@@ -80,12 +85,12 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
     assert_eq!(v.history.len(), 2);
     let other = user(Role::ClinicAdmin, Some("someone-else"));
     assert!(matches!(
-        retention::set(&t.db, &other, "clinic-a", "reminders", &change(None, None, "x")).await,
+        retention::set(&t.db, &other, &CLINIC_A, &REMINDERS, &change(None, None, "x")).await,
         Err(DomainError::NotFound)
     ));
     let oncall = user(Role::Oncall, None);
     assert!(matches!(
-        retention::set(&t.db, &oncall, "clinic-a", "reminders", &change(None, None, "x")).await,
+        retention::set(&t.db, &oncall, &CLINIC_A, &REMINDERS, &change(None, None, "x")).await,
         Err(DomainError::Forbidden)
     ));
     // Nothing refused was recorded.
@@ -102,7 +107,7 @@ db_test!(decisions_are_versioned_and_never_below_the_horizon, async |t: &TestDb|
 db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
+    retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
         .await
         .unwrap();
 
@@ -128,8 +133,8 @@ db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
     retention::set(
         &t.db,
         &admin(),
-        "clinic-a",
-        "reminders",
+        &CLINIC_A,
+        &REMINDERS,
         &change(Some(5 * DAY_SECS), None, "room for the new horizon"),
     )
     .await
@@ -146,7 +151,7 @@ db_test!(horizon_changes_are_versioned_and_guarded, async |t: &TestDb| {
     assert_eq!(o.endpoints.len(), 1);
     assert_eq!(o.endpoints[0].effective_dedup_secs, 5 * DAY_SECS);
     // Now the floor is 3 days.
-    let below = retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), None, "x")).await;
+    let below = retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(2 * DAY_SECS), None, "x")).await;
     assert_eq!(below.map_err(code).unwrap_err(), "below_redelivery_horizon");
 });
 
@@ -206,7 +211,7 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
     let ep = endpoint::Entity::find().one(&t.db).await.unwrap().unwrap();
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
+    retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
         .await
         .unwrap();
     let (tid, eid) = (a.id.as_str(), ep.id.as_str());
@@ -389,13 +394,13 @@ db_test!(seeded_horizons_name_their_source_and_short_decisions_are_flagged, asyn
     retention::set(
         &t.db,
         &admin(),
-        "clinic-a",
-        "reminders",
+        &CLINIC_A,
+        &REMINDERS,
         &change(Some(2 * DAY_SECS), Some(DAY_SECS), "at the horizon"),
     )
     .await
     .unwrap();
-    assert!(!retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap().below_horizon);
+    assert!(!retention::get(&t.db, &admin(), &CLINIC_A, &REMINDERS).await.unwrap().below_horizon);
     domain::entity::redelivery_horizon::Entity::insert(domain::entity::redelivery_horizon::ActiveModel {
         scheme: Set("standard-webhooks".into()),
         version: Set(sw.version + 1),
@@ -410,7 +415,7 @@ db_test!(seeded_horizons_name_their_source_and_short_decisions_are_flagged, asyn
     .exec_without_returning(&t.db)
     .await
     .unwrap();
-    let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
+    let v = retention::get(&t.db, &admin(), &CLINIC_A, &REMINDERS).await.unwrap();
     assert!(v.below_horizon);
     assert_eq!(v.current.dedup_secs, 2 * DAY_SECS, "not changed silently");
     assert_eq!(v.effective_dedup_secs, 3 * DAY_SECS, "the purge keeps claims for the horizon meanwhile");
@@ -438,7 +443,7 @@ db_test!(a_retention_below_the_manual_resend_window_needs_the_risk_accepted, asy
 
     tenant(t, "clinic-a").await;
     endpoint(t, "clinic-a", "reminders", None).await;
-    let v = retention::get(&t.db, &admin(), "clinic-a", "reminders").await.unwrap();
+    let v = retention::get(&t.db, &admin(), &CLINIC_A, &REMINDERS).await.unwrap();
     assert_eq!(
         (v.current.dedup_secs, v.manual_resend_secs, v.below_manual_resend),
         (90 * DAY_SECS, 90 * DAY_SECS, false)
@@ -454,13 +459,13 @@ db_test!(a_retention_below_the_manual_resend_window_needs_the_risk_accepted, asy
     assert_eq!(findings().await, []);
 
     let unaccepted = RetentionChange { accept_risk: false, ..change(Some(30 * DAY_SECS), None, "shorter") };
-    let err = retention::set(&t.db, &admin(), "clinic-a", "reminders", &unaccepted).await.unwrap_err();
+    let err = retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &unaccepted).await.unwrap_err();
     assert_eq!(err.code(), "below_manual_resend");
     assert!(err.public_message().contains("90 d") && err.public_message().contains("accept_risk"), "{err:?}");
     assert_eq!(retention_version::Entity::find().count(&t.db).await.unwrap(), 1, "nothing recorded");
 
     let accepted =
-        retention::set(&t.db, &admin(), "clinic-a", "reminders", &change(Some(30 * DAY_SECS), None, "minimise"))
+        retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(30 * DAY_SECS), None, "minimise"))
             .await
             .unwrap();
     assert!(accepted.below_manual_resend);
@@ -470,10 +475,10 @@ db_test!(a_retention_below_the_manual_resend_window_needs_the_risk_accepted, asy
     assert_eq!(audited.last().unwrap().1["manual_resend_secs"], json!(90 * DAY_SECS));
     // A body-only change leaves the accepted decision as it is.
     let body_only = RetentionChange { accept_risk: false, ..change(None, Some(DAY_SECS), "fewer bodies") };
-    retention::set(&t.db, &admin(), "clinic-a", "reminders", &body_only).await.unwrap();
+    retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &body_only).await.unwrap();
 
     let raised = RetentionChange { accept_risk: false, ..change(Some(90 * DAY_SECS), None, "cover manual resends") };
-    let v = retention::set(&t.db, &admin(), "clinic-a", "reminders", &raised).await.unwrap();
+    let v = retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &raised).await.unwrap();
     assert!(!v.below_manual_resend);
     assert_eq!(findings().await, []);
     assert_eq!(audit_entries(t, "retention.set").await.last().unwrap().1["accepted_risk"], json!(false));

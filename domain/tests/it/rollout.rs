@@ -16,7 +16,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use crate::{db_test, fixtures::*, support::TestDb};
 
 async fn enable(t: &TestDb, gate: &Rollout<'_>, slug: &str) -> Result<String, String> {
-    match retry_policy::set(&t.db, gate, &admin(), slug, "enabled", "cohort 1").await {
+    match retry_policy::set(&t.db, gate, &admin(), &slug.parse().unwrap(), "enabled", "cohort 1").await {
         Ok(v) => Ok(v.policy),
         Err(DomainError::Conflict { code: "rollout_order", message }) => Err(message),
         Err(e) => panic!("unexpected {e:?}"),
@@ -40,7 +40,7 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
     assert!(refused.contains("no drill run passed on this build"), "{refused}");
     assert!(refused.contains("clinic-a: no approved evidence bundle"), "{refused}");
     // Disabling is the rollback switch: never gated.
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
 
     // A passing run on another binary does not count.
     record_passing_drill(t).await;
@@ -61,7 +61,7 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
     assert!(!refused.contains("approved"), "the bundle covers the key: {refused}");
     let lenient = Rollout { vault: &t.vault, drill_max_age_days: 30 };
     assert_eq!(enable(t, &lenient, "clinic-a").await.unwrap(), "enabled");
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
 
     // A key the approved bundle does not hold is named.
     record_passing_drill(t).await;
@@ -69,8 +69,8 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
         &t.db,
         &t.vault,
         &admin(),
-        "clinic-a",
-        "reminders",
+        &"clinic-a".parse().unwrap(),
+        &"reminders".parse().unwrap(),
         ProvisionRequest::default(),
         Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
     )
@@ -83,15 +83,15 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
     assert!(refused.contains(&second) && !refused.contains(&first), "{refused}");
     assert!(!refused.contains("no drill run"), "{refused}");
     // Nothing was written by the refusals.
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().version, 4);
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().version, 4);
 
     // A rollback that would restore `enabled` is an enabling too.
-    let back = retry_policy::rollback(&t.db, &gate(t), &admin(), "clinic-a", "undo").await;
+    let back = retry_policy::rollback(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "undo").await;
     assert!(matches!(&back, Err(DomainError::Conflict { code: "rollout_order", .. })), "{back:?}");
 
     approve_current_bundle(t).await;
     assert_eq!(enable(t, &gate(t), "clinic-a").await.unwrap(), "enabled");
-    assert_eq!(retry_policy::get(&t.db, &admin(), "clinic-a").await.unwrap().version, 5);
+    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().version, 5);
 });
 
 db_test!(a_key_whose_scope_changed_since_the_approval_is_not_covered, async |t: &TestDb| {
@@ -103,14 +103,14 @@ db_test!(a_key_whose_scope_changed_since_the_approval_is_not_covered, async |t: 
         &t.db,
         &gate(t),
         &admin(),
-        &["clinic-a".into(), "clinic-b".into()],
+        &["clinic-a".parse().unwrap(), "clinic-b".parse().unwrap()],
         "enabled",
         "cohort 1",
     )
     .await
     .unwrap();
     assert_eq!(n, 2);
-    retry_policy::set(&t.db, &gate(t), &admin(), "clinic-a", "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
     // The stored scope hash moves (as a scope change moves it): the approved
     // bundle holds the key under its old scope.
     domain::entity::signing_key::Entity::update_many()
@@ -129,7 +129,7 @@ async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: views::sc
     domain::registry::endpoints::create(
         &t.db,
         &admin(),
-        tenant,
+        &tenant.parse().unwrap(),
         domain::registry::endpoints::NewEndpoint {
             slug: slug.into(),
             scheme,
@@ -145,8 +145,8 @@ async fn scheme_endpoint(t: &TestDb, tenant: &str, slug: &str, scheme: views::sc
         &t.db,
         &t.vault,
         &admin(),
-        tenant,
-        slug,
+        &tenant.parse().unwrap(),
+        &slug.parse().unwrap(),
         ProvisionRequest::default(),
         Approval::ApproveAs { reviewer: "rev".into(), comment: "ok".into() },
     )
@@ -201,7 +201,7 @@ db_test!(an_uncovered_scheme_names_ten_endpoints_and_counts_the_rest, async |t: 
             max_body_bytes: None,
             hmac_profile: None,
         };
-        endpoints::create(&t.db, &admin(), "clinic-c", new).await.unwrap();
+        endpoints::create(&t.db, &admin(), &"clinic-c".parse().unwrap(), new).await.unwrap();
     }
     approve_current_bundle(t).await;
     record_drill_covering(t, None).await;

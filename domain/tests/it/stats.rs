@@ -28,7 +28,7 @@ async fn deliver_counted(s: &Setup, tel: &Telemetry, body: &str, id: &str, tampe
             .for_each(|(_, v)| *v = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into());
     }
     let outcome = deliver(s, &h, body.as_bytes()).await;
-    let ep = s.r.resolve("clinic-a", "hooks").await.ok();
+    let ep = s.r.resolve(&"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.ok();
     tel.record(ep.as_deref(), &outcome, None, Duration::from_millis(3));
 }
 
@@ -145,7 +145,7 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     use sea_orm::EntityTrait;
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     let tel = Telemetry::default();
-    let ep = s.r.resolve("clinic-a", "hooks").await.unwrap();
+    let ep = s.r.resolve(&"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap();
     let run = |headers: Vec<(String, String)>, body: Vec<u8>, hint: Option<String>| {
         let (s, tel, ep) = (&s, &tel, ep.clone());
         async move {
@@ -154,7 +154,8 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
                 h.push(("signet-key-id", hint));
             }
             let delivery = receiver::Buffered { headers: &h[..], body: bytes::Bytes::from(body) };
-            let receipt = receiver::receive(&s.r, "clinic-a", "hooks", delivery).await;
+            let receipt =
+                receiver::receive(&s.r, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), delivery).await;
             let (outcome, key) = (receipt.outcome, receipt.key_id);
             tel.record(Some(&ep), &outcome, key.as_deref(), Duration::from_millis(2));
             (outcome, key)
@@ -189,7 +190,7 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert_eq!(failing.failures, 4);
     assert_eq!(failing.by_key.len(), 1);
     assert_eq!((failing.by_key[0].key_id.as_str(), failing.by_key[0].failures), (s.key_id.as_str(), 3));
-    let key = domain::registry::keys::get(&t.db, &admin(), &s.key_id).await.unwrap();
+    let key = domain::registry::keys::get(&t.db, &admin(), &s.key_id.parse().unwrap()).await.unwrap();
     assert_eq!((key.failure_count, key.last_failure_reason.as_deref()), (3, Some("stale")));
     // The evidence bundle's credential row: successes, failures by reason
     // and the last failure, over the window.

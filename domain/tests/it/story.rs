@@ -29,7 +29,16 @@ use crate::{
 };
 
 async fn story_of(t: &TestDb, event_id: &str) -> EventStory {
-    story::story(&t.db, &t.vault, &admin(), "clinic-a", "hooks", event_id).await.unwrap()
+    story::story(
+        &t.db,
+        &t.vault,
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
+        &event_id.parse().unwrap(),
+    )
+    .await
+    .unwrap()
 }
 
 fn scheduled(id: &str) -> Vec<u8> {
@@ -161,22 +170,54 @@ db_test!(unknown_foreign_and_unknown_tenant_are_the_same_not_found, async |t: &T
     deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "evt-1"), &body).await;
     s.r.flush_delivery_log().await;
     let other = user(Role::ClinicAdmin, Some(&b.id));
-    let a_id = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = domain::registry::tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let own = user(Role::ClinicAdmin, Some(&a_id));
-    assert!(story::story(&t.db, &t.vault, &own, "clinic-a", "hooks", "evt-1").await.is_ok());
-    assert!(story::story(&t.db, &t.vault, &reviewer(), "clinic-a", "hooks", "evt-1").await.is_ok());
+    assert!(
+        story::story(
+            &t.db,
+            &t.vault,
+            &own,
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
+            &"evt-1".parse().unwrap()
+        )
+        .await
+        .is_ok()
+    );
+    assert!(
+        story::story(
+            &t.db,
+            &t.vault,
+            &reviewer(),
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
+            &"evt-1".parse().unwrap()
+        )
+        .await
+        .is_ok()
+    );
     for (who, tenant, endpoint, event) in [
         (&other, "clinic-a", "hooks", "evt-1"),
         (&admin(), "clinic-a", "hooks", "evt-unknown"),
         (&admin(), "clinic-zz", "hooks", "evt-1"),
         (&admin(), "clinic-a", "nope", "evt-1"),
     ] {
-        let e = story::story(&t.db, &t.vault, who, tenant, endpoint, event).await.unwrap_err();
+        let e = story::story(
+            &t.db,
+            &t.vault,
+            who,
+            &tenant.parse().unwrap(),
+            &endpoint.parse().unwrap(),
+            &event.parse().unwrap(),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(e, DomainError::NotFound), "{tenant}/{endpoint}/{event}: {e:?}");
     }
     let long = "x".repeat(256);
     for id in ["", "a/b", "tab\there", long.as_str()] {
-        let e = story::story(&t.db, &t.vault, &admin(), "clinic-zz", "hooks", id).await.unwrap_err();
+        // Refused before any lookup: no such id can be made.
+        let e = DomainError::from(views::ids::EventId::parse(id).unwrap_err());
         assert_eq!(e.code(), "invalid_event_id", "{id:?}");
     }
 });

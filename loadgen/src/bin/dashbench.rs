@@ -81,7 +81,7 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
             endpoints::create(
                 db,
                 &p,
-                &slug,
+                &slug.parse().expect("slug"),
                 NewEndpoint {
                     slug: format!("hooks-{e}"),
                     scheme: Scheme::StandardWebhooks,
@@ -99,8 +99,8 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
                 db,
                 vault,
                 &p,
-                &slug,
-                &format!("hooks-{e}"),
+                &slug.parse().expect("slug"),
+                &format!("hooks-{e}").parse().expect("slug"),
                 domain::registry::keys::ProvisionRequest { owner: Some("bench-team".into()), ..Default::default() },
                 domain::registry::keys::Approval::ApproveAs {
                     reviewer: "bench-reviewer".into(),
@@ -266,7 +266,8 @@ async fn time_purge(db: &DatabaseConnection, tenants: &[String], engine: &str, s
     };
     for tenant in tenants {
         for e in 0..ENDPOINTS_PER_TENANT {
-            retention::set(db, &Principal::cli(), tenant, &format!("hooks-{e}"), &change).await.expect("retention");
+            let (tenant, endpoint) = (tenant.parse().expect("slug"), format!("hooks-{e}").parse().expect("slug"));
+            retention::set(db, &Principal::cli(), &tenant, &endpoint, &change).await.expect("retention");
         }
     }
     let t = Instant::now();

@@ -1,8 +1,10 @@
 //! `signet event show`: one event's whole story, the object
 //! `GET /api/v1/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}` answers.
 
+use domain::{DomainError, ids::named};
 use domain::{auth::Principal, events::story, vault::Vault};
 use sea_orm::DatabaseConnection;
+use views::ids::EventId;
 
 use super::{
     EventCmd,
@@ -19,7 +21,8 @@ pub(super) async fn event(
     let vault = vault.ok_or_else(|| CliError::new("vault", "the vault is not open"))?;
     match cmd {
         EventCmd::Show { tenant, endpoint, event_id } => {
-            let s = story::story(db, &vault, p, &tenant, &endpoint, &event_id).await?;
+            let event_id = EventId::parse(event_id).map_err(DomainError::from)?;
+            let s = story::story(db, &vault, p, &named(&tenant)?, &named(&endpoint)?, &event_id).await?;
             emit(json, &s, || human(&s));
         }
     }

@@ -1,5 +1,6 @@
 //! `signet tenant`, `signet endpoint` and `signet key`: the registry.
 
+use domain::ids::named;
 use domain::{
     auth::Principal,
     registry::{
@@ -56,7 +57,7 @@ pub(super) async fn endpoint(
             let e = endpoints::create(
                 db,
                 p,
-                &tenant,
+                &named(&tenant)?,
                 NewEndpoint {
                     slug: endpoint,
                     scheme,
@@ -75,7 +76,7 @@ pub(super) async fn endpoint(
             });
         }
         EndpointCmd::List { tenant } => {
-            let es = endpoints::list(db, p, &tenant).await?;
+            let es = endpoints::list(db, p, &named(&tenant)?).await?;
             emit(json, &es, || {
                 es.iter()
                     .map(|e| format!("{}\t{}\t{}", e.slug, e.scheme, e.event_types.join(",")))
@@ -89,9 +90,9 @@ pub(super) async fn endpoint(
                 let reason = reason.ok_or_else(|| {
                     CliError::new("reason_required", "a change of the event key needs --reason <text>")
                 })?;
-                event_key::set(db, p, &tenant, &endpoint, fields, &reason).await?
+                event_key::set(db, p, &named(&tenant)?, &named(&endpoint)?, fields, &reason).await?
             } else {
-                event_key::get(db, p, &tenant, &endpoint).await?
+                event_key::get(db, p, &named(&tenant)?, &named(&endpoint)?).await?
             };
             emit(json, &v, || match &v.fields {
                 Some(f) => {
@@ -137,8 +138,8 @@ pub(super) async fn key_command(
                 db,
                 &vault,
                 p,
-                &tenant,
-                &endpoint,
+                &named(&tenant)?,
+                &named(&endpoint)?,
                 ProvisionRequest {
                     owner,
                     rotation_owner,
@@ -153,22 +154,23 @@ pub(super) async fn key_command(
         KeyCmd::Rotate { key_id, overlap_secs, approve_as, v1a } => {
             let vault = open_vault(args, db).await?;
             let approval = approval_from(approve_as, "rotation");
-            let k = keys::rotate_with(db, &vault, p, &key_id, Some(overlap_secs), approval, v1a.credential()).await?;
+            let k = keys::rotate_with(db, &vault, p, &named(&key_id)?, Some(overlap_secs), approval, v1a.credential())
+                .await?;
             emit(json, &key_json(&k), || secret_text(&k));
         }
         KeyCmd::Approve { key_id, reviewer, comment } => {
-            let k = keys::approve(db, p, &key_id, Some(&reviewer), &comment).await?;
+            let k = keys::approve(db, p, &named(&key_id)?, Some(&reviewer), &comment).await?;
             emit(json, &k, || format!("approved {} ({}); status {}", k.key_id, k.event_types.join(","), k.status));
         }
         KeyCmd::Reject { key_id, reviewer, comment } => {
-            let k = keys::reject(db, p, &key_id, Some(&reviewer), &comment).await?;
+            let k = keys::reject(db, p, &named(&key_id)?, Some(&reviewer), &comment).await?;
             emit(json, &k, || format!("rejected {}", k.key_id));
         }
         KeyCmd::Revoke { key_id, reason } => {
             let reason = reason
                 .filter(|r| !r.trim().is_empty())
                 .ok_or_else(|| CliError::new("reason_required", "revocation needs a reason: --reason <text>"))?;
-            let k = keys::revoke(db, p, &key_id, &reason).await?;
+            let k = keys::revoke(db, p, &named(&key_id)?, &reason).await?;
             emit(json, &k, || format!("revoked {} ({})", k.key_id, reason));
         }
         KeyCmd::List { tenant } => {

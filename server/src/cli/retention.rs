@@ -1,6 +1,7 @@
 //! `signet retention`: show, set, the redelivery horizon, and the purge.
 
 use domain::auth::Principal;
+use domain::ids::named;
 use sea_orm::DatabaseConnection;
 
 use super::{
@@ -46,7 +47,7 @@ pub(super) async fn retention(
     };
     match cmd {
         RetentionCmd::Show { tenant: Some(t), endpoint: Some(e) } => {
-            let v = retention::get(db, p, &t, &e).await?;
+            let v = retention::get(db, p, &named(&t)?, &named(&e)?).await?;
             emit(json, &v, || {
                 let mut out = vec![line(&v)];
                 out.extend(v.history.iter().skip(1).map(|h| {
@@ -100,7 +101,7 @@ pub(super) async fn retention(
                 reason,
                 accept_risk,
             };
-            let v = retention::set(db, p, &tenant, &endpoint, &change).await?;
+            let v = retention::set(db, p, &named(&tenant)?, &named(&endpoint)?, &change).await?;
             emit(json, &v, || line(&v));
         }
         RetentionCmd::Horizon { scheme, duration, reason } => {

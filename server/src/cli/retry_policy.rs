@@ -2,7 +2,9 @@
 //! overrides and their review, and rollback.
 
 use domain::auth::Principal;
+use domain::ids::named;
 use sea_orm::DatabaseConnection;
+use views::ids::TenantSlug;
 
 use super::{
     RetryPolicyCmd,
@@ -32,7 +34,7 @@ pub(super) async fn retry_policy(
     };
     match cmd {
         RetryPolicyCmd::Show { tenant } => {
-            let v = retry_policy::get(db, p, &tenant).await?;
+            let v = retry_policy::get(db, p, &named(&tenant)?).await?;
             emit(json, &v, || show(&v));
         }
         RetryPolicyCmd::Set { tenants, policy, reason, override_reason: Some(why), rollout } => {
@@ -44,7 +46,7 @@ pub(super) async fn retry_policy(
             };
             let vault = open_vault(args, db).await?;
             let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
-            match break_glass::set(db, &gate, p, tenant, &policy, &reason, Some(why.as_str())).await? {
+            match break_glass::set(db, &gate, p, &named(tenant)?, &policy, &reason, Some(why.as_str())).await? {
                 SetOutcome::Changed(v) => {
                     emit(json, &v, || format!("{} (the rollout order is met: no override needed)", show(&v)))
                 }
@@ -65,6 +67,7 @@ pub(super) async fn retry_policy(
         RetryPolicyCmd::Set { tenants, policy, reason, override_reason: None, rollout } => {
             let vault = open_vault(args, db).await?;
             let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
+            let tenants = tenants.iter().map(|t| named(t)).collect::<Result<Vec<TenantSlug>, _>>()?;
             retry_policy::set_cohort(db, &gate, p, &tenants, &policy, &reason).await?;
             let mut views = Vec::new();
             for t in &tenants {
@@ -73,23 +76,23 @@ pub(super) async fn retry_policy(
             emit(json, &views, || views.iter().map(show).collect::<Vec<_>>().join("\n"));
         }
         RetryPolicyCmd::Overrides { tenant } => {
-            let os = break_glass::list(db, p, &tenant).await?;
+            let os = break_glass::list(db, p, &named(&tenant)?).await?;
             emit(json, &os, || os.iter().map(line).collect::<Vec<_>>().join("\n"));
         }
         RetryPolicyCmd::ApproveOverride { tenant, id, reviewer, comment } => {
-            let o = break_glass::approve(db, p, &tenant, &id, Some(&reviewer), &comment).await?;
+            let o = break_glass::approve(db, p, &named(&tenant)?, &id, Some(&reviewer), &comment).await?;
             emit(json, &o, || {
                 format!("approved {}: retries enabled (version {})", line(&o), o.policy_version.unwrap_or(0))
             });
         }
         RetryPolicyCmd::RejectOverride { tenant, id, reviewer, comment } => {
-            let o = break_glass::reject(db, p, &tenant, &id, Some(&reviewer), &comment).await?;
+            let o = break_glass::reject(db, p, &named(&tenant)?, &id, Some(&reviewer), &comment).await?;
             emit(json, &o, || format!("rejected {}", line(&o)));
         }
         RetryPolicyCmd::Rollback { tenant, reason, rollout } => {
             let vault = open_vault(args, db).await?;
             let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
-            let v = retry_policy::rollback(db, &gate, p, &tenant, &reason).await?;
+            let v = retry_policy::rollback(db, &gate, p, &named(&tenant)?, &reason).await?;
             emit(json, &v, || show(&v));
         }
     }

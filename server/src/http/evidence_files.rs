@@ -13,6 +13,7 @@ use domain::{
     DomainError,
     evidence::{export, manifest},
 };
+use views::ids::Digest;
 
 use super::api::{ApiError, evidence::html_response};
 
@@ -45,6 +46,12 @@ pub async fn file(
     let principal = match principal {
         Ok(p) => p,
         Err(e) => return ApiError::Domain(e).into_response(),
+    };
+    // The digest as stored, in lower case: any other spelling names no
+    // bundle (the console links only the stored one).
+    let digest = match domain::ids::named::<Digest>(&digest) {
+        Ok(d) if d == digest => d,
+        _ => return ApiError::Domain(DomainError::NotFound).into_response(),
     };
     let bundle = match export::stored(&st.db, &st.vault, &principal, &digest).await {
         Ok(b) => b,

@@ -157,7 +157,10 @@ async fn handle(
     let held = BodyReservation::new(st.body_budget.clone());
     let delivery =
         HttpDelivery { headers: Headers(headers), body: Some(body), within: st.body_read, held, trace_context };
-    let Receipt { outcome, endpoint: ep, key_id } = receiver::receive(&st.receiver, &tenant, &endpoint, delivery).await;
+    let Receipt { outcome, endpoint: ep, key_id } = match receiver::address(&tenant, &endpoint) {
+        Some((t, e)) => receiver::receive(&st.receiver, &t, &e, delivery).await,
+        None => Receipt::unknown_endpoint(),
+    };
     if !span.is_disabled() {
         let (label, reason) = outcome.labels();
         span.record("tenant", printable(&tenant).as_str());

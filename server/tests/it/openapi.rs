@@ -35,9 +35,9 @@ async fn every_path_parameter_states_its_rule() {
     let doc: Value = reqwest::get(s.url("/api/v1/openapi.json")).await.unwrap().json().await.unwrap();
     let params = path_parameters(&doc);
     let pattern = |name: &str| params[name]["pattern"].as_str().unwrap_or_else(|| panic!("{name} has no pattern"));
-    assert_eq!(pattern("tenant"), domain::ids::slug_pattern());
-    assert_eq!(pattern("endpoint"), domain::ids::slug_pattern());
-    assert_eq!(pattern("key_id"), domain::ids::key_id_pattern());
+    assert_eq!(pattern("tenant"), views::ids::slug_pattern());
+    assert_eq!(pattern("endpoint"), views::ids::slug_pattern());
+    assert_eq!(pattern("key_id"), views::ids::key_id_pattern());
     for id in ["id", "run_id"] {
         assert_eq!(pattern(id), domain::ids::id_pattern());
     }
@@ -60,8 +60,8 @@ async fn every_path_parameter_states_its_rule() {
         names,
         ["digest", "endpoint", "event_id", "id", "key_id", "reminder_id", "run_id", "scheme", "tenant", "username"]
     );
-    assert_eq!(pattern("event_id"), domain::events::story::EVENT_ID_PATTERN);
-    assert_eq!(pattern("digest"), domain::evidence::signoff::DIGEST_PATTERN);
+    assert_eq!(pattern("event_id"), views::ids::EVENT_ID_PATTERN);
+    assert_eq!(pattern("digest"), views::ids::DIGEST_PATTERN);
 }
 
 /// Rules across two body fields are stated in the schema (JSON Schema

@@ -120,7 +120,7 @@ pub(super) async fn retry_evidence(
         if scope.is_some_and(|s| s.slug != t.slug) {
             continue;
         }
-        let v = retry_policy::get(db, principal, &t.slug).await?;
+        let v = retry_policy::get(db, principal, &crate::ids::stored(&t.slug)?).await?;
         out.push(RetryPolicyEvidence {
             open_overrides: crate::break_glass::open(db, &t.id, &t.slug).await?,
             tenant: v.tenant,

@@ -28,6 +28,7 @@ use crate::{
     registry::validate_event_types,
     vault::Vault,
 };
+use views::ids::{EndpointSlug, KeyId, TenantSlug};
 use views::{
     keys::{CredentialKind, KeyStatus, KeyView},
     roles::Permission,
@@ -88,7 +89,7 @@ async fn insert_key<C: ConnectionTrait>(
         Checked::Hmac => {
             let secret = SigningSecret::generate();
             let (sealed, kek_version) =
-                vault.seal(&Aad::signing_key(&t.id, &e.id, &key_id), secret.expose().as_bytes())?;
+                vault.seal(&Aad::signing_key(&t.id, &e.id, key_id.as_str()), secret.expose().as_bytes())?;
             (CredentialKind::Hmac, None, sealed, kek_version as i32, Some(secret))
         }
         Checked::PublicKey(pk) => (CredentialKind::Ed25519, Some(pk.encode()), Vec::new(), 0, None),
@@ -97,13 +98,14 @@ async fn insert_key<C: ConnectionTrait>(
         // with it (`onboarding::test_delivery`); the evidence marks it "can sign".
         Checked::Generated(private) => {
             let encoded = private.encode();
-            let (sealed, kek_version) = vault.seal(&Aad::signing_key(&t.id, &e.id, &key_id), encoded.as_bytes())?;
+            let (sealed, kek_version) =
+                vault.seal(&Aad::signing_key(&t.id, &e.id, key_id.as_str()), encoded.as_bytes())?;
             let shown = SigningSecret::parse(&encoded);
             (CredentialKind::Ed25519, Some(private.public_key().encode()), sealed, kek_version as i32, shown)
         }
     };
     let model = signing_key::ActiveModel {
-        id: Set(key_id),
+        id: Set(key_id.into_string()),
         tenant_id: Set(t.id.clone()),
         endpoint_id: Set(e.id.clone()),
         status: Set(KeyStatus::PendingApproval),
@@ -142,8 +144,8 @@ pub async fn provision(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant_slug: &str,
-    endpoint_slug: &str,
+    tenant_slug: &TenantSlug,
+    endpoint_slug: &EndpointSlug,
     req: ProvisionRequest,
     approval: Approval,
 ) -> DomainResult<ProvisionedKey> {
@@ -211,7 +213,7 @@ pub async fn rotate(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    key_id: &str,
+    key_id: &KeyId,
     overlap_secs: Option<i64>,
     approval: Approval,
 ) -> DomainResult<ProvisionedKey> {
@@ -228,7 +230,7 @@ pub async fn rotate_with(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    key_id: &str,
+    key_id: &KeyId,
     overlap_secs: Option<i64>,
     approval: Approval,
     credential: Option<NewCredential>,
@@ -245,7 +247,7 @@ pub async fn rotate_with(
         vault.reserve_seals(db, 1).await?;
     }
     let txn = db::begin_write(db).await?;
-    let (old, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let (old, auth) = load_for_change(&txn, principal, key_id.as_str(), Permission::ManageKeys).await?;
     let credential = match credential {
         Some(c) => c,
         None if old.key.credential_kind == CredentialKind::Hmac.as_str() => NewCredential::Hmac,
@@ -273,7 +275,7 @@ pub async fn rotate_with(
         ));
     }
     let pending = signing_key::Entity::find()
-        .filter(signing_key::Column::ReplacesKeyId.eq(key_id))
+        .filter(signing_key::Column::ReplacesKeyId.eq(key_id.as_str()))
         .filter(signing_key::Column::Status.eq(KeyStatus::PendingApproval))
         .one(&txn)
         .await?;
@@ -300,7 +302,7 @@ pub async fn rotate_with(
         old.key.rotation_owner.clone(),
         old.key.rotation_owner.clone(),
         auth.actor().name(),
-        Some((key_id, overlap)),
+        Some((key_id.as_str(), overlap)),
         now,
     )
     .await?;
@@ -320,13 +322,13 @@ pub async fn rotate_with(
 pub async fn revoke(
     db: &DatabaseConnection,
     principal: &Principal,
-    key_id: &str,
+    key_id: &KeyId,
     reason: &str,
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let reason = validate_comment("reason", reason, true)?;
     let txn = db::begin_write(db).await?;
-    let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let (l, auth) = load_for_change(&txn, principal, key_id.as_str(), Permission::ManageKeys).await?;
     let status = effective_status(&l.key, now);
     if !status.is_live() {
         return Err(DomainError::conflict("not_revocable", format!("key {key_id} is already {status}")));
@@ -345,12 +347,12 @@ pub async fn revoke(
 pub async fn set_scope(
     db: &DatabaseConnection,
     principal: &Principal,
-    key_id: &str,
+    key_id: &KeyId,
     event_types: &[String],
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
-    let (l, auth) = load_for_change(&txn, principal, key_id, Permission::ManageKeys).await?;
+    let (l, auth) = load_for_change(&txn, principal, key_id.as_str(), Permission::ManageKeys).await?;
     let types = validate_event_types(event_types)?;
     let status = effective_status(&l.key, now);
     if !matches!(status, KeyStatus::PendingApproval | KeyStatus::Active) {

@@ -9,6 +9,7 @@ use crate::{
     entity::{endpoint, signing_key, tenant},
     error::{DomainError, DomainResult},
 };
+use views::ids::KeyId;
 use views::{keys::KeyView, roles::Permission};
 
 async fn views_for(db: &DatabaseConnection, keys: Vec<signing_key::Model>, now: i64) -> DomainResult<Vec<KeyView>> {
@@ -41,7 +42,7 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFi
     let now = clock::now_ms();
     let mut q = signing_key::Entity::find().order_by_desc(signing_key::Column::CreatedAt);
     let tenant_id = match filter.tenant.as_deref().filter(|s| !s.is_empty()) {
-        Some(slug) => Some(crate::registry::tenants::find(db, principal, slug).await?.id),
+        Some(slug) => Some(crate::registry::tenants::find(db, principal, &crate::ids::named(slug)?).await?.id),
         None => principal.tenant_filter().map(str::to_owned),
     };
     match &tenant_id {
@@ -74,8 +75,8 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFi
     })
 }
 
-pub async fn get(db: &DatabaseConnection, principal: &Principal, key_id: &str) -> DomainResult<KeyView> {
-    let l = load(db, principal, key_id).await?;
+pub async fn get(db: &DatabaseConnection, principal: &Principal, key_id: &KeyId) -> DomainResult<KeyView> {
+    let l = load(db, principal, key_id.as_str()).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&l.tenant.id))?;
     Ok(view(&l.key, &l.tenant, &l.endpoint, clock::now_ms()))
 }

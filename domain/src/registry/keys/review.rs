@@ -19,6 +19,7 @@ use crate::{
     error::{DomainError, DomainResult},
     ids,
 };
+use views::ids::KeyId;
 use views::{
     keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
     roles::Permission,
@@ -180,13 +181,13 @@ async fn load_pending<C: ConnectionTrait>(
 pub async fn approve(
     db: &DatabaseConnection,
     principal: &Principal,
-    key_id: &str,
+    key_id: &KeyId,
     reviewer: Option<&str>,
     comment: &str,
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
-    let (l, auth) = load_pending(&txn, principal, key_id).await?;
+    let (l, auth) = load_pending(&txn, principal, key_id.as_str()).await?;
     // A signed-in creator cannot approve under someone else's name either.
     if matches!(auth.actor(), Actor::User { .. } | Actor::Token { .. }) {
         four_eyes(&l.key, auth.actor().name())?;
@@ -202,13 +203,13 @@ pub async fn approve(
 pub async fn reject(
     db: &DatabaseConnection,
     principal: &Principal,
-    key_id: &str,
+    key_id: &KeyId,
     reviewer: Option<&str>,
     comment: &str,
 ) -> DomainResult<KeyView> {
     let now = clock::now_ms();
     let txn = db::begin_write(db).await?;
-    let (l, auth) = load_pending(&txn, principal, key_id).await?;
+    let (l, auth) = load_pending(&txn, principal, key_id.as_str()).await?;
     let reviewer = validate_person("reviewer", reviewer.unwrap_or(auth.actor().name()))?;
     let comment = validate_comment("comment explaining the rejection", comment, true)?;
     record_approval(&txn, &l, "rejected", &reviewer, &comment, now).await?;
@@ -221,7 +222,7 @@ pub async fn reject(
         Change {
             action: "key.reject",
             target_kind: "key",
-            target_id: key_id,
+            target_id: key_id.as_str(),
             tenant_id: Some(&l.tenant.id),
             before: Some(json!({"status": "pending_approval"})),
             after: Some(json!({"status": "rejected", "reviewer": reviewer, "comment": comment})),
@@ -247,6 +248,16 @@ fn approval_view(a: key_approval::Model) -> ApprovalView {
 /// Reviewer decisions, newest first; for one key or across what the caller
 /// may see.
 pub async fn approval_history(
+    db: &DatabaseConnection,
+    principal: &Principal,
+    key_id: Option<&KeyId>,
+    limit: u64,
+) -> DomainResult<Vec<ApprovalView>> {
+    history(db, principal, key_id.map(KeyId::as_str), limit).await
+}
+
+/// [`approval_history`] for a key id as stored.
+async fn history(
     db: &DatabaseConnection,
     principal: &Principal,
     key_id: Option<&str>,
@@ -290,7 +301,7 @@ pub async fn review_queue(db: &DatabaseConnection, principal: &Principal) -> Dom
                 .map(|k| view(&k, &l.tenant, &l.endpoint, now)),
             None => None,
         };
-        let history = approval_history(db, principal, Some(&key.key_id), 50).await?;
+        let history = history(db, principal, Some(&key.key_id), 50).await?;
         out.push(ReviewItem { key, scope, replaces, history });
     }
     Ok(out)

@@ -73,7 +73,7 @@ db_test!(bundles_verify_and_any_tampering_is_named, async |t: &TestDb| {
         "another deployment's key must not verify it"
     );
     // The stored export gives back exactly the signed bytes.
-    let stored = export::stored(&t.db, &t.vault, &reviewer(), &b.digest).await.unwrap();
+    let stored = export::stored(&t.db, &t.vault, &reviewer(), &b.digest.parse().unwrap()).await.unwrap();
     assert_eq!(files(&stored), good);
 });
 
@@ -106,7 +106,7 @@ db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb
     // Nothing changed yet; then the key is revoked.
     let same = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &b.evidence).await.unwrap();
     assert!(same.differences.is_empty(), "{:?}", same.differences);
-    keys::revoke(&t.db, &admin(), &k.key.key_id, "rotated out").await.unwrap();
+    keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "rotated out").await.unwrap();
     let later = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap().bundle;
     let since = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &later.evidence).await.unwrap();
     assert_eq!(since.approval.unwrap().digest, b.digest);
@@ -122,7 +122,7 @@ db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb
 db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
     active_key(t).await;
     let b = tenant(t, "clinic-b").await;
-    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let ca = user(Role::ClinicAdmin, Some(&a_id));
     let own = export::export(&t.db, &t.vault, &ca, None, Via::Api).await.unwrap().bundle;
     assert_eq!(own.evidence.tenant.as_deref(), Some("clinic-a"));
@@ -133,7 +133,10 @@ db_test!(a_clinic_admin_sees_only_its_own_tenants_evidence, async |t: &TestDb| {
         Err(DomainError::NotFound)
     ));
     let global = export::export(&t.db, &t.vault, &admin(), None, Via::Api).await.unwrap().bundle;
-    assert!(matches!(export::stored(&t.db, &t.vault, &ca, &global.digest).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        export::stored(&t.db, &t.vault, &ca, &global.digest.parse().unwrap()).await,
+        Err(DomainError::NotFound)
+    ));
     // Clinic admins cannot sign off.
     let s = NewSignoff {
         digest: own.digest.clone(),
@@ -180,7 +183,7 @@ db_test!(concurrent_exports_of_one_scope_all_answer, async |t: &TestDb| {
 // scope's are untouched.
 db_test!(unsigned_exports_beyond_the_newest_expire_and_signed_ones_stay, async |t: &TestDb| {
     let k = active_key(t).await;
-    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let own = export::export(&t.db, &t.vault, &reviewer(), Some("clinic-a"), Via::Api).await.unwrap().bundle;
     let first = export::export(&t.db, &t.vault, &reviewer(), None, Via::Api).await.unwrap().bundle;
     // Signed while it is the newest (only the newest can be signed off).
@@ -202,7 +205,10 @@ db_test!(unsigned_exports_beyond_the_newest_expire_and_signed_ones_stay, async |
     assert_eq!(digests.len(), keep + 1, "the newest {keep} and the signed-off one: {digests:?}");
     assert!(digests.contains(&first.digest.as_str()), "a signed-off bundle never expires");
     assert!(!digests.contains(&second.digest.as_str()), "the unsigned one beyond the newest expired");
-    assert!(matches!(export::stored(&t.db, &t.vault, &reviewer(), &second.digest).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        export::stored(&t.db, &t.vault, &reviewer(), &second.digest.parse().unwrap()).await,
+        Err(DomainError::NotFound)
+    ));
     let tenant_scope = export::list(&t.db, &reviewer(), Some("clinic-a"), 200).await.unwrap();
     assert_eq!(tenant_scope.iter().map(|e| e.digest.as_str()).collect::<Vec<_>>(), [own.digest.as_str()]);
     let entry = domain::audit::list(&t.db, &admin(), &domain::audit::AuditFilter::default())
@@ -231,7 +237,7 @@ db_test!(stored_bundles_are_reverified_before_they_are_shown, async |t: &TestDb|
         .await
         .unwrap();
     for shown in [
-        export::stored(&t.db, &t.vault, &reviewer(), &b.digest).await,
+        export::stored(&t.db, &t.vault, &reviewer(), &b.digest.parse().unwrap()).await,
         export::latest(&t.db, &t.vault, &reviewer(), None).await,
     ] {
         assert_eq!(shown.unwrap_err().code(), "bundle_tampered");
@@ -242,7 +248,7 @@ db_test!(a_tenants_bundle_counts_deployment_roles_and_never_names_them, async |t
     use domain::auth::tokens;
     active_key(t).await;
     tenant(t, "clinic-b").await;
-    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let ca = user(Role::ClinicAdmin, Some(&a_id));
     let staff = [("ops-root", Role::Admin), ("audit-rita", Role::Reviewer), ("pager-otto", Role::Oncall)];
     for (name, role) in staff {

@@ -52,7 +52,7 @@ db_test!(drill_runs_are_rate_limited_per_principal, async |t: &TestDb| {
 db_test!(a_clinic_admin_sees_only_its_own_tenants_runs, async |t: &TestDb| {
     active_key(t).await;
     let b = tenant(t, "clinic-b").await;
-    let a_id = tenants::get(&t.db, &admin(), "clinic-a").await.unwrap().id;
+    let a_id = tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let ca = user(Role::ClinicAdmin, Some(&a_id));
     let cb = domain::auth::Principal {
         actor: domain::auth::Actor::User { id: "id-b".into(), username: "clinic-b-user".into() },

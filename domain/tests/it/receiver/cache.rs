@@ -16,24 +16,38 @@ db_test!(unknown_paths_never_evict_a_known_endpoint, async |t: &TestDb| {
     // A TTL longer than the test: ten thousand lookups can outlast the
     // receiver's 5 s, and an expiry is not an eviction.
     let cache = &domain::receiver::cache::EndpointCache::new(std::time::Duration::from_secs(3600));
-    assert!(cache.get(&t.db, &t.vault, "clinic-a", "hooks").await.unwrap().is_some());
+    assert!(
+        cache.get(&t.db, &t.vault, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap().is_some()
+    );
     let loads = cache.loads();
-    // Paths that cannot be slugs cost nothing at all.
+    // Paths that cannot be slugs cost nothing at all: they name no endpoint
+    // before the cache is asked.
     for probe in ["UPPER", "../etc", "a b", "%0a", "x\ny", &"a".repeat(64), "_other"] {
-        assert!(cache.get(&t.db, &t.vault, probe, "hooks").await.unwrap().is_none());
-        assert!(cache.get(&t.db, &t.vault, "clinic-a", probe).await.unwrap().is_none());
+        assert!(domain::receiver::address(probe, "hooks").is_none(), "{probe:?}");
+        assert!(domain::receiver::address("clinic-a", probe).is_none(), "{probe:?}");
     }
+    assert!(domain::receiver::address("_drill", "hooks").is_some(), "the drills' synthetic tenant");
     assert_eq!(cache.loads(), loads);
     // More unknown slugs than the unknown map holds: one lookup each, and the
     // known endpoint stays cached throughout.
     for i in 0..10_050 {
-        assert!(cache.get(&t.db, &t.vault, &format!("probe-{i}"), "hooks").await.unwrap().is_none());
+        assert!(
+            cache
+                .get(&t.db, &t.vault, &format!("probe-{i}").parse().unwrap(), &"hooks".parse().unwrap())
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
     assert_eq!(cache.loads(), loads + 10_050);
-    assert!(cache.get(&t.db, &t.vault, "clinic-a", "hooks").await.unwrap().is_some());
+    assert!(
+        cache.get(&t.db, &t.vault, &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap().is_some()
+    );
     assert_eq!(cache.loads(), loads + 10_050, "the known endpoint was not evicted");
     // An unknown path asked again within the TTL is answered from memory.
-    assert!(cache.get(&t.db, &t.vault, "probe-10049", "hooks").await.unwrap().is_none());
+    assert!(
+        cache.get(&t.db, &t.vault, &"probe-10049".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap().is_none()
+    );
     assert_eq!(cache.loads(), loads + 10_050);
 });
 
@@ -49,7 +63,7 @@ db_test!(a_key_activated_a_moment_ago_verifies_at_once, async |t: &TestDb| {
         &t.db,
         &t.vault,
         &admin(),
-        &s.key_id,
+        &s.key_id.parse().unwrap(),
         None,
         Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() },
     )

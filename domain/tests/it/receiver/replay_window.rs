@@ -15,7 +15,7 @@ use crate::{db_test, fixtures::*, support::TestDb};
 
 async fn set_tolerance(t: &TestDb, secs: i64) {
     let patch = endpoints::EndpointPatch { tolerance_secs: Some(secs), ..Default::default() };
-    endpoints::update(&t.db, &admin(), "clinic-a", "hooks", patch).await.unwrap();
+    endpoints::update(&t.db, &admin(), &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), patch).await.unwrap();
 }
 
 db_test!(raising_the_tolerance_keeps_replay_records_for_the_wider_window, async |t: &TestDb| {

@@ -21,7 +21,7 @@ fn reminder_event(kind: &str, id: &str, occurred: &str) -> Vec<u8> {
 }
 
 async fn reminder_status(t: &TestDb, id: &str) -> String {
-    let a = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap();
+    let a = domain::registry::tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     reminder::Entity::find_by_id((a.id, id.to_owned())).one(&t.db).await.unwrap().unwrap().status.as_str().to_owned()
 }
 
@@ -74,7 +74,9 @@ db_test!(late_and_post_cancel_transitions_apply_nothing_and_say_so, async |t: &T
     assert_eq!(stale, 3);
     // Visible to on-call: the events list filters by that outcome.
     let listed =
-        domain::events::list_events(&t.db, &oncall(), "clinic-a", Some("stale_transition"), 100).await.unwrap();
+        domain::events::list_events(&t.db, &oncall(), &"clinic-a".parse().unwrap(), Some("stale_transition"), 100)
+            .await
+            .unwrap();
     let mut ids: Vec<&str> = listed.iter().map(|e| e.event_id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["e3", "e5", "e6"]);
@@ -129,8 +131,8 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     let key = domain::registry::event_key::set(
         &t.db,
         &admin(),
-        "clinic-a",
-        "hooks",
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
         Some(fields.clone()),
         "the sender documents these as unique",
     )
@@ -139,11 +141,27 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     assert_eq!(key.fields.as_ref(), Some(&fields));
     assert_eq!(key.history.len(), 1);
     assert!(matches!(
-        domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", Some(fields.clone()), "again").await,
+        domain::registry::event_key::set(
+            &t.db,
+            &admin(),
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
+            Some(fields.clone()),
+            "again"
+        )
+        .await,
         Err(DomainError::Invalid { code: "nothing_to_change", .. })
     ));
     assert!(matches!(
-        domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "").await,
+        domain::registry::event_key::set(
+            &t.db,
+            &admin(),
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
+            None,
+            ""
+        )
+        .await,
         Err(DomainError::Invalid { .. })
     ));
     let s = Setup {
@@ -156,15 +174,30 @@ db_test!(events_without_an_id_are_quarantined_unless_a_compound_key_names_them, 
     let dup = deliver(&s, &signed(&s, Scheme::Stripe, &b2, now_s() + 1, ""), &b2).await;
     assert!(matches!(dup, Outcome::Duplicate { original: ClaimOutcome::Applied, .. }), "{dup:?}");
     // The key is versioned and audited; removing it quarantines again.
-    let removed = domain::registry::event_key::set(&t.db, &admin(), "clinic-a", "hooks", None, "sender now sends ids")
-        .await
-        .unwrap();
+    let removed = domain::registry::event_key::set(
+        &t.db,
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        &"hooks".parse().unwrap(),
+        None,
+        "sender now sends ids",
+    )
+    .await
+    .unwrap();
     assert_eq!(removed.fields, None);
     assert_eq!(removed.history.iter().map(|v| v.version).collect::<Vec<_>>(), vec![2, 1]);
     assert_eq!(audit_entries(t, "endpoint.event_key").await.len(), 2);
     // Only those who manage the endpoint change it.
     assert!(matches!(
-        domain::registry::event_key::set(&t.db, &reviewer(), "clinic-a", "hooks", Some(fields), "x").await,
+        domain::registry::event_key::set(
+            &t.db,
+            &reviewer(),
+            &"clinic-a".parse().unwrap(),
+            &"hooks".parse().unwrap(),
+            Some(fields),
+            "x"
+        )
+        .await,
         Err(DomainError::Forbidden)
     ));
 });
@@ -211,7 +244,7 @@ db_test!(racing_transitions_end_in_the_state_the_rules_give, async |t: &TestDb| 
                 (kind, other) => panic!("round {round}: {kind} answered {other:?}"),
             }
         }
-        let a = domain::registry::tenants::get(&t.db, &admin(), "clinic-a").await.unwrap();
+        let a = domain::registry::tenants::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
         let row = reminder::Entity::find_by_id((a.id, id.clone())).one(&t.db).await.unwrap().unwrap();
         let newest = clock::parse_rfc3339("2027-01-01T10:08:00Z").unwrap();
         if with_cancel {

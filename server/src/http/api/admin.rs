@@ -121,7 +121,7 @@ pub async fn list_audit(
         None => None,
     };
     let tenant_id = match q.tenant.as_deref().filter(|s| !s.is_empty()) {
-        Some(slug) => Some(domain::registry::tenants::get(&st.db, &p, slug).await?.id),
+        Some(slug) => Some(domain::registry::tenants::get(&st.db, &p, &domain::ids::named(slug)?).await?.id),
         None => None,
     };
     let filter =

@@ -8,6 +8,7 @@ use axum::{
     extract::{Path, State},
 };
 use domain::break_glass;
+use domain::ids::named;
 use views::retry_policy::RolloutOverrideView;
 
 use super::auth::{ApiError, ApiJson, ApiPrincipal, ErrorBody, NoQuery, OptionalJson};
@@ -24,7 +25,7 @@ pub async fn list_overrides(
     _: NoQuery,
     Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<Vec<RolloutOverrideView>>, ApiError> {
-    Ok(Json(break_glass::list(&st.db, &p, &tenant).await?))
+    Ok(Json(break_glass::list(&st.db, &p, &named(&tenant)?).await?))
 }
 
 /// A second person approves a pending override: retries are enabled as a
@@ -46,7 +47,7 @@ pub async fn approve_override(
     OptionalJson(body): OptionalJson<DecisionBody>,
 ) -> Result<Json<RolloutOverrideView>, ApiError> {
     let comment = body.comment.unwrap_or_default();
-    Ok(Json(break_glass::approve(&st.db, &p, &tenant, &id, None, &comment).await?))
+    Ok(Json(break_glass::approve(&st.db, &p, &named(&tenant)?, &id, None, &comment).await?))
 }
 
 #[utoipa::path(
@@ -64,5 +65,5 @@ pub async fn reject_override(
     Path(OverridePath { tenant, id }): Path<OverridePath>,
     ApiJson(body): ApiJson<RejectBody>,
 ) -> Result<Json<RolloutOverrideView>, ApiError> {
-    Ok(Json(break_glass::reject(&st.db, &p, &tenant, &id, None, &body.comment).await?))
+    Ok(Json(break_glass::reject(&st.db, &p, &named(&tenant)?, &id, None, &body.comment).await?))
 }

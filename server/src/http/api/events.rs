@@ -6,8 +6,10 @@ use axum::{
     extract::{Path, State},
 };
 use domain::events;
+use domain::{DomainError, ids::named};
 use serde::Deserialize;
 use views::events::{EventStory, EventView, ReminderView};
+use views::ids::EventId;
 
 use super::auth::{ApiError, ApiPrincipal, ApiQuery, NoQuery};
 use super::params::{EventPath, ReminderPath, TenantPath};
@@ -31,16 +33,8 @@ pub async fn list_events(
     Path(TenantPath { tenant }): Path<TenantPath>,
     ApiQuery(q): ApiQuery<EventQuery>,
 ) -> Result<Json<Vec<EventView>>, ApiError> {
-    Ok(Json(
-        events::list_events(
-            &st.db,
-            &p,
-            &tenant,
-            q.status.as_deref(),
-            domain::paging::limit(views::paging::LIST, q.limit)?,
-        )
-        .await?,
-    ))
+    let limit = domain::paging::limit(views::paging::LIST, q.limit)?;
+    Ok(Json(events::list_events(&st.db, &p, &named(&tenant)?, q.status.as_deref(), limit).await?))
 }
 
 #[utoipa::path(get, path = "/tenants/{tenant}/reminders/{reminder_id}", tag = "events",
@@ -51,7 +45,7 @@ pub async fn get_reminder(
     _: NoQuery,
     Path(ReminderPath { tenant, reminder_id }): Path<ReminderPath>,
 ) -> Result<Json<ReminderView>, ApiError> {
-    Ok(Json(events::get_reminder(&st.db, &p, &tenant, &reminder_id).await?))
+    Ok(Json(events::get_reminder(&st.db, &p, &named(&tenant)?, &reminder_id).await?))
 }
 
 #[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}/events/{event_id}", tag = "events",
@@ -62,5 +56,8 @@ pub async fn get_event_story(
     _: NoQuery,
     Path(EventPath { tenant, endpoint, event_id }): Path<EventPath>,
 ) -> Result<Json<EventStory>, ApiError> {
-    Ok(Json(events::story::story(&st.db, &st.vault, &p, &tenant, &endpoint, &event_id).await?))
+    // An event id outside its rule is 422 (`invalid_event_id`), checked
+    // before the names are looked up.
+    let event_id = EventId::parse(event_id).map_err(DomainError::from)?;
+    Ok(Json(events::story::story(&st.db, &st.vault, &p, &named(&tenant)?, &named(&endpoint)?, &event_id).await?))
 }

@@ -154,7 +154,7 @@ pub async fn get_export(
     _: NoQuery,
     Path(DigestPath { digest }): Path<DigestPath>,
 ) -> Result<Json<EvidenceBody>, ApiError> {
-    Ok(Json(export::stored(&st.db, &st.vault, &p, &digest.to_ascii_lowercase()).await?.into()))
+    Ok(Json(export::stored(&st.db, &st.vault, &p, &domain::ids::named(&digest)?).await?.into()))
 }
 
 /// The printable page is served with a policy that allows its one inline

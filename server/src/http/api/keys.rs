@@ -7,6 +7,7 @@ use axum::{
     extract::{Path, State},
     http::StatusCode,
 };
+use domain::ids::named;
 use domain::{
     DomainError,
     auth::Principal,
@@ -168,7 +169,7 @@ pub async fn list_endpoint_keys(
     _: NoQuery,
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<Vec<KeyView>>, ApiError> {
-    domain::registry::endpoints::get(&st.db, &p, &tenant, &endpoint).await?;
+    domain::registry::endpoints::get(&st.db, &p, &named(&tenant)?, &named(&endpoint)?).await?;
     let filter = KeyFilter { tenant: Some(tenant), endpoint: Some(endpoint), status: None };
     Ok(Json(keys::list(&st.db, &p, &filter).await?))
 }
@@ -188,8 +189,8 @@ pub async fn provision(
         &st.db,
         &st.vault,
         &p,
-        &tenant,
-        &endpoint,
+        &named(&tenant)?,
+        &named(&endpoint)?,
         ProvisionRequest {
             owner: body.owner,
             rotation_owner: body.rotation_owner,
@@ -226,7 +227,7 @@ pub async fn get_key(
     _: NoQuery,
     Path(KeyPath { key_id }): Path<KeyPath>,
 ) -> Result<Json<KeyView>, ApiError> {
-    Ok(Json(keys::get(&st.db, &p, &key_id).await?))
+    Ok(Json(keys::get(&st.db, &p, &named(&key_id)?).await?))
 }
 
 /// Changes the key's event types; the key then needs approval again.
@@ -245,7 +246,7 @@ pub async fn set_scope(
     Path(KeyPath { key_id }): Path<KeyPath>,
     ApiJson(body): ApiJson<ScopeBody>,
 ) -> Result<Json<KeyView>, ApiError> {
-    Ok(Json(keys::set_scope(&st.db, &p, &key_id, &body.event_types).await?))
+    Ok(Json(keys::set_scope(&st.db, &p, &named(&key_id)?, &body.event_types).await?))
 }
 
 #[utoipa::path(post, path = "/keys/{key_id}/approve", tag = "keys", params(KeyPath), request_body = DecisionBody,
@@ -258,7 +259,7 @@ pub async fn approve(
     OptionalJson(body): OptionalJson<DecisionBody>,
 ) -> Result<Json<KeyView>, ApiError> {
     let comment = body.comment.unwrap_or_default();
-    Ok(Json(keys::approve(&st.db, &p, &key_id, None, &comment).await?))
+    Ok(Json(keys::approve(&st.db, &p, &named(&key_id)?, None, &comment).await?))
 }
 
 #[utoipa::path(
@@ -276,7 +277,7 @@ pub async fn reject(
     ApiJson(body): ApiJson<RejectBody>,
 ) -> Result<Json<KeyView>, ApiError> {
     let comment = body.comment;
-    Ok(Json(keys::reject(&st.db, &p, &key_id, None, &comment).await?))
+    Ok(Json(keys::reject(&st.db, &p, &named(&key_id)?, None, &comment).await?))
 }
 
 #[utoipa::path(post, path = "/keys/{key_id}/rotate", tag = "keys", params(KeyPath), request_body = RotateBody,
@@ -289,8 +290,16 @@ pub async fn rotate(
     OptionalJson(body): OptionalJson<RotateBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let approval = approval(&p, body.approve, body.reviewer, body.comment, "rotation")?;
-    let k = keys::rotate_with(&st.db, &st.vault, &p, &key_id, body.overlap_secs, approval, credential(body.public_key))
-        .await?;
+    let k = keys::rotate_with(
+        &st.db,
+        &st.vault,
+        &p,
+        &named(&key_id)?,
+        body.overlap_secs,
+        approval,
+        credential(body.public_key),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(k.into())))
 }
 
@@ -308,5 +317,5 @@ pub async fn revoke(
     Path(KeyPath { key_id }): Path<KeyPath>,
     ApiJson(body): ApiJson<RevokeBody>,
 ) -> Result<Json<KeyView>, ApiError> {
-    Ok(Json(keys::revoke(&st.db, &p, &key_id, &body.reason).await?))
+    Ok(Json(keys::revoke(&st.db, &p, &named(&key_id)?, &body.reason).await?))
 }

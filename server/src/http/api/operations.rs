@@ -5,6 +5,7 @@ use axum::{
     Json,
     extract::{Path, State},
 };
+use domain::ids::named;
 use domain::{
     break_glass::{self, SetOutcome},
     outbox,
@@ -216,7 +217,7 @@ pub async fn get_retry_policy(
     _: NoQuery,
     Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
-    Ok(Json(retry_policy::get(&st.db, &p, &tenant).await?))
+    Ok(Json(retry_policy::get(&st.db, &p, &named(&tenant)?).await?))
 }
 
 #[utoipa::path(
@@ -245,7 +246,7 @@ pub async fn set_retry_policy(
         &st.db,
         &st.rollout(),
         &p,
-        &tenant,
+        &named(&tenant)?,
         &body.policy,
         &body.reason,
         body.override_reason.as_deref(),
@@ -266,7 +267,7 @@ pub async fn rollback_retry_policy(
     Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<RetryPolicyView>, ApiError> {
-    Ok(Json(retry_policy::rollback(&st.db, &st.rollout(), &p, &tenant, &body.reason).await?))
+    Ok(Json(retry_policy::rollback(&st.db, &st.rollout(), &p, &named(&tenant)?, &body.reason).await?))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -1,8 +1,10 @@
 //! Path parameters: one type per shape, read by the handler's `Path`
 //! extractor and stated in the OpenAPI document, so the two cannot differ.
-//! Each pattern is the one the domain's generator or validator follows
-//! (`domain::ids`, `domain::auth::users`); a value outside it names nothing
-//! and answers 404, as any unknown name does.
+//! Each pattern is the one its parser follows (`views::ids`' newtypes,
+//! `domain::ids`, `domain::auth::users`). The fields stay text: the handler
+//! parses an id where it calls the domain, with `domain::ids::named`, so a
+//! value outside its rule names nothing and answers 404, as any unknown name
+//! does (after the query and body are checked, as before).
 
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -13,7 +15,7 @@ use utoipa::IntoParams;
 #[into_params(parameter_in = Path)]
 pub struct TenantPath {
     /// Tenant slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub tenant: String,
 }
 
@@ -23,10 +25,10 @@ pub struct TenantPath {
 #[into_params(parameter_in = Path)]
 pub struct EndpointPath {
     /// Tenant slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub tenant: String,
     /// Endpoint slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub endpoint: String,
 }
 
@@ -36,7 +38,7 @@ pub struct EndpointPath {
 #[into_params(parameter_in = Path)]
 pub struct ReminderPath {
     /// Tenant slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub tenant: String,
     /// The provider's reminder id, as its events carry it.
     pub reminder_id: String,
@@ -48,13 +50,13 @@ pub struct ReminderPath {
 #[into_params(parameter_in = Path)]
 pub struct EventPath {
     /// Tenant slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub tenant: String,
     /// Endpoint slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub endpoint: String,
     /// The event id as its claim records it (1-255 bytes, no control characters or `/`; else 422).
-    #[param(schema_with = domain::events::story::event_id_schema)]
+    #[param(schema_with = views::ids::event_id_schema)]
     pub event_id: String,
 }
 
@@ -64,7 +66,7 @@ pub struct EventPath {
 #[into_params(parameter_in = Path)]
 pub struct KeyPath {
     /// `key_` and 32 hex characters.
-    #[param(schema_with = domain::ids::key_id_schema)]
+    #[param(schema_with = views::ids::key_id_schema)]
     pub key_id: String,
 }
 
@@ -112,7 +114,7 @@ pub struct SchemePath {
 #[into_params(parameter_in = Path)]
 pub struct DigestPath {
     /// Hex SHA-256 of the bundle's `manifest.json`.
-    #[param(schema_with = domain::evidence::signoff::digest_schema)]
+    #[param(schema_with = views::ids::digest_schema)]
     pub digest: String,
 }
 
@@ -122,7 +124,7 @@ pub struct DigestPath {
 #[into_params(parameter_in = Path)]
 pub struct OverridePath {
     /// Tenant slug.
-    #[param(schema_with = domain::ids::slug_schema)]
+    #[param(schema_with = views::ids::slug_schema)]
     pub tenant: String,
     /// A UUID, lower-case and hyphenated.
     #[param(schema_with = domain::ids::id_schema)]

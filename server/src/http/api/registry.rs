@@ -6,6 +6,7 @@ use axum::{
     extract::{Path, State},
     http::StatusCode,
 };
+use domain::ids::named;
 use domain::{
     onboarding::{self, TestRequest},
     registry::{
@@ -50,7 +51,7 @@ pub async fn get_tenant(
     _: NoQuery,
     Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<TenantView>, ApiError> {
-    Ok(Json(tenants::get(&st.db, &p, &tenant).await?))
+    Ok(Json(tenants::get(&st.db, &p, &named(&tenant)?).await?))
 }
 
 #[utoipa::path(
@@ -67,7 +68,7 @@ pub async fn update_tenant(
     if body.name.is_none() && body.notify_url.is_none() {
         return Err(super::auth::nothing_to_change());
     }
-    Ok(Json(tenants::update(&st.db, &p, &tenant, body).await?))
+    Ok(Json(tenants::update(&st.db, &p, &named(&tenant)?, body).await?))
 }
 
 #[utoipa::path(get, path = "/tenants/{tenant}/endpoints", tag = "endpoints", params(TenantPath),
@@ -78,7 +79,7 @@ pub async fn list_endpoints(
     _: NoQuery,
     Path(TenantPath { tenant }): Path<TenantPath>,
 ) -> Result<Json<Vec<EndpointView>>, ApiError> {
-    Ok(Json(endpoints::list(&st.db, &p, &tenant).await?))
+    Ok(Json(endpoints::list(&st.db, &p, &named(&tenant)?).await?))
 }
 
 #[utoipa::path(
@@ -93,7 +94,7 @@ pub async fn create_endpoint(
     Path(TenantPath { tenant }): Path<TenantPath>,
     ApiJson(body): ApiJson<NewEndpoint>,
 ) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
-    Ok((StatusCode::CREATED, Json(endpoints::create(&st.db, &p, &tenant, body).await?)))
+    Ok((StatusCode::CREATED, Json(endpoints::create(&st.db, &p, &named(&tenant)?, body).await?)))
 }
 
 #[utoipa::path(get, path = "/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
@@ -104,7 +105,7 @@ pub async fn get_endpoint(
     _: NoQuery,
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<EndpointView>, ApiError> {
-    Ok(Json(endpoints::get(&st.db, &p, &tenant, &endpoint).await?))
+    Ok(Json(endpoints::get(&st.db, &p, &named(&tenant)?, &named(&endpoint)?).await?))
 }
 
 #[utoipa::path(patch, path = "/tenants/{tenant}/endpoints/{endpoint}", tag = "endpoints",
@@ -124,7 +125,7 @@ pub async fn update_endpoint(
     {
         return Err(super::auth::nothing_to_change());
     }
-    Ok(Json(endpoints::update(&st.db, &p, &tenant, &endpoint, body).await?))
+    Ok(Json(endpoints::update(&st.db, &p, &named(&tenant)?, &named(&endpoint)?, body).await?))
 }
 
 /// A change to an endpoint's compound event key.
@@ -146,7 +147,7 @@ pub async fn get_event_key(
     _: NoQuery,
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<EventKeyView>, ApiError> {
-    Ok(Json(event_key::get(&st.db, &p, &tenant, &endpoint).await?))
+    Ok(Json(event_key::get(&st.db, &p, &named(&tenant)?, &named(&endpoint)?).await?))
 }
 
 #[utoipa::path(put, path = "/tenants/{tenant}/endpoints/{endpoint}/event-key", tag = "endpoints",
@@ -159,7 +160,7 @@ pub async fn set_event_key(
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     ApiJson(body): ApiJson<EventKeyChange>,
 ) -> Result<Json<EventKeyView>, ApiError> {
-    Ok(Json(event_key::set(&st.db, &p, &tenant, &endpoint, body.fields, &body.reason).await?))
+    Ok(Json(event_key::set(&st.db, &p, &named(&tenant)?, &named(&endpoint)?, body.fields, &body.reason).await?))
 }
 
 #[utoipa::path(
@@ -180,5 +181,7 @@ pub async fn test_delivery(
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     OptionalJson(body): OptionalJson<TestRequest>,
 ) -> Result<Json<TestDeliveryView>, ApiError> {
-    Ok(Json(onboarding::send_test(&st.db, &st.vault, &st.receiver, &p, &tenant, &endpoint, body).await?))
+    Ok(Json(
+        onboarding::send_test(&st.db, &st.vault, &st.receiver, &p, &named(&tenant)?, &named(&endpoint)?, body).await?,
+    ))
 }

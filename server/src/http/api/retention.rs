@@ -6,6 +6,7 @@ use axum::{
     Json,
     extract::{Path, State},
 };
+use domain::ids::named;
 use domain::retention::{self, RetentionChange};
 use serde::Deserialize;
 use views::retention::{HorizonView, RetentionOverview, RetentionView};
@@ -32,7 +33,7 @@ pub async fn get_retention(
     _: NoQuery,
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<RetentionView>, ApiError> {
-    Ok(Json(retention::get(&st.db, &p, &tenant, &endpoint).await?))
+    Ok(Json(retention::get(&st.db, &p, &named(&tenant)?, &named(&endpoint)?).await?))
 }
 
 #[utoipa::path(
@@ -53,7 +54,7 @@ pub async fn set_retention(
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
     ApiJson(change): ApiJson<RetentionChange>,
 ) -> Result<Json<RetentionView>, ApiError> {
-    Ok(Json(retention::set(&st.db, &p, &tenant, &endpoint, &change).await?))
+    Ok(Json(retention::set(&st.db, &p, &named(&tenant)?, &named(&endpoint)?, &change).await?))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

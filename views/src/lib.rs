@@ -11,6 +11,7 @@ pub mod hmac;
 pub mod ids;
 pub mod integral;
 pub mod jobs;
+pub mod jobs_overview;
 pub mod kek;
 pub mod keys;
 pub mod onboarding;

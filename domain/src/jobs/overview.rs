@@ -3,7 +3,7 @@
 
 use sea_orm::DatabaseConnection;
 use views::{
-    jobs::{JobsView, LeaseView},
+    jobs_overview::{JobsView, LeaseView},
     roles::Permission,
 };
 

@@ -7,7 +7,7 @@ use domain::{
     quarantine::bulk_release,
 };
 use sea_orm::DatabaseConnection;
-use views::jobs::JobsView;
+use views::jobs_overview::JobsView;
 
 use super::output::{CliError, emit};
 

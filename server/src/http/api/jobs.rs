@@ -4,7 +4,7 @@
 use app::ssr::SharedState;
 use axum::{Json, extract::State};
 use domain::jobs::{self, StaleAfter};
-use views::jobs::JobsView;
+use views::jobs_overview::JobsView;
 
 use super::auth::{ApiError, ApiPrincipal, NoQuery};
 

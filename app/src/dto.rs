@@ -1,35 +1,16 @@
-//! What crosses to the browser: the `views` crate's types (re-exported here,
-//! so pages import from one place; the API sends the very same) and the
+//! What crosses to the browser besides the `views` crate's types (which the
+//! pages import from `views` itself; the API sends the very same): the
 //! console's own compositions of them. Never a secret (except the one-time
 //! reveal), never a password hash.
 
 use serde::{Deserialize, Serialize};
-pub use views::evidence::{
-    AuditEvidence, CohortBreach, CohortCheck, ConstraintRow, CredentialRow, DRILL_NAMES, Difference, DrillEvidence,
-    DrillResult, DrillRunView, DrillStatus, Evidence, Finding, Holder, MetricsEvidence, RetentionEvidence,
-    RetentionRow, RetryPolicyEvidence, RoleAccess, SignoffView, SinceApproval,
-};
-pub use views::kek::{KekOverview, KekVersionView, RetiredView, RewrapView};
-pub use views::quarantine::{
-    BulkFailure, BulkReleaseView, QuarantineFilter, QuarantineList, QuarantineReason, QuarantineStatus, QuarantineView,
-    RevealedBody,
-};
-pub use views::retry_policy::{OverrideStatus, PolicyVersionView, RetryPolicyView, RolloutOverrideView};
-pub use views::stats::{
-    FailingEndpoint, KeyFailureCount, LatencyStats, OutboxStats, OutcomeSeries, OverlapKey, PolicyState, ReasonCount,
-    StatsView,
-};
-pub use views::{
+use views::{
     audit::AuditView,
-    events::{EventRef, EventStory, StoryDelivery},
-    keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
-    onboarding::{GateResult, GateView, HeaderGuide, LastTestDelivery, OnboardingView, TestAbility, TestDeliveryView},
-    outbox::{OutboxStatus, OutboxView},
+    evidence::{DrillRunView, Evidence, SignoffView, SinceApproval},
+    keys::KeyView,
+    onboarding::OnboardingView,
     registry::{EndpointView, TenantView},
-    retention::{HorizonView, RetentionOverview, RetentionView, human},
     roles::{Permission, Role, role_allows},
-    scheme::Scheme,
-    users::UserView,
 };
 
 /// The signed-in user, for navigation and for hiding actions the role lacks

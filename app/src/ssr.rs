@@ -64,7 +64,7 @@ pub struct SharedState {
     pub reveals: Arc<RevealStore<SigningSecret>>,
     /// Quarantined bodies decrypted by a POST, waiting for the page it
     /// redirects to (see `api::operations::reveal_quarantine_body`).
-    pub body_views: Arc<RevealStore<dto::RevealedBody>>,
+    pub body_views: Arc<RevealStore<views::quarantine::RevealedBody>>,
     pub setup: Arc<SetupToken>,
     /// Fields masked when a quarantined body is shown.
     pub redaction: Arc<domain::quarantine::redact::Redaction>,

@@ -3,9 +3,10 @@
 
 use leptos::prelude::*;
 use server_fn::codec::GetUrl;
+use views::events::EventRef;
+use views::events::EventStory;
 
 use super::AppError;
-use crate::dto::{EventRef, EventStory};
 
 #[server(prefix = "/fn", endpoint = "event_story", input = GetUrl)]
 pub async fn story_of_event(tenant: String, endpoint: String, event_id: String) -> Result<EventStory, AppError> {

@@ -3,9 +3,10 @@
 
 use leptos::prelude::*;
 use server_fn::codec::GetUrl;
+use views::evidence::DrillRunView;
 
 use super::AppError;
-use crate::dto::{DrillRunView, EvidencePageDto};
+use crate::dto::EvidencePageDto;
 
 #[cfg(feature = "ssr")]
 fn scope(tenant: Option<String>) -> Option<String> {

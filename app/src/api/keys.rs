@@ -2,9 +2,10 @@
 
 use leptos::prelude::*;
 use server_fn::codec::GetUrl;
+use views::keys::KeyView;
 
 use super::AppError;
-use crate::dto::{KeyView, RevealDto};
+use crate::dto::RevealDto;
 
 #[cfg(feature = "ssr")]
 fn approval_for(

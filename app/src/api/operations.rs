@@ -2,9 +2,14 @@
 
 use leptos::prelude::*;
 use server_fn::codec::GetUrl;
+use views::quarantine::BulkReleaseView;
+use views::quarantine::QuarantineList;
+use views::quarantine::QuarantineView;
+use views::quarantine::RevealedBody;
+use views::retry_policy::RetryPolicyView;
+use views::retry_policy::RolloutOverrideView;
 
 use super::AppError;
-use crate::dto::{BulkReleaseView, QuarantineList, QuarantineView, RetryPolicyView, RevealedBody, RolloutOverrideView};
 
 #[cfg(feature = "ssr")]
 fn filter(
@@ -254,7 +259,7 @@ pub async fn set_retry_policy_cohort(
 pub async fn list_outbox(
     tenant: Option<String>,
     status: Option<String>,
-) -> Result<Vec<crate::dto::OutboxView>, AppError> {
+) -> Result<Vec<views::outbox::OutboxView>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
     Ok(domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await?)

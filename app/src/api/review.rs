@@ -2,9 +2,10 @@
 
 use leptos::prelude::*;
 use server_fn::codec::GetUrl;
+use views::keys::ApprovalView;
+use views::keys::ReviewItem;
 
 use super::AppError;
-use crate::dto::{ApprovalView, ReviewItem};
 
 #[server(prefix = "/fn", endpoint = "review_queue", input = GetUrl)]
 pub async fn review_queue() -> Result<Vec<ReviewItem>, AppError> {

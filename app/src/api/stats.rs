@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::StatsView;
+use views::stats::StatsView;
 
 /// `tenant`: a slug or empty for every visible tenant; `window`: 1h, 24h,
 /// 7d; `auto`: the page's own refresh, which never keeps a session alive.

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use server_fn::codec::GetUrl;
 
 use super::AppError;
-use crate::dto::UserView;
+use views::users::UserView;
 
 #[server(prefix = "/fn", endpoint = "list_users", input = GetUrl)]
 pub async fn list_users() -> Result<Vec<UserView>, AppError> {

@@ -2,11 +2,12 @@
 //! summary card for the pages that act on one key.
 
 use std::time::Duration;
+use views::keys::KeyStatus;
+use views::keys::KeyView;
 
 use leptos::prelude::*;
 
 use super::format::{duration, is_any_type, when, when_or};
-use crate::dto::{KeyStatus, KeyView};
 
 #[component]
 pub fn StatusBadge(#[prop(into)] status: String) -> impl IntoView {

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_location};
+use views::roles::Role;
 
 use super::{
     Awaited,
@@ -11,7 +12,7 @@ use super::{
 };
 use crate::{
     api::session::{Logout, whoami},
-    dto::{Me, Role},
+    dto::Me,
 };
 
 /// The signed-in frame: navigation for the user's role and the page body.

@@ -3,7 +3,7 @@
 
 use views::jobs::RunStatus;
 
-use crate::dto::BulkReleaseView;
+use views::quarantine::BulkReleaseView;
 
 /// "reminder_not_found" → "reminder not found".
 pub fn reason_label(reason: &str) -> String {

@@ -2,6 +2,9 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use views::keys::ApprovalView;
+use views::keys::KeyView;
+use views::keys::ReviewItem;
 
 use crate::{
     api::review::{ApproveKey, RejectKey, approval_history, review_queue},
@@ -9,7 +12,6 @@ use crate::{
         ActionError, EventTypes, KeySummary, Layout, Loaded, Notice, Refresh, ReturnedError, StatusBadge, Submit,
         format::when,
     },
-    dto::{ApprovalView, KeyView, ReviewItem},
 };
 
 #[component]

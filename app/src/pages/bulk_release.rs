@@ -5,6 +5,7 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
+use views::quarantine::BulkReleaseView;
 
 use crate::{
     api::operations::{CancelBulkRelease, ResumeBulkRelease, bulk_release},
@@ -14,7 +15,7 @@ use crate::{
         poll::{MetaRefresh, ProgressBar, every_second_while},
         quarantine_labels::{filter_text, status_label},
     },
-    dto::{BulkReleaseView, Me},
+    dto::Me,
 };
 use views::jobs::RunStatus;
 

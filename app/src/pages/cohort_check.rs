@@ -4,11 +4,9 @@
 //! by name.
 
 use leptos::prelude::*;
+use views::evidence::CohortCheck;
 
-use crate::{
-    components::{Table, format::when},
-    dto::CohortCheck,
-};
+use crate::components::{Table, format::when};
 
 #[component]
 pub fn CohortCheckSection(checks: Vec<CohortCheck>) -> impl IntoView {

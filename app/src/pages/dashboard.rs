@@ -5,6 +5,11 @@
 //! JavaScript, by a meta refresh).
 
 use std::time::Duration;
+use views::stats::FailingEndpoint;
+use views::stats::OverlapKey;
+use views::stats::PolicyState;
+use views::stats::ReasonCount;
+use views::stats::StatsView;
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -16,7 +21,7 @@ use crate::{
         chart::{LatencyLines, Series, ShareBar, StackedBars},
         format::{duration, when, with_query},
     },
-    dto::{FailingEndpoint, Me, OverlapKey, PolicyState, ReasonCount, StatsView},
+    dto::Me,
 };
 
 /// Label and CSS name of each charted outcome.

@@ -5,11 +5,15 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
+use views::onboarding::GateResult;
+use views::onboarding::LastTestDelivery;
+use views::onboarding::OnboardingView;
+use views::onboarding::TestDeliveryView;
 
 use crate::{
     api::registry::{SendTestDelivery, endpoint_onboarding},
     components::{ActionError, Layout, Loaded, ReturnedError, Submit, format::when},
-    dto::{GateResult, LastTestDelivery, OnboardingPage, OnboardingView, TestDeliveryView},
+    dto::OnboardingPage,
 };
 
 #[component]

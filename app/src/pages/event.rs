@@ -9,6 +9,10 @@ use leptos_router::{
     components::Redirect,
     hooks::{use_params_map, use_query_map},
 };
+use views::audit::AuditView;
+use views::events::EventStory;
+use views::events::StoryDelivery;
+use views::outbox::OutboxView;
 
 use crate::{
     api::events::{locate_event, story_of_event},
@@ -16,7 +20,6 @@ use crate::{
         Awaited, FormError, Layout, Loaded,
         format::{event_href, when},
     },
-    dto::{AuditView, EventStory, OutboxView, StoryDelivery},
 };
 
 /// The search form (dashboard and `/events`): tenant, endpoint and event id.

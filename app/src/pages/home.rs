@@ -2,11 +2,12 @@
 
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
+use views::roles::Role;
 
 use crate::{
     api::session::whoami,
     components::{Awaited, FormError},
-    dto::{Me, Role},
+    dto::Me,
 };
 
 /// Where a signed-in user starts.

@@ -6,6 +6,9 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use views::kek::KekOverview;
+use views::kek::KekVersionView;
+use views::kek::RewrapView;
 
 use crate::{
     api::kek::{CancelRewrap, ResumeRewrap, RetireKek, RotateKek, StartRewrap, kek_overview},
@@ -14,7 +17,6 @@ use crate::{
         format::when,
         poll::{MetaRefresh, ProgressBar, every_second_while},
     },
-    dto::{KekOverview, KekVersionView, RewrapView},
 };
 use views::jobs::RunStatus;
 

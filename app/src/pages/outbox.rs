@@ -3,6 +3,8 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use views::outbox::OutboxStatus;
+use views::outbox::OutboxView;
 
 use crate::{
     api::operations::{RetryOutbox, list_outbox},
@@ -10,7 +12,6 @@ use crate::{
         ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
         format::{query_value, when},
     },
-    dto::{OutboxStatus, OutboxView},
 };
 
 /// The status filter's values and labels.

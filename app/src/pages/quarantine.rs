@@ -5,6 +5,10 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use views::quarantine::BulkReleaseView;
+use views::quarantine::QuarantineList;
+use views::quarantine::QuarantineStatus;
+use views::quarantine::QuarantineView;
 
 use crate::{
     api::{
@@ -17,7 +21,7 @@ use crate::{
         format::{nonempty, when, with_query},
         quarantine_labels::{filter_text, reason_label, status_label},
     },
-    dto::{BulkReleaseView, Me, QuarantineList, QuarantineStatus, QuarantineView},
+    dto::Me,
 };
 
 /// The filters as they stand in the URL.

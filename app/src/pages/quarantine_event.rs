@@ -6,6 +6,10 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
+use views::quarantine::QuarantineReason;
+use views::quarantine::QuarantineStatus;
+use views::quarantine::QuarantineView;
+use views::quarantine::RevealedBody;
 
 use crate::{
     api::{
@@ -18,7 +22,7 @@ use crate::{
         ActionError, Awaited, FormError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit,
         format::when, quarantine_labels::reason_label,
     },
-    dto::{Me, QuarantineReason, QuarantineStatus, QuarantineView, RevealedBody},
+    dto::Me,
 };
 
 /// The body a reveal left for this page, if the URL names one.

@@ -5,13 +5,17 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use views::retention::HorizonView;
+use views::retention::RetentionOverview;
+use views::retention::RetentionView;
+use views::retention::human;
 
 use crate::{
     api::retention::{SetHorizon, SetRetention, retention_overview},
     components::{
         ActionError, Layout, Loaded, Notice, ReasonField, Refresh, ReturnedError, Submit, Table, format::when,
     },
-    dto::{HorizonView, Me, RetentionOverview, RetentionView, human},
+    dto::Me,
 };
 
 #[component]

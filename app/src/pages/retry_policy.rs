@@ -4,6 +4,9 @@
 //! rollback switch).
 
 use leptos::prelude::*;
+use views::retry_policy::OverrideStatus;
+use views::retry_policy::RetryPolicyView;
+use views::retry_policy::RolloutOverrideView;
 
 use crate::{
     api::{
@@ -14,7 +17,7 @@ use crate::{
         },
     },
     components::{ActionError, FormError, Loaded, ReasonField, Refresh, Submit, format::when},
-    dto::{CohortContextDto, OverrideStatus, RetryPolicyView, RolloutOverrideView},
+    dto::CohortContextDto,
 };
 
 /// The panel's data: the policy and the tenant's break-glass requests.

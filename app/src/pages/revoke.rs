@@ -1,11 +1,12 @@
 //! `/keys/:id/revoke`: confirmation before a key stops working at once.
 
 use leptos::prelude::*;
+use views::keys::KeyView;
 
 use crate::{
     api::keys::RevokeKey,
     components::{ActionError, KeyPage, KeySummary, Submit},
-    dto::{KeyView, Me},
+    dto::Me,
 };
 
 #[component]

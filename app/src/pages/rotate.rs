@@ -1,11 +1,13 @@
 //! `/keys/:id/rotate`: replaces an active key with a new one and an overlap.
 
 use leptos::prelude::*;
+use views::keys::KeyStatus;
+use views::keys::KeyView;
 
 use crate::{
     api::keys::RotateKey,
     components::{ActionError, ApproveAsField, KeyPage, KeySummary, Submit},
-    dto::{KeyStatus, KeyView, Me},
+    dto::Me,
 };
 
 #[component]

@@ -3,6 +3,8 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
+use views::keys::KeyStatus;
+use views::keys::KeyView;
 
 use crate::{
     api::{
@@ -10,7 +12,7 @@ use crate::{
         keys::{get_key, reveal_secret},
     },
     components::{IfLoaded, KeySummary, Layout, Loaded, StatusBadge},
-    dto::{KeyStatus, KeyView, RevealDto},
+    dto::RevealDto,
 };
 
 #[component]

@@ -3,6 +3,9 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
+use views::keys::KeyStatus;
+use views::keys::KeyView;
+use views::scheme::Scheme;
 
 use crate::{
     api::{
@@ -15,7 +18,7 @@ use crate::{
         StatusBadge, Submit,
         format::{bytes, is_any_type, seconds, when},
     },
-    dto::{EndpointKeys, KeyStatus, KeyView, Me, Scheme, TenantOverview, TenantSummary},
+    dto::{EndpointKeys, Me, TenantOverview, TenantSummary},
 };
 use views::hmac::HmacPreset;
 

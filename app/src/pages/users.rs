@@ -2,11 +2,12 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use views::roles::Role;
+use views::users::UserView;
 
 use crate::{
     api::users::{CreateUser, UpdateUser, list_users},
     components::{ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit, format::when, format::when_or},
-    dto::{Role, UserView},
 };
 
 #[component]

@@ -2,12 +2,13 @@
 //! findings.
 
 use leptos::prelude::*;
+use views::evidence::Evidence;
 
 use super::sections::Sections;
 use crate::{
     api::evidence::ExportEvidence,
     components::{ActionError, Refresh, Submit, format::when},
-    dto::{BundleDto, Evidence},
+    dto::BundleDto,
 };
 
 pub(super) fn file_link(digest: &str, name: &str) -> String {

@@ -1,6 +1,10 @@
 //! Drill runs: start one, follow it live, and each run's rows.
 
 use leptos::prelude::*;
+use views::evidence::DRILL_NAMES;
+use views::evidence::DrillResult;
+use views::evidence::DrillRunView;
+use views::evidence::DrillStatus;
 
 use crate::{
     api::evidence::{StartDrills, drill_run},
@@ -9,7 +13,7 @@ use crate::{
         format::when,
         poll::{MetaRefresh, ProgressBar, every_second_while},
     },
-    dto::{DRILL_NAMES, DrillResult, DrillRunView, DrillStatus, Me},
+    dto::Me,
 };
 
 fn verdict(run: &DrillRunView) -> (&'static str, String) {

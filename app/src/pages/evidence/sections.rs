@@ -3,13 +3,15 @@
 //! chain.
 
 use leptos::prelude::*;
+use views::evidence::Evidence;
+use views::evidence::Holder;
+use views::evidence::RoleAccess;
 
 use crate::{
     components::{
         Table,
         format::{seconds, when, when_or},
     },
-    dto::{Evidence, Holder, RoleAccess},
     pages::cohort_check::CohortCheckSection,
 };
 
@@ -117,7 +119,7 @@ pub(super) fn Sections(e: Evidence) -> impl IntoView {
     const RETENTION_HEADS: &[&str] =
         &["Endpoint", "Claims kept", "Bodies kept", "Horizon", "Guard", "Manual resend", "Decided"];
     let m = e.metrics.clone();
-    let reasons = |rs: &[crate::dto::ReasonCount]| {
+    let reasons = |rs: &[views::stats::ReasonCount]| {
         if rs.is_empty() {
             "none".to_owned()
         } else {

@@ -2,12 +2,15 @@
 //! history of sign-offs.
 
 use leptos::prelude::*;
+use views::evidence::Difference;
+use views::evidence::SignoffView;
+use views::evidence::SinceApproval;
 
 use super::bundle::{file_link, short};
 use crate::{
     api::evidence::SignOffEvidence,
     components::{ActionError, Refresh, Submit, Table, format::when},
-    dto::{BundleDto, Difference, SignoffView, SinceApproval},
+    dto::BundleDto,
 };
 
 #[component]

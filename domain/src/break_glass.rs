@@ -29,20 +29,21 @@ use crate::{
     clock, db,
     entity::{drill_run, evidence_signoff, retry_policy_version, rollout_override as ovr, tenant},
     error::{DomainError, DomainResult},
-    evidence::{identity, record::APPROVED, runs},
+    evidence::{identity, runs},
     ids,
     registry::{
         keys::{validate_comment, validate_person},
         tenants,
     },
-    retry_policy::{self, ENABLED},
+    retry_policy,
     rollout::{self, Rollout},
     text::require_reason,
 };
 use views::ids::TenantSlug;
 use views::{
+    decision::Decision,
     evidence::DrillStatus,
-    retry_policy::{OverrideStatus, RetryPolicyView, RolloutOverrideView},
+    retry_policy::{OverrideStatus, RetryPolicy, RetryPolicyView, RolloutOverrideView},
     roles::Permission,
 };
 
@@ -102,7 +103,7 @@ pub async fn set(
     gate: &Rollout<'_>,
     principal: &Principal,
     tenant_slug: &TenantSlug,
-    policy: &str,
+    policy: RetryPolicy,
     reason: &str,
     override_reason: Option<&str>,
 ) -> DomainResult<SetOutcome> {
@@ -111,7 +112,7 @@ pub async fn set(
     };
     let why = self::override_reason(why)?;
     let reason = require_reason(reason)?;
-    if policy != ENABLED {
+    if policy != RetryPolicy::Enabled {
         return Ok(SetOutcome::Changed(retry_policy::set(db, gate, principal, tenant_slug, policy, &reason).await?));
     }
     let t = tenants::find(db, principal, tenant_slug).await?;
@@ -265,7 +266,7 @@ pub async fn approve(
         "break-glass override {id} requested by {} ({}) and approved by {reviewer}: {}",
         row.requested_by, row.reason, row.policy_reason
     );
-    retry_policy::append(&txn, &auth, &t, ENABLED, &note, "retry_policy.override_approve").await?;
+    retry_policy::append(&txn, &auth, &t, RetryPolicy::Enabled, &note, "retry_policy.override_approve").await?;
     let version = retry_policy_version::Entity::find()
         .filter(retry_policy_version::Column::TenantId.eq(&t.id))
         .order_by_desc(retry_policy_version::Column::Version)
@@ -357,7 +358,7 @@ pub async fn open(db: &DatabaseConnection, tenant_id: &str, slug: &str) -> Domai
     }
     let drilled = last_drill_on_this_build(db).await?;
     let signed = evidence_signoff::Entity::find()
-        .filter(evidence_signoff::Column::Decision.eq(APPROVED))
+        .filter(evidence_signoff::Column::Decision.eq(Decision::Approved))
         .filter(
             Condition::any()
                 .add(evidence_signoff::Column::TenantId.eq(tenant_id))

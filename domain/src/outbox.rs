@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use views::{
     outbox::{OutboxStatus, OutboxView},
+    retry_policy::RetryPolicy,
     roles::Permission,
 };
 
@@ -155,7 +156,7 @@ pub async fn claim_batch(
         out.push(Delivery {
             tenant_slug: t.slug.clone(),
             notify_url: t.notify_url.clone(),
-            retries_enabled: t.retry_policy != "disabled",
+            retries_enabled: t.retry_policy == RetryPolicy::Enabled,
             attempts: r.attempts + 1,
             id: r.id,
             tenant_id: r.tenant_id,

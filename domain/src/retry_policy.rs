@@ -31,34 +31,33 @@ use crate::{
 };
 use views::ids::TenantSlug;
 use views::{
-    retry_policy::{PolicyVersionView, RetryPolicyView},
+    retry_policy::{PolicyVersionView, RetryPolicy, RetryPolicyView},
     roles::Permission,
 };
 
-pub use crate::entity::retry_policy_version::{DISABLED, ENABLED};
-
-fn validate(policy: &str) -> DomainResult<&'static str> {
-    match policy {
-        ENABLED => Ok(ENABLED),
-        DISABLED => Ok(DISABLED),
-        other => Err(DomainError::invalid(
+/// The policy a request names, or a 422 `invalid_retry_policy` (what the
+/// API, the console and the CLI answer for any other word).
+pub fn parse(policy: &str) -> DomainResult<RetryPolicy> {
+    RetryPolicy::parse(policy).ok_or_else(|| {
+        DomainError::invalid(
             "invalid_retry_policy",
-            format!("retry policy must be enabled or disabled, got {other:?}"),
-        )),
-    }
+            format!("retry policy must be enabled or disabled, got {policy:?}"),
+        )
+    })
 }
 
-/// A policy's schema ([`validate`]).
+/// A requested policy's schema ([`parse`]).
 #[cfg(feature = "openapi")]
 pub fn policy_schema() -> utoipa::openapi::Object {
-    views::openapi::one_of(&[ENABLED, DISABLED])
+    let words: Vec<&str> = RetryPolicy::ALL.iter().map(|p| p.as_str()).collect();
+    views::openapi::one_of(&words)
 }
 
 impl From<version::Model> for PolicyVersionView {
     fn from(v: version::Model) -> Self {
         PolicyVersionView {
             version: v.version,
-            policy: v.policy,
+            policy: v.policy.as_str().to_owned(),
             actor: v.actor,
             reason: v.reason,
             created_at: clock::rfc3339(v.created_at),
@@ -78,7 +77,7 @@ pub(crate) async fn view<C: ConnectionTrait>(conn: &C, t: &tenant::Model) -> Dom
     let rows = history(conn, &t.id).await?;
     Ok(RetryPolicyView {
         tenant: t.slug.clone(),
-        policy: t.retry_policy.clone(),
+        policy: t.retry_policy,
         version: rows.first().map_or(0, |v| v.version),
         history: rows.into_iter().map(PolicyVersionView::from).collect(),
     })
@@ -112,7 +111,7 @@ pub(crate) async fn append<C: ConnectionTrait>(
     conn: &C,
     auth: &Authorized,
     t: &tenant::Model,
-    policy: &str,
+    policy: RetryPolicy,
     reason: &str,
     action: &str,
 ) -> DomainResult<()> {
@@ -123,12 +122,12 @@ pub(crate) async fn append<C: ConnectionTrait>(
         .exec(conn)
         .await?;
     let rows = history(conn, &t.id).await?;
-    let before = rows.first().map(|v| v.policy.clone());
+    let before = rows.first().map(|v| v.policy);
     let next = rows.first().map_or(1, |v| v.version + 1);
     version::Entity::insert(version::ActiveModel {
         tenant_id: Set(t.id.clone()),
         version: Set(next),
-        policy: Set(policy.to_owned()),
+        policy: Set(policy),
         actor: Set(auth.actor().name().to_owned()),
         reason: Set(reason.to_owned()),
         created_at: Set(clock::now_ms()),
@@ -158,7 +157,7 @@ pub async fn set(
     gate: &Rollout<'_>,
     principal: &Principal,
     tenant_slug: &TenantSlug,
-    policy: &str,
+    policy: RetryPolicy,
     reason: &str,
 ) -> DomainResult<RetryPolicyView> {
     set_cohort(db, gate, principal, std::slice::from_ref(tenant_slug), policy, reason).await?;
@@ -173,15 +172,14 @@ pub async fn set_cohort(
     gate: &Rollout<'_>,
     principal: &Principal,
     tenant_slugs: &[TenantSlug],
-    policy: &str,
+    policy: RetryPolicy,
     reason: &str,
 ) -> DomainResult<usize> {
-    let policy = validate(policy)?;
     let reason = require_reason(reason)?;
     if tenant_slugs.is_empty() {
         return Err(DomainError::invalid("no_tenants", "choose at least one tenant"));
     }
-    if policy == ENABLED {
+    if policy == RetryPolicy::Enabled {
         // Authorized first, so a refused caller learns nothing of the gate.
         let mut cohort = Vec::with_capacity(tenant_slugs.len());
         for slug in tenant_slugs {
@@ -215,7 +213,7 @@ pub async fn rollback(
         let t = tenants::find(db, principal, tenant_slug).await?;
         principal.authorize(Permission::ManageRetryPolicy, Scope::Tenant(&t.id))?;
         let rows = history(db, &t.id).await?;
-        if rows.get(1).is_some_and(|v| v.policy == ENABLED) {
+        if rows.get(1).is_some_and(|v| v.policy == RetryPolicy::Enabled) {
             rollout::check(db, gate, std::slice::from_ref(&t)).await?;
         }
     }
@@ -228,7 +226,7 @@ pub async fn rollback(
         return Err(DomainError::conflict("nothing_to_roll_back", "this tenant's retry policy has only one version"));
     };
     let note = format!("rollback to v{}: {reason}", previous.version);
-    append(&txn, &auth, &t, &previous.policy.clone(), &note, "retry_policy.rollback").await?;
+    append(&txn, &auth, &t, previous.policy, &note, "retry_policy.rollback").await?;
     txn.commit().await?;
     get(db, principal, tenant_slug).await
 }

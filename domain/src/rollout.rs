@@ -22,7 +22,7 @@
 //! Disabling retries is never gated: it is the rollback switch.
 
 use std::collections::{BTreeMap, BTreeSet};
-use views::{evidence::DrillStatus, keys::KeyStatus};
+use views::{decision::Decision, evidence::DrillStatus, keys::KeyStatus};
 
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
@@ -30,11 +30,7 @@ use crate::{
     clock,
     entity::{drill_run, endpoint, evidence_export, evidence_signoff, signing_key, tenant},
     error::{DomainError, DomainResult},
-    evidence::{
-        identity,
-        record::{self, APPROVED},
-        runs,
-    },
+    evidence::{identity, record, runs},
     vault::Vault,
 };
 
@@ -171,7 +167,7 @@ async fn approval_missing(db: &DatabaseConnection, vault: &Vault, t: &tenant::Mo
         .map(|k| (k.id, k.scope_hash))
         .collect();
     let approvals = evidence_signoff::Entity::find()
-        .filter(evidence_signoff::Column::Decision.eq(APPROVED))
+        .filter(evidence_signoff::Column::Decision.eq(Decision::Approved))
         .filter(
             Condition::any()
                 .add(evidence_signoff::Column::TenantId.eq(&t.id))

@@ -10,7 +10,9 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
-use views::{evidence::DrillStatus, keys::KeyStatus, outbox::OutboxStatus, quarantine::QuarantineStatus};
+use views::{
+    decision::Decision, evidence::DrillStatus, keys::KeyStatus, outbox::OutboxStatus, quarantine::QuarantineStatus,
+};
 
 /// How an outbox send attempt ended (`signet_outbox_send_attempts_total`'s
 /// `result`).
@@ -62,8 +64,6 @@ pub struct Metrics {
 
 /// Drill results exported by `signet_drills_last_run_timestamp_seconds`.
 const DRILL_RESULTS: [&str; 3] = ["passed", "failed", "interrupted"];
-/// Sign-off decisions exported by `signet_evidence_last_signoff_timestamp_seconds`.
-const SIGNOFF_DECISIONS: [&str; 2] = ["approved", "rejected"];
 
 impl Metrics {
     pub fn new() -> Result<Metrics, prometheus::Error> {
@@ -460,13 +460,14 @@ impl Metrics {
             let at = last.map_or(0, |r| r.finished_at.unwrap_or(r.updated_at) / 1000);
             self.drills_last_run.with_label_values(&[result]).set(at);
         }
-        for decision in SIGNOFF_DECISIONS {
+        // Every decision gets its series (0 until one is recorded).
+        for &decision in Decision::ALL {
             let last = evidence_signoff::Entity::find()
                 .filter(evidence_signoff::Column::Decision.eq(decision))
                 .order_by_desc(evidence_signoff::Column::At)
                 .one(db)
                 .await?;
-            self.evidence_last_signoff.with_label_values(&[decision]).set(last.map_or(0, |s| s.at / 1000));
+            self.evidence_last_signoff.with_label_values(&[decision.as_str()]).set(last.map_or(0, |s| s.at / 1000));
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{scheme::Scheme, string_enum::string_enum};
+use crate::{decision::Decision, scheme::Scheme, string_enum::string_enum};
 
 string_enum! {
     /// Lifecycle state as stored (`expired` is also derived on read from
@@ -104,7 +104,7 @@ pub struct KeyView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalView {
     pub key_id: String,
-    pub decision: String,
+    pub decision: Decision,
     pub reviewer: String,
     pub comment: String,
     pub scope_hash: String,

@@ -5,6 +5,7 @@
 //! same types the server sends.
 
 pub mod audit;
+pub mod decision;
 pub mod events;
 pub mod evidence;
 pub mod hmac;

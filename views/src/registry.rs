@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::scheme::Scheme;
+use crate::{retry_policy::RetryPolicy, scheme::Scheme};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -10,9 +10,8 @@ pub struct TenantView {
     pub name: String,
     pub notify_url: Option<String>,
     pub created_at: String,
-    /// `enabled` or `disabled` (new tenants start `disabled`: see
-    /// `retry_policy`).
-    pub retry_policy: String,
+    /// New tenants start `disabled`: see `retry_policy`.
+    pub retry_policy: RetryPolicy,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

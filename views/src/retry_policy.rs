@@ -3,6 +3,17 @@ use serde::{Deserialize, Serialize};
 use crate::string_enum::string_enum;
 
 string_enum! {
+    /// A tenant's retry policy (docs/contract.md §3), as stored in
+    /// `tenants.retry_policy` and `retry_policy_versions.policy`: whether a
+    /// transient failure answers 503 (`enabled`, the provider retries) or
+    /// quarantines the event (`disabled`).
+    pub enum RetryPolicy {
+        Enabled = "enabled",
+        Disabled = "disabled",
+    }
+}
+
+string_enum! {
     /// A break-glass override's state, as stored in `rollout_overrides.status`.
     pub enum OverrideStatus {
         PendingApproval = "pending_approval",
@@ -17,6 +28,8 @@ string_enum! {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyVersionView {
     pub version: i32,
+    /// A [`RetryPolicy`] word. Text, as every string of the evidence bundle
+    /// that embeds the history is (its page's escaping test marks each one).
     pub policy: String,
     pub actor: String,
     pub reason: String,
@@ -28,7 +41,7 @@ pub struct PolicyVersionView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetryPolicyView {
     pub tenant: String,
-    pub policy: String,
+    pub policy: RetryPolicy,
     pub version: i32,
     pub history: Vec<PolicyVersionView>,
 }

@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::retry_policy::RetryPolicy;
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReasonCount {
@@ -84,7 +86,7 @@ pub struct KeyFailureCount {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyState {
     pub tenant: String,
-    pub policy: String,
+    pub policy: RetryPolicy,
     pub version: i32,
 }
 

@@ -130,7 +130,7 @@ pub async fn sign_off_evidence(
     let s = signoff::sign_off(&st.db, &st.vault, &p, &NewSignoff { digest, decision, comment, acknowledge }).await?;
     leptos_axum::redirect(&with_query(
         "/evidence",
-        &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", &s.decision)],
+        &[("tenant", scope(tenant).as_deref().unwrap_or("")), ("signed", s.decision.as_str())],
     ));
     Ok(())
 }

@@ -166,9 +166,8 @@ pub async fn set_retry_policy(
     use domain::break_glass::{self, SetOutcome};
     let (st, p) = ssr::request().await?;
     let why = override_reason.filter(|r| !r.trim().is_empty());
-    let out =
-        break_glass::set(&st.db, &st.rollout(), &p, &domain::ids::named(&tenant)?, &policy, &reason, why.as_deref())
-            .await?;
+    let (slug, policy) = (domain::ids::named(&tenant)?, domain::retry_policy::parse(&policy)?);
+    let out = break_glass::set(&st.db, &st.rollout(), &p, &slug, policy, &reason, why.as_deref()).await?;
     let done = if matches!(out, SetOutcome::Requested(_)) { "override-requested" } else { "changed" };
     leptos_axum::redirect(&format!("/tenants/{tenant}?policy={done}#retry-policy"));
     Ok(())
@@ -219,7 +218,7 @@ pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> 
         .await?
         .into_iter()
         .map(|t| crate::dto::CohortTenantDto {
-            retries_enabled: t.retry_policy == domain::retry_policy::ENABLED,
+            retries_enabled: t.retry_policy == views::retry_policy::RetryPolicy::Enabled,
             slug: t.slug,
         })
         .collect();
@@ -250,7 +249,8 @@ pub async fn set_retry_policy_cohort(
         .filter(|t| !t.trim().is_empty())
         .map(|t| domain::ids::named(t))
         .collect::<Result<Vec<views::ids::TenantSlug>, _>>()?;
-    let n = domain::retry_policy::set_cohort(&st.db, &st.rollout(), &p, &slugs, &policy, &reason).await?;
+    let word = domain::retry_policy::parse(&policy)?;
+    let n = domain::retry_policy::set_cohort(&st.db, &st.rollout(), &p, &slugs, word, &reason).await?;
     leptos_axum::redirect(&format!("/tenants?cohort={n}&policy={}", crate::components::format::query_value(&policy)));
     Ok(())
 }

@@ -216,7 +216,7 @@ fn HistoryRow(a: ApprovalView) -> impl IntoView {
         <tr>
             <td class="nowrap">{when(&a.decided_at)}</td>
             <td>{a.reviewer}</td>
-            <td><span class=decision_class>{a.decision}</span></td>
+            <td><span class=decision_class>{a.decision.as_str()}</span></td>
             <td class="nowrap"><code>{a.key_id}</code></td>
             <td>
                 <a href=format!("/tenants/{tenant}")>{tenant.clone()}</a>

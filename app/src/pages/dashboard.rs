@@ -334,7 +334,7 @@ fn RetryPolicies(policies: Vec<PolicyState>, window: String) -> impl IntoView {
                         <tr>
                             <td><a href=format!("/tenants/{}#retry-policy", r.tenant)>{r.tenant.clone()}</a></td>
                             <td>
-                                <span class=format!("badge badge-{}", r.policy)>"retries " {r.policy.clone()}</span>
+                                <span class=format!("badge badge-{}", r.policy)>"retries " {r.policy.as_str()}</span>
                             </td>
                             <td class="num">{r.version}</td>
                             <td><a href=dash>"dashboard"</a></td>

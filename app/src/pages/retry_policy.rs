@@ -5,6 +5,7 @@
 
 use leptos::prelude::*;
 use views::retry_policy::OverrideStatus;
+use views::retry_policy::RetryPolicy;
 use views::retry_policy::RetryPolicyView;
 use views::retry_policy::RolloutOverrideView;
 
@@ -28,8 +29,8 @@ pub async fn load_panel(tenant: String) -> Result<PanelData, AppError> {
     Ok((retry_policy(tenant.clone()).await?, retry_overrides(tenant).await?))
 }
 
-fn meaning(policy: &str) -> &'static str {
-    if policy == "disabled" {
+fn meaning(policy: RetryPolicy) -> &'static str {
+    if policy == RetryPolicy::Disabled {
         "A transient database failure that outlasts Signet's own retries quarantines the event (202): \
          the provider is not asked to retry."
     } else {
@@ -63,8 +64,10 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
     let rollback = ServerAction::<RollbackRetryPolicy>::new();
     Refresh::after(set);
     Refresh::after(rollback);
-    let (other, set_label) =
-        if p.policy == "enabled" { ("disabled", "Disable retries") } else { ("enabled", "Enable retries") };
+    let (other, set_label) = match p.policy {
+        RetryPolicy::Enabled => (RetryPolicy::Disabled, "Disable retries"),
+        RetryPolicy::Disabled => (RetryPolicy::Enabled, "Enable retries"),
+    };
     let previous = p.history.get(1).map(|v| (v.version, v.policy.clone()));
     let tenant = p.tenant.clone();
     let forms = is_admin.then(|| {
@@ -84,9 +87,9 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
             <ActionError action=rollback/>
             <ActionForm action=set attr:class="inline-form">
                 <input type="hidden" name="tenant" value=tenant.clone()/>
-                <input type="hidden" name="policy" value=other/>
+                <input type="hidden" name="policy" value=other.as_str()/>
                 <input type="text" name="reason" required placeholder="why" aria-label="Reason for the change"/>
-                {(other == "enabled").then(|| view! {
+                {(other == RetryPolicy::Enabled).then(|| view! {
                     <input
                         type="text"
                         name="override_reason"
@@ -96,7 +99,7 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
                 })}
                 <Submit action=set label=set_label kind="primary"/>
             </ActionForm>
-            {(other == "enabled").then(|| view! {
+            {(other == RetryPolicy::Enabled).then(|| view! {
                 <small class="hint">
                     "Enabling waits for a passing drill run on this build and an approved bundle. Break-glass: \
                     with an override reason, a refused enabling becomes a request that a second administrator \
@@ -109,10 +112,10 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
     let versions = p.history.len();
     view! {
         <p>
-            <span class=format!("badge badge-{}", p.policy)>"retries " {p.policy.clone()}</span>
+            <span class=format!("badge badge-{}", p.policy)>"retries " {p.policy.as_str()}</span>
             " " <span class="muted">"version " {p.version}</span>
         </p>
-        <p class="hint">{meaning(&p.policy)}</p>
+        <p class="hint">{meaning(p.policy)}</p>
         {forms}
         <details open=versions <= 5>
             <summary>"History (" {versions} " versions)"</summary>

@@ -2,6 +2,7 @@
 //! exported bundle (by its manifest digest).
 
 use sea_orm::entity::prelude::*;
+use views::decision::Decision;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "evidence_signoffs")]
@@ -10,8 +11,7 @@ pub struct Model {
     pub id: String,
     pub digest: String,
     pub tenant_id: Option<String>,
-    /// `approved` or `rejected`.
-    pub decision: String,
+    pub decision: Decision,
     pub comment: String,
     pub actor: String,
     pub actor_kind: String,

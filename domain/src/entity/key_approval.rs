@@ -1,6 +1,7 @@
 //! `key_approvals` rows.
 
 use sea_orm::entity::prelude::*;
+use views::decision::Decision;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "key_approvals")]
@@ -8,7 +9,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub key_id: String,
-    pub decision: String,
+    pub decision: Decision,
     pub reviewer: String,
     pub comment: String,
     pub scope_hash: String,

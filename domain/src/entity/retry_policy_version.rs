@@ -1,10 +1,7 @@
 //! `retry_policy_versions` rows: one per change of a tenant's retry policy.
 
 use sea_orm::entity::prelude::*;
-
-/// The two values of `policy` (and of `tenants.retry_policy`).
-pub const ENABLED: &str = "enabled";
-pub const DISABLED: &str = "disabled";
+use views::retry_policy::RetryPolicy;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "retry_policy_versions")]
@@ -13,8 +10,7 @@ pub struct Model {
     pub tenant_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub version: i32,
-    /// `enabled` or `disabled`.
-    pub policy: String,
+    pub policy: RetryPolicy,
     pub actor: String,
     pub reason: String,
     pub created_at: i64,

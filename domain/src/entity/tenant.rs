@@ -1,6 +1,7 @@
 //! `tenants` rows.
 
 use sea_orm::entity::prelude::*;
+use views::retry_policy::RetryPolicy;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "tenants")]
@@ -11,9 +12,9 @@ pub struct Model {
     pub name: String,
     pub notify_url: Option<String>,
     pub created_at: i64,
-    /// `enabled` or `disabled` (docs/contract.md §3: transient failures answer 503
-    /// when enabled, quarantine when disabled).
-    pub retry_policy: String,
+    /// docs/contract.md §3: transient failures answer 503 when enabled,
+    /// quarantine when disabled.
+    pub retry_policy: RetryPolicy,
     /// The drills' reserved tenant: hidden from lists, metrics, rollups,
     /// gauges and the outbox worker.
     pub synthetic: bool,

@@ -29,10 +29,12 @@ use crate::{
     clock,
     entity::{endpoint, inbox_claim, outbox_intent, retry_policy_version as version, tenant},
     error::DomainResult,
-    retry_policy::ENABLED,
 };
 
-use views::evidence::{CohortBreach, CohortCheck};
+use views::{
+    evidence::{CohortBreach, CohortCheck},
+    retry_policy::RetryPolicy,
+};
 
 /// Breaches listed per tenant and check; `breaches_total` counts them all.
 pub const BREACHES_SHOWN: u64 = 50;
@@ -44,7 +46,7 @@ const NOTICE: &str = "reminder_notice";
 pub async fn check(db: &DatabaseConnection, scope: Option<&tenant::Model>) -> DomainResult<Vec<CohortCheck>> {
     let mut q = tenant::Entity::find()
         .filter(tenant::Column::Synthetic.eq(false))
-        .filter(tenant::Column::RetryPolicy.eq(ENABLED))
+        .filter(tenant::Column::RetryPolicy.eq(RetryPolicy::Enabled))
         .order_by_asc(tenant::Column::Slug);
     if let Some(t) = scope {
         q = q.filter(tenant::Column::Id.eq(&t.id));
@@ -64,7 +66,7 @@ async fn enabled_since(db: &DatabaseConnection, t: &tenant::Model) -> DomainResu
         .order_by_desc(version::Column::Version)
         .all(db)
         .await?;
-    Ok(history.iter().take_while(|v| v.policy == ENABLED).last().map_or(t.created_at, |v| v.created_at))
+    Ok(history.iter().take_while(|v| v.policy == RetryPolicy::Enabled).last().map_or(t.created_at, |v| v.created_at))
 }
 
 async fn tenant_check(db: &DatabaseConnection, t: &tenant::Model) -> DomainResult<CohortCheck> {

@@ -9,6 +9,7 @@ use serde_json::json;
 use views::{
     hmac::{HmacPreset, HmacProfile, HmacProfileBody},
     keys::KeyStatus,
+    retry_policy::RetryPolicy,
     scheme::{EventTypes, Scheme},
 };
 
@@ -125,7 +126,7 @@ pub async fn fixture(db: &DatabaseConnection, vault: &Vault) -> DomainResult<Fix
                 name: "Signet drills (synthetic)".to_owned(),
                 notify_url: None,
                 created_at: now,
-                retry_policy: "enabled".to_owned(),
+                retry_policy: RetryPolicy::Enabled,
                 synthetic: true,
             };
             tenant::Entity::insert(tenant::ActiveModel::from(t.clone())).exec_without_returning(&txn).await?;

@@ -15,11 +15,6 @@ use crate::{
     vault::Vault,
 };
 
-/// A sign-off's decision that approves a bundle.
-pub const APPROVED: &str = "approved";
-/// A sign-off's decision that rejects a bundle.
-pub const REJECTED: &str = "rejected";
-
 /// A signed bundle: the four files and the parsed forms.
 #[derive(Debug, Clone)]
 pub struct Bundle {

@@ -17,10 +17,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Que
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{
-    export::{self, scoped_tenant_id},
-    record::{APPROVED, REJECTED},
-};
+use super::export::{self, scoped_tenant_id};
 use crate::{
     audit::{self, Change},
     auth::{Principal, Scope},
@@ -32,6 +29,7 @@ use crate::{
 };
 use views::ids::Digest;
 use views::{
+    decision::Decision,
     evidence::{Acknowledgement, Difference, Evidence, SignoffView, SinceApproval},
     roles::Permission,
 };
@@ -83,7 +81,8 @@ fn finding_schema() -> utoipa::openapi::Object {
 
 #[cfg(feature = "openapi")]
 fn decision_schema() -> utoipa::openapi::Object {
-    views::openapi::one_of(&[APPROVED, REJECTED])
+    let words: Vec<&str> = Decision::ALL.iter().map(|d| d.as_str()).collect();
+    views::openapi::one_of(&words)
 }
 
 #[cfg(feature = "openapi")]
@@ -180,7 +179,7 @@ fn check_acknowledgements(acks: &[NewAcknowledgement]) -> DomainResult<Vec<Ackno
 
 /// Every acknowledgement names a finding of the bundle; an approval
 /// acknowledges every critical one.
-fn check_against_findings(decision: &str, acks: &[Acknowledgement], evidence: &Evidence) -> DomainResult<()> {
+fn check_against_findings(decision: Decision, acks: &[Acknowledgement], evidence: &Evidence) -> DomainResult<()> {
     let ids: BTreeSet<&str> = evidence.findings.iter().map(|f| f.id.as_str()).collect();
     let unknown: Vec<&str> = acks.iter().map(|a| a.finding.as_str()).filter(|f| !ids.contains(f)).collect();
     if !unknown.is_empty() {
@@ -189,7 +188,7 @@ fn check_against_findings(decision: &str, acks: &[Acknowledgement], evidence: &E
             format!("the bundle has no finding {}; acknowledge only the findings it carries", unknown.join(", ")),
         ));
     }
-    if decision != APPROVED {
+    if decision != Decision::Approved {
         return Ok(());
     }
     let acked: BTreeSet<&str> = acks.iter().map(|a| a.finding.as_str()).collect();
@@ -225,14 +224,11 @@ pub async fn sign_off(
     principal: &Principal,
     new: &NewSignoff,
 ) -> DomainResult<SignoffView> {
-    let decision = match new.decision.as_str() {
-        d @ (APPROVED | REJECTED) => d,
-        other => {
-            return Err(DomainError::invalid(
-                "invalid_decision",
-                format!("decision must be approved or rejected, got {other:?}"),
-            ));
-        }
+    let Some(decision) = Decision::parse(&new.decision) else {
+        return Err(DomainError::invalid(
+            "invalid_decision",
+            format!("decision must be approved or rejected, got {:?}", new.decision),
+        ));
     };
     let comment = new.comment.trim();
     if crate::text::is_blank(&new.comment) {
@@ -272,7 +268,7 @@ pub async fn sign_off(
         id: ids::new_id(),
         digest: digest.as_str().to_owned(),
         tenant_id: export.tenant_id.clone(),
-        decision: decision.to_owned(),
+        decision,
         comment: comment.to_owned(),
         actor: auth.actor().name().to_owned(),
         actor_kind: auth.actor().kind().to_owned(),
@@ -345,7 +341,7 @@ pub async fn since_last_approval(
 ) -> DomainResult<SinceApproval> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
     let mut q = evidence_signoff::Entity::find()
-        .filter(evidence_signoff::Column::Decision.eq(APPROVED))
+        .filter(evidence_signoff::Column::Decision.eq(Decision::Approved))
         .order_by_desc(evidence_signoff::Column::At);
     q = match &tenant_id {
         Some(t) => q.filter(evidence_signoff::Column::TenantId.eq(t)),

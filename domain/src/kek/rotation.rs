@@ -115,9 +115,16 @@ pub async fn resume(
     id: &str,
     stale_ms: i64,
 ) -> DomainResult<RewrapView> {
+    let (auth, j) = named_job(db, principal, id).await?;
+    resume_job(db, j, stale_ms, Resumer::Person(&auth)).await
+}
+
+/// The rewrap `id` names, for an administrator: the page's Resume and
+/// Cancel act on the run they showed, never on a newer one.
+async fn named_job(db: &DatabaseConnection, principal: &Principal, id: &str) -> DomainResult<(Authorized, job::Model)> {
     let auth = authorize(principal)?;
     let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
-    resume_job(db, j, stale_ms, Resumer::Person(&auth)).await
+    Ok((auth, j))
 }
 
 /// The system's automatic resume (run by one process at a time, under the
@@ -179,8 +186,7 @@ pub async fn cancel_by_id(
     id: &str,
     stale_ms: i64,
 ) -> DomainResult<RewrapView> {
-    let auth = authorize(principal)?;
-    let j = job::Entity::find_by_id(id.to_owned()).one(db).await?.ok_or(DomainError::NotFound)?;
+    let (auth, j) = named_job(db, principal, id).await?;
     cancel_job(db, &auth, j, stale_ms).await
 }
 

@@ -27,7 +27,10 @@ use crate::{
     vault::Vault,
 };
 use views::ids::{EndpointSlug, TenantSlug};
-use views::scheme::{EventTypes, Scheme};
+use views::{
+    retry_policy::RetryPolicy,
+    scheme::{EventTypes, Scheme},
+};
 
 /// What a cached key verifies with.
 pub enum Verifier {
@@ -287,7 +290,7 @@ async fn load(
         replay_keep_ms,
         event_key: crate::registry::endpoints::parse_event_key(e.event_id_fields.as_deref()),
         max_body_bytes: usize::try_from(e.max_body_bytes).unwrap_or(0),
-        retries_enabled: t.retry_policy != "disabled",
+        retries_enabled: t.retry_policy == RetryPolicy::Enabled,
         synthetic: t.synthetic,
         keys: cached,
     }))

@@ -13,7 +13,7 @@ use crate::{
     entity::{redelivery_horizon as horizon, retention_version, retry_policy_version as policy_version},
     error::{DomainError, DomainResult},
 };
-use views::scheme::Scheme;
+use views::{retry_policy::RetryPolicy, scheme::Scheme};
 
 pub const DEFAULT_DEDUP_SECS: i64 = 30 * DAY_SECS;
 pub const DEFAULT_BODY_SECS: i64 = 7 * DAY_SECS;
@@ -28,7 +28,7 @@ pub(crate) async fn retry_policy_v1<C: ConnectionTrait>(
     policy_version::Entity::insert(policy_version::ActiveModel {
         tenant_id: Set(tenant_id.to_owned()),
         version: Set(1),
-        policy: Set(policy_version::DISABLED.to_owned()),
+        policy: Set(RetryPolicy::Disabled),
         actor: Set(actor.name().to_owned()),
         reason: Set(
             "initial policy: retries stay off until the drills pass and the tenant's cohort is enabled".to_owned()

@@ -15,7 +15,7 @@ use crate::{
     ids,
 };
 use views::ids::TenantSlug;
-use views::{registry::TenantView, roles::Permission};
+use views::{registry::TenantView, retry_policy::RetryPolicy, roles::Permission};
 
 impl From<tenant::Model> for TenantView {
     fn from(t: tenant::Model) -> Self {
@@ -228,7 +228,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         // The rollout order (docs/architecture.md#rollout-order-and-sign-off):
         // retries stay off for a new tenant until the drills pass and an
         // administrator enables its cohort.
-        retry_policy: Set(crate::entity::retry_policy_version::DISABLED.into()),
+        retry_policy: Set(RetryPolicy::Disabled),
         synthetic: Set(false),
     }
     .insert(&txn)

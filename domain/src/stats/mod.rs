@@ -424,7 +424,7 @@ pub async fn stats(
         .iter()
         .map(|t| PolicyState {
             tenant: t.slug.clone(),
-            policy: t.retry_policy.clone(),
+            policy: t.retry_policy,
             version: versions.get(&t.id).copied().unwrap_or(0),
         })
         .collect();

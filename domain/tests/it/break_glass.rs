@@ -12,7 +12,10 @@ use domain::{
     retry_policy,
 };
 use sea_orm::{EntityTrait, QueryOrder, sea_query::Expr};
-use views::{retry_policy::RolloutOverrideView, roles::Role};
+use views::{
+    retry_policy::{RetryPolicy, RolloutOverrideView},
+    roles::Role,
+};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
@@ -31,7 +34,7 @@ pub async fn request(t: &TestDb, slug: &str) -> RolloutOverrideView {
         &gate(t),
         &admin(),
         &slug.parse().unwrap(),
-        "enabled",
+        RetryPolicy::Enabled,
         "cohort 1",
         Some("outage: providers give up"),
     )
@@ -65,12 +68,23 @@ db_test!(a_second_person_approves_an_override_and_retries_are_enabled, async |t:
     assert_eq!((req.status.as_str(), req.requested_by.as_str()), ("pending_approval", "admin-user"));
     assert!(req.missing.iter().any(|m| m.contains("no drill run passed on this build")), "{:?}", req.missing);
     assert!(req.missing.iter().any(|m| m.contains("clinic-a: no approved evidence bundle")), "{:?}", req.missing);
-    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
+    assert_eq!(
+        retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy,
+        RetryPolicy::Disabled
+    );
     assert_eq!(audit_entries(t, "retry_policy.override_request").await.len(), 1);
     assert!(domain::audit::anchor::sensitive_after(&t.db, seq).await.unwrap(), "moves the checkpoint anchor");
     // One pending request per tenant.
-    let again =
-        break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "r", Some("again")).await;
+    let again = break_glass::set(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        RetryPolicy::Enabled,
+        "r",
+        Some("again"),
+    )
+    .await;
     assert_eq!(code(again.unwrap_err()), "override_pending");
 
     // Four eyes: not the requester, signed in or named by the CLI.
@@ -83,7 +97,10 @@ db_test!(a_second_person_approves_an_override_and_retries_are_enabled, async |t:
         break_glass::approve(&t.db, &Principal::cli(), &"clinic-a".parse().unwrap(), &req.id, Some("admin-user"), "")
             .await;
     assert_eq!(code(cli.unwrap_err()), "self_approval");
-    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
+    assert_eq!(
+        retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy,
+        RetryPolicy::Disabled
+    );
 
     let seq = last_seq(t).await;
     let ok =
@@ -118,7 +135,10 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
         .unwrap();
     assert_eq!((no.status.as_str(), no.comment.as_deref()), ("rejected", Some("drills first")));
     assert_eq!(audit_entries(t, "retry_policy.override_reject").await.len(), 1);
-    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
+    assert_eq!(
+        retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy,
+        RetryPolicy::Disabled
+    );
 
     // A day without a decision: expired, and a new request may be made.
     let req = request(t, "clinic-a").await;
@@ -131,7 +151,10 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
     assert_eq!(code(late.unwrap_err()), "override_expired");
     let listed = break_glass::list(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap();
     assert_eq!(listed[0].status, "expired");
-    assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy, "disabled");
+    assert_eq!(
+        retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().policy,
+        RetryPolicy::Disabled
+    );
     let fresh = request(t, "clinic-a").await;
     let window = domain::clock::parse_rfc3339(&fresh.expires_at).unwrap()
         - domain::clock::parse_rfc3339(&fresh.created_at).unwrap();
@@ -142,23 +165,31 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
     assert_eq!(code(unknown.unwrap_err()), "not_found");
 
     // Bad input.
-    let set = async |policy: &str, why: &str| {
+    let set = async |policy: RetryPolicy, why: &str| {
         break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), policy, "r", Some(why)).await
     };
     // Disabling is never gated: with an override reason it is an ordinary
     // change, and no request is recorded.
-    let off = set("disabled", "x").await.unwrap();
-    assert!(matches!(&off, SetOutcome::Changed(v) if v.policy == "disabled"), "{off:?}");
-    assert_eq!(code(set("enabled", "  ").await.unwrap_err()), "invalid_override_reason");
+    let off = set(RetryPolicy::Disabled, "x").await.unwrap();
+    assert!(matches!(&off, SetOutcome::Changed(v) if v.policy == RetryPolicy::Disabled), "{off:?}");
+    assert_eq!(code(set(RetryPolicy::Enabled, "  ").await.unwrap_err()), "invalid_override_reason");
     let long = "x".repeat(domain::text::MAX_REASON_CHARS + 1);
-    let too_long =
-        break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "r", Some(&long)).await;
+    let too_long = break_glass::set(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &"clinic-a".parse().unwrap(),
+        RetryPolicy::Enabled,
+        "r",
+        Some(&long),
+    )
+    .await;
     assert_eq!(code(too_long.unwrap_err()), "invalid_override_reason");
 
     // Once the order is met, the reason is not needed: an ordinary change.
     meet_rollout_order(t).await;
-    let out = set("enabled", "x").await.unwrap();
-    assert!(matches!(&out, SetOutcome::Changed(v) if v.policy == "enabled"), "{out:?}");
+    let out = set(RetryPolicy::Enabled, "x").await.unwrap();
+    assert!(matches!(&out, SetOutcome::Changed(v) if v.policy == RetryPolicy::Enabled), "{out:?}");
     assert_eq!(break_glass::list(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().len(), 3);
 });
 
@@ -186,8 +217,16 @@ db_test!(only_callers_who_may_set_the_policy_ask_or_decide, async |t: &TestDb| {
         ),
         "forbidden"
     );
-    let ask =
-        break_glass::set(&t.db, &gate(t), &oncall(), &"clinic-a".parse().unwrap(), "enabled", "r", Some("x")).await;
+    let ask = break_glass::set(
+        &t.db,
+        &gate(t),
+        &oncall(),
+        &"clinic-a".parse().unwrap(),
+        RetryPolicy::Enabled,
+        "r",
+        Some("x"),
+    )
+    .await;
     assert_eq!(code(ask.unwrap_err()), "forbidden");
     // An id of another tenant names nothing here.
     let elsewhere = break_glass::approve(&t.db, &second_admin(), &"clinic-b".parse().unwrap(), &req.id, None, "").await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use domain::{evidence::bundle, receiver::Outcome, retry_policy};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
-use views::{evidence::CohortCheck, scheme::Scheme};
+use views::{evidence::CohortCheck, retry_policy::RetryPolicy, scheme::Scheme};
 
 use crate::{
     db_test,
@@ -85,7 +85,9 @@ db_test!(a_clean_cohort_counts_its_events_and_a_disabled_tenant_has_no_section, 
     let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, first - 1, "evt-1"), &body).await;
     assert!(matches!(again, Outcome::Duplicate { .. }), "{again:?}");
     // Enabling again (a second `enabled` version) does not restart the check.
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "again").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Enabled, "again")
+        .await
+        .unwrap();
 
     let c = cohort(t, "clinic-a").await.expect("a section for clinic-a");
     let history = retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().history;
@@ -98,7 +100,9 @@ db_test!(a_clean_cohort_counts_its_events_and_a_disabled_tenant_has_no_section, 
     let html = evidence_html::render(&evidence(t).await, "x");
     assert!(html.contains("Live cohort check"), "the printable page shows it");
 
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Disabled, "incident")
+        .await
+        .unwrap();
     assert!(evidence(t).await.cohort_check.is_empty(), "disabled again: no section");
 });
 

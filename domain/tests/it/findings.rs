@@ -15,6 +15,7 @@ use domain::{
     retry_policy,
 };
 use sea_orm::{EntityTrait, sea_query::Expr};
+use views::retry_policy::RetryPolicy;
 
 use crate::{
     db_test,
@@ -84,7 +85,9 @@ db_test!(retries_without_drill_appears_when_enabled_and_clears_after_a_passing_r
         .await
         .unwrap();
     approve_current_bundle(t).await;
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "cohort 1").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Enabled, "cohort 1")
+        .await
+        .unwrap();
     assert_eq!(found(t, "retries_without_drill").await, [("warning".to_owned(), "clinic-a".to_owned())]);
     // A failing run does not count; a passing one does.
     runs::run(&t.db, &t.vault, &reviewer(), &Unreachable(DrillFaults::default())).await.unwrap();

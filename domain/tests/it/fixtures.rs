@@ -9,7 +9,7 @@ use domain::{
         tenants::{self, NewTenant},
     },
 };
-use views::{registry::TenantView, roles::Role, scheme::Scheme};
+use views::{registry::TenantView, retry_policy::RetryPolicy, roles::Role, scheme::Scheme};
 
 pub use self::export::Via;
 use crate::support::TestDb;
@@ -185,7 +185,14 @@ pub async fn meet_rollout_order(t: &TestDb) {
 /// meeting the rollout order first.
 pub async fn enable_retries(t: &TestDb, slug: &str) {
     meet_rollout_order(t).await;
-    domain::retry_policy::set(&t.db, &gate(t), &admin(), &slug.parse().unwrap(), "enabled", "test: retries on")
-        .await
-        .expect("enable retries");
+    domain::retry_policy::set(
+        &t.db,
+        &gate(t),
+        &admin(),
+        &slug.parse().unwrap(),
+        RetryPolicy::Enabled,
+        "test: retries on",
+    )
+    .await
+    .expect("enable retries");
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use views::{
     events::ClaimOutcome,
     quarantine::{QuarantineFilter, QuarantineReason, QuarantineStatus},
+    retry_policy::RetryPolicy,
     roles::Role,
     scheme::Scheme,
 };
@@ -234,19 +235,23 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     assert!(v.history[0].reason.contains("drills"), "{:?}", v.history[0]);
     let nothing = retry_policy::rollback(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "why").await;
     assert!(matches!(nothing, Err(DomainError::Conflict { code: "nothing_to_roll_back", .. })));
-    for (policy, reason, code) in [("maybe", "x", "invalid_retry_policy"), ("disabled", " ", "reason_required")] {
-        let r = retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), policy, reason).await;
-        assert!(matches!(r, Err(DomainError::Invalid { code: c, .. }) if c == code), "{r:?}");
+    for word in ["maybe", "Enabled", ""] {
+        let r = retry_policy::parse(word);
+        assert!(matches!(r, Err(DomainError::Invalid { code: "invalid_retry_policy", .. })), "{word:?}: {r:?}");
     }
+    let r =
+        retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Disabled, " ").await;
+    assert!(matches!(r, Err(DomainError::Invalid { code: "reason_required", .. })), "{r:?}");
     assert!(matches!(
-        retry_policy::set(&t.db, &gate(t), &oncall(), &"clinic-a".parse().unwrap(), "enabled", "x").await,
+        retry_policy::set(&t.db, &gate(t), &oncall(), &"clinic-a".parse().unwrap(), RetryPolicy::Enabled, "x").await,
         Err(DomainError::Forbidden)
     ));
 
     meet_rollout_order(t).await;
-    let v = retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "enabled", "cohort 1")
-        .await
-        .unwrap();
+    let v =
+        retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Enabled, "cohort 1")
+            .await
+            .unwrap();
     assert_eq!((v.policy.as_str(), v.version), ("enabled", 2));
     assert_eq!((v.history[0].actor.as_str(), v.history[0].reason.as_str()), ("admin-user", "cohort 1"));
     let v =
@@ -254,7 +259,7 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
     assert_eq!((v.policy.as_str(), v.version), ("disabled", 3));
     assert_eq!(v.history[0].reason, "rollback to v1: incident 42");
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
-    assert_eq!(row.retry_policy, "disabled", "the receiver's copy follows the newest version");
+    assert_eq!(row.retry_policy, RetryPolicy::Disabled, "the receiver's copy follows the newest version");
     assert_eq!(audit_count(t, "retry_policy.set").await, 1);
     assert_eq!(audit_count(t, "retry_policy.rollback").await, 1);
 
@@ -265,7 +270,7 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
         &gate(t),
         &admin(),
         &["clinic-b".parse().unwrap(), "no-such".parse().unwrap()],
-        "enabled",
+        RetryPolicy::Enabled,
         "cohort 1",
     )
     .await;
@@ -276,14 +281,17 @@ db_test!(retry_policy_is_versioned_and_rolls_back, async |t: &TestDb| {
         &gate(t),
         &admin(),
         &["clinic-a".parse().unwrap(), "clinic-b".parse().unwrap()],
-        "enabled",
+        RetryPolicy::Enabled,
         "cohort 1",
     )
     .await
     .unwrap();
     assert_eq!(n, 2);
     for slug in ["clinic-a", "clinic-b"] {
-        assert_eq!(retry_policy::get(&t.db, &admin(), &slug.parse().unwrap()).await.unwrap().policy, "enabled");
+        assert_eq!(
+            retry_policy::get(&t.db, &admin(), &slug.parse().unwrap()).await.unwrap().policy,
+            RetryPolicy::Enabled
+        );
     }
 });
 
@@ -294,7 +302,7 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
     let mut tasks = Vec::new();
     for i in 0..8 {
         let (db, vault) = (db.clone(), t.vault.clone());
-        let policy = if i % 2 == 0 { "disabled" } else { "enabled" };
+        let policy = if i % 2 == 0 { RetryPolicy::Disabled } else { RetryPolicy::Enabled };
         tasks.push(tokio::spawn(async move {
             let gate = domain::rollout::Rollout { vault: &vault, drill_max_age_days: 7 };
             retry_policy::set(&db, &gate, &admin(), &"clinic-a".parse().unwrap(), policy, &format!("change {i}")).await
@@ -307,7 +315,7 @@ db_test!(concurrent_policy_changes_get_consecutive_versions, async |t: &TestDb| 
     let versions: Vec<i32> = v.history.iter().rev().map(|h| h.version).collect();
     assert_eq!(versions, (1..=9).collect::<Vec<_>>());
     let row = tenant::Entity::find().filter(tenant::Column::Slug.eq("clinic-a")).one(&t.db).await.unwrap().unwrap();
-    assert_eq!(row.retry_policy, v.history[0].policy, "the tenant row matches the newest version");
+    assert_eq!(row.retry_policy.as_str(), v.history[0].policy, "the tenant row matches the newest version");
 });
 
 // Gate 8 holds on the transient path: with retries disabled, an event its
@@ -320,7 +328,7 @@ db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &T
         &gate(t),
         &admin(),
         &"clinic-a".parse().unwrap(),
-        "disabled",
+        RetryPolicy::Disabled,
         "keep events through a database incident",
     )
     .await

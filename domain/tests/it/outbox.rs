@@ -13,7 +13,7 @@ use domain::{
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::json;
-use views::outbox::OutboxStatus;
+use views::{outbox::OutboxStatus, retry_policy::RetryPolicy};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
@@ -117,7 +117,9 @@ db_test!(expired_leases_are_taken_over_with_the_same_id, async |t: &TestDb| {
 
 db_test!(disabled_retry_policy_makes_a_failed_send_dead_at_once, async |t: &TestDb| {
     let tenant = tenant(t, "clinic-a").await;
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Disabled, "incident")
+        .await
+        .unwrap();
     intents(t, &tenant.id, 1).await;
     let d = outbox::claim_batch(&t.db, &t.vault, 10, 60_000).await.unwrap();
     assert!(!d[0].retries_enabled);

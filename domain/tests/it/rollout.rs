@@ -12,12 +12,13 @@ use domain::{
     rollout::Rollout,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use views::retry_policy::RetryPolicy;
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
 async fn enable(t: &TestDb, gate: &Rollout<'_>, slug: &str) -> Result<String, String> {
-    match retry_policy::set(&t.db, gate, &admin(), &slug.parse().unwrap(), "enabled", "cohort 1").await {
-        Ok(v) => Ok(v.policy),
+    match retry_policy::set(&t.db, gate, &admin(), &slug.parse().unwrap(), RetryPolicy::Enabled, "cohort 1").await {
+        Ok(v) => Ok(v.policy.as_str().to_owned()),
         Err(DomainError::Conflict { code: "rollout_order", message }) => Err(message),
         Err(e) => panic!("unexpected {e:?}"),
     }
@@ -40,7 +41,9 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
     assert!(refused.contains("no drill run passed on this build"), "{refused}");
     assert!(refused.contains("clinic-a: no approved evidence bundle"), "{refused}");
     // Disabling is the rollback switch: never gated.
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Disabled, "incident")
+        .await
+        .unwrap();
 
     // A passing run on another binary does not count.
     record_passing_drill(t).await;
@@ -61,7 +64,9 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
     assert!(!refused.contains("approved"), "the bundle covers the key: {refused}");
     let lenient = Rollout { vault: &t.vault, drill_max_age_days: 30 };
     assert_eq!(enable(t, &lenient, "clinic-a").await.unwrap(), "enabled");
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Disabled, "incident")
+        .await
+        .unwrap();
 
     // A key the approved bundle does not hold is named.
     record_passing_drill(t).await;
@@ -104,13 +109,15 @@ db_test!(a_key_whose_scope_changed_since_the_approval_is_not_covered, async |t: 
         &gate(t),
         &admin(),
         &["clinic-a".parse().unwrap(), "clinic-b".parse().unwrap()],
-        "enabled",
+        RetryPolicy::Enabled,
         "cohort 1",
     )
     .await
     .unwrap();
     assert_eq!(n, 2);
-    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), "disabled", "incident").await.unwrap();
+    retry_policy::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), RetryPolicy::Disabled, "incident")
+        .await
+        .unwrap();
     // The stored scope hash moves (as a scope change moves it): the approved
     // bundle holds the key under its old scope.
     domain::entity::signing_key::Entity::update_many()

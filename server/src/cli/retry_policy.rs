@@ -46,7 +46,8 @@ pub(super) async fn retry_policy(
             };
             let vault = open_vault(args, db).await?;
             let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
-            match break_glass::set(db, &gate, p, &named(tenant)?, &policy, &reason, Some(why.as_str())).await? {
+            let (tenant, policy) = (named(tenant)?, retry_policy::parse(&policy)?);
+            match break_glass::set(db, &gate, p, &tenant, policy, &reason, Some(why.as_str())).await? {
                 SetOutcome::Changed(v) => {
                     emit(json, &v, || format!("{} (the rollout order is met: no override needed)", show(&v)))
                 }
@@ -68,7 +69,7 @@ pub(super) async fn retry_policy(
             let vault = open_vault(args, db).await?;
             let gate = Rollout { vault: &vault, drill_max_age_days: rollout.rollout_drill_max_age_days };
             let tenants = tenants.iter().map(|t| named(t)).collect::<Result<Vec<TenantSlug>, _>>()?;
-            retry_policy::set_cohort(db, &gate, p, &tenants, &policy, &reason).await?;
+            retry_policy::set_cohort(db, &gate, p, &tenants, retry_policy::parse(&policy)?, &reason).await?;
             let mut views = Vec::new();
             for t in &tenants {
                 views.push(retry_policy::get(db, p, t).await?);

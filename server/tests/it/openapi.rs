@@ -241,4 +241,15 @@ async fn typed_statuses_list_the_words_on_the_wire() {
     assert_eq!(filter("/api/v1/outbox"), Some(serde_json::json!(["", "pending", "sending", "sent", "dead"])));
     let keys = serde_json::json!(["", "pending_approval", "active", "retiring", "expired", "revoked", "rejected"]);
     assert_eq!(filter("/api/v1/keys"), Some(keys));
+    // The retry policy and a reviewer's decision, where a response carries them.
+    assert_eq!(words("RetryPolicy"), serde_json::json!(["enabled", "disabled"]));
+    let field = |view: &str, name: &str| doc["components"]["schemas"][view]["properties"][name]["$ref"].clone();
+    for (view, name) in [("RetryPolicyView", "policy"), ("TenantView", "retry_policy"), ("PolicyState", "policy")] {
+        assert_eq!(field(view, name), "#/components/schemas/RetryPolicy", "{view}.{name}");
+    }
+    assert_eq!(words("Decision"), serde_json::json!(["approved", "rejected"]));
+    assert_eq!(field("SignoffView", "decision"), "#/components/schemas/Decision");
+    // The evidence bundle's copy of the history stays text (its page's
+    // escaping test marks every string).
+    assert_eq!(doc["components"]["schemas"]["PolicyVersionView"]["properties"]["policy"]["type"], "string");
 }

@@ -3,13 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::decision::Decision;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SignoffView {
     pub id: String,
     pub digest: String,
     pub tenant: Option<String>,
-    pub decision: String,
+    pub decision: Decision,
     pub comment: String,
     pub actor: String,
     pub actor_kind: String,

@@ -2,6 +2,7 @@
 //! history of sign-offs.
 
 use leptos::prelude::*;
+use views::decision::Decision;
 use views::evidence::Difference;
 use views::evidence::SignoffView;
 use views::evidence::SinceApproval;
@@ -146,13 +147,13 @@ pub(super) fn History(signoffs: Vec<SignoffView>) -> impl IntoView {
         view! {
             <Table heads=&["When", "Who", "Decision", "Bundle", "Comment", "Acknowledged"]>
                 {signoffs.into_iter().map(|s| {
-                    let badge = if s.decision == "approved" { "active" } else { "danger" };
+                    let badge = if s.decision == Decision::Approved { "active" } else { "danger" };
                     let acknowledged = s.acknowledged.len().to_string();
                     view! {
-                        <tr data-decision=s.decision.clone()>
+                        <tr data-decision=s.decision.as_str()>
                             <td class="nowrap">{when(&s.at)}</td>
                             <td>{s.actor}</td>
-                            <td><span class=format!("badge badge-{badge}")>{s.decision.clone()}</span></td>
+                            <td><span class=format!("badge badge-{badge}")>{s.decision.as_str()}</span></td>
                             <td>
                                 <a href=file_link(&s.digest, "evidence.html") target="_blank" rel="noopener">
                                     <code>{short(&s.digest)} "…"</code>

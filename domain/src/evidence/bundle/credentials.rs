@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use views::{
+    decision::Decision,
     evidence::{CredentialRow, KekSeals, KeyVerification},
     hmac::HmacProfile,
     keys::KeyStatus,
@@ -66,7 +67,7 @@ pub(super) async fn credentials(
     let mut approvals: BTreeMap<String, key_approval::Model> = BTreeMap::new();
     for a in key_approval::Entity::find()
         .filter(key_approval::Column::KeyId.is_in(ids))
-        .filter(key_approval::Column::Decision.eq("approved"))
+        .filter(key_approval::Column::Decision.eq(Decision::Approved))
         .order_by_asc(key_approval::Column::DecidedAt)
         .all(db)
         .await?

@@ -4,12 +4,12 @@
 use views::{
     evidence::{DRILL_NAMES, Evidence, Finding},
     keys::KeyStatus,
+    retry_policy::RetryPolicy,
 };
 
 use crate::{
     clock,
     evidence::{durability, files},
-    retry_policy,
     vault::SEALS_WARN_AT,
 };
 
@@ -156,7 +156,7 @@ pub fn findings(e: &Evidence) -> Vec<Finding> {
         ));
     }
     let last_pass = e.drills.latest.as_ref().filter(|r| r.passed == Some(true)).and_then(|r| r.finished_at_ms);
-    for p in e.retry_policy.iter().filter(|p| p.policy == retry_policy::ENABLED) {
+    for p in e.retry_policy.iter().filter(|p| p.policy == RetryPolicy::Enabled.as_str()) {
         let since = p.history.first().and_then(|v| clock::parse_rfc3339(&v.created_at)).unwrap_or(0);
         if last_pass.is_none_or(|at| at < since) {
             out.push(finding(

@@ -124,7 +124,7 @@ pub(super) async fn retry_evidence(
         out.push(RetryPolicyEvidence {
             open_overrides: crate::break_glass::open(db, &t.id, &t.slug).await?,
             tenant: v.tenant,
-            policy: v.policy,
+            policy: v.policy.as_str().to_owned(),
             version: v.version,
             history: v.history,
             may_roll_back: who.clone(),

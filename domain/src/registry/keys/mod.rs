@@ -264,7 +264,7 @@ mod tests {
             name: "A".into(),
             notify_url: None,
             created_at: 0,
-            retry_policy: "disabled".into(),
+            retry_policy: views::retry_policy::RetryPolicy::Disabled,
             synthetic: false,
         };
         let e = |scheme: &str, profile: Option<&str>| endpoint::Model {

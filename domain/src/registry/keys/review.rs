@@ -21,6 +21,7 @@ use crate::{
 };
 use views::ids::KeyId;
 use views::{
+    decision::Decision,
     keys::{ApprovalView, KeyStatus, KeyView, ReviewItem},
     roles::Permission,
     scheme::EventTypes,
@@ -29,7 +30,7 @@ use views::{
 async fn record_approval<C: ConnectionTrait>(
     conn: &C,
     l: &Loaded,
-    decision: &str,
+    decision: Decision,
     reviewer: &str,
     comment: &str,
     now: i64,
@@ -38,7 +39,7 @@ async fn record_approval<C: ConnectionTrait>(
     key_approval::ActiveModel {
         id: Set(ids::new_id()),
         key_id: Set(l.key.id.clone()),
-        decision: Set(decision.to_owned()),
+        decision: Set(decision),
         reviewer: Set(reviewer.to_owned()),
         comment: Set(comment.to_owned()),
         scope_hash: Set(l.key.scope_hash.clone()),
@@ -117,7 +118,7 @@ pub(super) async fn maybe_approve<C: ConnectionTrait>(
             let reviewer = validate_person("reviewer", reviewer)?;
             four_eyes(&l.key, &reviewer)?;
             let comment = validate_comment("comment", comment, false)?;
-            record_approval(conn, &l, "approved", &reviewer, &comment, now).await?;
+            record_approval(conn, &l, Decision::Approved, &reviewer, &comment, now).await?;
             let key = activate(conn, actor, &l, now).await?;
             audit::record(
                 conn,
@@ -212,7 +213,7 @@ pub async fn reject(
     let (l, auth) = load_pending(&txn, principal, key_id.as_str()).await?;
     let reviewer = validate_person("reviewer", reviewer.unwrap_or(auth.actor().name()))?;
     let comment = validate_comment("comment explaining the rejection", comment, true)?;
-    record_approval(&txn, &l, "rejected", &reviewer, &comment, now).await?;
+    record_approval(&txn, &l, Decision::Rejected, &reviewer, &comment, now).await?;
     let mut a: signing_key::ActiveModel = l.key.clone().into();
     a.status = Set(KeyStatus::Rejected);
     let key = a.update(&txn).await?;

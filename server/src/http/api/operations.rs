@@ -247,7 +247,7 @@ pub async fn set_retry_policy(
         &st.rollout(),
         &p,
         &named(&tenant)?,
-        &body.policy,
+        retry_policy::parse(&body.policy)?,
         &body.reason,
         body.override_reason.as_deref(),
     )

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::string_enum::string_enum;
+use crate::{ids::TenantSlug, string_enum::string_enum};
 
 string_enum! {
     /// A break-glass override's state, as stored in `rollout_overrides.status`.
@@ -27,7 +27,8 @@ pub struct PolicyVersionView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetryPolicyView {
-    pub tenant: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
     pub policy: String,
     pub version: i32,
     pub history: Vec<PolicyVersionView>,

@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{EndpointSlug, KeyId, TenantSlug};
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReasonCount {
@@ -47,13 +49,17 @@ pub struct OutboxStats {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OverlapKey {
-    pub key_id: String,
-    pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub expires_at: Option<String>,
     /// The same instant in Unix ms, for countdowns.
     pub expires_at_ms: Option<i64>,
-    pub replaced_by: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub replaced_by: Option<KeyId>,
 }
 
 /// An endpoint whose deliveries failed verification in the window. A
@@ -63,10 +69,12 @@ pub struct OverlapKey {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FailingEndpoint {
     pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub failures: i64,
     pub reasons: Vec<ReasonCount>,
-    pub accepted_keys: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub accepted_keys: Vec<KeyId>,
     /// The failures counted under a key (named, matched, or the endpoint's
     /// last to verify), by key, over the window's hours.
     pub by_key: Vec<KeyFailureCount>,
@@ -75,7 +83,8 @@ pub struct FailingEndpoint {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyFailureCount {
-    pub key_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
     pub failures: i64,
     pub reasons: Vec<ReasonCount>,
 }
@@ -83,7 +92,8 @@ pub struct KeyFailureCount {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyState {
-    pub tenant: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
     pub policy: String,
     pub version: i32,
 }

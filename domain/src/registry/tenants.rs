@@ -414,4 +414,25 @@ mod tests {
             assert_eq!(pattern.is_match(url), validate_notify_url(url).is_ok(), "{url:?}");
         }
     }
+
+    /// A stored slug outside the slug rule (the drills' synthetic tenant
+    /// among them, which the registry never shows) is a corrupt row: an
+    /// internal error, never a panic.
+    #[test]
+    fn a_stored_slug_outside_the_rule_is_an_internal_error() {
+        let row = |slug: &str| tenant::Model {
+            id: "t1".into(),
+            slug: slug.into(),
+            name: "Clinic A".into(),
+            notify_url: None,
+            created_at: 0,
+            retry_policy: "disabled".into(),
+            synthetic: false,
+        };
+        assert_eq!(TenantView::try_from(row("clinic-a")).unwrap().slug, "clinic-a");
+        for bad in ["Clinic A", "_drill", ""] {
+            let e = TenantView::try_from(row(bad));
+            assert!(matches!(e, Err(DomainError::Db(sea_orm::DbErr::Type(_)))), "{bad:?}: {e:?}");
+        }
+    }
 }

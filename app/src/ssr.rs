@@ -416,7 +416,7 @@ pub async fn me_dto(p: &Principal) -> Result<dto::Me, AppError> {
             .map_err(AppError::from)?
             .into_iter()
             .find(|t| &t.id == id)
-            .map(|t| t.slug),
+            .map(|t| t.slug.into_string()),
         None => None,
     };
     Ok(dto::Me { username: p.actor.name().to_owned(), role: p.role, tenant })

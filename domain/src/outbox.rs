@@ -18,6 +18,7 @@ use sea_orm::{
 use serde_json::{Value, json};
 
 use views::{
+    ids::TenantSlug,
     outbox::{OutboxStatus, OutboxView},
     retry_policy::RetryPolicy,
     roles::Permission,
@@ -31,6 +32,7 @@ use crate::{
     db,
     entity::{outbox_intent as intent, tenant},
     error::{DomainError, DomainResult},
+    ids,
     registry::tenants,
     vault::Vault,
 };
@@ -227,7 +229,7 @@ pub async fn mark_failed(
     Ok((res.rows_affected == 1).then_some(status))
 }
 
-pub(crate) fn view(r: intent::Model, slug: String) -> OutboxView {
+pub(crate) fn view(r: intent::Model, slug: TenantSlug) -> OutboxView {
     OutboxView {
         id: r.id,
         tenant: slug,
@@ -279,13 +281,14 @@ pub async fn list(
     let rows = q.all(db).await?;
     let tenant_ids: Vec<&str> = rows.iter().map(|r| r.tenant_id.as_str()).collect();
     let slugs: Vec<tenant::Model> = tenant::Entity::find().filter(tenant::Column::Id.is_in(tenant_ids)).all(db).await?;
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|r| {
-            let slug = slugs.iter().find(|t| t.id == r.tenant_id).map(|t| t.slug.clone()).unwrap_or_default();
-            view(r, slug)
+            // An intent's tenant is always stored (a foreign key): a missing
+            // one is a corrupt row, as a stored slug outside its rule is.
+            let slug = slugs.iter().find(|t| t.id == r.tenant_id).map_or("", |t| t.slug.as_str());
+            Ok(view(r, ids::stored(slug)?))
         })
-        .collect())
+        .collect()
 }
 
 /// On-call's manual retry of a dead intent: same id, same idempotency key,
@@ -327,5 +330,5 @@ pub async fn retry(db: &DatabaseConnection, principal: &Principal, id: &str) -> 
     txn.commit().await?;
     let r = intent::Entity::find().filter(intent::Column::Id.eq(id)).one(db).await?.ok_or(DomainError::NotFound)?;
     let slug = tenant::Entity::find_by_id(r.tenant_id.clone()).one(db).await?.map(|t| t.slug).unwrap_or_default();
-    Ok(view(r, slug))
+    Ok(view(r, ids::stored(&slug)?))
 }

@@ -76,7 +76,7 @@ async fn history<C: ConnectionTrait>(conn: &C, tenant_id: &str) -> DomainResult<
 pub(crate) async fn view<C: ConnectionTrait>(conn: &C, t: &tenant::Model) -> DomainResult<RetryPolicyView> {
     let rows = history(conn, &t.id).await?;
     Ok(RetryPolicyView {
-        tenant: t.slug.clone(),
+        tenant: crate::ids::stored(&t.slug)?,
         policy: t.retry_policy,
         version: rows.first().map_or(0, |v| v.version),
         history: rows.into_iter().map(PolicyVersionView::from).collect(),

@@ -1,16 +1,21 @@
 use serde::{Deserialize, Serialize};
 
-use crate::string_enum::string_enum;
+use crate::{
+    ids::{EndpointSlug, KeyId},
+    string_enum::string_enum,
+};
 
 /// A received event: metadata only.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventView {
     pub event_id: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub event_type: Option<String>,
     pub outcome: ClaimOutcome,
-    pub key_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
     pub body_sha256: String,
     pub received_at: String,
 }
@@ -80,7 +85,8 @@ pub struct EventStory {
 pub struct StoryClaim {
     pub event_type: Option<String>,
     pub outcome: ClaimOutcome,
-    pub key_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
     pub body_sha256: String,
     /// False once body retention has cleared it.
     pub body_stored: bool,
@@ -97,7 +103,8 @@ pub struct StoryDelivery {
     /// `signature_mismatch`, `replay`, `unavailable`, …
     pub answer: String,
     /// The key that verified, or the one a refusal is counted under.
-    pub key_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub key_id: Option<KeyId>,
     pub scheme: String,
 }
 
@@ -136,6 +143,7 @@ pub struct StoryReminder {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventRef {
     pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub event_id: String,
 }

@@ -1,7 +1,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{decision::Decision, scheme::Scheme, string_enum::string_enum};
+use crate::{
+    decision::Decision,
+    ids::{EndpointSlug, KeyId, TenantSlug},
+    scheme::Scheme,
+    string_enum::string_enum,
+};
 
 string_enum! {
     /// Lifecycle state as stored (`expired` is also derived on read from
@@ -62,9 +67,12 @@ impl std::fmt::Display for CredentialKind {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyView {
-    pub key_id: String,
-    pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub scheme: Scheme,
     pub status: KeyStatus,
     pub event_types: Vec<String>,
@@ -81,7 +89,8 @@ pub struct KeyView {
     pub expires_at_ms: Option<i64>,
     pub revoked_at: Option<String>,
     pub revoked_reason: Option<String>,
-    pub replaces_key_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub replaces_key_id: Option<KeyId>,
     pub overlap_secs: Option<i64>,
     pub last_verified_at: Option<String>,
     pub verified_count: i64,
@@ -103,7 +112,8 @@ pub struct KeyView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalView {
-    pub key_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
     pub decision: Decision,
     pub reviewer: String,
     pub comment: String,

@@ -3,7 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{hmac::HmacProfile, scheme::Scheme};
+use crate::{
+    hmac::HmacProfile,
+    ids::{EndpointSlug, EventId, KeyId, TenantSlug},
+    scheme::Scheme,
+};
 
 /// How far a test delivery got at one gate of the receiver (docs/contract.md §3).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -49,12 +53,16 @@ pub struct GateView {
 pub struct TestDeliveryView {
     /// Always `true`: a test, counted apart from real traffic.
     pub test: bool,
-    pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub scheme: Scheme,
     /// The endpoint's own key that signed it.
-    pub key_id: String,
-    pub event_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub event_id: EventId,
     pub event_type: String,
     /// Gates 1 to 9, in order.
     pub gates: Vec<GateView>,
@@ -89,8 +97,8 @@ pub struct TestAbility {
 /// What an endpoint expects a provider to send.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OnboardingView {
-    pub tenant: String,
-    pub endpoint: String,
+    pub tenant: TenantSlug,
+    pub endpoint: EndpointSlug,
     /// The public URL of `/hooks/{tenant}/{endpoint}`.
     pub url: String,
     pub scheme: Scheme,

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::string_enum::string_enum;
+use crate::{ids::TenantSlug, string_enum::string_enum};
 
 string_enum! {
     /// An intent's delivery state, as stored in `outbox_intents.status`.
@@ -20,7 +20,8 @@ string_enum! {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OutboxView {
     pub id: String,
-    pub tenant: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
     pub kind: String,
     pub idempotency_key: String,
     pub status: OutboxStatus,

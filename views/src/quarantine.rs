@@ -1,6 +1,9 @@
 use serde::{Deserialize, Serialize};
 
-use crate::string_enum::string_enum;
+use crate::{
+    ids::{EndpointSlug, KeyId},
+    string_enum::string_enum,
+};
 
 string_enum! {
     /// An entry's triage state, as stored in `quarantine.status`.
@@ -111,7 +114,8 @@ pub struct QuarantineFilter {
 pub struct QuarantineView {
     pub id: String,
     pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub event_id: String,
     pub event_type: Option<String>,
     /// Why the receiver kept it: `malformed_envelope`, `missing_event_id`, `unknown_event_type`,
@@ -120,7 +124,8 @@ pub struct QuarantineView {
     pub reason: QuarantineReason,
     pub status: QuarantineStatus,
     pub quarantined_at: String,
-    pub key_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub key_id: Option<KeyId>,
     pub body_sha256: Option<String>,
     /// False once body retention has purged it.
     pub body_stored: bool,

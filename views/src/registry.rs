@@ -1,12 +1,17 @@
 use serde::{Deserialize, Serialize};
 
-use crate::{retry_policy::RetryPolicy, scheme::Scheme};
+use crate::{
+    ids::{EndpointSlug, TenantSlug},
+    retry_policy::RetryPolicy,
+    scheme::Scheme,
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantView {
     pub id: String,
-    pub slug: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub slug: TenantSlug,
     pub name: String,
     pub notify_url: Option<String>,
     pub created_at: String,
@@ -18,8 +23,10 @@ pub struct TenantView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EndpointView {
     pub id: String,
-    pub tenant: String,
-    pub slug: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub slug: EndpointSlug,
     pub scheme: Scheme,
     pub event_types: Vec<String>,
     pub tolerance_secs: i64,
@@ -49,8 +56,10 @@ pub struct EventKeyVersionView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventKeyView {
-    pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub fields: Option<Vec<String>>,
     pub history: Vec<EventKeyVersionView>,
 }

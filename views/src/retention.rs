@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{EndpointSlug, TenantSlug};
+
 const HOUR: i64 = 3_600;
 const DAY: i64 = 86_400;
 
@@ -45,8 +47,10 @@ pub struct RetentionVersionView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetentionView {
-    pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub scheme: String,
     /// The current decision.
     pub current: RetentionVersionView,

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::string_enum::string_enum;
+use crate::{ids::TenantSlug, string_enum::string_enum};
 
 string_enum! {
     /// A tenant's retry policy (docs/contract.md §3), as stored in
@@ -40,7 +40,8 @@ pub struct PolicyVersionView {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetryPolicyView {
-    pub tenant: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
     pub policy: RetryPolicy,
     pub version: i32,
     pub history: Vec<PolicyVersionView>,

@@ -1,6 +1,9 @@
 use serde::{Deserialize, Serialize};
 
-use crate::retry_policy::RetryPolicy;
+use crate::{
+    ids::{EndpointSlug, KeyId, TenantSlug},
+    retry_policy::RetryPolicy,
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -49,13 +52,17 @@ pub struct OutboxStats {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OverlapKey {
-    pub key_id: String,
-    pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub expires_at: Option<String>,
     /// The same instant in Unix ms, for countdowns.
     pub expires_at_ms: Option<i64>,
-    pub replaced_by: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub replaced_by: Option<KeyId>,
 }
 
 /// An endpoint whose deliveries failed verification in the window. A
@@ -65,10 +72,12 @@ pub struct OverlapKey {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FailingEndpoint {
     pub tenant: String,
-    pub endpoint: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub endpoint: EndpointSlug,
     pub failures: i64,
     pub reasons: Vec<ReasonCount>,
-    pub accepted_keys: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub accepted_keys: Vec<KeyId>,
     /// The failures counted under a key (named, matched, or the endpoint's
     /// last to verify), by key, over the window's hours.
     pub by_key: Vec<KeyFailureCount>,
@@ -77,7 +86,8 @@ pub struct FailingEndpoint {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyFailureCount {
-    pub key_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub key_id: KeyId,
     pub failures: i64,
     pub reasons: Vec<ReasonCount>,
 }
@@ -85,7 +95,8 @@ pub struct KeyFailureCount {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyState {
-    pub tenant: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: TenantSlug,
     pub policy: RetryPolicy,
     pub version: i32,
 }

@@ -45,7 +45,7 @@ pub async fn audit_log(
         .into_iter()
         .map(|e| {
             let tenant =
-                e.tenant_id.as_ref().and_then(|id| visible.iter().find(|t| &t.id == id)).map(|t| t.slug.clone());
+                e.tenant_id.as_ref().and_then(|id| visible.iter().find(|t| &t.id == id)).map(|t| t.slug.to_string());
             crate::dto::AuditRow { entry: e, tenant }
         })
         .collect();

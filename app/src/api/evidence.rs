@@ -26,7 +26,7 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await?;
     let (bundle, since) = match exports.first() {
         Some(latest) => {
-            let b = export::stored(&st.db, &st.vault, &p, &domain::ids::stored(&latest.digest)?).await?;
+            let b = export::stored(&st.db, &st.vault, &p, &latest.digest).await?;
             let since = signoff::since_last_approval(&st.db, &st.vault, &p, tenant.as_deref(), &b.evidence).await?;
             let dto = crate::dto::BundleDto {
                 digest: b.digest.clone(),
@@ -41,7 +41,7 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     };
     let signoffs = signoff::list(&st.db, &p, tenant.as_deref(), 50).await?;
     let tenants = if p.tenant_filter().is_none() {
-        domain::registry::tenants::list(&st.db, &p).await?.into_iter().map(|t| t.slug).collect()
+        domain::registry::tenants::list(&st.db, &p).await?.into_iter().map(|t| t.slug.into_string()).collect()
     } else {
         Vec::new()
     };

@@ -39,7 +39,7 @@ fn redirect_to_reveal(
         return Ok(());
     };
     let token = crate::ssr::session_token().ok_or_else(|| AppError::new("unauthenticated", "sign in again"))?;
-    let handle = st.reveals.put(&token, key_id, secret);
+    let handle = st.reveals.put(&token, key_id.as_str(), secret);
     leptos_axum::redirect(&format!("/keys/{key_id}/secret?reveal={handle}"));
     Ok(())
 }

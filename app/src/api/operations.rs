@@ -219,7 +219,7 @@ pub async fn cohort_context() -> Result<crate::dto::CohortContextDto, AppError> 
         .into_iter()
         .map(|t| crate::dto::CohortTenantDto {
             retries_enabled: t.retry_policy == views::retry_policy::RetryPolicy::Enabled,
-            slug: t.slug,
+            slug: t.slug.into_string(),
         })
         .collect();
     let latest = domain::evidence::runs::list(&st.db, &p, 1).await?.into_iter().next();

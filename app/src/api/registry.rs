@@ -14,7 +14,7 @@ pub async fn list_tenants() -> Result<Vec<TenantSummary>, AppError> {
     let all_keys = keys::list(&st.db, &p, &Default::default()).await?;
     let mut out = Vec::new();
     for t in tenants::list(&st.db, &p).await? {
-        let endpoint_count = endpoints::list(&st.db, &p, &domain::ids::stored(&t.slug)?).await?.len();
+        let endpoint_count = endpoints::list(&st.db, &p, &t.slug).await?.len();
         let mine = all_keys.iter().filter(|k| k.tenant == t.slug);
         let (mut active_keys, mut pending_keys) = (0, 0);
         for k in mine {

@@ -20,7 +20,7 @@ where
     V: IntoView + 'static,
 {
     let render = move |result: Result<Vec<TenantSummary>, AppError>| {
-        let slugs = result.map(|ts| ts.into_iter().map(|t| t.tenant.slug).collect()).unwrap_or_default();
+        let slugs = result.map(|ts| ts.into_iter().map(|t| t.tenant.slug.into_string()).collect()).unwrap_or_default();
         view! {
             <form method="get" action=path class="filters card">
                 {fields(slugs)}

@@ -79,7 +79,7 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
     view! {
         <dl class="facts">
             <dt>"Key"</dt>
-            <dd><code>{key.key_id.clone()}</code></dd>
+            <dd><code>{key.key_id.to_string()}</code></dd>
             <dt>"Status"</dt>
             <dd><StatusBadge status=key.status.as_str()/></dd>
             {key.revoked_at.clone().map(|at| view! {
@@ -90,7 +90,7 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
                 </dd>
             })}
             <dt>"Tenant / endpoint"</dt>
-            <dd><a href=tenant_href>{key.tenant.clone()}</a> " / " {key.endpoint.clone()}</dd>
+            <dd><a href=tenant_href>{key.tenant.to_string()}</a> " / " {key.endpoint.to_string()}</dd>
             <dt>"Scheme"</dt>
             <dd>{key.scheme.as_str()}</dd>
             <dt>"Scope"</dt>
@@ -108,7 +108,7 @@ pub fn KeySummary(key: KeyView) -> impl IntoView {
                 .clone()
                 .filter(|_| matches!(key.status.as_str(), "retiring" | "expired"))
                 .map(|t| view! { <dt>"Expires"</dt><dd>{when(&t)}</dd> })}
-            {key.replaces_key_id.clone().map(|r| view! { <dt>"Replaces"</dt><dd><code>{r}</code></dd> })}
+            {key.replaces_key_id.clone().map(|r| view! { <dt>"Replaces"</dt><dd><code>{r.into_string()}</code></dd> })}
             <dt>"Last used"</dt>
             <dd>{last_used}</dd>
             <dt>"Failed verifications"</dt>

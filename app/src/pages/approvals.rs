@@ -78,7 +78,7 @@ fn ReviewCard(item: ReviewItem, can_review: bool) -> impl IntoView {
     view! {
         <article class="card review" id=anchor>
             <header class="card-head">
-                <h3><span class="muted">{kind} " "</span><code>{key.key_id.clone()}</code></h3>
+                <h3><span class="muted">{kind} " "</span><code>{key.key_id.to_string()}</code></h3>
                 <StatusBadge status=key.status.as_str()/>
             </header>
             <ScopeFacts key=key.clone() scope/>
@@ -91,8 +91,8 @@ fn ReviewCard(item: ReviewItem, can_review: bool) -> impl IntoView {
             })}
             {can_review.then(|| view! {
                 <div class="decide">
-                    <ApproveForm key_id=key.key_id.clone()/>
-                    <RejectForm key_id=key.key_id/>
+                    <ApproveForm key_id=key.key_id.to_string()/>
+                    <RejectForm key_id=key.key_id.into_string()/>
                 </div>
             })}
         </article>
@@ -117,9 +117,9 @@ fn ScopeFacts(key: KeyView, scope: serde_json::Value) -> impl IntoView {
     view! {
         <dl class="facts">
             <dt>"Tenant"</dt>
-            <dd><a href=format!("/tenants/{}", key.tenant)>{key.tenant.clone()}</a></dd>
+            <dd><a href=format!("/tenants/{}", key.tenant)>{key.tenant.to_string()}</a></dd>
             <dt>"Endpoint"</dt>
-            <dd><code>{key.endpoint.clone()}</code></dd>
+            <dd><code>{key.endpoint.to_string()}</code></dd>
             <dt>"Scheme"</dt>
             <dd>{key.scheme.as_str()}</dd>
             {profile}
@@ -138,7 +138,7 @@ fn Replaces(old: KeyView) -> impl IntoView {
     view! {
         <details class="replaces">
             <summary>
-                "Replaces " <code>{old.key_id.clone()}</code> " (" {old.status.as_str().replace('_', " ")} ")"
+                "Replaces " <code>{old.key_id.to_string()}</code> " (" {old.status.as_str().replace('_', " ")} ")"
             </summary>
             <KeySummary key=old/>
         </details>
@@ -217,7 +217,7 @@ fn HistoryRow(a: ApprovalView) -> impl IntoView {
             <td class="nowrap">{when(&a.decided_at)}</td>
             <td>{a.reviewer}</td>
             <td><span class=decision_class>{a.decision.as_str()}</span></td>
-            <td class="nowrap"><code>{a.key_id}</code></td>
+            <td class="nowrap"><code>{a.key_id.into_string()}</code></td>
             <td>
                 <a href=format!("/tenants/{tenant}")>{tenant.clone()}</a>
                 " / " <code>{endpoint}</code> " · " {scheme}

@@ -250,13 +250,16 @@ fn Overlap(keys: Vec<OverlapKey>, now_ms: i64) -> impl IntoView {
         .into_iter()
         .map(|k| {
             let replaced_by = match k.replaced_by {
-                Some(n) => view! { <code>{n}</code> }.into_any(),
+                Some(n) => view! { <code>{n.into_string()}</code> }.into_any(),
                 None => view! { <span class="muted">"–"</span> }.into_any(),
             };
             view! {
                 <tr>
-                    <td><code>{k.key_id}</code></td>
-                    <td><a href=format!("/tenants/{}", k.tenant)>{k.tenant.clone()}</a> " / " {k.endpoint}</td>
+                    <td><code>{k.key_id.into_string()}</code></td>
+                    <td>
+                        <a href=format!("/tenants/{}", k.tenant)>{k.tenant.to_string()}</a>
+                        " / " {k.endpoint.into_string()}
+                    </td>
                     <td>{replaced_by}</td>
                     <td>{k.expires_at_ms.map(|at| view! { <Countdown expires_at_ms=at now_ms/> })}</td>
                 </tr>
@@ -304,18 +307,18 @@ fn FailingRow(f: FailingEndpoint) -> impl IntoView {
         view! {
             <ul class="by-key" data-testid="failures-by-key">
                 {f.by_key.into_iter().map(|k| view! {
-                    <li><code>{k.key_id}</code> ": " {k.failures} " (" {reason_list(k.reasons)} ")"</li>
+                    <li><code>{k.key_id.into_string()}</code> ": " {k.failures} " (" {reason_list(k.reasons)} ")"</li>
                 }).collect_view()}
             </ul>
         }
     });
     view! {
         <tr>
-            <td><a href=format!("/tenants/{}", f.tenant)>{f.tenant.clone()}</a> " / " {f.endpoint}</td>
+            <td><a href=format!("/tenants/{}", f.tenant)>{f.tenant.clone()}</a> " / " {f.endpoint.into_string()}</td>
             <td class="num">{f.failures}</td>
             <td>{reason_list(f.reasons)}</td>
             <td>
-                {f.accepted_keys.into_iter().map(|k| view! { <code>{k}</code> " " }).collect_view()}
+                {f.accepted_keys.into_iter().map(|k| view! { <code>{k.into_string()}</code> " " }).collect_view()}
                 {by_key}
             </td>
         </tr>
@@ -329,10 +332,10 @@ fn RetryPolicies(policies: Vec<PolicyState>, window: String) -> impl IntoView {
             <thead><tr><th>"Tenant"</th><th>"Policy"</th><th class="num">"Version"</th><th></th></tr></thead>
             <tbody>
                 {policies.into_iter().map(|r| {
-                    let dash = with_query("/dashboard", &[("tenant", &r.tenant), ("window", &window)]);
+                    let dash = with_query("/dashboard", &[("tenant", r.tenant.as_str()), ("window", &window)]);
                     view! {
                         <tr>
-                            <td><a href=format!("/tenants/{}#retry-policy", r.tenant)>{r.tenant.clone()}</a></td>
+                            <td><a href=format!("/tenants/{}#retry-policy", r.tenant)>{r.tenant.to_string()}</a></td>
                             <td>
                                 <span class=format!("badge badge-{}", r.policy)>"retries " {r.policy.as_str()}</span>
                             </td>

@@ -47,13 +47,14 @@ fn Onboarding(page: OnboardingPage) -> impl IntoView {
     let back = format!("/tenants/{}#endpoint-{}", g.tenant, g.endpoint);
     view! {
         <p class="crumbs">
-            <a href="/tenants">"Tenants"</a> " / " <a href=back>{g.tenant.clone()}</a> " / " {g.endpoint.clone()}
+            <a href="/tenants">"Tenants"</a> " / " <a href=back>{g.tenant.to_string()}</a>
+            " / " {g.endpoint.to_string()}
         </p>
         <div class="page-head">
             <div>
                 <h1>"Onboard a provider"</h1>
                 <p class="muted">
-                    "Endpoint " <code>{g.endpoint.clone()}</code> " of " <code>{g.tenant.clone()}</code>
+                    "Endpoint " <code>{g.endpoint.to_string()}</code> " of " <code>{g.tenant.to_string()}</code>
                     " · scheme " <code data-testid="scheme">{g.scheme.as_str()}</code>
                 </p>
             </div>
@@ -203,8 +204,8 @@ fn TestDelivery(guide: OnboardingView, can_send: bool) -> impl IntoView {
         (true, true) => view! {
             <ActionError action/>
             <ActionForm action>
-                <input type="hidden" name="tenant" value=guide.tenant.clone()/>
-                <input type="hidden" name="endpoint" value=guide.endpoint.clone()/>
+                <input type="hidden" name="tenant" value=guide.tenant.to_string()/>
+                <input type="hidden" name="endpoint" value=guide.endpoint.to_string()/>
                 <label class="field">
                     <span>"Event type"</span>
                     <input name="event_type" placeholder="reminder.created" maxlength="100"/>
@@ -239,8 +240,9 @@ fn GateOutcomes(last: LastTestDelivery) -> impl IntoView {
         <div data-testid="test-result">
             <h3>"Last test delivery"</h3>
             <p class="muted">
-                {when(&at)} " by " {actor} " · event " <code>{event_id}</code> " (" <code>{event_type}</code>
-                ") · signed with " <code>{key_id}</code>
+                {when(&at)} " by " {actor} " · event " <code>{event_id.into_string()}</code>
+                " (" <code>{event_type}</code>
+                ") · signed with " <code>{key_id.into_string()}</code>
             </p>
             <div class="table-wrap">
                 <table data-testid="gates">

@@ -12,6 +12,7 @@ use leptos_router::{
 use views::audit::AuditView;
 use views::events::EventStory;
 use views::events::StoryDelivery;
+use views::ids::KeyId;
 use views::outbox::OutboxView;
 
 use crate::{
@@ -57,8 +58,10 @@ pub fn EventFinderPage() -> impl IntoView {
             Some(path) => view! { <Redirect path/> }.into_any(),
             None => view! {
                 <Awaited resource=located loading="Loading…" render=|r| match r {
-                    Ok(Some(at)) => view! { <Redirect path=event_href(&at.tenant, &at.endpoint, &at.event_id)/> }
-                        .into_any(),
+                    Ok(Some(at)) => {
+                        let path = event_href(&at.tenant, at.endpoint.as_str(), &at.event_id);
+                        view! { <Redirect path/> }.into_any()
+                    }
                     Ok(None) => view! { <EventSearch/> }.into_any(),
                     Err(error) => view! { <FormError error/> <EventSearch/> }.into_any(),
                 }/>
@@ -93,7 +96,7 @@ fn Story(s: EventStory) -> impl IntoView {
             <dl class="facts" data-testid="event-claim">
                 <dt>"Outcome"</dt><dd><span class="badge">{c.outcome.as_str()}</span></dd>
                 <dt>"Type"</dt><dd>{c.event_type.unwrap_or_else(|| "—".to_owned())}</dd>
-                <dt>"Key"</dt><dd><code class="wrap">{c.key_id}</code></dd>
+                <dt>"Key"</dt><dd><code class="wrap">{c.key_id.into_string()}</code></dd>
                 <dt>"Claimed"</dt><dd>{when(&c.received_at)}</dd>
                 <dt>"Body SHA-256"</dt><dd><code class="wrap">{c.body_sha256}</code></dd>
                 <dt>"Body"</dt><dd>{if c.body_stored { "stored (sealed)" } else { "purged by body retention" }}</dd>
@@ -185,7 +188,7 @@ fn Deliveries(rows: Vec<StoryDelivery>) -> impl IntoView {
                             <td class="nowrap">{when(&d.answered_at)}</td>
                             <td class="num">{d.status}</td>
                             <td>{d.answer}</td>
-                            <td><code>{d.key_id.unwrap_or_else(|| "—".to_owned())}</code></td>
+                            <td><code>{d.key_id.map_or_else(|| "—".to_owned(), KeyId::into_string)}</code></td>
                             <td>{d.scheme}</td>
                         </tr>
                     }).collect_view()}

@@ -99,7 +99,7 @@ fn Intents(list: Vec<OutboxView>, can_retry: bool) -> impl IntoView {
                         view! {
                             <tr>
                                 <td class="nowrap">{when(&o.created_at)}</td>
-                                <td><code>{o.tenant}</code></td>
+                                <td><code>{o.tenant.into_string()}</code></td>
                                 <td>
                                     {o.kind.clone()} <br/><code class="wrap">{o.idempotency_key}</code>
                                     {(o.kind == "reminder_notice").then(|| {

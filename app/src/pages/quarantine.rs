@@ -207,11 +207,11 @@ fn Listing(list: QuarantineList, filters: Filters, me: Me) -> impl IntoView {
 #[component]
 fn Row(q: QuarantineView) -> impl IntoView {
     let href = format!("/quarantine/{}", q.id);
-    let story = crate::components::format::event_href(&q.tenant, &q.endpoint, &q.event_id);
+    let story = crate::components::format::event_href(&q.tenant, q.endpoint.as_str(), &q.event_id);
     view! {
         <tr>
             <td class="nowrap"><a href=href>{when(&q.quarantined_at)}</a></td>
-            <td><code>{q.tenant}</code> " / " <code>{q.endpoint}</code></td>
+            <td><code>{q.tenant}</code> " / " <code>{q.endpoint.into_string()}</code></td>
             <td>
                 <a href=story title="The event's whole story"><code class="wrap">{q.event_id}</code></a>
                 <br/>

@@ -6,6 +6,7 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
+use views::ids::KeyId;
 use views::quarantine::QuarantineReason;
 use views::quarantine::QuarantineStatus;
 use views::quarantine::QuarantineView;
@@ -101,7 +102,7 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
                     "Quarantined event " <span class=format!("badge badge-q-{}", q.status)>{q.status.as_str()}</span>
                 </h1>
                 <p class="muted">
-                    <code>{q.tenant.clone()}</code> " / " <code>{q.endpoint.clone()}</code>
+                    <code>{q.tenant.clone()}</code> " / " <code>{q.endpoint.to_string()}</code>
                     " · " {when(&q.quarantined_at)}
                 </p>
             </div>
@@ -140,7 +141,7 @@ fn Detail(q: QuarantineView, me: Me, done: Option<String>, shown: Shown) -> impl
                     <dt>"Type"</dt>
                     <dd>{q.event_type.clone().unwrap_or_else(|| "— (body is not a valid envelope)".to_owned())}</dd>
                     <dt>"Verified with key"</dt>
-                    <dd><code class="wrap">{q.key_id.clone().unwrap_or_default()}</code></dd>
+                    <dd><code class="wrap">{q.key_id.as_ref().map(KeyId::to_string).unwrap_or_default()}</code></dd>
                     <dt>"Body SHA-256"</dt>
                     <dd><code class="wrap">{q.body_sha256.clone().unwrap_or_default()}</code></dd>
                     {resolution}

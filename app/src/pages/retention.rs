@@ -57,7 +57,7 @@ fn Overview(o: RetentionOverview, me: Me) -> impl IntoView {
     let manageable: Vec<String> = o
         .endpoints
         .iter()
-        .filter(|e| me.can_manage_tenant(&e.tenant))
+        .filter(|e| me.can_manage_tenant(e.tenant.as_str()))
         .map(|e| format!("{}/{}", e.tenant, e.endpoint))
         .collect();
     let schemes: Vec<String> = o.horizons.iter().map(|h| h.scheme.clone()).collect();
@@ -121,7 +121,10 @@ fn EndpointRow(r: RetentionView) -> impl IntoView {
     };
     view! {
         <tr class:alert=r.below_horizon>
-            <td><a href=format!("/tenants/{}", r.tenant)>{r.tenant.clone()}</a> " / " <strong>{r.endpoint}</strong></td>
+            <td>
+                <a href=format!("/tenants/{}", r.tenant)>{r.tenant.to_string()}</a>
+                " / " <strong>{r.endpoint.into_string()}</strong>
+            </td>
             <td>{r.scheme.clone()}</td>
             <td>
                 <strong>{human(r.effective_dedup_secs)}</strong>

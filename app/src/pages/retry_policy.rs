@@ -69,7 +69,7 @@ fn PolicyPanel(p: RetryPolicyView, is_admin: bool) -> impl IntoView {
         RetryPolicy::Disabled => (RetryPolicy::Enabled, "Enable retries"),
     };
     let previous = p.history.get(1).map(|v| (v.version, v.policy.clone()));
-    let tenant = p.tenant.clone();
+    let tenant = p.tenant.to_string();
     let forms = is_admin.then(|| {
         let rollback_form = previous.clone().map(|(version, policy)| {
             let tenant = tenant.clone();

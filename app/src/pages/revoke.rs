@@ -18,7 +18,7 @@ pub fn RevokePage() -> impl IntoView {
 fn Revoke(key: KeyView, me: Me) -> impl IntoView {
     let back = format!("/tenants/{}#endpoint-{}", key.tenant, key.endpoint);
     let live = key.status.is_live();
-    let body = if !me.can_manage_tenant(&key.tenant) {
+    let body = if !me.can_manage_tenant(key.tenant.as_str()) {
         view! { <p class="error" role="alert">"Your role cannot revoke keys of this tenant."</p> }.into_any()
     } else if !live {
         let status = key.status.as_str().replace('_', " ");
@@ -33,12 +33,15 @@ fn Revoke(key: KeyView, me: Me) -> impl IntoView {
                 " Webhooks signed with this key are refused from the moment you confirm. "
                 "If senders still use it, rotate instead."
             </div>
-            <RevokeForm key_id=key.key_id.clone()/>
+            <RevokeForm key_id=key.key_id.to_string()/>
         }
         .into_any()
     };
     view! {
-        <p class="crumbs"><a href=back.clone()>{key.tenant.clone()} " / " {key.endpoint.clone()}</a> " / revoke"</p>
+        <p class="crumbs">
+            <a href=back.clone()>{key.tenant.to_string()} " / " {key.endpoint.to_string()}</a>
+            " / revoke"
+        </p>
         <div class="two-col">
             <section class="card">
                 <h2>"Key"</h2>

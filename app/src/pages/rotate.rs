@@ -24,7 +24,7 @@ fn Rotate(key: KeyView, me: Me) -> impl IntoView {
     } else {
         "once a security reviewer approves it."
     };
-    let blocker = if !me.can_manage_tenant(&key.tenant) {
+    let blocker = if !me.can_manage_tenant(key.tenant.as_str()) {
         Some("Your role cannot rotate keys of this tenant.".to_owned())
     } else if key.status != KeyStatus::Active {
         Some(format!("Only an active key can be rotated; this key is {}.", key.status.as_str().replace('_', " ")))
@@ -35,10 +35,13 @@ fn Rotate(key: KeyView, me: Me) -> impl IntoView {
     };
     let form = match blocker {
         Some(reason) => view! { <p class="error" role="alert">{reason}</p> }.into_any(),
-        None => view! { <RotateForm key_id=key.key_id.clone() is_admin=me.is_admin()/> }.into_any(),
+        None => view! { <RotateForm key_id=key.key_id.to_string() is_admin=me.is_admin()/> }.into_any(),
     };
     view! {
-        <p class="crumbs"><a href=back.clone()>{key.tenant.clone()} " / " {key.endpoint.clone()}</a> " / rotate"</p>
+        <p class="crumbs">
+            <a href=back.clone()>{key.tenant.to_string()} " / " {key.endpoint.to_string()}</a>
+            " / rotate"
+        </p>
         <div class="two-col">
             <section class="card">
                 <h2>"The key today"</h2>

@@ -53,7 +53,7 @@ fn Revealed(r: RevealDto) -> impl IntoView {
             " Store it in the sender's secret store. Signet keeps it only encrypted and never shows it twice."
         </div>
         <section class="card secret-card">
-            <h2>"Secret for key " <code>{key.key_id.clone()}</code></h2>
+            <h2>"Secret for key " <code>{key.key_id.to_string()}</code></h2>
             <SecretBox secret/>
             <p class="status-line">
                 "Status: " <StatusBadge status=key.status.as_str()/>
@@ -152,7 +152,7 @@ fn AlreadyShown(key: Resource<Result<KeyView, AppError>>) -> impl IntoView {
                     <p class="actions">
                         {rotate}
                         <a class="button secondary" href=format!("/tenants/{}", k.tenant)>
-                            "Back to " {k.tenant.clone()}
+                            "Back to " {k.tenant.to_string()}
                         </a>
                     </p>
                 }

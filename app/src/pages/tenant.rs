@@ -76,7 +76,7 @@ fn TenantDetail(
         }
         .into_any()
     } else {
-        let slug = t.slug.clone();
+        let slug = t.slug.to_string();
         ov.endpoints
             .into_iter()
             .map(|ep| view! { <EndpointCard tenant=slug.clone() ep can_manage is_admin now_ms/> })
@@ -84,12 +84,12 @@ fn TenantDetail(
             .into_any()
     };
     view! {
-        <p class="crumbs"><a href="/tenants">"Tenants"</a> " / " {t.slug.clone()}</p>
+        <p class="crumbs"><a href="/tenants">"Tenants"</a> " / " {t.slug.to_string()}</p>
         <div class="page-head">
             <div>
                 <h1>{t.name.clone()}</h1>
                 <p class="muted">
-                    <code>{t.slug.clone()}</code>
+                    <code>{t.slug.to_string()}</code>
                     " · created " {when(&t.created_at)}
                     " · notify URL: "
                     {match t.notify_url.clone() {
@@ -110,7 +110,7 @@ fn TenantDetail(
         <ReturnedError/>
         {(!can_manage).then(|| view! { <p class="hint">"Read-only: your role cannot change this tenant."</p> })}
         {endpoints}
-        {can_manage.then(|| view! { <NewEndpointForm tenant=t.slug.clone()/> })}
+        {can_manage.then(|| view! { <NewEndpointForm tenant=t.slug.to_string()/> })}
         <super::retry_policy::RetryPolicyCard policy is_admin/>
     }
 }
@@ -129,12 +129,12 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
             <header class="card-head">
                 <h2>
                     <span class="muted">"Endpoint "</span>
-                    <code>{ep.slug.clone()}</code>
+                    <code>{ep.slug.to_string()}</code>
                     " "
                     <span class=format!("badge badge-{state}")>{state}</span>
                 </h2>
                 {can_manage.then(|| view! {
-                    <EndpointToggle tenant=tenant.clone() endpoint=ep.slug.clone() enabled=ep.enabled/>
+                    <EndpointToggle tenant=tenant.clone() endpoint=ep.slug.to_string() enabled=ep.enabled/>
                 })}
             </header>
             {(!ep.enabled).then(|| view! {
@@ -178,7 +178,7 @@ fn EndpointCard(tenant: String, ep: EndpointKeys, can_manage: bool, is_admin: bo
             <h3>"Signing keys"</h3>
             <KeyTable keys can_manage now_ms/>
             {can_manage.then(|| view! {
-                <ProvisionForm tenant endpoint=ep.slug types_hint is_admin open=!has_live_key/>
+                <ProvisionForm tenant endpoint=ep.slug.into_string() types_hint is_admin open=!has_live_key/>
             })}
         </section>
     }
@@ -271,7 +271,7 @@ fn KeyRow(key: KeyView, can_manage: bool, now_ms: i64) -> impl IntoView {
     view! {
         <tr>
             <td class="nowrap">
-                <code>{key.key_id.clone()}</code>
+                <code>{key.key_id.to_string()}</code>
                 {key.replaces_key_id.clone().map(|r| view! {
                     <br/><span class="muted" title=format!("Replaces {r}")>"rotation"</span>
                 })}

@@ -70,7 +70,7 @@ fn TenantRow(row: TenantSummary) -> impl IntoView {
     };
     view! {
         <tr>
-            <td><a href=format!("/tenants/{}", t.slug)><code>{t.slug.clone()}</code></a></td>
+            <td><a href=format!("/tenants/{}", t.slug)><code>{t.slug.to_string()}</code></a></td>
             <td>{t.name}</td>
             <td class="num">{endpoint_count}</td>
             <td class="num">{active_keys}</td>

@@ -72,7 +72,7 @@ pub async fn story(
         return Err(DomainError::NotFound);
     }
 
-    let first = claim.as_ref().and_then(|c| first_delivery(c, &ep.scheme));
+    let first = claim.as_ref().map(|c| first_delivery(c, &ep.scheme)).transpose()?.flatten();
     let digests: Vec<String> = logged
         .iter()
         .filter_map(|d| d.message_digest.clone())
@@ -144,22 +144,26 @@ pub async fn story(
         None => None,
     };
     Ok(EventStory {
-        claim: claim.map(|c| StoryClaim {
-            event_type: c.event_type,
-            outcome: c.outcome,
-            key_id: c.key_id,
-            body_sha256: c.body_digest,
-            body_stored: c.body_ciphertext.is_some(),
-            received_at: clock::rfc3339(c.received_at),
-        }),
-        deliveries: deliveries(first, logged),
+        claim: claim
+            .map(|c| {
+                Ok::<_, DomainError>(StoryClaim {
+                    key_id: crate::ids::stored(&c.key_id)?,
+                    event_type: c.event_type,
+                    outcome: c.outcome,
+                    body_sha256: c.body_digest,
+                    body_stored: c.body_ciphertext.is_some(),
+                    received_at: clock::rfc3339(c.received_at),
+                })
+            })
+            .transpose()?,
+        deliveries: deliveries(first, logged)?,
         replay: replay
             .into_iter()
             .map(|r| StoryReplay { message_sha256: r.message_digest, expires_at: clock::rfc3339(r.expires_at) })
             .collect(),
         quarantine,
         reminder,
-        outbox: intents.into_iter().map(|i| outbox::view(i, t.slug.clone())).collect(),
+        outbox: intents.into_iter().map(|i| outbox::view(i, tenant_slug.clone())).collect(),
         audit,
     })
 }
@@ -168,12 +172,12 @@ pub async fn story(
 /// delivery log keeps only the other answers; see `receiver::gates`), at the
 /// time the claim was made. `None` for claims older than that record and
 /// for the compound-key claims a release takes.
-fn first_delivery(c: &inbox_claim::Model, scheme: &str) -> Option<(i64, StoryDelivery)> {
-    let answer = c.first_answer?;
+fn first_delivery(c: &inbox_claim::Model, scheme: &str) -> DomainResult<Option<(i64, StoryDelivery)>> {
+    let Some(answer) = c.first_answer else { return Ok(None) };
     let status = if answer == ClaimOutcome::Quarantined { 202 } else { 200 };
-    let key_id = Some(c.key_id.clone());
+    let key_id = Some(crate::ids::stored(&c.key_id)?);
     let at = c.received_at;
-    Some((
+    Ok(Some((
         at,
         StoryDelivery {
             answered_at: clock::rfc3339(at),
@@ -182,25 +186,28 @@ fn first_delivery(c: &inbox_claim::Model, scheme: &str) -> Option<(i64, StoryDel
             key_id,
             scheme: scheme.to_owned(),
         },
-    ))
+    )))
 }
 
 /// Every answered delivery, oldest first: the claim's and the logged ones.
-fn deliveries(first: Option<(i64, StoryDelivery)>, logged: Vec<delivery_log::Model>) -> Vec<StoryDelivery> {
+fn deliveries(
+    first: Option<(i64, StoryDelivery)>,
+    logged: Vec<delivery_log::Model>,
+) -> DomainResult<Vec<StoryDelivery>> {
     let logged = logged.into_iter().map(|d| {
         let delivery = StoryDelivery {
             answered_at: clock::rfc3339(d.answered_at),
             status: u16::try_from(d.status).unwrap_or_default(),
             answer: d.answer,
-            key_id: d.key_id,
+            key_id: d.key_id.as_deref().map(crate::ids::stored).transpose()?,
             scheme: d.scheme,
         };
-        (d.answered_at, delivery)
+        Ok((d.answered_at, delivery))
     });
-    let mut all: Vec<(i64, StoryDelivery)> = first.into_iter().chain(logged).collect();
+    let mut all: Vec<(i64, StoryDelivery)> = first.into_iter().map(Ok).chain(logged).collect::<DomainResult<_>>()?;
     // Stable: a refusal logged in the same millisecond as the claim stays after it.
     all.sort_by_key(|(at, _)| *at);
-    all.into_iter().map(|(_, d)| d).collect()
+    Ok(all.into_iter().map(|(_, d)| d).collect())
 }
 
 /// The event a quarantine entry or an outbox intent belongs to, for links
@@ -241,7 +248,7 @@ pub async fn locate(
         .ok_or(DomainError::NotFound)?;
     let t =
         crate::entity::tenant::Entity::find_by_id(i.tenant_id.clone()).one(db).await?.ok_or(DomainError::NotFound)?;
-    Ok(EventRef { tenant: t.slug, endpoint: e.slug, event_id: event_id.to_owned() })
+    Ok(EventRef { tenant: t.slug, endpoint: crate::ids::stored(&e.slug)?, event_id: event_id.to_owned() })
 }
 
 /// What the event's body named, for finding the rows its effect touched.

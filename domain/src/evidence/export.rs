@@ -212,7 +212,7 @@ pub async fn latest(
     tenant: Option<&str>,
 ) -> DomainResult<Bundle> {
     let newest = list(db, principal, tenant, 1).await?.into_iter().next().ok_or(DomainError::NotFound)?;
-    stored(db, vault, principal, &crate::ids::stored(&newest.digest)?).await
+    stored(db, vault, principal, &newest.digest).await
 }
 
 /// An export the caller may see, by digest.
@@ -245,7 +245,7 @@ async fn view(db: &DatabaseConnection, m: &evidence_export::Model) -> DomainResu
     };
     let (critical_findings, warnings) = findings_count(&m.evidence_json);
     Ok(ExportView {
-        digest: m.digest.clone(),
+        digest: crate::ids::stored(&m.digest)?,
         tenant,
         actor: m.actor.clone(),
         actor_kind: m.actor_kind.clone(),

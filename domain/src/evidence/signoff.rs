@@ -99,8 +99,8 @@ async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResu
         DomainError::invalid("internal", format!("sign-off {} has unreadable acknowledgements: {e}", m.id))
     })?;
     Ok(SignoffView {
+        digest: ids::stored(&m.digest)?,
         id: m.id,
-        digest: m.digest,
         tenant,
         decision: m.decision,
         comment: m.comment,

@@ -32,7 +32,7 @@ use crate::{
     registry::{self, endpoints, keys},
     vault::Vault,
 };
-use views::ids::{EndpointSlug, TenantSlug};
+use views::ids::{EndpointSlug, EventId, TenantSlug};
 
 /// The event type a test delivery uses when none is asked for and the key
 /// permits it: its effect (a new reminder) applies without any prior state.
@@ -95,11 +95,12 @@ pub async fn send_test(
         receiver::rehearse(receiver, tenant_slug, endpoint_slug, Buffered { headers: pairs.as_slice(), body }).await;
     let view = TestDeliveryView {
         test: true,
-        tenant: t.slug.clone(),
-        endpoint: e.slug.clone(),
+        tenant: tenant_slug.clone(),
+        endpoint: endpoint_slug.clone(),
         scheme,
-        key_id: key.id.clone(),
-        event_id,
+        key_id: crate::ids::stored(&key.id)?,
+        // `test_` and 32 hex digits: always an event id.
+        event_id: EventId::parse(event_id)?,
         event_type,
         gates: gates(&receipt),
         status: receipt.outcome.status(),

@@ -193,15 +193,17 @@ pub(crate) async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>)
         .into_iter()
         .map(|c| ((c.tenant_id.clone(), c.endpoint_id.clone(), c.event_id.clone()), c))
         .collect();
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|r| {
             let claim = claims.get(&(r.tenant_id.clone(), r.endpoint_id.clone(), r.event_id.clone()));
-            QuarantineView {
+            // An entry's endpoint is always stored (a foreign key): a missing
+            // one is a corrupt row, as a stored slug outside its rule is.
+            let endpoint = endpoints.get(&r.endpoint_id).map_or("", String::as_str);
+            Ok(QuarantineView {
                 tenant: slugs.get(&r.tenant_id).cloned().unwrap_or_default(),
-                endpoint: endpoints.get(&r.endpoint_id).cloned().unwrap_or_default(),
+                endpoint: crate::ids::stored(endpoint)?,
                 event_type: claim.and_then(|c| c.event_type.clone()),
-                key_id: claim.map(|c| c.key_id.clone()),
+                key_id: claim.map(|c| crate::ids::stored(&c.key_id)).transpose()?,
                 body_sha256: claim.map(|c| c.body_digest.clone()),
                 body_stored: claim.is_some_and(|c| c.body_ciphertext.is_some()),
                 quarantined_at: clock::rfc3339(r.created_at),
@@ -213,9 +215,9 @@ pub(crate) async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>)
                 resolved_by: r.resolved_by,
                 resolution_note: r.resolution_note,
                 last_release_error: r.last_release_error,
-            }
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The entry, if the caller may see its tenant (else not found).

@@ -35,20 +35,22 @@ pub fn parse_event_key(stored: Option<&str>) -> Option<Vec<String>> {
 pub const DEFAULT_MAX_BODY_BYTES: i64 = 1024 * 1024;
 pub const MAX_MAX_BODY_BYTES: i64 = 10 * 1024 * 1024;
 
-fn view(e: endpoint::Model, tenant_slug: &str) -> EndpointView {
-    EndpointView {
+/// The endpoint as shown under its tenant's slug; a stored slug outside the
+/// slug rule is a corrupt row.
+fn view(e: endpoint::Model, tenant_slug: &TenantSlug) -> DomainResult<EndpointView> {
+    Ok(EndpointView {
+        slug: crate::ids::stored(&e.slug)?,
         scheme: super::parse_scheme(&e.scheme).unwrap_or(Scheme::StandardWebhooks),
         event_types: EventTypes::from_json(&e.event_types).as_slice().to_vec(),
         id: e.id,
-        tenant: tenant_slug.to_owned(),
-        slug: e.slug,
+        tenant: tenant_slug.clone(),
         tolerance_secs: e.tolerance_secs,
         max_body_bytes: e.max_body_bytes,
         enabled: e.enabled,
         created_at: clock::rfc3339(e.created_at),
         event_key: parse_event_key(e.event_id_fields.as_deref()),
         hmac_profile: e.hmac_profile.as_deref().and_then(|p| serde_json::from_str(p).ok()),
-    }
+    })
 }
 
 /// Whether the endpoint's sender signs no timestamp (GitHub, an `hmac`
@@ -215,7 +217,7 @@ pub async fn create(
         format!("endpoint {:?} already exists in {tenant_slug}", new.slug),
     ))?;
     super::defaults::retention_v1(&txn, auth.actor(), &model.id, new.scheme, model.created_at).await?;
-    let v = view(model, &t.slug);
+    let v = view(model, tenant_slug)?;
     audit::record(
         &txn,
         auth.actor(),
@@ -245,7 +247,7 @@ pub async fn list(
         .order_by_asc(endpoint::Column::Slug)
         .all(db)
         .await?;
-    Ok(rows.into_iter().map(|e| view(e, &t.slug)).collect())
+    rows.into_iter().map(|e| view(e, tenant_slug)).collect()
 }
 
 pub async fn get(
@@ -256,7 +258,7 @@ pub async fn get(
 ) -> DomainResult<EndpointView> {
     let (t, e) = find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
-    Ok(view(e, &t.slug))
+    view(e, tenant_slug)
 }
 
 /// Updates settings. Narrowing the event types is refused while a live key's
@@ -271,7 +273,7 @@ pub async fn update(
     let txn = db::begin_write(db).await?;
     let (t, e) = find(&txn, principal, tenant_slug, endpoint_slug).await?;
     let auth = principal.authorize(Permission::ManageEndpoints, Scope::Tenant(&t.id))?;
-    let before = view(e.clone(), &t.slug);
+    let before = view(e.clone(), tenant_slug)?;
     let types = patch.event_types.as_deref().map(validate_event_types).transpose()?;
     let tolerance = patch.tolerance_secs.map(check_tolerance).transpose()?;
     let max_body = patch.max_body_bytes.map(check_body_limit).transpose()?;
@@ -321,7 +323,7 @@ pub async fn update(
     if let Some(en) = patch.enabled {
         active.enabled = Set(en);
     }
-    let after = view(active.update(&txn).await?, &t.slug);
+    let after = view(active.update(&txn).await?, tenant_slug)?;
     audit::record(
         &txn,
         auth.actor(),

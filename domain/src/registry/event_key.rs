@@ -168,8 +168,8 @@ pub async fn get(
     let (t, e) = endpoints::find(db, principal, tenant_slug, endpoint_slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
     Ok(EventKeyView {
-        tenant: t.slug,
-        endpoint: e.slug,
+        tenant: tenant_slug.clone(),
+        endpoint: endpoint_slug.clone(),
         fields: endpoints::parse_event_key(e.event_id_fields.as_deref()),
         history: history(db, &e.id).await?,
     })

@@ -17,16 +17,18 @@ use crate::{
 use views::ids::TenantSlug;
 use views::{registry::TenantView, retry_policy::RetryPolicy, roles::Permission};
 
-impl From<tenant::Model> for TenantView {
-    fn from(t: tenant::Model) -> Self {
-        TenantView {
+/// A stored slug outside the slug rule is a corrupt row (an internal error).
+impl TryFrom<tenant::Model> for TenantView {
+    type Error = DomainError;
+    fn try_from(t: tenant::Model) -> DomainResult<Self> {
+        Ok(TenantView {
+            slug: ids::stored(&t.slug)?,
             id: t.id,
-            slug: t.slug,
             name: t.name,
             notify_url: t.notify_url,
             created_at: clock::rfc3339(t.created_at),
             retry_policy: t.retry_policy,
-        }
+        })
     }
 }
 
@@ -234,7 +236,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
     .insert(&txn)
     .await
     .map_err(db::conflict_if_unique("tenant_exists", format!("tenant {:?} already exists", new.slug)))?;
-    let v = TenantView::from(model);
+    let v = TenantView::try_from(model)?;
     super::defaults::retry_policy_v1(&txn, auth.actor(), &v.id, clock::now_ms()).await?;
     audit::record(
         &txn,
@@ -242,7 +244,7 @@ pub async fn create(db: &DatabaseConnection, principal: &Principal, new: NewTena
         Change {
             action: "tenant.create",
             target_kind: "tenant",
-            target_id: &v.slug,
+            target_id: v.slug.as_str(),
             tenant_id: Some(&v.id),
             before: None,
             after: Some(json!({"slug": v.slug, "name": v.name, "notify_url": v.notify_url})),
@@ -262,13 +264,13 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal) -> DomainResul
     } else {
         principal.authorize(Permission::ReadRegistry, Scope::Global)?;
     }
-    Ok(q.all(db).await?.into_iter().map(TenantView::from).collect())
+    q.all(db).await?.into_iter().map(TenantView::try_from).collect()
 }
 
 pub async fn get(db: &DatabaseConnection, principal: &Principal, slug: &TenantSlug) -> DomainResult<TenantView> {
     let t = find(db, principal, slug).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&t.id))?;
-    Ok(t.into())
+    t.try_into()
 }
 
 pub async fn update(
@@ -280,7 +282,7 @@ pub async fn update(
     let txn = db::begin_write(db).await?;
     let t = find(&txn, principal, slug).await?;
     let auth = principal.authorize(Permission::ManageTenants, Scope::Tenant(&t.id))?;
-    let before = TenantView::from(t.clone());
+    let before = TenantView::try_from(t.clone())?;
     let name = patch.name.as_deref().map(validate_name).transpose()?;
     let notify_url = patch.notify_url.as_deref().map(validate_notify_url).transpose()?;
     if name.as_ref().is_none_or(|n| *n == t.name) && notify_url.as_ref().is_none_or(|u| *u == t.notify_url) {
@@ -293,7 +295,7 @@ pub async fn update(
     if let Some(url) = notify_url {
         active.notify_url = Set(url);
     }
-    let after = TenantView::from(active.update(&txn).await?);
+    let after = TenantView::try_from(active.update(&txn).await?)?;
     audit::record(
         &txn,
         auth.actor(),
@@ -410,6 +412,27 @@ mod tests {
             "https://relay.example/\u{feff}",
         ] {
             assert_eq!(pattern.is_match(url), validate_notify_url(url).is_ok(), "{url:?}");
+        }
+    }
+
+    /// A stored slug outside the slug rule (the drills' synthetic tenant
+    /// among them, which the registry never shows) is a corrupt row: an
+    /// internal error, never a panic.
+    #[test]
+    fn a_stored_slug_outside_the_rule_is_an_internal_error() {
+        let row = |slug: &str| tenant::Model {
+            id: "t1".into(),
+            slug: slug.into(),
+            name: "Clinic A".into(),
+            notify_url: None,
+            created_at: 0,
+            retry_policy: views::retry_policy::RetryPolicy::Disabled,
+            synthetic: false,
+        };
+        assert_eq!(TenantView::try_from(row("clinic-a")).unwrap().slug, "clinic-a");
+        for bad in ["Clinic A", "_drill", ""] {
+            let e = TenantView::try_from(row(bad));
+            assert!(matches!(e, Err(DomainError::Db(sea_orm::DbErr::Type(_)))), "{bad:?}: {e:?}");
         }
     }
 }

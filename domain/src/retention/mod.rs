@@ -210,8 +210,8 @@ fn assemble(
         )
     })?;
     Ok(RetentionView {
-        tenant: t.slug.clone(),
-        endpoint: e.slug.clone(),
+        tenant: crate::ids::stored(&t.slug)?,
+        endpoint: crate::ids::stored(&e.slug)?,
         scheme: e.scheme.clone(),
         effective_dedup_secs: current.dedup_secs.max(horizon_secs),
         below_horizon: current.dedup_secs < horizon_secs,

@@ -11,6 +11,7 @@ pub mod gauges;
 
 use std::collections::{BTreeMap, HashMap};
 use views::{
+    ids::KeyId,
     keys::KeyStatus,
     outbox::OutboxStatus,
     quarantine::QuarantineStatus,
@@ -32,6 +33,7 @@ use crate::{
     clock,
     entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
+    ids,
     receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
     registry::tenants,
 };
@@ -122,9 +124,10 @@ async fn key_failures(
     let rows: Vec<(String, String, String, i64)> = q.into_tuple().all(db).await?;
     let mut out: HashMap<String, Vec<KeyFailureCount>> = HashMap::new();
     for (endpoint, key, reason, n) in rows {
+        let stored_key: KeyId = ids::stored(&key)?;
         let keys = out.entry(endpoint).or_default();
         let pos = keys.iter().position(|k| k.key_id == key).unwrap_or_else(|| {
-            keys.push(KeyFailureCount { key_id: key.clone(), failures: 0, reasons: Vec::new() });
+            keys.push(KeyFailureCount { key_id: stored_key, failures: 0, reasons: Vec::new() });
             keys.len() - 1
         });
         keys[pos].failures += n;
@@ -368,46 +371,39 @@ pub async fn stats(
             .get(endpoint_id)
             .map(|e| (slug_of.get(e.tenant_id.as_str()).copied().unwrap_or("?").to_owned(), e.slug.clone()))
     };
-    let keys_in_overlap = live_keys
-        .iter()
-        .filter(|k| k.status == KeyStatus::Retiring)
-        .filter_map(|k| {
-            let (tenant, endpoint) = name(&k.endpoint_id)?;
-            Some(OverlapKey {
-                key_id: k.id.clone(),
-                tenant,
-                endpoint,
-                expires_at: clock::rfc3339_opt(k.expires_at),
-                expires_at_ms: k.expires_at,
-                replaced_by: live_keys
-                    .iter()
-                    .find(|n| n.replaces_key_id.as_deref() == Some(k.id.as_str()))
-                    .map(|n| n.id.clone()),
-            })
-        })
-        .collect();
+    let mut keys_in_overlap = Vec::new();
+    for k in live_keys.iter().filter(|k| k.status == KeyStatus::Retiring) {
+        let Some((tenant, endpoint)) = name(&k.endpoint_id) else { continue };
+        let replaced_by = live_keys.iter().find(|n| n.replaces_key_id.as_deref() == Some(k.id.as_str()));
+        keys_in_overlap.push(OverlapKey {
+            key_id: ids::stored(&k.id)?,
+            tenant: ids::stored(&tenant)?,
+            endpoint: ids::stored(&endpoint)?,
+            expires_at: clock::rfc3339_opt(k.expires_at),
+            expires_at_ms: k.expires_at,
+            replaced_by: replaced_by.map(|n| ids::stored(&n.id)).transpose()?,
+        });
+    }
     let mut per_key = key_failures(db, first * bucket_ms / 3_600_000, tenant_id).await?;
-    let mut failing_endpoints: Vec<FailingEndpoint> = failures
-        .into_iter()
-        .filter_map(|(endpoint_id, by_reason)| {
-            let (tenant, endpoint) = name(&endpoint_id)?;
-            let mut reasons: Vec<ReasonCount> =
-                by_reason.into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
-            reasons.sort_by_key(|r| std::cmp::Reverse(r.count));
-            Some(FailingEndpoint {
-                tenant,
-                endpoint,
-                failures: reasons.iter().map(|r| r.count).sum(),
-                reasons,
-                accepted_keys: live_keys
-                    .iter()
-                    .filter(|k| k.endpoint_id == endpoint_id)
-                    .map(|k| k.id.clone())
-                    .collect(),
-                by_key: per_key.remove(&endpoint_id).unwrap_or_default(),
-            })
-        })
-        .collect();
+    let mut failing_endpoints: Vec<FailingEndpoint> = Vec::new();
+    for (endpoint_id, by_reason) in failures {
+        let Some((tenant, endpoint)) = name(&endpoint_id) else { continue };
+        let mut reasons: Vec<ReasonCount> =
+            by_reason.into_iter().map(|(reason, count)| ReasonCount { reason, count }).collect();
+        reasons.sort_by_key(|r| std::cmp::Reverse(r.count));
+        failing_endpoints.push(FailingEndpoint {
+            tenant,
+            endpoint: ids::stored(&endpoint)?,
+            failures: reasons.iter().map(|r| r.count).sum(),
+            reasons,
+            accepted_keys: live_keys
+                .iter()
+                .filter(|k| k.endpoint_id == endpoint_id)
+                .map(|k| ids::stored(&k.id))
+                .collect::<DomainResult<_>>()?,
+            by_key: per_key.remove(&endpoint_id).unwrap_or_default(),
+        });
+    }
     failing_endpoints.sort_by_key(|e| std::cmp::Reverse(e.failures));
 
     let versions: HashMap<String, i32> = retry_policy_version::Entity::find()
@@ -422,12 +418,14 @@ pub async fn stats(
         .collect();
     let retry_policies = visible_tenants
         .iter()
-        .map(|t| PolicyState {
-            tenant: t.slug.clone(),
-            policy: t.retry_policy,
-            version: versions.get(&t.id).copied().unwrap_or(0),
+        .map(|t| {
+            Ok(PolicyState {
+                tenant: ids::stored(&t.slug)?,
+                policy: t.retry_policy,
+                version: versions.get(&t.id).copied().unwrap_or(0),
+            })
         })
-        .collect();
+        .collect::<DomainResult<_>>()?;
 
     Ok(StatsView {
         window: window.as_str().to_owned(),

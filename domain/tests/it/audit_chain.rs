@@ -23,7 +23,7 @@ async fn as_database_owner(t: &TestDb) {
 
 db_test!(every_change_is_audited_and_chain_verifies, async |t: &TestDb| {
     let k = active_key(t).await;
-    domain::registry::keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "test").await.unwrap();
+    domain::registry::keys::revoke(&t.db, &admin(), &k.key.key_id, "test").await.unwrap();
     let entries = audit::list(&t.db, &admin(), &AuditFilter::default()).await.unwrap();
     let actions: Vec<&str> = entries.iter().rev().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["tenant.create", "endpoint.create", "key.provision", "key.approve", "key.revoke"]);
@@ -92,7 +92,7 @@ db_test!(clinic_admin_reads_only_its_tenant_audit, async |t: &TestDb| {
     let seen =
         audit::list(&t.db, &ca, &AuditFilter { tenant_id: Some(b.id.clone()), ..Default::default() }).await.unwrap();
     assert!(seen.iter().all(|e| e.tenant_id.as_deref() == Some(a_id.as_str())));
-    assert!(seen.iter().any(|e| e.target_id == k.key.key_id));
+    assert!(seen.iter().any(|e| k.key.key_id == e.target_id));
     let filtered =
         audit::list(&t.db, &admin(), &AuditFilter { action: Some("key.".into()), ..Default::default() }).await.unwrap();
     assert!(filtered.iter().all(|e| e.action.starts_with("key.")));

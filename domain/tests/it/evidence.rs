@@ -228,7 +228,8 @@ db_test!(drills_leave_real_tenants_untouched_and_the_drill_tenant_hidden, async 
         outbox_intent::Entity::find().filter(outbox_intent::Column::TenantId.ne(&drill)).count(&t.db).await.unwrap();
     assert_eq!((real_claims, real_reminders, real_intents), before);
     // Hidden from listings and lookups, and its intents are never sent.
-    let listed: Vec<String> = tenants::list(&t.db, &admin()).await.unwrap().into_iter().map(|t| t.slug).collect();
+    let listed: Vec<String> =
+        tenants::list(&t.db, &admin()).await.unwrap().into_iter().map(|t| t.slug.into_string()).collect();
     assert_eq!(listed, ["clinic-a"]);
     assert!(matches!(
         tenants::get(&t.db, &admin(), &views::ids::TenantSlug::synthetic()).await,

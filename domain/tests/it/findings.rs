@@ -66,8 +66,8 @@ db_test!(key_past_rotation_age_appears_for_an_old_live_key_and_clears_when_revok
         .exec(&t.db)
         .await
         .unwrap();
-    assert_eq!(found(t, "key_past_rotation_age").await, [("warning".to_owned(), k.key.key_id.clone())]);
-    keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "past its rotation age").await.unwrap();
+    assert_eq!(found(t, "key_past_rotation_age").await, [("warning".to_owned(), k.key.key_id.to_string())]);
+    keys::revoke(&t.db, &admin(), &k.key.key_id, "past its rotation age").await.unwrap();
     assert_eq!(found(t, "key_past_rotation_age").await, []);
 });
 

@@ -356,7 +356,7 @@ async fn setup_again(t: &TestDb) -> crate::receiver::Setup {
             domain::receiver::faults::Faults::default(),
         )),
         secret: k.secret.unwrap(),
-        key_id: k.key.key_id,
+        key_id: k.key.key_id.into_string(),
     }
 }
 

@@ -8,13 +8,18 @@ use domain::{
     registry::keys::{self, Approval, KeyFilter, ProvisionRequest},
 };
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, Statement};
-use views::{keys::KeyStatus, roles::Role};
+use views::{ids::KeyId, keys::KeyStatus, roles::Role};
 
 use crate::{db_test, fixtures::*, support::TestDb};
 
-async fn accepted(t: &TestDb, key_id: &str) -> Vec<String> {
-    let row = signing_key::Entity::find_by_id(key_id.to_owned()).one(&t.db).await.unwrap().unwrap();
-    keys::accepted_key_rows(&t.db, &row.endpoint_id, clock::now_ms()).await.unwrap().into_iter().map(|k| k.id).collect()
+async fn accepted(t: &TestDb, key_id: &KeyId) -> Vec<KeyId> {
+    let row = signing_key::Entity::find_by_id(key_id.to_string()).one(&t.db).await.unwrap().unwrap();
+    keys::accepted_key_rows(&t.db, &row.endpoint_id, clock::now_ms())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.id.parse().unwrap())
+        .collect()
 }
 
 db_test!(provision_pending_then_approve, async |t: &TestDb| {
@@ -45,7 +50,7 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
     assert!(accepted(t, &p.key.key_id).await.is_empty(), "pending keys do not verify");
 
     // A clinic admin may not approve its own key, nor ask for instant approval.
-    let denied = keys::approve(&t.db, &ca, &p.key.key_id.parse().unwrap(), None, "").await;
+    let denied = keys::approve(&t.db, &ca, &p.key.key_id, None, "").await;
     assert!(matches!(denied, Err(DomainError::Forbidden)));
     let instant = keys::provision(
         &t.db,
@@ -72,24 +77,17 @@ db_test!(provision_pending_then_approve, async |t: &TestDb| {
     .await;
     assert!(matches!(wide, Err(DomainError::Invalid { code: "scope_exceeds_endpoint", .. })));
 
-    let approved = keys::approve(
-        &t.db,
-        &reviewer(),
-        &p.key.key_id.parse().unwrap(),
-        None,
-        "scope matches the reminder integration",
-    )
-    .await
-    .unwrap();
+    let approved =
+        keys::approve(&t.db, &reviewer(), &p.key.key_id, None, "scope matches the reminder integration").await.unwrap();
     assert_eq!(approved.status, KeyStatus::Active);
     assert!(approved.scope_approved);
     assert_eq!(accepted(t, &p.key.key_id).await, std::slice::from_ref(&p.key.key_id));
-    let history = keys::approval_history(&t.db, &reviewer(), Some(&p.key.key_id.parse().unwrap()), 10).await.unwrap();
+    let history = keys::approval_history(&t.db, &reviewer(), Some(&p.key.key_id), 10).await.unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].reviewer, "reviewer-user");
     assert_eq!(history[0].scope_hash, approved.scope_hash);
     assert_eq!(history[0].scope["event_types"], serde_json::json!(["otp.requested"]));
-    let again = keys::approve(&t.db, &reviewer(), &p.key.key_id.parse().unwrap(), None, "").await;
+    let again = keys::approve(&t.db, &reviewer(), &p.key.key_id, None, "").await;
     assert!(matches!(again, Err(DomainError::Conflict { code: "not_pending", .. })));
 });
 
@@ -107,11 +105,9 @@ db_test!(reject_needs_a_comment, async |t: &TestDb| {
     )
     .await
     .unwrap();
-    let bare = keys::reject(&t.db, &reviewer(), &p.key.key_id.parse().unwrap(), None, "  ").await;
+    let bare = keys::reject(&t.db, &reviewer(), &p.key.key_id, None, "  ").await;
     assert!(matches!(bare, Err(DomainError::Invalid { code: "reason_required", .. })));
-    let r = keys::reject(&t.db, &reviewer(), &p.key.key_id.parse().unwrap(), None, "wildcard scope is too broad")
-        .await
-        .unwrap();
+    let r = keys::reject(&t.db, &reviewer(), &p.key.key_id, None, "wildcard scope is too broad").await.unwrap();
     assert_eq!(r.status, KeyStatus::Rejected);
     assert!(accepted(t, &p.key.key_id).await.is_empty());
 });
@@ -123,24 +119,24 @@ db_test!(rotation_keeps_old_key_until_replacement_is_active, async |t: &TestDb| 
         &t.db,
         &t.vault,
         &user(Role::ClinicAdmin, Some(&tenant_id(t).await)),
-        &old.parse().unwrap(),
+        &old,
         Some(3600),
         Approval::Pending,
     )
     .await
     .unwrap();
     assert_eq!(new.key.status, KeyStatus::PendingApproval);
-    assert_eq!(new.key.replaces_key_id.as_deref(), Some(old.as_str()));
+    assert_eq!(new.key.replaces_key_id.as_ref(), Some(&old));
     assert_ne!(new.secret.as_ref().unwrap().expose(), k.secret.as_ref().unwrap().expose());
     assert_eq!(accepted(t, &old).await, std::slice::from_ref(&old), "old key still sole accepted key");
-    assert_eq!(keys::get(&t.db, &admin(), &old.parse().unwrap()).await.unwrap().status, KeyStatus::Active);
+    assert_eq!(keys::get(&t.db, &admin(), &old).await.unwrap().status, KeyStatus::Active);
     // A second rotation while one is pending is refused.
-    let twice = keys::rotate(&t.db, &t.vault, &admin(), &old.parse().unwrap(), None, Approval::Pending).await;
+    let twice = keys::rotate(&t.db, &t.vault, &admin(), &old, None, Approval::Pending).await;
     assert!(matches!(twice, Err(DomainError::Conflict { code: "rotation_pending", .. })), "{twice:?}");
 
     let before = clock::now_ms();
-    keys::approve(&t.db, &reviewer(), &new.key.key_id.parse().unwrap(), None, "same scope").await.unwrap();
-    let old_view = keys::get(&t.db, &admin(), &old.parse().unwrap()).await.unwrap();
+    keys::approve(&t.db, &reviewer(), &new.key.key_id, None, "same scope").await.unwrap();
+    let old_view = keys::get(&t.db, &admin(), &old).await.unwrap();
     assert_eq!(old_view.status, KeyStatus::Retiring);
     let exp = old_view.expires_at_ms.unwrap();
     assert!(exp >= before + 3_600_000 && exp <= clock::now_ms() + 3_600_000, "overlap starts at activation");
@@ -158,59 +154,55 @@ async fn tenant_id(t: &TestDb) -> String {
 db_test!(overlap_bounds_and_two_retiring_limit, async |t: &TestDb| {
     let k = active_key(t).await;
     for bad in [0, 59, 7 * 24 * 3600 + 1] {
-        let r =
-            keys::rotate(&t.db, &t.vault, &admin(), &k.key.key_id.parse().unwrap(), Some(bad), Approval::Pending).await;
+        let r = keys::rotate(&t.db, &t.vault, &admin(), &k.key.key_id, Some(bad), Approval::Pending).await;
         assert!(matches!(r, Err(DomainError::Invalid { code: "invalid_overlap", .. })), "{bad}");
     }
     let approve = || Approval::ApproveAs { reviewer: "rev".into(), comment: String::new() };
-    let r1 = keys::rotate(&t.db, &t.vault, &admin(), &k.key.key_id.parse().unwrap(), None, approve()).await.unwrap();
+    let r1 = keys::rotate(&t.db, &t.vault, &admin(), &k.key.key_id, None, approve()).await.unwrap();
     assert_eq!(r1.key.status, KeyStatus::Active, "a caller who may approve gets an active key");
-    let r2 = keys::rotate(&t.db, &t.vault, &admin(), &r1.key.key_id.parse().unwrap(), None, approve()).await.unwrap();
-    let r3 = keys::rotate(&t.db, &t.vault, &admin(), &r2.key.key_id.parse().unwrap(), None, approve()).await;
+    let r2 = keys::rotate(&t.db, &t.vault, &admin(), &r1.key.key_id, None, approve()).await.unwrap();
+    let r3 = keys::rotate(&t.db, &t.vault, &admin(), &r2.key.key_id, None, approve()).await;
     assert!(matches!(r3, Err(DomainError::Conflict { code: "too_many_retiring", .. })), "{r3:?}");
     assert_eq!(accepted(t, &k.key.key_id).await.len(), 3, "one active and two retiring");
     // Expired retiring keys drop out of the accepted set and free a slot.
     signing_key::Entity::update_many()
         .col_expr(signing_key::Column::ExpiresAt, sea_orm::sea_query::Expr::value(clock::now_ms() - 1))
-        .filter(signing_key::Column::Id.eq(k.key.key_id.clone()))
+        .filter(signing_key::Column::Id.eq(k.key.key_id.as_str()))
         .exec(&t.db)
         .await
         .unwrap();
-    assert_eq!(keys::get(&t.db, &admin(), &k.key.key_id.parse().unwrap()).await.unwrap().status, KeyStatus::Expired);
+    assert_eq!(keys::get(&t.db, &admin(), &k.key.key_id).await.unwrap().status, KeyStatus::Expired);
     assert_eq!(accepted(t, &k.key.key_id).await.len(), 2);
     assert_eq!(keys::sweep_expired(&t.db, clock::now_ms()).await.unwrap(), 1);
-    assert!(keys::rotate(&t.db, &t.vault, &admin(), &r2.key.key_id.parse().unwrap(), None, approve()).await.is_ok());
+    assert!(keys::rotate(&t.db, &t.vault, &admin(), &r2.key.key_id, None, approve()).await.is_ok());
 });
 
 db_test!(revoke_is_immediate_and_needs_a_reason, async |t: &TestDb| {
     let k = active_key(t).await;
-    let bare = keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "").await;
+    let bare = keys::revoke(&t.db, &admin(), &k.key.key_id, "").await;
     assert!(matches!(bare, Err(DomainError::Invalid { code: "reason_required", .. })));
-    let r = keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "laptop lost").await.unwrap();
+    let r = keys::revoke(&t.db, &admin(), &k.key.key_id, "laptop lost").await.unwrap();
     assert_eq!(r.status, KeyStatus::Revoked);
     assert_eq!(r.revoked_reason.as_deref(), Some("laptop lost"));
     assert!(accepted(t, &k.key.key_id).await.is_empty());
-    let again = keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "again").await;
+    let again = keys::revoke(&t.db, &admin(), &k.key.key_id, "again").await;
     assert!(matches!(again, Err(DomainError::Conflict { code: "not_revocable", .. })));
-    let rotate = keys::rotate(&t.db, &t.vault, &admin(), &k.key.key_id.parse().unwrap(), None, Approval::Pending).await;
+    let rotate = keys::rotate(&t.db, &t.vault, &admin(), &k.key.key_id, None, Approval::Pending).await;
     assert!(matches!(rotate, Err(DomainError::Conflict { code: "not_active", .. })));
 });
 
 db_test!(scope_change_needs_new_approval, async |t: &TestDb| {
     let k = active_key(t).await;
-    let changed =
-        keys::set_scope(&t.db, &admin(), &k.key.key_id.parse().unwrap(), &["reminder.created".into()]).await.unwrap();
+    let changed = keys::set_scope(&t.db, &admin(), &k.key.key_id, &["reminder.created".into()]).await.unwrap();
     assert_eq!(changed.status, KeyStatus::PendingApproval);
     assert!(!changed.scope_approved);
     assert!(accepted(t, &k.key.key_id).await.is_empty(), "changed scope stops verifying");
     // Four eyes: whoever changed the scope cannot approve it, admins included.
-    let own = keys::approve(&t.db, &admin(), &k.key.key_id.parse().unwrap(), None, "mine").await;
+    let own = keys::approve(&t.db, &admin(), &k.key.key_id, None, "mine").await;
     assert!(matches!(own, Err(DomainError::Refused { code: "self_approval", .. })), "{own:?}");
-    let named =
-        keys::approve(&t.db, &Principal::cli(), &k.key.key_id.parse().unwrap(), Some("admin-user"), "as the changer")
-            .await;
+    let named = keys::approve(&t.db, &Principal::cli(), &k.key.key_id, Some("admin-user"), "as the changer").await;
     assert!(matches!(named, Err(DomainError::Refused { code: "self_approval", .. })), "{named:?}");
-    let again = keys::approve(&t.db, &reviewer(), &k.key.key_id.parse().unwrap(), None, "narrowed").await.unwrap();
+    let again = keys::approve(&t.db, &reviewer(), &k.key.key_id, None, "narrowed").await.unwrap();
     assert!(again.scope_approved);
     assert_eq!(accepted(t, &k.key.key_id).await.len(), 1);
     // Tampering with the scope in the database also stops verification.
@@ -226,10 +218,10 @@ db_test!(other_tenant_keys_are_not_found, async |t: &TestDb| {
     let k = active_key(t).await;
     let b = tenant(t, "clinic-b").await;
     let cb = user(Role::ClinicAdmin, Some(&b.id));
-    assert!(matches!(keys::get(&t.db, &cb, &k.key.key_id.parse().unwrap()).await, Err(DomainError::NotFound)));
-    assert!(matches!(keys::revoke(&t.db, &cb, &k.key.key_id.parse().unwrap(), "x").await, Err(DomainError::NotFound)));
+    assert!(matches!(keys::get(&t.db, &cb, &k.key.key_id).await, Err(DomainError::NotFound)));
+    assert!(matches!(keys::revoke(&t.db, &cb, &k.key.key_id, "x").await, Err(DomainError::NotFound)));
     assert!(matches!(
-        keys::rotate(&t.db, &t.vault, &cb, &k.key.key_id.parse().unwrap(), None, Approval::Pending).await,
+        keys::rotate(&t.db, &t.vault, &cb, &k.key.key_id, None, Approval::Pending).await,
         Err(DomainError::NotFound)
     ));
     assert!(keys::list(&t.db, &cb, &KeyFilter::default()).await.unwrap().is_empty());
@@ -311,9 +303,7 @@ db_test!(concurrent_rotations_of_one_key_create_one_replacement, async |t: &Test
     for _ in 0..8 {
         let (db, vault, id) = (db.clone(), vault.clone(), k.key.key_id.clone());
         handles.push(tokio::spawn(async move {
-            keys::rotate(&db, &vault, &admin(), &id.parse().unwrap(), None, Approval::Pending)
-                .await
-                .map(|p| p.key.key_id)
+            keys::rotate(&db, &vault, &admin(), &id, None, Approval::Pending).await.map(|p| p.key.key_id)
         }));
     }
     let mut ok = 0;

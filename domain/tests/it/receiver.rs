@@ -64,7 +64,7 @@ pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) 
     Setup {
         r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
         secret: k.secret.unwrap(),
-        key_id: k.key.key_id,
+        key_id: k.key.key_id.into_string(),
     }
 }
 

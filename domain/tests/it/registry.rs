@@ -146,7 +146,7 @@ db_test!(database_enforces_key_endpoint_tenant_binding, async |t: &TestDb| {
     assert!(forged.is_err(), "composite foreign key must refuse a cross-tenant key");
     // Duplicate key id.
     let mut dup: signing_key::ActiveModel = row.into();
-    dup.id = Set(k.key.key_id.clone());
+    dup.id = Set(k.key.key_id.to_string());
     let dup = signet_insert(dup, t).await;
     assert!(dup.as_ref().is_err_and(db::is_unique_violation), "{dup:?}");
     // An endpoint for a tenant that does not exist.
@@ -209,23 +209,21 @@ db_test!(event_type_lists_are_authorized_first_and_capped, async |t: &TestDb| {
         let other = user(Role::ClinicAdmin, Some("someone-else"));
         let r = endpoints::create(&t.db, &other, &"clinic-a".parse().unwrap(), new(types)).await;
         assert!(matches!(r, Err(DomainError::NotFound)), "{r:?}");
-        let r = keys::set_scope(&t.db, &oncall(), &k.key.key_id.parse().unwrap(), types).await;
+        let r = keys::set_scope(&t.db, &oncall(), &k.key.key_id, types).await;
         assert!(matches!(r, Err(DomainError::Forbidden)), "{r:?}");
     }
     // The clinic's own admin is told what is wrong with the list.
     let ca = user(Role::ClinicAdmin, Some(&a.id));
     let r = endpoints::create(&t.db, &ca, &"clinic-a".parse().unwrap(), new(&long)).await;
     assert!(matches!(r, Err(DomainError::Invalid { code: "too_many_event_types", .. })), "{r:?}");
-    let r = keys::set_scope(&t.db, &ca, &k.key.key_id.parse().unwrap(), &long).await;
+    let r = keys::set_scope(&t.db, &ca, &k.key.key_id, &long).await;
     assert!(matches!(r, Err(DomainError::Invalid { code: "too_many_event_types", .. })), "{r:?}");
     // 256 entries, repeats included, are fine and come back as a set.
     let most: Vec<String> = (0..256).map(|i| format!("t{}", i % 100)).collect();
     let e = endpoints::create(&t.db, &ca, &"clinic-a".parse().unwrap(), new(&most)).await.unwrap();
     assert_eq!(e.event_types.len(), 100);
     assert!(e.event_types.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
-    let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id.parse().unwrap(), &vec!["reminder.created".to_owned(); 256])
-        .await
-        .unwrap();
+    let scoped = keys::set_scope(&t.db, &ca, &k.key.key_id, &vec!["reminder.created".to_owned(); 256]).await.unwrap();
     assert_eq!(scoped.event_types, ["reminder.created"]);
 });
 

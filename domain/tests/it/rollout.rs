@@ -85,7 +85,7 @@ db_test!(enabling_retries_waits_for_drills_on_this_build_and_an_approved_bundle,
     .key_id;
     let refused = enable(t, &gate(t), "clinic-a").await.unwrap_err();
     assert!(refused.contains("no approved bundle covers its current keys"), "{refused}");
-    assert!(refused.contains(&second) && !refused.contains(&first), "{refused}");
+    assert!(refused.contains(second.as_str()) && !refused.contains(first.as_str()), "{refused}");
     assert!(!refused.contains("no drill run"), "{refused}");
     // Nothing was written by the refusals.
     assert_eq!(retry_policy::get(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().version, 4);
@@ -122,12 +122,12 @@ db_test!(a_key_whose_scope_changed_since_the_approval_is_not_covered, async |t: 
     // bundle holds the key under its old scope.
     domain::entity::signing_key::Entity::update_many()
         .col_expr(domain::entity::signing_key::Column::ScopeHash, Expr::value("f".repeat(64)))
-        .filter(domain::entity::signing_key::Column::Id.eq(&key))
+        .filter(domain::entity::signing_key::Column::Id.eq(key.as_str()))
         .exec(&t.db)
         .await
         .unwrap();
     let refused = enable(t, &gate(t), "clinic-a").await.unwrap_err();
-    assert!(refused.contains(&key), "{refused}");
+    assert!(refused.contains(key.as_str()), "{refused}");
     assert!(!refused.contains("clinic-b"), "{refused}");
 });
 

@@ -45,7 +45,7 @@ fn human(s: &views::events::EventStory) -> String {
     }
     lines.push(format!("deliveries: {}", s.deliveries.len()));
     for d in &s.deliveries {
-        let key = d.key_id.as_deref().unwrap_or("-");
+        let key = d.key_id.as_ref().map_or("-", views::ids::KeyId::as_str);
         lines.push(format!("  {}  {} {}  key {key}  {}", d.answered_at, d.status, d.answer, d.scheme));
     }
     lines.push(format!("replay records: {}", s.replay.len()));

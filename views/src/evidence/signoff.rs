@@ -3,13 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::decision::Decision;
+use crate::{decision::Decision, ids::Digest};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SignoffView {
     pub id: String,
-    pub digest: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub digest: Digest,
     pub tenant: Option<String>,
     pub decision: Decision,
     pub comment: String,
@@ -60,7 +61,8 @@ pub struct SinceApproval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExportView {
-    pub digest: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub digest: Digest,
     pub tenant: Option<String>,
     pub actor: String,
     pub actor_kind: String,

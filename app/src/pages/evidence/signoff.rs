@@ -87,7 +87,7 @@ pub(super) fn Since(since: Option<SinceApproval>) -> impl IntoView {
         }
         Some(SinceApproval { approval: Some(a), differences }) => view! {
             <p>
-                "Compared with the bundle " <code>{short(&a.digest)} "…"</code>
+                "Compared with the bundle " <code>{short(a.digest.as_str())} "…"</code>
                 " approved by " <strong>{a.actor.clone()}</strong> " " {when(&a.at)} "."
             </p>
             <Differences differences/>
@@ -155,8 +155,8 @@ pub(super) fn History(signoffs: Vec<SignoffView>) -> impl IntoView {
                             <td>{s.actor}</td>
                             <td><span class=format!("badge badge-{badge}")>{s.decision.as_str()}</span></td>
                             <td>
-                                <a href=file_link(&s.digest, "evidence.html") target="_blank" rel="noopener">
-                                    <code>{short(&s.digest)} "…"</code>
+                                <a href=file_link(s.digest.as_str(), "evidence.html") target="_blank" rel="noopener">
+                                    <code>{short(s.digest.as_str())} "…"</code>
                                 </a>
                             </td>
                             <td>{s.comment}</td>

@@ -42,7 +42,7 @@ pub(super) async fn credentials(
 ) -> DomainResult<Vec<CredentialRow>> {
     let views =
         keys::list(db, principal, &keys::KeyFilter { tenant: tenant.map(str::to_owned), ..Default::default() }).await?;
-    let ids: Vec<String> = views.iter().map(|k| k.key_id.clone()).collect();
+    let ids: Vec<String> = views.iter().map(|k| k.key_id.to_string()).collect();
     let rows: BTreeMap<String, signing_key::Model> = signing_key::Entity::find()
         .filter(signing_key::Column::Id.is_in(ids.clone()))
         .all(db)
@@ -78,14 +78,14 @@ pub(super) async fn credentials(
     let mut out: Vec<CredentialRow> = views
         .into_iter()
         .filter_map(|k| {
-            let row = rows.get(&k.key_id)?;
-            let approval = approvals.get(&k.key_id);
-            let mut verified = verification.remove(&k.key_id).unwrap_or_default();
+            let row = rows.get(k.key_id.as_str())?;
+            let approval = approvals.get(k.key_id.as_str());
+            let mut verified = verification.remove(k.key_id.as_str()).unwrap_or_default();
             verified.last_failure_at = clock::rfc3339_opt(row.last_failure_at);
             verified.last_failure_reason = row.last_failure_reason.clone();
             Some(CredentialRow {
-                tenant: k.tenant,
-                endpoint: k.endpoint,
+                tenant: k.tenant.into_string(),
+                endpoint: k.endpoint.into_string(),
                 status: k.status.as_str().to_owned(),
                 scheme: profiles.get(&row.endpoint_id).cloned().unwrap_or_else(|| k.scheme.as_str().to_owned()),
                 event_types: k.event_types,
@@ -104,7 +104,7 @@ pub(super) async fn credentials(
                 last_verified_at: k.last_verified_at,
                 overlap_ends_at: if row.status == KeyStatus::Retiring { k.expires_at } else { None },
                 verification: verified,
-                key_id: k.key_id,
+                key_id: k.key_id.into_string(),
             })
         })
         .collect();

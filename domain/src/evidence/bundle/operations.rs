@@ -77,11 +77,11 @@ pub(super) async fn retention_evidence(
     let endpoints = o
         .endpoints
         .into_iter()
-        .filter(|r| scope.is_none_or(|t| t.slug == r.tenant))
+        .filter(|r| scope.is_none_or(|t| r.tenant == t.slug))
         .map(|r| RetentionRow {
             guard_holds: r.current.dedup_secs >= r.horizon_secs,
-            tenant: r.tenant,
-            endpoint: r.endpoint,
+            tenant: r.tenant.into_string(),
+            endpoint: r.endpoint.into_string(),
             scheme: r.scheme,
             dedup_secs: r.current.dedup_secs,
             body_secs: r.current.body_secs,
@@ -117,13 +117,13 @@ pub(super) async fn retry_evidence(
         .collect();
     let mut out = Vec::new();
     for t in tenants::list(db, principal).await? {
-        if scope.is_some_and(|s| s.slug != t.slug) {
+        if scope.is_some_and(|s| t.slug != s.slug) {
             continue;
         }
-        let v = retry_policy::get(db, principal, &crate::ids::stored(&t.slug)?).await?;
+        let v = retry_policy::get(db, principal, &t.slug).await?;
         out.push(RetryPolicyEvidence {
-            open_overrides: crate::break_glass::open(db, &t.id, &t.slug).await?,
-            tenant: v.tenant,
+            open_overrides: crate::break_glass::open(db, &t.id, t.slug.as_str()).await?,
+            tenant: v.tenant.into_string(),
             policy: v.policy.as_str().to_owned(),
             version: v.version,
             history: v.history,

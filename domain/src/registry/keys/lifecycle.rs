@@ -182,7 +182,7 @@ pub async fn provision(
         target_id: &new.key.id,
         tenant_id: Some(&new.tenant.id),
         before: None,
-        after: Some(summary(&view(&new.key, &new.tenant, &new.endpoint, now))),
+        after: Some(summary(&view(&new.key, &new.tenant, &new.endpoint, now)?)),
     };
     finish_new_key(txn, principal, auth.actor(), &new, change, &approval, secret, now).await
 }
@@ -204,7 +204,7 @@ async fn finish_new_key(
     audit::record(&txn, actor, change).await?;
     let key = maybe_approve(&txn, principal, actor, new.clone(), approval, now).await?;
     txn.commit().await?;
-    Ok(ProvisionedKey { key: view(&key, &new.tenant, &new.endpoint, now), secret })
+    Ok(ProvisionedKey { key: view(&key, &new.tenant, &new.endpoint, now)?, secret })
 }
 
 /// Creates a replacement for an active key, of the same kind. See the
@@ -389,9 +389,9 @@ async fn update_recorded(
     audit_after: impl FnOnce(&KeyView) -> serde_json::Value,
     now: i64,
 ) -> DomainResult<KeyView> {
-    let before = view(&l.key, &l.tenant, &l.endpoint, now);
+    let before = view(&l.key, &l.tenant, &l.endpoint, now)?;
     let key = row.update(&txn).await?;
-    let after = view(&key, &l.tenant, &l.endpoint, now);
+    let after = view(&key, &l.tenant, &l.endpoint, now)?;
     let change = Change {
         action,
         target_kind: "key",

@@ -152,11 +152,12 @@ fn effective_status(k: &signing_key::Model, now: i64) -> KeyStatus {
     }
 }
 
-fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64) -> KeyView {
-    KeyView {
-        key_id: k.id.clone(),
-        tenant: t.slug.clone(),
-        endpoint: e.slug.clone(),
+/// The key as shown; a stored id outside its rule is a corrupt row.
+fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64) -> DomainResult<KeyView> {
+    Ok(KeyView {
+        key_id: crate::ids::stored(&k.id)?,
+        tenant: crate::ids::stored(&t.slug)?,
+        endpoint: crate::ids::stored(&e.slug)?,
         scheme: super::parse_scheme(&e.scheme).unwrap_or(Scheme::StandardWebhooks),
         status: effective_status(k, now),
         event_types: EventTypes::from_json(&k.event_types).as_slice().to_vec(),
@@ -171,7 +172,7 @@ fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64
         expires_at_ms: k.expires_at,
         revoked_at: clock::rfc3339_opt(k.revoked_at),
         revoked_reason: k.revoked_reason.clone(),
-        replaces_key_id: k.replaces_key_id.clone(),
+        replaces_key_id: k.replaces_key_id.as_deref().map(crate::ids::stored).transpose()?,
         overlap_secs: k.overlap_secs,
         last_verified_at: clock::rfc3339_opt(k.last_verified_at),
         verified_count: k.verified_count,
@@ -180,7 +181,7 @@ fn view(k: &signing_key::Model, t: &tenant::Model, e: &endpoint::Model, now: i64
         last_failure_reason: k.last_failure_reason.clone(),
         credential: CredentialKind::parse(&k.credential_kind).unwrap_or_default(),
         public_key: k.public_key.clone(),
-    }
+    })
 }
 
 fn summary(v: &KeyView) -> Value {

@@ -32,7 +32,7 @@ async fn views_for(db: &DatabaseConnection, keys: Vec<signing_key::Model>, now: 
         else {
             continue;
         };
-        out.push(view(&k, t, e, now));
+        out.push(view(&k, t, e, now)?);
     }
     Ok(out)
 }
@@ -78,5 +78,5 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFi
 pub async fn get(db: &DatabaseConnection, principal: &Principal, key_id: &KeyId) -> DomainResult<KeyView> {
     let l = load(db, principal, key_id.as_str()).await?;
     principal.authorize(Permission::ReadRegistry, Scope::Tenant(&l.tenant.id))?;
-    Ok(view(&l.key, &l.tenant, &l.endpoint, clock::now_ms()))
+    view(&l.key, &l.tenant, &l.endpoint, clock::now_ms())
 }

@@ -74,12 +74,12 @@ async fn activate<C: ConnectionTrait>(
             ));
         }
         let overlap = l.key.overlap_secs.unwrap_or(DEFAULT_OVERLAP_SECS);
-        let before = view(&old, &l.tenant, &l.endpoint, now);
+        let before = view(&old, &l.tenant, &l.endpoint, now)?;
         let mut a: signing_key::ActiveModel = old.into();
         a.status = Set(KeyStatus::Retiring);
         a.expires_at = Set(Some(now + overlap * 1000));
         let old = a.update(conn).await?;
-        let after = view(&old, &l.tenant, &l.endpoint, now);
+        let after = view(&old, &l.tenant, &l.endpoint, now)?;
         audit::record(
             conn,
             actor,
@@ -197,7 +197,7 @@ pub async fn approve(
     let approval = Approval::ApproveAs { reviewer, comment: comment.to_owned() };
     let key = maybe_approve(&txn, principal, auth.actor(), l.clone(), &approval, now).await?;
     txn.commit().await?;
-    Ok(view(&key, &l.tenant, &l.endpoint, now))
+    view(&key, &l.tenant, &l.endpoint, now)
 }
 
 /// Declines a pending key's scope. A comment is required.
@@ -231,19 +231,19 @@ pub async fn reject(
     )
     .await?;
     txn.commit().await?;
-    Ok(view(&key, &l.tenant, &l.endpoint, now))
+    view(&key, &l.tenant, &l.endpoint, now)
 }
 
-fn approval_view(a: key_approval::Model) -> ApprovalView {
-    ApprovalView {
-        key_id: a.key_id,
+fn approval_view(a: key_approval::Model) -> DomainResult<ApprovalView> {
+    Ok(ApprovalView {
+        key_id: crate::ids::stored(&a.key_id)?,
         decision: a.decision,
         reviewer: a.reviewer,
         comment: a.comment,
         scope_hash: a.scope_hash,
         scope: serde_json::from_str(&a.scope_summary).unwrap_or(Value::Null),
         decided_at: clock::rfc3339(a.decided_at),
-    }
+    })
 }
 
 /// Reviewer decisions, newest first; for one key or across what the caller
@@ -282,7 +282,7 @@ async fn history(
     } else {
         principal.authorize(Permission::ReadRegistry, Scope::Global)?;
     }
-    Ok(q.all(db).await?.into_iter().map(approval_view).collect())
+    q.all(db).await?.into_iter().map(approval_view).collect()
 }
 
 /// The reviewer's queue: pending keys, oldest first, with their scope, the
@@ -293,16 +293,17 @@ pub async fn review_queue(db: &DatabaseConnection, principal: &Principal) -> Dom
         list(db, principal, &KeyFilter { status: Some(KeyStatus::PendingApproval), ..Default::default() }).await?;
     let mut out = Vec::with_capacity(pending.len());
     for key in pending.into_iter().rev() {
-        let l = load(db, principal, &key.key_id).await?;
+        let l = load(db, principal, key.key_id.as_str()).await?;
         let scope = scope_value(&l.tenant, &l.endpoint, &EventTypes::from_json(&l.key.event_types));
         let replaces = match &l.key.replaces_key_id {
             Some(id) => signing_key::Entity::find_by_id(id.clone())
                 .one(db)
                 .await?
-                .map(|k| view(&k, &l.tenant, &l.endpoint, now)),
+                .map(|k| view(&k, &l.tenant, &l.endpoint, now))
+                .transpose()?,
             None => None,
         };
-        let history = history(db, principal, Some(&key.key_id), 50).await?;
+        let history = history(db, principal, Some(key.key_id.as_str()), 50).await?;
         out.push(ReviewItem { key, scope, replaces, history });
     }
     Ok(out)

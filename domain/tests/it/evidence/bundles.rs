@@ -106,11 +106,11 @@ db_test!(signoffs_name_exported_digests_and_show_what_changed, async |t: &TestDb
     // Nothing changed yet; then the key is revoked.
     let same = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &b.evidence).await.unwrap();
     assert!(same.differences.is_empty(), "{:?}", same.differences);
-    keys::revoke(&t.db, &admin(), &k.key.key_id.parse().unwrap(), "rotated out").await.unwrap();
+    keys::revoke(&t.db, &admin(), &k.key.key_id, "rotated out").await.unwrap();
     let later = export::export(&t.db, &t.vault, &reviewer(), None, Via::Console).await.unwrap().bundle;
     let since = signoff::since_last_approval(&t.db, &t.vault, &reviewer(), None, &later.evidence).await.unwrap();
     assert_eq!(since.approval.unwrap().digest, b.digest);
-    let d = since.differences.iter().find(|d| d.section == "credentials" && d.subject == k.key.key_id).unwrap();
+    let d = since.differences.iter().find(|d| d.section == "credentials" && k.key.key_id == d.subject).unwrap();
     assert!(
         d.approved.as_deref().unwrap().contains("active") && d.now.as_deref().unwrap().contains("revoked"),
         "{d:?}"

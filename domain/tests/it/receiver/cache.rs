@@ -69,7 +69,7 @@ db_test!(a_key_activated_a_moment_ago_verifies_at_once, async |t: &TestDb| {
     )
     .await
     .unwrap();
-    let fresh = Setup { r: s.r.clone(), secret: rotated.secret.unwrap(), key_id: rotated.key.key_id };
+    let fresh = Setup { r: s.r.clone(), secret: rotated.secret.unwrap(), key_id: rotated.key.key_id.into_string() };
     let b2 = created("r-2");
     let o = deliver(&fresh, &signed(&fresh, Scheme::StandardWebhooks, &b2, now_s(), "m2"), &b2).await;
     assert!(matches!(o, Outcome::Applied { .. }), "the new secret works at once: {o:?}");

@@ -30,7 +30,7 @@ use crate::{
     ids,
     vault::Vault,
 };
-use views::ids::Digest;
+use views::ids::{Digest, TenantSlug};
 use views::{
     evidence::{Acknowledgement, Difference, Evidence, SignoffView, SinceApproval},
     roles::Permission,
@@ -319,7 +319,7 @@ pub async fn sign_off(
 pub async fn list(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     limit: u64,
 ) -> DomainResult<Vec<SignoffView>> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
@@ -340,7 +340,7 @@ pub async fn since_last_approval(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     current: &Evidence,
 ) -> DomainResult<SinceApproval> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;

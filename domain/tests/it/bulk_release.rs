@@ -31,14 +31,7 @@ use crate::{
 };
 
 async fn entry_of(t: &TestDb, event_id: &str) -> views::quarantine::QuarantineView {
-    let all = quarantine::list(
-        &t.db,
-        &admin(),
-        &parsed(QuarantineFilter { status: Some("all".into()), ..Default::default() }),
-    )
-    .await
-    .unwrap();
-    all.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
+    all_quarantined(t).await.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
 }
 
 async fn drain(t: &TestDb, job_id: &str) {

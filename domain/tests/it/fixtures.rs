@@ -38,6 +38,12 @@ pub fn parsed(f: views::quarantine::QuarantineFilter) -> domain::quarantine::Fil
     domain::quarantine::Filter::named(f).expect("the filter's tenant is a slug")
 }
 
+/// Every quarantine entry, whatever its status, as an admin lists them.
+pub async fn all_quarantined(t: &TestDb) -> Vec<views::quarantine::QuarantineView> {
+    let all = views::quarantine::QuarantineFilter { status: Some("all".into()), ..Default::default() };
+    domain::quarantine::list(&t.db, &admin(), &parsed(all)).await.expect("quarantine list").items
+}
+
 pub fn user(role: Role, tenant_id: Option<&str>) -> Principal {
     Principal {
         actor: Actor::User { id: format!("id-{}", role.as_str()), username: format!("{}-user", role.as_str()) },

@@ -48,14 +48,7 @@ async fn resend(s: &Setup, body: &[u8], msg: &str) -> Outcome {
 
 /// The id of the only quarantine entry for `event_id`.
 async fn entry_id(t: &TestDb, event_id: &str) -> String {
-    let l = quarantine::list(
-        &t.db,
-        &admin(),
-        &parsed(QuarantineFilter { status: Some("all".into()), ..Default::default() }),
-    )
-    .await
-    .unwrap();
-    l.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
+    all_quarantined(t).await.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
 }
 
 async fn audit_count(t: &TestDb, action: &str) -> u64 {
@@ -340,14 +333,7 @@ db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &T
     let s = Setup { r: Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone(), faults)), ..s };
     let out = send(&s, &scheduled("r-1"), "msg_out_of_scope").await;
     assert_eq!(out, Outcome::Refused(domain::receiver::Refusal::EventTypeNotPermitted));
-    let l = quarantine::list(
-        &t.db,
-        &admin(),
-        &parsed(QuarantineFilter { status: Some("all".into()), ..Default::default() }),
-    )
-    .await
-    .unwrap();
-    assert!(l.items.is_empty(), "nothing quarantined");
+    assert!(all_quarantined(t).await.is_empty(), "nothing quarantined");
     // An in-scope event on the same path is still kept (quarantined as transient).
     let kept = send(&s, &created("r-2"), "msg_in_scope").await;
     assert_eq!(kept, Outcome::Quarantined { event_id: "msg_in_scope".into(), reason: QuarantineReason::Transient });

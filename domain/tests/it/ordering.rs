@@ -70,9 +70,7 @@ async fn claim_outcome(t: &TestDb, event_id: &str) -> String {
 }
 
 async fn entry_id(t: &TestDb, event_id: &str) -> String {
-    let all = QuarantineFilter { status: Some("all".into()), ..Default::default() };
-    let l = quarantine::list(&t.db, &admin(), &parsed(all)).await.unwrap();
-    l.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
+    all_quarantined(t).await.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
 }
 
 fn ambiguous(event_id: &str) -> Outcome {

@@ -16,6 +16,14 @@ pub fn named<T: std::str::FromStr>(text: &str) -> DomainResult<T> {
     text.parse().map_err(|_| DomainError::NotFound)
 }
 
+/// An optional filter naming an id, as a query string or a form gives it:
+/// absent or empty filters nothing; anything else is [`named`] (outside its
+/// rule: `NotFound`). The edges parse filters with it, so the domain's
+/// filters carry the typed id.
+pub fn named_filter<T: std::str::FromStr>(text: Option<&str>) -> DomainResult<Option<T>> {
+    text.filter(|s| !s.is_empty()).map(named).transpose()
+}
+
 /// An id read back from the database: one that does not parse is a corrupt
 /// row, reported as an internal error (`DbErr::Type`, as sea-orm reports a
 /// column it cannot convert), never a panic or a "not found".
@@ -70,6 +78,18 @@ mod tests {
         }
         for s in ["e", "a b", "a/b", "a\nb", "\u{7f}", "\u{85}", "\u{a0}", "ü"] {
             assert_eq!(event.is_match(s), EventId::parse(s).is_ok(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_filter_is_named_once_and_an_empty_one_filters_nothing() {
+        let filter = |text| named_filter::<TenantSlug>(text);
+        assert!(matches!(filter(None), Ok(None)));
+        assert!(matches!(filter(Some("")), Ok(None)));
+        assert_eq!(filter(Some("clinic-a")).unwrap(), Some(TenantSlug::parse("clinic-a").unwrap()));
+        // Outside the rule it names nothing, as an unknown tenant: not a 422.
+        for bad in ["Clinic", " clinic-a", "_drill", "a_b", &"a".repeat(64)] {
+            assert!(matches!(filter(Some(bad)), Err(DomainError::NotFound)), "{bad:?}");
         }
     }
 

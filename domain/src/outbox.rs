@@ -248,15 +248,15 @@ pub(crate) fn view(r: intent::Model, slug: TenantSlug) -> OutboxView {
 pub async fn list(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: Option<&str>,
+    tenant_slug: Option<&TenantSlug>,
     status: Option<&str>,
     limit: u64,
 ) -> DomainResult<Vec<OutboxView>> {
     let mut q =
         intent::Entity::find().order_by_desc(intent::Column::CreatedAt).limit(limit.clamp(1, views::paging::LIST.max));
-    match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
+    match (tenant_slug, principal.tenant_filter()) {
         (Some(slug), _) => {
-            let t = tenants::find(db, principal, &crate::ids::named(slug)?).await?;
+            let t = tenants::find(db, principal, slug).await?;
             principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
             q = q.filter(intent::Column::TenantId.eq(t.id));
         }

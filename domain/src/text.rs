@@ -44,7 +44,7 @@ pub const MAX_REASON_CHARS: usize = 500;
 
 /// A required free-text justification (audited): not blank, at most
 /// [`MAX_REASON_CHARS`]; stored trimmed.
-pub(crate) fn require_reason(reason: &str) -> DomainResult<String> {
+pub fn require_reason(reason: &str) -> DomainResult<String> {
     if is_blank(reason) {
         return Err(DomainError::invalid("reason_required", "a reason is required"));
     }

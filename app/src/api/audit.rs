@@ -20,14 +20,13 @@ pub async fn audit_log(
     const PAGE: u64 = 50;
     let (st, p) = ssr::request().await?;
     let visible = tenants::list(&st.db, &p).await?;
+    // A name outside the slug rule is no visible tenant either.
+    let no_such = || AppError::new("not_found", "no such tenant");
     let tenant_id = match tenant.as_deref().filter(|t| !t.is_empty()) {
-        Some(slug) => Some(
-            visible
-                .iter()
-                .find(|t| t.slug == slug)
-                .map(|t| t.id.clone())
-                .ok_or_else(|| AppError::new("not_found", "no such tenant"))?,
-        ),
+        Some(text) => {
+            let slug: views::ids::TenantSlug = text.parse().map_err(|_| no_such())?;
+            Some(visible.iter().find(|t| t.slug == slug.as_str()).map(|t| t.id.clone()).ok_or_else(no_such)?)
+        }
         None => None,
     };
     let since_ms = match since.as_deref().unwrap_or("") {

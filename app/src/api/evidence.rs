@@ -23,11 +23,12 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
     let (st, p) = ssr::request().await?;
     let tenant = scope(tenant);
     let run_list = runs::list(&st.db, &p, 10).await?;
-    let exports = export::list(&st.db, &p, tenant.as_deref(), 1).await?;
+    let slug = domain::ids::named_filter(tenant.as_deref())?;
+    let exports = export::list(&st.db, &p, slug.as_ref(), 1).await?;
     let (bundle, since) = match exports.first() {
         Some(latest) => {
             let b = export::stored(&st.db, &st.vault, &p, &latest.digest).await?;
-            let since = signoff::since_last_approval(&st.db, &st.vault, &p, tenant.as_deref(), &b.evidence).await?;
+            let since = signoff::since_last_approval(&st.db, &st.vault, &p, slug.as_ref(), &b.evidence).await?;
             let dto = crate::dto::BundleDto {
                 digest: b.digest.clone(),
                 actor: latest.actor.clone(),
@@ -39,7 +40,7 @@ pub async fn evidence_page(tenant: Option<String>) -> Result<EvidencePageDto, Ap
         }
         None => (None, None),
     };
-    let signoffs = signoff::list(&st.db, &p, tenant.as_deref(), 50).await?;
+    let signoffs = signoff::list(&st.db, &p, slug.as_ref(), 50).await?;
     let tenants = if p.tenant_filter().is_none() {
         domain::registry::tenants::list(&st.db, &p).await?.into_iter().map(|t| t.slug.into_string()).collect()
     } else {
@@ -94,7 +95,7 @@ pub async fn export_evidence(tenant: Option<String>) -> Result<(), AppError> {
         &st.db,
         &st.vault,
         &p,
-        tenant.as_deref(),
+        domain::ids::named_filter(tenant.as_deref())?.as_ref(),
         domain::evidence::export::Via::Console,
         evidence_html::render,
     )

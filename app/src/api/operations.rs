@@ -32,7 +32,8 @@ pub async fn list_quarantine(
 ) -> Result<QuarantineList, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::quarantine::list(&st.db, &p, &filter(tenant, endpoint, reason, status, age)).await?)
+    let f = domain::quarantine::Filter::named(filter(tenant, endpoint, reason, status, age))?;
+    Ok(domain::quarantine::list(&st.db, &p, &f).await?)
 }
 
 #[server(prefix = "/fn", endpoint = "quarantine_detail", input = GetUrl)]
@@ -104,7 +105,8 @@ pub async fn start_bulk_release(
 
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    let f = filter(tenant, endpoint, reason_filter, None, age);
+    domain::text::require_reason(&reason)?;
+    let f = domain::quarantine::Filter::named(filter(tenant, endpoint, reason_filter, None, age))?;
     let job = bulk_release::start(&st.db, &p, &f, &reason).await?;
     bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone(), &st.faults);
     leptos_axum::redirect(&format!("/quarantine/bulk/{}", job.id));
@@ -262,7 +264,8 @@ pub async fn list_outbox(
 ) -> Result<Vec<views::outbox::OutboxView>, AppError> {
     use crate::ssr;
     let (st, p) = ssr::request().await?;
-    Ok(domain::outbox::list(&st.db, &p, tenant.as_deref(), status.as_deref(), 200).await?)
+    let tenant = domain::ids::named_filter(tenant.as_deref())?;
+    Ok(domain::outbox::list(&st.db, &p, tenant.as_ref(), status.as_deref(), 200).await?)
 }
 
 /// Sends a dead intent again (same idempotency key), audited.

@@ -58,7 +58,7 @@ pub async fn load_tenant(slug: String) -> Result<TenantOverview, AppError> {
     let t = tenants::get(&st.db, &p, &tenant).await?;
     let can_manage = p.authorize(Permission::ManageKeys, Scope::Tenant(&t.id)).is_ok();
     let all_keys =
-        keys::list(&st.db, &p, &keys::KeyFilter { tenant: Some(slug.clone()), ..Default::default() }).await?;
+        keys::list(&st.db, &p, &keys::KeyFilter { tenant: Some(tenant.clone()), ..Default::default() }).await?;
     let eps = endpoints::list(&st.db, &p, &tenant).await?;
     let (mut active_keys, mut pending_keys) = (0, 0);
     for k in &all_keys {

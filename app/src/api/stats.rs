@@ -19,5 +19,6 @@ pub async fn dashboard_stats(
     use crate::ssr;
     let (st, p) = ssr::polled_request(auto).await?;
     let window = Window::parse(window.as_deref())?;
-    Ok(stats::stats(&st.db, &p, tenant.as_deref().filter(|t| !t.is_empty()), window).await?)
+    let tenant = domain::ids::named_filter(tenant.as_deref())?;
+    Ok(stats::stats(&st.db, &p, tenant.as_ref(), window).await?)
 }

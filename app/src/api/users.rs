@@ -34,7 +34,7 @@ pub async fn create_user(
         NewUser {
             username: username.trim().to_owned(),
             role,
-            tenant: tenant.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
+            tenant: domain::auth::TenantName::given(tenant.as_deref().map(str::trim)),
             password: Password::new(password),
         },
     )
@@ -53,16 +53,19 @@ pub async fn update_user(
     disabled: Option<String>,
 ) -> Result<(), AppError> {
     use crate::ssr;
-    use domain::auth::users::{self, UserPatch};
+    use domain::auth::{
+        TenantName,
+        users::{self, UserChange},
+    };
     use views::roles::Role;
     let (st, p) = ssr::request().await?;
     let role = match role.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
         Some(r) => Some(Role::parse(r).ok_or_else(|| AppError::new("invalid_role", "unknown role"))?),
         None => None,
     };
-    let patch = UserPatch {
+    let patch = UserChange {
         role,
-        tenant: tenant.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
+        tenant: TenantName::given(tenant.as_deref().map(str::trim)).map(Some),
         disabled: disabled.as_deref().map(|d| d == "true"),
     };
     users::update(&st.db, &p, &username, patch).await?;

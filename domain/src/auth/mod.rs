@@ -11,6 +11,7 @@ pub mod throttle;
 pub mod tokens;
 pub mod users;
 
+pub use binding::TenantName;
 pub use principal::{Actor, Authorized, Principal, Scope};
 
 /// The principal as it stands now. Work that runs on after the request that

@@ -354,7 +354,7 @@ mod tests {
             };
             users::create(&db, &Principal::cli(), new).await.unwrap();
         }
-        let patch = users::UserPatch { disabled: Some(true), ..Default::default() };
+        let patch = users::UserChange { disabled: Some(true), ..Default::default() };
         users::update(&db, &Principal::cli(), "gone", patch).await.unwrap();
         let wrong = Password::new("not the password".into());
         let long = Password::new("x".repeat(2000));

@@ -4,7 +4,7 @@
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde_json::json;
 
-use super::{Actor, Principal, Scope};
+use super::{Actor, Principal, Scope, TenantName};
 use crate::{
     audit::{self, Change},
     clock,
@@ -48,7 +48,7 @@ pub async fn create(
     principal: &Principal,
     name: &str,
     role: Role,
-    tenant_slug: Option<&str>,
+    tenant: Option<&TenantName>,
 ) -> DomainResult<CreatedToken> {
     let auth = principal.authorize(Permission::ManageUsers, Scope::Global)?;
     let name = name.trim();
@@ -56,13 +56,13 @@ pub async fn create(
         return Err(DomainError::invalid("invalid_name", "token name must be 1–100 characters"));
     }
     let txn = db::begin_write(db).await?;
-    let tenant_id = match (role.is_tenant_bound(), tenant_slug.filter(|s| !s.is_empty())) {
+    let tenant_id = match (role.is_tenant_bound(), tenant) {
         (true, None) => return Err(DomainError::invalid("tenant_required", "a clinic-admin token needs --tenant")),
         (false, Some(_)) => {
             return Err(DomainError::invalid("tenant_not_allowed", format!("role {role} is not bound to a tenant")));
         }
         (false, None) => None,
-        (true, Some(slug)) => Some(super::binding::bindable_id(&txn, slug).await?),
+        (true, Some(name)) => Some(super::binding::bindable_id(&txn, name).await?),
     };
     let token = random_token(PREFIX);
     let model = api_token::ActiveModel {
@@ -78,7 +78,7 @@ pub async fn create(
     }
     .insert(&txn)
     .await?;
-    let v = view(model, tenant_slug.map(str::to_owned));
+    let v = view(model, tenant.map(|t| t.as_str().to_owned()));
     audit::record(
         &txn,
         auth.actor(),

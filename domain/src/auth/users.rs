@@ -7,7 +7,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Actor, Principal, Scope};
+use super::{Actor, Principal, Scope, TenantName};
 use crate::{
     audit::{self, Change},
     clock,
@@ -30,11 +30,14 @@ pub const MAX_PASSWORD_LEN: usize = 256;
 pub struct NewUser {
     pub username: String,
     pub role: Role,
-    /// Tenant slug; required for clinic admins, refused for other roles.
-    pub tenant: Option<String>,
+    /// The tenant, parsed by the edge ([`TenantName::given`]); required for
+    /// clinic admins, refused for other roles.
+    pub tenant: Option<TenantName>,
     pub password: Password,
 }
 
+// The API's body; its edge parses it into a `UserChange` (this doc comment
+// is the document's description, so it stays as it was).
 /// Changes for [`update`]; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -43,6 +46,23 @@ pub struct UserPatch {
     /// Tenant slug (clinic admins).
     pub tenant: Option<String>,
     pub disabled: Option<bool>,
+}
+
+/// Changes for [`update`], the tenant parsed; `None` leaves a field as it
+/// is.
+#[derive(Debug, Clone, Default)]
+pub struct UserChange {
+    pub role: Option<Role>,
+    /// `Some(None)`: given empty, which binds to no tenant (refused for a
+    /// clinic admin).
+    pub tenant: Option<Option<TenantName>>,
+    pub disabled: Option<bool>,
+}
+
+impl From<UserPatch> for UserChange {
+    fn from(p: UserPatch) -> UserChange {
+        UserChange { role: p.role, tenant: p.tenant.map(|t| TenantName::given(Some(&t))), disabled: p.disabled }
+    }
 }
 
 /// Usernames: 2–[`MAX_USERNAME_LEN`] of a-z, 0-9, `.`, `_`, `-`, `@`,
@@ -97,15 +117,19 @@ pub fn validate_password(pw: &Password) -> DomainResult<()> {
     Ok(())
 }
 
-async fn tenant_id_for<C: ConnectionTrait>(conn: &C, role: Role, slug: Option<&str>) -> DomainResult<Option<String>> {
-    match (role.is_tenant_bound(), slug.filter(|s| !s.is_empty())) {
+async fn tenant_id_for<C: ConnectionTrait>(
+    conn: &C,
+    role: Role,
+    tenant: Option<&TenantName>,
+) -> DomainResult<Option<String>> {
+    match (role.is_tenant_bound(), tenant) {
         (true, None) => Err(DomainError::invalid("tenant_required", "a clinic admin needs a tenant")),
         (false, Some(_)) => Err(DomainError::invalid(
             "tenant_not_allowed",
             format!("role {role} is not bound to a tenant; leave the tenant empty"),
         )),
         (false, None) => Ok(None),
-        (true, Some(slug)) => super::binding::bindable_id(conn, slug).await.map(Some),
+        (true, Some(name)) => super::binding::bindable_id(conn, name).await.map(Some),
     }
 }
 
@@ -146,7 +170,7 @@ async fn prepare(new: NewUser) -> DomainResult<Prepared> {
 
 async fn insert_user<C: ConnectionTrait>(conn: &C, actor: &Actor, prepared: Prepared) -> DomainResult<UserView> {
     let Prepared { new, password_hash } = prepared;
-    let tenant_id = tenant_id_for(conn, new.role, new.tenant.as_deref()).await?;
+    let tenant_id = tenant_id_for(conn, new.role, new.tenant.as_ref()).await?;
     let exists = user::Entity::find().filter(user::Column::Username.eq(&new.username)).count(conn).await?;
     if exists > 0 {
         return Err(DomainError::conflict("username_taken", format!("user {:?} already exists", new.username)));
@@ -242,7 +266,7 @@ pub async fn update(
     db: &DatabaseConnection,
     principal: &Principal,
     username: &str,
-    patch: UserPatch,
+    patch: UserChange,
 ) -> DomainResult<UserView> {
     let auth = principal.authorize(Permission::ManageUsers, Scope::Global)?;
     let txn = db::begin_write(db).await?;
@@ -261,12 +285,14 @@ pub async fn update(
         ));
     }
     let role = patch.role.unwrap_or(before.role);
-    let tenant_slug = if patch.role.is_some() || patch.tenant.is_some() {
-        patch.tenant.clone().or_else(|| if role.is_tenant_bound() { before.tenant.clone() } else { None })
-    } else {
-        before.tenant.clone()
+    let bound = || TenantName::given(before.tenant.as_deref());
+    let tenant = match (patch.role, patch.tenant) {
+        (_, Some(given)) => given,
+        (Some(_), None) if role.is_tenant_bound() => bound(),
+        (Some(_), None) => None,
+        (None, None) => bound(),
     };
-    let tenant_id = tenant_id_for(&txn, role, tenant_slug.as_deref()).await?;
+    let tenant_id = tenant_id_for(&txn, role, tenant.as_ref()).await?;
     let disabled = patch.disabled.unwrap_or(u.disabled);
     if role == before.role && tenant_id == u.tenant_id && disabled == u.disabled {
         return Err(DomainError::nothing_to_change());

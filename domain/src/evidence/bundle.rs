@@ -22,6 +22,7 @@ use crate::{
 };
 use views::{
     evidence::{AuditEvidence, Deployment, Evidence, SignedCheckpoint},
+    ids::TenantSlug,
     roles::Permission,
 };
 
@@ -33,10 +34,10 @@ pub use operations::DRILL_STALE_DAYS;
 async fn scope_tenant(
     db: &DatabaseConnection,
     principal: &Principal,
-    slug: Option<&str>,
+    slug: Option<&TenantSlug>,
 ) -> DomainResult<Option<tenant::Model>> {
-    Ok(match (slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
-        (Some(slug), _) => Some(tenants::find(db, principal, &crate::ids::named(slug)?).await?),
+    Ok(match (slug, principal.tenant_filter()) {
+        (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
         (None, Some(own)) => {
             Some(tenant::Entity::find_by_id(own.to_owned()).one(db).await?.ok_or(crate::DomainError::NotFound)?)
         }
@@ -49,12 +50,13 @@ pub async fn collect(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
 ) -> DomainResult<Evidence> {
     let scope = scope_tenant(db, principal, tenant).await?;
     principal.authorize(Permission::ExportEvidence, scope.as_ref().map_or(Scope::Global, |t| Scope::Tenant(&t.id)))?;
     let now = clock::now_ms();
     let signer = service_keys::evidence_signer(db, vault).await?;
+    let scope_slug: Option<TenantSlug> = scope.as_ref().map(|t| crate::ids::stored(&t.slug)).transpose()?;
     let tenant_slug = scope.as_ref().map(|t| t.slug.clone());
     let build = identity::current().await;
     let database = durability::read(db).await?;
@@ -67,14 +69,14 @@ pub async fn collect(
         }
     }
 
-    let credentials = credentials::credentials(db, principal, tenant_slug.as_deref(), now).await?;
+    let credentials = credentials::credentials(db, principal, scope_slug.as_ref(), now).await?;
     let access = access::access(db, scope.as_ref()).await?;
     let constraints = catalog::constraints(db).await?;
     let drills = operations::drill_evidence(db, scope.as_ref(), &build, now).await?;
     let retention = operations::retention_evidence(db, principal, scope.as_ref()).await?;
     let retry_policy = operations::retry_evidence(db, principal, scope.as_ref(), &access).await?;
     let cohort_check = cohort::check(db, scope.as_ref()).await?;
-    let metrics = operations::metrics_evidence(db, principal, tenant_slug.as_deref()).await?;
+    let metrics = operations::metrics_evidence(db, principal, scope_slug.as_ref()).await?;
     // Exports are POSTs: the mark may move (the next export starts there).
     let chain = audit::verify_new(db, true).await?;
     let cp = audit::checkpoint(db).await?;

@@ -24,7 +24,7 @@ use crate::{
     service_keys,
     vault::Vault,
 };
-use views::ids::Digest;
+use views::ids::{Digest, TenantSlug};
 use views::{
     evidence::{Evidence, ExportView},
     roles::Permission,
@@ -79,7 +79,7 @@ pub async fn export(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     via: Via,
     render_page: RenderPage,
 ) -> DomainResult<Exported> {
@@ -209,7 +209,7 @@ pub async fn latest(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
 ) -> DomainResult<Bundle> {
     let newest = list(db, principal, tenant, 1).await?.into_iter().next().ok_or(DomainError::NotFound)?;
     stored(db, vault, principal, &newest.digest).await
@@ -271,7 +271,7 @@ pub async fn stored(
 pub async fn list(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     limit: u64,
 ) -> DomainResult<Vec<ExportView>> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
@@ -292,10 +292,10 @@ pub async fn list(
 pub async fn scoped_tenant_id(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
 ) -> DomainResult<Option<String>> {
-    let id = match (tenant.filter(|t| !t.is_empty()), principal.tenant_filter()) {
-        (Some(slug), _) => Some(crate::registry::tenants::find(db, principal, &crate::ids::named(slug)?).await?.id),
+    let id = match (tenant, principal.tenant_filter()) {
+        (Some(slug), _) => Some(crate::registry::tenants::find(db, principal, slug).await?.id),
         (None, Some(own)) => Some(own.to_owned()),
         (None, None) => None,
     };

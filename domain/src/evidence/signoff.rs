@@ -27,7 +27,7 @@ use crate::{
     ids,
     vault::Vault,
 };
-use views::ids::Digest;
+use views::ids::{Digest, TenantSlug};
 use views::{
     decision::Decision,
     evidence::{Acknowledgement, Difference, Evidence, SignoffView, SinceApproval},
@@ -315,7 +315,7 @@ pub async fn sign_off(
 pub async fn list(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     limit: u64,
 ) -> DomainResult<Vec<SignoffView>> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;
@@ -336,7 +336,7 @@ pub async fn since_last_approval(
     db: &DatabaseConnection,
     vault: &Vault,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     current: &Evidence,
 ) -> DomainResult<SinceApproval> {
     let tenant_id = scoped_tenant_id(db, principal, tenant).await?;

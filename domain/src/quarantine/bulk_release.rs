@@ -24,8 +24,9 @@ use sea_orm::{
 use serde_json::json;
 
 use super::{
+    Filter,
     bulk_item::{Mark, STOPPED, record_in},
-    nonempty, scope_condition, with_reason,
+    scope_condition, with_reason,
 };
 use crate::{
     audit::{self, Change},
@@ -77,21 +78,23 @@ runs!(
 pub async fn start(
     db: &DatabaseConnection,
     principal: &Principal,
-    f: &QuarantineFilter,
+    filter: &Filter,
     reason: &str,
 ) -> DomainResult<BulkReleaseView> {
     let reason = require_reason(reason)?;
     // Authorize the triage itself before looking: an empty match must not
     // make a caller without the right look successful.
-    let (auth, tenant_id) = match nonempty(&f.tenant) {
+    let (auth, tenant_id) = match &filter.tenant {
         Some(slug) => {
-            let t = tenants::find(db, principal, &crate::ids::named(slug)?).await?;
+            let t = tenants::find(db, principal, slug).await?;
             (principal.authorize(Permission::TriageEvents, Scope::Tenant(&t.id))?, Some(t.id))
         }
         None => (principal.authorize(Permission::TriageEvents, Scope::Global)?, None),
     };
-    let f = QuarantineFilter { status: Some(QuarantineStatus::Open.as_str().into()), limit: None, ..f.clone() };
-    let cond = with_reason(scope_condition(db, principal, &f).await?, &f);
+    let given =
+        QuarantineFilter { status: Some(QuarantineStatus::Open.as_str().into()), limit: None, ..filter.given.clone() };
+    let f = Filter { tenant: filter.tenant.clone(), given };
+    let cond = with_reason(scope_condition(db, principal, &f).await?, &f.given);
     let entries: Vec<String> = entry::Entity::find()
         .select_only()
         .column(entry::Column::Id)
@@ -111,7 +114,7 @@ pub async fn start(
     job::Entity::insert(job::ActiveModel {
         id: Set(id.clone()),
         tenant_id: Set(tenant_id.clone()),
-        filter: Set(serde_json::to_string(&f).expect("a filter serializes")),
+        filter: Set(serde_json::to_string(&f.given).expect("a filter serializes")),
         reason: Set(reason.clone()),
         actor: Set(auth.actor().name().to_owned()),
         status: Set(RunStatus::Running),
@@ -140,7 +143,7 @@ pub async fn start(
         });
         item::Entity::insert_many(rows).exec_without_returning(&txn).await?;
     }
-    let after = json!({"filter": f, "total": entries.len(), "reason": reason});
+    let after = json!({"filter": f.given, "total": entries.len(), "reason": reason});
     audit::record(&txn, auth.actor(), job_change("quarantine.bulk_release.start", &id, tenant_id.as_deref(), after))
         .await?;
     txn.commit().await?;

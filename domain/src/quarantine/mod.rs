@@ -10,6 +10,7 @@
 
 mod bulk_item;
 pub mod bulk_release;
+mod filter;
 pub mod redact;
 
 use std::collections::HashMap;
@@ -17,8 +18,8 @@ use views::{
     events::ClaimOutcome,
     keys::KeyStatus,
     quarantine::{
-        BulkItemOutcome, QuarantineFilter, QuarantineList, QuarantineReason, QuarantineReasonCount, QuarantineStatus,
-        QuarantineView, RevealedBody,
+        BulkItemOutcome, QuarantineList, QuarantineReason, QuarantineReasonCount, QuarantineStatus, QuarantineView,
+        RevealedBody,
     },
     roles::Permission,
     scheme::EventTypes,
@@ -30,6 +31,8 @@ use sea_orm::{
 };
 use serde_json::json;
 
+pub use filter::Filter;
+use filter::{nonempty, scope_condition, with_reason};
 use redact::Redaction;
 
 use crate::{
@@ -42,93 +45,15 @@ use crate::{
     envelope,
     error::{DomainError, DomainResult},
     receiver::effects::{self, Applied, EffectError, Target},
-    registry::{endpoints, event_key, tenants},
+    registry::{endpoints, event_key},
     text::require_reason,
     vault::Vault,
 };
 
-fn age_ms(age: &str) -> DomainResult<i64> {
-    match age {
-        "1h" => Ok(3_600_000),
-        "24h" => Ok(86_400_000),
-        "7d" => Ok(7 * 86_400_000),
-        other => Err(DomainError::invalid("invalid_age", format!("age must be 1h, 24h or 7d, got {other:?}"))),
-    }
-}
-
-fn nonempty(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
-}
-
-/// The filter except its reason, as a condition, after authorizing the
-/// caller to read what it covers (the counts by reason ignore the reason).
-async fn scope_condition(
-    db: &DatabaseConnection,
-    principal: &Principal,
-    f: &QuarantineFilter,
-) -> DomainResult<Condition> {
-    let mut c = Condition::all();
-    match nonempty(&f.tenant) {
-        Some(slug) => {
-            let t = tenants::find(db, principal, &crate::ids::named(slug)?).await?;
-            principal.authorize(Permission::ReadEvents, Scope::Tenant(&t.id))?;
-            c = c.add(entry::Column::TenantId.eq(&t.id));
-            if let Some(ep) = nonempty(&f.endpoint) {
-                let e = endpoint::Entity::find()
-                    .filter(endpoint::Column::TenantId.eq(&t.id))
-                    .filter(endpoint::Column::Slug.eq(ep))
-                    .one(db)
-                    .await?
-                    .ok_or(DomainError::NotFound)?;
-                c = c.add(entry::Column::EndpointId.eq(e.id));
-            }
-        }
-        None if nonempty(&f.endpoint).is_some() => {
-            return Err(DomainError::invalid("tenant_required", "filtering by endpoint needs a tenant"));
-        }
-        None => match principal.tenant_filter() {
-            Some(own) => {
-                principal.authorize(Permission::ReadEvents, Scope::Tenant(own))?;
-                c = c.add(entry::Column::TenantId.eq(own));
-            }
-            None => {
-                principal.authorize(Permission::ReadEvents, Scope::Global)?;
-                c = c.add(crate::registry::tenants::not_synthetic_tenant(entry::Column::TenantId));
-            }
-        },
-    }
-    match nonempty(&f.status).map(|s| (s, QuarantineStatus::parse(s))) {
-        Some(("all", _)) => {}
-        None => c = c.add(entry::Column::Status.eq(QuarantineStatus::Open)),
-        Some((_, Some(s))) => c = c.add(entry::Column::Status.eq(s)),
-        Some((other, None)) => {
-            return Err(DomainError::invalid(
-                "invalid_status",
-                format!("status must be open, released, discarded or all, got {other:?}"),
-            ));
-        }
-    }
-    if let Some(age) = nonempty(&f.age) {
-        c = c.add(entry::Column::CreatedAt.gte(clock::now_ms() - age_ms(age)?));
-    }
-    Ok(c)
-}
-
-/// `scope` narrowed to the filter's reason, if any.
-fn with_reason(scope: Condition, f: &QuarantineFilter) -> Condition {
-    match nonempty(&f.reason) {
-        Some(r) => scope.add(entry::Column::Reason.eq(r)),
-        None => scope,
-    }
-}
-
-pub async fn list(
-    db: &DatabaseConnection,
-    principal: &Principal,
-    f: &QuarantineFilter,
-) -> DomainResult<QuarantineList> {
+pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &Filter) -> DomainResult<QuarantineList> {
+    let f = &filter.given;
     let limit = crate::paging::limit(views::paging::LIST, f.limit)?;
-    let scope = scope_condition(db, principal, f).await?;
+    let scope = scope_condition(db, principal, filter).await?;
     let by_reason: Vec<QuarantineReasonCount> = entry::Entity::find()
         .select_only()
         .column(entry::Column::Reason)

@@ -11,7 +11,7 @@ pub mod gauges;
 
 use std::collections::{BTreeMap, HashMap};
 use views::{
-    ids::KeyId,
+    ids::{KeyId, TenantSlug},
     keys::KeyStatus,
     outbox::OutboxStatus,
     quarantine::QuarantineStatus,
@@ -243,12 +243,12 @@ pub fn quantile(hist: &HashMap<String, i64>, q: f64) -> Option<f64> {
 pub async fn stats(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant_slug: Option<&str>,
+    tenant_slug: Option<&TenantSlug>,
     window: Window,
 ) -> DomainResult<StatsView> {
     // A clinic admin always sees its own tenant only.
-    let scope_tenant: Option<tenant::Model> = match (tenant_slug.filter(|s| !s.is_empty()), principal.tenant_filter()) {
-        (Some(slug), _) => Some(tenants::find(db, principal, &crate::ids::named(slug)?).await?),
+    let scope_tenant: Option<tenant::Model> = match (tenant_slug, principal.tenant_filter()) {
+        (Some(slug), _) => Some(tenants::find(db, principal, slug).await?),
         (None, Some(own)) => Some(tenant::Entity::find_by_id(own).one(db).await?.ok_or(DomainError::NotFound)?),
         (None, None) => None,
     };

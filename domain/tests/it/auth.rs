@@ -1,10 +1,10 @@
 use domain::{
     DomainError,
     auth::{
-        Principal, failures,
+        Principal, TenantName, failures,
         sessions::{self, Activity, SessionPolicy},
         throttle, tokens,
-        users::{self, NewUser, UserPatch},
+        users::{self, NewUser, UserChange},
     },
     clock,
     crypto::Password,
@@ -47,7 +47,7 @@ async fn make_user(t: &TestDb, name: &str, role: Role, tenant: Option<&str>) {
     users::create(
         &t.db,
         &Principal::cli(),
-        NewUser { username: name.into(), role, tenant: tenant.map(Into::into), password: pw(GOOD) },
+        NewUser { username: name.into(), role, tenant: TenantName::given(tenant), password: pw(GOOD) },
     )
     .await
     .unwrap();
@@ -85,7 +85,12 @@ db_test!(user_rules, async |t: &TestDb| {
     let bad = users::create(
         &t.db,
         &Principal::cli(),
-        NewUser { username: "rv".into(), role: Role::Reviewer, tenant: Some("clinic-a".into()), password: pw(GOOD) },
+        NewUser {
+            username: "rv".into(),
+            role: Role::Reviewer,
+            tenant: TenantName::given(Some("clinic-a")),
+            password: pw(GOOD),
+        },
     )
     .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_not_allowed", .. })));
@@ -104,7 +109,7 @@ db_test!(user_rules, async |t: &TestDb| {
     // The last admin cannot be demoted.
     make_user(t, "root", Role::Admin, None).await;
     let demote =
-        users::update(&t.db, &admin(), "root", UserPatch { role: Some(Role::Oncall), ..Default::default() }).await;
+        users::update(&t.db, &admin(), "root", UserChange { role: Some(Role::Oncall), ..Default::default() }).await;
     assert!(matches!(demote, Err(DomainError::Conflict { code: "last_admin", .. })));
 });
 
@@ -115,7 +120,7 @@ db_test!(two_concurrent_demotions_never_remove_the_last_admin, async |t: &TestDb
     make_user(t, "ada", Role::Admin, None).await;
     make_user(t, "bob", Role::Admin, None).await;
     let demote = |name: &'static str| async move {
-        users::update(&t.db, &admin(), name, UserPatch { role: Some(Role::Oncall), ..Default::default() }).await
+        users::update(&t.db, &admin(), name, UserChange { role: Some(Role::Oncall), ..Default::default() }).await
     };
     for round in 0..8 {
         let (a, b) = tokio::join!(demote("ada"), demote("bob"));
@@ -131,7 +136,7 @@ db_test!(two_concurrent_demotions_never_remove_the_last_admin, async |t: &TestDb
             .count();
         assert_eq!(admins, 1, "round {round}");
         let demoted = if a.is_ok() { "ada" } else { "bob" };
-        users::update(&t.db, &admin(), demoted, UserPatch { role: Some(Role::Admin), ..Default::default() })
+        users::update(&t.db, &admin(), demoted, UserChange { role: Some(Role::Admin), ..Default::default() })
             .await
             .unwrap();
     }
@@ -167,12 +172,13 @@ db_test!(an_unknown_stored_role_is_never_rewritten_in_passing, async |t: &TestDb
         txn.execute_unprepared("PRAGMA ignore_check_constraints = OFF").await.unwrap();
     }
     txn.commit().await.unwrap();
-    let toggled = users::update(&t.db, &admin(), "zed", UserPatch { disabled: Some(true), ..Default::default() }).await;
+    let toggled =
+        users::update(&t.db, &admin(), "zed", UserChange { disabled: Some(true), ..Default::default() }).await;
     assert!(matches!(toggled, Err(DomainError::Conflict { code: "unknown_role", .. })), "{toggled:?}");
     let row = user::Entity::find().all(&t.db).await.unwrap().into_iter().find(|u| u.username == "zed").unwrap();
     assert_eq!(row.role, "superuser", "left as it was");
     assert!(login(t, "zed", GOOD, "10.0.0.1", None, clock::now_ms()).await.is_err(), "and still signs nobody in");
-    let set = users::update(&t.db, &admin(), "zed", UserPatch { role: Some(Role::Reviewer), ..Default::default() })
+    let set = users::update(&t.db, &admin(), "zed", UserChange { role: Some(Role::Reviewer), ..Default::default() })
         .await
         .unwrap();
     assert_eq!(set.role, Role::Reviewer);
@@ -353,7 +359,7 @@ db_test!(ipv6_addresses_are_throttled_by_their_64, async |t: &TestDb| {
 db_test!(failed_logins_are_audited_without_the_password, async |t: &TestDb| {
     make_user(t, "root", Role::Admin, None).await;
     make_user(t, "bob", Role::Oncall, None).await;
-    users::update(&t.db, &admin(), "bob", UserPatch { disabled: Some(true), ..Default::default() }).await.unwrap();
+    users::update(&t.db, &admin(), "bob", UserChange { disabled: Some(true), ..Default::default() }).await.unwrap();
     let now = clock::now_ms();
     let secret = "hunter2 hunter2 hunter2";
     let _ = login(t, "root", secret, "10.0.0.1", None, now).await;
@@ -382,7 +388,10 @@ db_test!(failed_logins_are_audited_without_the_password, async |t: &TestDb| {
 });
 db_test!(api_tokens_are_digests_scoped_and_revocable, async |t: &TestDb| {
     let a = tenant(t, "clinic-a").await;
-    let created = tokens::create(&t.db, &Principal::cli(), "ci", Role::ClinicAdmin, Some("clinic-a")).await.unwrap();
+    let created =
+        tokens::create(&t.db, &Principal::cli(), "ci", Role::ClinicAdmin, TenantName::given(Some("clinic-a")).as_ref())
+            .await
+            .unwrap();
     assert!(created.token.expose().starts_with("sgt_"));
     let row = domain::entity::api_token::Entity::find().one(&t.db).await.unwrap().unwrap();
     assert_ne!(row.digest, created.token.expose());
@@ -558,7 +567,7 @@ db_test!(nothing_binds_to_the_drill_tenant, async |t: &TestDb| {
         NewUser {
             username: "drill-ca".into(),
             role: Role::ClinicAdmin,
-            tenant: Some(drill.into()),
+            tenant: TenantName::given(Some(drill)),
             password: pw(GOOD),
         },
     )
@@ -566,10 +575,17 @@ db_test!(nothing_binds_to_the_drill_tenant, async |t: &TestDb| {
     assert!(matches!(new, Err(DomainError::Invalid { code: "synthetic_tenant", .. })), "{new:?}");
     tenant(t, "clinic-a").await;
     make_user(t, "alice", Role::ClinicAdmin, Some("clinic-a")).await;
-    let moved =
-        users::update(&t.db, &admin(), "alice", UserPatch { tenant: Some(drill.into()), ..Default::default() }).await;
+    let moved = users::update(
+        &t.db,
+        &admin(),
+        "alice",
+        UserChange { tenant: Some(TenantName::given(Some(drill))), ..Default::default() },
+    )
+    .await;
     assert!(matches!(moved, Err(DomainError::Invalid { code: "synthetic_tenant", .. })), "{moved:?}");
-    let token = tokens::create(&t.db, &Principal::cli(), "drill", Role::ClinicAdmin, Some(drill)).await;
+    let token =
+        tokens::create(&t.db, &Principal::cli(), "drill", Role::ClinicAdmin, TenantName::given(Some(drill)).as_ref())
+            .await;
     assert!(matches!(token, Err(DomainError::Invalid { code: "synthetic_tenant", .. })), "{:?}", token.err());
     let listed = users::list(&t.db, &admin()).await.unwrap();
     assert_eq!(

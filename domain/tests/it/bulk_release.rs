@@ -31,10 +31,7 @@ use crate::{
 };
 
 async fn entry_of(t: &TestDb, event_id: &str) -> views::quarantine::QuarantineView {
-    let all = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
-        .await
-        .unwrap();
-    all.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
+    all_quarantined(t).await.into_iter().find(|q| q.event_id == event_id).expect("quarantined")
 }
 
 async fn drain(t: &TestDb, job_id: &str) {
@@ -49,7 +46,7 @@ db_test!(progress_is_reported_entry_by_entry_with_each_outcome, async |t: &TestD
     assert!(matches!(junk, Outcome::Quarantined { ref reason, .. } if reason.as_str() == "malformed_envelope"));
     create_reminders(&s, 0..4).await;
 
-    let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "reminders backfilled").await.unwrap();
+    let j = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "reminders backfilled").await.unwrap();
     assert_eq!((j.status.as_str(), j.total, j.processed), ("running", 6, 0), "the snapshot is what the filter matched");
     assert_eq!(j.started_by, "oncall-user");
     // Someone releases one of them by hand before the runner gets there.
@@ -104,18 +101,18 @@ db_test!(refuses_empty_matches_and_callers_outside_their_rights, async |t: &Test
     let b_id = tenant(t, "clinic-b").await.id;
     quarantine_updates(&s, 2).await;
     let nothing = QuarantineFilter { reason: Some("no_such_reason".into()), ..not_found_filter() };
-    let empty = bulk_release::start(&t.db, &oncall(), &nothing, "x").await;
+    let empty = bulk_release::start(&t.db, &oncall(), &parsed(nothing), "x").await;
     assert!(matches!(empty, Err(DomainError::Conflict { code: "nothing_to_release", .. })), "{empty:?}");
-    let blank = bulk_release::start(&t.db, &oncall(), &not_found_filter(), " ").await;
+    let blank = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), " ").await;
     assert!(matches!(blank, Err(DomainError::Invalid { code: "reason_required", .. })), "{blank:?}");
     for who in [reviewer(), user(Role::ClinicAdmin, None)] {
-        let denied = bulk_release::start(&t.db, &who, &QuarantineFilter::default(), "x").await;
+        let denied = bulk_release::start(&t.db, &who, &parsed(QuarantineFilter::default()), "x").await;
         assert!(matches!(denied, Err(DomainError::Forbidden | DomainError::NotFound)), "{denied:?}");
     }
     assert_eq!(job::Entity::find().count(&t.db).await.unwrap(), 0, "refusals record nothing");
 
-    let a = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "for clinic-a").await.unwrap();
-    let all = bulk_release::start(&t.db, &oncall(), &QuarantineFilter::default(), "all tenants").await.unwrap();
+    let a = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "for clinic-a").await.unwrap();
+    let all = bulk_release::start(&t.db, &oncall(), &parsed(QuarantineFilter::default()), "all tenants").await.unwrap();
     let a_id = domain::registry::tenants::find(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().id;
     let clinic_a = user(Role::ClinicAdmin, Some(&a_id));
     let clinic_b = user(Role::ClinicAdmin, Some(&b_id));
@@ -138,7 +135,7 @@ db_test!(refuses_empty_matches_and_callers_outside_their_rights, async |t: &Test
 
 db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
     let _s = releasable(t, 12).await;
-    let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "race").await.unwrap();
+    let j = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "race").await.unwrap();
     let mut runners = Vec::new();
     for _ in 0..4 {
         let (db, vault, id) = (t.db.clone(), t.vault.clone(), j.id.clone());
@@ -164,7 +161,7 @@ db_test!(two_runners_on_one_job_count_each_entry_once, async |t: &TestDb| {
 
 db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
     let _s = releasable(t, 5).await;
-    let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "backfill").await.unwrap();
+    let j = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &oncall(), &j.id, 2).await.unwrap();
     // The runner's process dies: its heartbeat goes stale.
     silence_bulk(t, &j.id, STALE).await;
@@ -213,7 +210,7 @@ db_test!(an_entry_that_cannot_be_decrypted_does_not_stop_the_job, async |t: &Tes
         .exec(&t.db)
         .await
         .unwrap();
-    let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "backfill").await.unwrap();
+    let j = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "backfill").await.unwrap();
     drain(t, &j.id).await;
     let done = bulk_release::get(&t.db, &oncall(), &j.id, STALE).await.unwrap();
     assert_eq!((done.status.as_str(), done.processed, done.released, done.still_failing), ("finished", 3, 2, 1));
@@ -224,8 +221,8 @@ db_test!(an_entry_that_cannot_be_decrypted_does_not_stop_the_job, async |t: &Tes
 db_test!(a_runner_stops_when_its_user_is_disabled, async |t: &TestDb| {
     let _s = releasable(t, 2).await;
     let otto = stored_oncall(t, "otto").await;
-    let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
-    users::update(&t.db, &admin(), "otto", users::UserPatch { disabled: Some(true), ..Default::default() })
+    let j = bulk_release::start(&t.db, &otto, &parsed(not_found_filter()), "backfill").await.unwrap();
+    users::update(&t.db, &admin(), "otto", users::UserChange { disabled: Some(true), ..Default::default() })
         .await
         .unwrap();
     bulk_release::spawn(t.db.clone(), t.vault.clone(), otto, j.id.clone(), &Faults::default());

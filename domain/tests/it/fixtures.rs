@@ -28,8 +28,20 @@ pub mod export {
         tenant: Option<&str>,
         via: Via,
     ) -> DomainResult<Exported> {
-        domain::evidence::export::export(db, vault, principal, tenant, via, evidence_html::render).await
+        let tenant = domain::ids::named_filter(tenant)?;
+        domain::evidence::export::export(db, vault, principal, tenant.as_ref(), via, evidence_html::render).await
     }
+}
+
+/// A quarantine filter with its tenant parsed, as the edges parse it.
+pub fn parsed(f: views::quarantine::QuarantineFilter) -> domain::quarantine::Filter {
+    domain::quarantine::Filter::named(f).expect("the filter's tenant is a slug")
+}
+
+/// Every quarantine entry, whatever its status, as an admin lists them.
+pub async fn all_quarantined(t: &TestDb) -> Vec<views::quarantine::QuarantineView> {
+    let all = views::quarantine::QuarantineFilter { status: Some("all".into()), ..Default::default() };
+    domain::quarantine::list(&t.db, &admin(), &parsed(all)).await.expect("quarantine list").items
 }
 
 pub fn user(role: Role, tenant_id: Option<&str>) -> Principal {

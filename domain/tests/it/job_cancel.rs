@@ -34,7 +34,7 @@ async fn intents(t: &TestDb) -> u64 {
 
 db_test!(a_canceled_bulk_release_keeps_what_it_released_and_is_never_resumed, async |t: &TestDb| {
     let _s = releasable(t, 6).await;
-    let j = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "backfill").await.unwrap();
+    let j = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "backfill").await.unwrap();
     assert_eq!(bulk_release::step(&t.db, &t.vault, &oncall(), &j.id, 2).await.unwrap(), 2);
 
     // Only someone who may triage its events cancels it.
@@ -70,7 +70,7 @@ db_test!(a_canceled_bulk_release_keeps_what_it_released_and_is_never_resumed, as
     assert_eq!(audit_count(t, "quarantine.bulk_release.finish").await, 0);
 
     // A new bulk release takes the rest; a finished one cannot be canceled.
-    let next = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "the rest").await.unwrap();
+    let next = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "the rest").await.unwrap();
     assert_eq!(next.total, 4);
     while bulk_release::step(&t.db, &t.vault, &oncall(), &next.id, 3).await.unwrap() > 0 {}
     bulk_release::finish(&t.db, &oncall(), &next.id).await.unwrap();
@@ -83,7 +83,7 @@ db_test!(a_canceled_bulk_release_keeps_what_it_released_and_is_never_resumed, as
 db_test!(a_running_bulk_release_stops_at_its_next_entry_once_canceled, async |t: &TestDb| {
     let _s = releasable(t, 8).await;
     let otto = stored_oncall(t, "otto").await;
-    let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
+    let j = bulk_release::start(&t.db, &otto, &parsed(not_found_filter()), "backfill").await.unwrap();
     let faults = Faults { stall_bulk_entry: Some(Duration::from_millis(150)), ..Faults::default() };
     bulk_release::spawn(t.db.clone(), t.vault.clone(), otto.clone(), j.id.clone(), &faults);
     for _ in 0..400 {
@@ -168,9 +168,9 @@ db_test!(the_status_view_lists_every_lease_and_the_latest_runs, async |t: &TestD
     let gone = job_lease::acquire(&t.db, "maintenance", "p-2", 60_000).await.unwrap().unwrap();
     job_lease::release(&t.db, "maintenance", "p-2", gone).await.unwrap();
     job_lease::acquire(&t.db, "retired_job", "p-3", 60_000).await.unwrap().unwrap();
-    let running = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "one").await.unwrap();
+    let running = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "one").await.unwrap();
     bulk_release::cancel(&t.db, &oncall(), &running.id, STALE).await.unwrap();
-    let stuck = bulk_release::start(&t.db, &oncall(), &not_found_filter(), "two").await.unwrap();
+    let stuck = bulk_release::start(&t.db, &oncall(), &parsed(not_found_filter()), "two").await.unwrap();
     silence_bulk(t, &stuck.id, STALE).await;
     let rewrap = kek::rotate(&t.db, &t.vault, &admin(), kek::DEFAULT_STALE_AFTER_MS).await.unwrap().rewrap;
 

@@ -68,7 +68,7 @@ async fn wait_finished(t: &TestDb, id: &str) -> job::Model {
 db_test!(a_stale_bulk_release_is_resumed_once_under_its_starter, async |t: &TestDb| {
     let _s = releasable(t, 6).await;
     let otto = stored_oncall(t, "otto").await;
-    let j = bulk_release::start(&t.db, &otto, &not_found_filter(), "backfill").await.unwrap();
+    let j = bulk_release::start(&t.db, &otto, &parsed(not_found_filter()), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &otto, &j.id, 2).await.unwrap();
     let faults = Faults::default();
     // Its runner still reports: not the system's to take.
@@ -118,7 +118,7 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     // Started by an API token, which is then revoked.
     let minted = tokens::create(&t.db, &admin(), "pager", Role::Oncall, None).await.unwrap();
     let pager = Principal { actor: Actor::Token { id: minted.view.id.clone(), name: "pager".into() }, ..oncall() };
-    let j = bulk_release::start(&t.db, &pager, &not_found_filter(), "backfill").await.unwrap();
+    let j = bulk_release::start(&t.db, &pager, &parsed(not_found_filter()), "backfill").await.unwrap();
     bulk_release::step(&t.db, &t.vault, &pager, &j.id, 1).await.unwrap();
     tokens::revoke(&t.db, &admin(), &minted.view.id).await.unwrap();
     silence_bulk(t, &j.id, STALE_MS).await;
@@ -140,8 +140,8 @@ db_test!(a_bulk_release_whose_starter_lost_the_right_is_not_resumed, async |t: &
     let olga = stored_oncall(t, "olga").await;
     let filter =
         views::quarantine::QuarantineFilter { reason: Some("malformed_envelope".into()), ..not_found_filter() };
-    let k = bulk_release::start(&t.db, &olga, &filter, "junk").await.unwrap();
-    let patch = users::UserPatch { role: Some(Role::Reviewer), ..Default::default() };
+    let k = bulk_release::start(&t.db, &olga, &parsed(filter), "junk").await.unwrap();
+    let patch = users::UserChange { role: Some(Role::Reviewer), ..Default::default() };
     users::update(&t.db, &admin(), "olga", patch).await.unwrap();
     silence_bulk(t, &k.id, STALE_MS).await;
     assert!(bulk_release::resume_stale(&t.db, &t.vault, STALE_MS, "p-1", &faults).await.unwrap().is_empty());

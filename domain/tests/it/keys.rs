@@ -226,7 +226,7 @@ db_test!(other_tenant_keys_are_not_found, async |t: &TestDb| {
     ));
     assert!(keys::list(&t.db, &cb, &KeyFilter::default()).await.unwrap().is_empty());
     assert!(matches!(
-        keys::list(&t.db, &cb, &KeyFilter { tenant: Some("clinic-a".into()), ..Default::default() }).await,
+        keys::list(&t.db, &cb, &KeyFilter { tenant: Some("clinic-a".parse().unwrap()), ..Default::default() }).await,
         Err(DomainError::NotFound)
     ));
 });

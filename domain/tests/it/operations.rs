@@ -49,10 +49,7 @@ async fn resend(s: &Setup, body: &[u8], msg: &str) -> Outcome {
 
 /// The id of the only quarantine entry for `event_id`.
 async fn entry_id(t: &TestDb, event_id: &str) -> String {
-    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
-        .await
-        .unwrap();
-    l.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
+    all_quarantined(t).await.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
 }
 
 async fn audit_count(t: &TestDb, action: &str) -> u64 {
@@ -140,7 +137,7 @@ db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
     let kept = send(&s, junk, "m3").await;
     assert!(matches!(kept, Outcome::Quarantined { reason: QuarantineReason::MalformedEnvelope, .. }), "{kept:?}");
 
-    let all = quarantine::list(&t.db, &oncall(), &QuarantineFilter::default()).await.unwrap();
+    let all = quarantine::list(&t.db, &oncall(), &parsed(QuarantineFilter::default())).await.unwrap();
     assert_eq!(all.total, 3);
     let counts: Vec<(String, u64)> = all.by_reason.iter().map(|c| (c.reason.as_str().to_owned(), c.count)).collect();
     assert_eq!(counts, vec![("malformed_envelope".into(), 1), ("reminder_not_found".into(), 2)]);
@@ -151,24 +148,28 @@ db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
         age: Some("1h".into()),
         ..Default::default()
     };
-    let some = quarantine::list(&t.db, &reviewer(), &f).await.unwrap();
+    let some = quarantine::list(&t.db, &reviewer(), &parsed(f)).await.unwrap();
     assert_eq!((some.total, some.items.len()), (2, 2));
     assert_eq!(some.by_reason.len(), 2, "counts ignore the reason filter");
     assert!(some.items.iter().all(|q| q.tenant == "clinic-a"
         && q.endpoint == "hooks"
         && q.event_type.as_deref() == Some("reminder.scheduled")));
     let bad =
-        quarantine::list(&t.db, &oncall(), &QuarantineFilter { age: Some("2w".into()), ..Default::default() }).await;
-    assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_age", .. })));
-    let bad =
-        quarantine::list(&t.db, &oncall(), &QuarantineFilter { endpoint: Some("hooks".into()), ..Default::default() })
+        quarantine::list(&t.db, &oncall(), &parsed(QuarantineFilter { age: Some("2w".into()), ..Default::default() }))
             .await;
+    assert!(matches!(bad, Err(DomainError::Invalid { code: "invalid_age", .. })));
+    let bad = quarantine::list(
+        &t.db,
+        &oncall(),
+        &parsed(QuarantineFilter { endpoint: Some("hooks".into()), ..Default::default() }),
+    )
+    .await;
     assert!(matches!(bad, Err(DomainError::Invalid { code: "tenant_required", .. })));
     // The status filter: open by default, a stored word, or `all`; nothing else.
     quarantine::discard(&t.db, &oncall(), &entry_id(t, "m3").await, "junk").await.unwrap();
     let by_status = async |s: &str| {
         let f = QuarantineFilter { status: Some(s.into()), ..Default::default() };
-        let l = quarantine::list(&t.db, &oncall(), &f).await?;
+        let l = quarantine::list(&t.db, &oncall(), &parsed(f)).await?;
         Ok::<_, DomainError>(l.items.into_iter().map(|q| q.status).collect::<Vec<_>>())
     };
     assert_eq!(by_status("").await.unwrap(), [QuarantineStatus::Open; 2]);
@@ -180,10 +181,13 @@ db_test!(listing_filters_counts_and_tenant_boundaries, async |t: &TestDb| {
 
     // Another clinic's admin sees nothing of clinic-a, by filter or by id.
     let other = user(Role::ClinicAdmin, Some(&b.id));
-    assert_eq!(quarantine::list(&t.db, &other, &QuarantineFilter::default()).await.unwrap().total, 0);
-    let by_filter =
-        quarantine::list(&t.db, &other, &QuarantineFilter { tenant: Some("clinic-a".into()), ..Default::default() })
-            .await;
+    assert_eq!(quarantine::list(&t.db, &other, &parsed(QuarantineFilter::default())).await.unwrap().total, 0);
+    let by_filter = quarantine::list(
+        &t.db,
+        &other,
+        &parsed(QuarantineFilter { tenant: Some("clinic-a".into()), ..Default::default() }),
+    )
+    .await;
     assert!(matches!(by_filter, Err(DomainError::NotFound)));
     let id = entry_id(t, "m1").await;
     assert!(matches!(quarantine::get(&t.db, &other, &id).await, Err(DomainError::NotFound)));
@@ -337,10 +341,7 @@ db_test!(transient_failures_never_quarantine_an_out_of_scope_event, async |t: &T
     let s = Setup { r: Arc::new(domain::receiver::Receiver::new(t.db.clone(), t.vault.clone(), faults)), ..s };
     let out = send(&s, &scheduled("r-1"), "msg_out_of_scope").await;
     assert_eq!(out, Outcome::Refused(domain::receiver::Refusal::EventTypeNotPermitted));
-    let l = quarantine::list(&t.db, &admin(), &QuarantineFilter { status: Some("all".into()), ..Default::default() })
-        .await
-        .unwrap();
-    assert!(l.items.is_empty(), "nothing quarantined");
+    assert!(all_quarantined(t).await.is_empty(), "nothing quarantined");
     // An in-scope event on the same path is still kept (quarantined as transient).
     let kept = send(&s, &created("r-2"), "msg_in_scope").await;
     assert_eq!(kept, Outcome::Quarantined { event_id: "msg_in_scope".into(), reason: QuarantineReason::Transient });
@@ -470,7 +471,7 @@ db_test!(a_missing_id_release_and_a_redelivery_under_the_compound_key_apply_once
         let s = &s;
         async move { deliver(s, &signed(s, Scheme::Stripe, &b, ts, ""), &b).await }
     };
-    let entries = quarantine::list(&t.db, &admin(), &QuarantineFilter::default()).await.unwrap().items;
+    let entries = quarantine::list(&t.db, &admin(), &parsed(QuarantineFilter::default())).await.unwrap().items;
     let entry = |rid: &str| {
         entries
             .iter()

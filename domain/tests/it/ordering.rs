@@ -70,9 +70,7 @@ async fn claim_outcome(t: &TestDb, event_id: &str) -> String {
 }
 
 async fn entry_id(t: &TestDb, event_id: &str) -> String {
-    let all = QuarantineFilter { status: Some("all".into()), ..Default::default() };
-    let l = quarantine::list(&t.db, &admin(), &all).await.unwrap();
-    l.items.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
+    all_quarantined(t).await.into_iter().find(|q| q.event_id == event_id).expect("quarantined").id
 }
 
 fn ambiguous(event_id: &str) -> Outcome {
@@ -107,7 +105,7 @@ db_test!(a_transition_without_occurred_at_that_contradicts_a_later_state_is_quar
     assert_eq!((entry.reason.as_str(), entry.status.as_str()), ("ambiguous_order", "open"));
     // Listed under its reason for triage.
     let filter = QuarantineFilter { reason: Some("ambiguous_order".into()), ..Default::default() };
-    let listed = quarantine::list(&t.db, &oncall(), &filter).await.unwrap();
+    let listed = quarantine::list(&t.db, &oncall(), &parsed(filter)).await.unwrap();
     assert_eq!(listed.total, 1);
     assert_eq!(listed.items[0].event_id, "s-old");
     // The provider's retry of it is a duplicate of the quarantined event.

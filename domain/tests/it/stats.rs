@@ -51,7 +51,7 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
     tel.flush(&t.db).await.unwrap();
 
     for window in [Window::Hour, Window::Day, Window::Week] {
-        let v = stats::stats(&t.db, &admin(), Some("clinic-a"), window).await.unwrap();
+        let v = stats::stats(&t.db, &admin(), Some(&"clinic-a".parse().unwrap()), window).await.unwrap();
         let total = |o: &str| v.series.iter().find(|s| s.outcome == o).unwrap().total;
         assert_eq!(
             (total("applied"), total("duplicate"), total("verification_failed"), total("quarantined")),
@@ -83,7 +83,7 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
     let all = stats::stats(&t.db, &reviewer(), None, Window::Day).await.unwrap();
     assert_eq!(all.retry_policies.len(), 2);
     assert_eq!(all.series[0].total, 3);
-    let other = stats::stats(&t.db, &admin(), Some("clinic-b"), Window::Day).await.unwrap();
+    let other = stats::stats(&t.db, &admin(), Some(&"clinic-b".parse().unwrap()), Window::Day).await.unwrap();
     assert_eq!(other.series.iter().map(|s| s.total).sum::<i64>(), 0);
     assert_eq!(other.quarantine_open, 0);
     // A clinic admin sees its own tenant only, whatever it asks for.
@@ -91,7 +91,10 @@ db_test!(dashboard_counts_come_from_rollups, async |t: &TestDb| {
     let own = stats::stats(&t.db, &bob, None, Window::Day).await.unwrap();
     assert_eq!(own.tenant.as_deref(), Some("clinic-b"));
     assert_eq!(own.series[0].total, 0);
-    assert!(matches!(stats::stats(&t.db, &bob, Some("clinic-a"), Window::Day).await, Err(DomainError::NotFound)));
+    assert!(matches!(
+        stats::stats(&t.db, &bob, Some(&"clinic-a".parse().unwrap()), Window::Day).await,
+        Err(DomainError::NotFound)
+    ));
     assert_eq!(Window::parse(Some("1y")).map(|_| ()).unwrap_err().code(), "invalid_window");
 });
 
@@ -127,7 +130,7 @@ db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
     outbox_intent::Entity::delete_by_id((a.id.clone(), "int_0".to_owned())).exec(&t.db).await.unwrap();
     gauges::sample(&t.db, now).await.unwrap();
     for window in [Window::Hour, Window::Day] {
-        let v = stats::stats(&t.db, &admin(), Some("clinic-a"), window).await.unwrap();
+        let v = stats::stats(&t.db, &admin(), Some(&"clinic-a".parse().unwrap()), window).await.unwrap();
         // The newest buckets (the clock may just have entered the next one).
         let newest = |p: &[i64]| p.iter().rev().take(2).copied().max().unwrap();
         assert_eq!(newest(&v.outbox.backlog_points), 3, "{window:?}");
@@ -135,7 +138,7 @@ db_test!(outbox_gauges_are_sampled_per_bucket, async |t: &TestDb| {
         assert_eq!(v.outbox.backlog, 2, "the tile is live");
         let all = stats::stats(&t.db, &admin(), None, window).await.unwrap();
         assert_eq!(newest(&all.outbox.backlog_points), 3);
-        let b = stats::stats(&t.db, &admin(), Some("clinic-b"), window).await.unwrap();
+        let b = stats::stats(&t.db, &admin(), Some(&"clinic-b".parse().unwrap()), window).await.unwrap();
         assert!(b.outbox.backlog_points.iter().all(|p| *p == 0));
     }
 });
@@ -185,7 +188,7 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert_eq!(row.last_failure_reason.as_deref(), Some("stale"));
     assert!(row.last_failure_at.is_some());
     assert_eq!(row.verified_count, 1, "failures are not counted as uses");
-    let v = stats::stats(&t.db, &admin(), Some("clinic-a"), Window::Day).await.unwrap();
+    let v = stats::stats(&t.db, &admin(), Some(&"clinic-a".parse().unwrap()), Window::Day).await.unwrap();
     let failing = &v.failing_endpoints[0];
     assert_eq!(failing.failures, 4);
     assert_eq!(failing.by_key.len(), 1);
@@ -194,7 +197,8 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert_eq!((key.failure_count, key.last_failure_reason.as_deref()), (3, Some("stale")));
     // The evidence bundle's credential row: successes, failures by reason
     // and the last failure, over the window.
-    let e = domain::evidence::bundle::collect(&t.db, &t.vault, &admin(), Some("clinic-a")).await.unwrap();
+    let e =
+        domain::evidence::bundle::collect(&t.db, &t.vault, &admin(), Some(&"clinic-a".parse().unwrap())).await.unwrap();
     let v = &e.credentials.iter().find(|c| c.key_id == s.key_id).unwrap().verification;
     assert_eq!((v.successes, v.failures), (1, 3), "{v:?}");
     assert_eq!(v.failures_by_reason.iter().map(|r| r.count).sum::<i64>(), 3);
@@ -212,7 +216,8 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     run(signed(&s, Scheme::StandardWebhooks, &good, now_s(), "m3"), good.clone(), None).await;
     run(signed(&s, Scheme::StandardWebhooks, &good, now_s() - 3600, "m4"), good, None).await;
     tel.flush(&t.db).await.unwrap();
-    let e = domain::evidence::bundle::collect(&t.db, &t.vault, &admin(), Some("clinic-a")).await.unwrap();
+    let e =
+        domain::evidence::bundle::collect(&t.db, &t.vault, &admin(), Some(&"clinic-a".parse().unwrap())).await.unwrap();
     let v = &e.credentials.iter().find(|c| c.key_id == s.key_id).unwrap().verification;
     assert_eq!((v.successes, v.failures), (2, 4), "{v:?}");
     assert!(v.failures_by_reason.iter().any(|r| r.reason == "stale" && r.count == 2), "{v:?}");

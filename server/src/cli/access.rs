@@ -3,7 +3,7 @@
 use std::io::Read;
 
 use domain::{
-    auth::{Principal, tokens, users},
+    auth::{Principal, TenantName, tokens, users},
     crypto::Password,
 };
 use sea_orm::DatabaseConnection;
@@ -23,7 +23,12 @@ pub(super) async fn user(json: bool, db: &DatabaseConnection, p: &Principal, cmd
             let u = users::create(
                 db,
                 p,
-                users::NewUser { username, role, tenant, password: Password::new(password.to_string()) },
+                users::NewUser {
+                    username,
+                    role,
+                    tenant: TenantName::given(tenant.as_deref()),
+                    password: Password::new(password.to_string()),
+                },
             )
             .await?;
             let out = json!({"user": u, "password": generated.as_deref()});
@@ -51,7 +56,7 @@ pub(super) async fn token(json: bool, db: &DatabaseConnection, p: &Principal, cm
     match cmd {
         TokenCmd::Create { name, role, tenant } => {
             let role = parse_role(&role)?;
-            let t = tokens::create(db, p, &name, role, tenant.as_deref()).await?;
+            let t = tokens::create(db, p, &name, role, TenantName::given(tenant.as_deref()).as_ref()).await?;
             let out = json!({
                 "token": t.token.expose(),
                 "id": t.view.id,

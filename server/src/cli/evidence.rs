@@ -177,8 +177,8 @@ pub async fn evidence(
         EvidenceCmd::Export { out, tenant, run_drills: with_drills, force } => {
             prepare_dir(&out, force)?;
             let run = if with_drills { Some(run_drills(args, db, &vault, p).await?) } else { None };
-            let bundle =
-                export::export(db, &vault, p, tenant.as_deref(), Via::Cli, evidence_html::render).await?.bundle;
+            let tenant = domain::ids::named_filter(tenant.as_deref())?;
+            let bundle = export::export(db, &vault, p, tenant.as_ref(), Via::Cli, evidence_html::render).await?.bundle;
             for (name, bytes) in bundle.files() {
                 replace_file(&out, name, &bytes)
                     .map_err(|e| CliError::new("write", format!("cannot write {}: {e}", out.join(name).display())))?;

@@ -27,7 +27,13 @@ pub(super) async fn quarantine(
             let l = quarantine::list(
                 db,
                 p,
-                &QuarantineFilter { tenant, reason, status, limit: Some(500), ..Default::default() },
+                &quarantine::Filter::named(QuarantineFilter {
+                    tenant,
+                    reason,
+                    status,
+                    limit: Some(500),
+                    ..Default::default()
+                })?,
             )
             .await?;
             emit(json, &l, || {

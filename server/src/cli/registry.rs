@@ -174,6 +174,7 @@ pub(super) async fn key_command(
             emit(json, &k, || format!("revoked {} ({})", k.key_id, reason));
         }
         KeyCmd::List { tenant } => {
+            let tenant = domain::ids::named_filter(tenant.as_deref())?;
             let ks = keys::list(db, p, &KeyFilter { tenant, ..Default::default() }).await?;
             emit(json, &ks, || {
                 ks.iter()

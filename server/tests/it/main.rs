@@ -32,6 +32,7 @@ mod sessions;
 mod startup;
 mod story;
 mod systemd;
+mod tenant_filters;
 mod test_delivery;
 mod traces;
 mod v1a;

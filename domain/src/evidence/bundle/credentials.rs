@@ -2,6 +2,7 @@
 //! verification counts, and the KEK versions that seal them.
 
 use std::collections::BTreeMap;
+use views::ids::TenantSlug;
 use views::{
     decision::Decision,
     evidence::{CredentialRow, KekSeals, KeyVerification},
@@ -37,11 +38,10 @@ pub(super) async fn kek_seals(db: &DatabaseConnection) -> DomainResult<Vec<KekSe
 pub(super) async fn credentials(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&TenantSlug>,
     now: i64,
 ) -> DomainResult<Vec<CredentialRow>> {
-    let views =
-        keys::list(db, principal, &keys::KeyFilter { tenant: tenant.map(str::to_owned), ..Default::default() }).await?;
+    let views = keys::list(db, principal, &keys::KeyFilter { tenant: tenant.cloned(), ..Default::default() }).await?;
     let ids: Vec<String> = views.iter().map(|k| k.key_id.to_string()).collect();
     let rows: BTreeMap<String, signing_key::Model> = signing_key::Entity::find()
         .filter(signing_key::Column::Id.is_in(ids.clone()))

@@ -136,7 +136,7 @@ pub(super) async fn retry_evidence(
 pub(super) async fn metrics_evidence(
     db: &DatabaseConnection,
     principal: &Principal,
-    tenant: Option<&str>,
+    tenant: Option<&views::ids::TenantSlug>,
 ) -> DomainResult<MetricsEvidence> {
     let s = stats::stats(db, principal, tenant, Window::Week).await?;
     let series = |o: &str| s.series.iter().find(|x| x.outcome == o);

@@ -43,6 +43,7 @@ use crate::{
     error::{DomainError, DomainResult},
 };
 use views::{
+    ids::{EndpointSlug, TenantSlug},
     keys::{CredentialKind, KeyStatus, KeyView},
     roles::Permission,
     scheme::{EventTypes, Scheme},
@@ -104,12 +105,12 @@ pub struct ProvisionRequest {
     pub credential: NewCredential,
 }
 
-/// Filters for [`list`].
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+/// Filters for [`list`], parsed by the edges (a name outside the slug
+/// rule names nothing: `ids::named_filter`).
+#[derive(Debug, Clone, Default)]
 pub struct KeyFilter {
-    pub tenant: Option<String>,
-    pub endpoint: Option<String>,
+    pub tenant: Option<TenantSlug>,
+    pub endpoint: Option<EndpointSlug>,
     pub status: Option<KeyStatus>,
 }
 

@@ -41,8 +41,8 @@ async fn views_for(db: &DatabaseConnection, keys: Vec<signing_key::Model>, now: 
 pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFilter) -> DomainResult<Vec<KeyView>> {
     let now = clock::now_ms();
     let mut q = signing_key::Entity::find().order_by_desc(signing_key::Column::CreatedAt);
-    let tenant_id = match filter.tenant.as_deref().filter(|s| !s.is_empty()) {
-        Some(slug) => Some(crate::registry::tenants::find(db, principal, &crate::ids::named(slug)?).await?.id),
+    let tenant_id = match &filter.tenant {
+        Some(slug) => Some(crate::registry::tenants::find(db, principal, slug).await?.id),
         None => principal.tenant_filter().map(str::to_owned),
     };
     match &tenant_id {
@@ -55,13 +55,13 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal, filter: &KeyFi
             q = q.filter(crate::registry::tenants::not_synthetic_tenant(signing_key::Column::TenantId));
         }
     }
-    if let Some(slug) = filter.endpoint.as_deref().filter(|s| !s.is_empty()) {
+    if let Some(slug) = &filter.endpoint {
         let Some(t) = &tenant_id else {
             return Err(DomainError::invalid("tenant_required", "filtering by endpoint needs a tenant"));
         };
         let e = endpoint::Entity::find()
             .filter(endpoint::Column::TenantId.eq(t))
-            .filter(endpoint::Column::Slug.eq(slug))
+            .filter(endpoint::Column::Slug.eq(slug.as_str()))
             .one(db)
             .await?
             .ok_or(DomainError::NotFound)?;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use domain::{
     DomainError,
+    auth::TenantName,
     evidence::{
         manifest::{self, MANIFEST_JSON, MANIFEST_SIG},
         record::Bundle,
@@ -209,7 +210,7 @@ db_test!(unsigned_exports_beyond_the_newest_expire_and_signed_ones_stay, async |
         export::stored(&t.db, &t.vault, &reviewer(), &second.digest.parse().unwrap()).await,
         Err(DomainError::NotFound)
     ));
-    let tenant_scope = export::list(&t.db, &reviewer(), Some("clinic-a"), 200).await.unwrap();
+    let tenant_scope = export::list(&t.db, &reviewer(), Some(&"clinic-a".parse().unwrap()), 200).await.unwrap();
     assert_eq!(tenant_scope.iter().map(|e| e.digest.as_str()).collect::<Vec<_>>(), [own.digest.as_str()]);
     let entry = domain::audit::list(&t.db, &admin(), &domain::audit::AuditFilter::default())
         .await
@@ -254,8 +255,12 @@ db_test!(a_tenants_bundle_counts_deployment_roles_and_never_names_them, async |t
     for (name, role) in staff {
         tokens::create(&t.db, &admin(), name, role, None).await.unwrap();
     }
-    tokens::create(&t.db, &admin(), "a-ci", Role::ClinicAdmin, Some("clinic-a")).await.unwrap();
-    tokens::create(&t.db, &admin(), "b-ci", Role::ClinicAdmin, Some("clinic-b")).await.unwrap();
+    tokens::create(&t.db, &admin(), "a-ci", Role::ClinicAdmin, TenantName::given(Some("clinic-a")).as_ref())
+        .await
+        .unwrap();
+    tokens::create(&t.db, &admin(), "b-ci", Role::ClinicAdmin, TenantName::given(Some("clinic-b")).as_ref())
+        .await
+        .unwrap();
     let run = runs::start(&t.db, &admin()).await.unwrap();
     finish_now(t, &run.run_id).await;
 

@@ -8,7 +8,10 @@ use axum::{
 };
 use domain::{
     audit::{self, AuditFilter},
-    auth::users::{self, NewUser, UserPatch},
+    auth::{
+        TenantName,
+        users::{self, NewUser, UserPatch},
+    },
     crypto::Password,
 };
 use serde::{Deserialize, Serialize};
@@ -84,9 +87,9 @@ pub async fn create_user(
             (pw, Some(shown))
         }
     };
+    let tenant = TenantName::given(body.tenant.as_deref());
     let user =
-        users::create(&st.db, &p, NewUser { username: body.username, role: body.role, tenant: body.tenant, password })
-            .await?;
+        users::create(&st.db, &p, NewUser { username: body.username, role: body.role, tenant, password }).await?;
     Ok((StatusCode::CREATED, Json(CreatedUser { user, password: generated })))
 }
 
@@ -102,7 +105,7 @@ pub async fn update_user(
     if body.role.is_none() && body.tenant.is_none() && body.disabled.is_none() {
         return Err(super::auth::nothing_to_change());
     }
-    Ok(Json(users::update(&st.db, &p, &username, body).await?))
+    Ok(Json(users::update(&st.db, &p, &username, body.into()).await?))
 }
 
 #[utoipa::path(

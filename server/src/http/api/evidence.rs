@@ -15,6 +15,7 @@ use domain::evidence::{
     runs,
     signoff::{self, NewSignoff},
 };
+use domain::ids::named_filter;
 use serde::{Deserialize, Serialize};
 use views::evidence::{DrillRunView, Evidence, ExportView, SignoffView};
 
@@ -128,7 +129,8 @@ pub async fn create_export(
     OptionalJson(body): OptionalJson<ExportRequest>,
 ) -> Result<(StatusCode, Json<EvidenceBody>), ApiError> {
     st.budgets.exports.take(&p)?;
-    let done = export::export(&st.db, &st.vault, &p, body.tenant.as_deref(), Via::Api, evidence_html::render).await?;
+    let tenant = named_filter(body.tenant.as_deref())?;
+    let done = export::export(&st.db, &st.vault, &p, tenant.as_ref(), Via::Api, evidence_html::render).await?;
     let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(done.bundle.into())))
 }
@@ -142,7 +144,7 @@ pub async fn get_evidence(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<EvidenceBody>, ApiError> {
-    Ok(Json(export::latest(&st.db, &st.vault, &p, q.tenant.as_deref()).await?.into()))
+    Ok(Json(export::latest(&st.db, &st.vault, &p, named_filter(q.tenant.as_deref())?.as_ref()).await?.into()))
 }
 
 #[utoipa::path(get, path = "/evidence/exports/{digest}", tag = "evidence", params(DigestPath),
@@ -189,7 +191,7 @@ pub async fn get_evidence_html(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Response, ApiError> {
-    let b = export::latest(&st.db, &st.vault, &p, q.tenant.as_deref()).await?;
+    let b = export::latest(&st.db, &st.vault, &p, named_filter(q.tenant.as_deref())?.as_ref()).await?;
     Ok(html_response(b.evidence_html, None))
 }
 
@@ -200,7 +202,7 @@ pub async fn list_exports(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<Vec<ExportView>>, ApiError> {
-    Ok(Json(export::list(&st.db, &p, q.tenant.as_deref(), 50).await?))
+    Ok(Json(export::list(&st.db, &p, named_filter(q.tenant.as_deref())?.as_ref(), 50).await?))
 }
 
 #[utoipa::path(
@@ -234,7 +236,7 @@ pub async fn list_signoffs(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<TenantParam>,
 ) -> Result<Json<Vec<SignoffView>>, ApiError> {
-    Ok(Json(signoff::list(&st.db, &p, q.tenant.as_deref(), 100).await?))
+    Ok(Json(signoff::list(&st.db, &p, named_filter(q.tenant.as_deref())?.as_ref(), 100).await?))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -169,7 +169,8 @@ pub async fn list_endpoint_keys(
     _: NoQuery,
     Path(EndpointPath { tenant, endpoint }): Path<EndpointPath>,
 ) -> Result<Json<Vec<KeyView>>, ApiError> {
-    domain::registry::endpoints::get(&st.db, &p, &named(&tenant)?, &named(&endpoint)?).await?;
+    let (tenant, endpoint) = (named(&tenant)?, named(&endpoint)?);
+    domain::registry::endpoints::get(&st.db, &p, &tenant, &endpoint).await?;
     let filter = KeyFilter { tenant: Some(tenant), endpoint: Some(endpoint), status: None };
     Ok(Json(keys::list(&st.db, &p, &filter).await?))
 }
@@ -216,7 +217,8 @@ pub async fn list_keys(
         ),
         None => None,
     };
-    Ok(Json(keys::list(&st.db, &p, &KeyFilter { tenant: q.tenant, endpoint: None, status }).await?))
+    let tenant = domain::ids::named_filter(q.tenant.as_deref())?;
+    Ok(Json(keys::list(&st.db, &p, &KeyFilter { tenant, endpoint: None, status }).await?))
 }
 
 #[utoipa::path(get, path = "/keys/{key_id}", tag = "keys", params(KeyPath),

@@ -52,7 +52,9 @@ pub async fn list_quarantine(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(f): ApiQuery<QuarantineFilter>,
 ) -> Result<Json<QuarantineList>, ApiError> {
-    Ok(Json(quarantine::list(&st.db, &p, &f).await?))
+    // A bad limit is answered before the tenant, as it always was.
+    domain::paging::limit(views::paging::LIST, f.limit)?;
+    Ok(Json(quarantine::list(&st.db, &p, &quarantine::Filter::named(f)?).await?))
 }
 
 #[utoipa::path(get, path = "/quarantine/{id}", tag = "quarantine", params(IdPath, DetailQuery),
@@ -130,7 +132,9 @@ pub async fn start_bulk_release(
     _: NoQuery,
     ApiJson(body): ApiJson<BulkReleaseBody>,
 ) -> Result<(axum::http::StatusCode, Json<BulkReleaseView>), ApiError> {
-    let job = bulk_release::start(&st.db, &p, &body.filter, &body.reason).await?;
+    // A missing reason is answered before the filter's tenant, as it always was.
+    domain::text::require_reason(&body.reason)?;
+    let job = bulk_release::start(&st.db, &p, &quarantine::Filter::named(body.filter)?, &body.reason).await?;
     bulk_release::spawn(st.db.clone(), st.vault.clone(), p, job.id.clone(), &st.faults);
     Ok((axum::http::StatusCode::ACCEPTED, Json(job)))
 }
@@ -289,16 +293,9 @@ pub async fn list_outbox(
     ApiPrincipal(p): ApiPrincipal,
     ApiQuery(q): ApiQuery<OutboxQuery>,
 ) -> Result<Json<Vec<OutboxView>>, ApiError> {
-    Ok(Json(
-        outbox::list(
-            &st.db,
-            &p,
-            q.tenant.as_deref(),
-            q.status.as_deref(),
-            domain::paging::limit(views::paging::LIST, q.limit)?,
-        )
-        .await?,
-    ))
+    let limit = domain::paging::limit(views::paging::LIST, q.limit)?;
+    let tenant = domain::ids::named_filter(q.tenant.as_deref())?;
+    Ok(Json(outbox::list(&st.db, &p, tenant.as_ref(), q.status.as_deref(), limit).await?))
 }
 
 #[utoipa::path(

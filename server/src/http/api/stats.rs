@@ -26,5 +26,6 @@ pub async fn get_stats(
     ApiQuery(q): ApiQuery<StatsQuery>,
 ) -> Result<Json<StatsView>, ApiError> {
     let window = Window::parse(q.window.as_deref())?;
-    Ok(Json(stats::stats(&st.db, &p, q.tenant.as_deref(), window).await?))
+    let tenant = domain::ids::named_filter(q.tenant.as_deref())?;
+    Ok(Json(stats::stats(&st.db, &p, tenant.as_ref(), window).await?))
 }

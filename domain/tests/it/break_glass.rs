@@ -27,6 +27,11 @@ pub fn second_admin() -> Principal {
     }
 }
 
+/// Sets clinic-a's policy as `who` with a break-glass reason (change reason "r").
+async fn set_as(t: &TestDb, who: &Principal, policy: RetryPolicy, why: &str) -> Result<SetOutcome, DomainError> {
+    break_glass::set(&t.db, &gate(t), who, &"clinic-a".parse().unwrap(), policy, "r", Some(why)).await
+}
+
 /// Asks for an override of clinic-a's gate as `admin()`; it must be pending.
 pub async fn request(t: &TestDb, slug: &str) -> RolloutOverrideView {
     let out = break_glass::set(
@@ -75,16 +80,7 @@ db_test!(a_second_person_approves_an_override_and_retries_are_enabled, async |t:
     assert_eq!(audit_entries(t, "retry_policy.override_request").await.len(), 1);
     assert!(domain::audit::anchor::sensitive_after(&t.db, seq).await.unwrap(), "moves the checkpoint anchor");
     // One pending request per tenant.
-    let again = break_glass::set(
-        &t.db,
-        &gate(t),
-        &admin(),
-        &"clinic-a".parse().unwrap(),
-        RetryPolicy::Enabled,
-        "r",
-        Some("again"),
-    )
-    .await;
+    let again = set_as(t, &admin(), RetryPolicy::Enabled, "again").await;
     assert_eq!(code(again.unwrap_err()), "override_pending");
 
     // Four eyes: not the requester, signed in or named by the CLI.
@@ -165,30 +161,18 @@ db_test!(an_override_can_be_rejected_expires_and_is_not_needed_when_the_gate_pas
     assert_eq!(code(unknown.unwrap_err()), "not_found");
 
     // Bad input.
-    let set = async |policy: RetryPolicy, why: &str| {
-        break_glass::set(&t.db, &gate(t), &admin(), &"clinic-a".parse().unwrap(), policy, "r", Some(why)).await
-    };
     // Disabling is never gated: with an override reason it is an ordinary
     // change, and no request is recorded.
-    let off = set(RetryPolicy::Disabled, "x").await.unwrap();
+    let off = set_as(t, &admin(), RetryPolicy::Disabled, "x").await.unwrap();
     assert!(matches!(&off, SetOutcome::Changed(v) if v.policy == RetryPolicy::Disabled), "{off:?}");
-    assert_eq!(code(set(RetryPolicy::Enabled, "  ").await.unwrap_err()), "invalid_override_reason");
+    assert_eq!(code(set_as(t, &admin(), RetryPolicy::Enabled, "  ").await.unwrap_err()), "invalid_override_reason");
     let long = "x".repeat(domain::text::MAX_REASON_CHARS + 1);
-    let too_long = break_glass::set(
-        &t.db,
-        &gate(t),
-        &admin(),
-        &"clinic-a".parse().unwrap(),
-        RetryPolicy::Enabled,
-        "r",
-        Some(&long),
-    )
-    .await;
+    let too_long = set_as(t, &admin(), RetryPolicy::Enabled, &long).await;
     assert_eq!(code(too_long.unwrap_err()), "invalid_override_reason");
 
     // Once the order is met, the reason is not needed: an ordinary change.
     meet_rollout_order(t).await;
-    let out = set(RetryPolicy::Enabled, "x").await.unwrap();
+    let out = set_as(t, &admin(), RetryPolicy::Enabled, "x").await.unwrap();
     assert!(matches!(&out, SetOutcome::Changed(v) if v.policy == RetryPolicy::Enabled), "{out:?}");
     assert_eq!(break_glass::list(&t.db, &admin(), &"clinic-a".parse().unwrap()).await.unwrap().len(), 3);
 });
@@ -217,16 +201,7 @@ db_test!(only_callers_who_may_set_the_policy_ask_or_decide, async |t: &TestDb| {
         ),
         "forbidden"
     );
-    let ask = break_glass::set(
-        &t.db,
-        &gate(t),
-        &oncall(),
-        &"clinic-a".parse().unwrap(),
-        RetryPolicy::Enabled,
-        "r",
-        Some("x"),
-    )
-    .await;
+    let ask = set_as(t, &oncall(), RetryPolicy::Enabled, "x").await;
     assert_eq!(code(ask.unwrap_err()), "forbidden");
     // An id of another tenant names nothing here.
     let elsewhere = break_glass::approve(&t.db, &second_admin(), &"clinic-b".parse().unwrap(), &req.id, None, "").await;

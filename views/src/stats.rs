@@ -106,7 +106,8 @@ pub struct PolicyState {
 pub struct StatsView {
     pub window: String,
     /// `None`: every tenant the caller can see.
-    pub tenant: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub tenant: Option<TenantSlug>,
     pub bucket_secs: i64,
     /// Start of the first bucket and end of the last (RFC 3339).
     pub start: String,

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::roles::Role;
+use crate::{ids::TenantSlug, roles::Role};
 
 /// A user as shown to admins: never the password hash.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -10,7 +10,8 @@ pub struct UserView {
     pub username: String,
     pub role: Role,
     /// Tenant slug for clinic admins.
-    pub tenant: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub tenant: Option<TenantSlug>,
     pub disabled: bool,
     pub created_at: String,
     pub last_login_at: Option<String>,
@@ -22,7 +23,8 @@ pub struct TokenView {
     pub id: String,
     pub name: String,
     pub role: Role,
-    pub tenant: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub tenant: Option<TenantSlug>,
     pub created_by: String,
     pub created_at: String,
     pub revoked_at: Option<String>,

@@ -85,7 +85,7 @@ pub fn DashboardPage() -> impl IntoView {
 
 #[component]
 fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
-    let tenant = s.tenant.clone().unwrap_or_default();
+    let tenant = s.tenant.as_ref().map(|t| t.to_string()).unwrap_or_default();
     let link = {
         let tenant = tenant.clone();
         move |window: &str| with_query("/dashboard", &[("tenant", &tenant), ("window", window)])
@@ -97,12 +97,12 @@ fn Dashboard(s: StatsView, me: Me) -> impl IntoView {
     let scope = match (&s.tenant, me.role.is_tenant_bound()) {
         (Some(t), false) => view! {
             <p class="scope">
-                "Tenant " <strong>{t.clone()}</strong>
+                "Tenant " <strong>{t.to_string()}</strong>
                 " · " <a href=with_query("/dashboard", &[("window", &s.window)])>"all tenants"</a>
             </p>
         }
         .into_any(),
-        (Some(t), true) => view! { <p class="scope">"Tenant " <strong>{t.clone()}</strong></p> }.into_any(),
+        (Some(t), true) => view! { <p class="scope">"Tenant " <strong>{t.to_string()}</strong></p> }.into_any(),
         (None, _) => view! { <p class="scope">"All tenants"</p> }.into_any(),
     };
     let total = |o: &str| s.series.iter().find(|x| x.outcome == o).map_or(0, |x| x.total);

@@ -92,7 +92,7 @@ fn UserRow(u: UserView, is_me: bool) -> impl IntoView {
             <td>{u.role.label()}</td>
             <td>
                 {match u.tenant.clone() {
-                    Some(t) => view! { <a href=format!("/tenants/{t}")>{t.clone()}</a> }.into_any(),
+                    Some(t) => view! { <a href=format!("/tenants/{t}")>{t.to_string()}</a> }.into_any(),
                     None => view! { <span class="muted">"—"</span> }.into_any(),
                 }}
             </td>
@@ -127,6 +127,7 @@ fn ToggleUser(username: String, disabled: bool) -> impl IntoView {
 fn ChangeRole(u: UserView) -> impl IntoView {
     let action = ServerAction::<UpdateUser>::new();
     Refresh::after(action);
+    let tenant = u.tenant.map(String::from).unwrap_or_default();
     view! {
         <details class="inline-form">
             <summary>"Change role"</summary>
@@ -138,7 +139,7 @@ fn ChangeRole(u: UserView) -> impl IntoView {
                 </label>
                 <label class="field">
                     <span>"Tenant " <em class="optional">"(clinic admins)"</em></span>
-                    <input type="text" name="tenant" value=u.tenant.unwrap_or_default() placeholder="clinic-a"/>
+                    <input type="text" name="tenant" value=tenant placeholder="clinic-a"/>
                 </label>
                 <Submit action label="Save role" kind="secondary small"/>
             </ActionForm>

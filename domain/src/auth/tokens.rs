@@ -15,6 +15,7 @@ use crate::{
     ids,
 };
 use views::{
+    ids::TenantSlug,
     roles::{Permission, Role},
     users::TokenView,
 };
@@ -29,7 +30,7 @@ pub struct CreatedToken {
     pub view: TokenView,
 }
 
-fn view(t: api_token::Model, tenant: Option<String>) -> TokenView {
+fn view(t: api_token::Model, tenant: Option<TenantSlug>) -> TokenView {
     TokenView {
         id: t.id,
         name: t.name,
@@ -78,7 +79,12 @@ pub async fn create(
     }
     .insert(&txn)
     .await?;
-    let v = view(model, tenant.map(|t| t.as_str().to_owned()));
+    // Bound (`tenant_id` is set) only through a slug that names a tenant.
+    let slug = match tenant {
+        Some(TenantName::Slug(slug)) => Some(slug.clone()),
+        _ => None,
+    };
+    let v = view(model, slug);
     audit::record(
         &txn,
         auth.actor(),
@@ -163,11 +169,10 @@ pub async fn list(db: &DatabaseConnection, principal: &Principal) -> DomainResul
     principal.authorize(Permission::ManageUsers, Scope::Global)?;
     let rows = api_token::Entity::find().order_by_desc(api_token::Column::CreatedAt).all(db).await?;
     let tenants = tenant::Entity::find().all(db).await?;
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|t| {
-            let slug = t.tenant_id.as_ref().and_then(|id| tenants.iter().find(|x| &x.id == id)).map(|x| x.slug.clone());
-            view(t, slug)
+            let slug = t.tenant_id.as_ref().and_then(|id| tenants.iter().find(|x| &x.id == id));
+            Ok(view(t, slug.map(|x| ids::stored(&x.slug)).transpose()?))
         })
-        .collect())
+        .collect()
 }

@@ -135,7 +135,9 @@ async fn tenant_id_for<C: ConnectionTrait>(
 
 async fn view<C: ConnectionTrait>(conn: &C, u: user::Model) -> DomainResult<UserView> {
     let tenant = match &u.tenant_id {
-        Some(id) => tenant::Entity::find_by_id(id.clone()).one(conn).await?.map(|t| t.slug),
+        Some(id) => {
+            tenant::Entity::find_by_id(id.clone()).one(conn).await?.map(|t| ids::stored(&t.slug)).transpose()?
+        }
         None => None,
     };
     Ok(UserView {
@@ -285,7 +287,7 @@ pub async fn update(
         ));
     }
     let role = patch.role.unwrap_or(before.role);
-    let bound = || TenantName::given(before.tenant.as_deref());
+    let bound = || before.tenant.clone().map(TenantName::from);
     let tenant = match (patch.role, patch.tenant) {
         (_, Some(given)) => given,
         (Some(_), None) if role.is_tenant_bound() => bound(),

@@ -240,7 +240,9 @@ fn findings_count(evidence_json: &str) -> (usize, usize) {
 
 async fn view(db: &DatabaseConnection, m: &evidence_export::Model) -> DomainResult<ExportView> {
     let tenant = match &m.tenant_id {
-        Some(id) => tenant::Entity::find_by_id(id.clone()).one(db).await?.map(|t| t.slug),
+        Some(id) => {
+            tenant::Entity::find_by_id(id.clone()).one(db).await?.map(|t| crate::ids::stored(&t.slug)).transpose()?
+        }
         None => None,
     };
     let (critical_findings, warnings) = findings_count(&m.evidence_json);

@@ -92,7 +92,11 @@ fn comment_schema() -> utoipa::openapi::Object {
 
 async fn view(db: &DatabaseConnection, m: evidence_signoff::Model) -> DomainResult<SignoffView> {
     let tenant = match &m.tenant_id {
-        Some(id) => crate::entity::tenant::Entity::find_by_id(id.clone()).one(db).await?.map(|t| t.slug),
+        Some(id) => crate::entity::tenant::Entity::find_by_id(id.clone())
+            .one(db)
+            .await?
+            .map(|t| ids::stored(&t.slug))
+            .transpose()?,
         None => None,
     };
     let acknowledged = serde_json::from_str(&m.acknowledged).map_err(|e| {

@@ -429,7 +429,7 @@ pub async fn stats(
 
     Ok(StatsView {
         window: window.as_str().to_owned(),
-        tenant: scope_tenant.as_ref().map(|t| t.slug.clone()),
+        tenant: scope_tenant.as_ref().map(|t| ids::stored(&t.slug)).transpose()?,
         bucket_secs: bucket_ms / 1000,
         start: clock::rfc3339(first * bucket_ms),
         end: clock::rfc3339((last + 1) * bucket_ms),

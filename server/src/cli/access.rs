@@ -43,7 +43,7 @@ pub(super) async fn user(json: bool, db: &DatabaseConnection, p: &Principal, cmd
             let us = users::list(db, p).await?;
             emit(json, &us, || {
                 us.iter()
-                    .map(|u| format!("{}\t{}\t{}", u.username, u.role, u.tenant.as_deref().unwrap_or("-")))
+                    .map(|u| format!("{}\t{}\t{}", u.username, u.role, u.tenant.as_ref().map_or("-", |t| t.as_str())))
                     .collect::<Vec<_>>()
                     .join("\n")
             });

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{decision::Decision, ids::Digest};
+use crate::{
+    decision::Decision,
+    ids::{Digest, TenantSlug},
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -11,7 +14,8 @@ pub struct SignoffView {
     pub id: String,
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub digest: Digest,
-    pub tenant: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub tenant: Option<TenantSlug>,
     pub decision: Decision,
     pub comment: String,
     pub actor: String,
@@ -63,7 +67,8 @@ pub struct SinceApproval {
 pub struct ExportView {
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub digest: Digest,
-    pub tenant: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub tenant: Option<TenantSlug>,
     pub actor: String,
     pub actor_kind: String,
     pub via: String,

@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge
+.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-sealed-index
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
@@ -47,6 +47,11 @@ bench-logins: setup
 # One day's retention purge at 1 and 10 million stored events (docs/benchmarks.md#retention-purge).
 bench-purge: setup
 	bench/purge.sh
+
+# Upgrading 10 million stored events on PostgreSQL to migration 000200's index
+# (docs/benchmarks.md#upgrading-to-the-partial-index).
+bench-sealed-index: setup
+	bench/sealed-index.sh
 
 # Throughput of 1 and of 3 processes on one PostgreSQL database (docs/benchmarks.md#several-processes).
 bench-multi: setup

@@ -2,15 +2,20 @@
 //!
 //! The request path only bumps in-memory counters; a flusher (every few
 //! seconds) writes one upsert per (minute, tenant, endpoint, outcome,
-//! reason) into the minute table and one into the hour table, and one
-//! update per used key. Latency is rolled up the same way, as histogram
+//! reason) into the minute table and one into the hour table, the same for
+//! the [`TOTAL`] row of each (minute, outcome, reason), and one update per
+//! used key. Latency is rolled up the same way, as histogram
 //! buckets (outcome `latency`, reason `le_<ms>`), so dashboards compute
 //! p50/p99 from a few rows. That keeps writes per event at
 //! zero and avoids hot-row contention; several instances simply add their
 //! deltas. A crash loses at most one flush interval of counts (never a
 //! claim: claims are the source of truth for what was applied).
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Mutex,
+    time::Duration,
+};
 
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter,
@@ -24,6 +29,7 @@ use crate::{
     error::DomainResult,
 };
 
+/// (minute, or a table's bucket when written; tenant id, endpoint id, outcome, reason).
 type RollupKey = (i64, String, String, &'static str, String);
 /// (hour, key id, tenant id, endpoint id, reason).
 type KeyFailureKey = (i64, String, String, String, String);
@@ -54,9 +60,12 @@ struct KeyFailures {
 pub struct Telemetry {
     rollups: Mutex<HashMap<RollupKey, i64>>,
     key_uses: Mutex<HashMap<String, (i64, i64)>>,
-    key_failure_rollups: Mutex<HashMap<KeyFailureKey, i64>>,
-    key_failures: Mutex<HashMap<String, KeyFailures>>,
-    key_use_rollups: Mutex<HashMap<KeyUseKey, i64>>,
+    // Ordered maps, so each flush's transaction writes its rows in key
+    // order: two instances flushing the same key's rows at once then lock
+    // them in the same order and cannot deadlock (as `write_rollups` does).
+    key_failure_rollups: Mutex<BTreeMap<KeyFailureKey, i64>>,
+    key_failures: Mutex<BTreeMap<String, KeyFailures>>,
+    key_use_rollups: Mutex<BTreeMap<KeyUseKey, i64>>,
 }
 
 fn tenant_of(ep: Option<&EndpointCtx>) -> String {
@@ -304,11 +313,30 @@ impl Telemetry {
 pub(crate) const ROLLUP_TABLES: [(&str, &str, i64); 2] =
     [("event_rollups", "minute", 1), ("event_rollups_hourly", "hour", 60)];
 
+/// The `tenant_id` and `endpoint_id` of a rollup row that sums every
+/// tenant's and endpoint's rows of its bucket, outcome and reason, so the
+/// all-tenants dashboard reads one row per bucket however many endpoints
+/// there are. No tenant or endpoint id is `*` (ids are UUIDs); `''` is
+/// taken by requests that named no known endpoint.
+pub const TOTAL: &str = "*";
+
 async fn write_rollups(db: &DatabaseConnection, rollups: &HashMap<RollupKey, i64>) -> Result<(), sea_orm::DbErr> {
     let txn = db::begin_write(db).await?;
-    for (key, count) in rollups {
-        for (table, time_col, minutes) in ROLLUP_TABLES {
-            add_to(&txn, table, time_col, key.0 / minutes, key, *count).await?;
+    for (table, time_col, minutes) in ROLLUP_TABLES {
+        // Summed per row of this table and written in key order: one upsert
+        // per row, and two instances flushing at once lock the rows they
+        // share (the totals always) in the same order, so neither waits on
+        // the other in a cycle. The totals go in the same transaction as the
+        // rows they sum, so the two never disagree.
+        let mut rows: BTreeMap<RollupKey, i64> = BTreeMap::new();
+        for ((minute, tenant, endpoint, outcome, reason), count) in rollups {
+            for (t, e) in [(tenant.as_str(), endpoint.as_str()), (TOTAL, TOTAL)] {
+                *rows.entry((minute / minutes, t.to_owned(), e.to_owned(), outcome, reason.clone())).or_default() +=
+                    count;
+            }
+        }
+        for (key, count) in &rows {
+            add_to(&txn, table, time_col, key, *count).await?;
         }
     }
     txn.commit().await
@@ -319,17 +347,16 @@ async fn add_to(
     txn: &DatabaseTransaction,
     table: &str,
     time_col: &str,
-    bucket: i64,
     key: &RollupKey,
     count: i64,
 ) -> Result<(), sea_orm::DbErr> {
-    let (_, tenant, endpoint, outcome, reason) = key;
+    let (bucket, tenant, endpoint, outcome, reason) = key;
     let cols = [time_col, "tenant_id", "endpoint_id", "outcome", "reason"].map(Alias::new);
     let stmt = Query::insert()
         .into_table(Alias::new(table))
         .columns(cols.iter().cloned().chain([Alias::new("count")]))
         .values_panic([
-            bucket.into(),
+            (*bucket).into(),
             tenant.as_str().into(),
             endpoint.as_str().into(),
             (*outcome).into(),

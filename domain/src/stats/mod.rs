@@ -2,8 +2,11 @@
 //!
 //! Event counts and latency come from the rollup tables: the minute table
 //! for the last hour (60 buckets), the hour table for 24 hours (24) and 7
-//! days (168). Each query reads at most one row per bucket and (tenant,
-//! endpoint, outcome, reason), however many events are stored. The live
+//! days (168). A tenant's figures read at most one row per bucket and
+//! (endpoint, outcome, reason), however many events are stored; every
+//! tenant's read the [`TOTAL`] rows, one per bucket and (outcome, reason),
+//! however many endpoints there are. Only the failing endpoints' panel reads
+//! every endpoint's rows, and only their verification failures. The live
 //! state (open quarantine, outbox backlog, keys in overlap, retry
 //! policies) comes from the small operational tables, by index.
 
@@ -34,7 +37,7 @@ use crate::{
     entity::{endpoint, outbox_intent, quarantine_entry, retry_policy_version, signing_key, tenant},
     error::{DomainError, DomainResult},
     ids,
-    receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES},
+    receiver::telemetry::{LATENCY, LATENCY_BOUNDS_MS, ROLLUP_TABLES, TOTAL},
     registry::tenants,
 };
 
@@ -151,14 +154,37 @@ fn table(window: Window) -> (&'static str, &'static str) {
     (table, time_col)
 }
 
+/// Which rollup rows a read sums.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// One tenant's, per endpoint.
+    Tenant(&'a str),
+    /// The [`TOTAL`] rows: every tenant's, already summed.
+    Totals,
+    /// Every tenant's, per endpoint (the totals left out).
+    EveryEndpoint,
+}
+
+impl<'a> Rows<'a> {
+    /// Per-endpoint rows of one tenant, or of all.
+    fn per_endpoint(tenant_id: Option<&'a str>) -> Self {
+        tenant_id.map_or(Rows::EveryEndpoint, Rows::Tenant)
+    }
+
+    /// One tenant's rows, or the totals.
+    fn summed(tenant_id: Option<&'a str>) -> Self {
+        tenant_id.map_or(Rows::Totals, Rows::Tenant)
+    }
+}
+
 /// `SELECT <group…>, SUM(count) AS n FROM <rollups> WHERE <time> >= first
-/// [AND outcome = …] [AND tenant_id = …] GROUP BY <group…>`: summed in the
+/// [AND outcome = …] AND <rows> GROUP BY <group…>`: summed in the
 /// database, so at most one row per group comes back.
 async fn sum_rollups(
     db: &DatabaseConnection,
     window: Window,
     first: i64,
-    tenant_id: Option<&str>,
+    rows: Rows<'_>,
     outcome: Option<&str>,
     group: &[&str],
 ) -> DomainResult<Vec<sea_orm::QueryResult>> {
@@ -173,9 +199,12 @@ async fn sum_rollups(
     if let Some(o) = outcome {
         q.and_where(Expr::col(Alias::new("outcome")).eq(o));
     }
-    if let Some(t) = tenant_id {
-        q.and_where(Expr::col(Alias::new("tenant_id")).eq(t));
-    }
+    let tenant = Expr::col(Alias::new("tenant_id"));
+    q.and_where(match rows {
+        Rows::Tenant(t) => tenant.eq(t),
+        Rows::Totals => tenant.eq(TOTAL),
+        Rows::EveryEndpoint => tenant.ne(TOTAL),
+    });
     Ok(db.query_all(&q).await?)
 }
 
@@ -187,7 +216,7 @@ async fn rollup_rows(
     tenant_id: Option<&str>,
 ) -> DomainResult<Vec<Row>> {
     let time_col = table(window).1;
-    let rows = sum_rollups(db, window, first, tenant_id, None, &["bucket", "outcome", "reason"]).await?;
+    let rows = sum_rollups(db, window, first, Rows::summed(tenant_id), None, &["bucket", "outcome", "reason"]).await?;
     rows.iter()
         .map(|r| {
             Ok((
@@ -207,8 +236,15 @@ async fn failure_rows(
     first: i64,
     tenant_id: Option<&str>,
 ) -> DomainResult<Vec<(String, String, i64)>> {
-    let rows =
-        sum_rollups(db, window, first, tenant_id, Some("verification_failed"), &["endpoint_id", "reason"]).await?;
+    let rows = sum_rollups(
+        db,
+        window,
+        first,
+        Rows::per_endpoint(tenant_id),
+        Some("verification_failed"),
+        &["endpoint_id", "reason"],
+    )
+    .await?;
     rows.iter().map(|r| Ok((r.try_get("", "endpoint_id")?, r.try_get("", "reason")?, r.try_get("", "n")?))).collect()
 }
 

@@ -222,3 +222,122 @@ db_test!(verification_failures_are_counted_under_a_key, async |t: &TestDb| {
     assert_eq!((v.successes, v.failures), (2, 4), "{v:?}");
     assert!(v.failures_by_reason.iter().any(|r| r.reason == "stale" && r.count == 2), "{v:?}");
 });
+
+/// Every rollup row of `table` summed per (bucket, outcome, reason): the
+/// per-endpoint rows (`totals` false) or the total rows.
+async fn summed(t: &TestDb, table: &str, time_col: &str, totals: bool) -> Vec<(i64, String, String, i64)> {
+    use sea_orm::{ConnectionTrait, Statement};
+    let rows = if totals { "tenant_id = '*' AND endpoint_id = '*'" } else { "tenant_id <> '*'" };
+    let sql = format!(
+        "SELECT {time_col} AS b, outcome, reason, CAST(SUM(count) AS BIGINT) AS n FROM {table} WHERE {rows} \
+         GROUP BY {time_col}, outcome, reason ORDER BY {time_col}, outcome, reason"
+    );
+    let found = t.db.query_all_raw(Statement::from_string(t.db.get_database_backend(), sql)).await.unwrap();
+    found
+        .iter()
+        .map(|r| {
+            (r.try_get("", "b").unwrap(), r.try_get("", "outcome").unwrap(), r.try_get("", "reason").unwrap(), {
+                r.try_get("", "n").unwrap()
+            })
+        })
+        .collect()
+}
+
+db_test!(every_tenants_figures_come_from_total_rows_that_match_the_endpoints, async |t: &TestDb| {
+    use receiver::{Outcome, Refusal};
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    tenant(t, "clinic-b").await;
+    endpoint(t, "clinic-b", "hooks", None).await;
+    let a = s.r.resolve(&"clinic-a".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap();
+    let b = s.r.resolve(&"clinic-b".parse().unwrap(), &"hooks".parse().unwrap()).await.unwrap();
+    let applied = |n: usize| Outcome::Applied { event_id: format!("evt_{n}") };
+    let mismatch = Outcome::Refused(Refusal::SignatureMismatch);
+    let unknown = Outcome::Refused(Refusal::UnknownEndpoint);
+    // Key ids as the receiver names them (the rows need no key behind them).
+    let keys: Vec<String> = (1..=4).map(|k| format!("key_{k:032x}")).collect();
+    // Two processes' telemetry, flushed at once, round after round: they
+    // share every total row, and neither flush may fail on the other.
+    let (one, two) = (Telemetry::default(), Telemetry::default());
+    for round in 0..12 {
+        for (i, tel) in [&one, &two].into_iter().enumerate() {
+            for n in 0..3 {
+                // Under two keys, so the processes share the keys' rows too.
+                let key = &keys[(n + i) % 2];
+                tel.record(Some(&a), &applied(round * 10 + n), Some(key), Duration::from_millis(3 + n as u64 * 20));
+            }
+            tel.record(Some(&b), &applied(round), None, Duration::from_millis(1));
+            for key in &keys[2..] {
+                tel.record(Some(&b), &mismatch, Some(key), Duration::from_millis(1));
+            }
+            if i == 1 {
+                tel.record(None, &unknown, None, Duration::from_millis(1));
+            }
+        }
+        let (r1, r2) = tokio::join!(one.flush(&t.db), two.flush(&t.db));
+        r1.unwrap();
+        r2.unwrap();
+    }
+    for (table, time_col) in [("event_rollups", "minute"), ("event_rollups_hourly", "hour")] {
+        let totals = summed(t, table, time_col, true).await;
+        assert!(!totals.is_empty(), "{table}");
+        assert_eq!(totals, summed(t, table, time_col, false).await, "{table}: the totals sum every other row");
+    }
+    for window in Window::ALL {
+        let all = stats::stats(&t.db, &admin(), None, window).await.unwrap();
+        let total = |v: &views::stats::StatsView, o: &str| v.series.iter().find(|s| s.outcome == o).unwrap().total;
+        let clinic_a = stats::stats(&t.db, &admin(), Some(&"clinic-a".parse().unwrap()), window).await.unwrap();
+        let clinic_b = stats::stats(&t.db, &admin(), Some(&"clinic-b".parse().unwrap()), window).await.unwrap();
+        assert_eq!((total(&clinic_a, "applied"), total(&clinic_b, "applied")), (72, 24), "{window:?}");
+        assert_eq!(total(&all, "applied"), 96, "{window:?}");
+        // Failures of both tenants and of requests that named no endpoint.
+        assert_eq!(total(&all, "verification_failed"), 48 + 12, "{window:?}");
+        assert_eq!(all.latency.samples, 72 + 24 + 48 + 12, "{window:?}");
+        let slowest = all.latency.p99_ms.unwrap();
+        assert!((25.0..=50.0).contains(&slowest), "clinic-a's 43 ms answers lead the p99: {slowest}");
+        // The failing endpoints' panel still names the endpoint, never a total row.
+        assert_eq!(all.failing_endpoints.len(), 1, "{window:?}");
+        assert_eq!(all.failing_endpoints[0].endpoint.as_str(), "hooks");
+        assert_eq!(all.failing_endpoints[0].failures, 48);
+    }
+});
+
+db_test!(an_existing_database_gains_total_rows_for_what_it_stored, async |t: &TestDb| {
+    use migrations::{Migrator, MigratorTrait};
+    use sea_orm::ConnectionTrait;
+    let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
+    let at = names.iter().position(|n| n == "m20261207_000210_rollup_totals").expect("the migration is listed");
+    Migrator::down(&t.db, Some((names.len() - at) as u32)).await.unwrap();
+    let minute = domain::clock::now_ms() / 60_000;
+    for (tenant, endpoint, outcome, reason, count) in [
+        ("t-a", "e-a1", "applied", "", 5),
+        ("t-a", "e-a2", "applied", "", 7),
+        ("t-b", "e-b1", "applied", "", 11),
+        ("t-b", "e-b1", "verification_failed", "mismatch", 2),
+        ("", "", "verification_failed", "unknown_endpoint", 3),
+    ] {
+        for (table, col, bucket) in [("event_rollups", "minute", minute), ("event_rollups_hourly", "hour", minute / 60)]
+        {
+            t.db.execute_unprepared(&format!(
+                "INSERT INTO {table} ({col}, tenant_id, endpoint_id, outcome, reason, count) \
+                 VALUES ({bucket}, '{tenant}', '{endpoint}', '{outcome}', '{reason}', {count})"
+            ))
+            .await
+            .unwrap();
+        }
+    }
+    Migrator::up(&t.db, None).await.unwrap();
+    for (table, time_col) in [("event_rollups", "minute"), ("event_rollups_hourly", "hour")] {
+        let totals = summed(t, table, time_col, true).await;
+        assert_eq!(totals.len(), 3, "{table}: applied, and two failure reasons");
+        assert_eq!(totals, summed(t, table, time_col, false).await, "{table}");
+    }
+    for window in Window::ALL {
+        let all = stats::stats(&t.db, &admin(), None, window).await.unwrap();
+        let total = |o: &str| all.series.iter().find(|s| s.outcome == o).unwrap().total;
+        assert_eq!((total("applied"), total("verification_failed")), (23, 5), "{window:?}");
+    }
+    // And back: the total rows go, the others stay.
+    Migrator::down(&t.db, Some(1)).await.unwrap();
+    assert!(summed(t, "event_rollups_hourly", "hour", true).await.is_empty());
+    assert_eq!(summed(t, "event_rollups_hourly", "hour", false).await.len(), 3);
+});

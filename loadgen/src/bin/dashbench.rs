@@ -186,6 +186,19 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
             ),
         )
         .await;
+        // And the total rows the flusher writes beside them (telemetry::TOTAL).
+        exec(
+            db,
+            format!(
+                "INSERT INTO {table} ({time_col}, tenant_id, endpoint_id, outcome, reason, count) \
+                 SELECT {first} + s.n, '{total}', '{total}', o.outcome, o.reason, o.c * {n_ep} \
+                 FROM ({series}) s CROSS JOIN ({outcomes}) o",
+                total = domain::receiver::telemetry::TOTAL,
+                series = series(b, buckets),
+                outcomes = rows(ms_per_bucket / 60_000),
+            ),
+        )
+        .await;
     }
     exec(db, "DROP TABLE bench_endpoints".into()).await;
     if args.sealed_body_days > 0 {

@@ -7,8 +7,8 @@
 //! used key. Latency is rolled up the same way, as histogram
 //! buckets (outcome `latency`, reason `le_<ms>`), so dashboards compute
 //! p50/p99 from a few rows. That keeps writes per event at
-//! zero and avoids hot-row contention; several instances simply add their
-//! deltas. A crash loses at most one flush interval of counts (never a
+//! zero and hot rows off the request path; several instances simply add
+//! their deltas. A crash loses at most one flush interval of counts (never a
 //! claim: claims are the source of truth for what was applied).
 
 use std::{

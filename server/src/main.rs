@@ -19,6 +19,10 @@ mod serve;
 
 use std::process::ExitCode;
 
+/// Every allocation goes through mimalloc (see its entry in Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = cli::parse();
     let telemetry = match otel::init(args.is_server(), &args.log_format) {

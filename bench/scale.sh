@@ -3,9 +3,7 @@
 # claims unpartitioned as in main (docs/scaling.md says why), so every purge
 # figure here is the row-by-row baseline a partition drop would be compared
 # with.
-# 1. Claim latency on an empty database: loadgen at concurrency 16
-#    saturated, then paced to half of that rate (as bench/run.sh does).
-# 2. Seeds up to 100 M claims over 30 days (dashbench --bulk: 20 tenants x 2
+# 1. Seeds up to 100 M claims over 30 days (dashbench --bulk: 20 tenants x 2
 #    endpoints, minute and hourly rollups, a 1 KiB sealed-size body in every
 #    claim of the last 7 days). The bodies are written by SQL: the bytes of
 #    one body sealed as the receiver seals it, copied into each claim, so
@@ -17,10 +15,12 @@
 #    (measured, below) and leaves BENCH_SCALE_RESERVE_GB (default 10) free;
 #    it prints how many it seeds and why, if fewer than 100 M.
 #    BENCH_SCALE_EVENTS overrides the count.
+# 2. Claim latency on an empty database: loadgen at concurrency 16
+#    saturated, then paced to half of that rate (as bench/run.sh does).
 # 3. The same latency runs with all that stored, at the empty database's
 #    half rate, on a key provisioned with the CLI after seeding.
 # 4. dashbench's timed dashboard reads at that size.
-# 5. BENCH_SCALE_PURGE_DAYS (default 7) consecutive days: each inserts a
+# 5. BENCH_SCALE_PURGE_DAYS (default 10) consecutive days: each inserts a
 #    day's claims (stored / 30, with bodies), then runs the retention purge
 #    (`domain::retention::purge::run`, 30 days of claims, 7 of bodies) at the
 #    day's end, timed with the WAL written meanwhile (pg_current_wal_lsn
@@ -34,13 +34,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 SECONDS_PER_RUN=${BENCH_SECONDS:-15}
-PURGE_DAYS=${BENCH_SCALE_PURGE_DAYS:-7}
+PURGE_DAYS=${BENCH_SCALE_PURGE_DAYS:-10}
 RESERVE_GB=${BENCH_SCALE_RESERVE_GB:-10}
-# Disk per stored claim, all included: heap (with the bodies of 7 of 30
-# days), TOAST and maps, the five indexes, measured at 30 M on 2026-12-07
-# (docs/benchmarks.md#a-hundred-million-claims), plus a third for the WAL
-# kept between checkpoints and the index builds' sort files.
-BYTES_PER_CLAIM=${BENCH_SCALE_BYTES_PER_CLAIM:-900}
+# Disk per stored claim: heap (with the bodies of 7 of 30 days), maps and
+# the four indexes took about 800 bytes a claim (docs/benchmarks.md#a-hundred-million-claims);
+# the rest is room for the primary key build's sort files and the WAL kept
+# between checkpoints.
+BYTES_PER_CLAIM=${BENCH_SCALE_BYTES_PER_CLAIM:-1000}
 WANT=100000000
 
 if [ -n "${BENCH_BIN_DIR:-}" ]; then
@@ -61,7 +61,7 @@ avail=$(df -B1 --output=avail "$pgdata" | tail -1)
 fit=$(( (avail - RESERVE_GB * 1024 * 1024 * 1024) / BYTES_PER_CLAIM / 1000000 * 1000000 ))
 if [ -n "${BENCH_SCALE_EVENTS:-}" ]; then
   events=$BENCH_SCALE_EVENTS
-  why="BENCH_SCALE_EVENTS=$events"
+  why="BENCH_SCALE_EVENTS=$events; the disk would hold $fit"
   [ "$events" -gt "$fit" ] && echo "warning: $events claims may not fit: $fit fit in $((avail / 1073741824)) GB free" >&2
 elif [ "$fit" -lt "$WANT" ]; then
   events=$fit
@@ -94,14 +94,6 @@ load() {
 }
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$1'])" "$2"; }
 
-echo "==> empty database: concurrency 16, saturated, then at half" >&2
-start_server "$(url empty)"
-line=$(load)
-echo "empty 0 saturated $line" >>"$results"
-half=$(python3 -c "print(max(1.0, $(field verified_per_sec "$line") / 2))")
-echo "empty 0 half $(load --rate "$half")" >>"$results"
-stop_server
-
 echo "==> seeding (dashbench --bulk)" >&2
 head -c 32 /dev/urandom | base64 >"$work/master.key"
 chmod 600 "$work/master.key"
@@ -109,7 +101,10 @@ started=$(date +%s)
 $DASHBENCH --database-url "$(url seeded)" --events "$events" --master-key-file "$work/master.key" \
   --sealed-body-days 7 --bulk --seed-only >&2
 seed_s=$(( $(date +%s) - started ))
+# What autovacuum (off on this machine's cluster) would have done by now.
+started=$(date +%s)
 psql "$(url seeded)" -qc "VACUUM ANALYZE inbox_claims"
+vacuum_s=$(( $(date +%s) - started ))
 
 # The rebuilt indexes are the migrations' own: `\d` of a freshly migrated database.
 DATABASE_URL=$(url fresh) SIGNET_MASTER_KEY_FILE=$work/master.key SIGNET_DATA_DIR=$work SIGNET_LOG=warn \
@@ -120,6 +115,14 @@ if ! diff <(psql "$(url fresh)" -c '\d inbox_claims') <(psql "$(url seeded)" -c 
 fi
 echo "==> \\d inbox_claims equals a freshly migrated database's" >&2
 
+echo "==> empty database: concurrency 16, saturated, then at half" >&2
+start_server "$(url empty)"
+line=$(load)
+echo "empty 0 saturated $line" | tee -a "$results" >&2
+half=$(python3 -c "print(max(1.0, $(field verified_per_sec "$line") / 2))")
+echo "empty 0 half $(load --rate "$half")" | tee -a "$results" >&2
+stop_server
+
 echo "==> $events claims stored: concurrency 16, saturated, then at the empty database's half rate" >&2
 export DATABASE_URL=$(url seeded) SIGNET_MASTER_KEY_FILE=$work/master.key SIGNET_DATA_DIR=$work SIGNET_LOG=warn
 secret=$($BIN --json key provision clinic-000 hooks-0 --approve-as bench |
@@ -128,21 +131,22 @@ HOOK="http://127.0.0.1:$PORT/hooks/clinic-000/hooks-0"
 SIGNET_ADDR=127.0.0.1:$PORT SIGNET_METRICS_ADDR=127.0.0.1:0 $BIN serve >/dev/null 2>"$work/server.log" &
 server=$!
 wait_ready "$PORT" "$work/server.log"
-echo "seeded $events saturated $(load)" >>"$results"
-echo "seeded $events half $(load --rate "$half")" >>"$results"
+echo "seeded $events saturated $(load)" | tee -a "$results" >&2
+echo "seeded $events half $(load --rate "$half")" | tee -a "$results" >&2
 kill "$server"; wait "$server" 2>/dev/null || true
 server=""
 unset DATABASE_URL
 
 echo "==> dashboard reads" >&2
-dash=$($DASHBENCH --database-url "$(url seeded)" --events "$events" --master-key-file "$work/master.key" --reuse)
+dash=$($DASHBENCH --database-url "$(url seeded)" --events "$events" --master-key-file "$work/master.key" --reuse |
+  tee /dev/stderr)
 vacuum=()
 [ "${BENCH_SCALE_VACUUM:-1}" = 1 ] && vacuum=(--vacuum)
 echo "==> $PURGE_DAYS daily purges" >&2
 days=$($DASHBENCH --database-url "$(url seeded)" --events "$events" --master-key-file "$work/master.key" --reuse \
-  --daily-purges "$PURGE_DAYS" "${vacuum[@]}")
+  --daily-purges "$PURGE_DAYS" "${vacuum[@]}" | tee /dev/stderr)
 
-echo "Claims seeded: $events ($why), in $seed_s s."
+echo "Claims seeded: $events ($why), in $seed_s s; then VACUUM ANALYZE of the claims, $vacuum_s s."
 echo
 python3 - "$results" <<'PY'
 import json, sys

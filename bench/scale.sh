@@ -107,6 +107,11 @@ seed_s=$(( $(date +%s) - started ))
 started=$(date +%s)
 psql "$(url seeded)" -qc "VACUUM ANALYZE inbox_claims"
 vacuum_s=$(( $(date +%s) - started ))
+seeded_sizes=$(psql "$(url seeded)" -At -F ' | ' -c "
+  SELECT '\`' || c.relname || '\`', round(pg_relation_size(c.oid) / 1048576.0)
+  FROM pg_class c WHERE c.relname = 'inbox_claims'
+     OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'inbox_claims'::regclass)
+  ORDER BY 1" | sed 's/^/| /; s/$/ |/')
 
 # The rebuilt indexes are the migrations' own: `\d` of a freshly migrated database.
 DATABASE_URL=$(url fresh) SIGNET_MASTER_KEY_FILE=$work/master.key SIGNET_DATA_DIR=$work SIGNET_LOG=warn \
@@ -163,6 +168,10 @@ if [ "$PURGE_DAYS" -gt 0 ]; then
 fi
 
 echo "Claims seeded: $events ($why), in $seed_s s; then VACUUM ANALYZE of the claims, $vacuum_s s."
+echo
+echo "| relation, after seeding | MB |"
+echo "|---|---|"
+echo "$seeded_sizes"
 echo
 python3 - "$results" <<'PY'
 import json, statistics, sys

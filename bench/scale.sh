@@ -39,7 +39,7 @@ PURGE_DAYS=${BENCH_SCALE_PURGE_DAYS:-10}
 ROUNDS=${BENCH_SCALE_ROUNDS:-3}
 RESERVE_GB=${BENCH_SCALE_RESERVE_GB:-10}
 # Disk per stored claim: heap (with the bodies of 7 of 30 days), maps and
-# the four indexes took about 800 bytes a claim (docs/benchmarks.md#a-hundred-million-claims);
+# the four indexes took about 850 bytes a claim (docs/benchmarks.md#a-hundred-million-claims);
 # the rest is room for the primary key build's sort files and the WAL kept
 # between checkpoints.
 BYTES_PER_CLAIM=${BENCH_SCALE_BYTES_PER_CLAIM:-1000}

@@ -20,8 +20,8 @@
 #    seeding), then BENCH_SCALE_ROUNDS (default 3) rounds paced to half of
 #    the empty database's saturated rate (as bench/run.sh does), empty and
 #    stored in turn; prints the median ratio of their p99.
-# 4. dashbench's timed dashboard reads at that size.
-# 5. BENCH_SCALE_PURGE_DAYS (default 10; 0 leaves them out) consecutive days: each inserts a
+# 3. dashbench's timed dashboard reads at that size.
+# 4. BENCH_SCALE_PURGE_DAYS (default 10; 0 leaves them out) consecutive days: each inserts a
 #    day's claims (stored / 30, with bodies), then runs the retention purge
 #    (`domain::retention::purge::run`, 30 days of claims, 7 of bodies) at the
 #    day's end, timed with the WAL written meanwhile (pg_current_wal_lsn

@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-sealed-index
+.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-sealed-index bench-scale
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
@@ -52,6 +52,11 @@ bench-purge: setup
 # (docs/benchmarks.md#upgrading-to-the-partial-index).
 bench-sealed-index: setup
 	bench/sealed-index.sh
+
+# Up to 100 million stored claims on PostgreSQL: claim latency, daily purges, sizes, dashboard reads
+# (docs/benchmarks.md#a-hundred-million-claims).
+bench-scale: setup
+	bench/scale.sh
 
 # Throughput of 1 and of 3 processes on one PostgreSQL database (docs/benchmarks.md#several-processes).
 bench-multi: setup

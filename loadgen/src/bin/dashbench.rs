@@ -51,6 +51,30 @@ struct Args {
     /// bodies, as the purge meets them each day in a steady state.
     #[arg(long)]
     purge_after_days: Option<i64>,
+    /// PostgreSQL, for `bench/scale.sh`'s hundred million claims: drop the
+    /// claims' primary key and indexes around the bulk insert and rebuild
+    /// them from their own definitions (checked equal afterwards), and write
+    /// the bodies of `--sealed-body-days` in the insert itself: the bytes of
+    /// one body sealed as the receiver seals it, copied into every such claim
+    /// (the right size for size and purge measurements; they open only for
+    /// the first claim's AAD). Digests are 64 hex characters, as stored.
+    #[arg(long)]
+    bulk: bool,
+    /// Skip the seeding: the database was seeded by an earlier `--seed-only`
+    /// run with the same `--tenants`, `--events` and `--master-key-file`.
+    #[arg(long)]
+    reuse: bool,
+    /// PostgreSQL: N consecutive days, each inserting a day's worth of new
+    /// claims (`--events` / 30, with bodies as `--bulk` writes them), then
+    /// one retention purge at the end of that day (30 days of claims, 7 of
+    /// bodies), timed with the WAL it wrote; prints the claims table's sizes
+    /// after each day (`bench/scale.sh`).
+    #[arg(long)]
+    daily_purges: Option<i64>,
+    /// With `--daily-purges`: `VACUUM inbox_claims` after each purge, timed
+    /// apart (what autovacuum would do; it is off on this machine's cluster).
+    #[arg(long)]
+    vacuum: bool,
 }
 
 const ENDPOINTS_PER_TENANT: i64 = 2;
@@ -113,12 +137,7 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
         slugs.push(slug);
     }
     let b = db.get_database_backend();
-    exec(
-        db,
-        "CREATE TABLE bench_endpoints AS SELECT ROW_NUMBER() OVER (ORDER BY id) - 1 AS i, id, tenant_id FROM endpoints"
-            .into(),
-    )
-    .await;
+    exec(db, BENCH_ENDPOINTS.into()).await;
     let n_ep = args.tenants * ENDPOINTS_PER_TENANT;
     let now = clock::now_ms();
     let span_ms = DAYS * 86_400_000;
@@ -127,27 +146,27 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
 
     let started = Instant::now();
     eprintln!("seeding {} claims…", args.events);
+    // `--bulk`: the claims' indexes go while the rows go in (rebuilt below).
+    let bulk = if args.bulk {
+        assert_eq!(b, DbBackend::Postgres, "--bulk is for PostgreSQL");
+        let body = BulkBody::sealed(db, vault, now - args.sealed_body_days * 86_400_000).await;
+        Some((body, drop_claim_indexes(db).await))
+    } else {
+        None
+    };
     // In chunks so SQLite's recursive CTE and PG's work memory stay small.
     let chunk = 1_000_000.min(args.events);
     let mut done = 0;
     while done < args.events {
         let count = chunk.min(args.events - done);
-        exec(
-            db,
-            format!(
-                "INSERT INTO inbox_claims \
-                     (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) \
-                 SELECT e.tenant_id, e.id, 'evt_' || CAST(s.n + {done} AS TEXT), 'digest', 'reminder.created', \
-                        'key', 'applied', \
-                        {now} - ((s.n + {done}) * {span_ms} / {events}) \
-                 FROM ({series}) s JOIN bench_endpoints e ON e.i = (s.n + {done}) % {n_ep}",
-                events = args.events,
-                series = series(b, count),
-            ),
-        )
-        .await;
+        let rows = ClaimRows { prefix: "evt_", offset: done, count, end: now, span_ms, total: args.events, n_ep };
+        exec(db, rows.insert(b, bulk.as_ref().map(|(body, _)| body))).await;
         done += count;
         eprintln!("  {done} claims ({:.0} s)", started.elapsed().as_secs_f64());
+    }
+    if let Some((_, dropped)) = &bulk {
+        rebuild_claim_indexes(db, dropped).await;
+        eprintln!("  indexes rebuilt ({:.0} s)", started.elapsed().as_secs_f64());
     }
 
     // Rollups those events would have produced: per endpoint and bucket,
@@ -201,12 +220,135 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
         .await;
     }
     exec(db, "DROP TABLE bench_endpoints".into()).await;
-    if args.sealed_body_days > 0 {
+    if args.sealed_body_days > 0 && !args.bulk {
         seal_bodies(db, vault, now - args.sealed_body_days * 86_400_000).await;
     }
     exec(db, "ANALYZE".into()).await;
     eprintln!("seeded in {:.0} s", started.elapsed().as_secs_f64());
     slugs
+}
+
+/// `bench_endpoints`: endpoint ids numbered from 0, for the inserts below.
+const BENCH_ENDPOINTS: &str =
+    "CREATE TABLE bench_endpoints AS SELECT ROW_NUMBER() OVER (ORDER BY id) - 1 AS i, id, tenant_id FROM endpoints";
+
+/// `count` claims numbered from `offset` (of `total`), event ids
+/// `<prefix><number>`, received from `end` back over `span_ms`, round robin
+/// over `bench_endpoints`.
+struct ClaimRows<'a> {
+    prefix: &'a str,
+    offset: i64,
+    count: i64,
+    end: i64,
+    span_ms: i64,
+    total: i64,
+    n_ep: i64,
+}
+
+impl ClaimRows<'_> {
+    fn insert(&self, b: DbBackend, body: Option<&BulkBody>) -> String {
+        let ClaimRows { prefix, offset, count, end, span_ms, total, n_ep } = *self;
+        let rows = format!(
+            "SELECT e.tenant_id, e.id AS endpoint_id, '{prefix}' || CAST(s.n + {offset} AS TEXT) AS event_id, \
+                    {end} - ((CAST(s.n AS BIGINT) + {offset}) * {span_ms} / {total}) AS received_at \
+             FROM ({series}) s JOIN bench_endpoints e ON e.i = (s.n + {offset}) % {n_ep}",
+            series = series(b, count),
+        );
+        match body {
+            None => format!(
+                "INSERT INTO inbox_claims \
+                     (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) \
+                 SELECT r.tenant_id, r.endpoint_id, r.event_id, 'digest', 'reminder.created', 'key', 'applied', \
+                        r.received_at \
+                 FROM ({rows}) r"
+            ),
+            Some(BulkBody { hex, kek, since }) => {
+                let digest = "d".repeat(64);
+                format!(
+                    "INSERT INTO inbox_claims \
+                         (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, \
+                          body_ciphertext, kek_version, first_answer, message_digest) \
+                     SELECT r.tenant_id, r.endpoint_id, r.event_id, '{digest}', 'reminder.created', 'key', \
+                            'applied', r.received_at, \
+                            CASE WHEN r.received_at >= {since} THEN '\\x{hex}'::bytea END, \
+                            CASE WHEN r.received_at >= {since} THEN {kek} END, 'applied', '{digest}' \
+                     FROM ({rows}) r"
+                )
+            }
+        }
+    }
+}
+
+/// `--bulk`'s body: one 1 KiB body sealed as the receiver seals it (so the
+/// stored size is the real one), for every claim received since `since`.
+struct BulkBody {
+    hex: String,
+    kek: u32,
+    since: i64,
+}
+
+impl BulkBody {
+    async fn sealed(db: &DatabaseConnection, vault: &domain::vault::Vault, since: i64) -> Self {
+        vault.reserve_seals(db, 1).await.expect("reserve a seal");
+        let aad = domain::crypto::Aad::event_body("tenant", "endpoint", "evt_0");
+        let (sealed, kek) = vault.seal(&aad, &[b'x'; 1024]).expect("seal");
+        let hex = sealed.iter().map(|b| format!("{b:02x}")).collect();
+        BulkBody { hex, kek, since }
+    }
+}
+
+/// The claims' primary key, constraints and indexes as PostgreSQL describes
+/// them: (name, constraint definition if it is one, index definition).
+async fn claim_indexes(db: &DatabaseConnection) -> Vec<(String, Option<String>, String)> {
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT ci.relname AS name, pg_get_constraintdef(c.oid) AS con, pg_get_indexdef(i.indexrelid) AS def \
+             FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid \
+             LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.conrelid = i.indrelid \
+             WHERE i.indrelid = 'inbox_claims'::regclass ORDER BY 1",
+        ))
+        .await
+        .expect("the claims' indexes");
+    rows.iter()
+        .map(|r| {
+            (
+                r.try_get("", "name").expect("name"),
+                r.try_get("", "con").expect("con"),
+                r.try_get("", "def").expect("def"),
+            )
+        })
+        .collect()
+}
+
+/// Drops every index of the claims (constraints through `ALTER TABLE`) and
+/// returns their definitions.
+async fn drop_claim_indexes(db: &DatabaseConnection) -> Vec<(String, Option<String>, String)> {
+    let indexes = claim_indexes(db).await;
+    for (name, con, _) in &indexes {
+        match con {
+            Some(_) => exec(db, format!("ALTER TABLE inbox_claims DROP CONSTRAINT \"{name}\"")).await,
+            None => exec(db, format!("DROP INDEX \"{name}\"")).await,
+        }
+    }
+    indexes
+}
+
+/// Rebuilds what [`drop_claim_indexes`] dropped, from its own definitions,
+/// and checks that PostgreSQL describes the result as before.
+async fn rebuild_claim_indexes(db: &DatabaseConnection, dropped: &[(String, Option<String>, String)]) {
+    use sea_orm::TransactionTrait;
+    for (name, con, def) in dropped {
+        let txn = db.begin().await.expect("begin");
+        txn.execute_unprepared("SET LOCAL maintenance_work_mem = '1GB'").await.expect("work memory");
+        let sql = match con {
+            Some(con) => format!("ALTER TABLE inbox_claims ADD CONSTRAINT \"{name}\" {con}"),
+            None => def.clone(),
+        };
+        txn.execute_unprepared(&sql).await.unwrap_or_else(|e| panic!("{e}: {sql}"));
+        txn.commit().await.expect("commit");
+    }
+    assert_eq!(claim_indexes(db).await, dropped, "the claims' indexes differ from the migrated ones");
 }
 
 /// Seals a 1 KiB body (with the event's AAD, as the receiver does) into
@@ -265,12 +407,11 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
     eprintln!("sealed {sealed} bodies in {:.0} s", started.elapsed().as_secs_f64());
 }
 
-/// One purge run `days` after the seeding, timed as a whole, with every
-/// endpoint's retention set to 30 days of claims and 7 of bodies (a
-/// Standard Webhooks endpoint's default keeps claims for its 90-day manual
-/// resend window); prints a Markdown row.
-async fn time_purge(db: &DatabaseConnection, tenants: &[String], engine: &str, stored: i64, days: i64) {
-    use domain::retention::{self, DAY_SECS, RetentionChange, purge};
+/// Every endpoint's retention: 30 days of claims, 7 of bodies (a Standard
+/// Webhooks endpoint's default keeps claims for its 90-day manual resend
+/// window).
+async fn set_retention(db: &DatabaseConnection, tenants: &[String]) {
+    use domain::retention::{self, DAY_SECS, RetentionChange};
     let change = RetentionChange {
         dedup_secs: Some(30 * DAY_SECS),
         body_secs: Some(7 * DAY_SECS),
@@ -283,6 +424,151 @@ async fn time_purge(db: &DatabaseConnection, tenants: &[String], engine: &str, s
             retention::set(db, &Principal::cli(), &tenant, &endpoint, &change).await.expect("retention");
         }
     }
+}
+
+async fn scalar(db: &DatabaseConnection, sql: &str) -> i64 {
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {sql}"))
+        .expect("a row");
+    row.try_get("", "n").expect("n")
+}
+
+/// When the seeding ran: its oldest claim was received `DAYS` before.
+/// Read per endpoint through `ix_claims_endpoint_received`.
+async fn seeded_at(db: &DatabaseConnection) -> i64 {
+    let oldest = scalar(
+        db,
+        "SELECT MIN((SELECT MIN(received_at) FROM inbox_claims c WHERE c.endpoint_id = e.id)) AS n FROM endpoints e",
+    )
+    .await;
+    oldest + DAYS * 86_400_000
+}
+
+const MB: f64 = 1024.0 * 1024.0;
+
+/// `--daily-purges`: `days` days after the seeding, each with a day's new
+/// claims and the purge at its end; a Markdown row per day with the claims
+/// table's sizes (heap, TOAST and maps, indexes, total), then each index's.
+async fn daily_purges(db: &DatabaseConnection, tenants: &[String], args: &Args, vault: &domain::vault::Vault) {
+    use domain::retention::purge;
+    const DAY: i64 = 86_400_000;
+    let start = seeded_at(db).await;
+    set_retention(db, tenants).await;
+    let per_day = args.events / DAYS;
+    let n_ep = args.tenants * ENDPOINTS_PER_TENANT;
+    let body = BulkBody::sealed(db, vault, 0).await;
+    exec(db, "DROP TABLE IF EXISTS bench_endpoints".into()).await;
+    exec(db, BENCH_ENDPOINTS.into()).await;
+    println!(
+        "| day | claims inserted | claims deleted | bodies cleared | purge s | purge WAL MB | vacuum s \
+         | claims stored | heap MB | table MB (with TOAST, maps) | indexes MB | total MB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut stored = args.events;
+    print_sizes(db, 0, (0, 0, 0), None, None, stored).await;
+    for d in 1..=days_of(args) {
+        let started = Instant::now();
+        let chunk = 500_000.min(per_day);
+        let mut done = 0;
+        while done < per_day {
+            let count = chunk.min(per_day - done);
+            let prefix = format!("evt_d{d}_");
+            let rows = ClaimRows {
+                prefix: &prefix,
+                offset: done,
+                count,
+                end: start + d * DAY,
+                span_ms: DAY,
+                total: per_day,
+                n_ep,
+            };
+            exec(db, rows.insert(DbBackend::Postgres, Some(&body))).await;
+            done += count;
+        }
+        eprintln!("day {d}: {per_day} claims inserted in {:.0} s", started.elapsed().as_secs_f64());
+        let wal_before = wal_lsn(db).await;
+        let t = Instant::now();
+        let r = purge::run(db, start + d * DAY, purge::DEFAULT_BATCH).await.expect("purge");
+        let purge_s = t.elapsed().as_secs_f64();
+        let wal = wal_since(db, &wal_before).await;
+        eprintln!("day {d}: purge from WAL {wal_before} to {}", wal_lsn(db).await);
+        let vacuum_s = if args.vacuum {
+            let t = Instant::now();
+            exec(db, "VACUUM inbox_claims".into()).await;
+            Some(t.elapsed().as_secs_f64())
+        } else {
+            None
+        };
+        stored += per_day - r.claims_deleted as i64;
+        print_sizes(db, d, (per_day, r.claims_deleted, r.bodies_cleared), Some((purge_s, wal)), vacuum_s, stored).await;
+    }
+    exec(db, "DROP TABLE bench_endpoints".into()).await;
+    println!();
+    println!("| index, after day {} | MB |", days_of(args));
+    println!("|---|---|");
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT c.relname AS name, pg_relation_size(c.oid) AS n FROM pg_index i \
+             JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'inbox_claims'::regclass ORDER BY 1",
+        ))
+        .await
+        .expect("index sizes");
+    for r in rows {
+        let (name, n): (String, i64) = (r.try_get("", "name").expect("name"), r.try_get("", "n").expect("n"));
+        println!("| `{name}` | {:.0} |", n as f64 / MB);
+    }
+}
+
+fn days_of(args: &Args) -> i64 {
+    args.daily_purges.unwrap_or(0)
+}
+
+async fn wal_lsn(db: &DatabaseConnection) -> String {
+    let row = db
+        .query_one_raw(Statement::from_string(DbBackend::Postgres, "SELECT pg_current_wal_lsn()::text AS lsn"))
+        .await
+        .expect("lsn")
+        .expect("a row");
+    row.try_get("", "lsn").expect("lsn")
+}
+
+/// Bytes of WAL written since `lsn` (by anything on the cluster).
+async fn wal_since(db: &DatabaseConnection, lsn: &str) -> i64 {
+    scalar(db, &format!("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{lsn}')::bigint AS n")).await
+}
+
+async fn print_sizes(
+    db: &DatabaseConnection,
+    day: i64,
+    (inserted, deleted, cleared): (i64, u64, u64),
+    purge: Option<(f64, i64)>,
+    vacuum_s: Option<f64>,
+    stored: i64,
+) {
+    let size = |f: &str| format!("SELECT {f}('inbox_claims')::bigint AS n");
+    let heap = scalar(db, &size("pg_relation_size")).await as f64 / MB;
+    let table = scalar(db, &size("pg_table_size")).await as f64 / MB;
+    let indexes = scalar(db, &size("pg_indexes_size")).await as f64 / MB;
+    let total = scalar(db, &size("pg_total_relation_size")).await as f64 / MB;
+    let (purge_s, wal) =
+        purge.map_or(("–".into(), "–".into()), |(s, w)| (format!("{s:.1}"), format!("{:.0}", w as f64 / MB)));
+    let vacuum = vacuum_s.map_or("–".into(), |s| format!("{s:.1}"));
+    println!(
+        "| {day} | {inserted} | {deleted} | {cleared} | {purge_s} | {wal} | {vacuum} | {stored} \
+         | {heap:.0} | {table:.0} | {indexes:.0} | {total:.0} |"
+    );
+}
+
+/// One purge run `days` after the seeding, timed as a whole, with every
+/// endpoint's retention set to 30 days of claims and 7 of bodies (a
+/// Standard Webhooks endpoint's default keeps claims for its 90-day manual
+/// resend window); prints a Markdown row.
+async fn time_purge(db: &DatabaseConnection, tenants: &[String], engine: &str, stored: i64, days: i64) {
+    use domain::retention::purge;
+    set_retention(db, tenants).await;
     let t = Instant::now();
     let r = purge::run(db, clock::now_ms() + days * 86_400_000, purge::DEFAULT_BATCH).await.expect("purge");
     let secs = t.elapsed().as_secs_f64();
@@ -313,8 +599,16 @@ async fn main() {
     };
     // Every change is audited, and the audit chain's key lives in the vault.
     let vault = domain::startup::open_vault(&db, master).await.expect("vault");
-    let slugs = seed(&db, &vault, &args).await;
+    let slugs = if args.reuse {
+        (0..args.tenants).map(|t| format!("clinic-{t:03}")).collect()
+    } else {
+        seed(&db, &vault, &args).await
+    };
     if args.seed_only {
+        return;
+    }
+    if args.daily_purges.is_some() {
+        daily_purges(&db, &slugs, &args, &vault).await;
         return;
     }
     let engine = if db.get_database_backend() == DbBackend::Postgres { "PostgreSQL" } else { "SQLite" };

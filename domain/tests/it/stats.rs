@@ -236,9 +236,8 @@ async fn summed(t: &TestDb, table: &str, time_col: &str, totals: bool) -> Vec<(i
     found
         .iter()
         .map(|r| {
-            (r.try_get("", "b").unwrap(), r.try_get("", "outcome").unwrap(), r.try_get("", "reason").unwrap(), {
-                r.try_get("", "n").unwrap()
-            })
+            let (outcome, reason) = (r.try_get("", "outcome").unwrap(), r.try_get("", "reason").unwrap());
+            (r.try_get("", "b").unwrap(), outcome, reason, r.try_get("", "n").unwrap())
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod bodies;
 pub mod break_glass;
 pub mod budget;
 pub mod clock;

@@ -15,6 +15,7 @@ pub const DISTRIBUTION_COLUMN: &str = "tenant_id";
 /// m20261206_000190.
 pub const DISTRIBUTED: &[&str] = &[
     "inbox_claims",
+    "event_bodies",
     "replay_records",
     "reminders",
     "quarantine",

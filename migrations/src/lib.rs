@@ -44,6 +44,7 @@ mod m20261206_000170_job_auto_resume;
 mod m20261206_000190_sqlite_tenant_keys;
 mod m20261206_000200_claims_sealed_index;
 mod m20261207_000210_rollup_totals;
+mod m20261207_000220_event_bodies;
 
 pub struct Migrator;
 
@@ -86,6 +87,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000190_sqlite_tenant_keys::Migration),
             Box::new(m20261206_000200_claims_sealed_index::Migration),
             Box::new(m20261207_000210_rollup_totals::Migration),
+            Box::new(m20261207_000220_event_bodies::Migration),
         ]
     }
 }

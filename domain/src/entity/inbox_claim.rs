@@ -1,4 +1,5 @@
-//! `inbox_claims` rows.
+//! `inbox_claims` rows. The sealed body is an `event_bodies` row
+//! ([`super::event_body`]): retention never updates a claim.
 
 use sea_orm::entity::prelude::*;
 use views::events::ClaimOutcome;
@@ -19,9 +20,6 @@ pub struct Model {
     /// A release rewrites it (`quarantined` to `applied` or `stale_transition`).
     pub outcome: ClaimOutcome,
     pub received_at: i64,
-    /// Sealed with `Aad::event_body(tenant, endpoint, event id)`; nulled by retention.
-    pub body_ciphertext: Option<Vec<u8>>,
-    pub kek_version: Option<i32>,
     /// The answer the event's first accepted delivery got (`applied`,
     /// `stale_transition`, `quarantined`): unlike `outcome`, never rewritten
     /// by a release. The story reads that delivery from here, not from the

@@ -10,6 +10,7 @@ pub mod bulk_release_item;
 pub mod delivery_log;
 pub mod drill_run;
 pub mod endpoint;
+pub mod event_body;
 pub mod event_key_version;
 pub mod event_rollup;
 pub mod evidence_export;

@@ -10,10 +10,10 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOr
 
 use crate::{
     auth::{Principal, Scope},
-    clock,
+    bodies, clock,
     crypto::Aad,
     entity::{
-        audit_entry, delivery_log, endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record,
+        audit_entry, delivery_log, endpoint, event_body, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record,
     },
     envelope,
     error::{DomainError, DomainResult},
@@ -54,6 +54,10 @@ pub async fn story(
         .await?
         .ok_or(DomainError::NotFound)?;
     let claim = inbox_claim::Entity::find_by_id((t.id.clone(), ep.id.clone(), event_id.to_owned())).one(db).await?;
+    let body = match &claim {
+        Some(c) => bodies::of(db, c).await?,
+        None => None,
+    };
     let logged = delivery_log::Entity::find()
         .filter(delivery_log::Column::TenantId.eq(&t.id))
         .filter(delivery_log::Column::EndpointId.eq(&ep.id))
@@ -89,7 +93,7 @@ pub async fn story(
             .await?
     };
     let named = match &claim {
-        Some(c) => named_ids(db, vault, c).await,
+        Some(c) => named_ids(db, vault, c, body.as_ref()).await,
         None => Named::default(),
     };
     let reminder = match (&claim, named.reminder_id) {
@@ -151,7 +155,7 @@ pub async fn story(
                     event_type: c.event_type,
                     outcome: c.outcome,
                     body_sha256: c.body_digest,
-                    body_stored: c.body_ciphertext.is_some(),
+                    body_stored: body.is_some(),
                     received_at: clock::rfc3339(c.received_at),
                 })
             })
@@ -260,8 +264,13 @@ struct Named {
 
 /// Reads the two ids from the sealed body; nothing else of it leaves this
 /// function. A purged or unreadable body names nothing.
-async fn named_ids(db: &DatabaseConnection, vault: &Vault, c: &inbox_claim::Model) -> Named {
-    let Some(sealed) = c.body_ciphertext.as_deref() else { return Named::default() };
+async fn named_ids(
+    db: &DatabaseConnection,
+    vault: &Vault,
+    c: &inbox_claim::Model,
+    body: Option<&event_body::Model>,
+) -> Named {
+    let Some(sealed) = body.map(|b| b.body_ciphertext.as_slice()) else { return Named::default() };
     let body = match vault.open(db, &Aad::event_body(&c.tenant_id, &c.endpoint_id, &c.event_id), sealed).await {
         Ok(body) => body,
         Err(e) => {

@@ -69,7 +69,10 @@ pub const SOURCES: [Source; 4] = [
     },
     Source {
         name: "event_bodies",
-        table: "inbox_claims",
+        table: "event_bodies",
+        // `filed_at` is an integer: walked by the text key alone, and a
+        // body carried forward is two rows only inside the purge's
+        // transaction, so the text key names one row.
         pk: &["tenant_id", "endpoint_id", "event_id"],
         extra: &[],
         column: "body_ciphertext",

@@ -37,6 +37,7 @@ use redact::Redaction;
 
 use crate::{
     audit::{self, Change},
+    bodies,
     auth::{Actor, Principal, Scope},
     clock,
     crypto::Aad,
@@ -118,6 +119,7 @@ pub(crate) async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>)
         .into_iter()
         .map(|c| ((c.tenant_id.clone(), c.endpoint_id.clone(), c.event_id.clone()), c))
         .collect();
+    let with_body = bodies::stored(conn, &claims.values().collect::<Vec<_>>()).await?;
     rows.into_iter()
         .map(|r| {
             let claim = claims.get(&(r.tenant_id.clone(), r.endpoint_id.clone(), r.event_id.clone()));
@@ -130,7 +132,7 @@ pub(crate) async fn views<C: ConnectionTrait>(conn: &C, rows: Vec<entry::Model>)
                 event_type: claim.and_then(|c| c.event_type.clone()),
                 key_id: claim.map(|c| crate::ids::stored(&c.key_id)).transpose()?,
                 body_sha256: claim.map(|c| c.body_digest.clone()),
-                body_stored: claim.is_some_and(|c| c.body_ciphertext.is_some()),
+                body_stored: with_body.contains(&(r.tenant_id.clone(), r.endpoint_id.clone(), r.event_id.clone())),
                 quarantined_at: clock::rfc3339(r.created_at),
                 resolved_at: clock::rfc3339_opt(r.resolved_at),
                 id: r.id,
@@ -176,11 +178,10 @@ async fn open_body(
     vault: &Vault,
     claim: &inbox_claim::Model,
 ) -> DomainResult<zeroize::Zeroizing<Vec<u8>>> {
-    let sealed = claim
-        .body_ciphertext
-        .as_deref()
+    let body = bodies::of(db, claim)
+        .await?
         .ok_or_else(|| DomainError::conflict("body_purged", "the event's body has been purged by body retention"))?;
-    vault.open(db, &Aad::event_body(&claim.tenant_id, &claim.endpoint_id, &claim.event_id), sealed).await
+    vault.open(db, &Aad::event_body(&claim.tenant_id, &claim.endpoint_id, &claim.event_id), &body.body_ciphertext).await
 }
 
 fn audit_change<'a>(action: &'a str, e: &'a entry::Model, after: serde_json::Value) -> Change<'a> {
@@ -445,8 +446,6 @@ async fn claim_compound_id<C: ConnectionTrait>(
     let inserted = inbox_claim::Entity::insert(inbox_claim::ActiveModel {
         event_id: Set(id.clone()),
         outcome: Set(ClaimOutcome::Applied),
-        body_ciphertext: Set(None),
-        kek_version: Set(None),
         // No delivery was answered under this id: its story has none.
         first_answer: Set(None),
         message_digest: Set(None),

@@ -48,6 +48,10 @@ pub enum Keep {
     /// Per endpoint, its dedup retention: a day goes once the longest of
     /// them has passed.
     LongestDedup,
+    /// Per endpoint, its body retention: a day goes once the longest of
+    /// them has passed, after carrying the bodies an open quarantine entry
+    /// still holds forward into today's partition ([`CARRY_FORWARD`]).
+    LongestBody,
 }
 
 /// A table partitioned by UTC day of `column`, which counts `unit_ms`.
@@ -60,10 +64,12 @@ pub struct Partitioned {
 }
 
 /// Every range-partitioned table (`gauge_samples` is listed by unit into
-/// its two range-partitioned halves). The migration
-/// `m20261206_000100_partitioned_logs` created them.
-pub const PARTITIONED: [Partitioned; 7] = [
+/// its two range-partitioned halves). The migrations
+/// `m20261206_000100_partitioned_logs` and `m20261207_000220_event_bodies`
+/// created them.
+pub const PARTITIONED: [Partitioned; 8] = [
     Partitioned { table: "delivery_log", column: "answered_at", unit_ms: 1, keep: Keep::LongestDedup },
+    Partitioned { table: "event_bodies", column: "filed_at", unit_ms: 1, keep: Keep::LongestBody },
     Partitioned { table: "event_rollups", column: "minute", unit_ms: 60_000, keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS) },
     Partitioned {
         table: "event_rollups_hourly",
@@ -140,18 +146,44 @@ async fn cover_days(db: &DatabaseConnection, first: i64, last: i64) -> DomainRes
     Ok(created)
 }
 
+/// The longest retentions of any endpoint, which decide when a day of the
+/// tables kept per endpoint can go.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Longest {
+    pub dedup_ms: i64,
+    pub body_ms: i64,
+}
+
+/// Before a day of `event_bodies` is dropped, the bodies an open quarantine
+/// entry holds are filed again, now (`$1`, today's partition): a release
+/// needs them, whatever their age. `{part}` is the day's partition.
+const CARRY_FORWARD: &str = "INSERT INTO event_bodies (tenant_id, endpoint_id, event_id, received_at, filed_at, \
+                             kek_version, body_ciphertext) \
+                             SELECT b.tenant_id, b.endpoint_id, b.event_id, b.received_at, $1, b.kek_version, \
+                             b.body_ciphertext FROM {part} b WHERE EXISTS (SELECT 1 FROM quarantine q \
+                             WHERE q.tenant_id = b.tenant_id AND q.endpoint_id = b.endpoint_id \
+                             AND q.event_id = b.event_id AND q.status = 'open')";
+
+/// What one run of [`drop_expired`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Dropped {
+    pub partitions: u64,
+    /// Bodies of open quarantine entries filed again before their day went.
+    pub bodies_carried: u64,
+}
+
 /// Drops every partition whose whole day is past its table's retention at
-/// `now_ms`; `longest_dedup_ms` is the longest dedup retention of any
-/// endpoint. Returns the partitions dropped.
-pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_dedup_ms: i64) -> DomainResult<u64> {
+/// `now_ms`.
+pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest: Longest) -> DomainResult<Dropped> {
+    let mut dropped = Dropped::default();
     if !on_postgres(db) {
-        return Ok(0);
+        return Ok(dropped);
     }
-    let mut dropped = 0;
     for t in &PARTITIONED {
         let keep_ms = match t.keep {
             Keep::For(ms) => ms,
-            Keep::LongestDedup => longest_dedup_ms,
+            Keep::LongestDedup => longest.dedup_ms,
+            Keep::LongestBody => longest.body_ms,
         };
         // A row is past retention when older than the cutoff; a day's rows
         // all are once the day has ended by then.
@@ -160,13 +192,38 @@ pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest_d
         for day in expired {
             let txn = locked(db).await?;
             let name = partitioning::partition_name(t.table, day);
+            if !present(&txn, &name).await? {
+                // Another instance dropped it between the read and the lock.
+                txn.commit().await?;
+                continue;
+            }
+            let mut carried = 0;
+            if t.keep == Keep::LongestBody {
+                let sql = CARRY_FORWARD.replace("{part}", &name);
+                carried = txn
+                    .execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, [now_ms.into()]))
+                    .await?
+                    .rows_affected();
+            }
             txn.execute_unprepared(&format!("DROP TABLE IF EXISTS {name}")).await?;
             txn.commit().await?;
-            tracing::info!(partition = %name, "partition dropped");
-            dropped += 1;
+            tracing::info!(partition = %name, carried, "partition dropped");
+            dropped.partitions += 1;
+            dropped.bodies_carried += carried;
         }
     }
     Ok(dropped)
+}
+
+async fn present<C: ConnectionTrait>(conn: &C, table: &str) -> DomainResult<bool> {
+    let row = conn
+        .query_one_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT to_regclass($1) IS NOT NULL AS present",
+            [table.into()],
+        ))
+        .await?;
+    Ok(row.map(|r| r.try_get::<bool>("", "present")).transpose()?.unwrap_or(false))
 }
 
 /// A transaction holding the partition lock, with the parent lock's wait

@@ -5,10 +5,11 @@
 //! current horizon)` (the horizon wins even over a stale decision):
 //! - claims received before `now - dedup` are deleted, except those of an
 //!   open quarantine entry (release still needs them); resolved quarantine
-//!   entries that old go with them (the audit log keeps their story);
-//! - bodies of claims received before `now - body retention` are cleared,
-//!   except those of an open quarantine entry;
-//!
+//!   entries that old go with them (the audit log keeps their story), and
+//!   so does any body still stored;
+//! - bodies (`event_bodies`) of claims received before `now - body
+//!   retention` are deleted, except those of an open quarantine entry (on
+//!   PostgreSQL see [`body_cutoff_ms`]); a claim row is never updated;
 //! - delivery-log rows answered before `now - dedup` are deleted (the log
 //!   tells an event's story while its claim can still decide duplicates);
 //!
@@ -17,11 +18,14 @@
 //! them for the last hour only), and hourly rollups and gauge samples older
 //! than [`HOURLY_ROLLUPS_KEPT_MS`].
 //!
-//! On PostgreSQL the delivery log and every rollup and gauge table are
-//! partitioned by day ([`super::partitions`]): whole days are dropped
-//! instead, the delivery log's once the longest dedup retention of any
-//! endpoint has passed (so no row goes before its own endpoint's retention;
-//! one with a shorter retention stays until then).
+//! On PostgreSQL the bodies, the delivery log and every rollup and gauge
+//! table are partitioned by day ([`super::partitions`]): whole days are
+//! dropped instead, first. The delivery log's go once the longest dedup
+//! retention of any endpoint has passed (so no row goes before its own
+//! endpoint's retention; one with a shorter retention stays until then).
+//! The bodies' go once the longest body retention has passed; the bodies of
+//! endpoints with a shorter one are deleted row by row at their own time,
+//! and those of open quarantine entries are filed again, into today, first.
 //!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
 //! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
@@ -41,13 +45,13 @@ use crate::{
     auth::Actor,
     db,
     entity::{
-        delivery_log, endpoint, event_rollup as rollup, inbox_claim as claim, quarantine_entry as qentry,
-        replay_record as replay,
+        delivery_log, endpoint, event_body as body, event_rollup as rollup, inbox_claim as claim,
+        quarantine_entry as qentry, replay_record as replay,
     },
     error::DomainResult,
     retention::{
         self,
-        partitions::{self, HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
+        partitions::{self, DAY_MS, HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
     },
     stats::gauges,
 };
@@ -62,6 +66,7 @@ pub const DEFAULT_BATCH: u64 = 500;
 pub struct PurgeReport {
     pub claims_deleted: u64,
     pub quarantine_deleted: u64,
+    /// Bodies deleted row by row (those of a dropped day are not counted).
     pub bodies_cleared: u64,
     pub replay_deleted: u64,
     pub minute_rollups_deleted: u64,
@@ -76,6 +81,10 @@ pub struct PurgeReport {
     /// counted above).
     #[serde(default)]
     pub partitions_dropped: u64,
+    /// Bodies of open quarantine entries filed again, into today's
+    /// partition, before their day was dropped (PostgreSQL).
+    #[serde(default)]
+    pub bodies_carried: u64,
 }
 
 impl PurgeReport {
@@ -95,29 +104,43 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
     let decisions = retention::current_decisions(db).await?;
     let mut report = PurgeReport::default();
     let partitioned = db.get_database_backend() == DbBackend::Postgres;
-    let mut longest_dedup = 0;
-    for e in endpoint::Entity::find().all(db).await? {
-        let horizon = horizons.get(&e.scheme).map_or(retention::MAX_HORIZON_SECS, |h| h.horizon_secs);
-        // No decision on record: the defaults, still floored by the horizon.
-        let (dedup, body) = decisions
-            .get(&e.id)
-            .map_or((retention::DEFAULT_DEDUP_SECS, retention::DEFAULT_BODY_SECS), |d| (d.dedup_secs, d.body_secs));
-        let dedup = dedup.max(horizon);
-        let claim_cutoff = now_ms - ms(dedup);
+    // Each endpoint's (dedup, body) retention in ms. No decision on record:
+    // the defaults. The horizon floors dedup; dedup caps the body's.
+    let kept: Vec<(endpoint::Model, i64, i64)> = endpoint::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|e| {
+            let horizon = horizons.get(&e.scheme).map_or(retention::MAX_HORIZON_SECS, |h| h.horizon_secs);
+            let (dedup, body) = decisions
+                .get(&e.id)
+                .map_or((retention::DEFAULT_DEDUP_SECS, retention::DEFAULT_BODY_SECS), |d| (d.dedup_secs, d.body_secs));
+            let dedup = dedup.max(horizon);
+            (e, ms(dedup), ms(body.min(dedup)))
+        })
+        .collect();
+    let longest = partitions::Longest {
+        dedup_ms: kept.iter().map(|k| k.1).max().unwrap_or(0),
+        body_ms: kept.iter().map(|k| k.2).max().unwrap_or(0),
+    };
+    // Whole days first (PostgreSQL): the row deletes below then meet only
+    // what no drop takes.
+    let dropped = partitions::drop_expired(db, now_ms, longest).await?;
+    report.partitions_dropped = dropped.partitions;
+    report.bodies_carried = dropped.bodies_carried;
+    for (e, dedup_ms, body_ms) in &kept {
+        let claim_cutoff = now_ms - dedup_ms;
         report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
         report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
-        longest_dedup = longest_dedup.max(dedup);
         if !partitioned {
             report.deliveries_deleted +=
                 purge_batches(batch, |b| delete_deliveries(db, &e.id, claim_cutoff, b)).await?;
         }
-        let body_cutoff = now_ms - ms(body.min(dedup));
-        report.bodies_cleared += purge_batches(batch, |b| clear_bodies(db, &e.id, body_cutoff, b)).await?;
+        let body_cutoff = now_ms - body_cutoff_ms(partitioned, *body_ms, longest.body_ms);
+        report.bodies_cleared += purge_batches(batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
     }
     report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
-    if partitioned {
-        report.partitions_dropped = partitions::drop_expired(db, now_ms, ms(longest_dedup)).await?;
-    } else {
+    if !partitioned {
         report.minute_rollups_deleted = delete_minute_rollups(db, now_ms).await?;
         report.hourly_rollups_deleted = delete_hourly_rollups(db, now_ms).await?;
     }
@@ -137,6 +160,24 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         .await?;
     }
     Ok(report)
+}
+
+/// How old a body must be for the row-by-row purge to delete it. On
+/// PostgreSQL the bodies of the endpoints with the longest body retention
+/// go with their day's partition, dropped once the whole day is past that
+/// retention: up to a day after the body's own time. Deleting them at their
+/// exact time would delete a day of rows one by one every run, which is
+/// what the drop is for; so these rows are left that day, and only a body
+/// no drop will take (one carried forward for a quarantine entry since
+/// resolved) is deleted a day late. Retentions under a day are kept exactly
+/// (there is little to delete). Every other endpoint's bodies, and every
+/// body on SQLite, go at their exact time.
+pub fn body_cutoff_ms(partitioned: bool, body_ms: i64, longest_body_ms: i64) -> i64 {
+    if partitioned && body_ms >= longest_body_ms && longest_body_ms >= DAY_MS {
+        body_ms + DAY_MS
+    } else {
+        body_ms
+    }
 }
 
 /// One statement: after the first run each run removes about an hour of
@@ -201,43 +242,38 @@ fn open_quarantine(endpoint_id: &str) -> sea_orm::sea_query::SelectStatement {
         .to_owned()
 }
 
+/// Up to `batch` keys of an endpoint's claims received before `cutoff` and
+/// not held by an open quarantine entry.
 async fn old_claims(
     db: &DatabaseConnection,
     conn: &impl sea_orm::ConnectionTrait,
     endpoint_id: &str,
     cutoff: i64,
-    extra: Condition,
     batch: u64,
 ) -> DomainResult<Vec<(String, String)>> {
-    let q = old_claims_query(endpoint_id, cutoff, extra, batch);
-    Ok(skip_locked(db, q).into_tuple::<(String, String)>().all(conn).await?)
-}
-
-/// Up to `batch` keys of an endpoint's claims received before `cutoff` and
-/// not held by an open quarantine entry, that also meet `extra`.
-fn old_claims_query(endpoint_id: &str, cutoff: i64, extra: Condition, batch: u64) -> sea_orm::Select<claim::Entity> {
-    claim::Entity::find()
+    let q = claim::Entity::find()
         .select_only()
         .column(claim::Column::TenantId)
         .column(claim::Column::EventId)
         .filter(claim::Column::EndpointId.eq(endpoint_id))
         .filter(claim::Column::ReceivedAt.lt(cutoff))
         .filter(claim::Column::EventId.not_in_subquery(open_quarantine(endpoint_id)))
-        .filter(extra)
+        .limit(batch);
+    Ok(skip_locked(db, q).into_tuple::<(String, String)>().all(conn).await?)
+}
+
+/// One body-deleting batch's select, as [`delete_bodies`] runs it (without
+/// the row locks): public so a test can hold its plan to
+/// `ix_event_bodies_age`. Bodies an open quarantine entry holds stay.
+pub fn body_deleting_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_orm::Select<body::Entity> {
+    body::Entity::find()
+        .select_only()
+        .column(body::Column::TenantId)
+        .column(body::Column::EventId)
+        .filter(body::Column::EndpointId.eq(endpoint_id))
+        .filter(body::Column::ReceivedAt.lt(cutoff))
+        .filter(body::Column::EventId.not_in_subquery(open_quarantine(endpoint_id)))
         .limit(batch)
-}
-
-/// Claims that still hold a sealed body: the condition that lets a batch
-/// read them through the partial index `ix_claims_sealed_age` (migration
-/// 000200) instead of stepping over every claim cleared before.
-fn sealed() -> Condition {
-    Condition::all().add(claim::Column::BodyCiphertext.is_not_null())
-}
-
-/// One body-clearing batch's select, as [`clear_bodies`] runs it (without
-/// the row locks): public so a test can hold its plan to the partial index.
-pub fn body_clearing_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_orm::Select<claim::Entity> {
-    old_claims_query(endpoint_id, cutoff, sealed(), batch)
 }
 
 fn keys(endpoint_id: &str, rows: &[(String, String)]) -> Condition {
@@ -251,29 +287,47 @@ fn keys(endpoint_id: &str, rows: &[(String, String)]) -> Condition {
     })
 }
 
+/// (tenant, event id) pairs of one endpoint's bodies.
+fn body_keys(rows: &[(String, String)]) -> Condition {
+    rows.iter().fold(Condition::any(), |c, (tenant_id, event_id)| {
+        c.add(Condition::all().add(body::Column::TenantId.eq(tenant_id)).add(body::Column::EventId.eq(event_id)))
+    })
+}
+
 async fn delete_claims(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
     let txn = db::begin_write(db).await?;
-    let rows = old_claims(db, &txn, endpoint_id, cutoff, Condition::all(), batch).await?;
+    let rows = old_claims(db, &txn, endpoint_id, cutoff, batch).await?;
     if rows.is_empty() {
         txn.commit().await?;
         return Ok(0);
     }
     claim::Entity::delete_many().filter(keys(endpoint_id, &rows)).exec(&txn).await?;
+    // A body still stored (its retention as long as the claim's, or left
+    // for its day's drop) goes with its claim, so a later claim of the same
+    // id never finds an older body beside its own. Through the age index:
+    // usually an empty range.
+    body::Entity::delete_many()
+        .filter(body::Column::EndpointId.eq(endpoint_id))
+        .filter(body::Column::ReceivedAt.lt(cutoff))
+        .filter(body_keys(&rows))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     Ok(rows.len() as u64)
 }
 
-async fn clear_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
+async fn delete_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
     let txn = db::begin_write(db).await?;
-    let rows = old_claims(db, &txn, endpoint_id, cutoff, sealed(), batch).await?;
+    let rows: Vec<(String, String)> =
+        skip_locked(db, body_deleting_query(endpoint_id, cutoff, batch)).into_tuple().all(&txn).await?;
     if rows.is_empty() {
         txn.commit().await?;
         return Ok(0);
     }
-    claim::Entity::update_many()
-        .col_expr(claim::Column::BodyCiphertext, Expr::value(Option::<Vec<u8>>::None))
-        .col_expr(claim::Column::KekVersion, Expr::value(Option::<i32>::None))
-        .filter(keys(endpoint_id, &rows))
+    body::Entity::delete_many()
+        .filter(body::Column::EndpointId.eq(endpoint_id))
+        .filter(body::Column::ReceivedAt.lt(cutoff))
+        .filter(body_keys(&rows))
         .exec(&txn)
         .await?;
     txn.commit().await?;

@@ -9,7 +9,7 @@ use views::{jobs::RunStatus, quarantine::QuarantineFilter, roles::Role, scheme::
 use domain::{
     DomainError,
     auth::users,
-    entity::{bulk_release as job, inbox_claim, outbox_intent},
+    entity::{bulk_release as job, event_body, outbox_intent},
     quarantine::{
         self,
         bulk_release::{self, DEFAULT_STALE_AFTER_MS as STALE},
@@ -204,9 +204,9 @@ db_test!(an_interrupted_job_resumes_where_it_stopped, async |t: &TestDb| {
 db_test!(an_entry_that_cannot_be_decrypted_does_not_stop_the_job, async |t: &TestDb| {
     let _s = releasable(t, 3).await;
     // One stored body is corrupt: it will not open.
-    inbox_claim::Entity::update_many()
-        .col_expr(inbox_claim::Column::BodyCiphertext, Expr::value(vec![0u8; 64]))
-        .filter(inbox_claim::Column::EventId.eq("upd-1"))
+    event_body::Entity::update_many()
+        .col_expr(event_body::Column::BodyCiphertext, Expr::value(vec![0u8; 64]))
+        .filter(event_body::Column::EventId.eq("upd-1"))
         .exec(&t.db)
         .await
         .unwrap();

@@ -119,8 +119,8 @@ db_test!(each_breach_is_named_and_the_finding_comes_and_goes, async |t: &TestDb|
     drop_constraints(t, "outbox_intents").await;
     let injected = [
         "INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, \
-         received_at, body_ciphertext, kek_version) SELECT tenant_id, endpoint_id, event_id, 'injected', event_type, \
-         key_id, outcome, received_at + 1, body_ciphertext, kek_version FROM inbox_claims WHERE event_id = 'evt-a'",
+         received_at) SELECT tenant_id, endpoint_id, event_id, 'injected', event_type, key_id, outcome, \
+         received_at + 1 FROM inbox_claims WHERE event_id = 'evt-a'",
         "INSERT INTO outbox_intents (id, tenant_id, kind, idempotency_key, payload_ciphertext, kek_version, status, \
          attempts, next_attempt_at, created_at) SELECT 'injected-' || id, tenant_id, kind, idempotency_key, \
          payload_ciphertext, kek_version, status, attempts, next_attempt_at, created_at + 1 FROM outbox_intents",

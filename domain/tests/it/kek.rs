@@ -4,7 +4,7 @@
 use domain::{
     DomainError,
     crypto::{Aad, MasterKey},
-    entity::{inbox_claim, kek_rewrap, kek_version, outbox_intent, service_key, signing_key},
+    entity::{event_body, kek_rewrap, kek_version, outbox_intent, service_key, signing_key},
     kek,
     receiver::Outcome,
     registry::keys::{self, Approval, ProvisionRequest},
@@ -40,11 +40,9 @@ pub(crate) async fn everything_opens(t: &TestDb) -> usize {
         ring.open(&Aad::outbox_payload(&o.tenant_id, &o.id), &o.payload_ciphertext).unwrap();
         n += 1;
     }
-    for c in inbox_claim::Entity::find().all(&t.db).await.unwrap() {
-        if let Some(body) = &c.body_ciphertext {
-            ring.open(&Aad::event_body(&c.tenant_id, &c.endpoint_id, &c.event_id), body).unwrap();
-            n += 1;
-        }
+    for b in event_body::Entity::find().all(&t.db).await.unwrap() {
+        ring.open(&Aad::event_body(&b.tenant_id, &b.endpoint_id, &b.event_id), &b.body_ciphertext).unwrap();
+        n += 1;
     }
     n
 }
@@ -325,13 +323,13 @@ db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: 
         deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-late"), &body).await,
         Outcome::Applied { .. }
     ));
-    let late = inbox_claim::Entity::find()
-        .filter(inbox_claim::Column::EventId.eq("m-late"))
+    let late = event_body::Entity::find()
+        .filter(event_body::Column::EventId.eq("m-late"))
         .one(&t.db)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(late.kek_version, Some(2));
+    assert_eq!(late.kek_version, 2);
     kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert_eq!(by_version(t).await.keys().copied().collect::<Vec<_>>(), vec![2]);
 });

@@ -5,6 +5,7 @@ mod support;
 mod audit_chain;
 mod auth;
 mod break_glass;
+mod bodies;
 mod bulk_release;
 mod cohort_check;
 mod distribution;

@@ -254,8 +254,9 @@ db_test!(retention_purges_old_delivery_rows, async |t: &TestDb| {
     .unwrap();
     let report = purge::run(&t.db, clock::now_ms(), purge::DEFAULT_BATCH).await.unwrap();
     if t.is_postgres() {
-        // That day's delivery log, minute rollups and minute gauge samples.
-        assert_eq!((report.deliveries_deleted, report.partitions_dropped), (0, 3), "dropped by day");
+        // That day's delivery log, minute rollups, minute gauge samples
+        // and bodies.
+        assert_eq!((report.deliveries_deleted, report.partitions_dropped), (0, 4), "dropped by day");
     } else {
         assert_eq!(report.deliveries_deleted, 1, "past the endpoint's dedup retention");
     }

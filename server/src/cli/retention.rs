@@ -115,7 +115,8 @@ pub(super) async fn retention(
             emit(json, &r, || {
                 format!(
                     "purged: {} claims, {} resolved quarantine entries, {} bodies cleared, {} replay records, \
-                     {} minute rollups, {} hourly rollups, {} delivery-log rows, {} daily partitions dropped",
+                     {} minute rollups, {} hourly rollups, {} delivery-log rows, {} daily partitions dropped \
+                     ({} bodies of open quarantine entries carried forward)",
                     r.claims_deleted,
                     r.quarantine_deleted,
                     r.bodies_cleared,
@@ -123,7 +124,8 @@ pub(super) async fn retention(
                     r.minute_rollups_deleted,
                     r.hourly_rollups_deleted,
                     r.deliveries_deleted,
-                    r.partitions_dropped
+                    r.partitions_dropped,
+                    r.bodies_carried
                 )
             });
         }

@@ -80,6 +80,7 @@ async fn run_once(db: &DatabaseConnection, metrics: &Metrics, purge_due: bool) {
                     hourly_rollups = report.hourly_rollups_deleted,
                     deliveries = report.deliveries_deleted,
                     partitions = report.partitions_dropped,
+                    bodies_carried = report.bodies_carried,
                     "retention purge"
                 );
             }

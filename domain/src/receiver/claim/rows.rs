@@ -12,7 +12,8 @@ use crate::{
     clock,
     crypto::Aad,
     db,
-    entity::{inbox_claim, replay_record},
+    bodies,
+    entity::{event_body, inbox_claim, replay_record},
     receiver::{
         effects::{self, EffectError},
         faults::{DrillFault, Faults},
@@ -65,19 +66,22 @@ pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> R
     Ok(inserted(res))
 }
 
-/// The claim row for this delivery, its body sealed with the event's AAD.
-pub(super) fn claim_row(
+/// The claim row for this delivery and its sealed body's row (sealed with
+/// the event's AAD), both dated now. The body is inserted only once the
+/// claim was (`event_bodies` has no key of its own across days).
+pub(super) fn claim_rows(
     vault: &Vault,
     v: &Verified,
     event_id: &str,
     event_type: Option<&str>,
     outcome: ClaimOutcome,
-) -> Result<inbox_claim::ActiveModel, DbErr> {
+) -> Result<(inbox_claim::ActiveModel, event_body::ActiveModel), DbErr> {
     let ep = v.endpoint();
+    let received_at = clock::now_ms();
     let (sealed, kek) = vault
         .seal(&Aad::event_body(&ep.tenant_id, &ep.endpoint_id, event_id), v.body())
         .map_err(|e| DbErr::Custom(format!("sealing the body failed: {e}")))?;
-    Ok(inbox_claim::ActiveModel {
+    let claim = inbox_claim::ActiveModel {
         tenant_id: Set(ep.tenant_id.clone()),
         endpoint_id: Set(ep.endpoint_id.clone()),
         event_id: Set(event_id.to_owned()),
@@ -85,12 +89,12 @@ pub(super) fn claim_row(
         event_type: Set(event_type.map(str::to_owned)),
         key_id: Set(v.key_id().to_owned()),
         outcome: Set(outcome),
-        received_at: Set(clock::now_ms()),
-        body_ciphertext: Set(Some(sealed)),
-        kek_version: Set(Some(kek as i32)),
+        received_at: Set(received_at),
         first_answer: Set(Some(outcome)),
         message_digest: Set(v.message_digest().map(str::to_owned)),
-    })
+    };
+    let body = bodies::row(&ep.tenant_id, &ep.endpoint_id, event_id, received_at, sealed, kek);
+    Ok((claim, body))
 }
 
 /// The verdict against a claim an insert inside `txn` just conflicted with

@@ -1,6 +1,6 @@
 //! `--bulk`: the claims inserted by SQL in large chunks with their indexes
-//! dropped and rebuilt around them, and bodies of the sealed size written in
-//! the insert itself (`bench/scale.sh`).
+//! dropped and rebuilt around them, and bodies of the sealed size written
+//! by SQL beside them (`bench/scale.sh`).
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 
@@ -24,36 +24,47 @@ pub(super) struct ClaimRows<'a> {
 }
 
 impl ClaimRows<'_> {
-    pub(super) fn insert(&self, b: DbBackend, body: Option<&BulkBody>) -> String {
+    fn rows(&self, b: DbBackend) -> String {
         let ClaimRows { prefix, offset, count, end, span_ms, total, n_ep } = *self;
-        let rows = format!(
+        format!(
             "SELECT e.tenant_id, e.id AS endpoint_id, '{prefix}' || CAST(s.n + {offset} AS TEXT) AS event_id, \
                     {end} - ((CAST(s.n AS BIGINT) + {offset}) * {span_ms} / {total}) AS received_at \
              FROM ({series}) s JOIN bench_endpoints e ON e.i = (s.n + {offset}) % {n_ep}",
             series = series(b, count),
-        );
-        match body {
-            None => format!(
+        )
+    }
+
+    /// The claims' insert, then with `body` the insert of the bodies of
+    /// those received since its `since`.
+    pub(super) fn insert(&self, b: DbBackend, body: Option<&BulkBody>) -> Vec<String> {
+        let rows = self.rows(b);
+        let Some(BulkBody { hex, kek, since }) = body else {
+            return vec![format!(
                 "INSERT INTO inbox_claims \
                      (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) \
                  SELECT r.tenant_id, r.endpoint_id, r.event_id, 'digest', 'reminder.created', 'key', 'applied', \
                         r.received_at \
                  FROM ({rows}) r"
+            )];
+        };
+        let digest = "d".repeat(64);
+        vec![
+            format!(
+                "INSERT INTO inbox_claims \
+                     (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, \
+                      first_answer, message_digest) \
+                 SELECT r.tenant_id, r.endpoint_id, r.event_id, '{digest}', 'reminder.created', 'key', \
+                        'applied', r.received_at, 'applied', '{digest}' \
+                 FROM ({rows}) r"
             ),
-            Some(BulkBody { hex, kek, since }) => {
-                let digest = "d".repeat(64);
-                format!(
-                    "INSERT INTO inbox_claims \
-                         (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, \
-                          body_ciphertext, kek_version, first_answer, message_digest) \
-                     SELECT r.tenant_id, r.endpoint_id, r.event_id, '{digest}', 'reminder.created', 'key', \
-                            'applied', r.received_at, \
-                            CASE WHEN r.received_at >= {since} THEN '\\x{hex}'::bytea END, \
-                            CASE WHEN r.received_at >= {since} THEN {kek} END, 'applied', '{digest}' \
-                     FROM ({rows}) r"
-                )
-            }
-        }
+            format!(
+                "INSERT INTO event_bodies \
+                     (tenant_id, endpoint_id, event_id, received_at, filed_at, kek_version, body_ciphertext) \
+                 SELECT r.tenant_id, r.endpoint_id, r.event_id, r.received_at, r.received_at, {kek}, \
+                        '\\x{hex}'::bytea \
+                 FROM ({rows}) r WHERE r.received_at >= {since}"
+            ),
+        ]
     }
 }
 

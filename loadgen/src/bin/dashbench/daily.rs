@@ -1,6 +1,6 @@
 //! `--daily-purges`: consecutive days of new claims and the retention purge
-//! at each day's end, with the WAL it wrote and the claims table's sizes
-//! (`bench/scale.sh`).
+//! at each day's end, with the WAL it wrote, the claims table's sizes and
+//! the bodies' (`bench/scale.sh`).
 
 use std::time::Instant;
 
@@ -54,13 +54,15 @@ pub(super) async fn daily_purges(
     exec(db, BENCH_ENDPOINTS.into()).await;
     println!(
         "| day | claims inserted | claims deleted | bodies cleared | purge s | purge WAL MB | vacuum s \
-         | claims stored | heap MB | table MB (with TOAST, maps) | indexes MB | total MB |"
+         | claims stored | heap MB | table MB (with TOAST, maps) | indexes MB | total MB | bodies MB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut stored = args.events;
     print_sizes(db, 0, (0, 0, 0), None, None, stored).await;
     for d in 1..=days_of(args) {
         let started = Instant::now();
+        // The bodies' partitions of that day, as the upkeep keeps them.
+        domain::retention::partitions::upkeep(db, start + d * DAY).await.expect("partitions");
         let chunk = 500_000.min(per_day);
         let mut done = 0;
         while done < per_day {
@@ -75,7 +77,9 @@ pub(super) async fn daily_purges(
                 total: per_day,
                 n_ep,
             };
-            exec(db, rows.insert(DbBackend::Postgres, Some(&body))).await;
+            for sql in rows.insert(DbBackend::Postgres, Some(&body)) {
+                exec(db, sql).await;
+            }
             done += count;
         }
         eprintln!("day {d}: {per_day} claims inserted in {:.0} s", started.elapsed().as_secs_f64());
@@ -144,11 +148,19 @@ async fn print_sizes(
     let table = scalar(db, &size("pg_table_size")).await as f64 / MB;
     let indexes = scalar(db, &size("pg_indexes_size")).await as f64 / MB;
     let total = scalar(db, &size("pg_total_relation_size")).await as f64 / MB;
+    // A partitioned table has no storage of its own: its days' sum.
+    let bodies = scalar(
+        db,
+        "SELECT COALESCE(SUM(pg_total_relation_size(inhrelid)), 0)::bigint AS n FROM pg_inherits \
+         WHERE inhparent = 'event_bodies'::regclass",
+    )
+    .await as f64
+        / MB;
     let (purge_s, wal) =
         purge.map_or(("–".into(), "–".into()), |(s, w)| (format!("{s:.1}"), format!("{:.0}", w as f64 / MB)));
     let vacuum = vacuum_s.map_or("–".into(), |s| format!("{s:.1}"));
     println!(
         "| {day} | {inserted} | {deleted} | {cleared} | {purge_s} | {wal} | {vacuum} | {stored} \
-         | {heap:.0} | {table:.0} | {indexes:.0} | {total:.0} |"
+         | {heap:.0} | {table:.0} | {indexes:.0} | {total:.0} | {bodies:.0} |"
     );
 }

@@ -166,7 +166,9 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
     while done < args.events {
         let count = chunk.min(args.events - done);
         let rows = ClaimRows { prefix: "evt_", offset: done, count, end: now, span_ms, total: args.events, n_ep };
-        exec(db, rows.insert(b, bulk.as_ref().map(|(body, _)| body))).await;
+        for sql in rows.insert(b, bulk.as_ref().map(|(body, _)| body)) {
+            exec(db, sql).await;
+        }
         done += count;
         eprintln!("  {done} claims ({:.0} s)", started.elapsed().as_secs_f64());
     }
@@ -234,10 +236,10 @@ async fn seed(db: &DatabaseConnection, vault: &domain::vault::Vault, args: &Args
     slugs
 }
 
-/// Seals a 1 KiB body (with the event's AAD, as the receiver does) into
+/// Seals a 1 KiB body (with the event's AAD, as the receiver does) for
 /// every claim received since `since`, in transactions of 2000 rows.
 async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, since: i64) {
-    use domain::entity::inbox_claim as claim;
+    use domain::entity::{event_body, inbox_claim as claim};
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
     let started = Instant::now();
     let body = vec![b'x'; 1024];
@@ -254,9 +256,10 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
             ]);
             q = q.filter(key.gt(Expr::tuple([Expr::val(t.clone()), Expr::val(e.clone()), Expr::val(ev.clone())])));
         }
-        let rows: Vec<(String, String, String)> = q
+        let rows: Vec<(String, String, String, i64)> = q
             .select_only()
             .columns([claim::Column::TenantId, claim::Column::EndpointId, claim::Column::EventId])
+            .column(claim::Column::ReceivedAt)
             .order_by_asc(claim::Column::TenantId)
             .order_by_asc(claim::Column::EndpointId)
             .order_by_asc(claim::Column::EventId)
@@ -265,20 +268,16 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
             .all(db)
             .await
             .expect("claims to seal");
-        let Some(last) = rows.last().cloned() else { break };
+        let Some(last) = rows.last().map(|(t, e, ev, _)| (t.clone(), e.clone(), ev.clone())) else { break };
         vault.reserve_seals(db, rows.len() as u64).await.expect("count the seals ahead");
-        let txn = db.begin().await.expect("begin");
-        for (t, e, ev) in &rows {
+        let mut bodies = Vec::with_capacity(rows.len());
+        for (t, e, ev, at) in &rows {
             let (sealed_body, kek) = vault.seal(&domain::crypto::Aad::event_body(t, e, ev), &body).expect("seal");
-            claim::Entity::update_many()
-                .col_expr(claim::Column::BodyCiphertext, sea_orm::sea_query::Expr::value(Some(sealed_body)))
-                .col_expr(claim::Column::KekVersion, sea_orm::sea_query::Expr::value(Some(kek as i32)))
-                .filter(claim::Column::TenantId.eq(t))
-                .filter(claim::Column::EndpointId.eq(e))
-                .filter(claim::Column::EventId.eq(ev))
-                .exec(&txn)
-                .await
-                .expect("seal a body");
+            bodies.push(domain::bodies::row(t, e, ev, *at, sealed_body, kek));
+        }
+        let txn = db.begin().await.expect("begin");
+        for chunk in bodies.chunks(200) {
+            event_body::Entity::insert_many(chunk.to_vec()).exec_without_returning(&txn).await.expect("seal bodies");
         }
         txn.commit().await.expect("commit");
         sealed += rows.len() as u64;

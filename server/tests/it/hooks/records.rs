@@ -34,10 +34,10 @@ both_engines!(bodies_and_secrets_never_reach_the_database_in_plaintext_or_the_lo
     let log = s.output();
     assert!(!log.contains(marker), "a body reached the log");
     assert!(!log.contains(h.secret.expose()));
-    // The claim rows hold the body only sealed.
+    // The body rows hold the body only sealed.
     let db = db(i).await;
     let rows = db
-        .query_all_raw(Statement::from_string(db.get_database_backend(), "SELECT body_ciphertext FROM inbox_claims"))
+        .query_all_raw(Statement::from_string(db.get_database_backend(), "SELECT body_ciphertext FROM event_bodies"))
         .await
         .unwrap();
     assert_eq!(rows.len(), 3);

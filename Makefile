@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-sealed-index bench-scale
+.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-bodies-migration bench-scale
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
@@ -50,8 +50,8 @@ bench-purge: setup
 
 # Upgrading 10 million stored events on PostgreSQL to migration 000200's index
 # (docs/benchmarks.md#upgrading-to-the-partial-index).
-bench-sealed-index: setup
-	bench/sealed-index.sh
+bench-bodies-migration: setup
+	bench/bodies-migration.sh
 
 # Up to 100 million stored claims on PostgreSQL: claim latency, daily purges, sizes, dashboard reads
 # (docs/benchmarks.md#a-hundred-million-claims).

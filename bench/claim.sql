@@ -4,9 +4,13 @@
 BEGIN;
 INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at)
   VALUES ('pgbench', 'pgbench', md5(:n::text || ':' || :client_id || random()::text), 0) ON CONFLICT DO NOTHING;
-INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, body_ciphertext, kek_version)
-  VALUES ('pgbench', 'pgbench', md5(:n::text || random()::text), md5(random()::text), 'reminder.created', 'key', 'applied', 0,
-          decode(repeat('ab', 1057), 'hex'), 1) ON CONFLICT DO NOTHING;
+INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at)
+  VALUES ('pgbench', 'pgbench', md5(:n::text || ':' || :client_id), md5(random()::text), 'reminder.created', 'key', 'applied', 0)
+  ON CONFLICT DO NOTHING;
+-- The sealed body, its own row since m20261207_000220 (filed today: its day's partition).
+INSERT INTO event_bodies (tenant_id, endpoint_id, event_id, received_at, filed_at, kek_version, body_ciphertext)
+  VALUES ('pgbench', 'pgbench', md5(:n::text || ':' || :client_id), 0, (extract(epoch from now()) * 1000)::bigint, 1,
+          decode(repeat('ab', 1057), 'hex'));
 INSERT INTO reminders (tenant_id, reminder_id, status, send_at, created_at, updated_at)
   VALUES ('pgbench', md5(random()::text), 'scheduled', 0, 0, 0) ON CONFLICT DO NOTHING;
 COMMIT;

@@ -74,12 +74,15 @@ BEGIN;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) EXECUTE weekly_probe(:'old_key');
 TABLE held;
 ROLLBACK;
+-- Since m20261207_000220 the claim's sealed body is a row of event_bodies.
 PREPARE today_claim(text) AS
-  INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at,
-                            body_ciphertext, kek_version)
-  VALUES ('pgbench', 'pgbench', $1, md5(random()::text), 'reminder.created', 'key', 'applied',
-          (extract(epoch from now()) * 1000)::bigint, decode(repeat('ab', 1057), 'hex'), 1)
-  ON CONFLICT DO NOTHING;
+  WITH c AS (
+    INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at)
+    VALUES ('pgbench', 'pgbench', $1, md5(random()::text), 'reminder.created', 'key', 'applied',
+            (extract(epoch from now()) * 1000)::bigint)
+    ON CONFLICT DO NOTHING RETURNING tenant_id, endpoint_id, event_id, received_at)
+  INSERT INTO event_bodies (tenant_id, endpoint_id, event_id, received_at, filed_at, kek_version, body_ciphertext)
+  SELECT tenant_id, endpoint_id, event_id, received_at, received_at, 1, decode(repeat('ab', 1057), 'hex') FROM c;
 BEGIN;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) EXECUTE today_claim(md5(random()::text));
 TABLE held;

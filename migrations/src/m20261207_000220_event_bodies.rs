@@ -19,8 +19,9 @@
 //! the endpoints whose body retention is shorter than the longest one.
 //!
 //! On PostgreSQL the claims are locked in EXCLUSIVE mode while the bodies
-//! are copied (reads go on; writes wait), then the two columns are dropped
-//! (a catalog change: the space they held is reused as rows are rewritten).
+//! are copied (reads go on; writes wait), the copied bodies are cleared from
+//! the claims (dropping a column only hides its bytes, which would stay
+//! until each claim is deleted), then the two columns are dropped.
 //! An instance of an older build still writing claims fails its inserts
 //! once this has run: upgrade every instance together.
 
@@ -41,6 +42,14 @@ const COLUMNS: &str = "tenant_id, endpoint_id, event_id, received_at, filed_at, 
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
+    /// One transaction on SQLite too (sea-orm-migration gives PostgreSQL
+    /// one by default): a failure part-way leaves the claims as they were,
+    /// and no claim written between the copy and the column drop loses its
+    /// body.
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         let conn = m.get_connection();
         let pg = m.get_database_backend() == DbBackend::Postgres;
@@ -82,6 +91,17 @@ impl MigrationTrait for Migration {
         ))
         .await?;
         conn.execute_unprepared("DROP INDEX ix_claims_sealed_age").await?;
+        if pg {
+            // Dropping a column only hides it: the bytes would stay in every
+            // claim row until the claim is deleted (its dedup retention, up
+            // to years), long after the body retention. Cleared first, the
+            // old row versions go at the next vacuum.
+            conn.execute_unprepared(
+                "UPDATE inbox_claims SET body_ciphertext = NULL, kek_version = NULL \
+                 WHERE body_ciphertext IS NOT NULL",
+            )
+            .await?;
+        }
         // One column per statement: SQLite's ALTER TABLE drops one at a time.
         for col in ["body_ciphertext", "kek_version"] {
             conn.execute_unprepared(&format!("ALTER TABLE inbox_claims DROP COLUMN {col}")).await?;

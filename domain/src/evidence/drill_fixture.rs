@@ -19,7 +19,7 @@ use crate::{
     clock,
     crypto::SigningSecret,
     db,
-    entity::{endpoint, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
+    entity::{endpoint, event_body, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
     error::DomainResult,
     ids,
     registry::{
@@ -267,6 +267,7 @@ pub async fn clear(db: &DatabaseConnection, fx: &Fixture) -> DomainResult<()> {
         .exec(&txn)
         .await?;
     inbox_claim::Entity::delete_many().filter(inbox_claim::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
+    event_body::Entity::delete_many().filter(event_body::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
     outbox_intent::Entity::delete_many().filter(outbox_intent::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
     reminder::Entity::delete_many().filter(reminder::Column::TenantId.eq(&fx.tenant_id)).exec(&txn).await?;
     let endpoints: Vec<&str> = fx.schemes.iter().map(|s| s.endpoint_id.as_str()).collect();

@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::{
     clock,
     crypto::{SigningSecret, sha256_hex, signature},
-    entity::{inbox_claim, outbox_intent, quarantine_entry, reminder, tenant},
+    entity::{event_body, inbox_claim, outbox_intent, quarantine_entry, reminder, tenant},
     error::DomainResult,
     receiver::faults::{DrillFault, DrillFaults},
 };
@@ -255,6 +255,7 @@ async fn observe(db: &DatabaseConnection, fx: &Fixture, event_id: &str, reminder
 /// intents keyed by the event, reminders.
 pub(super) async fn rows_anywhere(db: &DatabaseConnection, event_id: &str, reminder_id: &str) -> DomainResult<u64> {
     let claims = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq(event_id)).count(db).await?;
+    let bodies = event_body::Entity::find().filter(event_body::Column::EventId.eq(event_id)).count(db).await?;
     let quarantined =
         quarantine_entry::Entity::find().filter(quarantine_entry::Column::EventId.eq(event_id)).count(db).await?;
     let intents = outbox_intent::Entity::find()
@@ -262,7 +263,7 @@ pub(super) async fn rows_anywhere(db: &DatabaseConnection, event_id: &str, remin
         .count(db)
         .await?;
     let reminders = reminder::Entity::find().filter(reminder::Column::ReminderId.eq(reminder_id)).count(db).await?;
-    Ok(claims + quarantined + intents + reminders)
+    Ok(claims + bodies + quarantined + intents + reminders)
 }
 
 /// Creates a reminder through the receiver, as setup for a drill.

@@ -173,12 +173,15 @@ async fn claim_of<C: ConnectionTrait>(conn: &C, e: &entry::Model) -> DomainResul
         .ok_or_else(|| DomainError::conflict("claim_missing", "the event's claim is no longer stored"))
 }
 
-async fn open_body(
+/// The claim's body, read through `conn` (a release's own transaction: a
+/// second pooled connection while it holds one could wait on the pool).
+async fn open_body<C: ConnectionTrait>(
+    conn: &C,
     db: &DatabaseConnection,
     vault: &Vault,
     claim: &inbox_claim::Model,
 ) -> DomainResult<zeroize::Zeroizing<Vec<u8>>> {
-    let body = bodies::of(db, claim)
+    let body = bodies::of(conn, claim)
         .await?
         .ok_or_else(|| DomainError::conflict("body_purged", "the event's body has been purged by body retention"))?;
     vault.open(db, &Aad::event_body(&claim.tenant_id, &claim.endpoint_id, &claim.event_id), &body.body_ciphertext).await
@@ -207,7 +210,7 @@ pub async fn reveal_body(
     let e = find(db, principal, id).await?;
     let auth = principal.authorize(Permission::RevealBodies, Scope::Tenant(&e.tenant_id))?;
     let claim = claim_of(db, &e).await?;
-    let body = open_body(db, vault, &claim).await?;
+    let body = open_body(db, db, vault, &claim).await?;
     let txn = db::begin_write(db).await?;
     audit::record(
         &txn,
@@ -300,7 +303,7 @@ async fn release_marking(
         return Err(already_resolved(&find(db, principal, id).await?));
     }
     let claim = claim_of(&txn, &e).await?;
-    let failure = match open_body(db, vault, &claim).await {
+    let failure = match open_body(&txn, db, vault, &claim).await {
         Err(err @ DomainError::Conflict { .. }) => {
             txn.rollback().await?;
             return Err(err);

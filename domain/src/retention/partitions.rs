@@ -156,13 +156,15 @@ pub(crate) struct Longest {
 
 /// Before a day of `event_bodies` is dropped, the bodies an open quarantine
 /// entry holds are filed again, now (`$1`, today's partition): a release
-/// needs them, whatever their age. `{part}` is the day's partition.
+/// needs them, whatever their age. `{part}` is the day's partition. The
+/// rows are read `FOR SHARE`: a KEK rewrap resealing one of them commits
+/// first, and its new ciphertext is the one copied.
 const CARRY_FORWARD: &str = "INSERT INTO event_bodies (tenant_id, endpoint_id, event_id, received_at, filed_at, \
                              kek_version, body_ciphertext) \
                              SELECT b.tenant_id, b.endpoint_id, b.event_id, b.received_at, $1, b.kek_version, \
                              b.body_ciphertext FROM {part} b WHERE EXISTS (SELECT 1 FROM quarantine q \
                              WHERE q.tenant_id = b.tenant_id AND q.endpoint_id = b.endpoint_id \
-                             AND q.event_id = b.event_id AND q.status = 'open')";
+                             AND q.event_id = b.event_id AND q.status = 'open') FOR SHARE OF b";
 
 /// What one run of [`drop_expired`] did.
 #[derive(Debug, Clone, Copy, Default)]

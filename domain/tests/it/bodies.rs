@@ -39,12 +39,15 @@ db_test!(every_claim_has_its_body_sealed_beside_it, async |t: &TestDb| {
     // Sixteen at once take the batch path; one alone the single path.
     let mut tasks = Vec::new();
     let shared = std::sync::Arc::new(s);
+    // Signed a second apart from the redelivery below: a retry, never a
+    // replay of the same signed message.
+    let at = now_s();
     for i in 0..16 {
         let s = shared.clone();
         tasks.push(tokio::spawn(async move {
             let body = created(&format!("r-{i}"));
             let id = format!("evt-{i}");
-            deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &id), &body).await
+            deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, at, &id), &body).await
         }));
     }
     for task in tasks {
@@ -61,17 +64,18 @@ db_test!(every_claim_has_its_body_sealed_beside_it, async |t: &TestDb| {
     assert_eq!(event_body::Entity::find().count(&t.db).await.unwrap(), 16);
     // A duplicate stores nothing more.
     let body = created("r-3");
-    let again = deliver(&shared, &signed(&shared, Scheme::StandardWebhooks, &body, now_s() - 1, "evt-3"), &body).await;
+    let again = deliver(&shared, &signed(&shared, Scheme::StandardWebhooks, &body, at - 1, "evt-3"), &body).await;
     assert!(matches!(again, Outcome::Duplicate { .. }), "{again:?}");
     assert_eq!(event_body::Entity::find().count(&t.db).await.unwrap(), 16);
 });
 
 db_test!(the_migration_moves_the_bodies_out_of_the_claims_and_back, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let at = now_s();
     for i in 0..3 {
         let body = created(&format!("r-{i}"));
         let id = format!("evt-{i}");
-        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), &id), &body).await;
+        deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, at, &id), &body).await;
     }
     let before: Vec<(String, Vec<u8>, i32)> = event_body::Entity::find()
         .all(&t.db)
@@ -82,8 +86,8 @@ db_test!(the_migration_moves_the_bodies_out_of_the_claims_and_back, async |t: &T
         .collect();
     assert_eq!(before.len(), 3);
     let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
-    let at = names.iter().position(|n| n == MIGRATION).expect("the migration is listed");
-    Migrator::down(&t.db, Some((names.len() - at) as u32)).await.unwrap();
+    let pos = names.iter().position(|n| n == MIGRATION).expect("the migration is listed");
+    Migrator::down(&t.db, Some((names.len() - pos) as u32)).await.unwrap();
     assert_eq!(count(t, "SELECT COUNT(*) FROM inbox_claims WHERE body_ciphertext IS NOT NULL").await, 3);
     // A claim whose body retention already cleared it stays without one.
     t.db.execute_unprepared(
@@ -92,7 +96,20 @@ db_test!(the_migration_moves_the_bodies_out_of_the_claims_and_back, async |t: &T
     .await
     .unwrap();
 
+    // One received five days ago: its day gets a partition of its own.
+    let five_days_ago = clock::now_ms() - 5 * DAY_MS;
+    t.db.execute_unprepared(&format!("UPDATE inbox_claims SET received_at = {five_days_ago} WHERE event_id = 'evt-1'"))
+        .await
+        .unwrap();
+
     Migrator::up(&t.db, None).await.unwrap();
+    let old = event_body::Entity::find().filter(event_body::Column::EventId.eq("evt-1")).one(&t.db).await;
+    let old = old.unwrap().expect("the old body moved");
+    assert_eq!((old.received_at, old.filed_at), (five_days_ago, five_days_ago), "filed in its claim's day");
+    if t.is_postgres() {
+        let days = partitions::days(&t.db, "event_bodies").await.unwrap();
+        assert!(days.contains(&partitions::day_of(five_days_ago)), "{days:?}");
+    }
     let after: Vec<(String, Vec<u8>, i32)> = event_body::Entity::find()
         .all(&t.db)
         .await
@@ -112,7 +129,7 @@ db_test!(the_migration_moves_the_bodies_out_of_the_claims_and_back, async |t: &T
     // And a moved body still opens and still releases nothing twice: the
     // duplicate of a moved claim is a duplicate.
     let body = created("r-0");
-    let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s() - 1, "evt-0"), &body).await;
+    let again = deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, at - 1, "evt-0"), &body).await;
     assert!(matches!(again, Outcome::Duplicate { .. }), "{again:?}");
     let claim = inbox_claim::Entity::find().filter(inbox_claim::Column::EventId.eq("evt-0")).one(&t.db).await;
     let stored = bodies::of(&t.db, &claim.unwrap().unwrap()).await.unwrap().unwrap();

@@ -33,10 +33,13 @@ pub fn row(
     }
 }
 
+/// The claim's body by the key's prefix: its endpoint, `received_at`,
+/// tenant and event id.
 fn of_claim(c: &inbox_claim::Model) -> Condition {
     Condition::all()
-        .add(event_body::Column::TenantId.eq(&c.tenant_id))
         .add(event_body::Column::EndpointId.eq(&c.endpoint_id))
+        .add(event_body::Column::ReceivedAt.eq(c.received_at))
+        .add(event_body::Column::TenantId.eq(&c.tenant_id))
         .add(event_body::Column::EventId.eq(&c.event_id))
         // A body is filed no earlier than its claim was received: on
         // PostgreSQL this skips every earlier day's partition.

@@ -15,8 +15,11 @@
 //! into today's partition before dropping its day. The key therefore holds
 //! `filed_at` (PostgreSQL requires the partition column in a unique key);
 //! one body per claim is what the claim's own key and the claim transaction
-//! guarantee. `ix_event_bodies_age` finds an endpoint's bodies by age, for
-//! the endpoints whose body retention is shorter than the longest one.
+//! guarantee. The key is the table's only index, so a body costs one index
+//! entry as it did in the claims (`ix_claims_sealed_age`). It leads with
+//! `(endpoint_id, received_at)`: the purge reads an endpoint's bodies by age
+//! through it, a reader names a claim's body exactly (the claim gives its
+//! `received_at`), and the KEK rewrap walks it in order.
 //!
 //! On PostgreSQL the claims are locked in EXCLUSIVE mode while the bodies
 //! are copied (reads go on; writes wait), the copied bodies are cleared from
@@ -53,7 +56,8 @@ impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         let conn = m.get_connection();
         let pg = m.get_database_backend() == DbBackend::Postgres;
-        let (blob, tail) = if pg { ("BYTEA", " PARTITION BY RANGE (filed_at)") } else { ("BLOB", "") };
+        // SQLite: the key is the table (no rowid table beside it).
+        let (blob, tail) = if pg { ("BYTEA", " PARTITION BY RANGE (filed_at)") } else { ("BLOB", " WITHOUT ROWID") };
         if pg {
             conn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
             conn.execute_unprepared("LOCK TABLE inbox_claims IN EXCLUSIVE MODE").await?;
@@ -62,10 +66,9 @@ impl MigrationTrait for Migration {
             "CREATE TABLE event_bodies (tenant_id TEXT NOT NULL, endpoint_id TEXT NOT NULL, event_id TEXT NOT NULL, \
              received_at BIGINT NOT NULL, filed_at BIGINT NOT NULL, kek_version INTEGER NOT NULL, \
              body_ciphertext {blob} NOT NULL, \
-             CONSTRAINT event_bodies_pkey PRIMARY KEY (tenant_id, endpoint_id, event_id, filed_at)){tail}"
+             CONSTRAINT event_bodies_pkey PRIMARY KEY (endpoint_id, received_at, tenant_id, event_id, filed_at)){tail}"
         ))
         .await?;
-        conn.execute_unprepared("CREATE INDEX ix_event_bodies_age ON event_bodies (endpoint_id, received_at)").await?;
         if pg {
             let today = partitioning::day_of(now_ms());
             let rows = conn
@@ -121,9 +124,9 @@ impl MigrationTrait for Migration {
         conn.execute_unprepared("ALTER TABLE inbox_claims ADD COLUMN kek_version INTEGER").await?;
         // A body carried forward has two rows only until its old day's drop
         // commits (the same transaction): the latest filing is the body.
-        let latest = "FROM event_bodies b WHERE b.tenant_id = inbox_claims.tenant_id \
-                      AND b.endpoint_id = inbox_claims.endpoint_id AND b.event_id = inbox_claims.event_id \
-                      ORDER BY b.filed_at DESC LIMIT 1";
+        let latest = "FROM event_bodies b WHERE b.endpoint_id = inbox_claims.endpoint_id \
+                      AND b.received_at = inbox_claims.received_at AND b.tenant_id = inbox_claims.tenant_id \
+                      AND b.event_id = inbox_claims.event_id ORDER BY b.filed_at DESC LIMIT 1";
         conn.execute_unprepared(&format!(
             "UPDATE inbox_claims SET body_ciphertext = (SELECT b.body_ciphertext {latest}), \
              kek_version = (SELECT b.kek_version {latest}) \

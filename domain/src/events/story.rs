@@ -13,7 +13,8 @@ use crate::{
     bodies, clock,
     crypto::Aad,
     entity::{
-        audit_entry, delivery_log, endpoint, event_body, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record,
+        audit_entry, delivery_log, endpoint, event_body, inbox_claim, outbox_intent, quarantine_entry, reminder,
+        replay_record,
     },
     envelope,
     error::{DomainError, DomainResult},

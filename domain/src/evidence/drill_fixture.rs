@@ -19,7 +19,10 @@ use crate::{
     clock,
     crypto::SigningSecret,
     db,
-    entity::{endpoint, event_body, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key, tenant},
+    entity::{
+        endpoint, event_body, inbox_claim, outbox_intent, quarantine_entry, reminder, replay_record, signing_key,
+        tenant,
+    },
     error::DomainResult,
     ids,
     registry::{

@@ -12,7 +12,7 @@ use views::{jobs::RunStatus, kek::RewrapView};
 
 use super::{
     admin::kek_change,
-    sources::{SOURCES, key_tuple, text, value_tuple},
+    sources::{SOURCES, key_tuple, key_values, value_tuple},
     status::written,
 };
 use crate::{
@@ -116,7 +116,11 @@ pub async fn step(
         .as_deref()
         .map(serde_json::from_str)
         .transpose()
-        .map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))?;
+        .map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))?
+        // A cursor of another key (a job started before this source's key
+        // changed, m20261207_000220): the source again from its start;
+        // rows already under the newest version are skipped.
+        .filter(|c: &Vec<String>| c.len() == source.pk.len());
     vault.reserve_seals(db, std::cmp::max(window, 1)).await?;
     let txn = db::begin_write(db).await?;
     // The window: the next WINDOW rows after the cursor, with what a reseal
@@ -137,15 +141,13 @@ pub async fn step(
         q.order_by(Alias::new(*c), Order::Asc);
     }
     if let Some(after) = &cursor {
-        q.and_where(key_tuple(source).gt(value_tuple(after)));
+        q.and_where(key_tuple(source).gt(value_tuple(source, after)?));
     }
     if let Some(only) = source.sealed_rows() {
         q.and_where(only);
     }
     let rows = txn.query_all(&q).await?;
-    let Some(last) =
-        rows.last().map(|r| source.pk.iter().map(|c| text(r, c)).collect::<Result<Vec<_>, _>>()).transpose()?
-    else {
+    let Some(last) = rows.last().map(|r| key_values(source, r)).transpose()? else {
         // This source is done: on to the next.
         let next = SOURCES.get(pos + 1).map_or(DONE, |s| s.name);
         job::Entity::update_many()
@@ -168,12 +170,12 @@ pub async fn step(
         let aad = (source.aad)(row)?;
         let Some(resealed) = vault.rewrap(&aad, &sealed)? else { continue };
         let version = kek_version_of(&resealed)? as i32;
-        let pk: Vec<String> = source.pk.iter().map(|c| text(row, c)).collect::<Result<_, _>>()?;
+        let pk = key_values(source, row)?;
         let update = Query::update()
             .table(Alias::new(source.table))
             .value(Alias::new(source.column), resealed)
             .value(Alias::new("kek_version"), version)
-            .and_where(key_tuple(source).eq(value_tuple(&pk)))
+            .and_where(key_tuple(source).eq(value_tuple(source, &pk)?))
             .and_where(Expr::col(Alias::new("kek_version")).eq(old))
             .to_owned();
         rewrapped += txn.execute(&update).await?.rows_affected() as i64;

@@ -15,6 +15,9 @@ pub struct Source {
     pub name: &'static str,
     pub(super) table: &'static str,
     pub(super) pk: &'static [&'static str],
+    /// The key columns that hold integers (the job's cursor keeps every
+    /// key value as text).
+    pub(super) integers: &'static [&'static str],
     /// Columns besides the key that the AAD needs.
     pub(super) extra: &'static [&'static str],
     pub(super) column: &'static str,
@@ -41,6 +44,7 @@ pub const SOURCES: [Source; 4] = [
         name: "signing_keys",
         table: "signing_keys",
         pk: &["id"],
+        integers: &[],
         extra: &["tenant_id", "endpoint_id"],
         column: "secret_ciphertext",
         aad: |r| Ok(Aad::signing_key(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "id")?)),
@@ -51,6 +55,7 @@ pub const SOURCES: [Source; 4] = [
         name: "service_keys",
         table: "service_keys",
         pk: &["purpose"],
+        integers: &[],
         extra: &["key_id", "binding"],
         column: "ciphertext",
         aad: |r| Ok(Aad::service_key(&text(r, "purpose")?, &text(r, "key_id")?, &text(r, "binding")?)),
@@ -62,6 +67,7 @@ pub const SOURCES: [Source; 4] = [
         // Walked by id (ix_outbox_id), not by the (tenant_id, id) key: a
         // rewrap started before that key holds a cursor of the id alone.
         pk: &["id"],
+        integers: &[],
         extra: &["tenant_id"],
         column: "payload_ciphertext",
         aad: |r| Ok(Aad::outbox_payload(&text(r, "tenant_id")?, &text(r, "id")?)),
@@ -70,10 +76,9 @@ pub const SOURCES: [Source; 4] = [
     Source {
         name: "event_bodies",
         table: "event_bodies",
-        // `filed_at` is an integer: walked by the text key alone, and a
-        // body carried forward is two rows only inside the purge's
-        // transaction, so the text key names one row.
-        pk: &["tenant_id", "endpoint_id", "event_id"],
+        // Walked in key order (the table's only index).
+        pk: &["endpoint_id", "received_at", "tenant_id", "event_id", "filed_at"],
+        integers: &["received_at", "filed_at"],
         extra: &[],
         column: "body_ciphertext",
         aad: |r| Ok(Aad::event_body(&text(r, "tenant_id")?, &text(r, "endpoint_id")?, &text(r, "event_id")?)),
@@ -89,8 +94,28 @@ pub(super) fn key_tuple(s: &Source) -> Expr {
     Expr::tuple(s.pk.iter().map(|c| col(c)))
 }
 
-pub(super) fn value_tuple(values: &[String]) -> Expr {
-    Expr::tuple(values.iter().map(|v| Expr::val(v.clone())))
+/// A row's key values as the job's cursor keeps them: text.
+pub(super) fn key_values(s: &Source, row: &QueryResult) -> Result<Vec<String>, DbErr> {
+    s.pk.iter()
+        .map(|c| if s.integers.contains(c) { row.try_get::<i64>("", c).map(|v| v.to_string()) } else { text(row, c) })
+        .collect()
+}
+
+/// Key values (as [`key_values`] gives them) as a tuple of the columns'
+/// own types.
+pub(super) fn value_tuple(s: &Source, values: &[String]) -> Result<Expr, DbErr> {
+    let vals =
+        s.pk.iter()
+            .zip(values)
+            .map(|(c, v)| {
+                if s.integers.contains(c) {
+                    v.parse::<i64>().map(Expr::val).map_err(|e| DbErr::Custom(format!("bad rewrap cursor: {e}")))
+                } else {
+                    Ok(Expr::val(v.clone()))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    Ok(Expr::tuple(vals))
 }
 
 /// Rows per (source, version). Reads every sealed table once (on ten million

@@ -37,9 +37,8 @@ use redact::Redaction;
 
 use crate::{
     audit::{self, Change},
-    bodies,
     auth::{Actor, Principal, Scope},
-    clock,
+    bodies, clock,
     crypto::Aad,
     db,
     entity::{endpoint, inbox_claim, quarantine_entry as entry, signing_key, tenant},

@@ -187,11 +187,7 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
 /// (there is little to delete). Every other endpoint's bodies, and every
 /// body on SQLite, go at their exact time.
 pub fn body_cutoff_ms(partitioned: bool, body_ms: i64, longest_body_ms: i64) -> i64 {
-    if partitioned && body_ms >= longest_body_ms && longest_body_ms >= DAY_MS {
-        body_ms + DAY_MS
-    } else {
-        body_ms
-    }
+    if partitioned && body_ms >= longest_body_ms && longest_body_ms >= DAY_MS { body_ms + DAY_MS } else { body_ms }
 }
 
 /// One statement: after the first run each run removes about an hour of
@@ -278,7 +274,8 @@ async fn old_claims(
 
 /// One body-deleting batch's select, as [`delete_bodies`] runs it (without
 /// the row locks): public so a test can hold its plan to
-/// `ix_event_bodies_age`. Bodies an open quarantine entry holds stay.
+/// the bodies' key, which leads with `(endpoint_id, received_at)`. Bodies
+/// an open quarantine entry holds stay.
 pub fn body_deleting_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_orm::Select<body::Entity> {
     body::Entity::find()
         .select_only()

@@ -323,12 +323,8 @@ db_test!(events_arriving_during_a_rewrap_are_sealed_under_the_newest, async |t: 
         deliver(&s, &signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m-late"), &body).await,
         Outcome::Applied { .. }
     ));
-    let late = event_body::Entity::find()
-        .filter(event_body::Column::EventId.eq("m-late"))
-        .one(&t.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let late =
+        event_body::Entity::find().filter(event_body::Column::EventId.eq("m-late")).one(&t.db).await.unwrap().unwrap();
     assert_eq!(late.kek_version, 2);
     kek::run(&t.db, &t.vault, &rotation.rewrap.id, |_| {}).await.unwrap();
     assert_eq!(by_version(t).await.keys().copied().collect::<Vec<_>>(), vec![2]);

@@ -4,8 +4,8 @@ mod support;
 
 mod audit_chain;
 mod auth;
-mod break_glass;
 mod bodies;
+mod break_glass;
 mod bulk_release;
 mod cohort_check;
 mod distribution;

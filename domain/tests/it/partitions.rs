@@ -204,8 +204,7 @@ async fn purge_drops_a_day_only_once_all_of_it_is_past_retention() {
     // whole, the short endpoint's row with it. Both keep no bodies: every
     // past day of theirs goes.
     assert_eq!(
-        report.partitions_dropped,
-        11,
+        report.partitions_dropped, 11,
         "days -5 to -3 of the minute rollups and minute gauge samples, -5 to -1 of the bodies"
     );
     assert_eq!((report.deliveries_deleted, report.minute_rollups_deleted), (0, 0), "nothing row by row");

@@ -32,7 +32,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use super::{context::ClaimContext, rollbacks::RollbackReason, rows};
 use crate::{
     db,
-    entity::{event_body, inbox_claim, replay_record},
+    entity::replay_record,
     receiver::{admission::Job, effects, outcome::Outcome},
 };
 use views::events::ClaimOutcome;
@@ -276,45 +276,19 @@ async fn record_messages(txn: &DatabaseTransaction, jobs: &[&Job]) -> Result<Has
     Ok(fresh)
 }
 
-/// Inserts the jobs' claims (outcome `applied`) in one statement and the
-/// bodies of those that were new in a second; returns the (tenant, endpoint,
-/// event id) keys that were new.
+/// Inserts the jobs' claims (outcome `applied`) and their bodies
+/// ([`rows::insert_claims`]); returns the (tenant, endpoint, event id) keys
+/// that were new.
 async fn insert_claims(
     ctx: &ClaimContext,
     txn: &DatabaseTransaction,
     jobs: &[&Job],
 ) -> Result<HashSet<(String, String, String)>, DbErr> {
-    if jobs.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let (claims, mut bodies): (Vec<_>, Vec<_>) = jobs
+    let rows = jobs
         .iter()
         .map(|j| {
-            rows::claim_rows(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied)
+            rows::claim_row(&ctx.vault, &j.verified, &j.event_id, Some(&j.envelope.event_type), ClaimOutcome::Applied)
         })
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .unzip();
-    let cols = [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
-    let mut stmt = inbox_claim::Entity::insert_many(claims)
-        .on_conflict(OnConflict::columns(cols).do_nothing().to_owned())
-        .into_query();
-    stmt.returning(Query::returning().columns(cols));
-    let mut claimed = HashSet::new();
-    for row in txn.query_all(&stmt).await? {
-        claimed.insert((
-            row.try_get::<String>("", "tenant_id")?,
-            row.try_get::<String>("", "endpoint_id")?,
-            row.try_get::<String>("", "event_id")?,
-        ));
-    }
-    // The bodies of the claims that were new, in one more statement.
-    bodies.retain(|b| {
-        let key = (b.tenant_id.as_ref().clone(), b.endpoint_id.as_ref().clone(), b.event_id.as_ref().clone());
-        claimed.contains(&key)
-    });
-    if !bodies.is_empty() {
-        event_body::Entity::insert_many(bodies).exec_without_returning(txn).await?;
-    }
-    Ok(claimed)
+        .collect::<Result<Vec<_>, _>>()?;
+    rows::insert_claims(txn, rows).await
 }

@@ -4,15 +4,19 @@
 
 use std::time::Duration;
 
+use std::collections::HashSet;
+
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set, TryInsertResult,
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter, QueryTrait, Set,
+    Statement, TryInsertResult, Value,
+    sea_query::{OnConflict, Query},
 };
 
 use crate::{
+    bodies::{self, ClaimKey},
     clock,
     crypto::Aad,
     db,
-    bodies,
     entity::{event_body, inbox_claim, replay_record},
     receiver::{
         effects::{self, EffectError},
@@ -66,16 +70,21 @@ pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> R
     Ok(inserted(res))
 }
 
-/// The claim row for this delivery and its sealed body's row (sealed with
-/// the event's AAD), both dated now. The body is inserted only once the
-/// claim was (`event_bodies` has no key of its own across days).
-pub(super) fn claim_rows(
+/// A claim and its sealed body, as the claim paths insert them.
+pub(super) struct ClaimRow {
+    claim: inbox_claim::ActiveModel,
+    body: event_body::ActiveModel,
+}
+
+/// The claim row for this delivery and its body, sealed with the event's
+/// AAD, both dated now.
+pub(super) fn claim_row(
     vault: &Vault,
     v: &Verified,
     event_id: &str,
     event_type: Option<&str>,
     outcome: ClaimOutcome,
-) -> Result<(inbox_claim::ActiveModel, event_body::ActiveModel), DbErr> {
+) -> Result<ClaimRow, DbErr> {
     let ep = v.endpoint();
     let received_at = clock::now_ms();
     let (sealed, kek) = vault
@@ -94,7 +103,93 @@ pub(super) fn claim_rows(
         message_digest: Set(v.message_digest().map(str::to_owned)),
     };
     let body = bodies::row(&ep.tenant_id, &ep.endpoint_id, event_id, received_at, sealed, kek);
-    Ok((claim, body))
+    Ok(ClaimRow { claim, body })
+}
+
+/// Inserts the claims whose keys are new and the body of each of those,
+/// inside `txn`; returns the keys that were new. The claim's primary key
+/// decides: a claim already stored is left as it is, and its body with it.
+pub(super) async fn insert_claims(txn: &DatabaseTransaction, rows: Vec<ClaimRow>) -> Result<HashSet<ClaimKey>, DbErr> {
+    if rows.is_empty() {
+        return Ok(HashSet::new());
+    }
+    if txn.get_database_backend() == DbBackend::Postgres {
+        return insert_in_one(txn, rows).await;
+    }
+    // SQLite, in process: two statements cost no round trip.
+    let (claims, mut bodies): (Vec<_>, Vec<_>) = rows.into_iter().map(|r| (r.claim, r.body)).unzip();
+    let mut stmt = inbox_claim::Entity::insert_many(claims)
+        .on_conflict(OnConflict::columns(CLAIM_KEY).do_nothing().to_owned())
+        .into_query();
+    stmt.returning(Query::returning().columns(CLAIM_KEY));
+    let claimed = keys(txn.query_all(&stmt).await?)?;
+    bodies.retain(|b| {
+        claimed.contains(&(b.tenant_id.as_ref().clone(), b.endpoint_id.as_ref().clone(), b.event_id.as_ref().clone()))
+    });
+    if !bodies.is_empty() {
+        event_body::Entity::insert_many(bodies).exec_without_returning(txn).await?;
+    }
+    Ok(claimed)
+}
+
+/// The claim's key, the target of its `ON CONFLICT`.
+const CLAIM_KEY: [inbox_claim::Column; 3] =
+    [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
+
+fn keys(rows: Vec<sea_orm::QueryResult>) -> Result<HashSet<ClaimKey>, DbErr> {
+    rows.iter()
+        .map(|r| Ok((r.try_get("", "tenant_id")?, r.try_get("", "endpoint_id")?, r.try_get("", "event_id")?)))
+        .collect()
+}
+
+/// PostgreSQL: claims and bodies in one statement (one round trip, as when
+/// the body was a column of the claim). The claims' insert returns the keys
+/// that were new; the bodies of exactly those go in beside them.
+async fn insert_in_one(txn: &DatabaseTransaction, rows: Vec<ClaimRow>) -> Result<HashSet<ClaimKey>, DbErr> {
+    let mut values: Vec<Value> = Vec::with_capacity(rows.len() * 15);
+    let mut param = |v: Value| {
+        values.push(v);
+        format!("${}", values.len())
+    };
+    let mut claims = Vec::with_capacity(rows.len());
+    let mut bodies = Vec::with_capacity(rows.len());
+    for ClaimRow { claim: c, body: b } in rows {
+        let outcome = c.outcome.unwrap().as_str();
+        let fields: Vec<String> = [
+            Value::from(c.tenant_id.unwrap()),
+            Value::from(c.endpoint_id.unwrap()),
+            Value::from(c.event_id.unwrap()),
+            Value::from(c.body_digest.unwrap()),
+            Value::from(c.event_type.unwrap()),
+            Value::from(c.key_id.unwrap()),
+            Value::from(outcome),
+            Value::from(c.received_at.unwrap()),
+            Value::from(outcome),
+            Value::from(c.message_digest.unwrap()),
+        ]
+        .into_iter()
+        .map(&mut param)
+        .collect();
+        claims.push(format!("({})", fields.join(", ")));
+        let key = [b.tenant_id.unwrap(), b.endpoint_id.unwrap(), b.event_id.unwrap()].map(|k| param(k.into()));
+        let kek = param(b.kek_version.unwrap().into());
+        let sealed = param(b.body_ciphertext.unwrap().into());
+        bodies.push(format!("({}::text, {}::text, {}::text, {kek}::integer, {sealed}::bytea)", key[0], key[1], key[2]));
+    }
+    let sql = format!(
+        "WITH c AS (INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, \
+         outcome, received_at, first_answer, message_digest) VALUES {claims} \
+         ON CONFLICT (tenant_id, endpoint_id, event_id) DO NOTHING \
+         RETURNING tenant_id, endpoint_id, event_id, received_at), \
+         v (tenant_id, endpoint_id, event_id, kek_version, body_ciphertext) AS (VALUES {bodies}), \
+         b AS (INSERT INTO event_bodies (endpoint_id, received_at, tenant_id, event_id, filed_at, kek_version, \
+         body_ciphertext) SELECT c.endpoint_id, c.received_at, c.tenant_id, c.event_id, c.received_at, \
+         v.kek_version, v.body_ciphertext FROM c JOIN v USING (tenant_id, endpoint_id, event_id)) \
+         SELECT tenant_id, endpoint_id, event_id FROM c",
+        claims = claims.join(", "),
+        bodies = bodies.join(", "),
+    );
+    keys(txn.query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values)).await?)
 }
 
 /// The verdict against a claim an insert inside `txn` just conflicted with

@@ -7,13 +7,13 @@ use super::{
     context::{ClaimContext, Traffic},
     rollbacks::RollbackReason,
     rows::{
-        AfterCommit, claim_rows, commit, conflicted, existing, inserted, quarantine_reason, record_message, replayed,
-        settled,
+        AfterCommit, claim_row, commit, conflicted, existing, insert_claims, quarantine_reason, record_message,
+        replayed, settled,
     },
 };
 use crate::{
     clock, db,
-    entity::{event_body, inbox_claim, quarantine_entry},
+    entity::quarantine_entry,
     ids,
     receiver::{
         admission::{Admission, Job},
@@ -141,17 +141,8 @@ async fn insert_claim(
     event_type: Option<&str>,
     outcome: ClaimOutcome,
 ) -> Result<Option<Outcome>, DbErr> {
-    let (claim, body) = claim_rows(&ctx.vault, v, event_id, event_type, outcome)?;
-    let res = inbox_claim::Entity::insert(claim)
-        .on_conflict_do_nothing_on([
-            inbox_claim::Column::TenantId,
-            inbox_claim::Column::EndpointId,
-            inbox_claim::Column::EventId,
-        ])
-        .exec_without_returning(txn)
-        .await?;
-    if inserted(res) {
-        event_body::Entity::insert(body).exec_without_returning(txn).await?;
+    let row = claim_row(&ctx.vault, v, event_id, event_type, outcome)?;
+    if !insert_claims(txn, vec![row]).await?.is_empty() {
         return Ok(None);
     }
     conflicted(txn, v, event_id).await.map(Some)

@@ -7,9 +7,8 @@ use std::time::Duration;
 use std::collections::HashSet;
 
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter, QueryTrait, Set,
-    Statement, TryInsertResult, Value,
-    sea_query::{OnConflict, Query},
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter, Set, Statement,
+    TryInsertResult, Value,
 };
 
 use crate::{
@@ -113,28 +112,10 @@ pub(super) async fn insert_claims(txn: &DatabaseTransaction, rows: Vec<ClaimRow>
     if rows.is_empty() {
         return Ok(HashSet::new());
     }
-    if txn.get_database_backend() == DbBackend::Postgres {
-        return insert_in_one(txn, rows).await;
-    }
-    // SQLite, in process: two statements cost no round trip.
-    let (claims, mut bodies): (Vec<_>, Vec<_>) = rows.into_iter().map(|r| (r.claim, r.body)).unzip();
-    let mut stmt = inbox_claim::Entity::insert_many(claims)
-        .on_conflict(OnConflict::columns(CLAIM_KEY).do_nothing().to_owned())
-        .into_query();
-    stmt.returning(Query::returning().columns(CLAIM_KEY));
-    let claimed = keys(txn.query_all(&stmt).await?)?;
-    bodies.retain(|b| {
-        claimed.contains(&(b.tenant_id.as_ref().clone(), b.endpoint_id.as_ref().clone(), b.event_id.as_ref().clone()))
-    });
-    if !bodies.is_empty() {
-        event_body::Entity::insert_many(bodies).exec_without_returning(txn).await?;
-    }
-    Ok(claimed)
+    let backend = txn.get_database_backend();
+    let (sql, values) = if backend == DbBackend::Postgres { with_statement(rows) } else { statement_pairs(rows) };
+    keys(txn.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?)
 }
-
-/// The claim's key, the target of its `ON CONFLICT`.
-const CLAIM_KEY: [inbox_claim::Column; 3] =
-    [inbox_claim::Column::TenantId, inbox_claim::Column::EndpointId, inbox_claim::Column::EventId];
 
 fn keys(rows: Vec<sea_orm::QueryResult>) -> Result<HashSet<ClaimKey>, DbErr> {
     rows.iter()
@@ -142,34 +123,39 @@ fn keys(rows: Vec<sea_orm::QueryResult>) -> Result<HashSet<ClaimKey>, DbErr> {
         .collect()
 }
 
-/// PostgreSQL: claims and bodies in one statement (one round trip, as when
-/// the body was a column of the claim). The claims' insert returns the keys
-/// that were new; the bodies of exactly those go in beside them.
-async fn insert_in_one(txn: &DatabaseTransaction, rows: Vec<ClaimRow>) -> Result<HashSet<ClaimKey>, DbErr> {
+const CLAIM_COLUMNS: &str = "tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, first_answer, \
+     message_digest";
+const BODY_COLUMNS: &str = "endpoint_id, received_at, tenant_id, event_id, filed_at, kek_version, body_ciphertext";
+
+/// A claim's ten values, in [`CLAIM_COLUMNS`]' order.
+fn claim_values(c: inbox_claim::ActiveModel) -> [Value; 10] {
+    let outcome = c.outcome.unwrap().as_str();
+    [
+        c.tenant_id.unwrap().into(),
+        c.endpoint_id.unwrap().into(),
+        c.event_id.unwrap().into(),
+        c.body_digest.unwrap().into(),
+        c.event_type.unwrap().into(),
+        c.key_id.unwrap().into(),
+        outcome.into(),
+        c.received_at.unwrap().into(),
+        outcome.into(),
+        c.message_digest.unwrap().into(),
+    ]
+}
+
+/// PostgreSQL: one statement, a data-modifying `WITH`. The claims' insert
+/// returns the keys that were new; the bodies of exactly those go in beside
+/// them (`$n` placeholders).
+fn with_statement(rows: Vec<ClaimRow>) -> (String, Vec<Value>) {
     let mut values: Vec<Value> = Vec::with_capacity(rows.len() * 15);
     let mut param = |v: Value| {
         values.push(v);
         format!("${}", values.len())
     };
-    let mut claims = Vec::with_capacity(rows.len());
-    let mut bodies = Vec::with_capacity(rows.len());
-    for ClaimRow { claim: c, body: b } in rows {
-        let outcome = c.outcome.unwrap().as_str();
-        let fields: Vec<String> = [
-            Value::from(c.tenant_id.unwrap()),
-            Value::from(c.endpoint_id.unwrap()),
-            Value::from(c.event_id.unwrap()),
-            Value::from(c.body_digest.unwrap()),
-            Value::from(c.event_type.unwrap()),
-            Value::from(c.key_id.unwrap()),
-            Value::from(outcome),
-            Value::from(c.received_at.unwrap()),
-            Value::from(outcome),
-            Value::from(c.message_digest.unwrap()),
-        ]
-        .into_iter()
-        .map(&mut param)
-        .collect();
+    let (mut claims, mut bodies) = (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
+    for ClaimRow { claim, body: b } in rows {
+        let fields: Vec<String> = claim_values(claim).into_iter().map(&mut param).collect();
         claims.push(format!("({})", fields.join(", ")));
         let key = [b.tenant_id.unwrap(), b.endpoint_id.unwrap(), b.event_id.unwrap()].map(|k| param(k.into()));
         let kek = param(b.kek_version.unwrap().into());
@@ -177,19 +163,45 @@ async fn insert_in_one(txn: &DatabaseTransaction, rows: Vec<ClaimRow>) -> Result
         bodies.push(format!("({}::text, {}::text, {}::text, {kek}::integer, {sealed}::bytea)", key[0], key[1], key[2]));
     }
     let sql = format!(
-        "WITH c AS (INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, \
-         outcome, received_at, first_answer, message_digest) VALUES {claims} \
+        "WITH c AS (INSERT INTO inbox_claims ({CLAIM_COLUMNS}) VALUES {claims} \
          ON CONFLICT (tenant_id, endpoint_id, event_id) DO NOTHING \
          RETURNING tenant_id, endpoint_id, event_id, received_at), \
          v (tenant_id, endpoint_id, event_id, kek_version, body_ciphertext) AS (VALUES {bodies}), \
-         b AS (INSERT INTO event_bodies (endpoint_id, received_at, tenant_id, event_id, filed_at, kek_version, \
-         body_ciphertext) SELECT c.endpoint_id, c.received_at, c.tenant_id, c.event_id, c.received_at, \
-         v.kek_version, v.body_ciphertext FROM c JOIN v USING (tenant_id, endpoint_id, event_id)) \
+         b AS (INSERT INTO event_bodies ({BODY_COLUMNS}) \
+         SELECT c.endpoint_id, c.received_at, c.tenant_id, c.event_id, c.received_at, v.kek_version, \
+         v.body_ciphertext FROM c JOIN v USING (tenant_id, endpoint_id, event_id)) \
          SELECT tenant_id, endpoint_id, event_id FROM c",
         claims = claims.join(", "),
         bodies = bodies.join(", "),
     );
-    keys(txn.query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values)).await?)
+    (sql, values)
+}
+
+/// SQLite: per claim, its insert and then its body's, which `changes()`
+/// skips when the claim was already there, sent as one query (the driver
+/// runs every statement of the text, binding the values in order): one
+/// hand-off to the database's thread, as when the body was a column.
+fn statement_pairs(rows: Vec<ClaimRow>) -> (String, Vec<Value>) {
+    let mut values: Vec<Value> = Vec::with_capacity(rows.len() * 17);
+    let mut sql = String::new();
+    for ClaimRow { claim, body: b } in rows {
+        values.extend(claim_values(claim));
+        values.extend([
+            b.endpoint_id.unwrap().into(),
+            b.received_at.unwrap().into(),
+            b.tenant_id.unwrap().into(),
+            b.event_id.unwrap().into(),
+            b.filed_at.unwrap().into(),
+            b.kek_version.unwrap().into(),
+            b.body_ciphertext.unwrap().into(),
+        ]);
+        sql.push_str(&format!(
+            "INSERT INTO inbox_claims ({CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (tenant_id, endpoint_id, event_id) DO NOTHING RETURNING tenant_id, endpoint_id, event_id; \
+             INSERT INTO event_bodies ({BODY_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;"
+        ));
+    }
+    (sql, values)
 }
 
 /// The verdict against a claim an insert inside `txn` just conflicted with

@@ -1,8 +1,9 @@
 //! Group commit for gates 6 and 9. Deliveries that are expected to apply
 //! (a well-formed envelope whose type the key permits) wait in one queue; a
 //! few workers each take whatever has queued up and claim it in one
-//! transaction: one multi-row insert of replay records, one of claims, then
-//! each event's effect, then a single commit. Under load that spends one
+//! transaction: one multi-row insert of replay records, one of claims with
+//! their bodies ([`rows::insert_claims`]), then each event's effect, then a
+//! single commit. Under load that spends one
 //! commit and two statements on many events instead of a transaction each;
 //! with nothing queued a batch is one event and costs what it always did.
 //!

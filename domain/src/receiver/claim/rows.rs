@@ -123,8 +123,11 @@ fn keys(rows: Vec<sea_orm::QueryResult>) -> Result<HashSet<ClaimKey>, DbErr> {
         .collect()
 }
 
-const CLAIM_COLUMNS: &str = "tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, first_answer, \
-     message_digest";
+/// The claim columns the claim paths write, in [`claim_values`]' order.
+const CLAIM_COLUMNS: &str = concat!(
+    "tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at, ",
+    "first_answer, message_digest"
+);
 const BODY_COLUMNS: &str = "endpoint_id, received_at, tenant_id, event_id, filed_at, kek_version, body_ciphertext";
 
 /// A claim's ten values, in [`CLAIM_COLUMNS`]' order.

@@ -12,7 +12,7 @@ use sea_orm::{
 };
 
 use crate::{
-    bodies::{self, ClaimKey},
+    bodies::ClaimKey,
     clock,
     crypto::Aad,
     db,
@@ -71,8 +71,8 @@ pub(super) async fn record_message(txn: &DatabaseTransaction, v: &Verified) -> R
 
 /// A claim and its sealed body, as the claim paths insert them.
 pub(super) struct ClaimRow {
-    claim: inbox_claim::ActiveModel,
-    body: event_body::ActiveModel,
+    claim: inbox_claim::Model,
+    body: event_body::Model,
 }
 
 /// The claim row for this delivery and its body, sealed with the event's
@@ -89,19 +89,27 @@ pub(super) fn claim_row(
     let (sealed, kek) = vault
         .seal(&Aad::event_body(&ep.tenant_id, &ep.endpoint_id, event_id), v.body())
         .map_err(|e| DbErr::Custom(format!("sealing the body failed: {e}")))?;
-    let claim = inbox_claim::ActiveModel {
-        tenant_id: Set(ep.tenant_id.clone()),
-        endpoint_id: Set(ep.endpoint_id.clone()),
-        event_id: Set(event_id.to_owned()),
-        body_digest: Set(v.body_digest().to_owned()),
-        event_type: Set(event_type.map(str::to_owned)),
-        key_id: Set(v.key_id().to_owned()),
-        outcome: Set(outcome),
-        received_at: Set(received_at),
-        first_answer: Set(Some(outcome)),
-        message_digest: Set(v.message_digest().map(str::to_owned)),
+    let claim = inbox_claim::Model {
+        tenant_id: ep.tenant_id.clone(),
+        endpoint_id: ep.endpoint_id.clone(),
+        event_id: event_id.to_owned(),
+        body_digest: v.body_digest().to_owned(),
+        event_type: event_type.map(str::to_owned),
+        key_id: v.key_id().to_owned(),
+        outcome,
+        received_at,
+        first_answer: Some(outcome),
+        message_digest: v.message_digest().map(str::to_owned),
     };
-    let body = bodies::row(&ep.tenant_id, &ep.endpoint_id, event_id, received_at, sealed, kek);
+    let body = event_body::Model {
+        endpoint_id: ep.endpoint_id.clone(),
+        received_at,
+        tenant_id: ep.tenant_id.clone(),
+        event_id: event_id.to_owned(),
+        filed_at: received_at,
+        kek_version: kek as i32,
+        body_ciphertext: sealed,
+    };
     Ok(ClaimRow { claim, body })
 }
 
@@ -131,19 +139,18 @@ const CLAIM_COLUMNS: &str = concat!(
 const BODY_COLUMNS: &str = "endpoint_id, received_at, tenant_id, event_id, filed_at, kek_version, body_ciphertext";
 
 /// A claim's ten values, in [`CLAIM_COLUMNS`]' order.
-fn claim_values(c: inbox_claim::ActiveModel) -> [Value; 10] {
-    let outcome = c.outcome.unwrap().as_str();
+fn claim_values(c: inbox_claim::Model) -> [Value; 10] {
     [
-        c.tenant_id.unwrap().into(),
-        c.endpoint_id.unwrap().into(),
-        c.event_id.unwrap().into(),
-        c.body_digest.unwrap().into(),
-        c.event_type.unwrap().into(),
-        c.key_id.unwrap().into(),
-        outcome.into(),
-        c.received_at.unwrap().into(),
-        outcome.into(),
-        c.message_digest.unwrap().into(),
+        c.tenant_id.into(),
+        c.endpoint_id.into(),
+        c.event_id.into(),
+        c.body_digest.into(),
+        c.event_type.into(),
+        c.key_id.into(),
+        c.outcome.as_str().into(),
+        c.received_at.into(),
+        c.first_answer.map(|a| a.as_str()).into(),
+        c.message_digest.into(),
     ]
 }
 
@@ -160,9 +167,9 @@ fn with_statement(rows: Vec<ClaimRow>) -> (String, Vec<Value>) {
     for ClaimRow { claim, body: b } in rows {
         let fields: Vec<String> = claim_values(claim).into_iter().map(&mut param).collect();
         claims.push(format!("({})", fields.join(", ")));
-        let key = [b.tenant_id.unwrap(), b.endpoint_id.unwrap(), b.event_id.unwrap()].map(|k| param(k.into()));
-        let kek = param(b.kek_version.unwrap().into());
-        let sealed = param(b.body_ciphertext.unwrap().into());
+        let key = [b.tenant_id, b.endpoint_id, b.event_id].map(|k| param(k.into()));
+        let kek = param(b.kek_version.into());
+        let sealed = param(b.body_ciphertext.into());
         bodies.push(format!("({}::text, {}::text, {}::text, {kek}::integer, {sealed}::bytea)", key[0], key[1], key[2]));
     }
     let sql = format!(
@@ -190,13 +197,13 @@ fn statement_pairs(rows: Vec<ClaimRow>) -> (String, Vec<Value>) {
     for ClaimRow { claim, body: b } in rows {
         values.extend(claim_values(claim));
         values.extend([
-            b.endpoint_id.unwrap().into(),
-            b.received_at.unwrap().into(),
-            b.tenant_id.unwrap().into(),
-            b.event_id.unwrap().into(),
-            b.filed_at.unwrap().into(),
-            b.kek_version.unwrap().into(),
-            b.body_ciphertext.unwrap().into(),
+            b.endpoint_id.into(),
+            b.received_at.into(),
+            b.tenant_id.into(),
+            b.event_id.into(),
+            b.filed_at.into(),
+            b.kek_version.into(),
+            b.body_ciphertext.into(),
         ]);
         sql.push_str(&format!(
             "INSERT INTO inbox_claims ({CLAIM_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::{
-    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, SqlErr, SqliteTransactionMode,
-    TransactionOptions, TransactionTrait,
+    AccessMode, ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, IsolationLevel,
+    SqlErr, SqliteTransactionMode, TransactionOptions, TransactionTrait,
     sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
 };
 
@@ -63,6 +63,23 @@ pub async fn connect_with(url: &str, pg_pool_size: u32) -> Result<DatabaseConnec
 /// Runs pending migrations; idempotent.
 pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
     Migrator::up(db, None).await
+}
+
+/// Starts a read-only transaction whose reads all see one snapshot:
+/// REPEATABLE READ on PostgreSQL; on SQLite a deferred transaction, whose
+/// first read fixes what the rest see.
+pub async fn begin_snapshot(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    match db.get_database_backend() {
+        DbBackend::Postgres => {
+            db.begin_with_options(TransactionOptions {
+                isolation_level: Some(IsolationLevel::RepeatableRead),
+                access_mode: Some(AccessMode::ReadOnly),
+                ..Default::default()
+            })
+            .await
+        }
+        _ => db.begin().await,
+    }
 }
 
 /// Starts a transaction that will write.

@@ -184,9 +184,13 @@ pub async fn verify_new(db: &DatabaseConnection, advance: bool) -> DomainResult<
 
 async fn verify(db: &DatabaseConnection, from_mark: bool, advance: bool) -> DomainResult<ChainReport> {
     const BATCH: u64 = 1000;
-    let head = audit_head::Entity::find_by_id(1).one(db).await?;
+    // One snapshot for the head and the walk: an entry appended between
+    // them (with its new head, in one transaction) would otherwise look
+    // like a head left behind by a cut tail.
+    let snap = crate::db::begin_snapshot(db).await?;
+    let head = audit_head::Entity::find_by_id(1).one(&snap).await?;
     let (head_seq, head_hash) = head.as_ref().map(|h| (h.seq, h.hash.clone())).unwrap_or((0, GENESIS_HASH.to_owned()));
-    let key_row = service_keys::find(db, AUDIT_MAC).await?;
+    let key_row = service_keys::find(&snap, AUDIT_MAC).await?;
     let chain_key = match &key_row {
         Some(row) => Some(key::get(&row.key_id).ok_or(CryptoError::MissingServiceKey("audit MAC"))?),
         None => None,
@@ -215,13 +219,13 @@ async fn verify(db: &DatabaseConnection, from_mark: bool, advance: bool) -> Doma
     let mut count = 0i64;
     // The mark must hold on either path: a full walk of a chain whose tail
     // was cut and re-headed finds nothing wrong, the mark does.
-    if let Some(mark) = audit_verified::Entity::find_by_id(1).one(db).await? {
+    if let Some(mark) = audit_verified::Entity::find_by_id(1).one(&snap).await? {
         if !chain_key.verify_hex(&mark_input(mark.seq, &mark.hash), &mark.mac) {
             let reason = "the verification mark was altered (its MAC does not verify)".to_owned();
             return Ok(report(0, 0, 0, Some(BrokenEntry { seq: mark.seq, reason })));
         }
         let at = clock::rfc3339(mark.verified_at);
-        match audit_entry::Entity::find_by_id(mark.seq).one(db).await? {
+        match audit_entry::Entity::find_by_id(mark.seq).one(&snap).await? {
             Some(e) if e.hash == mark.hash => {}
             _ => {
                 let reason = format!(
@@ -245,7 +249,7 @@ async fn verify(db: &DatabaseConnection, from_mark: bool, advance: bool) -> Doma
             .filter(audit_entry::Column::Seq.gte(expected_seq))
             .order_by_asc(audit_entry::Column::Seq)
             .limit(BATCH)
-            .all(db)
+            .all(&snap)
             .await?;
         if batch.is_empty() {
             break;
@@ -281,6 +285,7 @@ async fn verify(db: &DatabaseConnection, from_mark: bool, advance: bool) -> Doma
         );
         return Ok(report(count, checked, verified_from_seq, Some(BrokenEntry { seq: count + 1, reason })));
     }
+    snap.commit().await?;
     if advance && count > verified_from_seq {
         advance_mark(db, &chain_key, count, &expected_prev).await?;
     }

@@ -84,6 +84,26 @@ db_test!(concurrent_appends_never_fork_the_chain, async |t: &TestDb| {
     assert_eq!(report.entries, 24);
 });
 
+db_test!(verifying_while_entries_are_appended_never_reports_a_break, async |t: &TestDb| {
+    let db = t.db.clone();
+    let appender = tokio::spawn(async move {
+        for i in 0..40 {
+            let new = NewTenant { slug: format!("clinic-{i}"), name: None, notify_url: None };
+            tenants::create(&db, &admin(), new).await.unwrap();
+        }
+    });
+    let mut runs = 0;
+    while !appender.is_finished() {
+        let report = audit::verify_chain(&t.db).await.unwrap();
+        assert!(report.ok, "an append during the walk is not a break: {report:?}");
+        runs += 1;
+    }
+    appender.await.unwrap();
+    assert!(runs > 1, "the verifications overlapped the appends");
+    let report = audit::verify_chain(&t.db).await.unwrap();
+    assert!(report.ok && report.entries == 40, "{report:?}");
+});
+
 db_test!(clinic_admin_reads_only_its_tenant_audit, async |t: &TestDb| {
     let k = active_key(t).await;
     let b = tenant(t, "clinic-b").await;

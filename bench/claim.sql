@@ -2,8 +2,9 @@
 -- runs it: the ceiling the real server is compared with.
 \set n random(1, 2000000000)
 BEGIN;
-INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at)
-  VALUES ('pgbench', 'pgbench', md5(:n::text || ':' || :client_id || random()::text), 0) ON CONFLICT DO NOTHING;
+-- Filed under its signed time (today's partition since m20261207_000230).
+INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at, signed_at)
+  VALUES ('pgbench', 'pgbench', md5(:n::text || ':' || :client_id || random()::text), 0, (extract(epoch from now()) * 1000)::bigint) ON CONFLICT DO NOTHING;
 INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at)
   VALUES ('pgbench', 'pgbench', md5(:n::text || ':' || :client_id), md5(random()::text), 'reminder.created', 'key', 'applied', 0)
   ON CONFLICT DO NOTHING;

@@ -5,11 +5,11 @@
 -- transaction.
 \set n random(1, 2000000000)
 BEGIN;
-INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at) VALUES
-  ('pgbench', 'pgbench', md5(:n::text || ':0:' || :client_id || random()::text), 0),
-  ('pgbench', 'pgbench', md5(:n::text || ':1:' || :client_id || random()::text), 0),
-  ('pgbench', 'pgbench', md5(:n::text || ':2:' || :client_id || random()::text), 0),
-  ('pgbench', 'pgbench', md5(:n::text || ':3:' || :client_id || random()::text), 0)
+INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at, signed_at) VALUES
+  ('pgbench', 'pgbench', md5(:n::text || ':0:' || :client_id || random()::text), 0, (extract(epoch from now()) * 1000)::bigint),
+  ('pgbench', 'pgbench', md5(:n::text || ':1:' || :client_id || random()::text), 0, (extract(epoch from now()) * 1000)::bigint),
+  ('pgbench', 'pgbench', md5(:n::text || ':2:' || :client_id || random()::text), 0, (extract(epoch from now()) * 1000)::bigint),
+  ('pgbench', 'pgbench', md5(:n::text || ':3:' || :client_id || random()::text), 0, (extract(epoch from now()) * 1000)::bigint)
   ON CONFLICT DO NOTHING RETURNING endpoint_id, message_digest;
 INSERT INTO inbox_claims (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at) VALUES
   ('pgbench', 'pgbench', md5(:n::text || ':0:' || :client_id), md5(random()::text), 'reminder.created', 'key', 'applied', 0),

@@ -91,8 +91,8 @@ ROLLBACK;
 \echo '== relation locks a whole claim transaction holds at its commit (replay record, claim, reminder)'
 \echo '-- generational (the claim as prepared above)'
 BEGIN;
-INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at)
-  SELECT 'pgbench', 'pgbench', md5(random()::text), 0
+INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at, signed_at)
+  SELECT 'pgbench', 'pgbench', md5(random()::text), 0, (extract(epoch from now()) * 1000)::bigint
   WHERE pg_advisory_xact_lock(hashtextextended('pgbench/pgbench/x', 0)) IS NOT NULL ON CONFLICT DO NOTHING;
 EXECUTE claim(md5(random()::text), :g);
 INSERT INTO reminders (tenant_id, reminder_id, status, send_at, created_at, updated_at)
@@ -101,8 +101,8 @@ TABLE held;
 ROLLBACK;
 \echo '-- weekly'
 BEGIN;
-INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at)
-  SELECT 'pgbench', 'pgbench', md5(random()::text), 0
+INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at, signed_at)
+  SELECT 'pgbench', 'pgbench', md5(random()::text), 0, (extract(epoch from now()) * 1000)::bigint
   WHERE pg_advisory_xact_lock(hashtextextended('pgbench/pgbench/x', 0)) IS NOT NULL ON CONFLICT DO NOTHING;
 INSERT INTO claims_weekly (tenant_id, endpoint_id, event_id, body_digest, event_type, key_id, outcome, received_at,
                            body_ciphertext, kek_version)
@@ -118,8 +118,8 @@ TABLE held;
 ROLLBACK;
 \echo '-- today'
 BEGIN;
-INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at)
-  VALUES ('pgbench', 'pgbench', md5(random()::text), 0) ON CONFLICT DO NOTHING;
+INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at, signed_at)
+  VALUES ('pgbench', 'pgbench', md5(random()::text), 0, (extract(epoch from now()) * 1000)::bigint) ON CONFLICT DO NOTHING;
 EXECUTE today_claim(md5(random()::text));
 INSERT INTO reminders (tenant_id, reminder_id, status, send_at, created_at, updated_at)
   VALUES ('pgbench', md5(random()::text), 'scheduled', 0, 0, 0) ON CONFLICT DO NOTHING;

@@ -12,8 +12,8 @@
 -- of claims_by_day only if the key went in.
 \set n random(1, 2000000000)
 BEGIN;
-INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at)
-  SELECT 'pgbench', 'pgbench', md5(:n::text || ':' || :client_id || random()::text), 0
+INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, expires_at, signed_at)
+  SELECT 'pgbench', 'pgbench', md5(:n::text || ':' || :client_id || random()::text), 0, (extract(epoch from now()) * 1000)::bigint
   WHERE pg_advisory_xact_lock(hashtextextended('pgbench/pgbench/' || md5(:n::text || ':' || :client_id), 0)) IS NOT NULL
   ON CONFLICT DO NOTHING;
 WITH k AS (

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::entity::{event_body, inbox_claim};
 
@@ -21,15 +21,15 @@ pub fn row(
     received_at: i64,
     sealed: Vec<u8>,
     kek_version: u32,
-) -> event_body::ActiveModel {
-    event_body::ActiveModel {
-        tenant_id: Set(tenant_id.to_owned()),
-        endpoint_id: Set(endpoint_id.to_owned()),
-        event_id: Set(event_id.to_owned()),
-        received_at: Set(received_at),
-        filed_at: Set(received_at),
-        kek_version: Set(kek_version as i32),
-        body_ciphertext: Set(sealed),
+) -> event_body::Model {
+    event_body::Model {
+        endpoint_id: endpoint_id.to_owned(),
+        received_at,
+        tenant_id: tenant_id.to_owned(),
+        event_id: event_id.to_owned(),
+        filed_at: received_at,
+        kek_version: kek_version as i32,
+        body_ciphertext: sealed,
     }
 }
 

@@ -37,8 +37,9 @@ pub const EXPECTED: &[Expected] = &[
     Expected {
         id: "replay_unique",
         table: "replay_records",
-        kind: ExpectedKind::Unique { columns: &["tenant_id", "endpoint_id", "message_digest"] },
-        guarantees: "a signed message is accepted once per endpoint (of its one tenant): an exact replay answers 409",
+        kind: ExpectedKind::Unique { columns: &["tenant_id", "endpoint_id", "message_digest", "signed_at"] },
+        guarantees: "a signed message is accepted once per endpoint (of its one tenant): an exact replay answers 409 \
+                     (signed_at, the day partition, is the timestamp the digest covers, so one message has one)",
     },
     Expected {
         id: "outbox_once",

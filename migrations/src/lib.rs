@@ -45,6 +45,7 @@ mod m20261206_000190_sqlite_tenant_keys;
 mod m20261206_000200_claims_sealed_index;
 mod m20261207_000210_rollup_totals;
 mod m20261207_000220_event_bodies;
+mod m20261207_000230_partitioned_replay;
 
 pub struct Migrator;
 
@@ -88,6 +89,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000200_claims_sealed_index::Migration),
             Box::new(m20261207_000210_rollup_totals::Migration),
             Box::new(m20261207_000220_event_bodies::Migration),
+            Box::new(m20261207_000230_partitioned_replay::Migration),
         ]
     }
 }

@@ -16,6 +16,10 @@ pub struct Model {
     /// Signed timestamps before this (unix s) are refused: set when the
     /// tolerance is raised (see `receiver::cache::EndpointCtx`).
     pub timestamp_floor: Option<i64>,
+    /// Signed timestamps before this (unix s) get replay records with
+    /// `signed_at = 0`, like those stored before m20261207_000230; `None`
+    /// for endpoints created since (see `receiver::verify::Verified`).
+    pub replay_partitioned_from: Option<i64>,
     /// JSON array of envelope fields that identify an event when the sender
     /// gives no id (an explicit compound key; `None`: such events are
     /// quarantined). Versioned in `event_key_versions`.

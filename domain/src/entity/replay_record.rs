@@ -14,6 +14,11 @@ pub struct Model {
     /// SHA-256 of the exact signed message (timestamp, id, body).
     #[sea_orm(primary_key, auto_increment = false)]
     pub message_digest: String,
+    /// The signed timestamp (ms), which the digest covers, or 0 where none
+    /// is signed: the day partition on PostgreSQL
+    /// (`receiver::verify::Verified::replay_signed_at`).
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub signed_at: i64,
     pub expires_at: i64,
 }
 

@@ -205,6 +205,7 @@ async fn endpoint_with_key<C: ConnectionTrait>(
                 event_types: EventTypes::any().to_json(),
                 tolerance_secs: w.profile.as_ref().and_then(|(_, tol)| *tol).unwrap_or(DEFAULT_TOLERANCE_SECS),
                 timestamp_floor: None,
+                replay_partitioned_from: None,
                 event_id_fields: None,
                 hmac_profile: stored_profile,
                 max_body_bytes: 64 * 1024,

@@ -338,6 +338,7 @@ mod tests {
             hmac: None,
             tolerance_secs: 300,
             timestamp_floor: None,
+            replay_partitioned_from: None,
             replay_keep_ms: 600_000,
             event_key: None,
             max_body_bytes: 1024,

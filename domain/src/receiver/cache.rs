@@ -74,6 +74,10 @@ pub struct EndpointCtx {
     /// tolerance: set when a tolerance is raised, so a message that had left
     /// the old window (and whose replay record may be purged) stays out.
     pub timestamp_floor: Option<i64>,
+    /// Signed timestamps from this (unix s) have their replay records filed
+    /// by day; earlier ones with `signed_at = 0`, as the records stored
+    /// before the upgrade that partitioned them were (`None`: all).
+    pub replay_partitioned_from: Option<i64>,
     /// How long a replay record is kept: twice the tolerance for schemes
     /// that sign a timestamp; for GitHub, whose signature covers the body
     /// alone, and `hmac` profiles without a timestamp, the endpoint's dedup
@@ -287,6 +291,7 @@ async fn load(
         hmac,
         tolerance_secs: e.tolerance_secs,
         timestamp_floor: e.timestamp_floor,
+        replay_partitioned_from: e.replay_partitioned_from,
         replay_keep_ms,
         event_key: crate::registry::endpoints::parse_event_key(e.event_id_fields.as_deref()),
         max_body_bytes: usize::try_from(e.max_body_bytes).unwrap_or(0),

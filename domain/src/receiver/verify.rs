@@ -31,6 +31,8 @@ pub struct Verified {
     /// When the sender signed it (ms); the receipt time for schemes that
     /// sign no timestamp.
     signed_at: i64,
+    /// Whether `signed_at` is a signed timestamp (which the digest covers).
+    timestamped: bool,
 }
 
 impl Verified {
@@ -70,6 +72,16 @@ impl Verified {
     /// When the sender signed it (ms), or when it arrived (GitHub).
     pub fn signed_at(&self) -> i64 {
         self.signed_at
+    }
+    /// The replay record's `signed_at` (ms), its partition on PostgreSQL:
+    /// the signed timestamp, which the message digest covers, so every copy
+    /// of one message names the same day. 0 (kept by expiry) where no
+    /// timestamp is signed, and for a message signed before the endpoint's
+    /// records were partitioned: it may have been recorded before, with 0
+    /// (`EndpointCtx::replay_partitioned_from`).
+    pub fn replay_signed_at(&self) -> i64 {
+        let partitioned = self.endpoint.replay_partitioned_from.is_none_or(|from| self.signed_at >= from * 1000);
+        if self.timestamped && partitioned { self.signed_at } else { 0 }
     }
 }
 
@@ -164,6 +176,7 @@ fn verify_inner<H: HeaderSource + ?Sized>(
     };
     let body_digest = hex::encode(Sha256::digest(&body));
     let signed_at = parsed.timestamp.unwrap_or(now_secs).saturating_mul(1000);
+    let timestamped = parsed.timestamp.is_some();
     Ok(Verified {
         endpoint: endpoint.clone(),
         key_index,
@@ -172,6 +185,7 @@ fn verify_inner<H: HeaderSource + ?Sized>(
         body,
         body_digest,
         signed_at,
+        timestamped,
     })
 }
 

@@ -204,6 +204,7 @@ pub async fn create(
         event_types: Set(types.to_json()),
         tolerance_secs: Set(tolerance),
         timestamp_floor: Set(None),
+        replay_partitioned_from: Set(None),
         event_id_fields: Set(None),
         hmac_profile: Set(stored_profile),
         max_body_bytes: Set(max_body),

@@ -32,6 +32,11 @@ const _: () = assert!(
     "the hourly rollups must outlive the longest window that reads them"
 );
 
+/// A day of replay records (by signed timestamp) goes this long after it
+/// ends: no message signed in it passes the timestamp gate after the
+/// longest tolerance; doubled, for instances whose clocks differ.
+pub const REPLAY_DAY_KEPT_MS: i64 = 2 * crate::registry::MAX_TOLERANCE_SECS * 1000;
+
 /// Days after today that always have their partitions. The upkeep runs at
 /// least hourly, so writes meet a missing partition only after three days
 /// of failed upkeep (`signet_partition_upkeep_runs_total{result="error"}`).
@@ -65,11 +70,14 @@ pub struct Partitioned {
 
 /// Every range-partitioned table (`gauge_samples` is listed by unit into
 /// its two range-partitioned halves). The migrations
-/// `m20261206_000100_partitioned_logs` and `m20261207_000220_event_bodies`
-/// created them.
-pub const PARTITIONED: [Partitioned; 8] = [
+/// `m20261206_000100_partitioned_logs`, `m20261207_000220_event_bodies` and
+/// `m20261207_000230_partitioned_replay` created them. `replay_records` has
+/// one more partition, `replay_records_unsigned` (`signed_at` below 1),
+/// which is never dropped: its rows go by expiry.
+pub const PARTITIONED: [Partitioned; 9] = [
     Partitioned { table: "delivery_log", column: "answered_at", unit_ms: 1, keep: Keep::LongestDedup },
     Partitioned { table: "event_bodies", column: "filed_at", unit_ms: 1, keep: Keep::LongestBody },
+    Partitioned { table: "replay_records", column: "signed_at", unit_ms: 1, keep: Keep::For(REPLAY_DAY_KEPT_MS) },
     Partitioned { table: "event_rollups", column: "minute", unit_ms: 60_000, keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS) },
     Partitioned {
         table: "event_rollups_hourly",

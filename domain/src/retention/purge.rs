@@ -13,14 +13,17 @@
 //! - delivery-log rows answered before `now - dedup` are deleted (the log
 //!   tells an event's story while its claim can still decide duplicates);
 //!
-//! Then replay records past their expiry (received + 2 x tolerance) go,
+//! Then replay records past their expiry (received + 2 x tolerance; the
+//! dedup retention where no timestamp is signed) go,
 //! per-minute rollups and gauge samples older than [`MINUTE_ROLLUPS_KEPT_MS`] (dashboards read
 //! them for the last hour only), and hourly rollups and gauge samples older
 //! than [`HOURLY_ROLLUPS_KEPT_MS`].
 //!
-//! On PostgreSQL the bodies, the delivery log and every rollup and gauge
-//! table are partitioned by day ([`super::partitions`]): whole days are
-//! dropped instead, first. The delivery log's go once the longest dedup
+//! On PostgreSQL the bodies, the delivery log, the replay records of signed
+//! timestamps and every rollup and gauge table are partitioned by day
+//! ([`super::partitions`]): whole days are dropped instead, first. A day of
+//! replay records goes once no message signed in it can pass the timestamp
+//! gate ([`partitions::REPLAY_DAY_KEPT_MS`]). The delivery log's go once the longest dedup
 //! retention of any endpoint has passed (so no row goes before its own
 //! endpoint's retention; one with a shorter retention stays until then).
 //! The bodies' go once the longest body retention has passed; the bodies of
@@ -380,26 +383,34 @@ async fn delete_resolved_quarantine(db: &DatabaseConnection, endpoint_id: &str, 
     Ok(res.rows_affected)
 }
 
+/// Replay records past their expiry. On PostgreSQL only those with
+/// `signed_at = 0` (`replay_records_unsigned`, through its expiry index):
+/// the days of signed ones are dropped whole.
 async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<u64> {
     let txn = db::begin_write(db).await?;
-    let q = replay::Entity::find()
+    let mut q = replay::Entity::find()
         .select_only()
         .column(replay::Column::TenantId)
         .column(replay::Column::EndpointId)
         .column(replay::Column::MessageDigest)
+        .column(replay::Column::SignedAt)
         .filter(replay::Column::ExpiresAt.lt(now_ms))
         .limit(batch);
-    let rows: Vec<(String, String, String)> = skip_locked(db, q).into_tuple().all(&txn).await?;
+    if db.get_database_backend() == DbBackend::Postgres {
+        q = q.filter(replay::Column::SignedAt.eq(0));
+    }
+    let rows: Vec<(String, String, String, i64)> = skip_locked(db, q).into_tuple().all(&txn).await?;
     if rows.is_empty() {
         txn.commit().await?;
         return Ok(0);
     }
-    let cond = rows.iter().fold(Condition::any(), |c, (tenant, ep, digest)| {
+    let cond = rows.iter().fold(Condition::any(), |c, (tenant, ep, digest, signed_at)| {
         c.add(
             Condition::all()
                 .add(replay::Column::TenantId.eq(tenant))
                 .add(replay::Column::EndpointId.eq(ep))
-                .add(replay::Column::MessageDigest.eq(digest)),
+                .add(replay::Column::MessageDigest.eq(digest))
+                .add(replay::Column::SignedAt.eq(*signed_at)),
         )
     });
     replay::Entity::delete_many().filter(cond).exec(&txn).await?;

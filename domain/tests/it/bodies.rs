@@ -15,7 +15,6 @@ use domain::{
 use migrations::{Migrator, MigratorTrait, partitioning::DAY_MS};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set, Statement};
 use views::{
-    events::ClaimOutcome,
     quarantine::{QuarantineReason, QuarantineStatus},
     scheme::Scheme,
 };
@@ -139,27 +138,7 @@ db_test!(the_migration_moves_the_bodies_out_of_the_claims_and_back, async |t: &T
 
 /// A claim received at `at` with the body `[n]`, filed in its day.
 async fn claim_at(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str, at: i64, n: u8) {
-    inbox_claim::Entity::insert(inbox_claim::ActiveModel {
-        tenant_id: Set(tenant_id.into()),
-        endpoint_id: Set(endpoint_id.into()),
-        event_id: Set(event_id.into()),
-        body_digest: Set("d".into()),
-        event_type: Set(Some("reminder.created".into())),
-        key_id: Set("k".into()),
-        outcome: Set(ClaimOutcome::Applied),
-        received_at: Set(at),
-        first_answer: Set(Some(ClaimOutcome::Applied)),
-        message_digest: Set(None),
-    })
-    .exec_without_returning(&t.db)
-    .await
-    .unwrap();
-    let sql = migrations::partitioning::create_sql("event_bodies", 1, partitions::day_of(at));
-    t.db.execute_unprepared(&sql).await.unwrap();
-    event_body::Entity::insert(bodies::row(tenant_id, endpoint_id, event_id, at, vec![n], 1))
-        .exec_without_returning(&t.db)
-        .await
-        .unwrap();
+    stored_claim(t, tenant_id, endpoint_id, event_id, at, vec![n]).await;
 }
 
 async fn body(t: &TestDb, event_id: &str) -> Option<Vec<u8>> {

@@ -100,7 +100,7 @@ db_test!(an_existing_database_moves_to_tenant_keys_and_keeps_every_row, async |t
     let i = outbox_intent::Entity::find_by_id((a.id.clone(), "i1".to_owned())).one(&t.db).await.unwrap();
     assert_eq!(i.map(|i| i.idempotency_key), Some("otp:1".to_owned()));
     for (table, key) in [
-        ("replay_records", vec!["tenant_id", "endpoint_id", "message_digest"]),
+        ("replay_records", vec!["tenant_id", "endpoint_id", "message_digest", "signed_at"]),
         ("quarantine", vec!["tenant_id", "id"]),
         ("outbox_intents", vec!["tenant_id", "id"]),
     ] {
@@ -117,6 +117,7 @@ db_test!(an_existing_database_moves_to_tenant_keys_and_keeps_every_row, async |t
         tenant_id: Set(a.id.clone()),
         endpoint_id: Set(ep.id.clone()),
         message_digest: Set("d1".into()),
+        signed_at: Set(0),
         expires_at: Set(9),
     })
     .on_conflict_do_nothing()

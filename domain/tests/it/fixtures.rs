@@ -208,3 +208,44 @@ pub async fn enable_retries(t: &TestDb, slug: &str) {
     .await
     .expect("enable retries");
 }
+
+/// How many days of replay records a purge at `now` drops: those whose
+/// messages can no longer pass the timestamp gate (0 on SQLite).
+pub async fn replay_days_past(t: &TestDb, now: i64) -> u64 {
+    use domain::retention::partitions::{self, DAY_MS, REPLAY_DAY_KEPT_MS};
+    if !t.is_postgres() {
+        return 0;
+    }
+    let days = partitions::days(&t.db, "replay_records").await.unwrap();
+    days.iter().filter(|d| (*d + 1) * DAY_MS + REPLAY_DAY_KEPT_MS <= now).count() as u64
+}
+
+/// A claim received at `at` (ms) with its body `sealed`, filed in its day
+/// (on PostgreSQL only the bodies' partition of that day is created: the
+/// other tables' days would change what a purge drops).
+pub async fn stored_claim(t: &TestDb, tenant_id: &str, endpoint_id: &str, event_id: &str, at: i64, sealed: Vec<u8>) {
+    use domain::entity::{event_body, inbox_claim};
+    use sea_orm::{ConnectionTrait, EntityTrait, IntoActiveModel, Set};
+    use views::events::ClaimOutcome;
+    inbox_claim::Entity::insert(inbox_claim::ActiveModel {
+        tenant_id: Set(tenant_id.into()),
+        endpoint_id: Set(endpoint_id.into()),
+        event_id: Set(event_id.into()),
+        body_digest: Set("d".into()),
+        event_type: Set(Some("reminder.created".into())),
+        key_id: Set("k".into()),
+        outcome: Set(ClaimOutcome::Applied),
+        received_at: Set(at),
+        first_answer: Set(Some(ClaimOutcome::Applied)),
+        message_digest: Set(None),
+    })
+    .exec_without_returning(&t.db)
+    .await
+    .unwrap();
+    if t.is_postgres() {
+        let sql = migrations::partitioning::create_sql("event_bodies", 1, domain::retention::partitions::day_of(at));
+        t.db.execute_unprepared(&sql).await.unwrap();
+    }
+    let row = domain::bodies::row(tenant_id, endpoint_id, event_id, at, sealed, 1).into_active_model();
+    event_body::Entity::insert(row).exec_without_returning(&t.db).await.unwrap();
+}

@@ -25,6 +25,7 @@ mod partitions;
 mod receiver;
 mod registry;
 mod release_fixtures;
+mod replay_days;
 mod retention;
 mod rollout;
 mod signoff;

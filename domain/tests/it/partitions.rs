@@ -198,14 +198,18 @@ async fn purge_drops_a_day_only_once_all_of_it_is_past_retention() {
         .unwrap();
     }
 
+    let replay_days = replay_days_past(&t, now).await;
+    assert!(replay_days >= 4, "days -5 to -2 of the replay records at least");
     let report = purge::run(&t.db, now, purge::DEFAULT_BATCH).await.unwrap();
     // Five days ago: past the minute rollups' and gauge samples' 2 days, but
     // not past the longest dedup retention (10 d), so the log's day stays
     // whole, the short endpoint's row with it. Both keep no bodies: every
     // past day of theirs goes.
     assert_eq!(
-        report.partitions_dropped, 11,
-        "days -5 to -3 of the minute rollups and minute gauge samples, -5 to -1 of the bodies"
+        report.partitions_dropped,
+        11 + replay_days,
+        "days -5 to -3 of the minute rollups and minute gauge samples, -5 to -1 of the bodies, the replay records' \
+         past days"
     );
     assert_eq!((report.deliveries_deleted, report.minute_rollups_deleted), (0, 0), "nothing row by row");
     assert_eq!(delivery_log::Entity::find().count(&t.db).await.unwrap(), 2);
@@ -301,8 +305,9 @@ async fn the_migration_converts_existing_tables_keeping_every_row() {
             scalar_text(&conn, &format!("SELECT relkind::text FROM pg_class WHERE oid = '{table}'::regclass")).await;
         assert_eq!(kind, "p", "{table} is partitioned");
     }
-    // Every table this migration converts (`event_bodies` comes later).
-    for t in PARTITIONED.iter().filter(|t| t.table != "event_bodies") {
+    // Every table this migration converts (`event_bodies` and
+    // `replay_records` come later).
+    for t in PARTITIONED.iter().filter(|t| !["event_bodies", "replay_records"].contains(&t.table)) {
         let days = partitions::days(&conn, t.table).await.unwrap();
         let today = day_of(now);
         assert!((today..=today + AHEAD_DAYS).all(|d| days.contains(&d)), "{}: {days:?}", t.table);

@@ -249,6 +249,7 @@ fn raw_endpoint(id: &str, tenant_id: &str, scheme: &str) -> endpoint::ActiveMode
         event_types: Set("[\"*\"]".into()),
         tolerance_secs: Set(300),
         timestamp_floor: Set(None),
+        replay_partitioned_from: Set(None),
         event_id_fields: Set(None),
         hmac_profile: Set(None),
         max_body_bytes: Set(1024),

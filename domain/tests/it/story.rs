@@ -252,11 +252,14 @@ db_test!(retention_purges_old_delivery_rows, async |t: &TestDb| {
     .exec_without_returning(&t.db)
     .await
     .unwrap();
-    let report = purge::run(&t.db, clock::now_ms(), purge::DEFAULT_BATCH).await.unwrap();
+    let now = clock::now_ms();
+    let replay_days = replay_days_past(t, now).await;
+    let report = purge::run(&t.db, now, purge::DEFAULT_BATCH).await.unwrap();
     if t.is_postgres() {
-        // That day's delivery log, minute rollups, minute gauge samples
-        // and bodies.
-        assert_eq!((report.deliveries_deleted, report.partitions_dropped), (0, 4), "dropped by day");
+        // That day's delivery log, minute rollups, minute gauge samples,
+        // bodies and replay records.
+        assert_eq!(replay_days, 1, "the old day's replay records");
+        assert_eq!((report.deliveries_deleted, report.partitions_dropped), (0, 5), "dropped by day");
     } else {
         assert_eq!(report.deliveries_deleted, 1, "past the endpoint's dedup retention");
     }

@@ -28,8 +28,12 @@ use crate::{
 use views::{events::ClaimOutcome, quarantine::QuarantineReason};
 
 /// The replay record's primary key, the target of its `ON CONFLICT`.
-pub(super) const REPLAY_KEY: [replay_record::Column; 3] =
-    [replay_record::Column::TenantId, replay_record::Column::EndpointId, replay_record::Column::MessageDigest];
+pub(super) const REPLAY_KEY: [replay_record::Column; 4] = [
+    replay_record::Column::TenantId,
+    replay_record::Column::EndpointId,
+    replay_record::Column::MessageDigest,
+    replay_record::Column::SignedAt,
+];
 
 pub(super) fn inserted(r: TryInsertResult<u64>) -> bool {
     matches!(r, TryInsertResult::Inserted(n) if n > 0)
@@ -43,6 +47,7 @@ pub(super) fn replay_row(v: &Verified) -> Option<replay_record::ActiveModel> {
         tenant_id: Set(v.endpoint().tenant_id.clone()),
         endpoint_id: Set(v.endpoint().endpoint_id.clone()),
         message_digest: Set(digest.to_owned()),
+        signed_at: Set(v.replay_signed_at()),
         expires_at: Set(clock::now_ms() + v.endpoint().replay_keep_ms),
     })
 }
@@ -101,15 +106,7 @@ pub(super) fn claim_row(
         first_answer: Some(outcome),
         message_digest: v.message_digest().map(str::to_owned),
     };
-    let body = event_body::Model {
-        endpoint_id: ep.endpoint_id.clone(),
-        received_at,
-        tenant_id: ep.tenant_id.clone(),
-        event_id: event_id.to_owned(),
-        filed_at: received_at,
-        kek_version: kek as i32,
-        body_ciphertext: sealed,
-    };
+    let body = crate::bodies::row(&ep.tenant_id, &ep.endpoint_id, event_id, received_at, sealed, kek);
     Ok(ClaimRow { claim, body })
 }
 

@@ -277,6 +277,7 @@ mod tests {
             event_types: "[\"*\"]".into(),
             tolerance_secs: 300,
             timestamp_floor: None,
+            replay_partitioned_from: None,
             event_id_fields: None,
             hmac_profile: profile.map(str::to_owned),
             max_body_bytes: 1024,

@@ -23,7 +23,7 @@ use domain::{
     },
     stats::{self, Window},
 };
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, IntoActiveModel, Statement};
 use views::scheme::Scheme;
 
 #[derive(Parser)]
@@ -273,7 +273,7 @@ async fn seal_bodies(db: &DatabaseConnection, vault: &domain::vault::Vault, sinc
         let mut bodies = Vec::with_capacity(rows.len());
         for (t, e, ev, at) in &rows {
             let (sealed_body, kek) = vault.seal(&domain::crypto::Aad::event_body(t, e, ev), &body).expect("seal");
-            bodies.push(domain::bodies::row(t, e, ev, *at, sealed_body, kek));
+            bodies.push(domain::bodies::row(t, e, ev, *at, sealed_body, kek).into_active_model());
         }
         let txn = db.begin().await.expect("begin");
         for chunk in bodies.chunks(200) {

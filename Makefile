@@ -1,5 +1,5 @@
 # The two commands the README promises. Both install what is missing first.
-.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-bodies-migration bench-scale
+.PHONY: run test setup setup-test bench bench-dashboard bench-evidence bench-kek bench-logins bench-multi bench-cpu bench-purge bench-bodies-migration bench-replay-days bench-scale
 
 export PATH := $(CURDIR)/end2end/node_modules/.bin:$(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
@@ -52,6 +52,10 @@ bench-purge: setup
 # (docs/benchmarks.md#upgrading-to-the-partial-index).
 bench-bodies-migration: setup
 	bench/bodies-migration.sh
+
+# A day of replay records on PostgreSQL: deleted row by row vs one partition drop
+bench-replay-days: setup
+	bench/replay-days.sh
 
 # Up to 100 million stored claims on PostgreSQL: claim latency, daily purges, sizes, dashboard reads
 # (docs/benchmarks.md#a-hundred-million-claims).

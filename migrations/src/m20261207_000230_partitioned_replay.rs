@@ -27,9 +27,10 @@
 //! both engines run the same statements. On PostgreSQL the old table is
 //! locked, copied and dropped in this one transaction: intake waits for as
 //! long as the copy of the records held takes (a few minutes' worth of
-//! timestamped records, and GitHub's for their retention). An instance of an
-//! older build fails its replay inserts afterwards: upgrade every instance
-//! together.
+//! timestamped records, and GitHub's for their retention); `endpoints` is
+//! altered last, so the console and endpoint loads wait only for the commit.
+//! An instance of an older build fails its replay inserts afterwards:
+//! upgrade every instance together.
 
 use sea_orm_migration::{prelude::*, sea_orm::DbBackend};
 
@@ -58,48 +59,22 @@ impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         let c = m.get_connection();
         let now_ms = now_ms();
+        if m.get_database_backend() == DbBackend::Sqlite {
+            // SQLite adds a NOT NULL column only with a default, which the
+            // rebuild keeps (the receiver always names `signed_at`).
+            c.execute_unprepared("ALTER TABLE replay_records ADD COLUMN signed_at BIGINT NOT NULL DEFAULT 0").await?;
+            rebuild_sqlite(c, "replay_records", &KEY, &[]).await?;
+        } else {
+            partition_postgres(c, now_ms).await?;
+        }
+        // Last: altering `endpoints` locks it until the commit, and every
+        // console page and endpoint load reads it.
         c.execute_unprepared("ALTER TABLE endpoints ADD COLUMN replay_partitioned_from BIGINT").await?;
         c.execute_unprepared(&format!(
             "UPDATE endpoints SET replay_partitioned_from = {} WHERE scheme <> 'github'",
             now_ms / 1000 + OLD_RECORDS_FOR_SECS
         ))
         .await?;
-        if m.get_database_backend() == DbBackend::Sqlite {
-            c.execute_unprepared("ALTER TABLE replay_records ADD COLUMN signed_at BIGINT NOT NULL DEFAULT 0").await?;
-            return rebuild_sqlite(c, "replay_records", &KEY, &[]).await;
-        }
-        c.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
-        c.execute_unprepared("LOCK TABLE replay_records IN ACCESS EXCLUSIVE MODE").await?;
-        c.execute_unprepared("ALTER TABLE replay_records RENAME TO replay_records_before").await?;
-        c.execute_unprepared(
-            "ALTER TABLE replay_records_before RENAME CONSTRAINT replay_records_pkey TO replay_records_before_pkey",
-        )
-        .await?;
-        c.execute_unprepared(
-            "CREATE TABLE replay_records (tenant_id varchar NOT NULL, endpoint_id varchar NOT NULL, \
-             message_digest varchar NOT NULL, signed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, \
-             CONSTRAINT replay_records_pkey PRIMARY KEY (tenant_id, endpoint_id, message_digest, signed_at)) \
-             PARTITION BY RANGE (signed_at)",
-        )
-        .await?;
-        c.execute_unprepared(
-            "CREATE TABLE replay_records_unsigned PARTITION OF replay_records FOR VALUES FROM (MINVALUE) TO (1)",
-        )
-        .await?;
-        c.execute_unprepared("CREATE INDEX ix_replay_unsigned_expires ON replay_records_unsigned (expires_at)").await?;
-        // Yesterday too while a message signed in it can still be accepted
-        // (the purge drops it after as long: `REPLAY_DAY_KEPT_MS`).
-        let today = partitioning::day_of(now_ms);
-        let first = if now_ms - today * DAY_MS < OLD_RECORDS_FOR_SECS * 1000 { today - 1 } else { today };
-        for day in first..=today + AHEAD_DAYS {
-            c.execute_unprepared(&partitioning::create_sql("replay_records", 1, day)).await?;
-        }
-        c.execute_unprepared(
-            "INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, signed_at, expires_at) \
-             SELECT tenant_id, endpoint_id, message_digest, 0, expires_at FROM replay_records_before",
-        )
-        .await?;
-        c.execute_unprepared("DROP TABLE replay_records_before").await?;
         Ok(())
     }
 
@@ -133,6 +108,45 @@ impl MigrationTrait for Migration {
         c.execute_unprepared("ALTER TABLE endpoints DROP COLUMN replay_partitioned_from").await?;
         Ok(())
     }
+}
+
+/// The PostgreSQL layout: the old table renamed aside, the partitioned one
+/// created with the unsigned partition and the days around today, every
+/// record copied with `signed_at = 0`, the old table dropped.
+async fn partition_postgres(c: &SchemaManagerConnection<'_>, now_ms: i64) -> Result<(), DbErr> {
+    c.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({LOCK_KEY})")).await?;
+    c.execute_unprepared("LOCK TABLE replay_records IN ACCESS EXCLUSIVE MODE").await?;
+    c.execute_unprepared("ALTER TABLE replay_records RENAME TO replay_records_before").await?;
+    c.execute_unprepared(
+        "ALTER TABLE replay_records_before RENAME CONSTRAINT replay_records_pkey TO replay_records_before_pkey",
+    )
+    .await?;
+    c.execute_unprepared(
+        "CREATE TABLE replay_records (tenant_id varchar NOT NULL, endpoint_id varchar NOT NULL, \
+         message_digest varchar NOT NULL, signed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, \
+         CONSTRAINT replay_records_pkey PRIMARY KEY (tenant_id, endpoint_id, message_digest, signed_at)) \
+         PARTITION BY RANGE (signed_at)",
+    )
+    .await?;
+    c.execute_unprepared(
+        "CREATE TABLE replay_records_unsigned PARTITION OF replay_records FOR VALUES FROM (MINVALUE) TO (1)",
+    )
+    .await?;
+    c.execute_unprepared("CREATE INDEX ix_replay_unsigned_expires ON replay_records_unsigned (expires_at)").await?;
+    // Yesterday too while a message signed in it can still be accepted
+    // (the purge drops it after as long: `REPLAY_DAY_KEPT_MS`).
+    let today = partitioning::day_of(now_ms);
+    let first = if now_ms - today * DAY_MS < OLD_RECORDS_FOR_SECS * 1000 { today - 1 } else { today };
+    for day in first..=today + AHEAD_DAYS {
+        c.execute_unprepared(&partitioning::create_sql("replay_records", 1, day)).await?;
+    }
+    c.execute_unprepared(
+        "INSERT INTO replay_records (tenant_id, endpoint_id, message_digest, signed_at, expires_at) \
+         SELECT tenant_id, endpoint_id, message_digest, 0, expires_at FROM replay_records_before",
+    )
+    .await?;
+    c.execute_unprepared("DROP TABLE replay_records_before").await?;
+    Ok(())
 }
 
 fn now_ms() -> i64 {

@@ -11,7 +11,9 @@ use domain::{
     clock,
     entity::{endpoint, replay_record},
     receiver::{Outcome, Receiver, Refusal, faults::Faults},
+    registry::endpoints,
     retention::{
+        self, DAY_SECS, RetentionChange,
         partitions::{self, DAY_MS, REPLAY_DAY_KEPT_MS},
         purge,
     },
@@ -22,6 +24,7 @@ use views::scheme::Scheme;
 
 use crate::{
     db_test,
+    fixtures::admin,
     receiver::{Setup, created, deliver, now_s, setup, signed},
     support::TestDb,
 };
@@ -74,6 +77,43 @@ db_test!(a_body_signed_without_a_timestamp_is_kept_by_expiry, async |t: &TestDb|
     // The same signed body under another delivery id is a replay.
     let again = signed(&s, Scheme::Github, &body, now_s(), "gh-2");
     assert_eq!(deliver(&s, &again, &body).await, Outcome::Refused(Refusal::Replay));
+});
+
+db_test!(a_longer_retention_extends_the_records_of_bodies_signed_alone, async |t: &TestDb| {
+    // GitHub: a longer dedup retention keeps its body records longer.
+    let s = setup(t, Scheme::Github, None).await;
+    let body = created("r-1");
+    assert!(matches!(
+        deliver(&s, &signed(&s, Scheme::Github, &body, now_s(), "gh-1"), &body).await,
+        Outcome::Applied { .. }
+    ));
+    let before = records(t).await.pop().unwrap().expires_at;
+    let longer = RetentionChange {
+        dedup_secs: Some(400 * DAY_SECS),
+        body_secs: None,
+        reason: "a longer window".into(),
+        accept_risk: true,
+    };
+    retention::set(&t.db, &admin(), &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), &longer).await.unwrap();
+    assert!(records(t).await.pop().unwrap().expires_at > before, "extended with the retention");
+});
+
+db_test!(a_wider_tolerance_leaves_the_signed_days_to_their_drop, async |t: &TestDb| {
+    // A wider tolerance extends a signed record's expiry on SQLite, which
+    // deletes by it; on PostgreSQL its day goes whole and it is left as is.
+    let s = setup(t, Scheme::StandardWebhooks, None).await;
+    let body = created("r-2");
+    let h = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m2");
+    assert!(matches!(deliver(&s, &h, &body).await, Outcome::Applied { .. }));
+    let before = records(t).await.pop().unwrap().expires_at;
+    let patch = endpoints::EndpointPatch { tolerance_secs: Some(900), ..Default::default() };
+    endpoints::update(&t.db, &admin(), &"clinic-a".parse().unwrap(), &"hooks".parse().unwrap(), patch).await.unwrap();
+    let after = records(t).await.pop().unwrap().expires_at;
+    if t.is_postgres() {
+        assert_eq!(after, before, "kept by its day");
+    } else {
+        assert_eq!(after, before + 2 * 600 * 1000, "twice the widening");
+    }
 });
 
 db_test!(a_message_recorded_before_the_upgrade_is_still_refused_after_it, async |t: &TestDb| {

@@ -35,7 +35,9 @@ const _: () = assert!(
 /// A day of replay records (by signed timestamp) goes this long after it
 /// ends: no message signed in it passes the timestamp gate after the
 /// longest tolerance; doubled, for instances whose clocks differ.
-pub const REPLAY_DAY_KEPT_MS: i64 = 2 * crate::registry::MAX_TOLERANCE_SECS * 1000;
+pub const REPLAY_DAY_KEPT_MS: i64 = 2 * MAX_TOLERANCE_MS;
+const MAX_TOLERANCE_MS: i64 = crate::registry::MAX_TOLERANCE_SECS * 1000;
+const _: () = assert!(REPLAY_DAY_KEPT_MS > MAX_TOLERANCE_MS, "the upkeep must never re-create a day the purge dropped");
 
 /// Days after today that always have their partitions. The upkeep runs at
 /// least hourly, so writes meet a missing partition only after three days
@@ -66,6 +68,10 @@ pub struct Partitioned {
     pub column: &'static str,
     pub unit_ms: i64,
     pub keep: Keep,
+    /// How long before now a row may still be dated (ms): the upkeep keeps
+    /// the day that was then too. Replay records are dated by the sender's
+    /// clock, up to the longest tolerance before a midnight just passed.
+    pub dated_back_ms: i64,
 }
 
 /// Every range-partitioned table (`gauge_samples` is listed by unit into
@@ -75,39 +81,62 @@ pub struct Partitioned {
 /// one more partition, `replay_records_unsigned` (`signed_at` below 1),
 /// which is never dropped: its rows go by expiry.
 pub const PARTITIONED: [Partitioned; 9] = [
-    Partitioned { table: "delivery_log", column: "answered_at", unit_ms: 1, keep: Keep::LongestDedup },
-    Partitioned { table: "event_bodies", column: "filed_at", unit_ms: 1, keep: Keep::LongestBody },
-    Partitioned { table: "replay_records", column: "signed_at", unit_ms: 1, keep: Keep::For(REPLAY_DAY_KEPT_MS) },
-    Partitioned { table: "event_rollups", column: "minute", unit_ms: 60_000, keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS) },
+    Partitioned {
+        table: "delivery_log",
+        column: "answered_at",
+        unit_ms: 1,
+        keep: Keep::LongestDedup,
+        dated_back_ms: 0,
+    },
+    Partitioned { table: "event_bodies", column: "filed_at", unit_ms: 1, keep: Keep::LongestBody, dated_back_ms: 0 },
+    Partitioned {
+        table: "replay_records",
+        column: "signed_at",
+        unit_ms: 1,
+        keep: Keep::For(REPLAY_DAY_KEPT_MS),
+        dated_back_ms: MAX_TOLERANCE_MS,
+    },
+    Partitioned {
+        table: "event_rollups",
+        column: "minute",
+        unit_ms: 60_000,
+        keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS),
+        dated_back_ms: 0,
+    },
     Partitioned {
         table: "event_rollups_hourly",
         column: "hour",
         unit_ms: 3_600_000,
         keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+        dated_back_ms: 0,
     },
     Partitioned {
         table: "key_use_rollups",
         column: "hour",
         unit_ms: 3_600_000,
         keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+        dated_back_ms: 0,
     },
     Partitioned {
         table: "key_failure_rollups",
         column: "hour",
         unit_ms: 3_600_000,
         keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+        dated_back_ms: 0,
     },
     Partitioned {
         table: "gauge_samples_minute",
         column: "bucket",
         unit_ms: 60_000,
         keep: Keep::For(MINUTE_ROLLUPS_KEPT_MS),
+        dated_back_ms: 0,
     },
     Partitioned {
         table: "gauge_samples_hour",
         column: "bucket",
         unit_ms: 3_600_000,
         keep: Keep::For(HOURLY_ROLLUPS_KEPT_MS),
+        dated_back_ms: 0,
     },
 ];
 
@@ -116,24 +145,29 @@ fn on_postgres(db: &DatabaseConnection) -> bool {
 }
 
 /// Creates the partitions of today (at `now_ms`) and the [`AHEAD_DAYS`]
-/// after it that are missing; returns how many it created.
+/// after it that are missing, and yesterday's for a table whose rows may be
+/// dated before midnight while it is still within `dated_back_ms` of it (a
+/// server restarted just after midnight, days after its last upkeep);
+/// returns how many it created.
 pub async fn upkeep(db: &DatabaseConnection, now_ms: i64) -> DomainResult<u64> {
     let today = partitioning::day_of(now_ms);
-    cover_days(db, today, today + AHEAD_DAYS).await
+    cover_days(db, |t| (partitioning::day_of(now_ms - t.dated_back_ms), today + AHEAD_DAYS)).await
 }
 
 /// Creates the missing partitions of every day from `from_ms` to `to_ms`
 /// (both included): for loading or seeding rows dated in the past.
 pub async fn cover(db: &DatabaseConnection, from_ms: i64, to_ms: i64) -> DomainResult<u64> {
-    cover_days(db, partitioning::day_of(from_ms), partitioning::day_of(to_ms)).await
+    cover_days(db, |_| (partitioning::day_of(from_ms), partitioning::day_of(to_ms))).await
 }
 
-async fn cover_days(db: &DatabaseConnection, first: i64, last: i64) -> DomainResult<u64> {
+/// Creates the missing partitions of each table's `days` (first and last).
+async fn cover_days(db: &DatabaseConnection, days_of: impl Fn(&Partitioned) -> (i64, i64)) -> DomainResult<u64> {
     if !on_postgres(db) {
         return Ok(0);
     }
     let mut created = 0;
     for t in &PARTITIONED {
+        let (first, last) = days_of(t);
         // Read without the lock first: most runs find nothing to do and
         // should not queue behind another instance's work.
         let have = days(db, t.table).await?;

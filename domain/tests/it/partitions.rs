@@ -86,7 +86,7 @@ db_test!(upkeep_keeps_partitions_ahead_and_is_idempotent, async |t: &TestDb| {
     // through the new one, a second adds nothing.
     let later = now + 10 * DAY_MS;
     let created = partitions::upkeep(&t.db, later).await.unwrap();
-    assert_eq!(created, (AHEAD_DAYS as u64 + 1) * PARTITIONED.len() as u64);
+    assert_eq!(created, (AHEAD_DAYS as u64 + 1) * PARTITIONED.len() as u64 + replay_yesterday(later));
     assert_eq!(partitions::upkeep(&t.db, later).await.unwrap(), 0, "idempotent");
     for (table, days) in all_days(&t.db).await {
         let ahead = today + 10..=today + 10 + AHEAD_DAYS;
@@ -95,6 +95,32 @@ db_test!(upkeep_keeps_partitions_ahead_and_is_idempotent, async |t: &TestDb| {
         assert!(!days.contains(&(today + 11 + AHEAD_DAYS)), "{table}: nothing beyond the horizon");
     }
 });
+
+/// 1 when an upkeep at `at` also keeps yesterday's replay records: in the
+/// first hour of a day, a message signed before midnight still passes.
+fn replay_yesterday(at: i64) -> u64 {
+    u64::from(day_of(at - 3_600_000) < day_of(at))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upkeep_just_after_midnight_keeps_yesterdays_replay_records() {
+    let Some(t) = TestDb::postgres().await else { return };
+    // Twenty days on, half an hour past midnight: as a server restarted then,
+    // long after its last upkeep.
+    let midnight = (day_of(clock::now_ms()) + 20) * DAY_MS;
+    partitions::upkeep(&t.db, midnight + 1_800_000).await.unwrap();
+    let yesterday = day_of(midnight) - 1;
+    assert!(partitions::days(&t.db, "replay_records").await.unwrap().contains(&yesterday), "signed before midnight");
+    assert!(!partitions::days(&t.db, "delivery_log").await.unwrap().contains(&yesterday), "dated by our own clock");
+    // Three hours past midnight the purge drops it (two hours after its
+    // end), and the upkeep no longer keeps it.
+    let later = midnight + 3 * 3_600_000;
+    partitions::upkeep(&t.db, later).await.unwrap();
+    purge::run(&t.db, later, purge::DEFAULT_BATCH).await.unwrap();
+    assert!(!partitions::days(&t.db, "replay_records").await.unwrap().contains(&yesterday), "dropped");
+    assert_eq!(partitions::upkeep(&t.db, later).await.unwrap(), 0, "and not made again");
+    t.close().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_upkeeps_on_one_database_all_succeed() {
@@ -111,7 +137,11 @@ async fn concurrent_upkeeps_on_one_database_all_succeed() {
     for r in results {
         created += r.expect("every concurrent upkeep succeeds");
     }
-    assert_eq!(created, (AHEAD_DAYS as u64 + 1) * PARTITIONED.len() as u64, "each partition created once");
+    assert_eq!(
+        created,
+        (AHEAD_DAYS as u64 + 1) * PARTITIONED.len() as u64 + replay_yesterday(later),
+        "each partition created once"
+    );
     let today = day_of(later);
     for (table, days) in all_days(&t.db).await {
         assert!((today..=today + AHEAD_DAYS).all(|d| days.contains(&d)), "{table}: {days:?}");

@@ -1,7 +1,7 @@
 //! Bulk release through the real binary: progress is visible while it runs,
 //! and when the process running it is killed (SIGKILL) midway, the job reads
-//! as interrupted after a restart, resumes, and every event applies exactly
-//! once.
+//! as interrupted after a restart (unless the restarted process resumed it
+//! first), resumes once, and every event applies exactly once.
 
 use std::time::Duration;
 
@@ -69,17 +69,24 @@ both_engines!(a_killed_bulk_release_resumes_and_applies_each_event_once, async |
     drop(s);
 
     let s = i.serve_with(&[stale]);
-    let stuck = wait_job(&s, &token, &id, |j| j["status"] == "interrupted").await;
-    let before = stuck["processed"].as_u64().unwrap();
-    assert!((2..EVENTS).contains(&before), "killed midway: {stuck}");
-    let res = s
-        .client()
-        .post(s.url(&format!("/api/v1/quarantine/bulk-releases/{id}/resume")))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    // The restarted process resumes a stale job on its own too (every 2 s,
+    // `jobs::resume`), and under load it can do so before the job is ever
+    // seen interrupted: then a person's resume is not needed. Either way the
+    // job is resumed once.
+    let seen = wait_job(&s, &token, &id, |j| j["status"] == "interrupted" || j["status"] == "finished").await;
+    if seen["status"] == "interrupted" {
+        let before = seen["processed"].as_u64().unwrap();
+        assert!((2..EVENTS).contains(&before), "killed midway: {seen}");
+        let res = s
+            .client()
+            .post(s.url(&format!("/api/v1/quarantine/bulk-releases/{id}/resume")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        // The automatic resume may still win between the read and this.
+        assert!([StatusCode::ACCEPTED, StatusCode::CONFLICT].contains(&res.status()), "{}", res.status());
+    }
     let done = wait_job(&s, &token, &id, |j| j["status"] == "finished").await;
     assert_eq!(done["processed"].as_u64(), Some(EVENTS));
     // Each entry's outcome commits with its release: nothing the killed

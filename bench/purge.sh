@@ -6,8 +6,8 @@
 # deleted and a day of bodies past the 7-day body retention cleared, in
 # batches of 500 (one transaction each). SQLite at each size in
 # BENCH_SIZES (default 1 and 10 million events), then PostgreSQL at the
-# largest, whose claims are still deleted row by row too (only its logs,
-# rollups and gauges are partitioned; docs/scaling.md).
+# largest, whose claims are still deleted row by row too (its bodies, logs,
+# replay records, rollups and gauges are partitioned by day; docs/scaling.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}

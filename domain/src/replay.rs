@@ -9,16 +9,26 @@
 //! again while the record that refuses it is still expected to exist.
 
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
     sea_query::{Expr, ExprTrait},
 };
 
 use crate::entity::replay_record;
 
+/// The records kept by their expiry (`expires_at`): every record on SQLite;
+/// on PostgreSQL only those with `signed_at = 0` (`replay_records_unsigned`),
+/// since a day of signed ones goes whole once nothing signed in it passes
+/// the gate (`retention::partitions::REPLAY_DAY_KEPT_MS`).
+pub fn kept_by_expiry(backend: DbBackend) -> Condition {
+    match backend {
+        DbBackend::Postgres => Condition::all().add(replay_record::Column::SignedAt.eq(0)),
+        _ => Condition::all(),
+    }
+}
+
 /// Adds `by_ms` to the expiry of every replay record of the endpoint (a
-/// longer keep time; nothing for `by_ms <= 0`). The tenant leads the key.
-/// On PostgreSQL only the records kept by expiry (`signed_at = 0`): a day of
-/// signed ones goes whole, once nothing signed in it passes the gate.
+/// longer keep time; nothing for `by_ms <= 0`) that is [`kept_by_expiry`].
+/// The tenant leads the key.
 pub async fn extend<C: ConnectionTrait>(
     conn: &C,
     tenant_id: &str,
@@ -28,13 +38,12 @@ pub async fn extend<C: ConnectionTrait>(
     if by_ms <= 0 {
         return Ok(0);
     }
-    let mut update = replay_record::Entity::update_many()
+    let res = replay_record::Entity::update_many()
         .col_expr(replay_record::Column::ExpiresAt, Expr::col(replay_record::Column::ExpiresAt).add(by_ms))
         .filter(replay_record::Column::TenantId.eq(tenant_id))
-        .filter(replay_record::Column::EndpointId.eq(endpoint_id));
-    if conn.get_database_backend() == DbBackend::Postgres {
-        update = update.filter(replay_record::Column::SignedAt.eq(0));
-    }
-    let res = update.exec(conn).await?;
+        .filter(replay_record::Column::EndpointId.eq(endpoint_id))
+        .filter(kept_by_expiry(conn.get_database_backend()))
+        .exec(conn)
+        .await?;
     Ok(res.rows_affected)
 }

@@ -383,22 +383,19 @@ async fn delete_resolved_quarantine(db: &DatabaseConnection, endpoint_id: &str, 
     Ok(res.rows_affected)
 }
 
-/// Replay records past their expiry. On PostgreSQL only those with
-/// `signed_at = 0` (`replay_records_unsigned`, through its expiry index):
-/// the days of signed ones are dropped whole.
+/// Replay records past their expiry, of those [`crate::replay::kept_by_expiry`]
+/// (on PostgreSQL through `replay_records_unsigned`'s expiry index).
 async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<u64> {
     let txn = db::begin_write(db).await?;
-    let mut q = replay::Entity::find()
+    let q = replay::Entity::find()
         .select_only()
         .column(replay::Column::TenantId)
         .column(replay::Column::EndpointId)
         .column(replay::Column::MessageDigest)
         .column(replay::Column::SignedAt)
         .filter(replay::Column::ExpiresAt.lt(now_ms))
+        .filter(crate::replay::kept_by_expiry(db.get_database_backend()))
         .limit(batch);
-    if db.get_database_backend() == DbBackend::Postgres {
-        q = q.filter(replay::Column::SignedAt.eq(0));
-    }
     let rows: Vec<(String, String, String, i64)> = skip_locked(db, q).into_tuple().all(&txn).await?;
     if rows.is_empty() {
         txn.commit().await?;

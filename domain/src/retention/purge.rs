@@ -143,6 +143,10 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         }
     };
     for (e, dedup_ms, body_ms) in &kept {
+        // Bodies first: their retention is never longer than the claims',
+        // so the claims' batches below meet few bodies still stored.
+        let body_cutoff = now_ms - body_cutoff_ms(partitioned, *body_ms, longest.body_ms);
+        report.bodies_cleared += purge_batches(batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
         let claim_cutoff = now_ms - dedup_ms;
         report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
         report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
@@ -150,8 +154,6 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
             report.deliveries_deleted +=
                 purge_batches(batch, |b| delete_deliveries(db, &e.id, claim_cutoff, b)).await?;
         }
-        let body_cutoff = now_ms - body_cutoff_ms(partitioned, *body_ms, longest.body_ms);
-        report.bodies_cleared += purge_batches(batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
     }
     report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
     if !partitioned {
@@ -275,19 +277,46 @@ async fn old_claims(
     Ok(skip_locked(db, q).into_tuple::<(String, String)>().all(conn).await?)
 }
 
+/// A body's key within its endpoint: `(received_at, tenant_id, event_id,
+/// filed_at)`.
+pub type BodyKey = (i64, String, String, i64);
+
 /// One body-deleting batch's select, as [`delete_bodies`] runs it (without
-/// the row locks): public so a test can hold its plan to
-/// the bodies' key, which leads with `(endpoint_id, received_at)`. Bodies
-/// an open quarantine entry holds stay.
+/// the row locks): public so a test can hold its plan to the bodies' key,
+/// which leads with `(endpoint_id, received_at)`. Bodies an open quarantine
+/// entry holds stay.
 pub fn body_deleting_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_orm::Select<body::Entity> {
     body::Entity::find()
         .select_only()
+        .column(body::Column::ReceivedAt)
         .column(body::Column::TenantId)
         .column(body::Column::EventId)
+        .column(body::Column::FiledAt)
         .filter(body::Column::EndpointId.eq(endpoint_id))
         .filter(body::Column::ReceivedAt.lt(cutoff))
         .filter(body::Column::EventId.not_in_subquery(open_quarantine(endpoint_id)))
         .limit(batch)
+}
+
+/// Deletes exactly these bodies, each named by its whole key, the endpoint
+/// inside every term: SQLite then looks each one up in the key's index
+/// (a multi-index OR) and PostgreSQL plans only the day partitions the keys
+/// name. With the endpoint or an age bound outside the OR, SQLite reads the
+/// endpoint's whole range of old bodies for every batch instead (quadratic
+/// in a day's bodies: docs/benchmarks.md#retention-purge). Public so a test
+/// can hold its plan to that.
+pub fn body_deleting_statement(endpoint_id: &str, rows: &[BodyKey]) -> sea_orm::DeleteMany<body::Entity> {
+    let keys = rows.iter().fold(Condition::any(), |c, (received_at, tenant_id, event_id, filed_at)| {
+        c.add(
+            Condition::all()
+                .add(body::Column::EndpointId.eq(endpoint_id))
+                .add(body::Column::ReceivedAt.eq(*received_at))
+                .add(body::Column::TenantId.eq(tenant_id))
+                .add(body::Column::EventId.eq(event_id))
+                .add(body::Column::FiledAt.eq(*filed_at)),
+        )
+    });
+    body::Entity::delete_many().filter(keys)
 }
 
 fn keys(endpoint_id: &str, rows: &[(String, String)]) -> Condition {
@@ -316,10 +345,11 @@ async fn delete_claims(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, 
         return Ok(0);
     }
     claim::Entity::delete_many().filter(keys(endpoint_id, &rows)).exec(&txn).await?;
-    // A body still stored (its retention as long as the claim's, or left
-    // for its day's drop) goes with its claim, so a later claim of the same
+    // A body still stored goes with its claim, so a later claim of the same
     // id never finds an older body beside its own. Through the age index:
-    // usually an empty range.
+    // the endpoint's bodies past their retention went just before, so the
+    // range holds only bodies of open quarantine entries (whose claims stay)
+    // and, on PostgreSQL, those left for their day's drop (body_cutoff_ms).
     body::Entity::delete_many()
         .filter(body::Column::EndpointId.eq(endpoint_id))
         .filter(body::Column::ReceivedAt.lt(cutoff))
@@ -332,18 +362,11 @@ async fn delete_claims(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, 
 
 async fn delete_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
     let txn = db::begin_write(db).await?;
-    let rows: Vec<(String, String)> =
+    let rows: Vec<BodyKey> =
         skip_locked(db, body_deleting_query(endpoint_id, cutoff, batch)).into_tuple().all(&txn).await?;
-    if rows.is_empty() {
-        txn.commit().await?;
-        return Ok(0);
+    if !rows.is_empty() {
+        body_deleting_statement(endpoint_id, &rows).exec(&txn).await?;
     }
-    body::Entity::delete_many()
-        .filter(body::Column::EndpointId.eq(endpoint_id))
-        .filter(body::Column::ReceivedAt.lt(cutoff))
-        .filter(body_keys(&rows))
-        .exec(&txn)
-        .await?;
     txn.commit().await?;
     Ok(rows.len() as u64)
 }

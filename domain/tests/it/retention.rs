@@ -565,7 +565,7 @@ db_test!(hourly_rollups_go_after_their_retention_and_the_last_week_stays, async 
 /// The plan `stmt` gets, one line per row (with a sequential scan ruled
 /// out on PostgreSQL: an empty table is cheapest to read whole, and the
 /// question is whether the index serves the statement at all).
-async fn plan(t: &TestDb, stmt: Statement) -> Vec<String> {
+async fn plan_of(t: &TestDb, stmt: Statement) -> Vec<String> {
     use sea_orm::TransactionTrait;
     let txn = t.db.begin().await.unwrap();
     let explain = if t.is_postgres() {
@@ -586,7 +586,7 @@ db_test!(body_deleting_reads_the_bodies_by_endpoint_and_age, async |t: &TestDb| 
     // endpoint (docs/benchmarks.md#retention-purge).
     use sea_orm::QueryTrait;
     let stmt = purge::body_deleting_query("ep-1", clock::now_ms(), 500).build(t.db.get_database_backend());
-    let plan = plan(t, stmt).await;
+    let plan = plan_of(t, stmt).await;
     // The key, which leads with (endpoint_id, received_at): each day's
     // partition's copy on PostgreSQL, the table itself on SQLite.
     let index = if t.is_postgres() {
@@ -607,7 +607,7 @@ db_test!(a_body_deleting_batch_looks_up_each_body_by_its_key, async |t: &TestDb|
     let rows: Vec<purge::BodyKey> =
         (0..purge::DEFAULT_BATCH as i64).map(|i| (now - i, "t-1".into(), format!("evt-{i}"), now - i)).collect();
     let stmt = purge::body_deleting_statement("ep-1", &rows).build(t.db.get_database_backend());
-    let plan = plan(t, stmt).await;
+    let plan = plan_of(t, stmt).await;
     if t.is_postgres() {
         let parts: std::collections::BTreeSet<&str> = plan
             .iter()
@@ -622,5 +622,11 @@ db_test!(a_body_deleting_batch_looks_up_each_body_by_its_key, async |t: &TestDb|
         assert!(plan.iter().any(|line| line.contains("MULTI-INDEX OR")), "{plan:#?}");
         assert_eq!(plan.iter().filter(|line| line.contains(key)).count(), rows.len(), "{plan:#?}");
         assert!(!plan.iter().any(|line| line.contains("received_at<")), "{plan:#?}");
+        // The delivery log (row by row on SQLite only): one key lookup per id.
+        let ids = (0..purge::DEFAULT_BATCH).map(|i| format!("d-{i}")).collect();
+        let stmt = purge::delivery_deleting_statement("t-1", ids).build(t.db.get_database_backend());
+        let plan = plan_of(t, stmt).await;
+        let key = "SEARCH delivery_log USING INDEX sqlite_autoindex_delivery_log_1 (tenant_id=? AND id=?)";
+        assert!(plan.iter().any(|line| line.contains(key)), "{plan:#?}");
     }
 });

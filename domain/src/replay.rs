@@ -26,6 +26,18 @@ pub fn kept_by_expiry(backend: DbBackend) -> Condition {
     }
 }
 
+/// When the purge removes `r` (at its first run after this): its expiry
+/// where it is [`kept_by_expiry`]; on PostgreSQL a signed record goes with
+/// its day's partition instead, `REPLAY_DAY_KEPT_MS` after that day ends.
+pub fn kept_until(backend: DbBackend, r: &replay_record::Model) -> i64 {
+    use crate::retention::partitions::{DAY_MS, REPLAY_DAY_KEPT_MS, day_of};
+    if backend == DbBackend::Postgres && r.signed_at != 0 {
+        (day_of(r.signed_at) + 1) * DAY_MS + REPLAY_DAY_KEPT_MS
+    } else {
+        r.expires_at
+    }
+}
+
 /// Adds `by_ms` to the expiry of every replay record of the endpoint (a
 /// longer keep time; nothing for `by_ms <= 0`) that is [`kept_by_expiry`].
 /// The tenant leads the key.

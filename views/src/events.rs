@@ -112,8 +112,13 @@ pub struct StoryDelivery {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StoryReplay {
     pub message_sha256: String,
-    /// When the record is purged and the message could be accepted again.
+    /// When the replay window this record guards ends: a copy of a signed
+    /// message is stale by then anyway; where nothing is signed with a
+    /// timestamp (GitHub), the same signed bytes are accepted again after.
     pub expires_at: String,
+    /// When the purge removes the record: `expires_at`, or on PostgreSQL,
+    /// for a signed record, when its signed day's partition is dropped.
+    pub kept_until: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

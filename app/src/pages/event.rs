@@ -142,7 +142,12 @@ fn Story(s: EventStory) -> impl IntoView {
                     view! { <p class="hint">"None (refused before verifying, or expired)."</p> }.into_any()
                 } else {
                     view! { <ul>{s.replay.into_iter().map(|r| view! {
-                        <li><code class="wrap">{r.message_sha256}</code> " until " {when(&r.expires_at)}</li>
+                        <li>
+                            <code class="wrap">{r.message_sha256}</code> " guards until " {when(&r.expires_at)}
+                            {(r.kept_until != r.expires_at).then(|| view! {
+                                ", kept until " {when(&r.kept_until)} " (its day's partition)"
+                            })}
+                        </li>
                     }).collect_view()}</ul> }.into_any()
                 }}
             </section>

@@ -164,7 +164,11 @@ pub async fn story(
         deliveries: deliveries(first, logged)?,
         replay: replay
             .into_iter()
-            .map(|r| StoryReplay { message_sha256: r.message_digest, expires_at: clock::rfc3339(r.expires_at) })
+            .map(|r| StoryReplay {
+                kept_until: clock::rfc3339(crate::replay::kept_until(db.get_database_backend(), &r)),
+                expires_at: clock::rfc3339(r.expires_at),
+                message_sha256: r.message_digest,
+            })
             .collect(),
         quarantine,
         reminder,

@@ -15,7 +15,7 @@ use domain::{
     outbox::{self, RetryRule},
     quarantine,
     receiver::Outcome,
-    retention::purge,
+    retention::{partitions, purge},
 };
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
 use serde_json::json;
@@ -90,6 +90,22 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
         ]
     );
     assert_eq!(st.replay.len(), 2, "each signed message's replay record");
+    // Each record says how long it guards and how long it is kept: the same
+    // on SQLite; on PostgreSQL until its signed day's partition is dropped.
+    let mut kept: Vec<&str> = st.replay.iter().map(|r| r.kept_until.as_str()).collect();
+    kept.sort();
+    let mut want: Vec<String> = if t.is_postgres() {
+        [at - 1, at]
+            .map(|secs| {
+                let day = partitions::day_of(secs * 1000);
+                clock::rfc3339((day + 1) * partitions::DAY_MS + partitions::REPLAY_DAY_KEPT_MS)
+            })
+            .into()
+    } else {
+        st.replay.iter().map(|r| r.expires_at.clone()).collect()
+    };
+    want.sort();
+    assert_eq!(kept, want);
     // The claim records the applied answer; the log holds only the duplicate.
     let logged: Vec<String> = delivery_log::Entity::find()
         .filter(delivery_log::Column::EventId.eq("evt-s"))

@@ -14,20 +14,14 @@
 # those figures.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+. bench/lib.sh
 EVENTS=${BENCH_EVENTS:-10000000}
 BODY_DAYS=${BENCH_BODY_DAYS:-7}
 
 echo "==> release build" >&2
 cargo build --release -p server -p loadgen >&2
 
-db="signet_bodies_$$"
-work=$(mktemp -d)
-trap 'psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
-url="${PG_ADMIN%/*}/$db"
-head -c 32 /dev/urandom | base64 > "$work/master.key"
-chmod 600 "$work/master.key"
+scratch_pg signet_bodies
 
 echo "==> seeding PostgreSQL ($EVENTS events, bodies for the last $BODY_DAYS days)" >&2
 target/release/dashbench --database-url "$url" --events "$EVENTS" --master-key-file "$work/master.key" \

@@ -9,7 +9,7 @@
 # BENCH_EVENTS overrides the event count, BENCH_BODY_DAYS the sealed days.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+. bench/lib.sh
 EVENTS=${BENCH_EVENTS:-10000000}
 BODY_DAYS=${BENCH_BODY_DAYS:-7}
 
@@ -17,16 +17,12 @@ echo "==> release build" >&2
 cargo build --release -p loadgen --bin dashbench >&2
 cargo build --release -p server --bin signet >&2
 
-db="signet_kek_$$"
-work=$(mktemp -d)
-trap 'psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
-head -c 32 /dev/urandom | base64 > "$work/master.key"
-chmod 600 "$work/master.key"
+scratch_pg signet_kek
 
 echo "| engine | sealed rows | \`kek status\` s | \`kek rotate\` s | rows read | rows resealed | resealed rows/s |"
 echo "|---|---|---|---|---|---|---|"
-for url in "${PG_ADMIN%/*}/$db" "sqlite://$work/signet.db?mode=rwc"; do
+pg_url=$url
+for url in "$pg_url" "sqlite://$work/signet.db?mode=rwc"; do
   engine=$([[ $url == postgres* ]] && echo PostgreSQL || echo SQLite)
   echo "==> seeding $engine ($EVENTS events, bodies for the last $BODY_DAYS days)" >&2
   target/release/dashbench --database-url "$url" --events "$EVENTS" --master-key-file "$work/master.key" --seed-only --sealed-body-days "$BODY_DAYS" >&2

@@ -51,3 +51,16 @@ settle() {
   psql "$PG_ADMIN" -qc CHECKPOINT >/dev/null
   sleep "${BENCH_SETTLE_SECONDS:-5}"
 }
+
+# scratch_pg NAME: a fresh PostgreSQL database NAME_<pid> (`db`, its URL in
+# `url`) and a scratch directory `work` holding a fresh master key
+# (`work/master.key`); both go when the script exits.
+scratch_pg() {
+  db="$1_$$"
+  work=$(mktemp -d)
+  trap 'psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
+  url="${PG_ADMIN%/*}/$db"
+  head -c 32 /dev/urandom | base64 > "$work/master.key"
+  chmod 600 "$work/master.key"
+}

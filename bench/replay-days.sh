@@ -8,19 +8,13 @@
 # `signet retention purge` on each alone and reads the WAL it wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_ADMIN=${SIGNET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+. bench/lib.sh
 RECORDS=${BENCH_RECORDS:-3000000}
 
 echo "==> release build" >&2
 cargo build --release -p server >&2
 
-db="signet_replay_$$"
-work=$(mktemp -d)
-trap 'psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
-url="${PG_ADMIN%/*}/$db"
-head -c 32 /dev/urandom | base64 > "$work/master.key"
-chmod 600 "$work/master.key"
+scratch_pg signet_replay
 export DATABASE_URL=$url SIGNET_MASTER_KEY_FILE=$work/master.key SIGNET_DATA_DIR=$work SIGNET_LOG=warn
 target/release/signet migrate >&2
 

@@ -30,6 +30,14 @@ pub(crate) struct Setup {
     pub key_id: String,
 }
 
+impl Setup {
+    /// The same endpoint and key behind a fresh receiver, which reads the
+    /// endpoint afresh (its cache would keep the settings it loaded).
+    pub(crate) fn reloaded(self, t: &TestDb) -> Setup {
+        Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), Faults::default())), ..self }
+    }
+}
+
 pub(crate) async fn setup(t: &TestDb, scheme: Scheme, types: Option<Vec<&str>>) -> Setup {
     tenant(t, "clinic-a").await;
     endpoints::create(

@@ -5,12 +5,10 @@
 //! schemes that sign no timestamp, and those from before the upgrade, keep
 //! `signed_at = 0` and go by expiry.
 
-use std::sync::Arc;
-
 use domain::{
     clock,
     entity::{endpoint, replay_record},
-    receiver::{Outcome, Receiver, Refusal, faults::Faults},
+    receiver::{Outcome, Refusal},
     registry::endpoints,
     retention::{
         self, DAY_SECS, RetentionChange,
@@ -25,7 +23,7 @@ use views::scheme::Scheme;
 use crate::{
     db_test,
     fixtures::admin,
-    receiver::{Setup, created, deliver, now_s, setup, signed},
+    receiver::{created, deliver, now_s, setup, signed},
     support::TestDb,
 };
 
@@ -40,11 +38,6 @@ async fn partition_of(t: &TestDb, digest: &str) -> String {
 
 async fn records(t: &TestDb) -> Vec<replay_record::Model> {
     replay_record::Entity::find().all(&t.db).await.unwrap()
-}
-
-/// A receiver that reads the endpoint afresh.
-fn reloaded(t: &TestDb, s: Setup) -> Setup {
-    Setup { r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), Faults::default())), ..s }
 }
 
 db_test!(a_signed_message_is_filed_under_its_signed_time_and_its_replay_refused, async |t: &TestDb| {
@@ -136,7 +129,7 @@ db_test!(a_message_recorded_before_the_upgrade_is_still_refused_after_it, async 
     let ep = endpoint::Entity::find().one(&t.db).await.unwrap().unwrap();
     let from = ep.replay_partitioned_from.expect("set by the upgrade");
     assert!(from >= now_s() + 7_000, "two hours on: {from}");
-    let s = reloaded(t, s);
+    let s = s.reloaded(t);
     assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::Replay), "its old record still refuses it");
 
     // Signed since, but before the endpoint's records are filed by day: kept
@@ -157,7 +150,7 @@ db_test!(a_message_recorded_before_the_upgrade_is_still_refused_after_it, async 
     .exec(&t.db)
     .await
     .unwrap();
-    let s = reloaded(t, s);
+    let s = s.reloaded(t);
     let body3 = created("r-3");
     let ts3 = now_s();
     let h3 = signed(&s, Scheme::StandardWebhooks, &body3, ts3, "m3");

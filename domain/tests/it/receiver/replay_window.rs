@@ -1,16 +1,14 @@
 //! Replay records follow the endpoint's tolerance when it is raised.
 
-use std::sync::Arc;
-
 use domain::{
     clock,
-    receiver::{Outcome, Receiver, Refusal},
+    receiver::{Outcome, Refusal},
     registry::endpoints,
 };
 use sea_orm::{EntityTrait, PaginatorTrait};
 use views::scheme::Scheme;
 
-use super::{Setup, created, deliver, now_s, setup, signed};
+use super::{created, deliver, now_s, setup, signed};
 use crate::{db_test, fixtures::*, support::TestDb};
 
 async fn set_tolerance(t: &TestDb, secs: i64) {
@@ -27,20 +25,14 @@ db_test!(raising_the_tolerance_keeps_replay_records_for_the_wider_window, async 
     // 700 s on, the record a 300 s window needed (600 s) would be purged; the
     // message is still inside the new 900 s window, so the record must not be.
     domain::retention::purge::run(&t.db, clock::now_ms() + 700_000, 100).await.unwrap();
-    let s = Setup {
-        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
-        ..s
-    };
+    let s = s.reloaded(t);
     assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::Replay));
 });
 
 db_test!(a_message_that_left_the_old_window_stays_out_after_a_raise, async |t: &TestDb| {
     let s = setup(t, Scheme::StandardWebhooks, None).await;
     set_tolerance(t, 5).await;
-    let s = Setup {
-        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
-        ..s
-    };
+    let s = s.reloaded(t);
     let body = created("r-1");
     let h = signed(&s, Scheme::StandardWebhooks, &body, now_s() - 3, "m1");
     assert!(matches!(deliver(&s, &h, &body).await, Outcome::Applied { .. }));
@@ -51,10 +43,7 @@ db_test!(a_message_that_left_the_old_window_stays_out_after_a_raise, async |t: &
     assert_eq!(domain::entity::replay_record::Entity::find().count(&t.db).await.unwrap(), held);
     tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
     set_tolerance(t, 300).await;
-    let s = Setup {
-        r: Arc::new(Receiver::new(t.db.clone(), t.vault.clone(), domain::receiver::faults::Faults::default())),
-        ..s
-    };
+    let s = s.reloaded(t);
     assert_eq!(deliver(&s, &h, &body).await, Outcome::Refused(Refusal::TimestampStale));
     // A message signed since is inside the new window.
     let fresh = signed(&s, Scheme::StandardWebhooks, &body, now_s(), "m2");

@@ -149,7 +149,7 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         report.bodies_cleared += purge_batches(batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
         let claim_cutoff = now_ms - dedup_ms;
         report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
-        report.claims_deleted += purge_batches(batch, |b| delete_claims(db, &e.id, claim_cutoff, b)).await?;
+        report.claims_deleted += purge_batches(batch, |b| delete_claims(db, e, claim_cutoff, b)).await?;
         if !partitioned {
             report.deliveries_deleted += purge_batches(batch, |b| delete_deliveries(db, e, claim_cutoff, b)).await?;
         }
@@ -256,29 +256,48 @@ fn open_quarantine(endpoint_id: &str) -> sea_orm::sea_query::SelectStatement {
         .to_owned()
 }
 
-/// Up to `batch` keys of an endpoint's claims received before `cutoff` and
-/// not held by an open quarantine entry.
+// Every delete below names its batch by lists of values (`IN`), never by
+// an OR of one term per row: SQLite compares an OR's terms with each other
+// while planning (quadratic in the batch: most of a 10 M-event purge's CPU
+// with 500 terms), and a statement of the same shape stays in the
+// connection's statement cache. The rows of one endpoint all belong to its
+// tenant, and each select names exactly what its delete then deletes.
+
+/// Up to `batch` event ids of an endpoint's claims received before `cutoff`
+/// and not held by an open quarantine entry.
 async fn old_claims(
     db: &DatabaseConnection,
     conn: &impl sea_orm::ConnectionTrait,
-    endpoint_id: &str,
+    e: &endpoint::Model,
     cutoff: i64,
     batch: u64,
-) -> DomainResult<Vec<(String, String)>> {
+) -> DomainResult<Vec<String>> {
     let q = claim::Entity::find()
         .select_only()
-        .column(claim::Column::TenantId)
         .column(claim::Column::EventId)
-        .filter(claim::Column::EndpointId.eq(endpoint_id))
+        .filter(claim::Column::EndpointId.eq(&e.id))
         .filter(claim::Column::ReceivedAt.lt(cutoff))
-        .filter(claim::Column::EventId.not_in_subquery(open_quarantine(endpoint_id)))
+        .filter(claim::Column::TenantId.eq(&e.tenant_id))
+        .filter(claim::Column::EventId.not_in_subquery(open_quarantine(&e.id)))
         .limit(batch);
-    Ok(skip_locked(db, q).into_tuple::<(String, String)>().all(conn).await?)
+    Ok(skip_locked(db, q).into_tuple::<String>().all(conn).await?)
 }
 
-/// A body's key within its endpoint: `(received_at, tenant_id, event_id,
-/// filed_at)`.
-pub type BodyKey = (i64, String, String, i64);
+/// The claims `event_ids` of one tenant's endpoint: one key lookup each.
+pub fn claim_deleting_statement(
+    tenant_id: &str,
+    endpoint_id: &str,
+    event_ids: &[String],
+) -> sea_orm::DeleteMany<claim::Entity> {
+    claim::Entity::delete_many()
+        .filter(claim::Column::TenantId.eq(tenant_id))
+        .filter(claim::Column::EndpointId.eq(endpoint_id))
+        .filter(claim::Column::EventId.is_in(event_ids))
+}
+
+/// A body's key within its endpoint, as far as the purge needs it:
+/// `(received_at, event_id, filed_at)` (the tenant is the endpoint's).
+pub type BodyKey = (i64, String, i64);
 
 /// One body-deleting batch's select, as [`delete_bodies`] runs it (without
 /// the row locks): public so a test can hold its plan to the bodies' key,
@@ -288,7 +307,6 @@ pub fn body_deleting_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_or
     body::Entity::find()
         .select_only()
         .column(body::Column::ReceivedAt)
-        .column(body::Column::TenantId)
         .column(body::Column::EventId)
         .column(body::Column::FiledAt)
         .filter(body::Column::EndpointId.eq(endpoint_id))
@@ -297,66 +315,49 @@ pub fn body_deleting_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_or
         .limit(batch)
 }
 
-/// Deletes exactly these bodies, each named by its whole key, the endpoint
-/// inside every term: SQLite then looks each one up in the key's index
-/// (a multi-index OR) and PostgreSQL plans only the day partitions the keys
-/// name. With the endpoint or an age bound outside the OR, SQLite reads the
-/// endpoint's whole range of old bodies for every batch instead (quadratic
-/// in a day's bodies: docs/benchmarks.md#retention-purge). Public so a test
-/// can hold its plan to that.
+/// Deletes the batch `rows` of [`body_deleting_query`]: the endpoint's
+/// bodies within the batch's span of the key (received and filed; the
+/// filed span is the day partitions PostgreSQL plans) whose event id is one
+/// of the batch's. Any other body that matches is as deletable as the
+/// batch: received before the cutoff, its event id held by no open
+/// quarantine entry. Bounded by the cutoff alone, SQLite read the
+/// endpoint's whole range of old bodies for every batch (quadratic in a
+/// day's bodies). Public so a test can hold its plan to that.
 pub fn body_deleting_statement(endpoint_id: &str, rows: &[BodyKey]) -> sea_orm::DeleteMany<body::Entity> {
-    let keys = rows.iter().fold(Condition::any(), |c, (received_at, tenant_id, event_id, filed_at)| {
-        c.add(
-            Condition::all()
-                .add(body::Column::EndpointId.eq(endpoint_id))
-                .add(body::Column::ReceivedAt.eq(*received_at))
-                .add(body::Column::TenantId.eq(tenant_id))
-                .add(body::Column::EventId.eq(event_id))
-                .add(body::Column::FiledAt.eq(*filed_at)),
-        )
-    });
-    body::Entity::delete_many().filter(keys)
+    let span = |at: fn(&BodyKey) -> i64| {
+        let (lo, hi) = rows.iter().map(at).fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        (lo, hi)
+    };
+    let (received_from, received_to) = span(|r| r.0);
+    let (filed_from, filed_to) = span(|r| r.2);
+    body::Entity::delete_many()
+        .filter(body::Column::EndpointId.eq(endpoint_id))
+        .filter(body::Column::ReceivedAt.between(received_from, received_to))
+        .filter(body::Column::FiledAt.between(filed_from, filed_to))
+        .filter(body::Column::EventId.is_in(rows.iter().map(|r| r.1.as_str())))
 }
 
-fn keys(endpoint_id: &str, rows: &[(String, String)]) -> Condition {
-    rows.iter().fold(Condition::any(), |c, (tenant_id, event_id)| {
-        c.add(
-            Condition::all()
-                .add(claim::Column::TenantId.eq(tenant_id))
-                .add(claim::Column::EndpointId.eq(endpoint_id))
-                .add(claim::Column::EventId.eq(event_id)),
-        )
-    })
-}
-
-/// (tenant, event id) pairs of one endpoint's bodies.
-fn body_keys(rows: &[(String, String)]) -> Condition {
-    rows.iter().fold(Condition::any(), |c, (tenant_id, event_id)| {
-        c.add(Condition::all().add(body::Column::TenantId.eq(tenant_id)).add(body::Column::EventId.eq(event_id)))
-    })
-}
-
-async fn delete_claims(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
+async fn delete_claims(db: &DatabaseConnection, e: &endpoint::Model, cutoff: i64, batch: u64) -> DomainResult<u64> {
     let txn = db::begin_write(db).await?;
-    let rows = old_claims(db, &txn, endpoint_id, cutoff, batch).await?;
-    if rows.is_empty() {
+    let ids = old_claims(db, &txn, e, cutoff, batch).await?;
+    if ids.is_empty() {
         txn.commit().await?;
         return Ok(0);
     }
-    claim::Entity::delete_many().filter(keys(endpoint_id, &rows)).exec(&txn).await?;
+    claim_deleting_statement(&e.tenant_id, &e.id, &ids).exec(&txn).await?;
     // A body still stored goes with its claim, so a later claim of the same
     // id never finds an older body beside its own. Through the age index:
     // the endpoint's bodies past their retention went just before, so the
     // range holds only bodies of open quarantine entries (whose claims stay)
     // and, on PostgreSQL, those left for their day's drop (body_cutoff_ms).
     body::Entity::delete_many()
-        .filter(body::Column::EndpointId.eq(endpoint_id))
+        .filter(body::Column::EndpointId.eq(&e.id))
         .filter(body::Column::ReceivedAt.lt(cutoff))
-        .filter(body_keys(&rows))
+        .filter(body::Column::EventId.is_in(&ids))
         .exec(&txn)
         .await?;
     txn.commit().await?;
-    Ok(rows.len() as u64)
+    Ok(ids.len() as u64)
 }
 
 async fn delete_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {

@@ -38,7 +38,7 @@
 //! candidate.
 
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QuerySelect,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     sea_query::{Alias, Expr, LockBehavior, LockType, Query},
 };
 use serde::{Deserialize, Serialize};
@@ -412,34 +412,40 @@ async fn delete_resolved_quarantine(db: &DatabaseConnection, endpoint_id: &str, 
     Ok(res.rows_affected)
 }
 
-/// Replay records past their expiry, of those [`crate::replay::kept_by_expiry`]
-/// (on PostgreSQL through `replay_records_unsigned`'s expiry index).
-async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<u64> {
-    let txn = db::begin_write(db).await?;
-    let q = replay::Entity::find()
+/// One replay-record batch's select: the oldest records past their expiry,
+/// of those [`crate::replay::kept_by_expiry`] (on PostgreSQL through
+/// `replay_records_unsigned`'s expiry index).
+pub fn replay_deleting_query(backend: DbBackend, now_ms: i64, batch: u64) -> sea_orm::Select<replay::Entity> {
+    replay::Entity::find()
         .select_only()
-        .column(replay::Column::TenantId)
-        .column(replay::Column::EndpointId)
+        .column(replay::Column::ExpiresAt)
         .column(replay::Column::MessageDigest)
-        .column(replay::Column::SignedAt)
         .filter(replay::Column::ExpiresAt.lt(now_ms))
-        .filter(crate::replay::kept_by_expiry(db.get_database_backend()))
-        .limit(batch);
-    let rows: Vec<(String, String, String, i64)> = skip_locked(db, q).into_tuple().all(&txn).await?;
-    if rows.is_empty() {
-        txn.commit().await?;
-        return Ok(0);
-    }
-    let cond = rows.iter().fold(Condition::any(), |c, (tenant, ep, digest, signed_at)| {
-        c.add(
-            Condition::all()
-                .add(replay::Column::TenantId.eq(tenant))
-                .add(replay::Column::EndpointId.eq(ep))
-                .add(replay::Column::MessageDigest.eq(digest))
-                .add(replay::Column::SignedAt.eq(*signed_at)),
-        )
-    });
-    replay::Entity::delete_many().filter(cond).exec(&txn).await?;
+        .filter(crate::replay::kept_by_expiry(backend))
+        .order_by_asc(replay::Column::ExpiresAt)
+        .limit(batch)
+}
+
+/// Deletes the batch `rows` (`(expires_at, message_digest)`) of
+/// [`replay_deleting_query`]: the records within the batch's span of the
+/// expiry index whose digest is one of the batch's. Any other record that
+/// matches is as deletable: expired, and kept by expiry.
+pub fn replay_deleting_statement(backend: DbBackend, rows: &[(i64, String)]) -> sea_orm::DeleteMany<replay::Entity> {
+    let from = rows.iter().map(|r| r.0).min().unwrap_or(0);
+    let to = rows.iter().map(|r| r.0).max().unwrap_or(0);
+    replay::Entity::delete_many()
+        .filter(replay::Column::ExpiresAt.between(from, to))
+        .filter(crate::replay::kept_by_expiry(backend))
+        .filter(replay::Column::MessageDigest.is_in(rows.iter().map(|r| r.1.as_str())))
+}
+
+async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<u64> {
+    let backend = db.get_database_backend();
+    let txn = db::begin_write(db).await?;
+    let rows: Vec<(i64, String)> =
+        skip_locked(db, replay_deleting_query(backend, now_ms, batch)).into_tuple().all(&txn).await?;
+    let deleted =
+        if rows.is_empty() { 0 } else { replay_deleting_statement(backend, &rows).exec(&txn).await?.rows_affected };
     txn.commit().await?;
-    Ok(rows.len() as u64)
+    Ok(deleted)
 }

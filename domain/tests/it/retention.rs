@@ -613,6 +613,8 @@ db_test!(a_purge_batch_deletes_through_the_key_with_lists_of_values, async |t: &
     assert!(!plan.iter().any(|line| line.contains("MULTI-INDEX OR") || line.contains("BitmapOr")), "{plan:#?}");
     let ids: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
     let claims = plan_of(t, purge::claim_deleting_statement("t-1", "ep-1", &ids).build(backend)).await;
+    let expired: Vec<(i64, String)> = rows.iter().map(|r| (r.0, format!("digest-{}", r.1))).collect();
+    let replay = plan_of(t, purge::replay_deleting_statement(backend, &expired).build(backend)).await;
     if t.is_postgres() {
         let parts: std::collections::BTreeSet<&str> = plan
             .iter()
@@ -624,11 +626,16 @@ db_test!(a_purge_batch_deletes_through_the_key_with_lists_of_values, async |t: &
         // An empty table's plan says little about the index; the list is
         // one array, not 500 terms.
         assert!(claims.iter().any(|line| line.contains("event_id)::text = ANY (")), "{claims:#?}");
+        // Only the records kept by expiry: the unsigned partition, by its index.
+        assert!(replay.iter().any(|line| line.contains("ix_replay_unsigned_expires")), "{replay:#?}");
+        assert!(!replay.iter().any(|line| line.contains("replay_records_p2")), "{replay:#?}");
     } else {
         let span = "INDEX sqlite_autoindex_event_bodies_1 (endpoint_id=? AND received_at>? AND received_at<?)";
         assert!(plan.iter().any(|line| line.contains(span)), "{plan:#?}");
         let key = "INDEX sqlite_autoindex_inbox_claims_1 (tenant_id=? AND endpoint_id=? AND event_id=?)";
         assert!(claims.iter().any(|line| line.contains(key)), "{claims:#?}");
+        let span = "INDEX ix_replay_expires (expires_at>? AND expires_at<?)";
+        assert!(replay.iter().any(|line| line.contains(span)), "{replay:#?}");
         // The delivery log (row by row on SQLite only): one key lookup per id.
         let stmt = purge::delivery_deleting_statement("t-1", ids).build(backend);
         let plan = plan_of(t, stmt).await;

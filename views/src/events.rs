@@ -117,7 +117,9 @@ pub struct StoryReplay {
     /// timestamp (GitHub), the same signed bytes are accepted again after.
     pub expires_at: String,
     /// When the purge removes the record: `expires_at`, or on PostgreSQL,
-    /// for a signed record, when its signed day's partition is dropped.
+    /// for a signed record, when its signed day's partition is dropped,
+    /// which may come before `expires_at` (a record received long after
+    /// it was signed): the timestamp gate refuses a copy from then on.
     pub kept_until: String,
 }
 

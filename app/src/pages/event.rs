@@ -144,7 +144,7 @@ fn Story(s: EventStory) -> impl IntoView {
                     view! { <ul>{s.replay.into_iter().map(|r| view! {
                         <li>
                             <code class="wrap">{r.message_sha256}</code> " guards until " {when(&r.expires_at)}
-                            {(r.kept_until != r.expires_at).then(|| view! {
+                            {(r.kept_until > r.expires_at).then(|| view! {
                                 ", kept until " {when(&r.kept_until)} " (its day's partition)"
                             })}
                         </li>

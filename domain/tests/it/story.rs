@@ -159,6 +159,24 @@ db_test!(the_story_of_accepted_duplicate_refused_and_quarantined_events, async |
     assert_eq!(q.triage.iter().map(|a| a.action.as_str()).collect::<Vec<_>>(), ["quarantine.discard"]);
     assert_eq!(q.reveal, format!("/api/v1/quarantine/{}?include_body=true", entry.id));
     assert!(qs.audit.iter().any(|a| a.action == "quarantine.discard"));
+
+    // `kept_until` is when the purge really removes the records (to the
+    // second the story prints): none gone a moment before the earliest, all
+    // gone a second after the latest (the two are the same day's on
+    // PostgreSQL, a second or so apart on SQLite).
+    let until: Vec<i64> = st.replay.iter().map(|r| clock::parse_rfc3339(&r.kept_until).unwrap()).collect();
+    let digests: Vec<&str> = st.replay.iter().map(|r| r.message_sha256.as_str()).collect();
+    let records = async || {
+        domain::entity::replay_record::Entity::find()
+            .filter(domain::entity::replay_record::Column::MessageDigest.is_in(digests.clone()))
+            .count(&t.db)
+            .await
+            .unwrap()
+    };
+    purge::run(&t.db, until.iter().min().unwrap() - 1, purge::DEFAULT_BATCH).await.unwrap();
+    assert_eq!(records().await, 2, "kept until {until:?}");
+    purge::run(&t.db, until.iter().max().unwrap() + 1000, purge::DEFAULT_BATCH).await.unwrap();
+    assert_eq!(records().await, 0, "purged after {until:?}");
 });
 
 db_test!(a_released_event_still_tells_its_first_answer_was_quarantine, async |t: &TestDb| {

@@ -50,7 +50,9 @@ fn human(s: &views::events::EventStory) -> String {
     }
     lines.push(format!("replay records: {}", s.replay.len()));
     for r in &s.replay {
-        lines.push(format!("  {} until {}", r.message_sha256, r.expires_at));
+        // Kept past the window it guards on PostgreSQL: until its day goes.
+        let kept = if r.kept_until > r.expires_at { format!(", kept until {}", r.kept_until) } else { String::new() };
+        lines.push(format!("  {} guards until {}{kept}", r.message_sha256, r.expires_at));
     }
     match &s.quarantine {
         Some(q) => {

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# `make bench-scale`: issue 28's "measured at 100 M" on PostgreSQL, with the
-# claims unpartitioned as in main (docs/scaling.md says why), so every purge
-# figure here is the row-by-row baseline a partition drop would be compared
-# with.
+# `make bench-scale`: issue 28's "measured at 100 M" on PostgreSQL. The
+# bodies, replay records and rollups are partitioned by day; the claims are
+# not (docs/scaling.md says why), so their purge is row by row.
 # 1. Seeds up to 100 M claims over 30 days (dashbench --bulk: 20 tenants x 2
 #    endpoints, minute and hourly rollups, a 1 KiB sealed-size body in every
 #    claim of the last 7 days). The bodies are written by SQL: the bytes of
@@ -22,10 +21,12 @@
 #    stored in turn; prints the median ratio of their p99.
 # 3. dashbench's timed dashboard reads at that size.
 # 4. BENCH_SCALE_PURGE_DAYS (default 10; 0 leaves them out) consecutive days: each inserts a
-#    day's claims (stored / 30, with bodies), then runs the retention purge
-#    (`domain::retention::purge::run`, 30 days of claims, 7 of bodies) at the
-#    day's end, timed with the WAL written meanwhile (pg_current_wal_lsn
-#    before and after: the whole cluster's), then `VACUUM inbox_claims`
+#    day's claims (stored / 30, with bodies), then at the day's end drops
+#    the expired days' partitions (`partitions::drop_expired`: the bodies',
+#    the replay records', the rollups'…) and runs the rest of the retention
+#    purge (`domain::retention::purge::run`: the claims row by row; 30 days
+#    of claims, 7 of bodies), each timed with the WAL written meanwhile
+#    (pg_current_wal_lsn before and after: the whole cluster's), then `VACUUM inbox_claims`
 #    (autovacuum is off on this machine's cluster; set BENCH_SCALE_VACUUM=0
 #    to leave it out), and prints the claims table's sizes.
 # BENCH_BIN_DIR: a directory with release builds of signet, loadgen and
@@ -193,7 +194,7 @@ echo "|---|---|---|---|"
 echo "$dash"
 if [ -n "$days" ]; then
   echo
-  echo "Daily purges (row by row: claims are not partitioned in main):"
+  echo "Daily purges (whole days dropped, then the claims row by row: they are not partitioned):"
   echo
   echo "$days"
 fi

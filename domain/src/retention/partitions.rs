@@ -191,7 +191,7 @@ async fn cover_days(db: &DatabaseConnection, days_of: impl Fn(&Partitioned) -> (
 /// The longest retentions of any endpoint, which decide when a day of the
 /// tables kept per endpoint can go.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Longest {
+pub struct Longest {
     pub dedup_ms: i64,
     pub body_ms: i64,
 }
@@ -210,15 +210,16 @@ const CARRY_FORWARD: &str = "INSERT INTO event_bodies (tenant_id, endpoint_id, e
 
 /// What one run of [`drop_expired`] did.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Dropped {
+pub struct Dropped {
     pub partitions: u64,
     /// Bodies of open quarantine entries filed again before their day went.
     pub bodies_carried: u64,
 }
 
 /// Drops every partition whose whole day is past its table's retention at
-/// `now_ms`.
-pub(crate) async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest: Longest) -> DomainResult<Dropped> {
+/// `now_ms`. [`super::purge::run`] starts with it; public so that
+/// `dashbench --daily-purges` can time the drops apart from the row deletes.
+pub async fn drop_expired(db: &DatabaseConnection, now_ms: i64, longest: Longest) -> DomainResult<Dropped> {
     let mut dropped = Dropped::default();
     if !on_postgres(db) {
         return Ok(dropped);

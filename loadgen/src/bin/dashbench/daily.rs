@@ -35,15 +35,17 @@ async fn seeded_at(db: &DatabaseConnection) -> i64 {
 const MB: f64 = 1024.0 * 1024.0;
 
 /// `--daily-purges`: `days` days after the seeding, each with a day's new
-/// claims and the purge at its end; a Markdown row per day with the claims
-/// table's sizes (heap, TOAST and maps, indexes, total), then each index's.
+/// claims and the purge at its end: the expired days' partitions dropped,
+/// then the row deletes, each timed with the WAL written meanwhile; a
+/// Markdown row per day with the claims table's sizes (heap, TOAST and
+/// maps, indexes, total) and the bodies' days', then each claims index's.
 pub(super) async fn daily_purges(
     db: &DatabaseConnection,
     tenants: &[String],
     args: &Args,
     vault: &domain::vault::Vault,
 ) {
-    use domain::retention::purge;
+    use domain::retention::{partitions, purge};
     const DAY: i64 = 86_400_000;
     let start = seeded_at(db).await;
     set_retention(db, tenants).await;
@@ -53,12 +55,13 @@ pub(super) async fn daily_purges(
     exec(db, "DROP TABLE IF EXISTS bench_endpoints".into()).await;
     exec(db, BENCH_ENDPOINTS.into()).await;
     println!(
-        "| day | claims inserted | claims deleted | bodies cleared | purge s | purge WAL MB | vacuum s \
-         | claims stored | heap MB | table MB (with TOAST, maps) | indexes MB | total MB | bodies MB |"
+        "| day | claims inserted | partitions dropped | drop s | drop WAL MB | claims deleted | bodies cleared \
+         | row purge s | row purge WAL MB | vacuum s | claims stored | heap MB | table MB (with TOAST, maps) \
+         | indexes MB | total MB | bodies MB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut stored = args.events;
-    print_sizes(db, 0, (0, 0, 0), None, None, stored).await;
+    print_sizes(db, 0, 0, None, None, stored).await;
     for d in 1..=days_of(args) {
         let started = Instant::now();
         // The bodies' partitions of that day, as the upkeep keeps them.
@@ -83,12 +86,15 @@ pub(super) async fn daily_purges(
             done += count;
         }
         eprintln!("day {d}: {per_day} claims inserted in {:.0} s", started.elapsed().as_secs_f64());
-        let wal_before = wal_lsn(db).await;
-        let t = Instant::now();
-        let r = purge::run(db, start + d * DAY, purge::DEFAULT_BATCH).await.expect("purge");
-        let purge_s = t.elapsed().as_secs_f64();
-        let wal = wal_since(db, &wal_before).await;
-        eprintln!("day {d}: purge from WAL {wal_before} to {}", wal_lsn(db).await);
+        // The whole days first, timed apart, as the purge's first step
+        // (which then finds nothing left to drop); then the row deletes.
+        let now = start + d * DAY;
+        let longest = partitions::Longest { dedup_ms: 30 * DAY, body_ms: 7 * DAY };
+        let (dropped, drop) = timed(db, partitions::drop_expired(db, now, longest)).await;
+        let dropped = dropped.expect("drop");
+        let (r, rows) = timed(db, purge::run(db, now, purge::DEFAULT_BATCH)).await;
+        let r = r.expect("purge");
+        assert_eq!(r.partitions_dropped, 0, "the drops above took every expired day");
         let vacuum_s = if args.vacuum {
             let t = Instant::now();
             exec(db, "VACUUM inbox_claims".into()).await;
@@ -97,7 +103,9 @@ pub(super) async fn daily_purges(
             None
         };
         stored += per_day - r.claims_deleted as i64;
-        print_sizes(db, d, (per_day, r.claims_deleted, r.bodies_cleared), Some((purge_s, wal)), vacuum_s, stored).await;
+        let purged =
+            Purged { dropped: dropped.partitions, drop, claims: r.claims_deleted, bodies: r.bodies_cleared, rows };
+        print_sizes(db, d, per_day, Some(purged), vacuum_s, stored).await;
     }
     exec(db, "DROP TABLE bench_endpoints".into()).await;
     println!();
@@ -121,6 +129,31 @@ fn days_of(args: &Args) -> i64 {
     args.daily_purges.unwrap_or(0)
 }
 
+/// A step's seconds and the WAL written meanwhile (by anything on the
+/// cluster), in bytes.
+#[derive(Clone, Copy)]
+struct Cost {
+    secs: f64,
+    wal: i64,
+}
+
+async fn timed<T>(db: &DatabaseConnection, step: impl std::future::Future<Output = T>) -> (T, Cost) {
+    let before = wal_lsn(db).await;
+    let t = Instant::now();
+    let out = step.await;
+    let secs = t.elapsed().as_secs_f64();
+    (out, Cost { secs, wal: wal_since(db, &before).await })
+}
+
+/// What a day's purge did: the partitions dropped, then the row deletes.
+struct Purged {
+    dropped: u64,
+    drop: Cost,
+    claims: u64,
+    bodies: u64,
+    rows: Cost,
+}
+
 async fn wal_lsn(db: &DatabaseConnection) -> String {
     let row = db
         .query_one_raw(Statement::from_string(DbBackend::Postgres, "SELECT pg_current_wal_lsn()::text AS lsn"))
@@ -138,8 +171,8 @@ async fn wal_since(db: &DatabaseConnection, lsn: &str) -> i64 {
 async fn print_sizes(
     db: &DatabaseConnection,
     day: i64,
-    (inserted, deleted, cleared): (i64, u64, u64),
-    purge: Option<(f64, i64)>,
+    inserted: i64,
+    purged: Option<Purged>,
     vacuum_s: Option<f64>,
     stored: i64,
 ) {
@@ -156,11 +189,13 @@ async fn print_sizes(
     )
     .await as f64
         / MB;
-    let (purge_s, wal) =
-        purge.map_or(("–".into(), "–".into()), |(s, w)| (format!("{s:.1}"), format!("{:.0}", w as f64 / MB)));
+    let cost = |c: Cost| format!("{:.1} | {:.0}", c.secs, c.wal as f64 / MB);
+    let purge = purged.map_or("– | – | – | – | – | – | –".into(), |p| {
+        format!("{} | {} | {} | {} | {}", p.dropped, cost(p.drop), p.claims, p.bodies, cost(p.rows))
+    });
     let vacuum = vacuum_s.map_or("–".into(), |s| format!("{s:.1}"));
     println!(
-        "| {day} | {inserted} | {deleted} | {cleared} | {purge_s} | {wal} | {vacuum} | {stored} \
+        "| {day} | {inserted} | {purge} | {vacuum} | {stored} \
          | {heap:.0} | {table:.0} | {indexes:.0} | {total:.0} | {bodies:.0} |"
     );
 }

@@ -147,15 +147,16 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
         // Bodies first: their retention is never longer than the claims',
         // so the claims' batches below meet few bodies still stored.
         let body_cutoff = now_ms - body_cutoff_ms(partitioned, *body_ms, longest.body_ms);
-        report.bodies_cleared += purge_batches(batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
+        report.bodies_cleared += purge_batches("bodies", batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
         let claim_cutoff = now_ms - dedup_ms;
         report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
-        report.claims_deleted += purge_batches(batch, |b| delete_claims(db, e, claim_cutoff, b)).await?;
+        report.claims_deleted += purge_batches("claims", batch, |b| delete_claims(db, e, claim_cutoff, b)).await?;
         if !partitioned {
-            report.deliveries_deleted += purge_batches(batch, |b| delete_deliveries(db, e, claim_cutoff, b)).await?;
+            report.deliveries_deleted +=
+                purge_batches("delivery log", batch, |b| delete_deliveries(db, e, claim_cutoff, b)).await?;
         }
     }
-    report.replay_deleted += purge_batches(batch, |b| delete_replay(db, now_ms, b)).await?;
+    report.replay_deleted += purge_batches("replay records", batch, |b| delete_replay(db, now_ms, b)).await?;
     if !partitioned {
         report.minute_rollups_deleted = delete_minute_rollups(db, now_ms).await?;
         report.hourly_rollups_deleted = delete_hourly_rollups(db, now_ms).await?;
@@ -223,17 +224,40 @@ async fn delete_hourly_rollups(db: &DatabaseConnection, now_ms: i64) -> DomainRe
     Ok(deleted + gauges::purge_hours(db, cutoff_hour * 3_600_000).await?)
 }
 
-/// Repeats `step` until a batch comes back short.
-async fn purge_batches<F, Fut>(batch: u64, mut step: F) -> DomainResult<u64>
+/// What one batch did: the rows its select named, and the rows its delete
+/// deleted (a span delete may take more than it named).
+struct Batch {
+    selected: u64,
+    deleted: u64,
+}
+
+impl Batch {
+    fn of(selected: usize, deleted: u64) -> DomainResult<Batch> {
+        Ok(Batch { selected: selected as u64, deleted })
+    }
+}
+
+/// Repeats `step` while its batches come back full and delete something.
+/// A full batch that deleted nothing would come back the same forever, so
+/// it ends the loop; one that deleted fewer rows than it named (a row
+/// whose tenant is not its endpoint's, which the write path never writes)
+/// does not, or every later run would stop there one batch short. The
+/// shortfall, summed over the batches (a row left is named again by the
+/// next), is logged once, at the end.
+async fn purge_batches<F, Fut>(what: &'static str, batch: u64, mut step: F) -> DomainResult<u64>
 where
     F: FnMut(u64) -> Fut,
-    Fut: std::future::Future<Output = DomainResult<u64>>,
+    Fut: std::future::Future<Output = DomainResult<Batch>>,
 {
-    let mut total = 0;
+    let (mut total, mut short) = (0, 0);
     loop {
-        let n = step(batch).await?;
-        total += n;
-        if n < batch {
+        let b = step(batch).await?;
+        total += b.deleted;
+        short += b.selected.saturating_sub(b.deleted);
+        if b.selected < batch || b.deleted == 0 {
+            if short > 0 {
+                tracing::warn!(what, short, "purge batches deleted fewer rows than they named; those rows stay");
+            }
             return Ok(total);
         }
     }
@@ -263,39 +287,42 @@ fn open_quarantine(endpoint_id: &str) -> sea_orm::sea_query::SelectStatement {
 // with 500 terms), and a statement of the same shape stays in the
 // connection's statement cache. The rows of one endpoint all belong to its
 // tenant. The selects leave the tenant out (named, it drew PostgreSQL to
-// the claims' key, read in event id order, instead of the age index), and
-// a batch counts the rows its delete deleted, so a row it selected but did
-// not delete ends the loop instead of coming back forever.
+// the claims' key, read in event id order, instead of the age index).
 
-/// Up to `batch` event ids of an endpoint's claims received before `cutoff`
-/// and not held by an open quarantine entry.
+/// Up to `batch` of an endpoint's claims received before `cutoff` and not
+/// held by an open quarantine entry: `(event_id, received_at)`.
 async fn old_claims(
     db: &DatabaseConnection,
     conn: &impl sea_orm::ConnectionTrait,
     e: &endpoint::Model,
     cutoff: i64,
     batch: u64,
-) -> DomainResult<Vec<String>> {
+) -> DomainResult<Vec<ClaimKey>> {
     let q = claim::Entity::find()
         .select_only()
         .column(claim::Column::EventId)
+        .column(claim::Column::ReceivedAt)
         .filter(claim::Column::EndpointId.eq(&e.id))
         .filter(claim::Column::ReceivedAt.lt(cutoff))
         .filter(claim::Column::EventId.not_in_subquery(open_quarantine(&e.id)))
         .limit(batch);
-    Ok(skip_locked(db, q).into_tuple::<String>().all(conn).await?)
+    Ok(skip_locked(db, q).into_tuple::<ClaimKey>().all(conn).await?)
 }
+
+/// A claim's key within its endpoint, as far as the purge needs it:
+/// `(event_id, received_at)` (the tenant is the endpoint's).
+pub type ClaimKey = (String, i64);
 
 /// The claims `event_ids` of one tenant's endpoint: one key lookup each.
 pub fn claim_deleting_statement(
     tenant_id: &str,
     endpoint_id: &str,
-    event_ids: &[String],
+    event_ids: &[&str],
 ) -> sea_orm::DeleteMany<claim::Entity> {
     claim::Entity::delete_many()
         .filter(claim::Column::TenantId.eq(tenant_id))
         .filter(claim::Column::EndpointId.eq(endpoint_id))
-        .filter(claim::Column::EventId.is_in(event_ids))
+        .filter(claim::Column::EventId.is_in(event_ids.iter().copied()))
 }
 
 /// A body's key within its endpoint, as far as the purge needs it:
@@ -340,37 +367,51 @@ pub fn body_deleting_statement(endpoint_id: &str, rows: &[BodyKey]) -> sea_orm::
         .filter(body::Column::EventId.is_in(rows.iter().map(|r| r.1.as_str())))
 }
 
-async fn delete_claims(db: &DatabaseConnection, e: &endpoint::Model, cutoff: i64, batch: u64) -> DomainResult<u64> {
-    let txn = db::begin_write(db).await?;
-    let ids = old_claims(db, &txn, e, cutoff, batch).await?;
-    if ids.is_empty() {
-        txn.commit().await?;
-        return Ok(0);
-    }
-    let deleted = claim_deleting_statement(&e.tenant_id, &e.id, &ids).exec(&txn).await?.rows_affected;
-    // A body still stored goes with its claim, so a later claim of the same
-    // id never finds an older body beside its own. Through the age index:
-    // the endpoint's bodies past their retention went just before, so the
-    // range holds only bodies of open quarantine entries (whose claims stay)
-    // and, on PostgreSQL, those left for their day's drop (body_cutoff_ms).
+/// The bodies still stored of the batch `claims` (deleted with them): the
+/// endpoint's bodies within the batch's span of `received_at` whose event
+/// id is one of the batch's. A body is received with its claim and filed
+/// then or later (carried forward), so on PostgreSQL `filed_at` from the
+/// span's start leaves out the partitions of older days. Bounded by the
+/// cutoff alone, every batch read the endpoint's whole range of bodies left
+/// for their day's drop (`body_cutoff_ms`), up to a day of them, in every
+/// partition. Public so a test can hold its plan to that.
+pub fn claim_bodies_deleting_statement(endpoint_id: &str, claims: &[ClaimKey]) -> sea_orm::DeleteMany<body::Entity> {
+    let from = claims.iter().map(|c| c.1).min().unwrap_or(0);
+    let to = claims.iter().map(|c| c.1).max().unwrap_or(0);
     body::Entity::delete_many()
-        .filter(body::Column::EndpointId.eq(&e.id))
-        .filter(body::Column::ReceivedAt.lt(cutoff))
-        .filter(body::Column::EventId.is_in(&ids))
-        .exec(&txn)
-        .await?;
-    txn.commit().await?;
-    Ok(deleted)
+        .filter(body::Column::EndpointId.eq(endpoint_id))
+        .filter(body::Column::ReceivedAt.between(from, to))
+        .filter(body::Column::FiledAt.gte(from))
+        .filter(body::Column::EventId.is_in(claims.iter().map(|c| c.0.as_str())))
 }
 
-async fn delete_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<u64> {
+async fn delete_claims(db: &DatabaseConnection, e: &endpoint::Model, cutoff: i64, batch: u64) -> DomainResult<Batch> {
+    let txn = db::begin_write(db).await?;
+    let claims = old_claims(db, &txn, e, cutoff, batch).await?;
+    if claims.is_empty() {
+        txn.commit().await?;
+        return Batch::of(0, 0);
+    }
+    let ids: Vec<&str> = claims.iter().map(|c| c.0.as_str()).collect();
+    let deleted = claim_deleting_statement(&e.tenant_id, &e.id, &ids).exec(&txn).await?.rows_affected;
+    // A body still stored goes with its claim, so a later claim of the same
+    // id never finds an older body beside its own. The endpoint's bodies
+    // past their retention went just before, so the span holds only bodies
+    // of open quarantine entries (whose claims stay) and, on PostgreSQL,
+    // those left for their day's drop (body_cutoff_ms).
+    claim_bodies_deleting_statement(&e.id, &claims).exec(&txn).await?;
+    txn.commit().await?;
+    Batch::of(claims.len(), deleted)
+}
+
+async fn delete_bodies(db: &DatabaseConnection, endpoint_id: &str, cutoff: i64, batch: u64) -> DomainResult<Batch> {
     let txn = db::begin_write(db).await?;
     let rows: Vec<BodyKey> =
         skip_locked(db, body_deleting_query(endpoint_id, cutoff, batch)).into_tuple().all(&txn).await?;
     let deleted =
         if rows.is_empty() { 0 } else { body_deleting_statement(endpoint_id, &rows).exec(&txn).await?.rows_affected };
     txn.commit().await?;
-    Ok(deleted)
+    Batch::of(rows.len(), deleted)
 }
 
 /// The delivery-log rows `ids` of one tenant (an endpoint's are all its
@@ -385,7 +426,12 @@ pub fn delivery_deleting_statement(tenant_id: &str, ids: Vec<String>) -> sea_orm
 }
 
 /// SQLite only: PostgreSQL drops the log's days whole.
-async fn delete_deliveries(db: &DatabaseConnection, e: &endpoint::Model, cutoff: i64, batch: u64) -> DomainResult<u64> {
+async fn delete_deliveries(
+    db: &DatabaseConnection,
+    e: &endpoint::Model,
+    cutoff: i64,
+    batch: u64,
+) -> DomainResult<Batch> {
     let txn = db::begin_write(db).await?;
     let q = delivery_log::Entity::find()
         .select_only()
@@ -394,10 +440,11 @@ async fn delete_deliveries(db: &DatabaseConnection, e: &endpoint::Model, cutoff:
         .filter(delivery_log::Column::AnsweredAt.lt(cutoff))
         .limit(batch);
     let ids: Vec<String> = q.into_tuple().all(&txn).await?;
+    let selected = ids.len();
     let deleted =
         if ids.is_empty() { 0 } else { delivery_deleting_statement(&e.tenant_id, ids).exec(&txn).await?.rows_affected };
     txn.commit().await?;
-    Ok(deleted)
+    Batch::of(selected, deleted)
 }
 
 /// Resolved entries are created no earlier than their claim, so one created
@@ -439,7 +486,7 @@ pub fn replay_deleting_statement(backend: DbBackend, rows: &[(i64, String)]) -> 
         .filter(replay::Column::MessageDigest.is_in(rows.iter().map(|r| r.1.as_str())))
 }
 
-async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<u64> {
+async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResult<Batch> {
     let backend = db.get_database_backend();
     let txn = db::begin_write(db).await?;
     let rows: Vec<(i64, String)> =
@@ -447,5 +494,5 @@ async fn delete_replay(db: &DatabaseConnection, now_ms: i64, batch: u64) -> Doma
     let deleted =
         if rows.is_empty() { 0 } else { replay_deleting_statement(backend, &rows).exec(&txn).await?.rows_affected };
     txn.commit().await?;
-    Ok(deleted)
+    Batch::of(rows.len(), deleted)
 }

@@ -307,6 +307,31 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
     assert_eq!(entries.len(), 1);
 });
 
+db_test!(a_row_a_batch_cannot_delete_does_not_stop_the_rest, async |t: &TestDb| {
+    // A claim whose tenant is not its endpoint's (the write path never
+    // writes one): the select names it (by endpoint and age), the delete by
+    // the key does not take it. Oldest, it comes first in every batch; were
+    // a short delete the end of the loop, every run would stop there.
+    let a = tenant(t, "clinic-a").await;
+    let b = tenant(t, "clinic-b").await;
+    endpoint(t, "clinic-a", "reminders", None).await;
+    let ep = endpoint::Entity::find().one(&t.db).await.unwrap().unwrap();
+    retention::set(&t.db, &admin(), &CLINIC_A, &REMINDERS, &change(Some(2 * DAY_SECS), Some(DAY_SECS), "short"))
+        .await
+        .unwrap();
+    old_claim(t, &b.id, &ep.id, "stray", 3 * DAY_SECS + 2 * HOUR_SECS).await;
+    for i in 0..5 {
+        old_claim(t, &a.id, &ep.id, &format!("old-{i}"), 3 * DAY_SECS + HOUR_SECS).await;
+    }
+    old_claim(t, &a.id, &ep.id, "fresh", HOUR_SECS).await;
+    let report = purge::run(&t.db, clock::now_ms(), 2).await.unwrap();
+    assert_eq!(report.claims_deleted, 5, "every deletable claim, in batches of 2");
+    let mut left: Vec<String> =
+        claim::Entity::find().all(&t.db).await.unwrap().into_iter().map(|c| c.event_id).collect();
+    left.sort();
+    assert_eq!(left, ["fresh", "stray"]);
+});
+
 db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
     // Stripe redelivers for 3 days (horizon 4 d with margin). Even a decision
     // below that on record (written behind the domain's back) does not let
@@ -611,8 +636,10 @@ db_test!(a_purge_batch_deletes_through_the_key_with_lists_of_values, async |t: &
         (0..purge::DEFAULT_BATCH as i64).map(|i| (now - i, format!("evt-{i}"), now - i)).collect();
     let plan = plan_of(t, purge::body_deleting_statement("ep-1", &rows).build(backend)).await;
     assert!(!plan.iter().any(|line| line.contains("MULTI-INDEX OR") || line.contains("BitmapOr")), "{plan:#?}");
-    let ids: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
+    let ids: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
     let claims = plan_of(t, purge::claim_deleting_statement("t-1", "ep-1", &ids).build(backend)).await;
+    // A batch of claims three days old, and their bodies.
+    let claim_keys: Vec<purge::ClaimKey> = rows.iter().map(|r| (r.1.clone(), r.0 - 3 * partitions::DAY_MS)).collect();
     let expired: Vec<(i64, String)> = rows.iter().map(|r| (r.0, format!("digest-{}", r.1))).collect();
     let replay = plan_of(t, purge::replay_deleting_statement(backend, &expired).build(backend)).await;
     if t.is_postgres() {
@@ -626,6 +653,19 @@ db_test!(a_purge_batch_deletes_through_the_key_with_lists_of_values, async |t: &
         // An empty table's plan says little about the index; the list is
         // one array, not 500 terms.
         assert!(claims.iter().any(|line| line.contains("event_id)::text = ANY (")), "{claims:#?}");
+        // The claims' bodies: no partition of a day before the batch's
+        // (a body is filed no earlier than it was received).
+        retention::partitions::cover(&t.db, now - 5 * partitions::DAY_MS, now).await.unwrap();
+        let stmt = purge::claim_bodies_deleting_statement("ep-1", &claim_keys).build(backend);
+        let plan = plan_of(t, stmt).await;
+        let first = partitions::day_of(claim_keys.iter().map(|c| c.1).min().unwrap());
+        let days: Vec<i64> = plan
+            .iter()
+            .flat_map(|line| line.split_whitespace())
+            .filter_map(|w| migrations::partitioning::partition_day("event_bodies", w.trim_end_matches("_pkey")))
+            .collect();
+        assert!(days.contains(&first), "{plan:#?}");
+        assert!(days.iter().all(|d| *d >= first), "no older day: {plan:#?}");
         // Only the records kept by expiry: the unsigned partition, by its index.
         assert!(replay.iter().any(|line| line.contains("ix_replay_unsigned_expires")), "{replay:#?}");
         assert!(!replay.iter().any(|line| line.contains("replay_records_p2")), "{replay:#?}");
@@ -636,7 +676,12 @@ db_test!(a_purge_batch_deletes_through_the_key_with_lists_of_values, async |t: &
         assert!(claims.iter().any(|line| line.contains(key)), "{claims:#?}");
         let span = "INDEX ix_replay_expires (expires_at>? AND expires_at<?)";
         assert!(replay.iter().any(|line| line.contains(span)), "{replay:#?}");
+        let stmt = purge::claim_bodies_deleting_statement("ep-1", &claim_keys).build(backend);
+        let plan = plan_of(t, stmt).await;
+        let span = "INDEX sqlite_autoindex_event_bodies_1 (endpoint_id=? AND received_at>? AND received_at<?)";
+        assert!(plan.iter().any(|line| line.contains(span)), "the claims' bodies by their span: {plan:#?}");
         // The delivery log (row by row on SQLite only): one key lookup per id.
+        let ids = ids.into_iter().map(str::to_owned).collect();
         let stmt = purge::delivery_deleting_statement("t-1", ids).build(backend);
         let plan = plan_of(t, stmt).await;
         let key = "SEARCH delivery_log USING INDEX sqlite_autoindex_delivery_log_1 (tenant_id=? AND id=?)";

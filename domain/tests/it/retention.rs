@@ -332,6 +332,123 @@ db_test!(a_row_a_batch_cannot_delete_does_not_stop_the_rest, async |t: &TestDb| 
     assert_eq!(left, ["fresh", "stray"]);
 });
 
+/// The bodies left, as `(endpoint, received_at, event_id, filed_at)`, sorted.
+async fn bodies_left(t: &TestDb) -> Vec<(String, i64, String, i64)> {
+    let mut left: Vec<_> = event_body::Entity::find()
+        .all(&t.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| (b.endpoint_id, b.received_at, b.event_id, b.filed_at))
+        .collect();
+    left.sort();
+    left
+}
+
+db_test!(a_span_delete_takes_the_batch_and_only_rows_as_deletable, async |t: &TestDb| {
+    // Each batch delete names the batch by a span of a key and a list of
+    // ids; what else it matches must be as deletable as the batch.
+    let now = clock::now_ms();
+    retention::partitions::cover(&t.db, now - 3 * partitions::DAY_MS, now).await.unwrap();
+    let (t1, t2, t3, t5) = (now - 3_000, now - 2_000, now - 1_000, now - 5_000);
+    let body = |ep: &str, received: i64, id: &str, filed: i64| event_body::ActiveModel {
+        endpoint_id: Set(ep.into()),
+        received_at: Set(received),
+        tenant_id: Set("t-1".into()),
+        event_id: Set(id.into()),
+        filed_at: Set(filed),
+        kek_version: Set(1),
+        body_ciphertext: Set(vec![1]),
+    };
+    let all = [
+        body("ep-1", t1, "a", t1),
+        body("ep-1", t1, "a", now - 500), // "a" carried forward, filed later
+        body("ep-1", t3, "c", t3),
+        body("ep-1", t2, "b", t2), // inside the span, not named
+        body("ep-2", t2, "a", t2), // another endpoint's
+        body("ep-1", t5, "c", t5), // named, before the span
+    ];
+    let (ep1, ep2) = ("ep-1".to_owned(), "ep-2".to_owned());
+    let fill = async || {
+        event_body::Entity::delete_many().exec(&t.db).await.unwrap();
+        event_body::Entity::insert_many(all.clone()).exec_without_returning(&t.db).await.unwrap();
+    };
+
+    // The body purge's batch names rows with their filed time: the carried
+    // copy, filed after the batch's span, is a row of a later batch.
+    fill().await;
+    let batch: Vec<purge::BodyKey> = vec![(t1, "a".into(), t1), (t3, "c".into(), t3)];
+    let n = purge::body_deleting_statement("ep-1", &batch).exec(&t.db).await.unwrap().rows_affected;
+    assert_eq!(n, 2);
+    let left = bodies_left(t).await;
+    let expect = vec![
+        (ep1.clone(), t5, "c".to_owned(), t5),
+        (ep1.clone(), t1, "a".to_owned(), now - 500),
+        (ep1.clone(), t2, "b".to_owned(), t2),
+        (ep2.clone(), t2, "a".to_owned(), t2),
+    ];
+    assert_eq!(left, {
+        let mut e = expect;
+        e.sort();
+        e
+    });
+
+    // A claim batch takes every body of its claims, filed whenever since.
+    fill().await;
+    let claims: Vec<purge::ClaimKey> = vec![("a".into(), t1), ("c".into(), t3)];
+    let n = purge::claim_bodies_deleting_statement("ep-1", &claims).exec(&t.db).await.unwrap().rows_affected;
+    assert_eq!(n, 3);
+    let left = bodies_left(t).await;
+    let expect = vec![
+        (ep1.clone(), t5, "c".to_owned(), t5),
+        (ep1.clone(), t2, "b".to_owned(), t2),
+        (ep2.clone(), t2, "a".to_owned(), t2),
+    ];
+    assert_eq!(left, {
+        let mut e = expect;
+        e.sort();
+        e
+    });
+
+    // Replay records: any expired record kept by expiry in the span with a
+    // named digest goes, whatever its endpoint; a signed one on PostgreSQL
+    // waits for its day's drop.
+    let record = |ep: &str, digest: &str, signed_at: i64, expires_at: i64| replay_record::ActiveModel {
+        tenant_id: Set("t-1".into()),
+        endpoint_id: Set(ep.into()),
+        message_digest: Set(digest.into()),
+        signed_at: Set(signed_at),
+        expires_at: Set(expires_at),
+    };
+    let records = [
+        record("ep-1", "x", 0, t1),
+        record("ep-1", "z", 0, t3),
+        record("ep-2", "x", 0, t2),  // another endpoint's, expired: as deletable
+        record("ep-1", "y", 0, t2),  // inside the span, not named
+        record("ep-3", "x", 0, t5),  // named, before the span
+        record("ep-4", "z", t2, t2), // signed
+    ];
+    replay_record::Entity::insert_many(records).exec_without_returning(&t.db).await.unwrap();
+    let backend = t.db.get_database_backend();
+    let batch = vec![(t1, "x".to_owned()), (t3, "z".to_owned())];
+    let n = purge::replay_deleting_statement(backend, &batch).exec(&t.db).await.unwrap().rows_affected;
+    let mut left: Vec<(String, String)> = replay_record::Entity::find()
+        .all(&t.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.endpoint_id, r.message_digest))
+        .collect();
+    left.sort();
+    let mut expect = vec![("ep-1".to_owned(), "y".to_owned()), ("ep-3".to_owned(), "x".to_owned())];
+    if t.is_postgres() {
+        expect.push(("ep-4".to_owned(), "z".to_owned()));
+    }
+    expect.sort();
+    assert_eq!(left, expect);
+    assert_eq!(n, if t.is_postgres() { 3 } else { 4 });
+});
+
 db_test!(purge_never_deletes_inside_the_horizon, async |t: &TestDb| {
     // Stripe redelivers for 3 days (horizon 4 d with margin). Even a decision
     // below that on record (written behind the domain's back) does not let

@@ -3,9 +3,9 @@
 # bodies, replay records and rollups are partitioned by day; the claims are
 # not (docs/scaling.md says why), so their purge is row by row.
 # 1. Seeds up to 100 M claims over 30 days (dashbench --bulk: 20 tenants x 2
-#    endpoints, minute and hourly rollups, a 1 KiB sealed-size body in every
-#    claim of the last 7 days). The bodies are written by SQL: the bytes of
-#    one body sealed as the receiver seals it, copied into each claim, so
+#    endpoints, minute and hourly rollups, a 1 KiB sealed-size body for every
+#    claim of the last 7 days, in event_bodies). The bodies are written by SQL: the bytes of
+#    one body sealed as the receiver seals it, copied for each claim, so
 #    they have the right size for the size and purge figures but open only
 #    for one claim. The claims' indexes are dropped around the bulk insert
 #    and rebuilt from their own definitions; dashbench checks them, and this

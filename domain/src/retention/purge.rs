@@ -256,7 +256,11 @@ where
         short += b.selected.saturating_sub(b.deleted);
         if b.selected < batch || b.deleted == 0 {
             if short > 0 {
-                tracing::warn!(what, short, "purge batches deleted fewer rows than they named; those rows stay");
+                tracing::warn!(
+                    what,
+                    short,
+                    "purge batches deleted fewer rows than they named (a row left counts once per batch that named it)"
+                );
             }
             return Ok(total);
         }

@@ -89,6 +89,7 @@ pub(super) async fn daily_purges(
         // The whole days first, timed apart, as the purge's first step
         // (which then finds nothing left to drop); then the row deletes.
         let now = start + d * DAY;
+        // Every endpoint's retention, as set_retention set it.
         let longest = partitions::Longest { dedup_ms: 30 * DAY, body_ms: 7 * DAY };
         let (dropped, drop) = timed(db, partitions::drop_expired(db, now, longest)).await;
         let dropped = dropped.expect("drop");

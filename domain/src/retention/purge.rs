@@ -293,6 +293,12 @@ fn open_quarantine(endpoint_id: &str) -> sea_orm::sea_query::SelectStatement {
 // tenant. The selects leave the tenant out (named, it drew PostgreSQL to
 // the claims' key, read in event id order, instead of the age index).
 
+/// The lowest and highest of `at` over a batch's rows: the span of a key a
+/// batch delete is bounded by (empty: a span that matches nothing).
+fn span<T>(rows: &[T], at: impl Fn(&T) -> i64) -> (i64, i64) {
+    rows.iter().map(at).fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
 /// One claim-deleting batch's select, as [`delete_claims`] runs it
 /// (without the row locks): up to `batch` of an endpoint's claims received
 /// before `cutoff` and not held by an open quarantine entry, as
@@ -374,12 +380,8 @@ pub fn body_deleting_query(endpoint_id: &str, cutoff: i64, batch: u64) -> sea_or
 /// endpoint's whole range of old bodies for every batch (quadratic in a
 /// day's bodies). Public so a test can hold its plan to that.
 pub fn body_deleting_statement(endpoint_id: &str, rows: &[BodyKey]) -> sea_orm::DeleteMany<body::Entity> {
-    let span = |at: fn(&BodyKey) -> i64| {
-        let (lo, hi) = rows.iter().map(at).fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
-        (lo, hi)
-    };
-    let (received_from, received_to) = span(|r| r.0);
-    let (filed_from, filed_to) = span(|r| r.2);
+    let (received_from, received_to) = span(rows, |r| r.0);
+    let (filed_from, filed_to) = span(rows, |r| r.2);
     body::Entity::delete_many()
         .filter(body::Column::EndpointId.eq(endpoint_id))
         .filter(body::Column::ReceivedAt.between(received_from, received_to))
@@ -396,8 +398,7 @@ pub fn body_deleting_statement(endpoint_id: &str, rows: &[BodyKey]) -> sea_orm::
 /// for their day's drop (`body_cutoff_ms`), up to a day of them, in every
 /// partition. Public so a test can hold its plan to that.
 pub fn claim_bodies_deleting_statement(endpoint_id: &str, claims: &[ClaimKey]) -> sea_orm::DeleteMany<body::Entity> {
-    let from = claims.iter().map(|c| c.1).min().unwrap_or(0);
-    let to = claims.iter().map(|c| c.1).max().unwrap_or(0);
+    let (from, to) = span(claims, |c| c.1);
     body::Entity::delete_many()
         .filter(body::Column::EndpointId.eq(endpoint_id))
         .filter(body::Column::ReceivedAt.between(from, to))
@@ -501,8 +502,7 @@ pub fn replay_deleting_query(backend: DbBackend, now_ms: i64, batch: u64) -> sea
 /// expiry index whose digest is one of the batch's. Any other record that
 /// matches is as deletable: expired, and kept by expiry.
 pub fn replay_deleting_statement(backend: DbBackend, rows: &[(i64, String)]) -> sea_orm::DeleteMany<replay::Entity> {
-    let from = rows.iter().map(|r| r.0).min().unwrap_or(0);
-    let to = rows.iter().map(|r| r.0).max().unwrap_or(0);
+    let (from, to) = span(rows, |r| r.0);
     replay::Entity::delete_many()
         .filter(replay::Column::ExpiresAt.between(from, to))
         .filter(crate::replay::kept_by_expiry(backend))

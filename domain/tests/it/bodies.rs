@@ -199,7 +199,10 @@ async fn a_day_of_bodies_goes_whole_and_an_open_quarantine_keeps_its_body() {
     let mid = now - 36 * HOUR_SECS * 1000;
     claim_at(t, tid, &long, "l-mid", mid, 4).await;
     claim_at(t, tid, &short, "s-mid", mid, 5).await;
-    claim_at(t, tid, &short, "s-new", now - 2 * HOUR_SECS * 1000, 6).await;
+    // The start of today: inside the short endpoint's day whatever the hour,
+    // and in a day that is still open three days from now. (Two hours back
+    // fell in yesterday before 02:00 UTC, whose day went whole below.)
+    claim_at(t, tid, &short, "s-new", partitions::day_of(now) * DAY_MS, 6).await;
 
     let r = purge::run(&t.db, now, purge::DEFAULT_BATCH).await.unwrap();
     assert!(!partitions::days(&t.db, "event_bodies").await.unwrap().contains(&partitions::day_of(old)));

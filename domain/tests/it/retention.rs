@@ -164,7 +164,7 @@ async fn quarantined(
     tenant_id: &str,
     endpoint_id: &str,
     event_id: &str,
-    age_secs: i64,
+    created_at: i64,
     status: QuarantineStatus,
 ) {
     qentry::Entity::insert(qentry::ActiveModel {
@@ -174,7 +174,7 @@ async fn quarantined(
         event_id: Set(event_id.into()),
         reason: Set(QuarantineReason::ReminderNotFound),
         status: Set(status),
-        created_at: Set(clock::now_ms() - age_secs * 1000),
+        created_at: Set(created_at),
         ..Default::default()
     })
     .exec_without_returning(&t.db)
@@ -199,14 +199,16 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
         .await
         .unwrap();
     let (tid, eid) = (a.id.as_str(), ep.id.as_str());
-    old_claim(t, tid, eid, "fresh", DAY_SECS - HOUR_SECS).await;
-    old_claim(t, tid, eid, "body-expired", DAY_SECS + HOUR_SECS).await;
-    old_claim(t, tid, eid, "claim-expired", 2 * DAY_SECS + HOUR_SECS).await;
-    old_claim(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS).await;
-    quarantined(t, tid, eid, "open-quarantine", 2 * DAY_SECS + HOUR_SECS, QuarantineStatus::Open).await;
-    old_claim(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS).await;
-    quarantined(t, tid, eid, "released", 2 * DAY_SECS + HOUR_SECS, QuarantineStatus::Released).await;
+    // One clock read for every age below and the purge: which days the
+    // drop takes then does not depend on the hour the test runs.
     let now = clock::now_ms();
+    let aged = |hours: i64| now - hours * HOUR_SECS * 1000;
+    for (id, hours) in [("fresh", 23), ("body-expired", 25), ("claim-expired", 49), ("open-quarantine", 49)] {
+        stored_claim(t, tid, eid, id, aged(hours), vec![1, 2, 3]).await;
+    }
+    quarantined(t, tid, eid, "open-quarantine", aged(49), QuarantineStatus::Open).await;
+    stored_claim(t, tid, eid, "released", aged(49), vec![1, 2, 3]).await;
+    quarantined(t, tid, eid, "released", aged(49), QuarantineStatus::Released).await;
     for (digest, expires) in [("expired", now - 1_000), ("live", now + 600_000)] {
         replay_record::Entity::insert(replay_record::ActiveModel {
             tenant_id: Set(tid.into()),
@@ -222,9 +224,9 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
 
     // Minute rollups: one three days old (goes), one from now (stays). On
     // PostgreSQL that day needs its partitions first: there is no default.
-    let old_minute = clock::now_ms() / 60_000 - 3 * 1440;
+    let old_minute = now / 60_000 - 3 * 1440;
     retention::partitions::cover(&t.db, old_minute * 60_000, old_minute * 60_000).await.unwrap();
-    for minute in [old_minute, clock::now_ms() / 60_000] {
+    for minute in [old_minute, now / 60_000] {
         event_rollup::Entity::insert(event_rollup::ActiveModel {
             minute: Set(minute),
             tenant_id: Set(tid.into()),
@@ -238,7 +240,6 @@ db_test!(purge_keeps_what_the_guarantees_need, async |t: &TestDb| {
         .unwrap();
     }
 
-    let now = clock::now_ms();
     // PostgreSQL: the bodies' days go whole once past the (longest) body
     // retention of a day, and the body of "body-expired" (25 h old) only
     // with its day: with the drop between midnight and 1 am, else within

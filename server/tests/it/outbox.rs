@@ -25,7 +25,8 @@ use crate::{
 #[derive(Clone, Default)]
 pub(crate) struct Sink {
     seen: Arc<Mutex<Vec<(String, Value)>>>,
-    pub(crate) arrived: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// Wall-clock milliseconds, comparable with the database's lease times.
+    pub(crate) arrived: Arc<Mutex<Vec<i64>>>,
     failures: Arc<AtomicUsize>,
 }
 
@@ -36,7 +37,7 @@ impl Sink {
             // Both under the first lock, so their entries stay in step.
             let mut seen = s.seen.lock().unwrap();
             seen.push((key, serde_json::from_str(&body).unwrap_or(Value::Null)));
-            s.arrived.lock().unwrap().push(std::time::Instant::now());
+            s.arrived.lock().unwrap().push(domain::clock::now_ms());
             drop(seen);
             let failing = s.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
             if failing { StatusCode::INTERNAL_SERVER_ERROR } else { StatusCode::OK }

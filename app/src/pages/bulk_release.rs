@@ -10,9 +10,9 @@ use views::quarantine::BulkReleaseView;
 use crate::{
     api::operations::{CancelBulkRelease, ResumeBulkRelease, bulk_release},
     components::{
-        ActionError, Layout, Loaded, Refresh, ReturnedError, Submit, Table,
+        Layout, Loaded, Refresh, ReturnedError, Table,
         format::{when, with_query},
-        poll::{MetaRefresh, ProgressBar, every_second_while},
+        poll::{MetaRefresh, ProgressBar, RunActions, every_second_while},
         quarantine_labels::{filter_text, status_label},
     },
     dto::Me,
@@ -86,29 +86,9 @@ fn Progress(j: BulkReleaseView, me: Me) -> impl IntoView {
     };
     let job_id = j.id.clone();
     let cancelable = matches!(j.status, RunStatus::Running | RunStatus::Interrupted | RunStatus::Failed);
-    // Resume while its runner is stopped, Cancel until it ends: side by side.
     let actions = (cancelable && me.can_triage()).then(move || {
-        let resume = ServerAction::<ResumeBulkRelease>::new();
-        let cancel = ServerAction::<CancelBulkRelease>::new();
-        Refresh::after(resume);
-        Refresh::after(cancel);
-        let cancel_id = job_id.clone();
-        view! {
-            <ActionError action=resume/>
-            <ActionError action=cancel/>
-            <div class="actions">
-                {stopped.then(move || view! {
-                    <ActionForm action=resume>
-                        <input type="hidden" name="id" value=job_id/>
-                        <Submit action=resume label="Resume" kind="primary"/>
-                    </ActionForm>
-                })}
-                <ActionForm action=cancel>
-                    <input type="hidden" name="id" value=cancel_id/>
-                    <Submit action=cancel label="Cancel" kind="danger"/>
-                </ActionForm>
-            </div>
-        }
+        let (resume, cancel) = (ServerAction::<ResumeBulkRelease>::new(), ServerAction::<CancelBulkRelease>::new());
+        view! { <RunActions resume cancel id=job_id stopped/> }
     });
     let failures = (!j.failures.is_empty()).then(|| {
         let shown = j.failures.len();

@@ -15,7 +15,7 @@ use crate::{
     components::{
         ActionError, Layout, Loaded, Notice, Refresh, ReturnedError, Submit,
         format::when,
-        poll::{MetaRefresh, ProgressBar, every_second_while},
+        poll::{MetaRefresh, ProgressBar, RunActions, every_second_while},
     },
 };
 use views::jobs::RunStatus;
@@ -222,29 +222,9 @@ fn source_label(source: &str) -> &'static str {
 fn RewrapCard(j: RewrapView) -> impl IntoView {
     let percent = j.percent();
     let stopped = matches!(j.status, RunStatus::Interrupted | RunStatus::Failed);
-    // Resume while its runner is stopped, Cancel until it ends: side by side.
     let actions = (stopped || j.status == RunStatus::Running).then(|| {
-        let resume = ServerAction::<ResumeRewrap>::new();
-        let cancel = ServerAction::<CancelRewrap>::new();
-        Refresh::after(resume);
-        Refresh::after(cancel);
-        let (resume_id, cancel_id) = (j.id.clone(), j.id.clone());
-        view! {
-            <ActionError action=resume/>
-            <ActionError action=cancel/>
-            <div class="actions">
-                {stopped.then(move || view! {
-                    <ActionForm action=resume>
-                        <input type="hidden" name="id" value=resume_id/>
-                        <Submit action=resume label="Resume"/>
-                    </ActionForm>
-                })}
-                <ActionForm action=cancel>
-                    <input type="hidden" name="id" value=cancel_id/>
-                    <Submit action=cancel label="Cancel" kind="danger"/>
-                </ActionForm>
-            </div>
-        }
+        let (resume, cancel) = (ServerAction::<ResumeRewrap>::new(), ServerAction::<CancelRewrap>::new());
+        view! { <RunActions resume cancel id=j.id.clone() stopped/> }
     });
     let badge = match j.status {
         RunStatus::Failed => "stopped by an error",

@@ -4,7 +4,7 @@
 #
 #   scripts/setup.sh         what `make run` needs: the wasm target and wasm-bindgen
 #   scripts/setup.sh --test  also what only the tests need: Chromium, promtool and
-#                            prometheus, the Playwright driver, schemathesis
+#                            prometheus, libfaketime, the Playwright driver, schemathesis
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,6 +54,15 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
     say "stopping the prometheus service the package started (the tests run their own)"
     $SUDO systemctl disable --now prometheus || true
   fi
+fi
+
+# libfaketime: a test moves the clock of `signet serve` (not the database's)
+# to see it refuse a clock far off the database's.
+if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
+  say "installing Debian libfaketime for the clock offset test"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get install -y --no-install-recommends libfaketime \
+    || { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends libfaketime; }
 fi
 
 # Playwright (driving the system chromium; never downloading a browser) and

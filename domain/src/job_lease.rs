@@ -17,21 +17,13 @@
 //! and can be read by an operator (`SELECT * FROM job_leases`).
 
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend,
+    ConnectionTrait, DatabaseConnection,
     sea_query::{Alias, Expr, ExprTrait, OnConflict, Query},
 };
 
-use crate::error::DomainResult;
+use crate::{clock_offset::db_now, error::DomainResult};
 
 const TABLE: &str = "job_leases";
-
-/// The database's clock in unix milliseconds, as an SQL expression.
-fn db_now(backend: DbBackend) -> Expr {
-    match backend {
-        DbBackend::Postgres => Expr::cust("CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"),
-        _ => Expr::cust("CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"),
-    }
-}
 
 fn col(name: &str) -> Expr {
     Expr::col((Alias::new(TABLE), Alias::new(name)))

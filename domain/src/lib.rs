@@ -7,6 +7,7 @@ pub mod bodies;
 pub mod break_glass;
 pub mod budget;
 pub mod clock;
+pub mod clock_offset;
 pub mod crypto;
 pub mod db;
 pub mod entity;

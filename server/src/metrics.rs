@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use domain::receiver::{Outcome, cache::EndpointCtx};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use views::{
@@ -60,6 +61,7 @@ pub struct Metrics {
     purge_interval: IntGauge,
     drills_last_run: IntGaugeVec,
     evidence_last_signoff: IntGaugeVec,
+    clock_offset: Gauge,
 }
 
 /// Drill results exported by `signet_drills_last_run_timestamp_seconds`.
@@ -241,6 +243,11 @@ impl Metrics {
             registry.register(Box::new(g.clone()))?;
         }
         registry.register(Box::new(purge_interval.clone()))?;
+        let clock_offset = Gauge::new(
+            "signet_clock_offset_seconds",
+            "How far this process's clock is ahead of the database's (negative: behind), measured every minute",
+        )?;
+        registry.register(Box::new(clock_offset.clone()))?;
         registry.register(Box::new(claim_rollbacks.clone()))?;
         registry.register(Box::new(hooks_overloaded.clone()))?;
         registry.register(Box::new(claim_retries.clone()))?;
@@ -302,6 +309,7 @@ impl Metrics {
             purge_interval,
             drills_last_run,
             evidence_last_signoff,
+            clock_offset,
         })
     }
 
@@ -314,6 +322,11 @@ impl Metrics {
     /// An audit checkpoint was written at `at` (Unix seconds).
     pub fn audit_checkpoint_written(&self, at: i64) {
         self.audit_checkpoint.set(at);
+    }
+
+    /// The latest `domain::clock_offset::measure`, in seconds.
+    pub fn clock_offset(&self, offset_ms: i64) {
+        self.clock_offset.set(offset_ms as f64 / 1000.0);
     }
 
     /// `/hooks` deliveries being processed (see `http::limits`).

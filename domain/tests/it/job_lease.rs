@@ -47,3 +47,12 @@ db_test!(concurrent_takers_get_one_lease, async |t: &TestDb| {
     }
     assert_eq!(won, 1, "exactly one of eight concurrent takers holds the lease");
 });
+
+// The clock the leases read, against this process's: on one machine the
+// two agree to within the query's round trip (a unit or epoch slip in either
+// engine's expression would be off by hours or decades).
+db_test!(the_databases_clock_reads_as_this_process_does, async |t: &TestDb| {
+    let o = domain::clock_offset::measure(&t.db).await.unwrap();
+    assert!(o.offset_ms.abs() <= 1000 + o.uncertainty_ms, "{o:?}");
+    assert!(!o.beyond(domain::clock_offset::MAX_START_OFFSET_MS));
+});

@@ -1,6 +1,7 @@
 //! Periodic upkeep: the KEK ring refresh in every process (so `signet kek
-//! rotate` on another instance takes effect here), and the maintenance
-//! sweeps in the one holding their lease: shared writes, done once.
+//! rotate` on another instance takes effect here), each process's clock
+//! against the database's, and the maintenance sweeps in the one holding
+//! their lease: shared writes, done once.
 
 use std::{sync::Arc, time::Duration};
 
@@ -29,6 +30,45 @@ impl Job for RingRefresh {
     async fn step(&mut self, _: &Step) -> Next {
         if let Err(e) = self.vault.refresh(&self.db).await {
             tracing::error!(error = %e, "key ring refresh failed");
+        }
+        Next::Wait
+    }
+}
+
+/// How often each process compares its clock with the database's.
+pub const CLOCK_EVERY: Duration = Duration::from_secs(60);
+
+/// An offset past which the process says so in its log (the alert rule's
+/// threshold, `SignetClockOffset`).
+const CLOCK_WARN_MS: i64 = 30_000;
+
+/// Measures this process's clock against the database's for
+/// `signet_clock_offset_seconds` (local: each process has its own clock).
+pub struct ClockCheck {
+    pub db: DatabaseConnection,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Whether the last measurement was past the warning threshold, so the
+    /// log says so when it starts and when it ends, not every minute.
+    pub off: bool,
+}
+
+impl Job for ClockCheck {
+    async fn step(&mut self, _: &Step) -> Next {
+        match domain::clock_offset::measure(&self.db).await {
+            Ok(o) => {
+                self.metrics.clock_offset(o.offset_ms);
+                let off = o.beyond(CLOCK_WARN_MS);
+                if off && !self.off {
+                    tracing::warn!(
+                        offset_ms = o.offset_ms,
+                        "this machine's clock is off the database's by more than 30 s; fix its time sync"
+                    );
+                } else if !off && self.off {
+                    tracing::info!(offset_ms = o.offset_ms, "this machine's clock agrees with the database's again");
+                }
+                self.off = off;
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the database's clock"),
         }
         Next::Wait
     }

@@ -1,6 +1,9 @@
 //! Start-up behaviour: master key handling, setup link, health.
 
-use crate::{both_engines, support::Install};
+use crate::{
+    both_engines,
+    support::{Engine, Install},
+};
 
 both_engines!(health_and_setup_link, async |i: &Install| {
     let s = i.serve();
@@ -40,8 +43,14 @@ both_engines!(refuses_to_start_with_the_wrong_master_key, async |i: &Install| {
 /// Starts `signet serve`, which must refuse to start within 20 s; returns
 /// its stderr.
 fn serve_must_refuse(i: &Install) -> String {
+    serve_must_refuse_with(i, &[])
+}
+
+/// [`serve_must_refuse`] with extra environment.
+fn serve_must_refuse_with(i: &Install, env: &[(&str, &str)]) -> String {
     use std::io::Read;
     let mut child = std::process::Command::new(crate::support::BIN)
+        .envs(env.iter().copied())
         .env("SIGNET_DATA_DIR", i.data_dir())
         .env("DATABASE_URL", &i.database_url)
         .env("SIGNET_ADDR", "127.0.0.1:0")
@@ -122,4 +131,55 @@ fn a_taken_metrics_port_refuses_to_start_naming_signet_metrics_addr() {
     // It stopped before anything else: no setup link, no listening line.
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
     drop(taken);
+}
+
+/// Debian's libfaketime (`/usr/lib/<arch>/faketime/`), which, preloaded,
+/// moves the clock of `signet serve` and not PostgreSQL's (SQLite reads the
+/// process's own clock, so it has no offset).
+fn faketime() -> Option<String> {
+    let arches = std::fs::read_dir("/usr/lib").ok()?;
+    let mut libs = arches.flatten().map(|d| d.path().join("faketime/libfaketime.so.1"));
+    libs.find(|p| p.exists()).map(|p| p.display().to_string())
+}
+
+/// The environment that moves the process's wall clock `by` (libfaketime's
+/// syntax: seconds, or with `m`, `h`); `None` (skipped) without
+/// libfaketime, except where PostgreSQL tests are required (CI).
+fn clock_moved(by: &'static str) -> Option<[(&'static str, String); 3]> {
+    let Some(lib) = faketime() else {
+        assert!(std::env::var_os("SIGNET_REQUIRE_PG").is_none(), "libfaketime is missing: scripts/setup.sh --test");
+        eprintln!("SKIPPED: libfaketime is not installed (scripts/setup.sh --test installs it)");
+        return None;
+    };
+    Some([("LD_PRELOAD", lib), ("FAKETIME", by.into()), ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into())])
+}
+
+fn env<'a>(vars: &'a [(&'static str, String); 3]) -> Vec<(&'static str, &'a str)> {
+    vars.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_far_off_the_databases_is_refused_and_a_near_one_is_measured() {
+    let Some(i) = Install::new(Engine::Postgres) else { return };
+    let Some(ahead) = clock_moved("+2h") else { return };
+    let err = serve_must_refuse_with(&i, &env(&ahead));
+    assert!(err.contains("refusing to start: this machine's clock is 7"), "{err}");
+    assert!(err.contains(" s ahead of the database's (at most 600 s allowed)"), "{err}");
+    let err = serve_must_refuse_with(&i, &env(&clock_moved("-15m").unwrap()));
+    assert!(err.contains("clock is 9") && err.contains(" s behind the database's"), "{err}");
+
+    // Within the limit it starts, says so once, and reports the offset.
+    let s = i.serve_with(&env(&clock_moved("+45").unwrap()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let offset = loop {
+        let metrics = reqwest::get(&s.metrics).await.unwrap().text().await.unwrap();
+        let sample = metrics.lines().find_map(|l| l.strip_prefix("signet_clock_offset_seconds "));
+        let offset: f64 = sample.expect("the metric is exported").parse().unwrap();
+        if offset != 0.0 || std::time::Instant::now() > deadline {
+            break offset;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!((44.0..=46.0).contains(&offset), "{offset}");
+    assert_eq!(s.output().matches("clock is off the database's by more than 30 s").count(), 1, "{}", s.output());
 }

@@ -5,16 +5,21 @@
 //! disagreement (`retention::partitions::REPLAY_DAY_KEPT_MS`); job leases
 //! read the database's clock and need none. `signet serve` measures the
 //! offset at start (and refuses to start beyond [`MAX_START_OFFSET_MS`])
-//! and every minute after, for its metric and alert.
+//! and every minute after, for its metric and alert; every CLI command
+//! refuses too, before it migrates.
 
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DbBackend,
     sea_query::{Alias, Expr, Query},
 };
 
-use crate::{clock, error::DomainResult};
+use crate::{
+    clock,
+    error::{DomainError, DomainResult},
+};
 
-/// Beyond this (either way) `signet serve` does not start: a tenth of the
+/// Beyond this (either way) `signet serve` does not start, nor does any CLI
+/// command run: a tenth of the
 /// hour the replay records' days allow, and twice the default timestamp
 /// tolerance, past which a provider's fresh messages would be refused.
 pub const MAX_START_OFFSET_MS: i64 = 10 * 60 * 1000;
@@ -57,6 +62,24 @@ pub async fn measure(db: &DatabaseConnection) -> DomainResult<Offset> {
         None => return Err(sea_orm::DbErr::RecordNotFound("the database's clock".into()).into()),
     };
     Ok(Offset { offset_ms: (before + after) / 2 - db_ms, uncertainty_ms: (after - before + 1) / 2 })
+}
+
+/// [`measure`], refused (`clock_offset`) beyond [`MAX_START_OFFSET_MS`]:
+/// before this process writes anything dated by its clock.
+pub async fn refuse_if_far_off(db: &DatabaseConnection) -> DomainResult<Offset> {
+    let o = measure(db).await?;
+    if o.beyond(MAX_START_OFFSET_MS) {
+        let (secs, way) = (o.offset_ms.abs() / 1000, if o.offset_ms > 0 { "ahead of" } else { "behind" });
+        return Err(DomainError::Refused {
+            code: "clock_offset",
+            message: format!(
+                "this machine's clock is {secs} s {way} the database's (at most {} s allowed); fix its time \
+                 sync (NTP) and try again",
+                MAX_START_OFFSET_MS / 1000
+            ),
+        });
+    }
+    Ok(o)
 }
 
 #[cfg(test)]

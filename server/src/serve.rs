@@ -27,7 +27,9 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
     let db = domain::db::connect_with(&url, db_args.pg_pool_size)
         .await
         .map_err(|e| format!("cannot open the database: {e}"))?;
-    refuse_a_clock_far_off(&db).await?;
+    // Before anything is written: this process dates what it stores by its
+    // own clock, and instances sharing the database must agree.
+    domain::clock_offset::refuse_if_far_off(&db).await.map_err(|e| format!("refusing to start: {e}"))?;
     domain::db::migrate(&db).await.map_err(|e| format!("migrations failed: {e}"))?;
     // Before serving: with no default partition, a write needs today's.
     domain::retention::partitions::upkeep(&db, domain::clock::now_ms())
@@ -192,23 +194,6 @@ pub async fn run(db_args: DbArgs, args: ServeArgs) -> Result<(), String> {
 
 /// The background jobs ([`crate::jobs`]): those that write shared state
 /// under their leases, one process at a time; the rest in every process.
-/// Before anything is written: this process dates what it stores by its own
-/// clock (partitions made ahead, claims' and replay records' days, the
-/// timestamp gate), and instances sharing the database must agree.
-async fn refuse_a_clock_far_off(db: &sea_orm::DatabaseConnection) -> Result<(), String> {
-    use domain::clock_offset::{MAX_START_OFFSET_MS, measure};
-    let o = measure(db).await.map_err(|e| format!("cannot read the database's clock: {e}"))?;
-    if o.beyond(MAX_START_OFFSET_MS) {
-        let (secs, way) = (o.offset_ms.abs() / 1000, if o.offset_ms > 0 { "ahead of" } else { "behind" });
-        return Err(format!(
-            "refusing to start: this machine's clock is {secs} s {way} the database's (at most {} s allowed); \
-             fix its time sync (NTP) and start again",
-            MAX_START_OFFSET_MS / 1000
-        ));
-    }
-    Ok(())
-}
-
 async fn start_jobs(
     db: &sea_orm::DatabaseConnection,
     vault: &Arc<Vault>,

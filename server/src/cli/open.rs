@@ -9,6 +9,8 @@ use crate::config::DbArgs;
 pub(super) async fn open_db(args: &DbArgs) -> Result<DatabaseConnection, CliError> {
     let url = args.url()?;
     let db = domain::db::connect_with(&url, args.pg_pool_size).await?;
+    // Before the migrations, which make partitions by this clock's day.
+    domain::clock_offset::refuse_if_far_off(&db).await?;
     domain::db::migrate(&db).await?;
     Ok(db)
 }

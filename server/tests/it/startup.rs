@@ -165,8 +165,14 @@ async fn a_clock_far_off_the_databases_is_refused_and_a_near_one_is_measured() {
     let err = serve_must_refuse_with(&i, &env(&ahead));
     assert!(err.contains("refusing to start: this machine's clock is 7"), "{err}");
     assert!(err.contains(" s ahead of the database's (at most 600 s allowed)"), "{err}");
-    let err = serve_must_refuse_with(&i, &env(&clock_moved("-15m").unwrap()));
+    let behind = clock_moved("-15m").unwrap();
+    let err = serve_must_refuse_with(&i, &env(&behind));
     assert!(err.contains("clock is 9") && err.contains(" s behind the database's"), "{err}");
+    // A CLI command too, before it migrates or writes.
+    let out = i.command().envs(env(&behind)).args(["tenant", "create", "clinic-b"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(" s behind the database's"), "{err}");
+    assert!(!i.cli_json(&["tenant", "list"]).to_string().contains("clinic-b"), "nothing was created");
 
     // Within the limit it starts, says so once, and reports the offset.
     let s = i.serve_with(&env(&clock_moved("+45").unwrap()));

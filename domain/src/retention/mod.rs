@@ -9,6 +9,7 @@
 //! version recording the values, the horizon in force, who and why: the
 //! evidence a reviewer exports. The purge job is [`purge`].
 
+pub mod in_arrival_order;
 pub mod partitions;
 pub mod purge;
 

@@ -31,6 +31,10 @@
 //! endpoints with a shorter one are deleted row by row at their own time,
 //! and those of open quarantine entries are filed again, into today, first.
 //!
+//! On SQLite the claims and bodies go in arrival order across the endpoints
+//! that share a cutoff instead of endpoint by endpoint
+//! ([`super::in_arrival_order`]: a page holds the rows of many endpoints).
+//!
 //! Each batch is its own short transaction. On PostgreSQL the batch's rows
 //! are taken `FOR UPDATE SKIP LOCKED`, so several instances purging at once
 //! split the work and a row a receiver is writing is left for the next run.
@@ -54,7 +58,7 @@ use crate::{
     },
     error::DomainResult,
     retention::{
-        self,
+        self, in_arrival_order,
         partitions::{self, DAY_MS, HOURLY_ROLLUPS_KEPT_MS, MINUTE_ROLLUPS_KEPT_MS},
     },
     stats::gauges,
@@ -143,15 +147,35 @@ pub async fn run(db: &DatabaseConnection, now_ms: i64, batch: u64) -> DomainResu
             Some(e)
         }
     };
-    for (e, dedup_ms, body_ms) in &kept {
-        // Bodies first: their retention is never longer than the claims',
-        // so the claims' batches below meet few bodies still stored.
-        let body_cutoff = now_ms - body_cutoff_ms(partitioned, *body_ms, longest.body_ms);
-        report.bodies_cleared += purge_batches("bodies", batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
-        let claim_cutoff = now_ms - dedup_ms;
-        report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
-        report.claims_deleted += purge_batches("claims", batch, |b| delete_claims(db, e, claim_cutoff, b)).await?;
-        if !partitioned {
+    if partitioned {
+        for (e, dedup_ms, body_ms) in &kept {
+            // Bodies first: their retention is never longer than the claims',
+            // so the claims' batches below meet few bodies still stored.
+            let body_cutoff = now_ms - body_cutoff_ms(partitioned, *body_ms, longest.body_ms);
+            report.bodies_cleared +=
+                purge_batches("bodies", batch, |b| delete_bodies(db, &e.id, body_cutoff, b)).await?;
+            let claim_cutoff = now_ms - dedup_ms;
+            report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, claim_cutoff).await?;
+            report.claims_deleted += purge_batches("claims", batch, |b| delete_claims(db, e, claim_cutoff, b)).await?;
+        }
+    } else {
+        // SQLite: the claims and bodies in arrival order across endpoints
+        // (`in_arrival_order`), bodies first as above; the rest per endpoint.
+        use in_arrival_order::{Take, groups, purge};
+        let bodies = groups(kept.iter().map(|(e, _, body_ms)| (e.id.as_str(), e.tenant_id.as_str(), now_ms - body_ms)));
+        for (cutoff, endpoints) in &bodies {
+            report.bodies_cleared += purge(db, endpoints, *cutoff, Take::Bodies, batch).await?;
+        }
+        let claims =
+            groups(kept.iter().map(|(e, dedup_ms, _)| (e.id.as_str(), e.tenant_id.as_str(), now_ms - dedup_ms)));
+        for (e, dedup_ms, _) in &kept {
+            report.quarantine_deleted += delete_resolved_quarantine(db, &e.id, now_ms - dedup_ms).await?;
+        }
+        for (cutoff, endpoints) in &claims {
+            report.claims_deleted += purge(db, endpoints, *cutoff, Take::Claims, batch).await?;
+        }
+        for (e, dedup_ms, _) in &kept {
+            let claim_cutoff = now_ms - dedup_ms;
             report.deliveries_deleted +=
                 purge_batches("delivery log", batch, |b| delete_deliveries(db, e, claim_cutoff, b)).await?;
         }

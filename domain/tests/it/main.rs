@@ -22,6 +22,7 @@ mod operations;
 mod ordering;
 mod outbox;
 mod partitions;
+mod purge_order;
 mod receiver;
 mod registry;
 mod release_fixtures;

@@ -14,8 +14,10 @@
 //! the bodies' batches walk the same index. Endpoints are taken in groups of
 //! equal cutoff, each group's walk starting at its oldest row that may go and
 //! ending at the cutoff, so a walk reads other groups' rows only within its
-//! own span (in a steady state, a day). Rows an open quarantine entry holds
-//! are passed over. Each batch is one short write transaction, as before.
+//! own span (in a steady state, a day), at most an hour of arrivals per
+//! batch. Rows an open quarantine entry holds are passed over. Each batch is
+//! one short write transaction, as before; `purge::run` then sweeps bodies
+//! by their own age, for any no claim leads to.
 
 use std::collections::BTreeMap;
 
@@ -93,10 +95,11 @@ pub fn batch_query(
         ))
         // Unary `+`: the endpoints' list must not draw SQLite to their age
         // index `(endpoint_id, received_at)`, which reads every endpoint's
-        // span and sorts it (it did, without statistics).
+        // span and sorts it (it did, without statistics). One JSON array,
+        // not a variable per endpoint: a statement takes at most 32,766.
         .filter(Expr::cust_with_values(
-            format!("+inbox_claims.endpoint_id IN ({})", vec!["?"; endpoints.len()].join(", ")),
-            endpoints.iter().copied(),
+            "+inbox_claims.endpoint_id IN (SELECT value FROM json_each(?))",
+            [serde_json::to_string(endpoints).unwrap_or_default()],
         ))
         .filter(not_held("inbox_claims"))
         .order_by(claim::Column::ReceivedAt, Order::Asc)
@@ -165,8 +168,13 @@ pub(super) async fn purge(
     let tenant_of: BTreeMap<&str, &str> = endpoints.iter().map(|(e, t)| (e.as_str(), t.as_str())).collect();
     let mut deleted = 0;
     while from.received_at < cutoff {
+        // An hour's slice at most: the select reads the age index under the
+        // write lock, and passes over other groups' rows (and held ones) to
+        // fill its batch; unbounded, a group of quiet endpoints with a long
+        // span behind it (a retention just shortened) would read millions.
+        let upto = cutoff.min(from.received_at.saturating_add(SLICE_MS));
         let txn = db::begin_write(db).await?;
-        let rows = batch_query(&ids, from.received_at, from.rowid, cutoff, batch).into_model::<Row>().all(&txn).await?;
+        let rows = batch_query(&ids, from.received_at, from.rowid, upto, batch).into_model::<Row>().all(&txn).await?;
         let mut by_endpoint: BTreeMap<(&str, &str), Vec<ClaimKey>> = BTreeMap::new();
         // A row whose tenant is not its endpoint's (the write path never
         // writes one) is walked past, as the per-endpoint deletes by the
@@ -184,15 +192,17 @@ pub(super) async fn purge(
             }
         }
         txn.commit().await?;
-        match rows.last() {
-            Some(last) if rows.len() as u64 == batch => {
-                from = Position { received_at: last.received_at, rowid: last.rowid };
-            }
-            _ => break,
-        }
+        from = match rows.last() {
+            Some(last) if rows.len() as u64 == batch => Position { received_at: last.received_at, rowid: last.rowid },
+            // The slice is done: the next one, until the cutoff.
+            _ => Position { received_at: upto, rowid: i64::MIN },
+        };
     }
     Ok(deleted)
 }
+
+/// The longest span of arrivals one batch's select reads.
+const SLICE_MS: i64 = 3_600_000;
 
 /// Which endpoints share each cutoff: one walk per distinct cutoff.
 pub(super) fn groups<'a>(cutoffs: impl Iterator<Item = (&'a str, &'a str, i64)>) -> BTreeMap<i64, Group> {

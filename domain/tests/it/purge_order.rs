@@ -49,6 +49,11 @@ db_test!(interleaved_endpoints_each_keep_their_own_retention, async |t: &TestDb|
         stored_claim(t, &a.id, &ids[e], &format!("{}-{h}", kept[e].0), now - h * HOUR_MS - HOUR_MS / 2, vec![h as u8])
             .await;
     }
+    // Five at one instant, past the short retention: batches of 3 split
+    // them, and the walk goes on from the row, not only the time.
+    for i in 0..5 {
+        stored_claim(t, &a.id, &ids[0], &format!("tie-{i}"), now - 60 * HOUR_MS, vec![9]).await;
+    }
     // Past both of its endpoint's retentions, held by an open entry.
     qentry::Entity::insert(qentry::ActiveModel {
         id: Set("q-held".into()),
@@ -64,7 +69,10 @@ db_test!(interleaved_endpoints_each_keep_their_own_retention, async |t: &TestDb|
     .await
     .unwrap();
 
-    purge::run(&t.db, now, 3).await.unwrap();
+    let first = purge::run(&t.db, now, 3).await.unwrap();
+    assert_eq!(first.claims_deleted, 5 + 47 + 12, "the ties, the short endpoint's 47 and the long one's 12");
+    let again = purge::run(&t.db, now, 3).await.unwrap();
+    assert_eq!((again.claims_deleted, again.bodies_cleared), (0, 0), "nothing twice");
     let mut claims: Vec<String> =
         claim::Entity::find().all(&t.db).await.unwrap().into_iter().map(|c| c.event_id).collect();
     let mut bodies: Vec<String> =

@@ -6,8 +6,8 @@
 //! oldest rows touches about 500 pages, and each page is written again (to
 //! the WAL, then checkpointed) for every endpoint with a row on it. Taken in
 //! arrival order across endpoints instead, a batch deletes rows that sit
-//! together: a day's purge at 1 M stored events wrote 0.43 GB instead of
-//! 2.40 GB (docs/benchmarks.md#retention-purge).
+//! together: a day's purge at 1 M stored events wrote 0.63 GB instead of
+//! 2.50 GB (docs/benchmarks.md#sqlites-purge-in-arrival-order).
 //!
 //! The order comes from the claims' age index `(received_at)`; a body
 //! belongs to its claim (received with it; on SQLite never filed again), so
@@ -138,10 +138,7 @@ async fn start(db: &DatabaseConnection, endpoints: &Group, bodies: bool) -> Doma
                 .await?
                 .flatten()
         };
-        oldest = match (oldest, at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        oldest = [oldest, at].into_iter().flatten().min();
     }
     Ok(oldest.map(|received_at| Position { received_at, rowid: i64::MIN }))
 }
